@@ -1,0 +1,255 @@
+//! The config file (DECISIONS 19): the protocol's `{machine?, sinks:[…]}` plus our `control` tunables.
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub machine: Option<String>,
+    #[serde(default)]
+    pub sinks: Vec<Sink>,
+    #[serde(default)]
+    pub control: ControlTunables,
+    /// Where the config came from; set by `load`.
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sink {
+    pub name: String,
+    pub url: String,
+    #[serde(default)]
+    pub tier: u8,
+    #[serde(default)]
+    pub control: bool,
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub secret: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ControlTunables {
+    #[serde(default)]
+    pub permission_wait_s: Option<u64>,
+    #[serde(default)]
+    pub wait_max_s: Option<u64>,
+    #[serde(default)]
+    pub live_hours: Option<f64>,
+    #[serde(default)]
+    pub harness: BTreeMap<String, HarnessTunables>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessTunables {
+    #[serde(default)]
+    pub permission_wait_s: Option<u64>,
+}
+
+/// Built-in permission waits (DECISIONS 10): Claude Code's dialog races the hook, so waiting
+/// costs nothing; Codex shows its own approval only after the hook returns.
+pub fn default_permission_wait_s(harness: &str) -> u64 {
+    match harness {
+        "claude-code" => 120,
+        _ => 30,
+    }
+}
+
+impl Config {
+    /// Reads the config at the resolved path. A missing file is an empty config (no sinks).
+    pub fn load() -> Result<Config> {
+        Self::load_from(&crate::paths::config_file())
+    }
+
+    pub fn load_from(path: &Path) -> Result<Config> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Config {
+                    path: path.to_path_buf(),
+                    ..Config::default()
+                })
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot read config {}", path.display())),
+        };
+        let mut config: Config = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "config {} is not valid: fix the JSON (shape: {{\"sinks\":[{{\"name\",\"url\",\"tier\",\"control\",\"token\"}}],\"control\":{{…}}}})",
+                path.display()
+            )
+        })?;
+        config.path = path.to_path_buf();
+        config.validate()?;
+        if config.sinks.iter().any(|s| s.token.is_some()) {
+            check_private(path, "config")?;
+        }
+        for sink in &config.sinks {
+            if let Some(f) = &sink.token_file {
+                check_private(f, "token file")?;
+            }
+        }
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let p = self.path.display();
+        let mut names = std::collections::HashSet::new();
+        for s in &self.sinks {
+            if s.name.is_empty()
+                || s.name.len() > 40
+                || !s
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+            {
+                bail!("config {p}: sink name {:?} must be 1-40 of a-z, 0-9, '-', '_'", s.name);
+            }
+            if !names.insert(s.name.as_str()) {
+                bail!("config {p}: two sinks are named {:?}; give each a unique name", s.name);
+            }
+            if s.tier > 3 {
+                bail!("config {p}: sink {:?} has tier {}; tiers are 0 to 3", s.name, s.tier);
+            }
+            check_url(&s.url).with_context(|| format!("config {p}: sink {:?}", s.name))?;
+            if s.token.is_some() && s.token_file.is_some() {
+                bail!("config {p}: sink {:?} has both token and token_file; keep one", s.name);
+            }
+            if s.control && s.token.is_none() && s.token_file.is_none() {
+                bail!("config {p}: sink {:?} has control on but no token; add \"token\" or \"token_file\"", s.name);
+            }
+        }
+        if let Some(w) = self.control.wait_max_s {
+            if !(1..=60).contains(&w) {
+                bail!("config {p}: control.wait_max_s is {w}; use 1 to 60");
+            }
+        }
+        if let Some(h) = self.control.live_hours {
+            if h.is_nan() || h <= 0.0 {
+                bail!("config {p}: control.live_hours must be a positive number of hours");
+            }
+        }
+        Ok(())
+    }
+
+    pub fn control_sinks(&self) -> impl Iterator<Item = &Sink> {
+        self.sinks.iter().filter(|s| s.control)
+    }
+
+    /// Per harness beats global beats the built-in default.
+    pub fn permission_wait_s(&self, harness: &str) -> u64 {
+        self.control
+            .harness
+            .get(harness)
+            .and_then(|h| h.permission_wait_s)
+            .or(self.control.permission_wait_s)
+            .unwrap_or_else(|| default_permission_wait_s(harness))
+    }
+
+    pub fn live_ms(&self) -> i64 {
+        (self.control.live_hours.unwrap_or(24.0) * 3_600_000.0) as i64
+    }
+}
+
+impl Sink {
+    /// The bearer token, from the config or the token file. Never logged.
+    pub fn bearer(&self) -> Result<String> {
+        if let Some(t) = &self.token {
+            return Ok(t.trim().to_string());
+        }
+        if let Some(f) = &self.token_file {
+            let t = std::fs::read_to_string(f)
+                .with_context(|| format!("sink {:?}: cannot read token file {}", self.name, f.display()))?;
+            return Ok(t.trim().to_string());
+        }
+        bail!("sink {:?} has no token", self.name)
+    }
+}
+
+/// `https://` anywhere; `http://` only to loopback, where nothing crosses a network.
+pub fn check_url(url: &str) -> Result<()> {
+    if let Some(rest) = url.strip_prefix("https://") {
+        if rest.is_empty() {
+            bail!("url {url:?} has no host");
+        }
+        return Ok(());
+    }
+    if let Some(rest) = url.strip_prefix("http://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = if let Some(v6) = authority.strip_prefix('[') {
+            v6.split(']').next().unwrap_or("")
+        } else {
+            authority.rsplit_once(':').map(|(h, _)| h).unwrap_or(authority)
+        };
+        let loopback = host == "localhost"
+            || host == "::1"
+            || host
+                .parse::<std::net::Ipv4Addr>()
+                .map(|ip| ip.is_loopback())
+                .unwrap_or(false);
+        if loopback {
+            return Ok(());
+        }
+        bail!("url {url:?} uses http:// to a non-loopback host; use https://");
+    }
+    bail!("url {url:?} must start with https:// (or http:// to 127.0.0.1, localhost or [::1])")
+}
+
+#[cfg(unix)]
+fn check_private(path: &Path, what: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        bail!(
+            "{what} {} holds a token and is readable by others (mode {:o}); fix with: chmod 600 {}",
+            path.display(),
+            mode,
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_private(_: &Path, _: &str) -> Result<()> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert!(check_url("https://example.com/x").is_ok());
+        assert!(check_url("http://127.0.0.1:8080").is_ok());
+        assert!(check_url("http://localhost/x").is_ok());
+        assert!(check_url("http://[::1]:9/").is_ok());
+        assert!(check_url("http://example.com").is_err());
+        assert!(check_url("http://10.0.0.1").is_err());
+        assert!(check_url("http://127.0.0.1.evil.com/").is_err());
+        assert!(check_url("ftp://x").is_err());
+    }
+
+    #[test]
+    fn waits() {
+        let c: Config = serde_json::from_str(
+            r#"{"sinks":[],"control":{"permission_wait_s":60,"harness":{"codex":{"permission_wait_s":20}}}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.permission_wait_s("codex"), 20);
+        assert_eq!(c.permission_wait_s("claude-code"), 60);
+        assert_eq!(Config::default().permission_wait_s("claude-code"), 120);
+        assert_eq!(Config::default().permission_wait_s("codex"), 30);
+    }
+}

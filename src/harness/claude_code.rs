@@ -1,0 +1,120 @@
+//! Claude Code (2.1.x): hook stdin per harness-contracts §1, answers in its exact shapes.
+use super::{describe_tool, minted_attention_id, HookInput};
+use crate::store::SessionRef;
+use crate::wire::control::Decision;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+#[derive(Deserialize)]
+struct Input {
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    hook_event_name: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    prompt_id: Option<String>,
+    #[serde(default)]
+    tool_name: Option<String>,
+    #[serde(default)]
+    tool_input: Option<Value>,
+    #[serde(default)]
+    source: Option<String>,
+    /// Present on subagent events: their Stop is a SubagentStop and their ids differ.
+    #[serde(default)]
+    agent_id: Option<String>,
+}
+
+pub fn parse(stdin: &[u8]) -> HookInput {
+    let input: Input = match serde_json::from_slice(stdin) {
+        Ok(i) => i,
+        Err(e) => return HookInput::Skip(format!("stdin is not a Claude Code hook payload: {e}")),
+    };
+    let Some(session_id) = input.session_id.filter(|s| crate::wire::is_session_id(s)) else {
+        return HookInput::Skip("payload has no valid session_id".into());
+    };
+    let Some(event) = input.hook_event_name else {
+        return HookInput::Skip("payload has no hook_event_name".into());
+    };
+    let session = SessionRef {
+        harness: "claude-code".into(),
+        session_id,
+        cwd: input.cwd,
+        event: event.clone(),
+    };
+    // The attention id of the prompt this tool call would have raised, if computable.
+    let attention = || match (&input.prompt_id, &input.tool_name, &input.tool_input) {
+        (Some(p), Some(t), Some(i)) => Some(minted_attention_id(p, t, i)),
+        _ => None,
+    };
+    match event.as_str() {
+        "PermissionRequest" => {
+            let (Some(tool), Some(tool_input)) = (&input.tool_name, &input.tool_input) else {
+                return HookInput::Skip("PermissionRequest without tool_name/tool_input".into());
+            };
+            HookInput::Permission {
+                attention_id: minted_attention_id(input.prompt_id.as_deref().unwrap_or(""), tool, tool_input),
+                message: Some(describe_tool(tool, tool_input)),
+                tool: Some(tool.clone()),
+                session,
+            }
+        }
+        "Stop" if input.agent_id.is_none() => HookInput::Stop { session },
+        "SessionStart" => HookInput::SessionStart {
+            session,
+            source: input.source.unwrap_or_else(|| "unknown".into()),
+        },
+        "SessionEnd" => HookInput::SessionEnd { session },
+        "PostToolUse" | "PostToolUseFailure" => HookInput::TerminalAnswered { attention_id: attention(), session },
+        "UserPromptSubmit" => HookInput::TerminalAnswered { attention_id: None, session },
+        _ => HookInput::Alive { session },
+    }
+}
+
+pub fn render_permission(decision: Decision, message: &str) -> String {
+    let decision = match decision {
+        Decision::Allow => json!({ "behavior": "allow" }),
+        Decision::Deny => json!({ "behavior": "deny", "message": message }),
+    };
+    json!({ "hookSpecificOutput": { "hookEventName": "PermissionRequest", "decision": decision } }).to_string()
+}
+
+pub fn render_block(reason: &str) -> String {
+    json!({ "decision": "block", "reason": reason }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn shapes() {
+        assert_eq!(
+            render_permission(Decision::Allow, "ignored"),
+            r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#
+        );
+        assert_eq!(
+            render_permission(Decision::Deny, "Not on main"),
+            r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"Not on main"}}}"#
+        );
+        assert_eq!(render_block("x\"y"), r#"{"decision":"block","reason":"x\"y"}"#);
+    }
+
+    #[test]
+    fn parses_events() {
+        assert!(matches!(parse(b""), HookInput::Skip(_)));
+        assert!(matches!(parse(b"[1]"), HookInput::Skip(_)));
+        assert!(matches!(parse(br#"{"session_id":"a b","hook_event_name":"Stop"}"#), HookInput::Skip(_)));
+        assert!(matches!(parse(br#"{"session_id":"s1","hook_event_name":"Stop"}"#), HookInput::Stop { .. }));
+        assert!(matches!(
+            parse(br#"{"session_id":"s1","hook_event_name":"Stop","agent_id":"a"}"#),
+            HookInput::Alive { .. }
+        ));
+        let HookInput::TerminalAnswered { attention_id: Some(a), .. } = parse(
+            br#"{"session_id":"s1","hook_event_name":"PostToolUse","prompt_id":"5e6e20e7-82a4-4865-8967-b2c9adae76c4","tool_name":"Bash","tool_input":{"command":"echo hi > out.txt","description":"Write text to a file"},"tool_response":{}}"#,
+        ) else {
+            panic!()
+        };
+        assert_eq!(a, "perm-17af3749ab63d37e");
+    }
+}

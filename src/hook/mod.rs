@@ -1,0 +1,149 @@
+//! The hook runtime shared by sp-permission, sp-stop and sp-event: read stdin, let the
+//! harness adapter say what it means, act on the store, and print the adapter's answer.
+//! A hook never breaks its host: any failure prints nothing, exits 0 and is logged.
+mod permission;
+mod stop;
+
+use crate::config::Config;
+use crate::harness::{Harness, HookInput};
+use anyhow::{Context, Result};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// Hook stdin beyond this is refused unread: no harness sends payloads near it.
+pub const STDIN_CAP: u64 = 1 << 20;
+/// How long a hook waits for SQLite's write lock before giving up silently.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(3);
+
+pub fn help(program: &str, what: &str) -> String {
+    format!(
+        "{program} {version}\n{what}\n\nUSAGE:\n  {program} --harness <NAME> < hook-input.json\n\n\
+         Reads the harness's hook JSON on stdin and prints that harness's answer, or nothing.\n\
+         It always exits 0: a failure prints nothing and is written to the log.\n\n\
+         HARNESSES: {harnesses}\n\n{env}\n  SESSIONPIPE_NO_SPAWN   set to stop hooks starting sp-sync when none runs\n",
+        version = env!("CARGO_PKG_VERSION"),
+        harnesses = Harness::ALL.iter().map(|h| h.name()).collect::<Vec<_>>().join(", "),
+        env = crate::paths::ENV_HELP,
+    )
+}
+
+/// What the command line asked for.
+pub enum Cli {
+    Run(Harness),
+    Help,
+    Version,
+}
+
+pub fn parse_args(args: &[String]) -> Result<Cli> {
+    let mut harness = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-h" | "--help" => return Ok(Cli::Help),
+            "-V" | "--version" => return Ok(Cli::Version),
+            "--harness" => harness = it.next().cloned(),
+            s if s.starts_with("--harness=") => harness = Some(s["--harness=".len()..].to_string()),
+            other => anyhow::bail!("unknown argument {other:?}"),
+        }
+    }
+    let name = harness.context("--harness <NAME> is required")?;
+    let h = Harness::parse(&name).with_context(|| format!("unknown harness {name:?}"))?;
+    Ok(Cli::Run(h))
+}
+
+fn read_stdin() -> Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(8 * 1024);
+    std::io::stdin()
+        .lock()
+        .take(STDIN_CAP + 1)
+        .read_to_end(&mut buf)
+        .context("cannot read stdin")?;
+    if buf.len() as u64 > STDIN_CAP {
+        anyhow::bail!("stdin is larger than {STDIN_CAP} bytes; ignored");
+    }
+    Ok(buf)
+}
+
+/// Writes the whole answer and flushes it; only then may a delivery be confirmed (DECISIONS 21).
+pub(crate) fn print_answer(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.write_all(b"\n"))
+        .and_then(|_| out.flush())
+        .context("cannot write the answer to stdout")
+}
+
+/// Runs one hook invocation. Errors are for `main` to log; stdout is written only on success.
+pub fn run(harness: Harness) -> Result<()> {
+    let stdin = read_stdin()?;
+    let input = harness.parse_input(&stdin);
+    if let HookInput::Skip(reason) = &input {
+        crate::logging::debug(&format!("skipped: {reason}"));
+        return Ok(());
+    }
+    let config = Config::load().unwrap_or_else(|e| {
+        crate::logging::warn(&format!("{e:#}; acting as if no sink were configured"));
+        Config::default()
+    });
+    let mut store = crate::store::open(&crate::paths::database_file(), BUSY_TIMEOUT)?;
+    let start_sync = !config.sinks.is_empty();
+    match input {
+        HookInput::Permission { session, attention_id, tool, message } => {
+            permission::run(harness, &config, &mut store, &session, &attention_id, tool.as_deref(), message.as_deref())?;
+        }
+        HookInput::Stop { session } => {
+            if start_sync {
+                crate::sync::lock::ensure_running();
+            }
+            stop::run(harness, &mut store, &session)?;
+        }
+        HookInput::SessionStart { session, source } => {
+            store.record_event(&session, Some(&source))?;
+            if start_sync {
+                crate::sync::lock::ensure_running();
+            }
+        }
+        HookInput::SessionEnd { session } => store.end_session(&session)?,
+        HookInput::TerminalAnswered { session, attention_id } => {
+            let n = store.terminal_answered(&session, attention_id.as_deref())?;
+            if n > 0 {
+                crate::logging::info(&format!("{}: terminal answered {n} prompt(s)", session.key()));
+            }
+        }
+        HookInput::Alive { session } => {
+            store.record_event(&session, None)?;
+            if start_sync {
+                crate::sync::lock::ensure_running();
+            }
+        }
+        HookInput::Skip(_) => {}
+    }
+    Ok(())
+}
+
+/// The whole of a hook binary's `main`: parse arguments, run, and always exit 0 with nothing
+/// on stdout unless an answer was printed. Panics are caught and logged too.
+pub fn main(program: &str, what: &str) -> std::process::ExitCode {
+    crate::logging::init(program);
+    std::panic::set_hook(Box::new(|info| crate::logging::error(&format!("panic: {info}"))));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match parse_args(&args) {
+        Ok(Cli::Help) => {
+            print!("{}", help(program, what));
+            return std::process::ExitCode::SUCCESS;
+        }
+        Ok(Cli::Version) => {
+            println!("{program} {}", env!("CARGO_PKG_VERSION"));
+            return std::process::ExitCode::SUCCESS;
+        }
+        Ok(Cli::Run(harness)) => {
+            match std::panic::catch_unwind(|| run(harness)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => crate::logging::error(&format!("{e:#}")),
+                Err(_) => {} // already logged by the panic hook
+            }
+        }
+        Err(e) => crate::logging::error(&format!("{e:#}; run {program} --help")),
+    }
+    std::process::ExitCode::SUCCESS
+}

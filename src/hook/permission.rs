@@ -1,0 +1,112 @@
+//! PermissionRequest (DECISIONS 9-13): record the attention, announce it, wait for a matching
+//! answer, print it in the harness's shape. Allow is printed only for a claimed, valid,
+//! unexpired answer naming exactly this attention and session; every other path prints nothing.
+use crate::clock::now_ms;
+use crate::config::Config;
+use crate::harness::Harness;
+use crate::store::{SessionRef, Store};
+use crate::wire::control::Decision;
+use crate::wire::event::How;
+use anyhow::Result;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the waiting hook looks at the store: one indexed read, so cheap.
+const POLL_EVERY: Duration = Duration::from_millis(15);
+/// How often it checks that an sp-sync is running, starting one if not.
+const SYNC_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// How long to wait: the harness's configured wait, or 0 when no sink could answer.
+fn wait_for(config: &Config, store: &Store, harness: Harness) -> Duration {
+    let mut any = false;
+    for s in config.control_sinks() {
+        if !store.control_paused(&s.name).unwrap_or(true) {
+            any = true;
+        }
+    }
+    if any {
+        Duration::from_secs(config.permission_wait_s(harness.name()))
+    } else {
+        Duration::ZERO
+    }
+}
+
+pub fn run(
+    harness: Harness,
+    config: &Config,
+    store: &mut Store,
+    session: &SessionRef,
+    attention_id: &str,
+    tool: Option<&str>,
+    message: Option<&str>,
+) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    let wait = wait_for(config, store, harness);
+    let pid = std::process::id();
+    store.open_attention(session, attention_id, tool, message, now_ms() + wait.as_millis() as i64, pid)?;
+    if !config.sinks.is_empty() {
+        crate::sync::lock::ensure_running();
+    }
+    if wait.is_zero() {
+        return Ok(());
+    }
+    let key = session.key();
+    let started = Instant::now();
+    let mut last_sync_check = Instant::now();
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            // Claude Code sends SIGTERM when the person answers "No" or Esc in its own dialog.
+            store.close_attention(session, attention_id, How::Answered)?;
+            crate::logging::info(&format!("{key} {attention_id}: signalled while waiting; cleared answered"));
+            return Ok(());
+        }
+        let (open, answer_queued) = store.attention_poll(&key, attention_id)?;
+        if !open {
+            crate::logging::info(&format!("{key} {attention_id}: cleared elsewhere; stop waiting"));
+            return Ok(());
+        }
+        if answer_queued {
+            if let Some(answer) = store.claim_answer(&key, attention_id, pid)? {
+                let text = match answer.decision {
+                    Decision::Allow => String::new(),
+                    Decision::Deny => answer
+                        .note
+                        .clone()
+                        .filter(|n| !n.trim().is_empty())
+                        .unwrap_or_else(|| format!("Denied by the person through sessionpipe (sink {:?}).", answer.sink)),
+                };
+                super::print_answer(&harness.render_permission(answer.decision, &text))?;
+                let detail = format!("{} {} hook", harness.name(), harness.permission_event());
+                store.confirm_answer(session, attention_id, &answer, &detail)?;
+                crate::logging::info(&format!(
+                    "{key} {attention_id}: {} delivered ({})",
+                    answer.decision.as_str(),
+                    answer.id
+                ));
+                return Ok(());
+            }
+        }
+        if started.elapsed() >= wait {
+            store.close_attention(session, attention_id, How::Timeout)?;
+            crate::logging::info(&format!("{key} {attention_id}: no answer within {}s", wait.as_secs()));
+            return Ok(());
+        }
+        // SAFETY: getppid has no preconditions.
+        if unsafe { libc::getppid() } != parent {
+            store.close_attention(session, attention_id, How::Cancelled)?;
+            crate::logging::info(&format!("{key} {attention_id}: the harness went away while waiting"));
+            return Ok(());
+        }
+        if last_sync_check.elapsed() >= SYNC_CHECK_EVERY {
+            crate::sync::lock::ensure_running();
+            last_sync_check = Instant::now();
+        }
+        std::thread::sleep(POLL_EVERY);
+    }
+}

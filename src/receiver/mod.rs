@@ -1,0 +1,476 @@
+//! A real, faithful sessionpipe **test receiver** over loopback HTTP (tiny_http).
+//!
+//! It speaks the seed-era protocol (`HTTP.md` @ e918475, `CONTROL.md` @ e918475; see
+//! `shared/spec/sessionpipe-protocol.md` §2): discovery, `POST {events}` with dedup, the
+//! per-session control long poll and acks. Tests of the sender drive it through this API (and
+//! fault injection); the delivery fixtures drive it through its own test door.
+//!
+//! | route | auth | answers |
+//! |---|---|---|
+//! | `GET /.well-known/sessionpipe` | none | 200 well-known document |
+//! | `POST /api/sessionpipe/v1/events` | Bearer | 202 `{accepted,duplicates,rejected,max_tier}`; 400 malformed/empty/over `max_events` or `sessionpipe-protocol` other than 1; 401; 403 `tier_above_max`; 413 over `max_bytes` |
+//! | `GET /api/sessionpipe/v1/control?session=&wait=` | Bearer | 200 `{messages}` (at once, or as soon as one is enqueued), 204 when the wait runs out; 400; 401; 404 without the `control` capability |
+//! | `POST /api/sessionpipe/v1/control/ack` | Bearer | 202 `{}`; 400 with the violated rule; 401; 404 without `control` |
+//! | `POST /test/enqueue`, `GET /test/events`, `GET /test/acks` | none | the test door |
+//! | anything else | | 404 `{"reason":"not_found"}` (405 for a known path with the wrong method) |
+//!
+//! Each request runs on its own thread. Errors carry `error.json` bodies (`{"reason"}`).
+
+mod http;
+mod net;
+mod state;
+pub mod validate;
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use serde_json::Value;
+
+use state::Shared;
+
+/// Discovery path.
+pub const WELL_KNOWN_PATH: &str = "/.well-known/sessionpipe";
+/// `endpoints.events` as advertised.
+pub const EVENTS_PATH: &str = "/api/sessionpipe/v1/events";
+/// `endpoints.control` as advertised (the long poll).
+pub const CONTROL_PATH: &str = "/api/sessionpipe/v1/control";
+/// `{control}/ack`.
+pub const ACK_PATH: &str = "/api/sessionpipe/v1/control/ack";
+
+/// How a [`Receiver`] is set up.
+#[derive(Debug, Clone)]
+pub struct ReceiverOptions {
+    /// Bearer token the sender must present on events, control and ack.
+    pub token: String,
+    /// Advertised `control.wait_max_s`; also the cap on a poll's `wait`.
+    pub wait_max_s: u64,
+    /// Advertised capabilities. Without `"control"` the control routes answer 404 and the
+    /// well-known has no `endpoints.control` or `control` object.
+    pub capabilities: Vec<String>,
+    /// Advertised `max_tier`; events above it get 403 `tier_above_max`.
+    pub max_tier: u8,
+    /// `batch.max_events`.
+    pub max_events: usize,
+    /// `batch.max_bytes`.
+    pub max_bytes: usize,
+    /// Receiver clock skew in ms: applied to the `at`/`expires_at` it mints and to its own
+    /// expiry checks.
+    pub clock_offset_ms: i64,
+}
+
+impl Default for ReceiverOptions {
+    fn default() -> Self {
+        ReceiverOptions {
+            token: "test-token".to_owned(),
+            wait_max_s: 25,
+            capabilities: vec!["events".to_owned(), "control".to_owned()],
+            max_tier: 1,
+            max_events: 50,
+            max_bytes: 262_144,
+            clock_offset_ms: 0,
+        }
+    }
+}
+
+/// A route that faults can be injected into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// `GET /.well-known/sessionpipe`
+    WellKnown,
+    /// `POST {events}`
+    Events,
+    /// `GET {control}?session=…` (the long poll)
+    Poll,
+    /// `POST {control}/ack`
+    Ack,
+}
+
+/// A misbehaviour for the next request to a route (see [`Receiver::push_fault`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Answer this status with a small JSON body `{"reason":"…"}` (no body for 1xx/204/304).
+    Status(u16),
+    /// 429 with a `retry-after: <s>` header.
+    TooManyRequests { retry_after_s: u64 },
+    /// Close the connection without answering (the client reads EOF before any response).
+    Reset,
+    /// 200 with a `content-length` 64 bytes larger than the body sent, then close.
+    Truncated,
+    /// 200 with the body `{not json`.
+    InvalidJson,
+    /// Handle normally after this delay.
+    Delay(Duration),
+    /// Never answer; the connection is held until `set_down(true)` or `stop()`.
+    Hang,
+}
+
+/// One request as the receiver saw it (any route, any status).
+#[derive(Debug, Clone)]
+pub struct RequestRecord {
+    pub method: String,
+    /// Path and query as sent.
+    pub url: String,
+    /// The protocol route, if it was one (method and path both match).
+    pub route: Option<Route>,
+    /// Header names lower-cased, in the order received.
+    pub headers: Vec<(String, String)>,
+    /// The body read (for events, at most `max_bytes + 1` bytes).
+    pub body: Vec<u8>,
+    /// Status answered; `None` while in flight, or for `Reset`/`Hang`/a cut connection.
+    pub status: Option<u16>,
+    /// The fault this request consumed.
+    pub fault: Option<Fault>,
+}
+
+impl RequestRecord {
+    /// First value of a header (name case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The listening half of one "up" period.
+struct Serving {
+    server: Arc<tiny_http::Server>,
+    /// Duplicate of the listener tiny_http owns, so it can be shut down from here.
+    listener: TcpListener,
+    stopping: Arc<AtomicBool>,
+    accept: JoinHandle<()>,
+}
+
+struct Control {
+    shared: Arc<Shared>,
+    serving: Mutex<Option<Serving>>,
+}
+
+/// Handle to a running test receiver. Clones share the same receiver.
+#[derive(Clone)]
+pub struct Receiver {
+    inner: Arc<Control>,
+}
+
+impl std::fmt::Debug for Receiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receiver")
+            .field("url", &self.url())
+            .finish()
+    }
+}
+
+fn bind_listener(addr: SocketAddr, patience: Duration) -> anyhow::Result<TcpListener> {
+    let deadline = Instant::now() + patience;
+    loop {
+        match TcpListener::bind(addr) {
+            Ok(l) => return Ok(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e).with_context(|| format!("binding {addr}")),
+        }
+    }
+}
+
+impl Control {
+    /// Starts serving on `listener` under the current generation.
+    fn serve(&self, listener: TcpListener) -> anyhow::Result<Serving> {
+        let dup = listener.try_clone().context("duplicating the listener")?;
+        let server = tiny_http::Server::from_listener(listener, None)
+            .map_err(|e| anyhow!("starting tiny_http: {e}"))?;
+        let server = Arc::new(server);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let generation = self.shared.lock().generation;
+        let accept = {
+            let (server, stopping, shared) =
+                (server.clone(), stopping.clone(), self.shared.clone());
+            std::thread::Builder::new()
+                .name("spctl-receiver-accept".into())
+                .spawn(move || {
+                    // Ends on unblock() from go_down(), or when tiny_http's accept loop dies.
+                    while let Ok(rq) = server.recv() {
+                        if stopping.load(Ordering::SeqCst) {
+                            // Accepted just as the receiver went down: no answer.
+                            drop(rq.into_writer());
+                            continue;
+                        }
+                        let shared = shared.clone();
+                        // If no thread can be spawned, the request (moved into the failed
+                        // closure) is dropped, which makes tiny_http answer 500.
+                        let _ = std::thread::Builder::new()
+                            .name("spctl-receiver-req".into())
+                            .spawn(move || http::handle(&shared, rq, generation));
+                    }
+                })
+                .context("spawning the accept thread")?
+        };
+        Ok(Serving {
+            server,
+            listener: dup,
+            stopping,
+            accept,
+        })
+    }
+
+    /// Takes the receiver off the network: refuses new connections, cuts open ones, and
+    /// makes held requests give up unanswered. State is kept.
+    fn go_down(&self, serving: &mut Option<Serving>) {
+        let Some(s) = serving.take() else { return };
+        let addr = self.shared.addr;
+        s.stopping.store(true, Ordering::SeqCst);
+        self.shared.lock().generation += 1;
+        // No new connections (on Linux the listener leaves LISTEN right here) ...
+        net::shutdown_listener(&s.listener);
+        // ... and none of the open ones survive, keep-alive pool included.
+        net::shutdown_connections(addr, None, std::net::Shutdown::Both);
+        s.server.unblock();
+        let _ = s.accept.join();
+        // Dropping the server closes tiny_http's listener (its Drop wakes its accept loop).
+        drop(s.server);
+        drop(s.listener);
+        // Wait until the port really refuses (immediate on Linux; elsewhere tiny_http's
+        // accept thread needs a moment to notice).
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline
+            && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // Anything accepted in between.
+        net::shutdown_connections(addr, None, std::net::Shutdown::Both);
+        let hung = std::mem::take(&mut self.shared.lock().hung);
+        drop(hung);
+        self.shared.changed.notify_all();
+    }
+
+    fn shutdown(&self) {
+        let mut serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.lock().stopped = true;
+        self.go_down(&mut serving);
+        self.shared.changed.notify_all();
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Receiver {
+    /// Binds `127.0.0.1:0` and starts serving.
+    pub fn start(opts: ReceiverOptions) -> anyhow::Result<Receiver> {
+        let listener =
+            TcpListener::bind(("127.0.0.1", 0)).context("binding 127.0.0.1:0 for the receiver")?;
+        let addr = listener.local_addr()?;
+        let control = Control {
+            shared: Arc::new(Shared::new(opts, addr)),
+            serving: Mutex::new(None),
+        };
+        let serving = control.serve(listener)?;
+        *control.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(serving);
+        Ok(Receiver {
+            inner: Arc::new(control),
+        })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    /// `http://127.0.0.1:PORT` (no trailing slash).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.shared().addr)
+    }
+
+    /// The port, fixed for the receiver's life.
+    pub fn port(&self) -> u16 {
+        self.shared().addr.port()
+    }
+
+    /// The bearer token it expects.
+    pub fn token(&self) -> String {
+        self.shared().lock().opts.token.clone()
+    }
+
+    /// The well-known document it currently serves.
+    pub fn well_known(&self) -> Value {
+        self.shared().lock().well_known()
+    }
+
+    /// Changes the advertised and enforced `max_tier`.
+    pub fn set_max_tier(&self, max_tier: u8) {
+        self.shared().lock().opts.max_tier = max_tier;
+    }
+
+    /// Changes the advertised capabilities (dropping `"control"` makes the control routes
+    /// answer 404).
+    pub fn set_capabilities(&self, capabilities: Vec<String>) {
+        self.shared().lock().opts.capabilities = capabilities;
+        self.shared().changed.notify_all();
+    }
+
+    /// Enqueues a message for session `"<harness>:<id>"` from a partial one, like the
+    /// delivery fixtures' enqueue step: `{kind, text?, for?, decision?, note?,
+    /// expires_in_s? (default 60)}`. Mints `id` (ULID), `at` and `expires_at` (receiver clock,
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ`); an `id`, `at` or `expires_at` string already in the
+    /// partial is kept as given instead. Other keys are copied in order. Returns the stored
+    /// message.
+    ///
+    /// # Panics
+    /// If `message` is not a JSON object or `expires_in_s` is not a number.
+    pub fn enqueue(&self, session: &str, message: Value) -> Value {
+        let Value::Object(partial) = message else {
+            panic!("Receiver::enqueue wants a JSON object (use enqueue_raw for anything else)");
+        };
+        let msg = self
+            .shared()
+            .lock()
+            .enqueue(session, &partial)
+            .unwrap_or_else(|e| panic!("Receiver::enqueue: {e}"));
+        self.shared().changed.notify_all();
+        msg
+    }
+
+    /// Enqueues exactly this JSON value. It is redelivered until an ack names its `"id"` (if
+    /// it has a string id; forever otherwise), unless it has a parseable `expires_at` in the
+    /// past (receiver clock).
+    pub fn enqueue_raw(&self, session: &str, message: Value) {
+        self.shared().lock().enqueue_raw(session, message);
+        self.shared().changed.notify_all();
+    }
+
+    /// Messages a poll of `session` would get now (not acked, not expired), oldest first.
+    pub fn pending(&self, session: &str) -> Vec<Value> {
+        self.shared().lock().pending(session)
+    }
+
+    /// Every event accepted (duplicates and rejected ones excluded), in arrival order.
+    pub fn events(&self) -> Vec<Value> {
+        self.shared().lock().events.clone()
+    }
+
+    /// Events answered in `rejected` (schema violations): `{"id","reason","event"}` each.
+    pub fn rejected(&self) -> Vec<Value> {
+        self.shared().lock().rejected.clone()
+    }
+
+    /// Number of `POST {events}` requests seen (any status, faults included).
+    pub fn event_posts(&self) -> usize {
+        self.shared().lock().event_posts
+    }
+
+    /// Every valid ack entry received, duplicates included, in arrival order.
+    pub fn acks(&self) -> Vec<Value> {
+        self.shared().lock().acks.clone()
+    }
+
+    /// Number of control poll requests seen (any status, faults included).
+    pub fn polls(&self) -> usize {
+        self.shared().lock().polls
+    }
+
+    /// The `session` query value of each poll that had one (decoded), in order.
+    pub fn poll_sessions(&self) -> Vec<String> {
+        self.shared().lock().poll_sessions.clone()
+    }
+
+    /// Every request received (all routes), in arrival order.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared().lock().requests.clone()
+    }
+
+    /// Blocks until an accepted event satisfies `pred` (events already there count), or
+    /// `timeout` passes. Returns the first such event.
+    pub fn wait_event(&self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+        let deadline = Instant::now() + timeout;
+        let shared = self.shared();
+        let mut st = shared.lock();
+        loop {
+            if let Some(ev) = st.events.iter().find(|e| pred(e)) {
+                return Some(ev.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            st = shared
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Blocks until an ack entry for message `id` has arrived (or had already), or `timeout`
+    /// passes. Returns the first such entry.
+    pub fn wait_ack(&self, id: &str, timeout: Duration) -> Option<Value> {
+        let deadline = Instant::now() + timeout;
+        let shared = self.shared();
+        let mut st = shared.lock();
+        loop {
+            if let Some(a) = st
+                .acks
+                .iter()
+                .find(|a| a.get("id").and_then(Value::as_str) == Some(id))
+            {
+                return Some(a.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            st = shared
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Queues a fault for the next request to `route` (FIFO per route). The request is still
+    /// counted (`event_posts`, `polls`, `poll_sessions`, `requests`).
+    pub fn push_fault(&self, route: Route, fault: Fault) {
+        self.shared()
+            .lock()
+            .faults
+            .entry(route)
+            .or_default()
+            .push_back(fault);
+    }
+
+    /// `true`: takes the receiver off the network. When this returns, new connections are
+    /// refused and every open one (idle keep-alive, held long poll, hung request) has been
+    /// cut without an answer. `false`: listens again on the same port. State (queue, events,
+    /// acks, counters, pending faults) is kept either way. No-op after `stop()`.
+    pub fn set_down(&self, down: bool) {
+        let mut serving = self.inner.serving.lock().unwrap_or_else(|e| e.into_inner());
+        if down {
+            self.inner.go_down(&mut serving);
+        } else if serving.is_none() && !self.shared().lock().stopped {
+            let listener = bind_listener(self.shared().addr, Duration::from_secs(5))
+                .expect("rebinding the receiver's port");
+            *serving = Some(self.inner.serve(listener).expect("restarting the receiver"));
+        }
+    }
+
+    /// Whether the receiver is currently off the network.
+    pub fn is_down(&self) -> bool {
+        self.inner
+            .serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+    }
+
+    /// Stops the receiver for every clone: cuts all connections and closes the port.
+    pub fn stop(self) {
+        self.inner.shutdown();
+    }
+}

@@ -1,0 +1,205 @@
+//! Everything the receiver remembers, behind one mutex and one condvar.
+//!
+//! Every change a waiter could care about (a message enqueued, an event or ack recorded,
+//! the receiver going down) ends with `notify_all` on [`Shared::changed`], so a held long
+//! poll answers a newly enqueued message as soon as its thread is scheduled.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use super::validate::{format_ms_timestamp, parse_ms_timestamp};
+use super::{Fault, ReceiverOptions, RequestRecord, Route};
+
+/// One queued control message.
+pub(crate) struct Stored {
+    pub session: String,
+    /// The ack key, when the message has a string `id`.
+    pub id: Option<String>,
+    /// Parsed `expires_at`, when it parses; `None` never expires.
+    pub expires: Option<OffsetDateTime>,
+    pub value: Value,
+}
+
+pub(crate) struct State {
+    pub opts: ReceiverOptions,
+    pub messages: Vec<Stored>,
+    pub acked: HashSet<String>,
+    pub acks: Vec<Value>,
+    pub events: Vec<Value>,
+    pub seen: HashSet<(String, String, u64)>,
+    pub rejected: Vec<Value>,
+    pub event_posts: usize,
+    pub polls: usize,
+    pub poll_sessions: Vec<String>,
+    pub faults: HashMap<Route, VecDeque<Fault>>,
+    pub requests: Vec<RequestRecord>,
+    /// Bumped each time the receiver goes down; a request handler that was started under an
+    /// older generation gives up without answering (its connection has been cut).
+    pub generation: u64,
+    /// Connections held open by `Fault::Hang`, released (after their sockets are shut
+    /// down) when the receiver goes down or stops.
+    pub hung: Vec<Box<dyn Write + Send>>,
+    pub stopped: bool,
+}
+
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    pub changed: Condvar,
+    /// `127.0.0.1:PORT`, fixed for the receiver's life (set_down/up rebinds the same port).
+    pub addr: SocketAddr,
+}
+
+impl Shared {
+    pub fn new(opts: ReceiverOptions, addr: SocketAddr) -> Shared {
+        Shared {
+            state: Mutex::new(State {
+                opts,
+                messages: Vec::new(),
+                acked: HashSet::new(),
+                acks: Vec::new(),
+                events: Vec::new(),
+                seen: HashSet::new(),
+                rejected: Vec::new(),
+                event_posts: 0,
+                polls: 0,
+                poll_sessions: Vec::new(),
+                faults: HashMap::new(),
+                requests: Vec::new(),
+                generation: 0,
+                hung: Vec::new(),
+                stopped: false,
+            }),
+            changed: Condvar::new(),
+            addr,
+        }
+    }
+
+    /// Locks the state; a panic in another thread while holding the lock does not make
+    /// the receiver unusable (the data is plain records).
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl State {
+    /// The receiver's clock: the real UTC time shifted by `clock_offset_ms`, truncated to
+    /// milliseconds (the wire precision).
+    pub fn now(&self) -> OffsetDateTime {
+        let t = OffsetDateTime::now_utc() + time::Duration::milliseconds(self.opts.clock_offset_ms);
+        t.replace_millisecond(t.millisecond()).unwrap_or(t)
+    }
+
+    /// Messages of `session` that are neither acked nor expired, oldest first.
+    pub fn pending(&self, session: &str) -> Vec<Value> {
+        let now = self.now();
+        self.messages
+            .iter()
+            .filter(|m| m.session == session)
+            .filter(|m| !m.id.as_ref().is_some_and(|id| self.acked.contains(id)))
+            .filter(|m| m.expires.is_none_or(|e| e > now))
+            .map(|m| m.value.clone())
+            .collect()
+    }
+
+    /// Builds the full message from a partial one (see `Receiver::enqueue`) and queues it.
+    pub fn enqueue(
+        &mut self,
+        session: &str,
+        partial: &Map<String, Value>,
+    ) -> Result<Value, String> {
+        let now = self.now();
+        let expires_ms = match partial.get("expires_in_s") {
+            None | Some(Value::Null) => 60_000,
+            Some(v) => {
+                let s = v.as_f64().ok_or("expires_in_s must be a number")?;
+                if !s.is_finite() || s.abs() > 1e12 {
+                    return Err("expires_in_s out of range".into());
+                }
+                (s * 1000.0).round() as i64
+            }
+        };
+        let mut out = Map::new();
+        let id = match partial.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            _ => ulid::Ulid::new().to_string(),
+        };
+        out.insert("id".into(), Value::String(id));
+        for (k, v) in partial {
+            if !matches!(k.as_str(), "id" | "at" | "expires_at" | "expires_in_s") {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        let at = match partial.get("at") {
+            Some(Value::String(s)) => s.clone(),
+            _ => format_ms_timestamp(now),
+        };
+        let expires_at = match partial.get("expires_at") {
+            Some(Value::String(s)) => s.clone(),
+            _ => format_ms_timestamp(now + time::Duration::milliseconds(expires_ms)),
+        };
+        out.insert("at".into(), Value::String(at));
+        out.insert("expires_at".into(), Value::String(expires_at));
+        let value = Value::Object(out);
+        self.enqueue_raw(session, value.clone());
+        Ok(value)
+    }
+
+    pub fn enqueue_raw(&mut self, session: &str, value: Value) {
+        let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
+        let expires = value
+            .get("expires_at")
+            .and_then(Value::as_str)
+            .and_then(|s| {
+                parse_ms_timestamp(s).or_else(|| {
+                    OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
+                })
+            });
+        self.messages.push(Stored {
+            session: session.to_owned(),
+            id,
+            expires,
+            value,
+        });
+    }
+
+    /// The `/.well-known/sessionpipe` document for the current options.
+    pub fn well_known(&self) -> Value {
+        let o = &self.opts;
+        let control = o.capabilities.iter().any(|c| c == "control");
+        let mut endpoints = Map::new();
+        endpoints.insert("events".into(), super::EVENTS_PATH.into());
+        if control {
+            endpoints.insert("control".into(), super::CONTROL_PATH.into());
+        }
+        let mut doc = Map::new();
+        doc.insert("protocol".into(), serde_json::json!([1]));
+        doc.insert("max_tier".into(), o.max_tier.into());
+        doc.insert("capabilities".into(), o.capabilities.clone().into());
+        doc.insert("auth".into(), serde_json::json!(["bearer"]));
+        doc.insert("endpoints".into(), Value::Object(endpoints));
+        doc.insert(
+            "batch".into(),
+            serde_json::json!({"max_events": o.max_events, "max_bytes": o.max_bytes}),
+        );
+        if control {
+            doc.insert(
+                "control".into(),
+                serde_json::json!({"wait_max_s": o.wait_max_s}),
+            );
+        }
+        Value::Object(doc)
+    }
+
+    pub fn has_control(&self) -> bool {
+        self.opts.capabilities.iter().any(|c| c == "control")
+    }
+
+    pub fn take_fault(&mut self, route: Route) -> Option<Fault> {
+        self.faults.get_mut(&route).and_then(VecDeque::pop_front)
+    }
+}

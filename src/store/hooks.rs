@@ -1,0 +1,417 @@
+//! What the hooks do to the store: make sessions live, open and clear attentions, take
+//! answers and prompts. Every write is one `BEGIN IMMEDIATE` transaction, so concurrent hooks
+//! serialise on SQLite's write lock and a queued prompt is claimed by exactly one Stop hook.
+use super::Store;
+use crate::clock::{format_ms, now_ms, Millis};
+use crate::wire::control::Decision;
+use crate::wire::event::{self, How};
+use anyhow::Result;
+use rusqlite::{params, OptionalExtension, Transaction};
+
+/// Below this age a session's `last_event_ms` is fresh enough: skip the write.
+const TOUCH_EVERY_MS: Millis = 60_000;
+
+/// The session a hook event belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRef {
+    pub harness: String,
+    pub session_id: String,
+    pub cwd: Option<String>,
+    /// The harness's event name, e.g. `PermissionRequest`.
+    pub event: String,
+}
+
+impl SessionRef {
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.harness, self.session_id)
+    }
+}
+
+/// A permission answer claimed by the waiting hook (state `delivering`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub id: String,
+    pub sink: String,
+    pub decision: Decision,
+    pub note: Option<String>,
+}
+
+/// A prompt claimed by a Stop hook (state `delivering`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptClaim {
+    pub id: String,
+    pub sink: String,
+    pub text: String,
+    pub at: String,
+}
+
+/// Marks a message final and writes its ack in the same transaction (DECISIONS 3).
+pub(crate) fn finish(
+    tx: &Transaction,
+    id: &str,
+    outcome: &str,
+    detail: Option<&str>,
+    now: Millis,
+) -> Result<()> {
+    let at = format_ms(now);
+    let changed = tx.execute(
+        "UPDATE messages SET state='done', outcome=?2, detail=?3, done_at=?4 WHERE id=?1 AND state<>'done'",
+        params![id, outcome, detail, at],
+    )?;
+    if changed == 1 {
+        tx.execute(
+            "INSERT OR IGNORE INTO acks(message_id, sink, outcome, detail, at) \
+             SELECT id, sink, outcome, detail, ?2 FROM messages WHERE id=?1",
+            params![id, at],
+        )?;
+    }
+    Ok(())
+}
+
+/// Appends an event with the session's next seq.
+pub(crate) fn emit(
+    tx: &Transaction,
+    key: &str,
+    kind: &str,
+    harness_event: &str,
+    data: &serde_json::Value,
+    now: Millis,
+) -> Result<()> {
+    let (seq, harness, session_id, cwd): (i64, String, String, Option<String>) = tx.query_row(
+        "UPDATE sessions SET next_seq = next_seq + 1 WHERE key=?1 \
+         RETURNING next_seq - 1, harness, session_id, cwd",
+        params![key],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    tx.prepare_cached(
+        "INSERT INTO events(event_id, session_key, seq, type, time, harness, harness_event, session_id, cwd, data) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        crate::wire::new_ulid(),
+        key,
+        seq,
+        kind,
+        format_ms(now),
+        harness,
+        harness_event,
+        session_id,
+        cwd,
+        data.to_string()
+    ])?;
+    Ok(())
+}
+
+/// Makes the session live; its first event (or the first after a SessionEnd) emits
+/// `session.started` before anything else (DECISIONS 18).
+fn touch(tx: &Transaction, s: &SessionRef, source: Option<&str>, now: Millis) -> Result<String> {
+    let key = s.key();
+    let at = format_ms(now);
+    let cwd = s.cwd.as_deref().map(crate::paths::tilde);
+    let existing: Option<Option<String>> = tx
+        .prepare_cached("SELECT ended_at FROM sessions WHERE key=?1")?
+        .query_row(params![key], |r| r.get(0))
+        .optional()?;
+    let started = match existing {
+        None => {
+            tx.execute(
+                "INSERT INTO sessions(key, harness, session_id, cwd, started_at, last_event_at, last_event_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)",
+                params![key, s.harness, s.session_id, cwd, at, now],
+            )?;
+            true
+        }
+        Some(ref ended) => {
+            tx.prepare_cached(
+                "UPDATE sessions SET last_event_at=?2, last_event_ms=?3, ended_at=NULL, cwd=coalesce(?4, cwd) WHERE key=?1",
+            )?
+            .execute(params![key, at, now, cwd])?;
+            ended.is_some()
+        }
+    };
+    if started {
+        let source = source.unwrap_or(if existing.is_some() { "resume" } else { "unknown" });
+        emit(tx, &key, event::SESSION_STARTED, &s.event, &event::session_started(source), now)?;
+    }
+    Ok(key)
+}
+
+/// Clears one attention if open: one `attention.cleared` per attention, and any answer
+/// still queued for it can no longer be delivered (DECISIONS 12, 13).
+fn clear(tx: &Transaction, key: &str, attention_id: &str, how: How, harness_event: &str, now: Millis) -> Result<bool> {
+    let changed = tx.execute(
+        "UPDATE attention SET state='cleared', how=?3, cleared_at=?4 \
+         WHERE session_key=?1 AND attention_id=?2 AND state='open'",
+        params![key, attention_id, how.as_str(), format_ms(now)],
+    )?;
+    if changed == 0 {
+        return Ok(false);
+    }
+    emit(tx, key, event::ATTENTION_CLEARED, harness_event, &event::attention_cleared(attention_id, how), now)?;
+    let queued: Vec<String> = tx
+        .prepare_cached(
+            "SELECT id FROM messages WHERE session_key=?1 AND kind='permission.answer' AND attention_id=?2 AND state='queued'",
+        )?
+        .query_map(params![key, attention_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for id in queued {
+        finish(tx, &id, "expired", Some("the attention was already cleared"), now)?;
+    }
+    Ok(true)
+}
+
+fn open_attentions(tx: &Transaction, key: &str) -> Result<Vec<String>> {
+    Ok(tx
+        .prepare_cached("SELECT attention_id FROM attention WHERE session_key=?1 AND state='open'")?
+        .query_map(params![key], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+impl Store {
+    /// A hook event that only shows the session is alive (SessionStart, UserPromptSubmit, …).
+    /// Read-only when the session is already live and fresh, so the common case takes no write lock.
+    pub fn record_event(&mut self, s: &SessionRef, source: Option<&str>) -> Result<()> {
+        let now = now_ms();
+        let fresh: Option<bool> = self
+            .conn
+            .prepare_cached("SELECT ended_at IS NULL AND ?2 - last_event_ms < ?3 FROM sessions WHERE key=?1")?
+            .query_row(params![s.key(), now, TOUCH_EVERY_MS], |r| r.get(0))
+            .optional()?;
+        if fresh == Some(true) && source.is_none() {
+            return Ok(());
+        }
+        let tx = self.write_tx()?;
+        touch(&tx, s, source, now)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The terminal resolved a prompt (a tool ran, a new prompt came): clear it `answered`.
+    /// With `attention_id` only that attention; without, every open one of the session.
+    pub fn terminal_answered(&mut self, s: &SessionRef, attention_id: Option<&str>) -> Result<usize> {
+        let key = s.key();
+        let any_open: bool = self
+            .conn
+            .prepare_cached("SELECT EXISTS(SELECT 1 FROM attention WHERE session_key=?1 AND state='open')")?
+            .query_row(params![key], |r| r.get(0))?;
+        if !any_open {
+            self.record_event(s, None)?;
+            return Ok(0);
+        }
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        touch(&tx, s, None, now)?;
+        let ids = match attention_id {
+            Some(a) => vec![a.to_string()],
+            None => open_attentions(&tx, &key)?,
+        };
+        let mut n = 0;
+        for a in ids {
+            n += clear(&tx, &key, &a, How::Answered, &s.event, now)? as usize;
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// SessionEnd: open attentions end `cancelled`; the session stops being polled.
+    pub fn end_session(&mut self, s: &SessionRef) -> Result<()> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        let key = touch(&tx, s, None, now)?;
+        for a in open_attentions(&tx, &key)? {
+            clear(&tx, &key, &a, How::Cancelled, &s.event, now)?;
+        }
+        tx.execute("UPDATE sessions SET ended_at=?2 WHERE key=?1", params![key, format_ms(now)])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Records a permission prompt and emits `attention.needed`, in one transaction, so the
+    /// attention exists before any receiver can answer it.
+    pub fn open_attention(
+        &mut self,
+        s: &SessionRef,
+        attention_id: &str,
+        tool: Option<&str>,
+        message: Option<&str>,
+        wait_until_ms: Millis,
+        pid: u32,
+    ) -> Result<()> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        let key = touch(&tx, s, None, now)?;
+        let data = event::attention_needed(attention_id, tool, message);
+        let redacted = data.get("message").and_then(|m| m.as_str()).map(str::to_string);
+        let was_open: Option<String> = tx
+            .query_row(
+                "SELECT state FROM attention WHERE session_key=?1 AND attention_id=?2",
+                params![key, attention_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        tx.execute(
+            "INSERT INTO attention(session_key, attention_id, tool, message, opened_at, wait_until_ms, hook_pid, state) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'open') \
+             ON CONFLICT(session_key, attention_id) DO UPDATE SET \
+               tool=excluded.tool, message=excluded.message, wait_until_ms=excluded.wait_until_ms, \
+               hook_pid=excluded.hook_pid, state='open', how=NULL, cleared_at=NULL, \
+               opened_at=CASE WHEN attention.state='open' THEN attention.opened_at ELSE excluded.opened_at END",
+            params![key, attention_id, tool, redacted, format_ms(now), wait_until_ms, pid],
+        )?;
+        // The same prompt asked again while open (a retried hook) does not announce twice.
+        if was_open.as_deref() != Some("open") {
+            emit(&tx, &key, event::ATTENTION_NEEDED, &s.event, &data, now)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// One cheap read for the waiting hook: (attention still open?, an answer queued?).
+    pub fn attention_poll(&self, key: &str, attention_id: &str) -> Result<(bool, bool)> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT \
+                   EXISTS(SELECT 1 FROM attention WHERE session_key=?1 AND attention_id=?2 AND state='open'), \
+                   EXISTS(SELECT 1 FROM messages WHERE session_key=?1 AND kind='permission.answer' \
+                          AND attention_id=?2 AND state='queued')",
+            )?
+            .query_row(params![key, attention_id], |r| Ok((r.get(0)?, r.get(1)?)))?)
+    }
+
+    /// Claims the oldest valid answer for this attention of this session. Answers past their
+    /// deadline are acked `expired` on the way. Returns None when the attention is no longer
+    /// open or no valid answer is queued.
+    pub fn claim_answer(&mut self, key: &str, attention_id: &str, pid: u32) -> Result<Option<Answer>> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        let open: bool = tx.query_row(
+            "SELECT EXISTS(SELECT 1 FROM attention WHERE session_key=?1 AND attention_id=?2 AND state='open')",
+            params![key, attention_id],
+            |r| r.get(0),
+        )?;
+        if !open {
+            tx.commit()?;
+            return Ok(None);
+        }
+        let rows: Vec<(String, String, Option<String>, Option<String>, Option<i64>)> = tx
+            .prepare_cached(
+                "SELECT id, sink, decision, note, deadline_ms FROM messages \
+                 WHERE session_key=?1 AND kind='permission.answer' AND attention_id=?2 AND state='queued' \
+                 ORDER BY at, id",
+            )?
+            .query_map(params![key, attention_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut claimed = None;
+        for (id, sink, decision, note, deadline) in rows {
+            if deadline.is_none_or(|d| d <= now) {
+                finish(&tx, &id, "expired", Some("past expires_at before the hook could deliver it"), now)?;
+                continue;
+            }
+            // Never treat anything but an explicit, stored allow/deny as a decision.
+            let Some(decision) = decision.as_deref().and_then(Decision::parse) else {
+                finish(&tx, &id, "failed", Some("stored answer has no valid decision"), now)?;
+                continue;
+            };
+            tx.execute(
+                "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
+                params![id, pid, now],
+            )?;
+            claimed = Some(Answer { id, sink, decision, note });
+            break;
+        }
+        tx.commit()?;
+        Ok(claimed)
+    }
+
+    /// After the answer is written and flushed: ack `delivered`, clear the attention `answered`.
+    pub fn confirm_answer(&mut self, s: &SessionRef, attention_id: &str, answer: &Answer, detail: &str) -> Result<()> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        finish(&tx, &answer.id, "delivered", Some(detail), now)?;
+        clear(&tx, &s.key(), attention_id, How::Answered, &s.event, now)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The waiting hook stops (timeout, SIGTERM, host gone): clear `how` if still open.
+    pub fn close_attention(&mut self, s: &SessionRef, attention_id: &str, how: How) -> Result<bool> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        let changed = clear(&tx, &s.key(), attention_id, how, &s.event, now)?;
+        tx.commit()?;
+        Ok(changed)
+    }
+
+    /// Stop: the turn ended, so open attentions end `cancelled`; every unexpired prompt queued
+    /// for this session is claimed, oldest `at` first; expired ones are acked `expired`.
+    pub fn take_prompts(&mut self, s: &SessionRef, pid: u32) -> Result<Vec<PromptClaim>> {
+        let now = now_ms();
+        let key = s.key();
+        // Read first: most Stops find nothing and need no write lock.
+        let (fresh, work): (Option<bool>, bool) = self
+            .conn
+            .prepare_cached(
+                "SELECT (SELECT ended_at IS NULL AND ?2 - last_event_ms < ?3 FROM sessions WHERE key=?1), \
+                   EXISTS(SELECT 1 FROM messages WHERE session_key=?1 AND kind='prompt' AND state='queued') \
+                   OR EXISTS(SELECT 1 FROM attention WHERE session_key=?1 AND state='open')",
+            )?
+            .query_row(params![key, now, TOUCH_EVERY_MS], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        if fresh == Some(true) && !work {
+            return Ok(Vec::new());
+        }
+        let tx = self.write_tx()?;
+        touch(&tx, s, None, now)?;
+        for a in open_attentions(&tx, &key)? {
+            clear(&tx, &key, &a, How::Cancelled, &s.event, now)?;
+        }
+        let rows: Vec<(String, String, Option<String>, Option<String>, Option<i64>)> = tx
+            .prepare_cached(
+                "SELECT id, sink, text, at, deadline_ms FROM messages \
+                 WHERE session_key=?1 AND kind='prompt' AND state='queued' ORDER BY at, id",
+            )?
+            .query_map(params![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut claims = Vec::new();
+        for (id, sink, text, at, deadline) in rows {
+            if deadline.is_none_or(|d| d <= now) {
+                finish(&tx, &id, "expired", Some("past expires_at before a turn boundary"), now)?;
+                continue;
+            }
+            let Some(text) = text else {
+                finish(&tx, &id, "failed", Some("stored prompt has no text"), now)?;
+                continue;
+            };
+            tx.execute(
+                "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
+                params![id, pid, now],
+            )?;
+            claims.push(PromptClaim { id, sink, text, at: at.unwrap_or_default() });
+        }
+        tx.commit()?;
+        Ok(claims)
+    }
+
+    /// After the block answer is written and flushed.
+    pub fn confirm_delivered(&mut self, ids: &[String], detail: &str) -> Result<()> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        for id in ids {
+            finish(&tx, id, "delivered", Some(detail), now)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Whether any sink has control on and is not paused; the permission hook waits only then.
+    pub fn control_paused(&self, sink: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT control_paused IS NOT NULL FROM sinks WHERE name=?1")?
+            .query_row(params![sink], |r| r.get(0))
+            .optional()?
+            .unwrap_or(false))
+    }
+}

@@ -1,0 +1,126 @@
+//! The one place that knows SQL. One SQLite file (`control.db`, DECISIONS 20) shared by any
+//! number of short-lived hooks and one sp-sync. Tables and views read plainly in `sqlite3`.
+mod hooks;
+mod schema;
+mod sync;
+
+pub use hooks::{Answer, PromptClaim, SessionRef};
+pub use sync::{AckRow, Ingested, SinkState, SweepReport};
+
+use anyhow::{bail, Context, Result};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use std::path::Path;
+use std::time::Duration;
+
+pub use rusqlite;
+
+pub struct Store {
+    pub(crate) conn: Connection,
+}
+
+/// Opens (creating if needed) the database: folder 0700, file 0600, WAL, `synchronous=NORMAL`,
+/// `busy_timeout`, foreign keys, and ordered migrations checked with `PRAGMA user_version`.
+/// A database written by a newer version is refused rather than guessed at.
+pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() && !dir.is_dir() {
+            let mut b = std::fs::DirBuilder::new();
+            b.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+            b.create(dir)
+                .with_context(|| format!("cannot create state folder {}", dir.display()))?;
+        }
+    }
+    if !path.exists() {
+        let mut o = std::fs::OpenOptions::new();
+        o.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        o.open(path)
+            .with_context(|| format!("cannot create database {}", path.display()))?;
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("cannot open database {}", path.display()))?;
+    conn.busy_timeout(busy_timeout)?;
+    conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
+    let mut store = Store { conn };
+    store.migrate().with_context(|| format!("database {}", path.display()))?;
+    Ok(store)
+}
+
+impl Store {
+    fn user_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let latest = schema::MIGRATIONS.len() as i64;
+        let v = self.user_version()?;
+        if v > latest {
+            bail!("it was written by a newer version of sessionpipe-control (schema {v}, this build knows {latest}); install the newer version");
+        }
+        if v == latest {
+            return Ok(());
+        }
+        // journal_mode cannot change inside a transaction; it persists in the file.
+        let mode: String = self
+            .conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            bail!("cannot switch the database to WAL (journal_mode is {mode})");
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // Another process may have migrated while we waited for the write lock.
+        let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if v > latest {
+            bail!("it was written by a newer version of sessionpipe-control (schema {v}); install the newer version");
+        }
+        for (i, m) in schema::MIGRATIONS.iter().enumerate().skip(v as usize) {
+            tx.execute_batch(m)
+                .with_context(|| format!("migration {} failed", i + 1))?;
+        }
+        tx.pragma_update(None, "user_version", latest)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn schema_version(&self) -> Result<i64> {
+        self.user_version()
+    }
+
+    /// `PRAGMA integrity_check` result ("ok" when healthy).
+    pub fn integrity_check(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+    }
+
+    pub(crate) fn write_tx(&mut self) -> Result<rusqlite::Transaction<'_>> {
+        Ok(self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+
+    /// Direct access for read-only inspection (tests, `sp status`).
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+/// Whether a process with this pid exists (signal 0 probes without sending anything).
+pub fn pid_alive(pid: i64) -> bool {
+    if pid <= 0 || pid > i32::MAX as i64 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 performs only the existence and permission check.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}

@@ -1,0 +1,122 @@
+//! Ordered migrations; `PRAGMA user_version` is the number applied. Never edit a released
+//! entry: append a new one.
+pub const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE sessions (
+    key           TEXT PRIMARY KEY,          -- "<harness>:<id>" (DECISIONS 4)
+    harness       TEXT NOT NULL,
+    session_id    TEXT NOT NULL,
+    cwd           TEXT,
+    started_at    TEXT NOT NULL,
+    last_event_at TEXT NOT NULL,
+    last_event_ms INTEGER NOT NULL,
+    ended_at      TEXT,                      -- set by SessionEnd; a later event revives it
+    next_seq      INTEGER NOT NULL DEFAULT 0 -- session.seq of the next event
+);
+CREATE INDEX sessions_live ON sessions(last_event_ms) WHERE ended_at IS NULL;
+
+-- Every control message ever received, keyed by its id (DECISIONS 8).
+CREATE TABLE messages (
+    id            TEXT PRIMARY KEY,
+    session_key   TEXT NOT NULL,
+    sink          TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    attention_id  TEXT,                      -- "for" of a permission.answer
+    decision      TEXT,
+    text          TEXT,
+    note          TEXT,
+    at            TEXT,
+    expires_at    TEXT,
+    received_at   TEXT NOT NULL,
+    deadline_ms   INTEGER,                   -- DECISIONS 7, local clock
+    deadline_at   TEXT,
+    state         TEXT NOT NULL CHECK (state IN ('queued','delivering','done')),
+    outcome       TEXT CHECK (outcome IN ('delivered','expired','unsupported','failed')),
+    detail        TEXT,
+    claimed_pid   INTEGER,
+    claimed_ms    INTEGER,
+    done_at       TEXT,
+    CHECK ((state = 'done') = (outcome IS NOT NULL))
+);
+-- Partial: only the few undecided messages are indexed, so hook look-ups stay flat as history grows.
+CREATE INDEX messages_pending ON messages(session_key, kind, attention_id) WHERE state <> 'done';
+CREATE INDEX messages_received ON messages(received_at);
+
+-- The ack outbox: written before sending, resent until a 2xx (DECISIONS 3).
+CREATE TABLE acks (
+    message_id    TEXT NOT NULL,
+    sink          TEXT NOT NULL,
+    outcome       TEXT NOT NULL CHECK (outcome IN ('delivered','expired','unsupported','failed')),
+    detail        TEXT,
+    at            TEXT NOT NULL,
+    sent_at       TEXT,                      -- NULL until the receiver answered 2xx
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    next_try_ms   INTEGER NOT NULL DEFAULT 0,
+    last_error    TEXT,
+    PRIMARY KEY (message_id, sink)
+);
+CREATE INDEX acks_unsent ON acks(sink, next_try_ms) WHERE sent_at IS NULL;
+
+-- Permission prompts (attention.needed of kind permission) and how each ended.
+CREATE TABLE attention (
+    session_key   TEXT NOT NULL,
+    attention_id  TEXT NOT NULL,
+    tool          TEXT,
+    message       TEXT,
+    opened_at     TEXT NOT NULL,
+    wait_until_ms INTEGER NOT NULL,          -- when the waiting hook gives up
+    hook_pid      INTEGER,
+    state         TEXT NOT NULL CHECK (state IN ('open','cleared')),
+    how           TEXT CHECK (how IN ('answered','timeout','cancelled','unknown')),
+    cleared_at    TEXT,
+    PRIMARY KEY (session_key, attention_id)
+);
+CREATE INDEX attention_open ON attention(session_key) WHERE state = 'open';
+
+-- Events for POST {events}, in commit order; each sink keeps a cursor into it.
+CREATE TABLE events (
+    rowid         INTEGER PRIMARY KEY,
+    event_id      TEXT NOT NULL UNIQUE,
+    session_key   TEXT NOT NULL,
+    seq           INTEGER NOT NULL,
+    type          TEXT NOT NULL,
+    time          TEXT NOT NULL,
+    harness       TEXT NOT NULL,
+    harness_event TEXT NOT NULL,
+    session_id    TEXT NOT NULL,
+    cwd           TEXT,
+    data          TEXT NOT NULL,
+    UNIQUE (session_key, seq)
+);
+
+-- Per-sink delivery state kept by sp-sync.
+CREATE TABLE sinks (
+    name            TEXT PRIMARY KEY,
+    event_cursor    INTEGER NOT NULL DEFAULT 0,  -- last events.rowid the sink took
+    control_paused  TEXT,                        -- why control polling is paused (401/403)
+    events_paused   TEXT,                        -- why event delivery is paused (401)
+    paused_config   TEXT,                        -- fingerprint of the sink config when paused
+    tier_cap        INTEGER,                     -- learned from a 403 tier_above_max
+    last_poll_ok_at TEXT,
+    last_events_ok_at TEXT,
+    last_error      TEXT,
+    last_error_at   TEXT,
+    wellknown       TEXT,                        -- cached document (24 h)
+    wellknown_ms    INTEGER
+);
+
+CREATE VIEW queue AS
+    SELECT id, session_key AS session, sink, kind, state, outcome, detail, attention_id AS "for",
+           decision, substr(text, 1, 80) AS text, note, at, expires_at, deadline_at, received_at, done_at
+    FROM messages ORDER BY received_at, id;
+
+CREATE VIEW pending_acks AS
+    SELECT message_id, sink, outcome, detail, at, attempts, last_error FROM acks WHERE sent_at IS NULL;
+
+CREATE VIEW outbox AS
+    SELECT s.name AS sink, e.rowid, e.type, e.session_key, e.seq, e.time, e.data
+    FROM events e JOIN sinks s ON e.rowid > s.event_cursor
+    ORDER BY s.name, e.rowid;
+
+CREATE VIEW live_sessions AS
+    SELECT key, harness, session_id, cwd, started_at, last_event_at FROM sessions WHERE ended_at IS NULL;
+"#];

@@ -1,0 +1,512 @@
+//! What sp-sync does to the store: ingest polled messages, keep the ack and event outboxes,
+//! remember per-sink state, and sweep what time has decided.
+use super::hooks::{emit, finish};
+use super::{pid_alive, Store};
+use crate::clock::{format_ms, now_ms, Millis};
+use crate::wire::control::{deadline, Checked, ControlMessage, Kind, Outcome};
+use crate::wire::event::{self, How, StoredEvent};
+use anyhow::Result;
+use rusqlite::{params, OptionalExtension};
+
+/// What happened to one polled message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ingested {
+    /// Stored for a hook to deliver.
+    Queued { id: String, kind: Kind },
+    /// Decided at once; its ack is in the outbox.
+    Final { id: String, outcome: Outcome, detail: Option<String> },
+    /// Seen before: not acted on again; its stored ack (if final) will be resent.
+    Duplicate { id: String },
+    /// No usable id: nothing can be acked.
+    Dropped { reason: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct AckRow {
+    pub message_id: String,
+    pub outcome: Outcome,
+    pub detail: Option<String>,
+    pub at: String,
+    pub attempts: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SinkState {
+    pub name: String,
+    pub event_cursor: i64,
+    pub control_paused: Option<String>,
+    pub events_paused: Option<String>,
+    pub paused_config: Option<String>,
+    pub tier_cap: Option<u8>,
+    pub last_poll_ok_at: Option<String>,
+    pub last_events_ok_at: Option<String>,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SweepReport {
+    pub expired: usize,
+    pub orphaned: usize,
+    pub attentions_unknown: usize,
+    pub pruned: usize,
+}
+
+/// Ack retry schedule (DECISIONS 2, 3): 1, 2, 5, 10, 30, 60 s, then every 60 s.
+pub fn retry_delay_ms(attempts: i64) -> Millis {
+    const S: [Millis; 6] = [1, 2, 5, 10, 30, 60];
+    S[(attempts.max(1) as usize - 1).min(S.len() - 1)] * 1000
+}
+
+fn outcome_of(s: &str) -> Outcome {
+    match s {
+        "delivered" => Outcome::Delivered,
+        "expired" => Outcome::Expired,
+        "unsupported" => Outcome::Unsupported,
+        _ => Outcome::Failed,
+    }
+}
+
+/// A `delivering` row older than this was left by a hook that died between claim and confirm.
+const CLAIM_STALE_MS: Millis = 30_000;
+/// How long final messages are kept to recognise redeliveries, and sent events kept at all.
+const KEEP_MS: Millis = 7 * 24 * 3_600_000;
+
+impl Store {
+    /// Stores every message of one poll answer in one transaction (DECISIONS 2, 6, 7, 8, 12).
+    /// `route` gives a final outcome for kinds this session's harness has no path for.
+    pub fn ingest(
+        &mut self,
+        sink: &str,
+        session_key: &str,
+        messages: &[Checked],
+        route: &dyn Fn(&ControlMessage) -> Option<(Outcome, String)>,
+    ) -> Result<Vec<Ingested>> {
+        let now = now_ms();
+        let received_at = format_ms(now);
+        let tx = self.write_tx()?;
+        let mut out = Vec::with_capacity(messages.len());
+        for m in messages {
+            let id = match m {
+                Checked::Valid(v) => v.id.as_str(),
+                Checked::Invalid { id, .. } | Checked::UnknownKind { id, .. } => id.as_str(),
+                Checked::Unackable { reason } => {
+                    out.push(Ingested::Dropped { reason: reason.clone() });
+                    continue;
+                }
+            };
+            let existing: Option<(String, Option<String>)> = tx
+                .prepare_cached("SELECT state, outcome FROM messages WHERE id=?1")?
+                .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            if let Some((state, _)) = existing {
+                if state == "done" {
+                    // Same outcome again, to whichever sink redelivered it.
+                    tx.prepare_cached(
+                        "INSERT INTO acks(message_id, sink, outcome, detail, at) \
+                         SELECT id, ?2, outcome, detail, ?3 FROM messages WHERE id=?1 \
+                         ON CONFLICT(message_id, sink) DO UPDATE SET sent_at=NULL, next_try_ms=0",
+                    )?
+                    .execute(params![id, sink, received_at])?;
+                }
+                out.push(Ingested::Duplicate { id: id.to_string() });
+                continue;
+            }
+            let insert = |kind: &str, v: Option<&ControlMessage>, dl: Option<Millis>| -> Result<()> {
+                tx.prepare_cached(
+                    "INSERT INTO messages(id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at, \
+                       received_at, deadline_ms, deadline_at, state) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'queued')",
+                )?
+                .execute(params![
+                    id,
+                    session_key,
+                    sink,
+                    kind,
+                    v.and_then(|v| v.for_attention.as_deref()),
+                    v.and_then(|v| v.decision.map(|d| d.as_str())),
+                    v.and_then(|v| v.text.as_deref()),
+                    v.and_then(|v| v.note.as_deref()),
+                    v.map(|v| v.at.as_str()),
+                    v.map(|v| v.expires_at.as_str()),
+                    received_at,
+                    dl,
+                    dl.map(format_ms),
+                ])?;
+                Ok(())
+            };
+            let decided = |outcome: Outcome, detail: String| -> Result<Ingested> {
+                finish(&tx, id, outcome.as_str(), Some(&detail), now)?;
+                Ok(Ingested::Final { id: id.to_string(), outcome, detail: Some(detail) })
+            };
+            match m {
+                Checked::Invalid { kind, detail, .. } => {
+                    insert(kind.as_deref().unwrap_or("invalid"), None, None)?;
+                    out.push(decided(Outcome::Failed, detail.clone())?);
+                }
+                Checked::UnknownKind { kind, .. } => {
+                    insert(kind, None, None)?;
+                    out.push(decided(Outcome::Unsupported, format!("unknown kind {kind:?}"))?);
+                }
+                Checked::Valid(v) => {
+                    let dl = deadline(v.at_ms, v.expires_at_ms, now);
+                    insert(v.kind.as_str(), Some(v), Some(dl))?;
+                    if dl <= now {
+                        out.push(decided(Outcome::Expired, "past expires_at on receipt".into())?);
+                    } else if let Some((outcome, detail)) = route(v) {
+                        out.push(decided(outcome, detail)?);
+                    } else if v.kind == Kind::PermissionAnswer {
+                        let state: Option<String> = tx
+                            .prepare_cached("SELECT state FROM attention WHERE session_key=?1 AND attention_id=?2")?
+                            .query_row(params![session_key, v.for_attention], |r| r.get(0))
+                            .optional()?;
+                        match state.as_deref() {
+                            Some("open") => out.push(Ingested::Queued { id: id.to_string(), kind: v.kind }),
+                            Some(_) => out.push(decided(
+                                Outcome::Expired,
+                                "the attention was already cleared (the hook's window closed or the terminal answered)".into(),
+                            )?),
+                            None => out.push(decided(Outcome::Failed, "unknown attention".into())?),
+                        }
+                    } else {
+                        out.push(Ingested::Queued { id: id.to_string(), kind: v.kind });
+                    }
+                }
+                Checked::Unackable { .. } => unreachable!(),
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Final outcome decided outside a hook (an input API answered): mark done and queue the ack.
+    pub fn finish_message(&mut self, id: &str, outcome: Outcome, detail: &str) -> Result<()> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        finish(&tx, id, outcome.as_str(), Some(detail), now)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn pending_acks(&self, sink: &str, now: Millis, limit: usize) -> Result<Vec<AckRow>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT message_id, outcome, detail, at, attempts FROM acks \
+                 WHERE sink=?1 AND sent_at IS NULL AND next_try_ms <= ?2 ORDER BY at, message_id LIMIT ?3",
+            )?
+            .query_map(params![sink, now, limit as i64], |r| {
+                Ok(AckRow {
+                    message_id: r.get(0)?,
+                    outcome: outcome_of(&r.get::<_, String>(1)?),
+                    detail: r.get(2)?,
+                    at: r.get(3)?,
+                    attempts: r.get(4)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Soonest time an unsent ack of this sink may be tried, if any is waiting.
+    pub fn next_ack_due(&self, sink: &str) -> Result<Option<Millis>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT min(next_try_ms) FROM acks WHERE sink=?1 AND sent_at IS NULL")?
+            .query_row(params![sink], |r| r.get(0))?)
+    }
+
+    pub fn acks_sent(&mut self, sink: &str, ids: &[String]) -> Result<()> {
+        let at = format_ms(now_ms());
+        let tx = self.write_tx()?;
+        for id in ids {
+            tx.prepare_cached(
+                "UPDATE acks SET sent_at=?3, attempts=attempts+1, last_error=NULL WHERE message_id=?1 AND sink=?2",
+            )?
+            .execute(params![id, sink, at])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// A failed send: retry each ack on the schedule, or at `retry_at` when the receiver said so.
+    pub fn acks_failed(&mut self, sink: &str, ids: &[String], error: &str, retry_at: Option<Millis>) -> Result<()> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        for id in ids {
+            let attempts: i64 = tx.query_row(
+                "UPDATE acks SET attempts=attempts+1, last_error=?3 WHERE message_id=?1 AND sink=?2 RETURNING attempts",
+                params![id, sink, error],
+                |r| r.get(0),
+            )?;
+            let next = retry_at.unwrap_or(now + retry_delay_ms(attempts));
+            tx.execute(
+                "UPDATE acks SET next_try_ms=?3 WHERE message_id=?1 AND sink=?2",
+                params![id, sink, next],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Creates the sink's row on first sight. Its event cursor starts just before the oldest
+    /// event of a session still live, so each live session begins with `session.started`.
+    pub fn ensure_sink(&mut self, name: &str, live_since_ms: Millis) -> Result<SinkState> {
+        if let Some(s) = self.sink_state(name)? {
+            return Ok(s);
+        }
+        let tx = self.write_tx()?;
+        let cursor: i64 = tx.query_row(
+            "SELECT coalesce((SELECT min(e.rowid) - 1 FROM events e JOIN sessions s ON s.key = e.session_key \
+                              WHERE s.ended_at IS NULL AND s.last_event_ms >= ?1), \
+                             (SELECT max(rowid) FROM events), 0)",
+            params![live_since_ms],
+            |r| r.get(0),
+        )?;
+        tx.execute(
+            "INSERT OR IGNORE INTO sinks(name, event_cursor) VALUES (?1, ?2)",
+            params![name, cursor],
+        )?;
+        tx.commit()?;
+        Ok(self.sink_state(name)?.unwrap_or_default())
+    }
+
+    pub fn sink_state(&self, name: &str) -> Result<Option<SinkState>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT name, event_cursor, control_paused, events_paused, paused_config, tier_cap, \
+                   last_poll_ok_at, last_events_ok_at, last_error, last_error_at FROM sinks WHERE name=?1",
+            )?
+            .query_row(params![name], |r| {
+                Ok(SinkState {
+                    name: r.get(0)?,
+                    event_cursor: r.get(1)?,
+                    control_paused: r.get(2)?,
+                    events_paused: r.get(3)?,
+                    paused_config: r.get(4)?,
+                    tier_cap: r.get::<_, Option<i64>>(5)?.map(|t| t.clamp(0, 3) as u8),
+                    last_poll_ok_at: r.get(6)?,
+                    last_events_ok_at: r.get(7)?,
+                    last_error: r.get(8)?,
+                    last_error_at: r.get(9)?,
+                })
+            })
+            .optional()?)
+    }
+
+    pub fn all_sinks(&self) -> Result<Vec<SinkState>> {
+        let names: Vec<String> = self
+            .conn
+            .prepare("SELECT name FROM sinks ORDER BY name")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut out = Vec::new();
+        for n in names {
+            if let Some(s) = self.sink_state(&n)? {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A pause (401/403) holds until the sink's config changes (DECISIONS 2); `fingerprint`
+    /// identifies the config it was decided under. A changed config lifts it.
+    pub fn lift_pauses_if_config_changed(&mut self, name: &str, fingerprint: &str) -> Result<bool> {
+        let n = self.conn.execute(
+            "UPDATE sinks SET control_paused=NULL, events_paused=NULL, tier_cap=NULL, paused_config=NULL \
+             WHERE name=?1 AND paused_config IS NOT NULL AND paused_config<>?2",
+            params![name, fingerprint],
+        )?;
+        Ok(n > 0)
+    }
+
+    pub fn pause_control(&mut self, name: &str, reason: &str, fingerprint: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sinks SET control_paused=?2, paused_config=?3, last_error=?2, last_error_at=?4 WHERE name=?1",
+            params![name, reason, fingerprint, format_ms(now_ms())],
+        )?;
+        Ok(())
+    }
+
+    pub fn pause_events(&mut self, name: &str, reason: &str, fingerprint: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sinks SET events_paused=?2, paused_config=?3, last_error=?2, last_error_at=?4 WHERE name=?1",
+            params![name, reason, fingerprint, format_ms(now_ms())],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_tier_cap(&mut self, name: &str, tier: u8, fingerprint: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sinks SET tier_cap=?2, paused_config=?3 WHERE name=?1",
+            params![name, tier, fingerprint],
+        )?;
+        Ok(())
+    }
+
+    pub fn note_poll_ok(&mut self, name: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sinks SET last_poll_ok_at=?2 WHERE name=?1",
+            params![name, format_ms(now_ms())],
+        )?;
+        Ok(())
+    }
+
+    pub fn note_error(&mut self, name: &str, error: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sinks SET last_error=?2, last_error_at=?3 WHERE name=?1",
+            params![name, crate::wire::control::truncate(error, 500), format_ms(now_ms())],
+        )?;
+        Ok(())
+    }
+
+    pub fn cached_wellknown(&self, name: &str, max_age_ms: Millis) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT wellknown FROM sinks WHERE name=?1 AND wellknown_ms >= ?2")?
+            .query_row(params![name, now_ms() - max_age_ms], |r| r.get(0))
+            .optional()?
+            .flatten())
+    }
+
+    pub fn cache_wellknown(&mut self, name: &str, body: &str) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sinks SET wellknown=?2, wellknown_ms=?3 WHERE name=?1",
+            params![name, body, now_ms()],
+        )?;
+        Ok(())
+    }
+
+    pub fn forget_wellknown(&mut self, name: &str) -> Result<()> {
+        self.conn
+            .execute("UPDATE sinks SET wellknown=NULL, wellknown_ms=NULL WHERE name=?1", params![name])?;
+        Ok(())
+    }
+
+    /// Events past the sink's cursor, oldest first.
+    pub fn events_after(&self, cursor: i64, limit: usize) -> Result<Vec<StoredEvent>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT rowid, event_id, type, time, harness, harness_event, session_id, seq, cwd, data \
+                 FROM events WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+            )?
+            .query_map(params![cursor, limit as i64], |r| {
+                let data: String = r.get(9)?;
+                Ok(StoredEvent {
+                    rowid: r.get(0)?,
+                    event_id: r.get(1)?,
+                    kind: r.get(2)?,
+                    time: r.get(3)?,
+                    harness: r.get(4)?,
+                    harness_event: r.get(5)?,
+                    session_id: r.get(6)?,
+                    seq: r.get(7)?,
+                    cwd: r.get(8)?,
+                    data: serde_json::from_str(&data).unwrap_or(serde_json::Value::Null),
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Moves the cursor only forward (DECISIONS 18, protocol §2.2: only on 202 or a final drop).
+    pub fn advance_cursor(&mut self, name: &str, rowid: i64, ok: bool) -> Result<()> {
+        self.conn.execute(
+            "UPDATE sinks SET event_cursor=max(event_cursor, ?2), \
+               last_events_ok_at=CASE WHEN ?3 THEN ?4 ELSE last_events_ok_at END WHERE name=?1",
+            params![name, rowid, ok, format_ms(now_ms())],
+        )?;
+        Ok(())
+    }
+
+    /// Sessions to poll: not ended, and an event within `live_ms` (DECISIONS 5).
+    pub fn live_sessions(&self, live_ms: Millis) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT key, harness FROM sessions WHERE ended_at IS NULL AND last_event_ms >= ?1 ORDER BY key",
+            )?
+            .query_map(params![now_ms() - live_ms], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Decides what time has decided: expired messages, claims of dead hooks (DECISIONS 21),
+    /// attentions nobody waits for (DECISIONS 13 `unknown`); prunes old history.
+    pub fn sweep(&mut self) -> Result<SweepReport> {
+        let now = now_ms();
+        let mut report = SweepReport::default();
+        let tx = self.write_tx()?;
+        let expired: Vec<String> = tx
+            .prepare_cached("SELECT id FROM messages WHERE state='queued' AND deadline_ms <= ?1")?
+            .query_map(params![now], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for id in &expired {
+            finish(&tx, id, "expired", Some("past expires_at before it could be delivered"), now)?;
+        }
+        report.expired = expired.len();
+        let claimed: Vec<(String, Option<i64>, Option<i64>)> = tx
+            .prepare_cached("SELECT id, claimed_pid, claimed_ms FROM messages WHERE state='delivering'")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (id, pid, at) in claimed {
+            let dead = !pid.is_some_and(pid_alive) || at.is_none_or(|t| now - t > CLAIM_STALE_MS);
+            if dead {
+                finish(&tx, &id, "failed", Some("the hook ended before confirming delivery"), now)?;
+                report.orphaned += 1;
+            }
+        }
+        let stale: Vec<(String, String, Option<i64>)> = tx
+            .prepare_cached(
+                "SELECT session_key, attention_id, hook_pid FROM attention WHERE state='open' AND wait_until_ms + 60000 < ?1",
+            )?
+            .query_map(params![now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (key, attention_id, pid) in stale {
+            if pid.is_some_and(pid_alive) {
+                continue;
+            }
+            tx.execute(
+                "UPDATE attention SET state='cleared', how='unknown', cleared_at=?3 WHERE session_key=?1 AND attention_id=?2",
+                params![key, attention_id, format_ms(now)],
+            )?;
+            emit(&tx, &key, event::ATTENTION_CLEARED, "", &event::attention_cleared(&attention_id, How::Unknown), now)?;
+            let queued: Vec<String> = tx
+                .prepare_cached(
+                    "SELECT id FROM messages WHERE session_key=?1 AND attention_id=?2 AND kind='permission.answer' AND state='queued'",
+                )?
+                .query_map(params![key, attention_id], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            for id in queued {
+                finish(&tx, &id, "expired", Some("the attention was already cleared"), now)?;
+            }
+            report.attentions_unknown += 1;
+        }
+        let old = format_ms(now - KEEP_MS);
+        report.pruned += tx.execute(
+            "DELETE FROM messages WHERE state='done' AND done_at < ?1 \
+             AND NOT EXISTS (SELECT 1 FROM acks WHERE message_id=messages.id AND sent_at IS NULL)",
+            params![old],
+        )?;
+        tx.execute(
+            "DELETE FROM acks WHERE sent_at IS NOT NULL AND sent_at < ?1 \
+             AND NOT EXISTS (SELECT 1 FROM messages WHERE id=acks.message_id)",
+            params![old],
+        )?;
+        report.pruned += tx.execute(
+            "DELETE FROM events WHERE time < ?1 AND rowid <= coalesce((SELECT min(event_cursor) FROM sinks), rowid)",
+            params![old],
+        )?;
+        tx.commit()?;
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn schedule() {
+        let s: Vec<Millis> = (1..=8).map(retry_delay_ms).collect();
+        assert_eq!(s, vec![1000, 2000, 5000, 10000, 30000, 60000, 60000, 60000]);
+    }
+}

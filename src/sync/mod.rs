@@ -1,0 +1,377 @@
+//! sp-sync: long-polls each control sink for every live session, stores what arrives, and
+//! sends the ack and event outboxes. Threads, not async: one per (session × control sink)
+//! poll, one ack sender and one event sender per sink, and a supervisor.
+pub mod backoff;
+mod discover;
+pub mod http;
+pub mod lock;
+mod poll;
+mod send;
+
+use crate::config::{Config, Sink};
+use crate::store::{self, Store};
+use crate::wire::wellknown::Discovered;
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub const HELP: &str = "\
+sp-sync: the sessionpipe control channel's sender
+
+USAGE:
+  sp-sync            bounded run for cron: polls, stores and sends for up to 55 s, then exits
+  sp-sync --once     one pass: a poll without waiting per live session, then acks and events
+  sp-sync --daemon   run until stopped (SIGTERM or SIGINT)
+  sp-sync --for N    like the default, but for up to N seconds
+
+Only one sp-sync runs per state folder; a second one exits 0 at once.
+Exit status: 0 done (or another sp-sync runs), 2 bad config, 1 other failure.
+";
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mode {
+    Bounded(Duration),
+    Once,
+    Daemon,
+}
+
+pub const DEFAULT_RUN: Duration = Duration::from_secs(55);
+/// Sessions and sinks are re-read this often.
+const REFRESH_EVERY: Duration = Duration::from_millis(200);
+/// How often the supervisor looks for commits by other processes (hooks) to wake senders.
+const WATCH_EVERY: Duration = Duration::from_millis(10);
+const SWEEP_EVERY: Duration = Duration::from_secs(2);
+const DB_BUSY: Duration = Duration::from_secs(5);
+
+/// Why `run` refused to start; `main` maps it to an exit status.
+#[derive(Debug)]
+pub enum RunError {
+    Config(anyhow::Error),
+    Other(anyhow::Error),
+}
+
+/// A sink as the threads see it: config plus what discovery found.
+#[derive(Debug, Clone)]
+pub(crate) struct SinkCtx {
+    pub name: String,
+    pub token: String,
+    pub fingerprint: String,
+    pub tier: u8,
+    pub control: bool,
+    pub machine: Option<String>,
+    pub found: Discovered,
+}
+
+pub(crate) struct Shared {
+    pub client: http::Client,
+    pub mode: Mode,
+    pub deadline: Option<Instant>,
+    pub live_ms: i64,
+    pub wait_max_s: u64,
+    stop: AtomicBool,
+    wake: (Mutex<u64>, Condvar),
+}
+
+impl Shared {
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    pub fn notify(&self) {
+        let (m, c) = &self.wake;
+        *m.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        c.notify_all();
+    }
+
+    /// Waits up to `d` for new work (a notify) or a stop.
+    pub fn wait_work(&self, seen: &mut u64, d: Duration) {
+        let (m, c) = &self.wake;
+        let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+        let until = Instant::now() + d;
+        while *g == *seen && !self.stopping() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            g = c.wait_timeout(g, left.min(Duration::from_millis(250))).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        *seen = *g;
+    }
+
+    /// Sleeps `d` (a backoff); only a stop cuts it short.
+    pub fn sleep(&self, d: Duration) {
+        let until = Instant::now() + d;
+        while !self.stopping() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+    }
+
+    pub fn open_store(&self) -> Result<Store> {
+        store::open(&crate::paths::database_file(), DB_BUSY)
+    }
+}
+
+/// A fingerprint of the sink's config, so a pause holds until the config changes. The token
+/// goes in hashed; the token itself is never stored.
+pub fn fingerprint(s: &Sink) -> String {
+    use sha2::{Digest, Sha256};
+    let token = s.bearer().unwrap_or_default();
+    let d = Sha256::digest(format!("{}|{}|{}|{}|{}", s.name, s.url, s.control, s.tier, token).as_bytes());
+    d[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn parse_args(args: &[String]) -> std::result::Result<Option<Mode>, String> {
+    let mut mode = Mode::Bounded(DEFAULT_RUN);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--once" => mode = Mode::Once,
+            "--daemon" => mode = Mode::Daemon,
+            "--for" => {
+                let n: u64 = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or("--for takes a whole number of seconds above 0")?;
+                mode = Mode::Bounded(Duration::from_secs(n));
+            }
+            "-h" | "--help" => return Ok(None),
+            other => return Err(format!("unknown argument {other:?}; see sp-sync --help")),
+        }
+    }
+    Ok(Some(mode))
+}
+
+pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
+    let config = Config::load().map_err(RunError::Config)?;
+    let Some(_lock) = lock::acquire()
+        .context("cannot open the sp-sync lock file")
+        .map_err(RunError::Other)?
+    else {
+        crate::logging::debug("another sp-sync runs; exiting");
+        return Ok(());
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| RunError::Other(e.into()))?;
+    }
+    let shared = Arc::new(Shared {
+        client: http::Client::new(),
+        mode,
+        deadline: match mode {
+            Mode::Bounded(d) => Some(Instant::now() + d),
+            _ => None,
+        },
+        live_ms: config.live_ms(),
+        wait_max_s: config.control.wait_max_s.unwrap_or(25).min(25),
+        stop: AtomicBool::new(false),
+        wake: (Mutex::new(0), Condvar::new()),
+    });
+    crate::logging::info(&format!("start ({mode:?}, {} sink(s))", config.sinks.len()));
+    let r = Supervisor::new(shared, config, stop).and_then(|mut s| s.run());
+    crate::logging::info("stop");
+    r.map_err(RunError::Other)
+}
+
+struct Supervisor {
+    shared: Arc<Shared>,
+    config: Config,
+    signal: Arc<AtomicBool>,
+    store: Store,
+    sinks: HashMap<String, Arc<SinkCtx>>,
+    /// Sinks whose discovery failed: when to try again and how many failures so far.
+    discovery_retry: HashMap<String, (Instant, u32)>,
+    polls: HashMap<(String, String), JoinHandle<()>>,
+    senders: Vec<JoinHandle<()>>,
+}
+
+impl Supervisor {
+    fn new(shared: Arc<Shared>, config: Config, signal: Arc<AtomicBool>) -> Result<Supervisor> {
+        let store = shared.open_store()?;
+        Ok(Supervisor {
+            shared,
+            config,
+            signal,
+            store,
+            sinks: HashMap::new(),
+            discovery_retry: HashMap::new(),
+            polls: HashMap::new(),
+            senders: Vec::new(),
+        })
+    }
+
+    /// Discovers sinks not yet known; returns the ones newly ready.
+    fn discover(&mut self) -> Vec<Arc<SinkCtx>> {
+        let mut ready = Vec::new();
+        for sink in self.config.sinks.clone() {
+            if self.sinks.contains_key(&sink.name) {
+                continue;
+            }
+            if let Some((at, _)) = self.discovery_retry.get(&sink.name) {
+                if Instant::now() < *at {
+                    continue;
+                }
+            }
+            match self.discover_one(&sink) {
+                Ok(ctx) => {
+                    self.discovery_retry.remove(&sink.name);
+                    let ctx = Arc::new(ctx);
+                    self.sinks.insert(sink.name.clone(), Arc::clone(&ctx));
+                    ready.push(ctx);
+                }
+                Err(e) => {
+                    let failures = self.discovery_retry.get(&sink.name).map(|f| f.1).unwrap_or(0) + 1;
+                    let delay = backoff::delay(backoff::CONTROL, failures);
+                    crate::logging::warn(&format!("sink {}: {e:#}; retry in {}s", sink.name, delay.as_secs()));
+                    let _ = self.store.note_error(&sink.name, &format!("{e:#}"));
+                    self.discovery_retry.insert(sink.name.clone(), (Instant::now() + delay, failures));
+                }
+            }
+        }
+        ready
+    }
+
+    fn discover_one(&mut self, sink: &Sink) -> Result<SinkCtx> {
+        let live_since = crate::clock::now_ms() - self.shared.live_ms;
+        self.store.ensure_sink(&sink.name, live_since)?;
+        let fp = fingerprint(sink);
+        if self.store.lift_pauses_if_config_changed(&sink.name, &fp)? {
+            crate::logging::info(&format!("sink {}: config changed; pauses lifted", sink.name));
+        }
+        let found = discover::discover(&self.shared.client, &mut self.store, sink)?;
+        if sink.control && found.control_url.is_none() {
+            crate::logging::warn(&format!(
+                "sink {}: control is on in the config but the receiver's well-known does not list control; not polling",
+                sink.name
+            ));
+        }
+        Ok(SinkCtx {
+            name: sink.name.clone(),
+            token: sink.bearer()?,
+            fingerprint: fp,
+            tier: sink.tier,
+            control: sink.control,
+            machine: self.config.machine.clone(),
+            found,
+        })
+    }
+
+    fn start_senders(&mut self, ctx: &Arc<SinkCtx>) {
+        let (s, c) = (Arc::clone(&self.shared), Arc::clone(ctx));
+        self.senders.push(std::thread::spawn(move || send::events_loop(&s, &c)));
+        if ctx.control && ctx.found.control_url.is_some() {
+            let (s, c) = (Arc::clone(&self.shared), Arc::clone(ctx));
+            self.senders.push(std::thread::spawn(move || send::acks_loop(&s, &c)));
+        }
+    }
+
+    /// Starts a poll for every live session × control sink that has none.
+    fn refresh_polls(&mut self) -> Result<()> {
+        self.polls.retain(|_, h| !h.is_finished());
+        let sessions = self.store.live_sessions(self.shared.live_ms)?;
+        for ctx in self.sinks.values() {
+            if !ctx.control || ctx.found.control_url.is_none() || self.store.control_paused(&ctx.name)? {
+                continue;
+            }
+            for (key, harness) in &sessions {
+                let id = (key.clone(), ctx.name.clone());
+                if self.polls.contains_key(&id) {
+                    continue;
+                }
+                let (s, c, k, h) = (Arc::clone(&self.shared), Arc::clone(ctx), key.clone(), harness.clone());
+                self.polls.insert(id, std::thread::spawn(move || poll::poll_loop(&s, &c, &k, &h)));
+            }
+        }
+        Ok(())
+    }
+
+    fn sweep(&mut self) {
+        match self.store.sweep() {
+            Ok(r) if r != Default::default() => {
+                crate::logging::info(&format!("sweep: {r:?}"));
+                self.shared.notify();
+            }
+            Ok(_) => {}
+            Err(e) => crate::logging::warn(&format!("sweep failed: {e:#}")),
+        }
+    }
+
+    fn run(&mut self) -> Result<()> {
+        if self.shared.mode == Mode::Once {
+            return self.run_once();
+        }
+        let mut last_version = data_version(&self.store).unwrap_or(0);
+        let mut last_refresh = Instant::now() - REFRESH_EVERY;
+        let mut last_sweep = Instant::now() - SWEEP_EVERY;
+        while !self.shared.stopping() {
+            if self.signal.load(Ordering::Relaxed) {
+                self.shared.stop.store(true, Ordering::Relaxed);
+                break;
+            }
+            if last_refresh.elapsed() >= REFRESH_EVERY {
+                last_refresh = Instant::now();
+                for ctx in self.discover() {
+                    self.start_senders(&ctx);
+                }
+                if let Err(e) = self.refresh_polls() {
+                    crate::logging::warn(&format!("cannot read live sessions: {e:#}"));
+                }
+            }
+            if last_sweep.elapsed() >= SWEEP_EVERY {
+                last_sweep = Instant::now();
+                self.sweep();
+            }
+            // Hooks commit in other processes; a changed data_version means new events or acks.
+            if let Ok(v) = data_version(&self.store) {
+                if v != last_version {
+                    last_version = v;
+                    self.shared.notify();
+                }
+            }
+            std::thread::sleep(WATCH_EVERY);
+        }
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.notify();
+        for (_, h) in self.polls.drain() {
+            let _ = h.join();
+        }
+        self.sweep();
+        // Senders make a last pass after the stop, so acks decided at the end still go out.
+        for h in self.senders.drain(..) {
+            let _ = h.join();
+        }
+        Ok(())
+    }
+
+    fn run_once(&mut self) -> Result<()> {
+        let ready = self.discover();
+        let sessions = self.store.live_sessions(self.shared.live_ms)?;
+        for ctx in &ready {
+            if ctx.control && ctx.found.control_url.is_some() && !self.store.control_paused(&ctx.name)? {
+                for (key, harness) in &sessions {
+                    poll::poll_once(&self.shared, ctx, &mut self.store, key, harness, 0);
+                }
+            }
+        }
+        self.sweep();
+        for ctx in &ready {
+            send::flush(&self.shared, ctx, &mut self.store);
+        }
+        Ok(())
+    }
+}
+
+fn data_version(store: &Store) -> Result<i64> {
+    Ok(store.connection().query_row("PRAGMA data_version", [], |r| r.get(0))?)
+}

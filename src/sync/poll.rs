@@ -1,0 +1,158 @@
+//! One long poll per (live session × control sink) (DECISIONS 1, 2).
+use super::{backoff, SinkCtx, Shared};
+use crate::store::{Ingested, Store};
+use crate::wire::control;
+use serde_json::Value;
+use std::time::Duration;
+
+/// When a poll brings only messages we already hold (a prompt waiting for its Stop is
+/// redelivered on every poll until acked), pause this long so the loop does not spin.
+const ALL_SEEN_PAUSE: Duration = Duration::from_millis(500);
+
+/// What the loop should do after one poll.
+pub enum Next {
+    Again,
+    After(Duration),
+    /// Failure number n on the control schedule.
+    Backoff,
+    /// 401/403: the sink is paused until its config changes.
+    Stop,
+}
+
+fn poll_url(ctx: &SinkCtx, key: &str, wait: u64) -> Option<String> {
+    let base = ctx.found.control_url.as_deref()?;
+    let sep = if base.contains('?') { '&' } else { '?' };
+    Some(format!("{base}{sep}session={key}&wait={wait}"))
+}
+
+/// One poll and its handling. `wait` is the long-poll hold in seconds.
+pub fn poll_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, key: &str, harness: &str, wait: u64) -> Next {
+    let Some(url) = poll_url(ctx, key, wait) else { return Next::Stop };
+    let reply = match shared.client.get(&url, Some(&ctx.token), Duration::from_secs(wait + 10)) {
+        Ok(r) => r,
+        Err(e) => {
+            crate::logging::warn(&format!("poll {} {key}: {e}", ctx.name));
+            let _ = store.note_error(&ctx.name, &format!("poll: {e}"));
+            return Next::Backoff;
+        }
+    };
+    match reply.status {
+        200 => match ingest(shared, ctx, store, key, harness, &reply.body) {
+            Ok(new) => {
+                let _ = store.note_poll_ok(&ctx.name);
+                if new {
+                    Next::Again
+                } else {
+                    Next::After(ALL_SEEN_PAUSE)
+                }
+            }
+            Err(e) => {
+                crate::logging::warn(&format!("poll {} {key}: {e:#}", ctx.name));
+                let _ = store.note_error(&ctx.name, &format!("poll: {e:#}"));
+                Next::Backoff
+            }
+        },
+        204 => {
+            let _ = store.note_poll_ok(&ctx.name);
+            Next::Again
+        }
+        401 | 403 => {
+            let why = format!("control poll answered {}: check the sink's token, then edit the config", reply.status);
+            crate::logging::error(&format!("sink {}: {why}", ctx.name));
+            let _ = store.pause_control(&ctx.name, &why, &ctx.fingerprint);
+            Next::Stop
+        }
+        404 => {
+            let _ = store.note_error(&ctx.name, "control poll answered 404: the receiver has no control; retry in 5 min");
+            Next::After(backoff::jitter(Duration::from_secs(300)))
+        }
+        429 => {
+            let d = backoff::retry_after(reply.retry_after.as_deref());
+            let _ = store.note_error(&ctx.name, &format!("control poll answered 429; retry in {}s", d.as_secs()));
+            Next::After(d)
+        }
+        s => {
+            crate::logging::warn(&format!("poll {} {key}: HTTP {s}", ctx.name));
+            let _ = store.note_error(&ctx.name, &format!("control poll answered {s}"));
+            Next::Backoff
+        }
+    }
+}
+
+/// Stores a poll answer. Returns whether anything new arrived.
+fn ingest(shared: &Shared, ctx: &SinkCtx, store: &mut Store, key: &str, harness: &str, body: &str) -> anyhow::Result<bool> {
+    let v: Value = serde_json::from_str(body).map_err(|e| anyhow::anyhow!("poll answer is not JSON: {e}"))?;
+    let Some(items) = v.get("messages").and_then(Value::as_array) else {
+        anyhow::bail!("poll answer has no messages array");
+    };
+    let checked: Vec<control::Checked> = items.iter().map(control::check).collect();
+    let route = |m: &control::ControlMessage| crate::harness::route(harness, m.kind);
+    let results = store.ingest(&ctx.name, key, &checked, &route)?;
+    let mut new = false;
+    for r in &results {
+        match r {
+            Ingested::Queued { id, kind } => {
+                new = true;
+                crate::logging::info(&format!("{key}: queued {} {id} from {}", kind.as_str(), ctx.name));
+            }
+            Ingested::Final { id, outcome, detail } => {
+                new = true;
+                crate::logging::info(&format!(
+                    "{key}: {id} acked {} at once ({})",
+                    outcome.as_str(),
+                    detail.as_deref().unwrap_or("")
+                ));
+            }
+            Ingested::Duplicate { .. } => {}
+            Ingested::Dropped { reason } => {
+                crate::logging::warn(&format!("{key}: dropped a message from {} that cannot be acked: {reason}", ctx.name))
+            }
+        }
+    }
+    if new {
+        shared.notify();
+    }
+    Ok(new)
+}
+
+/// Polls until the session ends, the sink pauses, or sp-sync stops.
+pub fn poll_loop(shared: &Shared, ctx: &SinkCtx, key: &str, harness: &str) {
+    let mut store = match shared.open_store() {
+        Ok(s) => s,
+        Err(e) => {
+            crate::logging::error(&format!("poll {key}: {e:#}"));
+            return;
+        }
+    };
+    let mut failures = 0u32;
+    while !shared.stopping() {
+        let live = store
+            .live_sessions(shared.live_ms)
+            .map(|l| l.iter().any(|(k, _)| k == key))
+            .unwrap_or(true);
+        if !live || store.control_paused(&ctx.name).unwrap_or(false) {
+            return;
+        }
+        let mut wait = shared.wait_max_s.min(ctx.found.wait_max_s);
+        if let Some(left) = shared.remaining() {
+            // A bounded run ends before cron's next tick: never hold a poll past the deadline.
+            let left = left.as_secs();
+            if left < 2 {
+                return;
+            }
+            wait = wait.min(left - 1);
+        }
+        match poll_once(shared, ctx, &mut store, key, harness, wait) {
+            Next::Again => failures = 0,
+            Next::After(d) => {
+                failures = 0;
+                shared.sleep(d);
+            }
+            Next::Backoff => {
+                failures += 1;
+                shared.sleep(backoff::delay(backoff::CONTROL, failures));
+            }
+            Next::Stop => return,
+        }
+    }
+}

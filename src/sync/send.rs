@@ -1,0 +1,277 @@
+//! The two outboxes: acks to `POST {control}/ack` (DECISIONS 3) and events to
+//! `POST {events}` with the protocol's status rules (§2.2).
+use super::{backoff, SinkCtx, Shared};
+use crate::clock::now_ms;
+use crate::store::Store;
+use crate::wire::control::ack_body;
+use crate::wire::event::envelope;
+use serde_json::Value;
+use std::time::Duration;
+
+const ACK_BATCH: usize = 100;
+const SEND_TIMEOUT: Duration = Duration::from_secs(15);
+/// With nothing due, look again at least this often (retries come due with time).
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+pub enum Sent {
+    /// Something went; there may be more.
+    Progress,
+    /// Nothing was due.
+    Idle,
+    /// Failed; retry after this long.
+    Retry(Duration),
+    /// Paused until the config changes.
+    Paused,
+}
+
+pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyhow::Result<Sent> {
+    let Some(control) = ctx.found.control_url.as_deref() else { return Ok(Sent::Idle) };
+    let rows = store.pending_acks(&ctx.name, now_ms(), ACK_BATCH)?;
+    if rows.is_empty() {
+        return Ok(Sent::Idle);
+    }
+    let ids: Vec<String> = rows.iter().map(|r| r.message_id.clone()).collect();
+    let body = ack_body(
+        &rows
+            .iter()
+            .map(|r| (r.message_id.clone(), r.outcome, r.at.clone(), r.detail.clone()))
+            .collect::<Vec<_>>(),
+    )
+    .to_string();
+    let url = format!("{}/ack", control.split('?').next().unwrap_or(control).trim_end_matches('/'));
+    match shared.client.post_json(&url, &ctx.token, &body, &[], SEND_TIMEOUT) {
+        Ok(r) if (200..300).contains(&r.status) => {
+            store.acks_sent(&ctx.name, &ids)?;
+            crate::logging::info(&format!("sink {}: {} ack(s) sent", ctx.name, ids.len()));
+            Ok(Sent::Progress)
+        }
+        Ok(r) if r.status == 401 || r.status == 403 => {
+            let why = format!("ack answered {}: check the sink's token, then edit the config", r.status);
+            store.pause_control(&ctx.name, &why, &ctx.fingerprint)?;
+            store.acks_failed(&ctx.name, &ids, &why, None)?;
+            Ok(Sent::Paused)
+        }
+        Ok(r) if r.status == 429 => {
+            let d = backoff::retry_after(r.retry_after.as_deref());
+            store.acks_failed(&ctx.name, &ids, "429", Some(now_ms() + d.as_millis() as i64))?;
+            Ok(Sent::Retry(d))
+        }
+        Ok(r) => {
+            let e = format!("ack answered {}", r.status);
+            store.acks_failed(&ctx.name, &ids, &e, None)?;
+            store.note_error(&ctx.name, &e)?;
+            Ok(Sent::Retry(Duration::ZERO))
+        }
+        Err(e) => {
+            let e = format!("ack: {e}");
+            store.acks_failed(&ctx.name, &ids, &e, None)?;
+            store.note_error(&ctx.name, &e)?;
+            Ok(Sent::Retry(Duration::ZERO))
+        }
+    }
+}
+
+/// Per-sink event state kept across sends: how many events fit a request.
+pub struct EventsState {
+    pub batch: usize,
+    pub failures: u32,
+}
+
+pub fn send_events_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, st: &mut EventsState) -> anyhow::Result<Sent> {
+    let Some(sink) = store.sink_state(&ctx.name)? else { return Ok(Sent::Idle) };
+    if sink.events_paused.is_some() {
+        return Ok(Sent::Paused);
+    }
+    let events = store.events_after(sink.event_cursor, st.batch.min(ctx.found.max_events))?;
+    if events.is_empty() {
+        return Ok(Sent::Idle);
+    }
+    let tier = ctx.tier.min(ctx.found.max_tier).min(sink.tier_cap.unwrap_or(3));
+    let mut rendered: Vec<Value> = events.iter().map(|e| envelope(e, tier, ctx.machine.as_deref())).collect();
+    let mut body = serde_json::json!({ "events": rendered }).to_string();
+    while body.len() > ctx.found.max_bytes && rendered.len() > 1 {
+        rendered.truncate(rendered.len() / 2);
+        body = serde_json::json!({ "events": rendered }).to_string();
+    }
+    let last = events[rendered.len() - 1].rowid;
+    if body.len() > ctx.found.max_bytes {
+        crate::logging::error(&format!("sink {}: event {} is larger than the receiver takes; dropped", ctx.name, events[0].event_id));
+        store.advance_cursor(&ctx.name, last, false)?;
+        return Ok(Sent::Progress);
+    }
+    // A retried batch reuses its webhook-id, derived from the events it carries.
+    let webhook_id = format!("msg_{}_{}", events[0].event_id, rendered.len());
+    let reply = shared
+        .client
+        .post_json(&ctx.found.events_url, &ctx.token, &body, &[("webhook-id", &webhook_id)], SEND_TIMEOUT);
+    let fail = |store: &mut Store, st: &mut EventsState, e: String| -> anyhow::Result<Sent> {
+        st.failures += 1;
+        store.note_error(&ctx.name, &e)?;
+        crate::logging::warn(&format!("sink {}: {e}", ctx.name));
+        Ok(Sent::Retry(backoff::delay(backoff::EVENTS, st.failures)))
+    };
+    let r = match reply {
+        Ok(r) => r,
+        Err(e) => return fail(store, st, format!("events: {e}")),
+    };
+    match r.status {
+        200..=299 => {
+            st.failures = 0;
+            store.advance_cursor(&ctx.name, last, true)?;
+            if let Ok(v) = serde_json::from_str::<Value>(&r.body) {
+                if let Some(rej) = v.get("rejected").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+                    crate::logging::warn(&format!("sink {}: receiver rejected events: {}", ctx.name, Value::Array(rej.clone())));
+                }
+            }
+            Ok(Sent::Progress)
+        }
+        400 => {
+            crate::logging::error(&format!("sink {}: events answered 400 ({}); batch dropped", ctx.name, r.body.chars().take(200).collect::<String>()));
+            store.advance_cursor(&ctx.name, last, false)?;
+            Ok(Sent::Progress)
+        }
+        401 => {
+            let why = "events answered 401: check the sink's token, then edit the config";
+            store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
+            crate::logging::error(&format!("sink {}: {why}", ctx.name));
+            Ok(Sent::Paused)
+        }
+        403 => {
+            let max = serde_json::from_str::<Value>(&r.body)
+                .ok()
+                .and_then(|v| v.get("max_tier").and_then(Value::as_u64))
+                .map(|t| t.min(3) as u8);
+            match max {
+                Some(m) if m < tier => {
+                    store.set_tier_cap(&ctx.name, m, &ctx.fingerprint)?;
+                    crate::logging::warn(&format!("sink {}: lowered tier to {m}", ctx.name));
+                    Ok(Sent::Progress)
+                }
+                _ => {
+                    let why = "events answered 403: the receiver refuses this sender; check the sink";
+                    store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
+                    Ok(Sent::Paused)
+                }
+            }
+        }
+        413 => {
+            if rendered.len() == 1 {
+                crate::logging::error(&format!("sink {}: event {} refused as too large; dropped", ctx.name, events[0].event_id));
+                store.advance_cursor(&ctx.name, last, false)?;
+            } else {
+                st.batch = (rendered.len() / 2).max(1);
+            }
+            Ok(Sent::Progress)
+        }
+        429 => Ok(Sent::Retry(backoff::retry_after(r.retry_after.as_deref()))),
+        s => fail(store, st, format!("events answered {s}")),
+    }
+}
+
+/// Sends due acks until none is due or a send fails.
+pub fn acks_loop(shared: &Shared, ctx: &SinkCtx) {
+    run_loop(shared, ctx, "acks", |store| send_acks_once(shared, ctx, store), |store| {
+        // Earliest retry of a failed ack.
+        store
+            .next_ack_due(&ctx.name)
+            .ok()
+            .flatten()
+            .map(|t| Duration::from_millis((t - now_ms()).max(0) as u64))
+    });
+}
+
+pub fn events_loop(shared: &Shared, ctx: &SinkCtx) {
+    let mut st = EventsState { batch: 50, failures: 0 };
+    run_loop(shared, ctx, "events", |store| send_events_once(shared, ctx, store, &mut st), |_| None);
+}
+
+fn run_loop(
+    shared: &Shared,
+    ctx: &SinkCtx,
+    what: &str,
+    mut once: impl FnMut(&mut Store) -> anyhow::Result<Sent>,
+    next_due: impl Fn(&Store) -> Option<Duration>,
+) {
+    let mut store = match shared.open_store() {
+        Ok(s) => s,
+        Err(e) => {
+            crate::logging::error(&format!("{what} sender {}: {e:#}", ctx.name));
+            return;
+        }
+    };
+    let mut seen = 0u64;
+    loop {
+        // After a stop, one last pass so what was decided at the end still goes out.
+        let last_pass = shared.stopping();
+        let r = once(&mut store);
+        match r {
+            Ok(Sent::Progress) => {
+                if !last_pass {
+                    continue;
+                }
+            }
+            Ok(Sent::Idle) | Ok(Sent::Paused) => {
+                if last_pass {
+                    return;
+                }
+                let wait = next_due(&store).unwrap_or(IDLE_WAIT).min(IDLE_WAIT);
+                shared.wait_work(&mut seen, wait);
+            }
+            Ok(Sent::Retry(d)) => {
+                if last_pass {
+                    return;
+                }
+                if d.is_zero() {
+                    let wait = next_due(&store).unwrap_or(IDLE_WAIT).min(IDLE_WAIT);
+                    shared.sleep(wait.max(Duration::from_millis(100)));
+                } else {
+                    shared.sleep(d);
+                }
+            }
+            Err(e) => {
+                crate::logging::warn(&format!("{what} sender {}: {e:#}", ctx.name));
+                if last_pass {
+                    return;
+                }
+                shared.sleep(Duration::from_secs(1));
+            }
+        }
+        if last_pass {
+            // Keep draining while progress is made, but never past a short grace period.
+            let mut rounds = 0;
+            while rounds < 20 {
+                rounds += 1;
+                match once(&mut store) {
+                    Ok(Sent::Progress) => continue,
+                    _ => break,
+                }
+            }
+            return;
+        }
+    }
+}
+
+/// `--once`: send what is due, for each outbox, until nothing more goes.
+pub fn flush(shared: &Shared, ctx: &SinkCtx, store: &mut Store) {
+    let mut st = EventsState { batch: 50, failures: 0 };
+    for _ in 0..100 {
+        match send_events_once(shared, ctx, store, &mut st) {
+            Ok(Sent::Progress) => continue,
+            Ok(_) => break,
+            Err(e) => {
+                crate::logging::warn(&format!("events {}: {e:#}", ctx.name));
+                break;
+            }
+        }
+    }
+    for _ in 0..100 {
+        match send_acks_once(shared, ctx, store) {
+            Ok(Sent::Progress) => continue,
+            Ok(_) => break,
+            Err(e) => {
+                crate::logging::warn(&format!("acks {}: {e:#}", ctx.name));
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Control messages as the receiver sends them, checked per DECISIONS 6 and 7.
+use crate::clock::{self, Millis};
+use serde_json::Value;
+
+pub const TEXT_MAX: usize = 20_000;
+pub const NOTE_MAX: usize = 2_000;
+pub const FOR_MAX: usize = 128;
+pub const DETAIL_MAX: usize = 500;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    PermissionAnswer,
+    Prompt,
+    Cancel,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::PermissionAnswer => "permission.answer",
+            Kind::Prompt => "prompt",
+            Kind::Cancel => "cancel",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Deny,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Decision> {
+        match s {
+            "allow" => Some(Decision::Allow),
+            "deny" => Some(Decision::Deny),
+            _ => None,
+        }
+    }
+}
+
+/// Final outcomes of a control message (the ack's `outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered,
+    Expired,
+    Unsupported,
+    Failed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Delivered => "delivered",
+            Outcome::Expired => "expired",
+            Outcome::Unsupported => "unsupported",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlMessage {
+    pub id: String,
+    pub kind: Kind,
+    pub for_attention: Option<String>,
+    pub decision: Option<Decision>,
+    pub text: Option<String>,
+    pub note: Option<String>,
+    pub at: String,
+    pub expires_at: String,
+    pub at_ms: Millis,
+    pub expires_at_ms: Millis,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Checked {
+    Valid(ControlMessage),
+    /// Ack `failed` with this detail; never acted on.
+    Invalid { id: String, kind: Option<String>, detail: String },
+    /// Ack `unsupported`.
+    UnknownKind { id: String, kind: String },
+    /// No usable id, so nothing can be acked: logged and dropped.
+    Unackable { reason: String },
+}
+
+fn str_field<'a>(obj: &'a serde_json::Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("invalid: {key} must be a string")),
+    }
+}
+
+/// Checks one element of a poll's `messages` array.
+pub fn check(value: &Value) -> Checked {
+    let Some(obj) = value.as_object() else {
+        return Checked::Unackable { reason: "message is not a JSON object".into() };
+    };
+    let id = match obj.get("id") {
+        Some(Value::String(s)) if crate::wire::is_ulid(s) => s.clone(),
+        Some(Value::String(s)) => {
+            return Checked::Unackable {
+                reason: format!("id {:?} is not a ULID", truncate(s, 40)),
+            }
+        }
+        _ => return Checked::Unackable { reason: "message has no string id".into() },
+    };
+    let kind_raw = match obj.get("kind") {
+        Some(Value::String(k)) => k.clone(),
+        Some(_) => return invalid(id, None, "invalid: kind must be a string"),
+        None => return invalid(id, None, "invalid: kind is required"),
+    };
+    let kind = match kind_raw.as_str() {
+        "permission.answer" => Kind::PermissionAnswer,
+        "prompt" => Kind::Prompt,
+        "cancel" => Kind::Cancel,
+        _ => return Checked::UnknownKind { id, kind: truncate(&kind_raw, 64) },
+    };
+    match check_fields(obj, kind) {
+        Ok((at, at_ms, expires_at, expires_at_ms, for_attention, decision, text, note)) => {
+            Checked::Valid(ControlMessage {
+                id,
+                kind,
+                for_attention,
+                decision,
+                text,
+                note,
+                at,
+                expires_at,
+                at_ms,
+                expires_at_ms,
+            })
+        }
+        Err(detail) => invalid(id, Some(kind_raw), &detail),
+    }
+}
+
+type Fields = (String, Millis, String, Millis, Option<String>, Option<Decision>, Option<String>, Option<String>);
+
+fn check_fields(obj: &serde_json::Map<String, Value>, kind: Kind) -> Result<Fields, String> {
+    let time = |key: &str| -> Result<(String, Millis), String> {
+        let s = str_field(obj, key)?.ok_or_else(|| format!("invalid: {key} is required"))?;
+        let ms = clock::parse_wire(s).ok_or_else(|| {
+            format!("invalid: {key} must be RFC 3339 UTC with milliseconds (YYYY-MM-DDTHH:MM:SS.mmmZ)")
+        })?;
+        Ok((s.to_string(), ms))
+    };
+    let (at, at_ms) = time("at")?;
+    let (expires_at, expires_at_ms) = time("expires_at")?;
+    if expires_at_ms < at_ms {
+        return Err("invalid: expires_at must not be before at".into());
+    }
+    let note = str_field(obj, "note")?.map(str::to_string);
+    if let Some(n) = &note {
+        if n.chars().count() > NOTE_MAX {
+            return Err(format!("invalid: note must be at most {NOTE_MAX} characters"));
+        }
+    }
+    let mut for_attention = None;
+    let mut decision = None;
+    let mut text = None;
+    match kind {
+        Kind::PermissionAnswer => {
+            let f = str_field(obj, "for")?
+                .ok_or("invalid: for is required on permission.answer")?;
+            if f.is_empty() || f.chars().count() > FOR_MAX {
+                return Err(format!("invalid: for must be 1 to {FOR_MAX} characters"));
+            }
+            for_attention = Some(f.to_string());
+            let d = str_field(obj, "decision")?
+                .ok_or("invalid: decision is required on permission.answer")?;
+            decision = Some(Decision::parse(d).ok_or("invalid: decision must be allow or deny")?);
+        }
+        Kind::Prompt => {
+            let t = str_field(obj, "text")?.ok_or("invalid: text is required on prompt")?;
+            if t.chars().count() > TEXT_MAX {
+                return Err(format!("invalid: text must be at most {TEXT_MAX} characters"));
+            }
+            if t.trim().is_empty() {
+                return Err("invalid: text must not be empty".into());
+            }
+            text = Some(t.to_string());
+        }
+        Kind::Cancel => {}
+    }
+    Ok((at, at_ms, expires_at, expires_at_ms, for_attention, decision, text, note))
+}
+
+fn invalid(id: String, kind: Option<String>, detail: &str) -> Checked {
+    Checked::Invalid { id, kind, detail: detail.to_string() }
+}
+
+pub fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// DECISIONS 7: the earlier of `expires_at` on the local clock and receipt + (expires_at − at),
+/// so a skewed receiver clock never lets a message act later than the receiver meant.
+pub fn deadline(at_ms: Millis, expires_at_ms: Millis, received_ms: Millis) -> Millis {
+    let lifetime = expires_at_ms.saturating_sub(at_ms).max(0);
+    expires_at_ms.min(received_ms.saturating_add(lifetime))
+}
+
+/// Body of `POST {control}/ack`.
+pub fn ack_body(acks: &[(String, Outcome, String, Option<String>)]) -> Value {
+    let items: Vec<Value> = acks
+        .iter()
+        .map(|(id, outcome, at, detail)| {
+            let mut o = serde_json::Map::new();
+            o.insert("id".into(), Value::String(id.clone()));
+            o.insert("outcome".into(), Value::String(outcome.as_str().into()));
+            o.insert("at".into(), Value::String(at.clone()));
+            if let Some(d) = detail {
+                o.insert("detail".into(), Value::String(truncate(d, DETAIL_MAX)));
+            }
+            Value::Object(o)
+        })
+        .collect();
+    serde_json::json!({ "acks": items })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn base(kind: &str) -> Value {
+        json!({"id":"01K6ABCDEFGHJKMNPQRSTVWXYZ","kind":kind,"at":"2026-09-28T02:10:00.000Z","expires_at":"2026-09-28T02:12:00.000Z"})
+    }
+
+    fn detail(v: &Value) -> String {
+        match check(v) {
+            Checked::Invalid { detail, .. } => detail,
+            other => panic!("expected invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_kinds() {
+        let mut p = base("permission.answer");
+        p["for"] = json!("perm-1");
+        p["decision"] = json!("deny");
+        p["note"] = json!("no");
+        let Checked::Valid(m) = check(&p) else { panic!() };
+        assert_eq!(m.decision, Some(Decision::Deny));
+        assert_eq!(m.note.as_deref(), Some("no"));
+        let mut t = base("prompt");
+        t["text"] = json!("hi");
+        assert!(matches!(check(&t), Checked::Valid(_)));
+        assert!(matches!(check(&base("cancel")), Checked::Valid(_)));
+        assert!(matches!(check(&base("start")), Checked::UnknownKind { .. }));
+    }
+
+    #[test]
+    fn each_rule_named() {
+        let mut v = base("prompt");
+        assert!(detail(&v).contains("text is required"));
+        v["text"] = json!("x".repeat(20_001));
+        assert!(detail(&v).contains("text must be at most 20000"));
+        v["text"] = json!("é".repeat(20_000));
+        assert!(matches!(check(&v), Checked::Valid(_)));
+        v["note"] = json!("n".repeat(2_001));
+        assert!(detail(&v).contains("note"));
+        let mut v = base("permission.answer");
+        v["decision"] = json!("allow");
+        assert!(detail(&v).contains("for is required"));
+        v["for"] = json!("a".repeat(129));
+        assert!(detail(&v).contains("for must be"));
+        v["for"] = json!("a");
+        v["decision"] = json!("maybe");
+        assert!(detail(&v).contains("decision must be allow or deny"));
+        let mut v = base("cancel");
+        v["at"] = json!("2026-09-28T02:10:00Z");
+        assert!(detail(&v).contains("at must be RFC 3339"));
+        let mut v = base("cancel");
+        v["expires_at"] = json!("2026-09-28T02:00:00.000Z");
+        assert!(detail(&v).contains("expires_at must not be before at"));
+        assert!(matches!(check(&json!({"kind":"cancel"})), Checked::Unackable { .. }));
+        assert!(matches!(check(&json!({"id":"nope"})), Checked::Unackable { .. }));
+        assert!(matches!(check(&json!([1])), Checked::Unackable { .. }));
+    }
+
+    #[test]
+    fn deadline_takes_the_earlier() {
+        // Receiver clock 5 min ahead: expires_at read locally is far away; lifetime wins.
+        assert_eq!(deadline(1_000_000, 1_120_000, 700_000), 820_000);
+        // Receiver clock behind: expires_at already past locally wins.
+        assert_eq!(deadline(1_000_000, 1_120_000, 1_300_000), 1_120_000);
+    }
+}

@@ -1,0 +1,115 @@
+//! `GET /.well-known/sessionpipe`: which endpoints a receiver has and whether it speaks control.
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct WellKnown {
+    #[serde(default)]
+    pub protocol: Vec<u64>,
+    #[serde(default)]
+    pub max_tier: u8,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    pub endpoints: Endpoints,
+    #[serde(default)]
+    pub batch: Option<Batch>,
+    #[serde(default)]
+    pub control: Option<ControlInfo>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Endpoints {
+    pub events: String,
+    #[serde(default)]
+    pub control: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Batch {
+    pub max_events: usize,
+    pub max_bytes: usize,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct ControlInfo {
+    pub wait_max_s: u64,
+}
+
+/// Endpoints resolved to absolute URLs.
+#[derive(Debug, Clone)]
+pub struct Discovered {
+    pub events_url: String,
+    /// Present only when the receiver lists the `control` capability and a control endpoint.
+    pub control_url: Option<String>,
+    pub wait_max_s: u64,
+    pub max_tier: u8,
+    pub max_events: usize,
+    pub max_bytes: usize,
+}
+
+pub fn url_for(sink_url: &str) -> String {
+    format!("{}/.well-known/sessionpipe", origin(sink_url))
+}
+
+/// `scheme://host[:port]` of a URL.
+pub fn origin(url: &str) -> &str {
+    let after_scheme = url.find("://").map(|i| i + 3).unwrap_or(0);
+    match url[after_scheme..].find('/') {
+        Some(i) => &url[..after_scheme + i],
+        None => url.trim_end_matches('/'),
+    }
+}
+
+fn resolve(sink_url: &str, endpoint: &str) -> String {
+    if endpoint.starts_with("https://") || endpoint.starts_with("http://") {
+        endpoint.to_string()
+    } else if endpoint.starts_with('/') {
+        format!("{}{}", origin(sink_url), endpoint)
+    } else {
+        format!("{}/{}", origin(sink_url), endpoint)
+    }
+}
+
+pub fn parse(sink_url: &str, body: &str) -> Result<Discovered> {
+    let wk: WellKnown = serde_json::from_str(body).context("well-known document is not valid JSON of the expected shape")?;
+    if !wk.protocol.contains(&1) {
+        bail!("receiver does not speak protocol 1 (it lists {:?})", wk.protocol);
+    }
+    let batch = wk.batch.unwrap_or(Batch { max_events: 50, max_bytes: 262_144 });
+    let control_url = if wk.capabilities.iter().any(|c| c == "control") {
+        wk.endpoints.control.as_deref().map(|c| resolve(sink_url, c))
+    } else {
+        None
+    };
+    let events_url = resolve(sink_url, &wk.endpoints.events);
+    crate::config::check_url(&events_url)?;
+    if let Some(c) = &control_url {
+        crate::config::check_url(c)?;
+    }
+    Ok(Discovered {
+        events_url,
+        control_url,
+        wait_max_s: wk.control.map(|c| c.wait_max_s.clamp(1, 60)).unwrap_or(25),
+        max_tier: wk.max_tier.min(3),
+        max_events: batch.max_events.clamp(1, 50),
+        max_bytes: batch.max_bytes.clamp(1024, 262_144),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn resolves_relative_and_absolute() {
+        let d = parse(
+            "http://127.0.0.1:9/x",
+            r#"{"protocol":[1],"max_tier":1,"capabilities":["events","control"],"endpoints":{"events":"/e","control":"https://c.example/ctl"},"batch":{"max_events":10,"max_bytes":2048},"control":{"wait_max_s":5}}"#,
+        )
+        .unwrap();
+        assert_eq!(d.events_url, "http://127.0.0.1:9/e");
+        assert_eq!(d.control_url.as_deref(), Some("https://c.example/ctl"));
+        assert_eq!(d.wait_max_s, 5);
+        let d = parse("https://r.example", r#"{"protocol":[1],"max_tier":0,"capabilities":["events"],"endpoints":{"events":"/e","control":"/c"},"batch":{"max_events":10,"max_bytes":2048}}"#).unwrap();
+        assert!(d.control_url.is_none());
+    }
+}

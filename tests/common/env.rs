@@ -1,0 +1,233 @@
+//! A temp HOME with a config pointing at a real test receiver on loopback, and ways to run
+//! the real binaries in it the way a harness does.
+#![allow(dead_code)]
+use serde_json::{json, Value};
+use spctl::receiver::{Receiver, ReceiverOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const PEER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peer-data");
+
+pub fn bin(name: &str) -> PathBuf {
+    match name {
+        "sp-sync" => env!("CARGO_BIN_EXE_sp-sync").into(),
+        "sp-permission" => env!("CARGO_BIN_EXE_sp-permission").into(),
+        "sp-stop" => env!("CARGO_BIN_EXE_sp-stop").into(),
+        "sp-event" => env!("CARGO_BIN_EXE_sp-event").into(),
+        other => panic!("no binary {other}"),
+    }
+}
+
+/// The recorded stdin of a peer-data hook payload fixture.
+pub fn payload(rel: &str) -> Value {
+    let text = std::fs::read_to_string(format!("{PEER}/hook-payloads/{rel}")).expect("peer-data payload");
+    let fixture: Value = serde_json::from_str(&text).unwrap();
+    serde_json::from_str(fixture["input"]["stdin"].as_str().unwrap()).unwrap()
+}
+
+pub const CC_PERMISSION: &str = "claude-code/permission-request-bash-2.fa49c802f73f9c80fc85099cab8b49ae8771bb54.json";
+pub const CC_PERMISSION_OTHER: &str = "claude-code/permission-request-bash.259aa8a51a53fc97fe7c9fb895c3d213767fa685.json";
+pub const CC_STOP: &str = "claude-code/stop-2.fa49c802f73f9c80fc85099cab8b49ae8771bb54.json";
+/// attention_id the reference computes for CC_PERMISSION.
+pub const CC_PERMISSION_ID: &str = "perm-17af3749ab63d37e";
+pub const CC_SESSION: &str = "ed6c7665-589f-40c7-b7b4-e38ee662b7bc";
+
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub home: PathBuf,
+    pub state: PathBuf,
+    pub config: PathBuf,
+    pub receiver: Receiver,
+    sync: Option<Child>,
+    waiting: Vec<Child>,
+}
+
+impl Env {
+    /// A receiver with control and a config whose one sink ("phone") has control on.
+    pub fn new() -> Env {
+        Self::with(ReceiverOptions::default(), json!({}))
+    }
+
+    pub fn with(opts: ReceiverOptions, control: Value) -> Env {
+        let receiver = Receiver::start(opts).expect("receiver");
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let state = home.join(".local/state/sessionpipe");
+        let config = home.join(".config/sessionpipe/config.json");
+        let env = Env { dir, home, state, config, receiver, sync: None, waiting: Vec::new() };
+        env.write_config(json!({
+            "sinks": [{"name": "phone", "url": env.receiver.url(), "tier": 1, "control": true, "token": env.receiver.token()}],
+            "control": control,
+        }));
+        env
+    }
+
+    pub fn write_config(&self, config: Value) {
+        std::fs::create_dir_all(self.config.parent().unwrap()).unwrap();
+        std::fs::write(&self.config, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        set_mode(&self.config, 0o600);
+    }
+
+    /// A command for one of our binaries with HOME, config and state pointed into the temp dir.
+    pub fn cmd(&self, name: &str) -> Command {
+        let mut c = Command::new(bin(name));
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("SESSIONPIPE_CONFIG", &self.config)
+            .env("SESSIONPIPE_STATE_DIR", &self.state)
+            .env("SESSIONPIPE_LOG", "debug")
+            .env("SESSIONPIPE_NO_SPAWN", "1")
+            .current_dir(&self.home);
+        c
+    }
+
+    /// Runs a hook to completion with this stdin, as a harness does.
+    pub fn hook(&self, name: &str, stdin: &[u8]) -> Output {
+        let mut c = self.cmd(name);
+        c.args(["--harness", "claude-code"]);
+        run_with_stdin(c, stdin)
+    }
+
+    pub fn hook_json(&self, name: &str, stdin: &Value) -> Output {
+        self.hook(name, stdin.to_string().as_bytes())
+    }
+
+    /// Starts a hook that will wait (PermissionRequest); stdin is written and closed.
+    pub fn spawn_hook(&self, name: &str, stdin: &Value) -> Child {
+        let mut c = self.cmd(name);
+        c.args(["--harness", "claude-code"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(stdin.to_string().as_bytes()).unwrap();
+        child
+    }
+
+    /// sp-sync --daemon in the background, killed when the Env drops.
+    pub fn start_sync(&mut self) {
+        let mut c = self.cmd("sp-sync");
+        c.arg("--daemon").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        self.sync = Some(c.spawn().unwrap());
+    }
+
+    pub fn stop_sync(&mut self) {
+        if let Some(mut c) = self.sync.take() {
+            // SIGTERM: a graceful stop with a last pass over the outboxes.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = wait_timeout(&mut c, Duration::from_secs(20));
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn sync_once(&self) -> Output {
+        let mut c = self.cmd("sp-sync");
+        c.arg("--once");
+        run_with_stdin(c, b"")
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.state.join("control.db")
+    }
+
+    pub fn db(&self) -> rusqlite::Connection {
+        let c = rusqlite::Connection::open(self.db_path()).unwrap();
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        c
+    }
+
+    pub fn query<T: rusqlite::types::FromSql>(&self, sql: &str) -> Vec<T> {
+        let db = self.db();
+        let mut st = db.prepare(sql).unwrap();
+        st.query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.state.join("sp.log")).unwrap_or_default()
+    }
+
+    /// Waits for an event of `type` (and matching `data` fields) at the receiver.
+    pub fn wait_event(&self, kind: &str, data: Value, timeout: Duration) -> Option<Value> {
+        self.receiver.wait_event(timeout, |e| {
+            e["type"] == kind
+                && data.as_object().unwrap().iter().all(|(k, v)| &e["data"][k] == v)
+        })
+    }
+
+    /// Every event of this type at the receiver.
+    pub fn events_of(&self, kind: &str) -> Vec<Value> {
+        self.receiver.events().into_iter().filter(|e| e["type"] == kind).collect()
+    }
+
+    pub fn acks_for(&self, id: &str) -> Vec<Value> {
+        self.receiver.acks().into_iter().filter(|a| a["id"] == id).collect()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.stop_sync();
+        for mut c in self.waiting.drain(..) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+pub fn run_with_stdin(mut c: Command, stdin: &[u8]) -> Output {
+    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(&data);
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = writer.join();
+    out
+}
+
+pub fn wait_timeout(c: &mut Child, d: Duration) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + d;
+    loop {
+        if let Ok(Some(s)) = c.try_wait() {
+            return Some(s);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Collects a finished child's output, failing the test if it did not finish in time.
+pub fn finish(mut c: Child, d: Duration) -> Output {
+    let status = wait_timeout(&mut c, d);
+    if status.is_none() {
+        let _ = c.kill();
+        panic!("hook did not finish within {d:?}");
+    }
+    c.wait_with_output().unwrap()
+}
+
+pub fn until(d: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}

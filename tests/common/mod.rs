@@ -1,0 +1,2 @@
+pub mod schema;
+pub mod env;
