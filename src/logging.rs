@@ -36,11 +36,27 @@ fn write(level: u8, tag: &str, msg: &str) {
         o.create(true).append(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        o.open(&path)
+        o.open(&path).or_else(|e| {
+            // First run: the state folder may not exist yet.
+            let dir = path.parent().filter(|d| !d.exists()).ok_or(e)?;
+            let mut b = std::fs::DirBuilder::new();
+            b.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+            b.create(dir)?;
+            o.open(&path)
+        })
     };
     // One write call per line keeps lines whole across concurrent processes (O_APPEND).
-    if let Ok(mut f) = open() {
-        let _ = f.write_all(line.as_bytes());
+    match open() {
+        Ok(mut f) => {
+            let _ = f.write_all(line.as_bytes());
+        }
+        // No usable state folder: stderr is the only place left (never stdout, which a
+        // harness parses).
+        Err(_) => {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
     }
 }
 

@@ -39,3 +39,389 @@ fn allow_reaches_the_waiting_hook() {
         .expect("attention.cleared");
     assert_eq!(cleared["data"]["how"], "answered");
 }
+
+fn session_key() -> String {
+    format!("claude-code:{CC_SESSION}")
+}
+
+/// An Env whose permission wait is short, with sp-sync running.
+fn env_with_wait(wait_s: u64) -> Env {
+    let mut env = Env::with(Default::default(), json!({"permission_wait_s": wait_s}));
+    env.start_sync();
+    env
+}
+
+fn wait_needed(env: &Env, id: &str) {
+    env.wait_event("attention.needed", json!({"attention_id": id}), Duration::from_secs(5))
+        .expect("attention.needed reaches the receiver");
+}
+
+fn ack_of(env: &Env, id: &str) -> serde_json::Value {
+    env.receiver.wait_ack(id, Duration::from_secs(10)).unwrap_or_else(|| panic!("no ack for {id}"))
+}
+
+#[test]
+fn deny_carries_the_note() {
+    let mut env = Env::new();
+    env.start_sync();
+    let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION));
+    wait_needed(&env, CC_PERMISSION_ID);
+    let msg = env.receiver.enqueue(
+        &session_key(),
+        json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "decision": "deny", "note": "Not on main, please."}),
+    );
+    let out = finish(hook, Duration::from_secs(10));
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out),
+        "{\"hookSpecificOutput\":{\"hookEventName\":\"PermissionRequest\",\"decision\":{\"behavior\":\"deny\",\"message\":\"Not on main, please.\"}}}\n"
+    );
+    let value: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    common::schema::assert_valid("claude-code-permission-request-output.json", &value);
+    assert_eq!(ack_of(&env, msg["id"].as_str().unwrap())["outcome"], "delivered");
+    let cleared = env
+        .wait_event("attention.cleared", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(cleared["data"]["how"], "answered");
+}
+
+#[test]
+fn no_answer_in_time_prints_nothing_and_a_late_answer_expires() {
+    let env = env_with_wait(1);
+    let started = std::time::Instant::now();
+    let out = env.hook_json("sp-permission", &payload(CC_PERMISSION));
+    assert!(started.elapsed() >= Duration::from_millis(900), "the hook waited");
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty(), "prints nothing: {}", stdout(&out));
+    assert!(out.stderr.is_empty());
+    let cleared = env
+        .wait_event("attention.cleared", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5))
+        .expect("attention.cleared");
+    assert_eq!(cleared["data"]["how"], "timeout");
+    let late = env.receiver.enqueue(
+        &session_key(),
+        json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "decision": "allow"}),
+    );
+    let ack = ack_of(&env, late["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "expired");
+    // Exactly one cleared event for the attention.
+    assert_eq!(env.events_of("attention.cleared").len(), 1);
+}
+
+#[test]
+fn answers_for_another_session_or_attention_are_never_delivered() {
+    let env = env_with_wait(3);
+    // Another live session of the same harness, polled too.
+    let mut other = payload(CC_STOP);
+    other["session_id"] = json!("other-session");
+    other["hook_event_name"] = json!("SessionStart");
+    other["source"] = json!("startup");
+    assert!(env.hook_json("sp-event", &other).status.success());
+    let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION));
+    wait_needed(&env, CC_PERMISSION_ID);
+    // Right attention, wrong session.
+    let wrong_session = env.receiver.enqueue(
+        "claude-code:other-session",
+        json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "decision": "allow"}),
+    );
+    // Right session, another attention.
+    let wrong_attention = env.receiver.enqueue(
+        &session_key(),
+        json!({"kind": "permission.answer", "for": "perm-0000000000000000", "decision": "allow"}),
+    );
+    let a = ack_of(&env, wrong_session["id"].as_str().unwrap());
+    assert_eq!(a["outcome"], "failed");
+    assert_eq!(a["detail"], "unknown attention");
+    let b = ack_of(&env, wrong_attention["id"].as_str().unwrap());
+    assert_eq!(b["outcome"], "failed");
+    let out = finish(hook, Duration::from_secs(10));
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty(), "never allow: {}", stdout(&out));
+    let cleared = env.wait_event("attention.cleared", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5)).unwrap();
+    assert_eq!(cleared["data"]["how"], "timeout");
+}
+
+#[test]
+fn terminal_answering_first_stops_the_wait() {
+    let env = env_with_wait(60);
+    let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION));
+    wait_needed(&env, CC_PERMISSION_ID);
+    // The person said "Yes" in Claude Code's own dialog: the tool ran.
+    let mut post = payload(CC_PERMISSION);
+    post["hook_event_name"] = json!("PostToolUse");
+    post["tool_response"] = json!({"stdout": "", "stderr": "", "interrupted": false});
+    post["tool_use_id"] = json!("toolu_01");
+    let started = std::time::Instant::now();
+    let ev = env.hook_json("sp-event", &post);
+    assert!(ev.status.success() && ev.stdout.is_empty());
+    let out = finish(hook, Duration::from_secs(5));
+    assert!(started.elapsed() < Duration::from_secs(2), "the hook stopped waiting at once");
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    let cleared = env.wait_event("attention.cleared", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5)).unwrap();
+    assert_eq!(cleared["data"]["how"], "answered");
+    // A remote answer after that is expired, not delivered.
+    let late = env.receiver.enqueue(&session_key(), json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "decision": "allow"}));
+    assert_eq!(ack_of(&env, late["id"].as_str().unwrap())["outcome"], "expired");
+}
+
+#[test]
+fn sigterm_while_waiting_clears_answered() {
+    let env = env_with_wait(60);
+    let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION_OTHER));
+    let id = "perm-1bb18c870624a063";
+    wait_needed(&env, id);
+    unsafe { libc::kill(hook.id() as i32, libc::SIGTERM) };
+    let out = finish(hook, Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let cleared = env.wait_event("attention.cleared", json!({"attention_id": id}), Duration::from_secs(5)).unwrap();
+    assert_eq!(cleared["data"]["how"], "answered");
+}
+
+/// Enqueues prompts and waits until sp-sync has stored them all.
+fn queue_prompts(env: &Env, texts: &[&str], expires_in_s: u64) -> Vec<String> {
+    let ids: Vec<String> = texts
+        .iter()
+        .map(|t| {
+            let m = env.receiver.enqueue(&session_key(), json!({"kind": "prompt", "text": t, "expires_in_s": expires_in_s}));
+            std::thread::sleep(Duration::from_millis(5));
+            m["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    for id in &ids {
+        assert!(
+            until(Duration::from_secs(10), || env.query::<i64>(&format!("select count(*) from messages where id='{id}'"))[0] == 1),
+            "sp-sync stored {id}"
+        );
+    }
+    ids
+}
+
+/// Makes the session live so sp-sync polls for it.
+fn make_live(env: &Env) {
+    let mut start = payload(CC_STOP);
+    start["hook_event_name"] = json!("SessionStart");
+    start["source"] = json!("startup");
+    let out = env.hook_json("sp-event", &start);
+    assert!(out.status.success() && out.stdout.is_empty());
+}
+
+#[test]
+fn prompts_are_delivered_at_stop_oldest_first() {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    // Nothing queued: Stop prints nothing.
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(out.status.success() && out.stdout.is_empty());
+    // One prompt.
+    let one = queue_prompts(&env, &["please also update the changelog"], 60);
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    common::schema::assert_valid("claude-code-stop-output.json", &v);
+    assert_eq!(v["decision"], "block");
+    let reason = v["reason"].as_str().unwrap();
+    assert_eq!(
+        reason,
+        "Message from the person, sent through sessionpipe (sink \"phone\"):\n\nplease also update the changelog"
+    );
+    let ack = ack_of(&env, &one[0]);
+    assert_eq!(ack["outcome"], "delivered");
+    assert_eq!(ack["detail"], "claude-code Stop hook");
+    // The next Stop (stop_hook_active) finds nothing: no loop.
+    let mut again = payload(CC_STOP);
+    again["stop_hook_active"] = json!(true);
+    let out = env.hook_json("sp-stop", &again);
+    assert!(out.status.success() && out.stdout.is_empty());
+    // Two prompts: one block, both texts, oldest first.
+    let two = queue_prompts(&env, &["first thing", "second thing"], 60);
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let reason = v["reason"].as_str().unwrap();
+    assert!(reason.starts_with("2 messages from the person, sent through sessionpipe (sink \"phone\"), oldest first:\n"));
+    let (a, b) = (reason.find("first thing").unwrap(), reason.find("second thing").unwrap());
+    assert!(a < b);
+    for id in &two {
+        assert_eq!(ack_of(&env, id)["outcome"], "delivered");
+    }
+    // Each delivered exactly once.
+    for id in one.iter().chain(&two) {
+        assert_eq!(env.acks_for(id).iter().filter(|a| a["outcome"] == "delivered").count() >= 1, true);
+        assert_eq!(env.query::<String>(&format!("select outcome from messages where id='{id}'")), vec!["delivered"]);
+    }
+}
+
+#[test]
+fn an_expired_prompt_is_not_delivered() {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    let ids = queue_prompts(&env, &["too late"], 1);
+    std::thread::sleep(Duration::from_millis(1300));
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    assert_eq!(ack_of(&env, &ids[0])["outcome"], "expired");
+}
+
+#[test]
+fn cancel_is_unsupported_for_claude_code() {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    let m = env.receiver.enqueue(&session_key(), json!({"kind": "cancel"}));
+    let ack = ack_of(&env, m["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "unsupported");
+    assert!(ack["detail"].as_str().unwrap().contains("claude-code"));
+}
+
+#[test]
+fn invalid_messages_are_acked_failed_naming_the_rule() {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    let at = "2026-12-02T10:00:00.000Z";
+    let far = "2099-01-01T00:00:00.000Z";
+    let cases = [
+        (json!({"kind": "prompt", "at": at, "expires_at": far}), "text is required"),
+        (json!({"kind": "prompt", "text": "x".repeat(20_001), "at": at, "expires_at": far}), "text must be at most 20000"),
+        (json!({"kind": "prompt", "text": "hi", "note": "n".repeat(2_001), "at": at, "expires_at": far}), "note must be at most 2000"),
+        (json!({"kind": "permission.answer", "decision": "allow", "at": at, "expires_at": far}), "for is required"),
+        (json!({"kind": "permission.answer", "for": "a".repeat(129), "decision": "allow", "at": at, "expires_at": far}), "for must be 1 to 128"),
+        (json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "decision": "maybe", "at": at, "expires_at": far}), "decision must be allow or deny"),
+        (json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "at": at, "expires_at": far}), "decision is required"),
+        (json!({"kind": "prompt", "text": "hi", "at": "2026-12-02T10:00:00Z", "expires_at": far}), "at must be RFC 3339"),
+        (json!({"kind": "prompt", "text": "hi", "at": at, "expires_at": "2099-01-01T00:00:00.000+00:00"}), "expires_at must be RFC 3339"),
+        (json!({"kind": "prompt", "text": "hi", "expires_at": far}), "at is required"),
+        (json!({"kind": 7, "at": at, "expires_at": far}), "kind must be a string"),
+    ];
+    let mut ids = Vec::new();
+    for (i, (mut m, rule)) in cases.into_iter().enumerate() {
+        let id = format!("01KBZZZZZZZZZZZZZZZZZZZZ{:02}", i);
+        m["id"] = json!(id);
+        env.receiver.enqueue_raw(&session_key(), m);
+        ids.push((id, rule));
+    }
+    let unknown = "01KBZZZZZZZZZZZZZZZZZZZZ99";
+    env.receiver.enqueue_raw(&session_key(), json!({"id": unknown, "kind": "start", "text": "go", "at": at, "expires_at": far}));
+    for (id, rule) in &ids {
+        let ack = ack_of(&env, id);
+        assert_eq!(ack["outcome"], "failed", "{id}");
+        let detail = ack["detail"].as_str().unwrap();
+        assert!(detail.contains(rule), "{id}: detail {detail:?} should name {rule:?}");
+    }
+    let ack = ack_of(&env, unknown);
+    assert_eq!(ack["outcome"], "unsupported");
+    // None is acted on: a Stop delivers nothing, and nothing is left queued.
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(out.stdout.is_empty());
+    assert_eq!(env.query::<i64>("select count(*) from messages where state <> 'done'"), vec![0]);
+    // Every ack body we sent is valid for the protocol.
+    for r in env.receiver.requests().iter().filter(|r| r.route == Some(spctl::receiver::Route::Ack)) {
+        let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        common::schema::assert_valid("ack-body.json", &body);
+    }
+}
+
+#[test]
+fn a_redelivered_message_is_acted_on_once_and_acked_again() {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    let ids = queue_prompts(&env, &["only once"], 60);
+    // The receiver is slow to take the ack, so it redelivers the prompt meanwhile.
+    env.receiver.push_fault(spctl::receiver::Route::Ack, spctl::receiver::Fault::Delay(Duration::from_secs(2)));
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(stdout(&out).contains("only once"));
+    assert!(until(Duration::from_secs(15), || env.acks_for(&ids[0]).len() >= 2), "acked again");
+    for a in env.acks_for(&ids[0]) {
+        assert_eq!(a["outcome"], "delivered");
+    }
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(out.stdout.is_empty(), "delivered once only");
+    assert_eq!(env.query::<i64>("select count(*) from messages"), vec![1]);
+}
+
+#[test]
+fn receiver_down_then_back_loses_nothing() {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    env.wait_event("session.started", json!({}), Duration::from_secs(5)).unwrap();
+    let ids = queue_prompts(&env, &["while you were away"], 120);
+    env.receiver.set_down(true);
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(stdout(&out).contains("while you were away"));
+    // A second session starts while the receiver is down.
+    let mut other = payload(CC_STOP);
+    other["session_id"] = json!("second-session");
+    other["hook_event_name"] = json!("SessionStart");
+    other["source"] = json!("startup");
+    assert!(env.hook_json("sp-event", &other).status.success());
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(env.query::<i64>("select count(*) from pending_acks"), vec![1]);
+    env.receiver.set_down(false);
+    assert_eq!(ack_of(&env, &ids[0])["outcome"], "delivered");
+    let second = env.receiver.wait_event(Duration::from_secs(30), |e| e["session"]["id"] == "second-session");
+    assert!(second.is_some(), "events queued while down arrive");
+    assert!(until(Duration::from_secs(5), || env.query::<i64>("select count(*) from pending_acks")[0] == 0));
+    // Exactly one ack, and every event once.
+    assert_eq!(env.acks_for(&ids[0]).len(), 1);
+    let mut seen = std::collections::HashSet::new();
+    for e in env.receiver.events() {
+        assert!(seen.insert((e["session"]["id"].to_string(), e["session"]["seq"].as_i64())), "duplicate {e}");
+        common::schema::assert_valid("event.json", &e);
+    }
+}
+
+#[test]
+fn bad_input_and_broken_state_never_break_the_host() {
+    let env = Env::new();
+    for stdin in [&b""[..], b"not json", b"{\"hook_event_name\":\"Stop\"}", b"\xff\xfe\x00", b"[]"] {
+        for bin in ["sp-permission", "sp-stop", "sp-event"] {
+            let out = env.hook(bin, stdin);
+            assert_eq!(out.status.code(), Some(0), "{bin}");
+            assert!(out.stdout.is_empty(), "{bin}");
+        }
+    }
+    assert!(env.log().contains("skipped"), "logged why: {}", env.log());
+    // A state folder that cannot be created: a file stands where the folder should be.
+    let blocker = env.dir.path().join("blocker");
+    std::fs::write(&blocker, "x").unwrap();
+    let mut c = env.cmd("sp-stop");
+    c.args(["--harness", "claude-code"]).env("SESSIONPIPE_STATE_DIR", blocker.join("state"));
+    let out = run_with_stdin(c, payload(CC_STOP).to_string().as_bytes());
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot create state folder"), "logged why");
+    // A locked database: another process holds the write lock past the hook's busy timeout.
+    make_live(&env);
+    let db = env.db();
+    db.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let started = std::time::Instant::now();
+    let mut stop = payload(CC_STOP);
+    stop["session_id"] = json!("locked-session");
+    let out = env.hook_json("sp-stop", &stop);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert!(started.elapsed() < Duration::from_secs(10));
+    db.execute_batch("ROLLBACK").unwrap();
+    assert!(env.log().contains("database is locked"), "{}", env.log());
+}
+
+#[test]
+fn forty_concurrent_stops_deliver_one_prompt_once() {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    let ids = queue_prompts(&env, &["exactly once"], 60);
+    let stdin = payload(CC_STOP);
+    let children: Vec<_> = (0..40).map(|_| env.spawn_hook("sp-stop", &stdin)).collect();
+    let outs: Vec<_> = children.into_iter().map(|c| finish(c, Duration::from_secs(30))).collect();
+    assert!(outs.iter().all(|o| o.status.code() == Some(0)));
+    let blocks = outs.iter().filter(|o| stdout(o).contains("exactly once")).count();
+    assert_eq!(blocks, 1);
+    assert_eq!(outs.iter().filter(|o| !o.stdout.is_empty()).count(), 1);
+    assert_eq!(ack_of(&env, &ids[0])["outcome"], "delivered");
+}

@@ -19,7 +19,7 @@
 mod http;
 mod net;
 mod state;
-pub mod validate;
+mod validate;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -449,6 +449,9 @@ impl Receiver {
     /// refused and every open one (idle keep-alive, held long poll, hung request) has been
     /// cut without an answer. `false`: listens again on the same port. State (queue, events,
     /// acks, counters, pending faults) is kept either way. No-op after `stop()`.
+    ///
+    /// # Panics
+    /// If the port cannot be bound again within 5 s (another process took it).
     pub fn set_down(&self, down: bool) {
         let mut serving = self.inner.serving.lock().unwrap_or_else(|e| e.into_inner());
         if down {

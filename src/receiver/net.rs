@@ -12,6 +12,8 @@
 //! client then sees a real FIN on its connection; tiny_http's own reader thread sees EOF and
 //! lets go of the connection. Matching on both endpoints makes this safe with other sockets
 //! in the process (a client in the same test process has the port as its *peer*, not local).
+//! (A descriptor closed and reused by another thread between the address check and the
+//! `shutdown` could in theory be hit instead; acceptable for a test receiver.)
 //!
 //! The listener is handed to tiny_http as a `std::net::TcpListener` whose duplicate we keep:
 //! `shutdown(2)` on a listening socket (Linux) takes it out of LISTEN at once, so new

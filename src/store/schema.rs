@@ -52,6 +52,7 @@ CREATE TABLE acks (
     attempts      INTEGER NOT NULL DEFAULT 0,
     next_try_ms   INTEGER NOT NULL DEFAULT 0,
     last_error    TEXT,
+    generation    INTEGER NOT NULL DEFAULT 0, -- bumped when a redelivery asks for a resend
     PRIMARY KEY (message_id, sink)
 );
 CREATE INDEX acks_unsent ON acks(sink, next_try_ms) WHERE sent_at IS NULL;

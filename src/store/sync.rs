@@ -24,6 +24,8 @@ pub enum Ingested {
 #[derive(Debug, Clone)]
 pub struct AckRow {
     pub message_id: String,
+    /// A send confirms only the generation it carried; a resend asked meanwhile still goes.
+    pub generation: i64,
     pub outcome: Outcome,
     pub detail: Option<String>,
     pub at: String,
@@ -105,7 +107,7 @@ impl Store {
                     tx.prepare_cached(
                         "INSERT INTO acks(message_id, sink, outcome, detail, at) \
                          SELECT id, ?2, outcome, detail, ?3 FROM messages WHERE id=?1 \
-                         ON CONFLICT(message_id, sink) DO UPDATE SET sent_at=NULL, next_try_ms=0",
+                         ON CONFLICT(message_id, sink) DO UPDATE SET sent_at=NULL, next_try_ms=0, generation=generation+1",
                     )?
                     .execute(params![id, sink, received_at])?;
                 }
@@ -192,7 +194,7 @@ impl Store {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT message_id, outcome, detail, at, attempts FROM acks \
+                "SELECT message_id, outcome, detail, at, attempts, generation FROM acks \
                  WHERE sink=?1 AND sent_at IS NULL AND next_try_ms <= ?2 ORDER BY at, message_id LIMIT ?3",
             )?
             .query_map(params![sink, now, limit as i64], |r| {
@@ -202,6 +204,7 @@ impl Store {
                     detail: r.get(2)?,
                     at: r.get(3)?,
                     attempts: r.get(4)?,
+                    generation: r.get(5)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?)
@@ -215,14 +218,15 @@ impl Store {
             .query_row(params![sink], |r| r.get(0))?)
     }
 
-    pub fn acks_sent(&mut self, sink: &str, ids: &[String]) -> Result<()> {
+    pub fn acks_sent(&mut self, sink: &str, sent: &[(String, i64)]) -> Result<()> {
         let at = format_ms(now_ms());
         let tx = self.write_tx()?;
-        for id in ids {
+        for (id, generation) in sent {
             tx.prepare_cached(
-                "UPDATE acks SET sent_at=?3, attempts=attempts+1, last_error=NULL WHERE message_id=?1 AND sink=?2",
+                "UPDATE acks SET sent_at=?3, attempts=attempts+1, last_error=NULL \
+                 WHERE message_id=?1 AND sink=?2 AND generation=?4",
             )?
-            .execute(params![id, sink, at])?;
+            .execute(params![id, sink, at, generation])?;
         }
         tx.commit()?;
         Ok(())

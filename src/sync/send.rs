@@ -41,7 +41,8 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
     let url = format!("{}/ack", control.split('?').next().unwrap_or(control).trim_end_matches('/'));
     match shared.client.post_json(&url, &ctx.token, &body, &[], SEND_TIMEOUT) {
         Ok(r) if (200..300).contains(&r.status) => {
-            store.acks_sent(&ctx.name, &ids)?;
+            let sent: Vec<(String, i64)> = rows.iter().map(|r| (r.message_id.clone(), r.generation)).collect();
+            store.acks_sent(&ctx.name, &sent)?;
             crate::logging::info(&format!("sink {}: {} ack(s) sent", ctx.name, ids.len()));
             Ok(Sent::Progress)
         }
