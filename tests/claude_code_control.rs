@@ -13,7 +13,7 @@ fn allow_reaches_the_waiting_hook() {
     env.start_sync();
     let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION));
     let needed = env
-        .wait_event("attention.needed", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5))
+        .wait_event("attention.needed", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(15))
         .expect("attention.needed reaches the receiver");
     assert_eq!(needed["data"]["kind"], "permission");
     assert_eq!(needed["data"]["tool"], "Bash");
@@ -52,12 +52,12 @@ fn env_with_wait(wait_s: u64) -> Env {
 }
 
 fn wait_needed(env: &Env, id: &str) {
-    env.wait_event("attention.needed", json!({"attention_id": id}), Duration::from_secs(5))
+    env.wait_event("attention.needed", json!({"attention_id": id}), Duration::from_secs(15))
         .expect("attention.needed reaches the receiver");
 }
 
 fn ack_of(env: &Env, id: &str) -> serde_json::Value {
-    env.receiver.wait_ack(id, Duration::from_secs(10)).unwrap_or_else(|| panic!("no ack for {id}"))
+    env.receiver.wait_ack(id, Duration::from_secs(20)).unwrap_or_else(|| panic!("no ack for {id}"))
 }
 
 #[test]

@@ -48,8 +48,28 @@ pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
     conn.busy_timeout(busy_timeout)?;
     conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
     let mut store = Store { conn };
-    store.migrate().with_context(|| format!("database {}", path.display()))?;
-    Ok(store)
+    // Several processes may meet a new file at once; switching it to WAL takes a lock that
+    // SQLite does not wait for, so a busy answer there is retried within the busy timeout.
+    let give_up = std::time::Instant::now() + busy_timeout;
+    loop {
+        match store.migrate() {
+            Ok(()) => return Ok(store),
+            Err(e) if is_busy(&e) && std::time::Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e.context(format!("database {}", path.display()))),
+        }
+    }
+}
+
+fn is_busy(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<rusqlite::Error>(),
+            Some(rusqlite::Error::SqliteFailure(f, _))
+                if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    })
 }
 
 impl Store {
