@@ -154,7 +154,7 @@ pub fn parse_args(args: &[String]) -> std::result::Result<Option<Mode>, String> 
 }
 
 pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
-    let config = Config::load().map_err(RunError::Config)?;
+    let mut config = Config::load().map_err(RunError::Config)?;
     let Some(_lock) = lock::acquire()
         .context("cannot open the sp-sync lock file")
         .map_err(RunError::Other)?
@@ -162,26 +162,49 @@ pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
         crate::logging::debug("another sp-sync runs; exiting");
         return Ok(());
     };
-    let stop = Arc::new(AtomicBool::new(false));
+    let signal = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| RunError::Other(e.into()))?;
+        signal_hook::flag::register(sig, Arc::clone(&signal)).map_err(|e| RunError::Other(e.into()))?;
     }
-    let shared = Arc::new(Shared {
-        client: http::Client::new(),
-        mode,
-        deadline: match mode {
-            Mode::Bounded(d) => Some(Instant::now() + d),
-            _ => None,
-        },
-        live_ms: config.live_ms(),
-        wait_max_s: config.control.wait_max_s.unwrap_or(25).min(25),
-        stop: AtomicBool::new(false),
-        wake: (Mutex::new(0), Condvar::new()),
-    });
-    crate::logging::info(&format!("start ({mode:?}, {} sink(s))", config.sinks.len()));
-    let r = Supervisor::new(shared, config, stop).and_then(|mut s| s.run());
-    crate::logging::info("stop");
-    r.map_err(RunError::Other)
+    let deadline = match mode {
+        Mode::Bounded(d) => Some(Instant::now() + d),
+        _ => None,
+    };
+    loop {
+        let shared = Arc::new(Shared {
+            client: http::Client::new(),
+            mode,
+            deadline,
+            live_ms: config.live_ms(),
+            wait_max_s: config.control.wait_max_s.unwrap_or(25).min(25),
+            stop: AtomicBool::new(false),
+            wake: (Mutex::new(0), Condvar::new()),
+        });
+        crate::logging::info(&format!("start ({mode:?}, {} sink(s))", config.sinks.len()));
+        let stamp = config_stamp(&config.path);
+        let restart = Supervisor::new(shared, config, Arc::clone(&signal), stamp)
+            .and_then(|mut s| s.run())
+            .map_err(RunError::Other)?;
+        if !restart {
+            crate::logging::info("stop");
+            return Ok(());
+        }
+        // The config changed under us: start over with the new one (a fixed token lifts a pause).
+        config = match Config::load() {
+            Ok(c) => c,
+            Err(e) => {
+                crate::logging::error(&format!("{e:#}; stopping until the config is fixed"));
+                return Err(RunError::Config(e));
+            }
+        };
+        crate::logging::info("config changed; restarting");
+    }
+}
+
+/// What identifies a config file's version cheaply: its modification time and size.
+fn config_stamp(path: &std::path::Path) -> Option<(std::time::SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
 }
 
 struct Supervisor {
@@ -194,10 +217,16 @@ struct Supervisor {
     discovery_retry: HashMap<String, (Instant, u32)>,
     polls: HashMap<(String, String), JoinHandle<()>>,
     senders: Vec<JoinHandle<()>>,
+    config_stamp: Option<(std::time::SystemTime, u64)>,
 }
 
 impl Supervisor {
-    fn new(shared: Arc<Shared>, config: Config, signal: Arc<AtomicBool>) -> Result<Supervisor> {
+    fn new(
+        shared: Arc<Shared>,
+        config: Config,
+        signal: Arc<AtomicBool>,
+        config_stamp: Option<(std::time::SystemTime, u64)>,
+    ) -> Result<Supervisor> {
         let store = shared.open_store()?;
         Ok(Supervisor {
             shared,
@@ -208,6 +237,7 @@ impl Supervisor {
             discovery_retry: HashMap::new(),
             polls: HashMap::new(),
             senders: Vec::new(),
+            config_stamp,
         })
     }
 
@@ -307,10 +337,13 @@ impl Supervisor {
         }
     }
 
-    fn run(&mut self) -> Result<()> {
+    /// Runs until stopped; returns true when it stopped because the config changed.
+    fn run(&mut self) -> Result<bool> {
         if self.shared.mode == Mode::Once {
-            return self.run_once();
+            self.run_once()?;
+            return Ok(false);
         }
+        let mut restart = false;
         let mut last_version = data_version(&self.store).unwrap_or(0);
         let mut last_refresh = Instant::now() - REFRESH_EVERY;
         let mut last_sweep = Instant::now() - SWEEP_EVERY;
@@ -331,6 +364,10 @@ impl Supervisor {
             if last_sweep.elapsed() >= SWEEP_EVERY {
                 last_sweep = Instant::now();
                 self.sweep();
+                if config_stamp(&self.config.path) != self.config_stamp {
+                    restart = true;
+                    break;
+                }
             }
             // Hooks commit in other processes; a changed data_version means new events or acks.
             if let Ok(v) = data_version(&self.store) {
@@ -343,15 +380,15 @@ impl Supervisor {
         }
         self.shared.stop.store(true, Ordering::Relaxed);
         self.shared.notify();
-        for (_, h) in self.polls.drain() {
-            let _ = h.join();
-        }
+        // Polls in flight are left behind: an unacked message is redelivered, and a write
+        // cut short by the exit is rolled back by SQLite. Waiting could take a whole poll.
+        self.polls.clear();
         self.sweep();
         // Senders make a last pass after the stop, so acks decided at the end still go out.
         for h in self.senders.drain(..) {
             let _ = h.join();
         }
-        Ok(())
+        Ok(restart)
     }
 
     fn run_once(&mut self) -> Result<()> {
