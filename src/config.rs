@@ -13,6 +13,13 @@ pub struct Config {
     pub sinks: Vec<Sink>,
     #[serde(default)]
     pub control: ControlTunables,
+    /// Written by the protocol's reference tool into the same file; not ours to read.
+    #[serde(default, rename = "harnesses")]
+    _harnesses: Option<serde_json::Value>,
+    #[serde(default, rename = "update_check")]
+    _update_check: Option<serde_json::Value>,
+    #[serde(default, rename = "keep_days")]
+    _keep_days: Option<serde_json::Value>,
     /// Where the config came from; set by `load`.
     #[serde(skip)]
     pub path: PathBuf,
@@ -33,6 +40,15 @@ pub struct Sink {
     pub token_file: Option<PathBuf>,
     #[serde(default)]
     pub secret: Option<String>,
+    /// Protocol fields the reference tool keeps per sink; accepted, not used.
+    #[serde(default, rename = "pii")]
+    _pii: Option<serde_json::Value>,
+    #[serde(default, rename = "max_tier")]
+    _max_tier: Option<serde_json::Value>,
+    #[serde(default, rename = "well_known_at")]
+    _well_known_at: Option<serde_json::Value>,
+    #[serde(default, rename = "paused")]
+    _paused: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]

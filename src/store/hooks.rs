@@ -45,6 +45,9 @@ pub struct PromptClaim {
     pub at: String,
 }
 
+/// A queued message as the hooks read it: id, sink, decision or text, note or at, deadline.
+type QueuedRow = (String, String, Option<String>, Option<String>, Option<i64>);
+
 /// Marks a message final and writes its ack in the same transaction (DECISIONS 3).
 pub(crate) fn finish(
     tx: &Transaction,
@@ -294,7 +297,7 @@ impl Store {
             tx.commit()?;
             return Ok(None);
         }
-        let rows: Vec<(String, String, Option<String>, Option<String>, Option<i64>)> = tx
+        let rows: Vec<QueuedRow> = tx
             .prepare_cached(
                 "SELECT id, sink, decision, note, deadline_ms FROM messages \
                  WHERE session_key=?1 AND kind='permission.answer' AND attention_id=?2 AND state='queued' \
@@ -367,7 +370,7 @@ impl Store {
         for a in open_attentions(&tx, &key)? {
             clear(&tx, &key, &a, How::Cancelled, &s.event, now)?;
         }
-        let rows: Vec<(String, String, Option<String>, Option<String>, Option<i64>)> = tx
+        let rows: Vec<QueuedRow> = tx
             .prepare_cached(
                 "SELECT id, sink, text, at, deadline_ms FROM messages \
                  WHERE session_key=?1 AND kind='prompt' AND state='queued' ORDER BY at, id",
