@@ -808,7 +808,7 @@ fn config_files_that_fail() {
         ),
         (
             "unknown sink key",
-            config_with_sink(set(sink(), "paused", json!(true))),
+            config_with_sink(set(sink(), "pausd", json!(true))),
         ),
         (
             "permission_wait_s 3601",
