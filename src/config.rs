@@ -97,10 +97,11 @@ impl Config {
             }
             Err(e) => return Err(e).with_context(|| format!("cannot read config {}", path.display())),
         };
-        let mut config: Config = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "config {} is not valid: fix the JSON (shape: {{\"sinks\":[{{\"name\",\"url\",\"tier\",\"control\",\"token\"}}],\"control\":{{…}}}})",
-                path.display()
+        let mut config: Config = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "config {} is not valid: fix the JSON (shape: {{\"sinks\":[{{\"name\",\"url\",\"tier\",\"control\",\"token\"}}],\"control\":{{…}}}}): {}",
+                path.display(),
+                json_error_without_values(&e)
             )
         })?;
         config.path = path.to_path_buf();
@@ -190,6 +191,22 @@ impl Sink {
     }
 }
 
+/// serde's text for a value of the wrong type quotes the value ("invalid type: string \"…\",
+/// expected u8"), and a value in a config may be a token put in the wrong place: keep only
+/// what was expected and where.
+fn json_error_without_values(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    for what in ["invalid type", "invalid value", "invalid length"] {
+        if let Some(rest) = msg.strip_prefix(what).and_then(|r| r.strip_prefix(": ")) {
+            return match rest.rsplit_once(", expected ") {
+                Some((_, expected)) => format!("{what}, expected {expected}"),
+                None => format!("{what} at line {} column {}", e.line(), e.column()),
+            };
+        }
+    }
+    msg
+}
+
 /// `https://` anywhere; `http://` only to loopback, where nothing crosses a network.
 pub fn check_url(url: &str) -> Result<()> {
     if let Some(rest) = url.strip_prefix("https://") {
@@ -200,6 +217,11 @@ pub fn check_url(url: &str) -> Result<()> {
     }
     if let Some(rest) = url.strip_prefix("http://") {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        // "http://127.0.0.1:80@evil.com/" names evil.com (the rest is userinfo): no userinfo,
+        // so the host read here is the host a request goes to.
+        if authority.contains('@') {
+            bail!("url {url:?} has a user part before '@'; put the host right after http://");
+        }
         let host = if let Some(v6) = authority.strip_prefix('[') {
             v6.split(']').next().unwrap_or("")
         } else {
@@ -254,6 +276,8 @@ mod tests {
         assert!(check_url("http://example.com").is_err());
         assert!(check_url("http://10.0.0.1").is_err());
         assert!(check_url("http://127.0.0.1.evil.com/").is_err());
+        assert!(check_url("http://127.0.0.1:80@evil.com/").is_err());
+        assert!(check_url("http://[::1]@evil.com/").is_err());
         assert!(check_url("ftp://x").is_err());
     }
 

@@ -1,6 +1,13 @@
 //! Harness adapters: each module parses its harness's hook stdin into a [`HookInput`] and
 //! renders our answers in that harness's exact output shape. Nothing here knows HTTP or SQL.
 pub mod claude_code;
+pub mod codex;
+pub mod copilot_cli;
+pub mod cursor;
+pub mod droid;
+pub mod gemini_cli;
+pub mod kiro;
+pub mod opencode;
 
 use crate::store::SessionRef;
 use crate::wire::control::{Decision, Kind, Outcome};
@@ -9,35 +16,198 @@ use crate::wire::control::{Decision, Kind, Outcome};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Harness {
     ClaudeCode,
+    Codex,
+    Cursor,
+    CopilotCli,
+    Kiro,
+    Droid,
+    GeminiCli,
+    OpenCode,
 }
 
+/// Our three hook binaries. They run the same flow; the name says which answer the harness
+/// waits for, so registration can give `sp-permission` the long timeout.
+pub const SP_PERMISSION: &str = "sp-permission";
+pub const SP_STOP: &str = "sp-stop";
+pub const SP_EVENT: &str = "sp-event";
+
 impl Harness {
-    pub const ALL: &'static [Harness] = &[Harness::ClaudeCode];
+    pub const ALL: &'static [Harness] = &[
+        Harness::ClaudeCode,
+        Harness::Codex,
+        Harness::Cursor,
+        Harness::CopilotCli,
+        Harness::Kiro,
+        Harness::Droid,
+        Harness::GeminiCli,
+        Harness::OpenCode,
+    ];
 
     pub fn parse(name: &str) -> Option<Harness> {
-        match name {
-            "claude-code" => Some(Harness::ClaudeCode),
+        Harness::ALL.iter().copied().find(|h| h.name() == name)
+    }
+
+    /// The protocol's registry name (DECISIONS 4): the `<harness>` of the session key.
+    pub fn name(self) -> &'static str {
+        match self {
+            Harness::ClaudeCode => "claude-code",
+            Harness::Codex => "codex",
+            Harness::Cursor => "cursor",
+            Harness::CopilotCli => "copilot-cli",
+            Harness::Kiro => "kiro",
+            Harness::Droid => "droid",
+            Harness::GeminiCli => "gemini-cli",
+            Harness::OpenCode => "opencode",
+        }
+    }
+
+    /// Exactly which hook events must be registered, spelled as the harness's config spells
+    /// them, and which of our binaries each runs (`sp-permission`, `sp-stop` or `sp-event`).
+    /// Registration (hooks/<harness>/, install) is generated from this table.
+    ///
+    /// - Copilot CLI: the camelCase names, which also select camelCase payload fields.
+    /// - Kiro: the v3 trigger names (`.kiro/hooks/*.json`); the legacy agent-config names
+    ///   (`agentSpawn`, `userPromptSubmit`, `postToolUse`, `stop`) are parsed as well.
+    /// - Gemini CLI: `Notification` should carry the matcher `ToolPermission`.
+    /// - OpenCode has no shell hooks: these are the plugin's event names
+    ///   (`hooks/opencode/sessionpipe.js` runs `sp-event --harness opencode` for each).
+    pub fn hook_events(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Harness::ClaudeCode => &[
+                ("PermissionRequest", SP_PERMISSION),
+                ("Stop", SP_STOP),
+                ("SessionStart", SP_EVENT),
+                ("UserPromptSubmit", SP_EVENT),
+                ("PostToolUse", SP_EVENT),
+                ("PostToolUseFailure", SP_EVENT),
+                ("SessionEnd", SP_EVENT),
+            ],
+            Harness::Codex => &[
+                ("PermissionRequest", SP_PERMISSION),
+                ("Stop", SP_STOP),
+                ("SessionStart", SP_EVENT),
+                ("UserPromptSubmit", SP_EVENT),
+                ("PostToolUse", SP_EVENT),
+                ("SessionEnd", SP_EVENT),
+            ],
+            Harness::Cursor => &[
+                ("beforeShellExecution", SP_PERMISSION),
+                ("beforeMCPExecution", SP_PERMISSION),
+                ("stop", SP_STOP),
+                ("sessionStart", SP_EVENT),
+                ("beforeSubmitPrompt", SP_EVENT),
+                ("afterShellExecution", SP_EVENT),
+                ("afterMCPExecution", SP_EVENT),
+                ("sessionEnd", SP_EVENT),
+            ],
+            Harness::CopilotCli => &[
+                ("permissionRequest", SP_PERMISSION),
+                ("agentStop", SP_STOP),
+                ("sessionStart", SP_EVENT),
+                ("userPromptSubmitted", SP_EVENT),
+                ("postToolUse", SP_EVENT),
+                ("postToolUseFailure", SP_EVENT),
+                ("sessionEnd", SP_EVENT),
+            ],
+            Harness::Kiro => &[
+                ("SessionStart", SP_EVENT),
+                ("UserPromptSubmit", SP_EVENT),
+                ("PostToolUse", SP_EVENT),
+                ("Stop", SP_EVENT),
+            ],
+            Harness::Droid => &[
+                ("PreToolUse", SP_PERMISSION),
+                ("Stop", SP_STOP),
+                ("SessionStart", SP_EVENT),
+                ("UserPromptSubmit", SP_EVENT),
+                ("PostToolUse", SP_EVENT),
+                ("SessionEnd", SP_EVENT),
+            ],
+            Harness::GeminiCli => &[
+                ("Notification", SP_PERMISSION),
+                ("AfterAgent", SP_STOP),
+                ("SessionStart", SP_EVENT),
+                ("BeforeAgent", SP_EVENT),
+                ("AfterTool", SP_EVENT),
+                ("SessionEnd", SP_EVENT),
+            ],
+            Harness::OpenCode => &[
+                ("session.created", SP_EVENT),
+                ("session.status", SP_EVENT),
+                ("session.idle", SP_EVENT),
+                ("permission.asked", SP_EVENT),
+                ("permission.replied", SP_EVENT),
+                ("session.deleted", SP_EVENT),
+            ],
+        }
+    }
+
+    /// The matcher a registration should put on `event`, when one narrows it to what we use.
+    /// Everything else is registered for all tools / types (our adapters ignore the rest).
+    pub fn hook_matcher(self, event: &str) -> Option<&'static str> {
+        match (self, event) {
+            (Harness::GeminiCli, "Notification") => Some("ToolPermission"),
             _ => None,
         }
     }
 
-    pub fn name(self) -> &'static str {
+    /// The built-in permission wait in seconds (DECISIONS 10); the config may override it.
+    /// Registration sets the harness's timeout for `sp-permission` to this + 10 s (in the
+    /// harness's unit). 0 means the hook never waits: the harness has no answer channel
+    /// (Gemini CLI, Kiro) or the answer goes through an API, not a waiting hook (OpenCode).
+    pub fn default_permission_wait_s(self) -> u64 {
         match self {
-            Harness::ClaudeCode => "claude-code",
+            Harness::GeminiCli | Harness::Kiro | Harness::OpenCode => 0,
+            h => crate::config::default_permission_wait_s(h.name()),
         }
+    }
+
+    /// Whether a waiting permission hook can answer at all (else it announces and returns).
+    pub fn answers_permission(self) -> bool {
+        route(self.name(), Kind::PermissionAnswer).is_none() && self != Harness::OpenCode
+    }
+
+    /// Whether sp-sync answers this harness's permission prompts through its server API
+    /// (OpenCode) rather than a waiting hook.
+    pub fn answered_by_api(self) -> bool {
+        self == Harness::OpenCode
     }
 
     /// Parses hook stdin. Anything we do not understand is `Skip`, never an error.
     pub fn parse_input(self, stdin: &[u8]) -> HookInput {
         match self {
             Harness::ClaudeCode => claude_code::parse(stdin),
+            Harness::Codex => codex::parse(stdin),
+            Harness::Cursor => cursor::parse(stdin),
+            Harness::CopilotCli => copilot_cli::parse(stdin),
+            Harness::Kiro => kiro::parse(stdin),
+            Harness::Droid => droid::parse(stdin),
+            Harness::GeminiCli => gemini_cli::parse(stdin),
+            Harness::OpenCode => opencode::parse(stdin),
         }
     }
 
-    /// The exact stdout that answers a permission prompt.
+    /// The exact stdout that answers a permission prompt. `event` is the hook event that
+    /// asked (Cursor answers beforeShellExecution and beforeMCPExecution alike).
     pub fn render_permission(self, decision: Decision, message: &str) -> String {
         match self {
             Harness::ClaudeCode => claude_code::render_permission(decision, message),
+            Harness::Codex => codex::render_permission(decision, message),
+            Harness::Cursor => cursor::render_permission(decision, message),
+            Harness::CopilotCli => copilot_cli::render_permission(decision, message),
+            Harness::Droid => droid::render_permission(decision, message),
+            // No answer channel: the hook never waits, so this is never printed.
+            Harness::Kiro | Harness::GeminiCli | Harness::OpenCode => String::new(),
+        }
+    }
+
+    /// What to print when a permission hook ends without a remote answer (its wait ran out,
+    /// or the prompt was cleared elsewhere). None prints nothing, so the harness's own
+    /// behaviour stands; Cursor gets `ask`, its own prompt, because its silence means "run".
+    pub fn render_no_answer(self) -> Option<String> {
+        match self {
+            Harness::Cursor => Some(cursor::render_ask()),
+            _ => None,
         }
     }
 
@@ -45,19 +215,35 @@ impl Harness {
     pub fn render_block(self, reason: &str) -> String {
         match self {
             Harness::ClaudeCode => claude_code::render_block(reason),
+            Harness::Codex => codex::render_block(reason),
+            Harness::Cursor => cursor::render_block(reason),
+            Harness::CopilotCli => copilot_cli::render_block(reason),
+            Harness::Droid => droid::render_block(reason),
+            Harness::GeminiCli => gemini_cli::render_block(reason),
+            // No blocking turn end: prompts are unsupported (Kiro) or go through the API (OpenCode).
+            Harness::Kiro | Harness::OpenCode => String::new(),
         }
     }
 
     /// The hook event name that delivers prompts, for ack details.
     pub fn stop_event(self) -> &'static str {
         match self {
-            Harness::ClaudeCode => "Stop",
+            Harness::ClaudeCode | Harness::Codex | Harness::Droid | Harness::Kiro => "Stop",
+            Harness::Cursor => "stop",
+            Harness::CopilotCli => "agentStop",
+            Harness::GeminiCli => "AfterAgent",
+            Harness::OpenCode => "session.idle",
         }
     }
 
     pub fn permission_event(self) -> &'static str {
         match self {
-            Harness::ClaudeCode => "PermissionRequest",
+            Harness::ClaudeCode | Harness::Codex | Harness::Kiro => "PermissionRequest",
+            Harness::Cursor => "beforeShellExecution",
+            Harness::CopilotCli => "permissionRequest",
+            Harness::Droid => "PreToolUse",
+            Harness::GeminiCli => "Notification",
+            Harness::OpenCode => "permission.asked",
         }
     }
 }
@@ -66,18 +252,52 @@ impl Harness {
 #[derive(Debug, Clone, PartialEq)]
 pub enum HookInput {
     /// A permission prompt is about to be shown: record it, announce it, wait for an answer.
-    Permission { session: SessionRef, attention_id: String, tool: Option<String>, message: Option<String> },
+    Permission {
+        session: SessionRef,
+        attention_id: String,
+        tool: Option<String>,
+        message: Option<String>,
+    },
     /// The turn is ending: deliver queued prompts by blocking.
-    Stop { session: SessionRef },
-    SessionStart { session: SessionRef, source: String },
-    SessionEnd { session: SessionRef },
+    Stop {
+        session: SessionRef,
+    },
+    SessionStart {
+        session: SessionRef,
+        source: String,
+    },
+    SessionEnd {
+        session: SessionRef,
+    },
     /// A tool ran or a new prompt came: the terminal resolved a pending prompt.
     /// `attention_id` names the one it resolved when that can be computed.
-    TerminalAnswered { session: SessionRef, attention_id: Option<String> },
+    TerminalAnswered {
+        session: SessionRef,
+        attention_id: Option<String>,
+    },
     /// Any other event of a live session.
-    Alive { session: SessionRef },
+    Alive {
+        session: SessionRef,
+    },
+    /// A harness driven through its server API (OpenCode) said where that API is and whether
+    /// the session is idle; `then` is what the event means otherwise.
+    Api {
+        report: ApiReport,
+        then: Box<HookInput>,
+    },
     /// Not ours to handle (unparseable, another tool's payload, unknown event).
     Skip(String),
+}
+
+/// What an API-driven harness's plugin reports with each event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiReport {
+    /// The server's base URL, e.g. `http://127.0.0.1:4096`.
+    pub base_url: Option<String>,
+    /// The instance directory the server routes the session by (`?directory=`).
+    pub directory: Option<String>,
+    /// Some(true) when the session went idle, Some(false) when busy, None when unknown.
+    pub idle: Option<bool>,
 }
 
 impl HookInput {
@@ -89,34 +309,61 @@ impl HookInput {
             | HookInput::SessionEnd { session }
             | HookInput::TerminalAnswered { session, .. }
             | HookInput::Alive { session } => Some(session),
+            HookInput::Api { then, .. } => then.session(),
             HookInput::Skip(_) => None,
         }
     }
 }
 
 /// Which control kinds a harness can take, and by which path (README table).
-/// Returns the final outcome for a kind the harness has no path for; None means "deliver".
+/// Returns the final outcome for a kind the harness has no path for; None means "deliver":
+/// by the harness's hook answer, or for OpenCode by sp-sync through its server API.
 pub fn route(harness: &str, kind: Kind) -> Option<(Outcome, String)> {
     let unsupported = |why: &str| Some((Outcome::Unsupported, why.to_string()));
     match (harness, kind) {
-        ("claude-code", Kind::PermissionAnswer | Kind::Prompt) => None,
+        ("claude-code" | "codex" | "cursor" | "copilot-cli" | "droid", Kind::PermissionAnswer | Kind::Prompt) => None,
+        ("gemini-cli", Kind::Prompt) => None,
+        ("opencode", _) => None,
         ("claude-code", Kind::Cancel) => {
             unsupported("claude-code has no API to cancel a running turn; never a signal to a pid")
         }
+        ("codex", Kind::Cancel) => unsupported(
+            "codex: no reachable app-server for this session (turn/interrupt needs one); never a signal to a pid",
+        ),
+        ("cursor" | "copilot-cli" | "droid" | "gemini-cli", Kind::Cancel) => Some((
+            Outcome::Unsupported,
+            format!("{harness} has no API to cancel a running turn; never a signal to a pid"),
+        )),
+        ("gemini-cli", Kind::PermissionAnswer) => unsupported(
+            "gemini-cli has no permission answer channel (its ToolPermission notification is observe-only)",
+        ),
+        ("kiro", Kind::PermissionAnswer) => unsupported(
+            "kiro documents no hook answer that allows or denies a permission prompt",
+        ),
+        ("kiro", Kind::Prompt) => unsupported("kiro's Stop hook cannot block, so a prompt has no path into the session"),
+        ("kiro", Kind::Cancel) => unsupported("kiro has no API to cancel a running turn; never a signal to a pid"),
         (h, _) => unsupported(&format!("no adapter for harness {h:?} in this build")),
     }
 }
 
 /// `perm-` + first 16 hex digits of sha256(`<prompt_id>|<tool_name>|<tool_input as JSON>`)
 /// (DECISIONS 9): the same prompt always gets the same id. `tool_input` keeps its key order.
-pub fn minted_attention_id(prompt_id: &str, tool_name: &str, tool_input: &serde_json::Value) -> String {
+pub fn minted_attention_id(
+    prompt_id: &str,
+    tool_name: &str,
+    tool_input: &serde_json::Value,
+) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(prompt_id.as_bytes());
     h.update(b"|");
     h.update(tool_name.as_bytes());
     h.update(b"|");
-    h.update(serde_json::to_string(tool_input).unwrap_or_default().as_bytes());
+    h.update(
+        serde_json::to_string(tool_input)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
     let digest = h.finalize();
     let mut id = String::with_capacity(21);
     id.push_str("perm-");
@@ -126,12 +373,82 @@ pub fn minted_attention_id(prompt_id: &str, tool_name: &str, tool_input: &serde_
     id
 }
 
+/// The hook payload as a JSON object, or why it is not one.
+pub(crate) fn object(stdin: &[u8], harness: &str) -> Result<serde_json::Value, String> {
+    match serde_json::from_slice::<serde_json::Value>(stdin) {
+        Ok(v) if v.is_object() => Ok(v),
+        Ok(_) => Err(format!(
+            "stdin is not a {harness} hook payload: not a JSON object"
+        )),
+        Err(e) => Err(format!("stdin is not a {harness} hook payload: {e}")),
+    }
+}
+
+/// The first of `names` that `v` holds (tolerant of snake_case and camelCase spellings).
+pub(crate) fn field<'a>(v: &'a serde_json::Value, names: &[&str]) -> Option<&'a serde_json::Value> {
+    names
+        .iter()
+        .find_map(|n| v.get(*n).filter(|x| !x.is_null()))
+}
+
+/// The first of `names` that `v` holds as a string.
+pub(crate) fn text<'a>(v: &'a serde_json::Value, names: &[&str]) -> Option<&'a str> {
+    names
+        .iter()
+        .find_map(|n| v.get(*n).and_then(|x| x.as_str()))
+}
+
+/// Tool arguments that some harnesses send as a JSON string (Copilot `toolArgs`, older
+/// Cursor `tool_input`): parsed when the string holds JSON, kept as is otherwise.
+pub(crate) fn tool_args(v: &serde_json::Value) -> serde_json::Value {
+    match v.as_str().map(str::trim) {
+        Some(s) if s.starts_with('{') || s.starts_with('[') => {
+            serde_json::from_str(s).unwrap_or_else(|_| v.clone())
+        }
+        _ => v.clone(),
+    }
+}
+
+/// A session of `harness` with a valid id, or why not.
+pub(crate) fn session_ref(
+    harness: Harness,
+    id: Option<&str>,
+    cwd: Option<&str>,
+    event: &str,
+) -> Result<SessionRef, String> {
+    match id {
+        Some(id) if crate::wire::is_session_id(id) => Ok(SessionRef {
+            harness: harness.name().into(),
+            session_id: id.to_string(),
+            cwd: cwd.map(str::to_string),
+            event: event.to_string(),
+        }),
+        Some(_) => Err(format!(
+            "{} payload has an invalid session id",
+            harness.name()
+        )),
+        None => Err(format!("{} payload has no session id", harness.name())),
+    }
+}
+
 /// Short human text for attention.needed: the tool and what it acts on.
 pub fn describe_tool(tool: &str, input: &serde_json::Value) -> String {
-    let subject = ["command", "file_path", "path", "url", "pattern", "query", "prompt"]
-        .iter()
-        .find_map(|k| input.get(*k).and_then(|v| v.as_str()))
-        .or_else(|| input.as_object().and_then(|o| o.values().find_map(|v| v.as_str())));
+    let subject = [
+        "command",
+        "file_path",
+        "path",
+        "url",
+        "pattern",
+        "query",
+        "prompt",
+    ]
+    .iter()
+    .find_map(|k| input.get(*k).and_then(|v| v.as_str()))
+    .or_else(|| {
+        input
+            .as_object()
+            .and_then(|o| o.values().find_map(|v| v.as_str()))
+    });
     match subject {
         Some(s) => format!("{tool} {s}"),
         None => tool.to_string(),
@@ -144,8 +461,10 @@ mod tests {
     #[test]
     fn attention_id_matches_reference() {
         // From the recorded fixture permission-request-bash-2 (sessionpipe conformance).
-        let input: serde_json::Value =
-            serde_json::from_str(r#"{"command":"echo hi > out.txt","description":"Write text to a file"}"#).unwrap();
+        let input: serde_json::Value = serde_json::from_str(
+            r#"{"command":"echo hi > out.txt","description":"Write text to a file"}"#,
+        )
+        .unwrap();
         assert_eq!(
             minted_attention_id("5e6e20e7-82a4-4865-8967-b2c9adae76c4", "Bash", &input),
             "perm-17af3749ab63d37e"

@@ -4,6 +4,8 @@
 mod permission;
 mod stop;
 
+pub use stop::compose_reason;
+
 use crate::config::Config;
 use crate::harness::{Harness, HookInput};
 use anyhow::{Context, Result};
@@ -86,16 +88,22 @@ pub fn run(harness: Harness) -> Result<()> {
         Config::default()
     });
     let mut store = crate::store::open(&crate::paths::database_file(), BUSY_TIMEOUT)?;
+    act(harness, &config, &mut store, input)
+}
+
+/// Acts on what the event means. Kept apart from `run` so an API report (OpenCode) can record
+/// where the session's server is and then act on the event it came with.
+fn act(harness: Harness, config: &Config, store: &mut crate::store::Store, input: HookInput) -> Result<()> {
     let start_sync = !config.sinks.is_empty();
     match input {
         HookInput::Permission { session, attention_id, tool, message } => {
-            permission::run(harness, &config, &mut store, &session, &attention_id, tool.as_deref(), message.as_deref())?;
+            permission::run(harness, config, store, &session, &attention_id, tool.as_deref(), message.as_deref())?;
         }
         HookInput::Stop { session } => {
             if start_sync {
                 crate::sync::lock::ensure_running();
             }
-            stop::run(harness, &mut store, &session)?;
+            stop::run(harness, store, &session)?;
         }
         HookInput::SessionStart { session, source } => {
             store.record_event(&session, Some(&source))?;
@@ -115,6 +123,12 @@ pub fn run(harness: Harness) -> Result<()> {
             if start_sync {
                 crate::sync::lock::ensure_running();
             }
+        }
+        HookInput::Api { report, then } => {
+            if let Some(session) = then.session() {
+                store.api_report(session, report.base_url.as_deref(), report.directory.as_deref(), report.idle)?;
+            }
+            act(harness, config, store, *then)?;
         }
         HookInput::Skip(_) => {}
     }

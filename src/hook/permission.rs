@@ -17,8 +17,16 @@ const POLL_EVERY: Duration = Duration::from_millis(15);
 /// How often it checks that an sp-sync is running, starting one if not.
 const SYNC_CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// How long to wait: the harness's configured wait, or 0 when no sink could answer.
+/// An attention answered through a server API (OpenCode) by sp-sync, not by a waiting hook,
+/// stays open this long unless the harness reports it answered first.
+const API_ATTENTION_OPEN: Duration = Duration::from_secs(3600);
+
+/// How long to wait: the harness's configured wait, or 0 when no sink could answer or the
+/// harness has no answer a hook could print (Gemini CLI, Kiro, OpenCode).
 fn wait_for(config: &Config, store: &Store, harness: Harness) -> Duration {
+    if !harness.answers_permission() {
+        return Duration::ZERO;
+    }
     let mut any = false;
     for s in config.control_sinks() {
         if !store.control_paused(&s.name).unwrap_or(true) {
@@ -47,7 +55,8 @@ pub fn run(
     }
     let wait = wait_for(config, store, harness);
     let pid = std::process::id();
-    store.open_attention(session, attention_id, tool, message, now_ms() + wait.as_millis() as i64, pid)?;
+    let open_for = if harness.answered_by_api() { API_ATTENTION_OPEN } else { wait };
+    store.open_attention(session, attention_id, tool, message, now_ms() + open_for.as_millis() as i64, pid)?;
     if !config.sinks.is_empty() {
         crate::sync::lock::ensure_running();
     }
@@ -69,7 +78,7 @@ pub fn run(
         let (open, answer_queued) = store.attention_poll(&key, attention_id)?;
         if !open {
             crate::logging::info(&format!("{key} {attention_id}: cleared elsewhere; stop waiting"));
-            return Ok(());
+            return no_answer(harness);
         }
         if answer_queued {
             if let Some(answer) = store.claim_answer(&key, attention_id, pid)? {
@@ -82,7 +91,7 @@ pub fn run(
                         .unwrap_or_else(|| format!("Denied by the person through sessionpipe (sink {:?}).", answer.sink)),
                 };
                 super::print_answer(&harness.render_permission(answer.decision, &text))?;
-                let detail = format!("{} {} hook", harness.name(), harness.permission_event());
+                let detail = format!("{} {} hook", harness.name(), session.event);
                 store.confirm_answer(session, attention_id, &answer, &detail)?;
                 crate::logging::info(&format!(
                     "{key} {attention_id}: {} delivered ({})",
@@ -95,7 +104,7 @@ pub fn run(
         if started.elapsed() >= wait {
             store.close_attention(session, attention_id, How::Timeout)?;
             crate::logging::info(&format!("{key} {attention_id}: no answer within {}s", wait.as_secs()));
-            return Ok(());
+            return no_answer(harness);
         }
         // SAFETY: getppid has no preconditions.
         if unsafe { libc::getppid() } != parent {
@@ -108,5 +117,14 @@ pub fn run(
             last_sync_check = Instant::now();
         }
         std::thread::sleep(POLL_EVERY);
+    }
+}
+
+/// The wait ended without a remote answer: the harness's own fallback (Cursor: `ask`, its own
+/// prompt), or nothing, so its own behaviour stands.
+fn no_answer(harness: Harness) -> Result<()> {
+    match harness.render_no_answer() {
+        Some(text) => super::print_answer(&text),
+        None => Ok(()),
     }
 }

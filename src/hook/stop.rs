@@ -29,7 +29,7 @@ pub fn run(harness: Harness, store: &mut Store, session: &SessionRef) -> Result<
     }
     super::print_answer(&harness.render_block(&compose_reason(&claims)))?;
     let ids: Vec<String> = claims.iter().map(|c| c.id.clone()).collect();
-    store.confirm_delivered(&ids, &format!("{} {} hook", harness.name(), harness.stop_event()))?;
+    store.confirm_delivered(&ids, &format!("{} {} hook", harness.name(), session.event))?;
     crate::logging::info(&format!("{}: delivered {} prompt(s) at Stop", session.key(), ids.len()));
     Ok(())
 }

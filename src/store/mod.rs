@@ -1,9 +1,11 @@
 //! The one place that knows SQL. One SQLite file (`control.db`, DECISIONS 20) shared by any
 //! number of short-lived hooks and one sp-sync. Tables and views read plainly in `sqlite3`.
+mod api;
 mod hooks;
 mod schema;
 mod sync;
 
+pub use api::{ApiMessage, ApiSession};
 pub use hooks::{Answer, PromptClaim, SessionRef};
 pub use sync::{AckRow, Ingested, SinkState, SweepReport};
 

@@ -1,6 +1,7 @@
 //! Ordered migrations; `PRAGMA user_version` is the number applied. Never edit a released
 //! entry: append a new one.
-pub const MIGRATIONS: &[&str] = &[r#"
+pub const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE sessions (
     key           TEXT PRIMARY KEY,          -- "<harness>:<id>" (DECISIONS 4)
     harness       TEXT NOT NULL,
@@ -120,4 +121,12 @@ CREATE VIEW outbox AS
 
 CREATE VIEW live_sessions AS
     SELECT key, harness, session_id, cwd, started_at, last_event_at FROM sessions WHERE ended_at IS NULL;
-"#];
+"#,
+    // 2: sessions of harnesses driven through a server API (OpenCode), as its plugin reports them.
+    r#"
+ALTER TABLE sessions ADD COLUMN api_url       TEXT;    -- the server the session runs under
+ALTER TABLE sessions ADD COLUMN api_directory TEXT;    -- its instance directory (?directory=)
+ALTER TABLE sessions ADD COLUMN api_idle      INTEGER; -- 1 idle, 0 busy, NULL not yet reported
+ALTER TABLE sessions ADD COLUMN api_since_ms  INTEGER; -- when this api_url was first reported
+"#,
+];

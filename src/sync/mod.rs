@@ -1,6 +1,7 @@
 //! sp-sync: long-polls each control sink for every live session, stores what arrives, and
 //! sends the ack and event outboxes. Threads, not async: one per (session × control sink)
 //! poll, one ack sender and one event sender per sink, and a supervisor.
+mod api;
 pub mod backoff;
 mod discover;
 pub mod http;
@@ -347,6 +348,9 @@ impl Supervisor {
         let mut last_version = data_version(&self.store).unwrap_or(0);
         let mut last_refresh = Instant::now() - REFRESH_EVERY;
         let mut last_sweep = Instant::now() - SWEEP_EVERY;
+        // Harnesses with a server API (OpenCode) get their messages at once, not at a hook.
+        let shared = Arc::clone(&self.shared);
+        self.senders.push(std::thread::spawn(move || api::api_loop(&shared)));
         while !self.shared.stopping() {
             if self.signal.load(Ordering::Relaxed) {
                 self.shared.stop.store(true, Ordering::Relaxed);
@@ -402,6 +406,7 @@ impl Supervisor {
             }
         }
         self.sweep();
+        api::pass(&mut self.store);
         for ctx in &ready {
             send::flush(&self.shared, ctx, &mut self.store);
         }

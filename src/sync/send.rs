@@ -117,12 +117,18 @@ pub fn send_events_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, st: &
     };
     match r.status {
         200..=299 => {
+            // §2.2: the cursor moves only on an accepted batch. A 2xx without a batch response
+            // (a proxy's page, a body cut short) took nothing: retry it like an error.
+            let Some(v) = serde_json::from_str::<Value>(&r.body)
+                .ok()
+                .filter(|v| v.get("accepted").is_some_and(Value::is_u64))
+            else {
+                return fail(store, st, format!("events answered {} without a batch response", r.status));
+            };
             st.failures = 0;
             store.advance_cursor(&ctx.name, last, true)?;
-            if let Ok(v) = serde_json::from_str::<Value>(&r.body) {
-                if let Some(rej) = v.get("rejected").and_then(Value::as_array).filter(|a| !a.is_empty()) {
-                    crate::logging::warn(&format!("sink {}: receiver rejected events: {}", ctx.name, Value::Array(rej.clone())));
-                }
+            if let Some(rej) = v.get("rejected").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+                crate::logging::warn(&format!("sink {}: receiver rejected events: {}", ctx.name, Value::Array(rej.clone())));
             }
             Ok(Sent::Progress)
         }

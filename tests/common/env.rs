@@ -92,6 +92,22 @@ impl Env {
         run_with_stdin(c, stdin)
     }
 
+    /// Runs a hook of `harness` (`--harness <harness>`) to completion with this stdin.
+    pub fn hook_as(&self, harness: &str, name: &str, stdin: &[u8]) -> Output {
+        let mut c = self.cmd(name);
+        c.args(["--harness", harness]);
+        run_with_stdin(c, stdin)
+    }
+
+    /// Starts a hook of `harness` that will wait; stdin is written and closed.
+    pub fn spawn_hook_as(&self, harness: &str, name: &str, stdin: &Value) -> Child {
+        let mut c = self.cmd(name);
+        c.args(["--harness", harness]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(stdin.to_string().as_bytes()).unwrap();
+        child
+    }
+
     pub fn hook_json(&self, name: &str, stdin: &Value) -> Output {
         self.hook(name, stdin.to_string().as_bytes())
     }

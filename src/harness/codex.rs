@@ -1,0 +1,155 @@
+//! OpenAI Codex CLI (0.171): hook stdin per harness-contracts §2. Codex output schemas are
+//! `additionalProperties:false`, so every answer here is exactly its documented shape and
+//! nothing more (a stray field makes the hook count as failed).
+use super::{
+    describe_tool, field, minted_attention_id, object, session_ref, text, Harness, HookInput,
+};
+use crate::wire::control::Decision;
+use serde_json::json;
+
+pub fn parse(stdin: &[u8]) -> HookInput {
+    let v = match object(stdin, "Codex") {
+        Ok(v) => v,
+        Err(e) => return HookInput::Skip(e),
+    };
+    let Some(event) = text(&v, &["hook_event_name"]) else {
+        return HookInput::Skip("Codex payload has no hook_event_name".into());
+    };
+    let session = match session_ref(
+        Harness::Codex,
+        text(&v, &["session_id"]),
+        text(&v, &["cwd"]),
+        event,
+    ) {
+        Ok(s) => s,
+        Err(e) => return HookInput::Skip(e),
+    };
+    let tool = text(&v, &["tool_name"]);
+    let input = field(&v, &["tool_input"]);
+    // DECISIONS 9: Codex's own tool-use id when it sends one; 0.171's PermissionRequest has
+    // none, so the id is minted from the turn, the tool and its input (stable per prompt).
+    let attention = || match text(&v, &["tool_use_id"]) {
+        Some(id) if event == "PermissionRequest" => Some(id.to_string()),
+        _ => match (tool, input) {
+            (Some(t), Some(i)) => Some(minted_attention_id(
+                text(&v, &["turn_id"]).unwrap_or(""),
+                t,
+                i,
+            )),
+            _ => None,
+        },
+    };
+    match event {
+        "PermissionRequest" => {
+            let (Some(t), Some(i)) = (tool, input) else {
+                return HookInput::Skip(
+                    "Codex PermissionRequest without tool_name/tool_input".into(),
+                );
+            };
+            HookInput::Permission {
+                attention_id: attention().unwrap_or_default(),
+                tool: Some(t.to_string()),
+                message: Some(describe_tool(t, i)),
+                session,
+            }
+        }
+        // A subagent's Stop carries agent_id; only the main turn end delivers prompts.
+        "Stop" if field(&v, &["agent_id"]).is_none() => HookInput::Stop { session },
+        "SessionStart" => HookInput::SessionStart {
+            source: text(&v, &["source"]).unwrap_or("unknown").to_string(),
+            session,
+        },
+        "SessionEnd" => HookInput::SessionEnd { session },
+        "PostToolUse" => HookInput::TerminalAnswered {
+            attention_id: attention(),
+            session,
+        },
+        "UserPromptSubmit" => HookInput::TerminalAnswered {
+            attention_id: None,
+            session,
+        },
+        _ => HookInput::Alive { session },
+    }
+}
+
+/// `permission-request.command.output`: `decision` holds `behavior` and, on deny, `message`;
+/// `updatedInput`, `updatedPermissions` and `interrupt:true` make Codex fail the hook.
+pub fn render_permission(decision: Decision, message: &str) -> String {
+    let decision = match decision {
+        Decision::Allow => json!({ "behavior": "allow" }),
+        Decision::Deny => json!({ "behavior": "deny", "message": message }),
+    };
+    json!({ "hookSpecificOutput": { "hookEventName": "PermissionRequest", "decision": decision } })
+        .to_string()
+}
+
+/// `stop.command.output`: a block with a non-empty reason; no hookSpecificOutput on Stop.
+pub fn render_block(reason: &str) -> String {
+    json!({ "decision": "block", "reason": reason }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permission_ids() {
+        let p = br#"{"session_id":"s1","turn_id":"t1","transcript_path":null,"cwd":"/w","hook_event_name":"PermissionRequest","model":"m","permission_mode":"default","tool_name":"Bash","tool_input":{"command":"rm -rf build","description":"clean"}}"#;
+        let HookInput::Permission {
+            attention_id,
+            tool,
+            message,
+            ..
+        } = parse(p)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            attention_id,
+            minted_attention_id(
+                "t1",
+                "Bash",
+                &json!({"command":"rm -rf build","description":"clean"})
+            )
+        );
+        assert_eq!(tool.as_deref(), Some("Bash"));
+        assert_eq!(message.as_deref(), Some("Bash rm -rf build"));
+        // Its PostToolUse names the same attention.
+        let post = br#"{"session_id":"s1","turn_id":"t1","transcript_path":null,"cwd":"/w","hook_event_name":"PostToolUse","model":"m","permission_mode":"default","tool_name":"Bash","tool_input":{"command":"rm -rf build","description":"clean"},"tool_response":"","tool_use_id":"exec-1"}"#;
+        let HookInput::TerminalAnswered {
+            attention_id: Some(a),
+            ..
+        } = parse(post)
+        else {
+            panic!()
+        };
+        assert_eq!(a, attention_id);
+        // A tool_use_id on the request wins (DECISIONS 9).
+        let with_id = br#"{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"call_9"}"#;
+        let HookInput::Permission { attention_id, .. } = parse(with_id) else {
+            panic!()
+        };
+        assert_eq!(attention_id, "call_9");
+    }
+
+    #[test]
+    fn events() {
+        assert!(matches!(parse(b"{"), HookInput::Skip(_)));
+        assert!(matches!(
+            parse(br#"{"hook_event_name":"Stop"}"#),
+            HookInput::Skip(_)
+        ));
+        assert!(matches!(
+            parse(br#"{"session_id":"s","hook_event_name":"Stop"}"#),
+            HookInput::Stop { .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"session_id":"s","hook_event_name":"Stop","agent_id":"a"}"#),
+            HookInput::Alive { .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"session_id":"s","hook_event_name":"PermissionRequest"}"#),
+            HookInput::Skip(_)
+        ));
+    }
+}

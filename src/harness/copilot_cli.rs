@@ -1,0 +1,218 @@
+//! GitHub Copilot CLI (1.0.x): hook stdin per harness-contracts §5 and `github/docs`
+//! `cli-hooks-reference.md`. Registered under the camelCase names, whose payloads are
+//! camelCase and carry no event name; the event is then told by the fields each documented
+//! payload has. PascalCase registrations (snake_case fields with `hook_event_name`) parse too.
+//! Answers are flat: `{"behavior":…}` for permissionRequest, `{"decision":"block",…}` for
+//! agentStop. Copilot has no stop loop guard, so a block happens only with a queued message.
+use super::{
+    describe_tool, field, minted_attention_id, object, session_ref, text, tool_args, Harness,
+    HookInput,
+};
+use crate::wire::control::Decision;
+use serde_json::{json, Value};
+
+/// The event a payload belongs to: its own name when it has one, else by its fields.
+fn event_of(v: &Value) -> &'static str {
+    if let Some(name) = text(v, &["hook_event_name", "hookEventName"]) {
+        return match name {
+            "permissionRequest" | "PermissionRequest" => "permissionRequest",
+            "agentStop" | "Stop" => "agentStop",
+            "sessionStart" | "SessionStart" => "sessionStart",
+            "sessionEnd" | "SessionEnd" => "sessionEnd",
+            "userPromptSubmitted" | "UserPromptSubmit" => "userPromptSubmitted",
+            "postToolUse" | "PostToolUse" => "postToolUse",
+            "postToolUseFailure" | "PostToolUseFailure" => "postToolUseFailure",
+            _ => "other",
+        };
+    }
+    let has = |names: &[&str]| field(v, names).is_some();
+    if has(&[
+        "agentName",
+        "agent_name",
+        "notification_type",
+        "errorContext",
+        "trigger",
+    ]) {
+        "other"
+    } else if has(&["toolName", "tool_name"]) {
+        if has(&["toolResult", "tool_result"]) {
+            "postToolUse"
+        } else if has(&["error"]) {
+            "postToolUseFailure"
+        } else {
+            // preToolUse has the same fields, but only permissionRequest is registered.
+            "permissionRequest"
+        }
+    } else if has(&["stopReason", "stop_reason"]) {
+        "agentStop"
+    } else if has(&["source"]) {
+        "sessionStart"
+    } else if has(&["prompt"]) {
+        "userPromptSubmitted"
+    } else if has(&["reason"]) {
+        "sessionEnd"
+    } else {
+        "other"
+    }
+}
+
+pub fn parse(stdin: &[u8]) -> HookInput {
+    let v = match object(stdin, "Copilot CLI") {
+        Ok(v) => v,
+        Err(e) => return HookInput::Skip(e),
+    };
+    let event = event_of(&v);
+    let session = match session_ref(
+        Harness::CopilotCli,
+        text(&v, &["sessionId", "session_id"]),
+        text(&v, &["cwd"]),
+        event,
+    ) {
+        Ok(s) => s,
+        Err(e) => return HookInput::Skip(e),
+    };
+    let tool = text(&v, &["toolName", "tool_name"]);
+    let args = field(&v, &["toolArgs", "tool_input", "toolInput"])
+        .map(tool_args)
+        .unwrap_or(Value::Null);
+    let call_id = text(
+        &v,
+        &["toolCallId", "tool_call_id", "toolUseId", "tool_use_id"],
+    );
+    match event {
+        "permissionRequest" => {
+            let Some(tool) = tool else {
+                return HookInput::Skip("Copilot permissionRequest without toolName".into());
+            };
+            // Its tool-call id when sent; else minted with the request's timestamp, which is
+            // unique per request (Copilot has no turn id to scope the hash with).
+            let attention_id = match call_id {
+                Some(id) => id.to_string(),
+                None => {
+                    let at = field(&v, &["timestamp"])
+                        .map(|t| t.to_string())
+                        .unwrap_or_default();
+                    minted_attention_id(&at, tool, &args)
+                }
+            };
+            HookInput::Permission {
+                attention_id,
+                message: Some(describe_tool(tool, &args)),
+                tool: Some(tool.to_string()),
+                session,
+            }
+        }
+        "agentStop" => HookInput::Stop { session },
+        "sessionStart" => HookInput::SessionStart {
+            source: text(&v, &["source"]).unwrap_or("unknown").to_string(),
+            session,
+        },
+        "sessionEnd" => HookInput::SessionEnd { session },
+        "userPromptSubmitted" => HookInput::TerminalAnswered {
+            attention_id: None,
+            session,
+        },
+        // Copilot prompts only after the hook returned, so nothing of ours is open unless the
+        // call id names it.
+        "postToolUse" | "postToolUseFailure" => match call_id {
+            Some(id) => HookInput::TerminalAnswered {
+                attention_id: Some(id.to_string()),
+                session,
+            },
+            None => HookInput::Alive { session },
+        },
+        _ => HookInput::Alive { session },
+    }
+}
+
+pub fn render_permission(decision: Decision, message: &str) -> String {
+    match decision {
+        Decision::Allow => json!({ "behavior": "allow" }).to_string(),
+        Decision::Deny => json!({ "behavior": "deny", "message": message }).to_string(),
+    }
+}
+
+pub fn render_block(reason: &str) -> String {
+    json!({ "decision": "block", "reason": reason }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn camel_case_events_by_their_fields() {
+        let perm = br#"{"sessionId":"s1","timestamp":1760000000000,"cwd":"/w","toolName":"bash","toolArgs":"{\"command\":\"rm -rf dist\",\"description\":\"Clean\"}"}"#;
+        let HookInput::Permission {
+            attention_id,
+            tool,
+            message,
+            session,
+        } = parse(perm)
+        else {
+            panic!()
+        };
+        assert_eq!(session.key(), "copilot-cli:s1");
+        assert_eq!(tool.as_deref(), Some("bash"));
+        assert_eq!(message.as_deref(), Some("bash rm -rf dist"));
+        assert_eq!(
+            attention_id,
+            minted_attention_id(
+                "1760000000000",
+                "bash",
+                &json!({"command":"rm -rf dist","description":"Clean"})
+            )
+        );
+        let stop = br#"{"sessionId":"s1","timestamp":1,"cwd":"/w","transcriptPath":"/t","stopReason":"end_turn"}"#;
+        assert!(matches!(parse(stop), HookInput::Stop { .. }));
+        let sub = br#"{"sessionId":"s1","timestamp":1,"cwd":"/w","transcriptPath":"/t","agentName":"x","stopReason":"end_turn"}"#;
+        assert!(matches!(parse(sub), HookInput::Alive { .. }));
+        assert!(matches!(
+            parse(br#"{"sessionId":"s1","timestamp":1,"cwd":"/w","source":"new"}"#),
+            HookInput::SessionStart { .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"sessionId":"s1","timestamp":1,"cwd":"/w","reason":"user_exit"}"#),
+            HookInput::SessionEnd { .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"sessionId":"s1","timestamp":1,"cwd":"/w","prompt":"hi"}"#),
+            HookInput::TerminalAnswered {
+                attention_id: None,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(br#"{"sessionId":"s1","timestamp":1,"cwd":"/w","toolName":"bash","toolArgs":{},"toolResult":{"resultType":"success"}}"#),
+            HookInput::Alive { .. }
+        ));
+        let with_id =
+            br#"{"sessionId":"s1","toolName":"bash","toolArgs":{},"toolCallId":"call_1"}"#;
+        assert!(
+            matches!(parse(with_id), HookInput::Permission { attention_id, .. } if attention_id == "call_1")
+        );
+        assert!(matches!(
+            parse(br#"{"timestamp":1,"stopReason":"end_turn"}"#),
+            HookInput::Skip(_)
+        ));
+    }
+
+    #[test]
+    fn pascal_case_payloads() {
+        let stop = br#"{"hook_event_name":"Stop","session_id":"s1","timestamp":"2026-01-01T00:00:00Z","cwd":"/w","transcript_path":"/t","stop_reason":"end_turn"}"#;
+        assert!(matches!(parse(stop), HookInput::Stop { .. }));
+    }
+
+    #[test]
+    fn shapes() {
+        assert_eq!(
+            render_permission(Decision::Allow, "x"),
+            r#"{"behavior":"allow"}"#
+        );
+        assert_eq!(
+            render_permission(Decision::Deny, "no"),
+            r#"{"behavior":"deny","message":"no"}"#
+        );
+        assert_eq!(render_block("r"), r#"{"decision":"block","reason":"r"}"#);
+    }
+}

@@ -1,0 +1,133 @@
+//! Factory Droid: Claude-shaped hooks (harness-contracts §6). Droid documents no
+//! PermissionRequest; its permission path is PreToolUse `permissionDecision`, which "bypasses
+//! the permission system". Common fields come camelCase in Factory's reference
+//! (`sessionId`, `hookEventName`) and snake_case elsewhere, so both are read.
+use super::{
+    describe_tool, field, minted_attention_id, object, session_ref, text, Harness, HookInput,
+};
+use crate::wire::control::Decision;
+use serde_json::{json, Value};
+
+/// Tools Droid runs without asking in every autonomy level: a PreToolUse for them is only a
+/// sign of life, never a prompt to hold for a remote answer.
+const READ_ONLY: &[&str] = &["Read", "LS", "Grep", "Glob", "TodoWrite"];
+
+pub fn parse(stdin: &[u8]) -> HookInput {
+    let v = match object(stdin, "Droid") {
+        Ok(v) => v,
+        Err(e) => return HookInput::Skip(e),
+    };
+    let Some(event) = text(&v, &["hook_event_name", "hookEventName"]) else {
+        return HookInput::Skip("Droid payload has no hook_event_name".into());
+    };
+    let session = match session_ref(
+        Harness::Droid,
+        text(&v, &["session_id", "sessionId"]),
+        text(&v, &["cwd"]),
+        event,
+    ) {
+        Ok(s) => s,
+        Err(e) => return HookInput::Skip(e),
+    };
+    let tool = text(&v, &["tool_name", "toolName"]);
+    let input = field(&v, &["tool_input", "toolInput"])
+        .cloned()
+        .unwrap_or(Value::Null);
+    let attention = |tool: &str| match text(&v, &["tool_use_id", "toolUseId", "tool_call_id"]) {
+        Some(id) => id.to_string(),
+        None => minted_attention_id(
+            text(&v, &["message_id", "messageId"]).unwrap_or(""),
+            tool,
+            &input,
+        ),
+    };
+    let subagent = field(&v, &["agent_id", "agentId"]).is_some();
+    match event {
+        "PreToolUse" => match tool {
+            Some(t) if !READ_ONLY.contains(&t) => HookInput::Permission {
+                attention_id: attention(t),
+                message: Some(describe_tool(t, &input)),
+                tool: Some(t.to_string()),
+                session,
+            },
+            Some(_) => HookInput::Alive { session },
+            None => HookInput::Skip("Droid PreToolUse without tool_name".into()),
+        },
+        "Stop" if !subagent => HookInput::Stop { session },
+        "SessionStart" => HookInput::SessionStart {
+            source: text(&v, &["source"]).unwrap_or("unknown").to_string(),
+            session,
+        },
+        "SessionEnd" => HookInput::SessionEnd { session },
+        "PostToolUse" => HookInput::TerminalAnswered {
+            attention_id: tool.map(attention),
+            session,
+        },
+        "UserPromptSubmit" => HookInput::TerminalAnswered {
+            attention_id: None,
+            session,
+        },
+        _ => HookInput::Alive { session },
+    }
+}
+
+pub fn render_permission(decision: Decision, message: &str) -> String {
+    let out = match decision {
+        Decision::Allow => json!({ "hookEventName": "PreToolUse", "permissionDecision": "allow" }),
+        Decision::Deny => json!({
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": message,
+        }),
+    };
+    json!({ "hookSpecificOutput": out }).to_string()
+}
+
+pub fn render_block(reason: &str) -> String {
+    json!({ "decision": "block", "reason": reason }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_casings() {
+        let camel = br#"{"sessionId":"d1","transcriptPath":"/t","cwd":"/w","permissionMode":"auto-low","hookEventName":"PreToolUse","tool_name":"Execute","tool_input":{"command":"git push"}}"#;
+        let HookInput::Permission {
+            attention_id,
+            message,
+            session,
+            ..
+        } = parse(camel)
+        else {
+            panic!()
+        };
+        assert_eq!(session.key(), "droid:d1");
+        assert_eq!(message.as_deref(), Some("Execute git push"));
+        assert_eq!(
+            attention_id,
+            minted_attention_id("", "Execute", &json!({"command":"git push"}))
+        );
+        let snake = br#"{"session_id":"d1","hook_event_name":"Stop","stop_hook_active":false}"#;
+        assert!(matches!(parse(snake), HookInput::Stop { .. }));
+        let read = br#"{"session_id":"d1","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"/a"}}"#;
+        assert!(matches!(parse(read), HookInput::Alive { .. }));
+        let with_id = br#"{"session_id":"d1","hook_event_name":"PreToolUse","tool_name":"Edit","tool_input":{},"tool_use_id":"toolu_1"}"#;
+        assert!(
+            matches!(parse(with_id), HookInput::Permission { attention_id, .. } if attention_id == "toolu_1")
+        );
+    }
+
+    #[test]
+    fn shapes() {
+        assert_eq!(
+            render_permission(Decision::Allow, "x"),
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}"#
+        );
+        assert_eq!(
+            render_permission(Decision::Deny, "no"),
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#
+        );
+    }
+}

@@ -1,0 +1,96 @@
+//! Gemini CLI (0.61): hook stdin per harness-contracts §7. Gemini has no permission answer
+//! channel: a Notification of type ToolPermission announces `attention.needed` and the hook
+//! returns at once (permission.answer is acked `unsupported`). Prompts go through AfterAgent's
+//! `{"decision":"block","reason":…}`, which Gemini sends as a new request. Gemini reads stderr
+//! when stdout is empty, and our hooks never write either unless answering.
+use super::{field, minted_attention_id, object, session_ref, text, Harness, HookInput};
+use serde_json::{json, Value};
+
+pub fn parse(stdin: &[u8]) -> HookInput {
+    let v = match object(stdin, "Gemini CLI") {
+        Ok(v) => v,
+        Err(e) => return HookInput::Skip(e),
+    };
+    let Some(event) = text(&v, &["hook_event_name"]) else {
+        return HookInput::Skip("Gemini CLI payload has no hook_event_name".into());
+    };
+    let session = match session_ref(
+        Harness::GeminiCli,
+        text(&v, &["session_id"]),
+        text(&v, &["cwd"]),
+        event,
+    ) {
+        Ok(s) => s,
+        Err(e) => return HookInput::Skip(e),
+    };
+    match event {
+        "Notification" if text(&v, &["notification_type"]) == Some("ToolPermission") => {
+            let details = field(&v, &["details"]).cloned().unwrap_or(Value::Null);
+            let tool = text(
+                &details,
+                &["toolName", "tool_name", "rootCommand", "name", "type"],
+            )
+            .unwrap_or("tool");
+            let message = text(&v, &["message"])
+                .map(str::to_string)
+                .or_else(|| text(&details, &["title", "command"]).map(str::to_string));
+            HookInput::Permission {
+                // No tool-call id is sent: minted from the notification's time and details.
+                attention_id: minted_attention_id(
+                    text(&v, &["timestamp"]).unwrap_or(""),
+                    tool,
+                    &details,
+                ),
+                tool: Some(tool.to_string()),
+                message,
+                session,
+            }
+        }
+        "AfterAgent" => HookInput::Stop { session },
+        "SessionStart" => HookInput::SessionStart {
+            source: text(&v, &["source"]).unwrap_or("unknown").to_string(),
+            session,
+        },
+        "SessionEnd" => HookInput::SessionEnd { session },
+        // The terminal answered its own dialog: the tool ran, or a new prompt came.
+        "AfterTool" | "BeforeAgent" => HookInput::TerminalAnswered {
+            attention_id: None,
+            session,
+        },
+        _ => HookInput::Alive { session },
+    }
+}
+
+pub fn render_block(reason: &str) -> String {
+    json!({ "decision": "block", "reason": reason }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn events() {
+        let n = br#"{"session_id":"g1","cwd":"/w","hook_event_name":"Notification","timestamp":"2026-01-01T00:00:00.000Z","notification_type":"ToolPermission","message":"Allow shell: rm -rf build?","details":{"type":"exec","title":"Confirm Shell Command","command":"rm -rf build","rootCommand":"rm"}}"#;
+        let HookInput::Permission {
+            tool,
+            message,
+            attention_id,
+            ..
+        } = parse(n)
+        else {
+            panic!()
+        };
+        assert_eq!(tool.as_deref(), Some("rm"));
+        assert_eq!(message.as_deref(), Some("Allow shell: rm -rf build?"));
+        assert!(attention_id.starts_with("perm-"));
+        assert!(matches!(
+            parse(br#"{"session_id":"g1","hook_event_name":"Notification","notification_type":"Other"}"#),
+            HookInput::Alive { .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"session_id":"g1","hook_event_name":"AfterAgent","stop_hook_active":true}"#),
+            HookInput::Stop { .. }
+        ));
+        assert_eq!(render_block("r"), r#"{"decision":"block","reason":"r"}"#);
+    }
+}

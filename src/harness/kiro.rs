@@ -1,0 +1,61 @@
+//! Kiro CLI: only what its documentation supports (harness-contracts §6, kiro.dev
+//! `docs/cli/v3/hooks`). Kiro documents no hook answer that allows a prompt (only exit 2 on
+//! PreToolUse, a deny) and its Stop "cannot block", so Kiro hooks only keep the session live:
+//! sp-sync polls for it and acks every control message `unsupported` at once.
+//!
+//! Unverified: the exact payload. Docs show `{hook_event_name, cwd, tool_name?, tool_input?,
+//! tool_response?}`; `session_id` comes from sessionpipe's notes. Both casings and both
+//! naming schemes (v3 `SessionStart`, legacy agent-config `agentSpawn`) are read.
+use super::{object, session_ref, text, Harness, HookInput};
+
+pub fn parse(stdin: &[u8]) -> HookInput {
+    let v = match object(stdin, "Kiro") {
+        Ok(v) => v,
+        Err(e) => return HookInput::Skip(e),
+    };
+    let Some(event) = text(&v, &["hook_event_name", "hookEventName", "trigger"]) else {
+        return HookInput::Skip("Kiro payload has no hook_event_name".into());
+    };
+    let id = text(
+        &v,
+        &[
+            "session_id",
+            "sessionId",
+            "conversation_id",
+            "conversationId",
+        ],
+    );
+    let session = match session_ref(Harness::Kiro, id, text(&v, &["cwd"]), event) {
+        Ok(s) => s,
+        Err(e) => return HookInput::Skip(e),
+    };
+    match event {
+        "SessionStart" | "agentSpawn" => HookInput::SessionStart {
+            source: text(&v, &["source"]).unwrap_or("startup").to_string(),
+            session,
+        },
+        // Stop (v3: "session ends"; legacy: the agent finished responding) is left as a sign of
+        // life: ending the session here would stop the polls that ack its messages.
+        _ => HookInput::Alive { session },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn events() {
+        assert!(matches!(
+            parse(br#"{"hook_event_name":"agentSpawn","session_id":"k1","cwd":"/w"}"#),
+            HookInput::SessionStart { .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"hookEventName":"Stop","sessionId":"k1"}"#),
+            HookInput::Alive { .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"hook_event_name":"stop","cwd":"/w"}"#),
+            HookInput::Skip(_)
+        ));
+    }
+}

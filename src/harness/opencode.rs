@@ -1,0 +1,160 @@
+//! OpenCode (1.18): no shell hooks. Our plugin (`hooks/opencode/sessionpipe.js`) runs
+//! `sp-event --harness opencode` with one JSON object per bus event it forwards:
+//!
+//! ```json
+//! {"hook_event_name":"permission.asked","session_id":"ses_…","cwd":"/project",
+//!  "server_url":"http://127.0.0.1:4096/","properties":{…the event's own properties…}}
+//! ```
+//!
+//! Every event also says where the session's server is, and whether the session is idle, so
+//! sp-sync can deliver prompts, cancels and permission replies through OpenCode's server API
+//! (src/sync/api.rs). Nothing is ever printed: the plugin ignores our stdout.
+use super::{field, object, session_ref, text, ApiReport, Harness, HookInput};
+use serde_json::Value;
+
+pub fn parse(stdin: &[u8]) -> HookInput {
+    let v = match object(stdin, "OpenCode plugin") {
+        Ok(v) => v,
+        Err(e) => return HookInput::Skip(e),
+    };
+    let Some(event) = text(&v, &["hook_event_name", "type"]) else {
+        return HookInput::Skip("OpenCode plugin payload has no hook_event_name".into());
+    };
+    let props = field(&v, &["properties"]).cloned().unwrap_or(Value::Null);
+    let id = text(&v, &["session_id"])
+        .or_else(|| text(&props, &["sessionID"]))
+        .or_else(|| props.get("info").and_then(|i| text(i, &["id"])));
+    let cwd = text(&v, &["cwd", "directory"]);
+    let session = match session_ref(Harness::OpenCode, id, cwd, event) {
+        Ok(s) => s,
+        Err(e) => return HookInput::Skip(e),
+    };
+    let mut report = ApiReport {
+        base_url: text(&v, &["server_url"]).map(|u| u.trim_end_matches('/').to_string()),
+        directory: cwd.map(str::to_string),
+        idle: None,
+    };
+    let then = match event {
+        "session.created" => {
+            report.idle = Some(true);
+            HookInput::SessionStart {
+                source: "startup".into(),
+                session,
+            }
+        }
+        "session.status" => {
+            report.idle = props
+                .get("status")
+                .and_then(|s| text(s, &["type"]))
+                .map(|t| t == "idle");
+            HookInput::Alive { session }
+        }
+        "session.idle" => {
+            report.idle = Some(true);
+            HookInput::Alive { session }
+        }
+        "permission.asked" => {
+            let Some(request) = text(&props, &["id"]).filter(|r| crate::wire::is_session_id(r))
+            else {
+                return HookInput::Skip(
+                    "OpenCode permission.asked without a usable request id".into(),
+                );
+            };
+            let permission = text(&props, &["permission", "type"]).unwrap_or("permission");
+            let patterns: Vec<&str> = props
+                .get("patterns")
+                .and_then(Value::as_array)
+                .map(|p| p.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let message = if patterns.is_empty() {
+                text(&props, &["title"])
+                    .map(|t| format!("{permission} {t}"))
+                    .unwrap_or_else(|| permission.to_string())
+            } else {
+                format!("{permission} {}", patterns.join(" "))
+            };
+            HookInput::Permission {
+                attention_id: request.to_string(),
+                tool: Some(permission.to_string()),
+                message: Some(message),
+                session,
+            }
+        }
+        // Answered, by us through the API or by the person in the TUI.
+        "permission.replied" => HookInput::TerminalAnswered {
+            attention_id: text(&props, &["requestID", "permissionID"]).map(str::to_string),
+            session,
+        },
+        "session.deleted" => HookInput::SessionEnd { session },
+        _ => HookInput::Alive { session },
+    };
+    HookInput::Api {
+        report,
+        then: Box::new(then),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(i: HookInput) -> (ApiReport, HookInput) {
+        match i {
+            HookInput::Api { report, then } => (report, *then),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn events() {
+        let (r, then) = api(parse(
+            br#"{"hook_event_name":"permission.asked","session_id":"ses_1","cwd":"/p","server_url":"http://127.0.0.1:4096/","properties":{"id":"per_1","sessionID":"ses_1","permission":"bash","patterns":["rm -rf build"],"metadata":{},"always":["rm *"]}}"#,
+        ));
+        assert_eq!(r.base_url.as_deref(), Some("http://127.0.0.1:4096"));
+        assert_eq!(r.directory.as_deref(), Some("/p"));
+        let HookInput::Permission {
+            attention_id,
+            tool,
+            message,
+            session,
+        } = then
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (attention_id.as_str(), tool.as_deref()),
+            ("per_1", Some("bash"))
+        );
+        assert_eq!(message.as_deref(), Some("bash rm -rf build"));
+        assert_eq!(session.key(), "opencode:ses_1");
+        let (r, then) = api(parse(
+            br#"{"hook_event_name":"session.status","server_url":"http://127.0.0.1:4096","properties":{"sessionID":"ses_1","status":{"type":"busy"}}}"#,
+        ));
+        assert_eq!(r.idle, Some(false));
+        assert!(matches!(then, HookInput::Alive { .. }));
+        let (r, _) = api(parse(
+            br#"{"hook_event_name":"session.idle","properties":{"sessionID":"ses_1"}}"#,
+        ));
+        assert_eq!(r.idle, Some(true));
+        let (_, then) = api(parse(
+            br#"{"hook_event_name":"session.created","properties":{"info":{"id":"ses_2","directory":"/p"}}}"#,
+        ));
+        assert!(
+            matches!(then, HookInput::SessionStart { session, .. } if session.session_id == "ses_2")
+        );
+        let (_, then) = api(parse(
+            br#"{"hook_event_name":"permission.replied","properties":{"sessionID":"ses_1","requestID":"per_1","reply":"once"}}"#,
+        ));
+        assert!(
+            matches!(then, HookInput::TerminalAnswered { attention_id: Some(a), .. } if a == "per_1")
+        );
+        assert!(matches!(
+            parse(br#"{"hook_event_name":"session.idle"}"#),
+            HookInput::Skip(_)
+        ));
+        assert!(matches!(
+            parse(br#"{"hook_event_name":"permission.asked","session_id":"s","properties":{"id":"a b"}}"#),
+            HookInput::Skip(_)
+        ));
+    }
+}

@@ -1,0 +1,177 @@
+//! What API delivery (src/sync/api.rs) does to the store: remember where an API-driven
+//! session's server is and whether it is idle (reported by its plugin through a hook), find the
+//! messages to deliver through that API, and claim them so each is acted on once.
+use super::hooks::{finish, PromptClaim, SessionRef};
+use super::Store;
+use crate::clock::{now_ms, Millis};
+use anyhow::Result;
+use rusqlite::{params, OptionalExtension};
+
+/// A session driven through its server API, as the plugin last reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiSession {
+    pub key: String,
+    pub harness: String,
+    pub session_id: String,
+    pub base_url: Option<String>,
+    pub directory: Option<String>,
+    /// None until the plugin reported a status.
+    pub idle: Option<bool>,
+    /// When `base_url` was first reported (a server just started may hang requests).
+    pub since_ms: Option<Millis>,
+}
+
+/// A queued, unexpired message of an API-driven session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiMessage {
+    pub id: String,
+    pub kind: String,
+    pub attention_id: Option<String>,
+    pub session: ApiSession,
+}
+
+impl Store {
+    /// A plugin event: the session is live, its server is at `base_url`, and it is idle or
+    /// busy. Unknown parts keep what was stored.
+    pub fn api_report(
+        &mut self,
+        s: &SessionRef,
+        base_url: Option<&str>,
+        directory: Option<&str>,
+        idle: Option<bool>,
+    ) -> Result<()> {
+        self.record_event(s, None)?;
+        let now = now_ms();
+        self.conn.execute(
+            "UPDATE sessions SET \
+               api_since_ms = CASE WHEN ?2 IS NOT NULL AND api_url IS NOT ?2 THEN ?5 ELSE api_since_ms END, \
+               api_url = coalesce(?2, api_url), \
+               api_directory = coalesce(?3, api_directory), \
+               api_idle = coalesce(?4, api_idle) \
+             WHERE key = ?1",
+            params![s.key(), base_url, directory, idle, now],
+        )?;
+        Ok(())
+    }
+
+    /// The session's API state, if the session is known.
+    pub fn api_session(&self, key: &str) -> Result<Option<ApiSession>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT key, harness, session_id, api_url, api_directory, api_idle, api_since_ms FROM sessions WHERE key=?1",
+            )?
+            .query_row(params![key], session_row)
+            .optional()?)
+    }
+
+    /// Queued, unexpired messages of sessions of `harness`, oldest `at` first. Expired ones are
+    /// left to the sweep, which acks them `expired`.
+    pub fn api_queued(&self, harness: &str) -> Result<Vec<ApiMessage>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT m.id, m.kind, m.attention_id, \
+                        s.key, s.harness, s.session_id, s.api_url, s.api_directory, s.api_idle, s.api_since_ms \
+                 FROM messages m JOIN sessions s ON s.key = m.session_key \
+                 WHERE m.state = 'queued' AND s.harness = ?1 AND m.deadline_ms > ?2 \
+                 ORDER BY m.at, m.id",
+            )?
+            .query_map(params![harness, now_ms()], |r| {
+                Ok(ApiMessage {
+                    id: r.get(0)?,
+                    kind: r.get(1)?,
+                    attention_id: r.get(2)?,
+                    session: ApiSession {
+                        key: r.get(3)?,
+                        harness: r.get(4)?,
+                        session_id: r.get(5)?,
+                        base_url: r.get(6)?,
+                        directory: r.get(7)?,
+                        idle: r.get::<_, Option<i64>>(8)?.map(|i| i != 0),
+                        since_ms: r.get(9)?,
+                    },
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Claims one queued, unexpired message (state `delivering`) for an API call.
+    pub fn api_claim(&mut self, id: &str, pid: u32) -> Result<bool> {
+        let now = now_ms();
+        let n = self.conn.execute(
+            "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 \
+             WHERE id=?1 AND state='queued' AND deadline_ms > ?3",
+            params![id, pid, now],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Claims every queued, unexpired prompt of the session, oldest `at` first, to send as
+    /// one message.
+    pub fn api_take_prompts(&mut self, key: &str, pid: u32) -> Result<Vec<PromptClaim>> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        let rows: Vec<(String, String, Option<String>, Option<String>)> = tx
+            .prepare_cached(
+                "SELECT id, sink, text, at FROM messages \
+                 WHERE session_key=?1 AND kind='prompt' AND state='queued' AND deadline_ms > ?2 ORDER BY at, id",
+            )?
+            .query_map(params![key, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut claims = Vec::new();
+        for (id, sink, text, at) in rows {
+            let Some(text) = text else {
+                finish(&tx, &id, "failed", Some("stored prompt has no text"), now)?;
+                continue;
+            };
+            tx.execute(
+                "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
+                params![id, pid, now],
+            )?;
+            claims.push(PromptClaim {
+                id,
+                sink,
+                text,
+                at: at.unwrap_or_default(),
+            });
+        }
+        tx.commit()?;
+        Ok(claims)
+    }
+
+    /// The API took a prompt: the session is busy until its plugin reports idle again.
+    pub fn api_mark_busy(&mut self, key: &str) -> Result<()> {
+        self.conn
+            .execute("UPDATE sessions SET api_idle=0 WHERE key=?1", params![key])?;
+        Ok(())
+    }
+
+    /// Final outcome of claimed messages after the API call (delivered or failed).
+    pub fn api_finish(
+        &mut self,
+        ids: &[String],
+        outcome: crate::wire::control::Outcome,
+        detail: &str,
+    ) -> Result<()> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        for id in ids {
+            finish(&tx, id, outcome.as_str(), Some(detail), now)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+fn session_row(r: &rusqlite::Row) -> rusqlite::Result<ApiSession> {
+    Ok(ApiSession {
+        key: r.get(0)?,
+        harness: r.get(1)?,
+        session_id: r.get(2)?,
+        base_url: r.get(3)?,
+        directory: r.get(4)?,
+        idle: r.get::<_, Option<i64>>(5)?.map(|i| i != 0),
+        since_ms: r.get(6)?,
+    })
+}

@@ -1,0 +1,312 @@
+//! Delivery through a harness's server API (DECISIONS 15): OpenCode has no blocking hooks, so
+//! sp-sync sends its messages at once through the server its plugin reported:
+//!
+//! | kind | request | when |
+//! |---|---|---|
+//! | prompt | `POST /session/:id/prompt_async` `{parts:[{type:"text",text}]}` | the session is idle |
+//! | cancel | `POST /session/:id/abort` (answers `true`) | at once |
+//! | permission.answer | `POST /permission/:requestID/reply` `{reply:"once"\|"reject", message?}` | at once; never `always` |
+//!
+//! The ack is `delivered` when the API answered success and `failed` with its error otherwise.
+//! A server that just opened its port can hang requests (~2 s), so nothing is sent in the first
+//! moments after a server URL is first reported, and every call has a total timeout.
+//! `OPENCODE_SERVER_PASSWORD` (and `OPENCODE_SERVER_USERNAME`, default `opencode`) in
+//! sp-sync's environment turn on HTTP Basic auth, as they do for the server.
+use super::Shared;
+use crate::clock::now_ms;
+use crate::store::{ApiMessage, ApiSession, SessionRef, Store};
+use crate::wire::control::{Decision, Outcome};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::time::Duration;
+
+/// The harnesses delivered through a server API.
+const HARNESSES: &[&str] = &["opencode"];
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Every call ends within this, answered or not.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// A server URL reported less than this long ago is not called yet (OpenCode's startup race).
+const WARMUP_MS: i64 = 2_500;
+/// With nothing to do, look again this often (a warm-up ends, an idle arrives).
+const IDLE_WAIT: Duration = Duration::from_millis(500);
+
+/// One OpenCode server call's failure, as the ack's detail says it.
+type CallError = String;
+
+struct Api {
+    agent: ureq::Agent,
+    auth: Option<String>,
+}
+
+impl Api {
+    fn new() -> Api {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_global(Some(CALL_TIMEOUT))
+            .http_status_as_error(false)
+            .user_agent(concat!("sessionpipe-control/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let auth = std::env::var("OPENCODE_SERVER_PASSWORD")
+            .ok()
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let user =
+                    std::env::var("OPENCODE_SERVER_USERNAME").unwrap_or_else(|_| "opencode".into());
+                format!("Basic {}", base64(format!("{user}:{p}").as_bytes()))
+            });
+        Api { agent, auth }
+    }
+
+    /// POSTs JSON to `path` of the session's server; the answer's body on a 2xx.
+    fn post(&self, s: &ApiSession, path: &str, body: &Value) -> Result<String, CallError> {
+        let base = s
+            .base_url
+            .as_deref()
+            .ok_or("no OpenCode server URL was reported for this session")?;
+        let mut url = format!("{base}{path}");
+        if let Some(d) = s.directory.as_deref() {
+            url.push_str("?directory=");
+            url.push_str(&percent_encode(d));
+        }
+        let mut req = self
+            .agent
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json");
+        if let Some(a) = &self.auth {
+            req = req.header("authorization", a);
+        }
+        let mut resp = req
+            .send(body.to_string())
+            .map_err(|e| format!("OpenCode at {base}: {e}"))?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(1 << 20)
+            .read_to_string()
+            .unwrap_or_default();
+        if (200..300).contains(&status) {
+            Ok(text)
+        } else {
+            let text = crate::wire::control::truncate(text.trim(), 300);
+            Err(format!("OpenCode answered {status} to POST {path}: {text}"))
+        }
+    }
+
+    /// A call whose success answer is `true` (abort, permission reply).
+    fn post_true(&self, s: &ApiSession, path: &str, body: &Value) -> Result<(), CallError> {
+        let text = self.post(s, path, body)?;
+        match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Bool(false)) => Err(format!("OpenCode answered false to POST {path}")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The API sender thread: delivers whenever something may have changed (a poll stored a
+/// message, a hook reported idle), until sp-sync stops.
+pub(crate) fn api_loop(shared: &Shared) {
+    let mut store = match shared.open_store() {
+        Ok(s) => s,
+        Err(e) => {
+            crate::logging::error(&format!("api delivery: {e:#}"));
+            return;
+        }
+    };
+    let api = Api::new();
+    let mut seen = 0u64;
+    while !shared.stopping() {
+        if let Err(e) = pass_with(&api, &mut store) {
+            crate::logging::warn(&format!("api delivery: {e:#}"));
+        }
+        shared.wait_work(&mut seen, IDLE_WAIT);
+    }
+}
+
+/// One delivery pass (sp-sync --once).
+pub(crate) fn pass(store: &mut Store) {
+    if let Err(e) = pass_with(&Api::new(), store) {
+        crate::logging::warn(&format!("api delivery: {e:#}"));
+    }
+}
+
+fn pass_with(api: &Api, store: &mut Store) -> anyhow::Result<()> {
+    let pid = std::process::id();
+    let mut prompted = HashSet::new();
+    for harness in HARNESSES {
+        for m in store.api_queued(harness)? {
+            let s = &m.session;
+            if let Some(why) = unreachable(s) {
+                if store.api_claim(&m.id, pid)? {
+                    store.api_finish(std::slice::from_ref(&m.id), Outcome::Failed, &why)?;
+                    crate::logging::warn(&format!("{}: {} {} failed: {why}", s.key, m.kind, m.id));
+                }
+                continue;
+            }
+            if s.since_ms.is_some_and(|t| now_ms() - t < WARMUP_MS) {
+                continue;
+            }
+            match m.kind.as_str() {
+                "cancel" => cancel(api, store, &m, pid)?,
+                "permission.answer" => answer(api, store, &m, pid)?,
+                "prompt" if s.idle != Some(false) && prompted.insert(s.key.clone()) => {
+                    prompt(api, store, s, pid)?
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why the session's server cannot be called at all, if so.
+fn unreachable(s: &ApiSession) -> Option<String> {
+    let Some(base) = s.base_url.as_deref() else {
+        return Some(format!(
+            "no {} server URL was reported for this session (is the sessionpipe plugin installed?)",
+            s.harness
+        ));
+    };
+    if let Err(e) = crate::config::check_url(base) {
+        return Some(format!("{} server URL refused: {e:#}", s.harness));
+    }
+    None
+}
+
+fn ack_detail(r: &Result<(), CallError>, ok: &str) -> (Outcome, String) {
+    match r {
+        Ok(()) => (Outcome::Delivered, ok.to_string()),
+        Err(e) => (Outcome::Failed, crate::wire::control::truncate(e, 500)),
+    }
+}
+
+fn cancel(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Result<()> {
+    if !store.api_claim(&m.id, pid)? {
+        return Ok(());
+    }
+    let s = &m.session;
+    let r = api.post_true(s, &format!("/session/{}/abort", s.session_id), &json!({}));
+    let (outcome, detail) = ack_detail(&r, "opencode POST /session/:id/abort");
+    store.api_finish(std::slice::from_ref(&m.id), outcome, &detail)?;
+    crate::logging::info(&format!(
+        "{}: cancel {} {}: {detail}",
+        s.key,
+        m.id,
+        outcome.as_str()
+    ));
+    Ok(())
+}
+
+fn answer(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Result<()> {
+    let s = &m.session;
+    let Some(attention) = m.attention_id.as_deref() else {
+        return Ok(());
+    };
+    // The same claim the waiting hooks use: only a valid, unexpired answer naming exactly this
+    // attention of this session, and only while the attention is open.
+    let Some(claimed) = store.claim_answer(&s.key, attention, pid)? else {
+        return Ok(());
+    };
+    let body = match claimed.decision {
+        Decision::Allow => json!({ "reply": "once" }),
+        Decision::Deny => match claimed.note.as_deref().filter(|n| !n.trim().is_empty()) {
+            Some(note) => json!({ "reply": "reject", "message": note }),
+            None => json!({ "reply": "reject" }),
+        },
+    };
+    let r = api.post_true(s, &format!("/permission/{attention}/reply"), &body);
+    let (outcome, detail) = ack_detail(&r, "opencode POST /permission/:id/reply");
+    if outcome == Outcome::Delivered {
+        let session = SessionRef {
+            harness: s.harness.clone(),
+            session_id: s.session_id.clone(),
+            cwd: None,
+            event: "permission.reply".into(),
+        };
+        store.confirm_answer(&session, attention, &claimed, &detail)?;
+    } else {
+        // OpenCode still asks in its TUI; the attention stays open for another answer.
+        store.api_finish(std::slice::from_ref(&claimed.id), outcome, &detail)?;
+    }
+    crate::logging::info(&format!(
+        "{}: {} {} for {attention} {}: {detail}",
+        s.key,
+        claimed.decision.as_str(),
+        claimed.id,
+        outcome.as_str()
+    ));
+    Ok(())
+}
+
+fn prompt(api: &Api, store: &mut Store, s: &ApiSession, pid: u32) -> anyhow::Result<()> {
+    let claims = store.api_take_prompts(&s.key, pid)?;
+    if claims.is_empty() {
+        return Ok(());
+    }
+    let text = crate::hook::compose_reason(&claims);
+    let body = json!({ "parts": [{ "type": "text", "text": text }] });
+    let r = api
+        .post(s, &format!("/session/{}/prompt_async", s.session_id), &body)
+        .map(|_| ());
+    let (outcome, detail) = ack_detail(&r, "opencode POST /session/:id/prompt_async");
+    if outcome == Outcome::Delivered {
+        store.api_mark_busy(&s.key)?;
+    }
+    let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
+    store.api_finish(&ids, outcome, &detail)?;
+    crate::logging::info(&format!(
+        "{}: {} prompt(s) {}: {detail}",
+        s.key,
+        ids.len(),
+        outcome.as_str()
+    ));
+    Ok(())
+}
+
+/// RFC 3986 percent-encoding of everything but the unreserved characters.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn encodings() {
+        assert_eq!(base64(b"opencode:secret"), "b3BlbmNvZGU6c2VjcmV0");
+        assert_eq!(base64(b"a"), "YQ==");
+        assert_eq!(base64(b"ab"), "YWI=");
+        assert_eq!(
+            percent_encode("/home/me/my proj"),
+            "%2Fhome%2Fme%2Fmy%20proj"
+        );
+    }
+}
