@@ -23,7 +23,8 @@ use serde_json::{json, Map, Value};
 use tiny_http::{Method, Request};
 
 use super::net;
-use super::state::Shared;
+use super::page::{self, PageRoute};
+use super::state::{Refused, Shared};
 use super::validate::{as_integer, check_ack_body, check_event, is_ulid, parse_session_key};
 use super::{Fault, RequestRecord, Route, ACK_PATH, CONTROL_PATH, EVENTS_PATH, WELL_KNOWN_PATH};
 
@@ -37,20 +38,27 @@ enum Target {
     TestEnqueue,
     TestEvents,
     TestAcks,
-    /// A known path with the wrong method; carries the allowed method.
+    Page(PageRoute),
+    /// A known path with the wrong method; carries the allowed method(s).
     WrongMethod(&'static str),
     NotFound,
 }
 
-fn classify(method: &Method, path: &str) -> Target {
+fn classify(method: &Method, path: &str, test_door: bool) -> Target {
+    if let Some(p) = page::classify(method.as_str(), path) {
+        return match p {
+            Ok(route) => Target::Page(route),
+            Err(allow) => Target::WrongMethod(allow),
+        };
+    }
     let (want, target) = match path {
         WELL_KNOWN_PATH => ("GET", Target::Route(Route::WellKnown)),
         EVENTS_PATH => ("POST", Target::Route(Route::Events)),
         CONTROL_PATH => ("GET", Target::Route(Route::Poll)),
         ACK_PATH => ("POST", Target::Route(Route::Ack)),
-        "/test/enqueue" => ("POST", Target::TestEnqueue),
-        "/test/events" => ("GET", Target::TestEvents),
-        "/test/acks" => ("GET", Target::TestAcks),
+        "/test/enqueue" if test_door => ("POST", Target::TestEnqueue),
+        "/test/events" if test_door => ("GET", Target::TestEvents),
+        "/test/acks" if test_door => ("GET", Target::TestAcks),
         _ => return Target::NotFound,
     };
     if method.as_str() == want {
@@ -62,32 +70,48 @@ fn classify(method: &Method, path: &str) -> Target {
 
 /// A response to write.
 pub(crate) struct Reply {
-    status: u16,
-    headers: Vec<(&'static str, String)>,
-    body: Option<Vec<u8>>,
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Option<Vec<u8>>,
+    /// `content-type` of the body.
+    pub content_type: &'static str,
 }
 
 impl Reply {
-    fn json(status: u16, body: Value) -> Reply {
+    pub fn json(status: u16, body: Value) -> Reply {
+        Reply::typed(status, "application/json", body.to_string().into_bytes())
+    }
+    pub fn typed(status: u16, content_type: &'static str, body: Vec<u8>) -> Reply {
         Reply {
             status,
             headers: Vec::new(),
-            body: Some(body.to_string().into_bytes()),
+            body: Some(body),
+            content_type,
         }
     }
-    fn error(status: u16, reason: &str) -> Reply {
+    pub fn error(status: u16, reason: &str) -> Reply {
         Reply::json(status, json!({ "reason": clip(reason, 200) }))
     }
-    fn no_content() -> Reply {
+    pub fn no_content() -> Reply {
         Reply {
             status: 204,
             headers: Vec::new(),
             body: None,
+            content_type: "application/json",
         }
+    }
+    /// 500 for a database failure, which is logged to stderr (the reason stays generic).
+    pub fn db_failed(e: &dyn std::fmt::Display) -> Reply {
+        eprintln!("sp-receiver: database error: {e}");
+        Reply::error(500, "internal_error")
+    }
+    pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
+        self.headers.push((name, value.into()));
+        self
     }
 }
 
-fn clip(s: &str, max: usize) -> String {
+pub(crate) fn clip(s: &str, max: usize) -> String {
     s.chars().take(max).collect()
 }
 
@@ -96,6 +120,7 @@ fn reason_phrase(status: u16) -> &'static str {
         200 => "OK",
         202 => "Accepted",
         204 => "No Content",
+        303 => "See Other",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
@@ -141,7 +166,7 @@ fn encode(reply: &Reply, close: bool, declared_len: Option<usize>) -> Vec<u8> {
     if !no_body {
         let body_len = reply.body.as_ref().map_or(0, Vec::len);
         if reply.body.is_some() {
-            head.push_str("content-type: application/json\r\n");
+            head.push_str(&format!("content-type: {}\r\n", reply.content_type));
         }
         head.push_str(&format!(
             "content-length: {}\r\n",
@@ -166,7 +191,7 @@ fn encode(reply: &Reply, close: bool, declared_len: Option<usize>) -> Vec<u8> {
 }
 
 /// Decodes one `application/x-www-form-urlencoded` component.
-fn percent_decode(s: &str) -> Option<String> {
+pub(crate) fn percent_decode(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -192,7 +217,7 @@ fn percent_decode(s: &str) -> Option<String> {
 }
 
 /// The first value of `key` in a query string; `Some(Err)` when it does not decode.
-fn query_param(query: &str, key: &str) -> Option<Result<String, ()>> {
+pub(crate) fn query_param(query: &str, key: &str) -> Option<Result<String, ()>> {
     query.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         (percent_decode(k).as_deref() == Some(key)).then(|| percent_decode(v).ok_or(()))
@@ -200,32 +225,43 @@ fn query_param(query: &str, key: &str) -> Option<Result<String, ()>> {
 }
 
 /// One request in flight.
-struct Exchange<'a> {
-    shared: &'a Shared,
-    generation: u64,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-    query: String,
+pub(crate) struct Exchange<'a> {
+    pub shared: &'a Shared,
+    pub generation: u64,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub query: String,
     peer: Option<SocketAddr>,
-    log_index: usize,
+    /// Index in the request log (test door only).
+    log_index: Option<usize>,
 }
 
 impl Exchange<'_> {
-    fn header(&self, name: &str) -> Option<&str> {
+    /// First value of a header (name lower-case).
+    pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
 
-    fn authorized(&self, token: &str) -> bool {
+    /// The bearer token sent, if any.
+    pub fn bearer(&self) -> Option<&str> {
         self.header("authorization")
             .and_then(|v| v.trim().split_once(' '))
-            .is_some_and(|(scheme, t)| scheme.eq_ignore_ascii_case("bearer") && t.trim() == token)
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, t)| t.trim())
+    }
+
+    fn authorized(&self, token: &str) -> bool {
+        self.bearer()
+            .is_some_and(|t| page::same_secret(t.as_bytes(), token.as_bytes()))
     }
 
     fn set_status(&self, status: Option<u16>) {
-        if let Some(r) = self.shared.lock().requests.get_mut(self.log_index) {
+        let Some(i) = self.log_index else { return };
+        if let Some(r) = self.shared.lock().requests.get_mut(i) {
             r.status = status;
         }
     }
@@ -243,7 +279,8 @@ impl Exchange<'_> {
 pub(crate) fn handle(shared: &Shared, mut rq: Request, generation: u64) {
     let url = rq.url().to_owned();
     let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
-    let target = classify(rq.method(), path);
+    let test_door = shared.lock().opts.test_door;
+    let target = classify(rq.method(), path, test_door);
     let headers: Vec<(String, String)> = rq
         .headers()
         .iter()
@@ -291,23 +328,28 @@ pub(crate) fn handle(shared: &Shared, mut rq: Request, generation: u64) {
             Some(Route::Events) => st.event_posts += 1,
             Some(Route::Poll) => {
                 st.polls += 1;
-                if let Some(Ok(s)) = query_param(query, "session") {
-                    st.poll_sessions.push(s);
+                if st.opts.test_door {
+                    if let Some(Ok(s)) = query_param(query, "session") {
+                        st.poll_sessions.push(s);
+                    }
                 }
             }
             _ => {}
         }
         let fault = route.and_then(|r| st.take_fault(r));
-        st.requests.push(RequestRecord {
-            method,
-            url: url.clone(),
-            route,
-            headers: headers.clone(),
-            body: body.clone(),
-            status: None,
-            fault: fault.clone(),
+        let log_index = st.opts.test_door.then(|| {
+            st.requests.push(RequestRecord {
+                method,
+                url: url.clone(),
+                route,
+                headers: headers.clone(),
+                body: body.clone(),
+                status: None,
+                fault: fault.clone(),
+            });
+            st.requests.len() - 1
         });
-        (st.requests.len() - 1, fault)
+        (log_index, fault)
     };
     let ex = Exchange {
         shared,
@@ -336,22 +378,22 @@ pub(crate) fn handle(shared: &Shared, mut rq: Request, generation: u64) {
             r.headers.push(("retry-after", retry_after_s.to_string()));
             Some(r)
         }
-        Some(Fault::InvalidJson) => Some(Reply {
-            status: 200,
-            headers: Vec::new(),
-            body: Some(b"{not json".to_vec()),
-        }),
+        Some(Fault::InvalidJson) => Some(Reply::typed(
+            200,
+            "application/json",
+            b"{not json".to_vec(),
+        )),
         Some(Fault::Reset) => {
             ex.cut(Shutdown::Both);
             drop(writer);
             return;
         }
         Some(Fault::Truncated) => {
-            let partial = Reply {
-                status: 200,
-                headers: Vec::new(),
-                body: Some(br#"{"messages":[{"id":"01K6"#.to_vec()),
-            };
+            let partial = Reply::typed(
+                200,
+                "application/json",
+                br#"{"messages":[{"id":"01K6"#.to_vec(),
+            );
             let declared = partial.body.as_ref().map_or(0, Vec::len) + 64;
             let bytes = encode(&partial, true, Some(declared));
             let _ = writer.write_all(&bytes).and_then(|_| writer.flush());
@@ -395,8 +437,15 @@ fn dispatch(ex: &Exchange<'_>, target: Target) -> Option<Reply> {
         Target::Route(Route::Poll) => return poll(ex),
         Target::Route(Route::Ack) => ack(ex),
         Target::TestEnqueue => test_enqueue(ex),
-        Target::TestEvents => Reply::json(200, Value::Array(ex.shared.lock().events.clone())),
-        Target::TestAcks => Reply::json(200, Value::Array(ex.shared.lock().acks.clone())),
+        Target::TestEvents => match ex.shared.lock().db.events() {
+            Ok(v) => Reply::json(200, Value::Array(v)),
+            Err(e) => Reply::db_failed(&e),
+        },
+        Target::TestAcks => match ex.shared.lock().db.acks() {
+            Ok(v) => Reply::json(200, Value::Array(v)),
+            Err(e) => Reply::db_failed(&e),
+        },
+        Target::Page(route) => return page::handle(ex, route),
         Target::WrongMethod(allow) => {
             let mut r = Reply::error(405, "method_not_allowed");
             r.headers.push(("allow", allow.to_owned()));
@@ -406,7 +455,7 @@ fn dispatch(ex: &Exchange<'_>, target: Target) -> Option<Reply> {
     })
 }
 
-fn parse_json(body: &[u8]) -> Result<Value, Reply> {
+pub(crate) fn parse_json(body: &[u8]) -> Result<Value, Reply> {
     serde_json::from_slice(body).map_err(|e| Reply::error(400, &format!("malformed body: {e}")))
 }
 
@@ -465,30 +514,27 @@ fn events(ex: &Exchange<'_>) -> Reply {
     }
 
     let mut st = ex.shared.lock();
-    let (mut accepted, mut duplicates, mut rejected) = (0u64, 0u64, Vec::new());
+    let mut rejected = Vec::new();
+    let mut valid = Vec::with_capacity(list.len());
     for ev in list {
         let id = ev["id"].as_str().unwrap_or_default();
         if let Err(reason) = check_event(ev) {
             let entry = json!({"id": id, "reason": clip(&reason, 200)});
-            st.rejected
-                .push(json!({"id": id, "reason": clip(&reason, 200), "event": ev}));
+            st.push_rejected(json!({"id": id, "reason": clip(&reason, 200), "event": ev}));
             rejected.push(entry);
             continue;
         }
-        let key = (
-            ev["harness"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            ev["session"]["id"].as_str().unwrap_or_default().to_owned(),
-            as_integer(&ev["session"]["seq"]).unwrap_or_default() as u64,
-        );
-        if st.seen.insert(key) {
-            st.events.push(ev.clone());
-            accepted += 1;
-        } else {
-            duplicates += 1;
-        }
+        valid.push(ev);
+    }
+    let now = st.now_ms();
+    let fresh = match st.db.insert_events(&valid, now) {
+        Ok(f) => f,
+        Err(e) => return Reply::db_failed(&e),
+    };
+    let accepted = fresh.iter().filter(|f| **f).count() as u64;
+    let duplicates = fresh.len() as u64 - accepted;
+    if accepted > 0 {
+        st.bump();
     }
     drop(st);
     ex.shared.changed.notify_all();
@@ -533,8 +579,19 @@ fn poll(ex: &Exchange<'_>) -> Option<Reply> {
         if st.generation != ex.generation || st.stopped {
             return None;
         }
-        let messages = st.pending(&session);
-        if !messages.is_empty() {
+        let rows = match st.pending_rows(&session) {
+            Ok(r) => r,
+            Err(e) => return Some(Reply::db_failed(&e)),
+        };
+        if !rows.is_empty() {
+            let ns: Vec<i64> = rows.iter().map(|(n, _)| *n).collect();
+            let now = st.now_ms();
+            // Only the page looks at this; a failure here must not cost the sender its poll.
+            if st.db.mark_polled(&ns, now).unwrap_or(0) > 0 {
+                st.bump();
+                ex.shared.changed.notify_all();
+            }
+            let messages: Vec<Value> = rows.into_iter().map(|(_, v)| v).collect();
             return Some(Reply::json(200, json!({ "messages": messages })));
         }
         let now = Instant::now();
@@ -571,12 +628,11 @@ fn ack(ex: &Exchange<'_>) -> Reply {
         Err(reason) => return Reply::error(400, &reason),
     };
     let mut st = ex.shared.lock();
-    for a in acks {
-        if let Some(id) = a.get("id").and_then(Value::as_str) {
-            st.acked.insert(id.to_owned());
-        }
-        st.acks.push(a);
+    let now = st.now_ms();
+    if let Err(e) = st.db.insert_acks(&acks, now) {
+        return Reply::db_failed(&e);
     }
+    st.bump();
     drop(st);
     ex.shared.changed.notify_all();
     Reply::json(202, json!({}))
@@ -600,13 +656,14 @@ fn test_enqueue(ex: &Exchange<'_>) -> Reply {
         Some(Value::Object(m)) => m,
         Some(_) => return Reply::error(400, "message must be an object"),
     };
-    let result = ex.shared.lock().enqueue(session, partial);
+    let result = ex.shared.lock().enqueue(session, partial, 60_000);
     match result {
         Ok(msg) => {
             ex.shared.changed.notify_all();
             Reply::json(200, msg)
         }
-        Err(reason) => Reply::error(400, &reason),
+        Err(Refused::Bad(reason)) => Reply::error(400, &reason),
+        Err(Refused::Db(e)) => Reply::db_failed(&e),
     }
 }
 

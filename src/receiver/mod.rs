@@ -1,9 +1,13 @@
-//! A real, faithful sessionpipe **test receiver** over loopback HTTP (tiny_http).
+//! A sessionpipe receiver over HTTP (tiny_http): the test receiver the sender's tests drive,
+//! and, with a database file and a login token, the real `sp-receiver` and its page.
 //!
 //! It speaks the seed-era protocol (`HTTP.md` @ e918475, `CONTROL.md` @ e918475; see
 //! `shared/spec/sessionpipe-protocol.md` §2): discovery, `POST {events}` with dedup, the
-//! per-session control long poll and acks. Tests of the sender drive it through this API (and
-//! fault injection); the delivery fixtures drive it through its own test door.
+//! per-session control long poll and acks. Everything it keeps is in one SQLite database
+//! (`db.rs`): a file for `sp-receiver`, a private in-memory one for tests, same SQL. Tests of the
+//! sender drive it through this API (and fault injection); the delivery fixtures drive it
+//! through its own test door (tests) or the page's enqueue action (`sp-receiver`). The page
+//! (`page.rs`) lets a person answer from a phone: see there for its routes and security.
 //!
 //! | route | auth | answers |
 //! |---|---|---|
@@ -11,17 +15,22 @@
 //! | `POST /api/sessionpipe/v1/events` | Bearer | 202 `{accepted,duplicates,rejected,max_tier}`; 400 malformed/empty/over `max_events` or `sessionpipe-protocol` other than 1; 401; 403 `tier_above_max`; 413 over `max_bytes` |
 //! | `GET /api/sessionpipe/v1/control?session=&wait=` | Bearer | 200 `{messages}` (at once, or as soon as one is enqueued), 204 when the wait runs out; 400; 401; 404 without the `control` capability |
 //! | `POST /api/sessionpipe/v1/control/ack` | Bearer | 202 `{}`; 400 with the violated rule; 401; 404 without `control` |
-//! | `POST /test/enqueue`, `GET /test/events`, `GET /test/acks` | none | the test door |
+//! | `POST /test/enqueue`, `GET /test/events`, `GET /test/acks` | none | the test door (only with `test_door`) |
+//! | `/`, `/login`, `/logout`, `/assets/*`, `/page/api/*` | login | the page (`page.rs`) |
 //! | anything else | | 404 `{"reason":"not_found"}` (405 for a known path with the wrong method) |
 //!
 //! Each request runs on its own thread. Errors carry `error.json` bodies (`{"reason"}`).
 
+pub mod cli;
+mod db;
 mod http;
 mod net;
+mod page;
 mod state;
 mod validate;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -60,6 +69,18 @@ pub struct ReceiverOptions {
     /// Receiver clock skew in ms: applied to the `at`/`expires_at` it mints and to its own
     /// expiry checks.
     pub clock_offset_ms: i64,
+    /// The page's login token (separate from `token`). `None`: the page and its actions
+    /// answer 401 to everyone.
+    pub login_token: Option<String>,
+    /// How long a `permission.answer` (and a `cancel`) queued from the page stays valid (s).
+    pub permission_expiry_s: u64,
+    /// How long a `prompt` queued from the page stays valid (s).
+    pub prompt_expiry_s: u64,
+    /// The test door (`/test/*`) and the in-memory request log ([`Receiver::requests`],
+    /// [`Receiver::poll_sessions`]). On for tests; `sp-receiver` turns it off.
+    pub test_door: bool,
+    /// The database file; `None` keeps everything in a private in-memory database.
+    pub db_path: Option<PathBuf>,
 }
 
 impl Default for ReceiverOptions {
@@ -72,6 +93,11 @@ impl Default for ReceiverOptions {
             max_events: 50,
             max_bytes: 262_144,
             clock_offset_ms: 0,
+            login_token: None,
+            permission_expiry_s: 120,
+            prompt_expiry_s: 3600,
+            test_door: true,
+            db_path: None,
         }
     }
 }
@@ -266,11 +292,20 @@ impl Drop for Control {
 impl Receiver {
     /// Binds `127.0.0.1:0` and starts serving.
     pub fn start(opts: ReceiverOptions) -> anyhow::Result<Receiver> {
-        let listener =
-            TcpListener::bind(("127.0.0.1", 0)).context("binding 127.0.0.1:0 for the receiver")?;
+        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), opts)
+    }
+
+    /// Binds `addr` (port 0: any free port) and starts serving. Opens (or creates) the
+    /// database first when `opts.db_path` is set.
+    pub fn start_on(addr: SocketAddr, opts: ReceiverOptions) -> anyhow::Result<Receiver> {
+        let db = match &opts.db_path {
+            Some(p) => db::Db::open_file(p)?,
+            None => db::Db::open_memory()?,
+        };
+        let listener = TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
         let addr = listener.local_addr()?;
         let control = Control {
-            shared: Arc::new(Shared::new(opts, addr)),
+            shared: Arc::new(Shared::new(opts, db, addr)),
             serving: Mutex::new(None),
         };
         let serving = control.serve(listener)?;
@@ -284,9 +319,34 @@ impl Receiver {
         &self.inner.shared
     }
 
-    /// `http://127.0.0.1:PORT` (no trailing slash).
+    /// `http://127.0.0.1:PORT` (no trailing slash): the address it listens on (a wildcard
+    /// address is shown as loopback, which reaches it too).
     pub fn url(&self) -> String {
-        format!("http://{}", self.shared().addr)
+        let mut addr = self.shared().addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(if addr.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        format!("http://{addr}")
+    }
+
+    /// The address it is bound to.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared().addr
+    }
+
+    /// Forgets what is older than `keep`: see `db.rs`. Returns the rows removed.
+    pub fn sweep(&self, keep: Duration) -> anyhow::Result<usize> {
+        let mut st = self.shared().lock();
+        let now = st.now_ms();
+        let n = st.db.sweep(now, keep.as_millis() as i64)?;
+        if n > 0 {
+            st.bump();
+        }
+        Ok(n)
     }
 
     /// The port, fixed for the receiver's life.
@@ -332,8 +392,8 @@ impl Receiver {
         let msg = self
             .shared()
             .lock()
-            .enqueue(session, &partial)
-            .unwrap_or_else(|e| panic!("Receiver::enqueue: {e}"));
+            .enqueue(session, &partial, 60_000)
+            .unwrap_or_else(|e| panic!("Receiver::enqueue: {e:?}"));
         self.shared().changed.notify_all();
         msg
     }
@@ -342,18 +402,28 @@ impl Receiver {
     /// it has a string id; forever otherwise), unless it has a parseable `expires_at` in the
     /// past (receiver clock).
     pub fn enqueue_raw(&self, session: &str, message: Value) {
-        self.shared().lock().enqueue_raw(session, message);
+        self.shared()
+            .lock()
+            .enqueue_raw(session, message)
+            .unwrap_or_else(|e| panic!("Receiver::enqueue_raw: {e}"));
         self.shared().changed.notify_all();
     }
 
     /// Messages a poll of `session` would get now (not acked, not expired), oldest first.
     pub fn pending(&self, session: &str) -> Vec<Value> {
-        self.shared().lock().pending(session)
+        self.shared()
+            .lock()
+            .pending(session)
+            .unwrap_or_else(|e| panic!("receiver database: {e}"))
     }
 
     /// Every event accepted (duplicates and rejected ones excluded), in arrival order.
     pub fn events(&self) -> Vec<Value> {
-        self.shared().lock().events.clone()
+        self.shared()
+            .lock()
+            .db
+            .events()
+            .unwrap_or_else(|e| panic!("receiver database: {e}"))
     }
 
     /// Events answered in `rejected` (schema violations): `{"id","reason","event"}` each.
@@ -368,7 +438,11 @@ impl Receiver {
 
     /// Every valid ack entry received, duplicates included, in arrival order.
     pub fn acks(&self) -> Vec<Value> {
-        self.shared().lock().acks.clone()
+        self.shared()
+            .lock()
+            .db
+            .acks()
+            .unwrap_or_else(|e| panic!("receiver database: {e}"))
     }
 
     /// Number of control poll requests seen (any status, faults included).
@@ -393,8 +467,9 @@ impl Receiver {
         let shared = self.shared();
         let mut st = shared.lock();
         loop {
-            if let Some(ev) = st.events.iter().find(|e| pred(e)) {
-                return Some(ev.clone());
+            let events = st.db.events().unwrap_or_default();
+            if let Some(ev) = events.into_iter().find(|e| pred(e)) {
+                return Some(ev);
             }
             let now = Instant::now();
             if now >= deadline {
@@ -415,12 +490,8 @@ impl Receiver {
         let shared = self.shared();
         let mut st = shared.lock();
         loop {
-            if let Some(a) = st
-                .acks
-                .iter()
-                .find(|a| a.get("id").and_then(Value::as_str) == Some(id))
-            {
-                return Some(a.clone());
+            if let Ok(Some(a)) = st.db.first_ack(id) {
+                return Some(a);
             }
             let now = Instant::now();
             if now >= deadline {

@@ -1,10 +1,13 @@
-//! Everything the receiver remembers, behind one mutex and one condvar.
+//! Everything the receiver remembers, behind one mutex and one condvar: the database
+//! (events, queue, acks, page logins) and, in memory, what only tests look at (counters, the
+//! request log, queued faults, rejected events).
 //!
-//! Every change a waiter could care about (a message enqueued, an event or ack recorded,
-//! the receiver going down) ends with `notify_all` on [`Shared::changed`], so a held long
-//! poll answers a newly enqueued message as soon as its thread is scheduled.
+//! Every change a waiter could care about (a message enqueued or first taken by a poll, an
+//! event or ack recorded, the receiver going down) bumps [`State::version`] and ends with
+//! `notify_all` on [`Shared::changed`], so a held long poll (the sender's or the page's)
+//! answers as soon as its thread is scheduled.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -12,26 +15,27 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use super::db::Db;
 use super::validate::{format_ms_timestamp, parse_ms_timestamp};
 use super::{Fault, ReceiverOptions, RequestRecord, Route};
 
-/// One queued control message.
-pub(crate) struct Stored {
-    pub session: String,
-    /// The ack key, when the message has a string `id`.
-    pub id: Option<String>,
-    /// Parsed `expires_at`, when it parses; `None` never expires.
-    pub expires: Option<OffsetDateTime>,
-    pub value: Value,
+/// Rejected events kept for inspection (the oldest are dropped past this).
+const REJECTED_KEPT: usize = 1000;
+
+/// Why a message was not queued.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The request was wrong (400, with this reason).
+    Bad(String),
+    /// The database failed (500).
+    Db(rusqlite::Error),
 }
 
 pub(crate) struct State {
     pub opts: ReceiverOptions,
-    pub messages: Vec<Stored>,
-    pub acked: HashSet<String>,
-    pub acks: Vec<Value>,
-    pub events: Vec<Value>,
-    pub seen: HashSet<(String, String, u64)>,
+    pub db: Db,
+    /// Bumped on every change the page shows.
+    pub version: u64,
     pub rejected: Vec<Value>,
     pub event_posts: usize,
     pub polls: usize,
@@ -50,20 +54,18 @@ pub(crate) struct State {
 pub(crate) struct Shared {
     pub state: Mutex<State>,
     pub changed: Condvar,
-    /// `127.0.0.1:PORT`, fixed for the receiver's life (set_down/up rebinds the same port).
+    /// The bound address (`127.0.0.1:PORT` for tests), fixed for the receiver's life
+    /// (set_down/up rebinds the same port).
     pub addr: SocketAddr,
 }
 
 impl Shared {
-    pub fn new(opts: ReceiverOptions, addr: SocketAddr) -> Shared {
+    pub fn new(opts: ReceiverOptions, db: Db, addr: SocketAddr) -> Shared {
         Shared {
             state: Mutex::new(State {
                 opts,
-                messages: Vec::new(),
-                acked: HashSet::new(),
-                acks: Vec::new(),
-                events: Vec::new(),
-                seen: HashSet::new(),
+                db,
+                version: 1,
                 rejected: Vec::new(),
                 event_posts: 0,
                 polls: 0,
@@ -94,31 +96,50 @@ impl State {
         t.replace_millisecond(t.millisecond()).unwrap_or(t)
     }
 
+    /// The receiver's clock in Unix milliseconds.
+    pub fn now_ms(&self) -> i64 {
+        (self.now().unix_timestamp_nanos() / 1_000_000) as i64
+    }
+
+    /// Records a change the page (and other waiters) should see.
+    pub fn bump(&mut self) {
+        self.version = self.version.wrapping_add(1);
+    }
+
     /// Messages of `session` that are neither acked nor expired, oldest first.
-    pub fn pending(&self, session: &str) -> Vec<Value> {
-        let now = self.now();
-        self.messages
-            .iter()
-            .filter(|m| m.session == session)
-            .filter(|m| !m.id.as_ref().is_some_and(|id| self.acked.contains(id)))
-            .filter(|m| m.expires.is_none_or(|e| e > now))
-            .map(|m| m.value.clone())
-            .collect()
+    pub fn pending(&self, session: &str) -> rusqlite::Result<Vec<Value>> {
+        Ok(self.pending_rows(session)?.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// Like [`State::pending`], with each message's row number.
+    pub fn pending_rows(&self, session: &str) -> rusqlite::Result<Vec<(i64, Value)>> {
+        self.db.pending(session, self.now_ms())
+    }
+
+    pub fn push_rejected(&mut self, entry: Value) {
+        if self.rejected.len() >= REJECTED_KEPT {
+            self.rejected.remove(0);
+        }
+        self.rejected.push(entry);
     }
 
     /// Builds the full message from a partial one (see `Receiver::enqueue`) and queues it.
+    /// Without `expires_in_s` it expires `default_expiry_ms` after `at`.
     pub fn enqueue(
         &mut self,
         session: &str,
         partial: &Map<String, Value>,
-    ) -> Result<Value, String> {
+        default_expiry_ms: i64,
+    ) -> Result<Value, Refused> {
         let now = self.now();
         let expires_ms = match partial.get("expires_in_s") {
-            None | Some(Value::Null) => 60_000,
+            None | Some(Value::Null) => default_expiry_ms,
             Some(v) => {
-                let s = v.as_f64().ok_or("expires_in_s must be a number")?;
+                let s = v
+                    .as_f64()
+                    .ok_or_else(|| Refused::Bad("expires_in_s must be a number".into()))?;
                 if !s.is_finite() || s.abs() > 1e12 {
-                    return Err("expires_in_s out of range".into());
+                    return Err(Refused::Bad("expires_in_s out of range".into()));
                 }
                 (s * 1000.0).round() as i64
             }
@@ -145,12 +166,14 @@ impl State {
         out.insert("at".into(), Value::String(at));
         out.insert("expires_at".into(), Value::String(expires_at));
         let value = Value::Object(out);
-        self.enqueue_raw(session, value.clone());
+        self.enqueue_raw(session, value.clone())
+            .map_err(Refused::Db)?;
         Ok(value)
     }
 
-    pub fn enqueue_raw(&mut self, session: &str, value: Value) {
-        let id = value.get("id").and_then(Value::as_str).map(str::to_owned);
+    /// Queues exactly this value. It expires at its `expires_at` when that parses (the strict
+    /// wire form, else any RFC 3339), never otherwise.
+    pub fn enqueue_raw(&mut self, session: &str, value: Value) -> rusqlite::Result<()> {
         let expires = value
             .get("expires_at")
             .and_then(Value::as_str)
@@ -159,12 +182,11 @@ impl State {
                     OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
                 })
             });
-        self.messages.push(Stored {
-            session: session.to_owned(),
-            id,
-            expires,
-            value,
-        });
+        let expires_ms = expires.map(|e| (e.unix_timestamp_nanos() / 1_000_000) as i64);
+        let now = self.now_ms();
+        self.db.insert_message(session, &value, expires_ms, now)?;
+        self.bump();
+        Ok(())
     }
 
     /// The `/.well-known/sessionpipe` document for the current options.

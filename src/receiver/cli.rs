@@ -1,0 +1,496 @@
+//! `sp-receiver`: the receiver as a program. A small self-hosted sessionpipe receiver with the
+//! page a person answers from, storing everything in its own SQLite file.
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use super::{Receiver, ReceiverOptions};
+
+/// The port it listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 8787;
+/// Tokens shorter than this are refused.
+const TOKEN_MIN: usize = 16;
+/// What the database keeps (events, messages, acks, logins), and how often it is swept.
+const KEEP: Duration = Duration::from_secs(30 * 24 * 3600);
+const SWEEP_EVERY: Duration = Duration::from_secs(3600);
+
+pub fn help() -> String {
+    format!(
+        "\
+sp-receiver {version}: a small self-hosted sessionpipe receiver, with a page to answer from a phone
+
+USAGE:
+  sp-receiver [OPTIONS]          serve until SIGTERM or SIGINT
+  sp-receiver --init [OPTIONS]   create the token files and the database if missing, print
+                                 where they are, and exit
+  sp-receiver --login-url [OPTIONS]
+                                 print the page's address with the login token in its
+                                 fragment (a link that logs in at once), and exit
+
+It serves the sessionpipe protocol (GET /.well-known/sessionpipe; POST {{events}}; the control
+long poll GET {{control}}?session=&wait= and POST {{control}}/ack, with the bearer token) and,
+at /, a page that shows live sessions and their open permission prompts, answers them
+(Allow / Deny, with an optional note), queues a prompt for a session's next turn, asks a
+session to stop, and shows each message's outcome (delivered, expired, unsupported, failed).
+
+OPTIONS:
+  --listen ADDR              address to listen on (default 127.0.0.1:{port}; port 0 picks a
+                             free one). Anything but loopback exposes the receiver: the page
+                             then still needs the login token, but is plain HTTP, so put a
+                             TLS proxy in front of it
+  --token-file FILE          the senders' bearer token (events, control, acks)
+  --login-token-file FILE    the page's login token; must differ from the bearer token
+  --db PATH                  the SQLite database
+  --permission-expiry-s N    how long an Allow / Deny from the page stays valid (default 120)
+  --prompt-expiry-s N        how long a queued prompt stays valid (default 3600); a Stop
+                             stays valid as long as a permission answer
+  -h, --help                 this text
+  -V, --version              the version
+
+The page always needs the login token, on loopback too (any local user or program can
+reach 127.0.0.1). Log in once per browser with the token, or with the --login-url link; the
+login is an HttpOnly, SameSite=Strict cookie kept 30 days. Scripts may send
+`Authorization: Bearer <login token>` to /page/api/* instead. The bearer token never opens
+the page.
+
+ENVIRONMENT AND FILES (a flag beats its variable, which beats the default):
+  SESSIONPIPE_RECEIVER_TOKEN_FILE        --token-file (default: $XDG_CONFIG_HOME/sessionpipe/
+                                         receiver-token, else ~/.config/sessionpipe/receiver-token)
+  SESSIONPIPE_RECEIVER_LOGIN_TOKEN_FILE  --login-token-file (default: receiver-login-token in
+                                         the same folder)
+  SESSIONPIPE_RECEIVER_DB                --db (default: $XDG_STATE_HOME/sessionpipe/receiver.db,
+                                         else ~/.local/state/sessionpipe/receiver.db; WAL, 0600)
+A token file at its default path is created (random, mode 600) when missing; a token file
+given by flag or variable must exist. Token files must not be readable by group or others,
+and hold one token of at least {min} characters. The database keeps {days} days.
+
+Exit status: 0 stopped by a signal (or --init / --login-url done), 2 bad usage or setup,
+1 other failure (e.g. the address is taken).
+",
+        version = env!("CARGO_PKG_VERSION"),
+        port = DEFAULT_PORT,
+        min = TOKEN_MIN,
+        days = KEEP.as_secs() / 86400,
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Serve,
+    Init,
+    LoginUrl,
+}
+
+#[derive(Debug)]
+struct Args {
+    mode: Mode,
+    listen: SocketAddr,
+    token_file: Option<PathBuf>,
+    login_token_file: Option<PathBuf>,
+    db: Option<PathBuf>,
+    permission_expiry_s: u64,
+    prompt_expiry_s: u64,
+}
+
+enum Parsed {
+    Run(Args),
+    Help,
+    Version,
+}
+
+/// A failure `main` reports with exit status 2 (usage and setup) rather than 1.
+#[derive(Debug)]
+pub struct Setup(pub String);
+impl std::fmt::Display for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Setup {}
+
+fn setup<T>(msg: impl Into<String>) -> anyhow::Result<T> {
+    Err(Setup(msg.into()).into())
+}
+
+fn parse_listen(s: &str) -> anyhow::Result<SocketAddr> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    // host:port with a name (localhost:8787).
+    match s.to_socket_addrs() {
+        Ok(mut it) => match it.next() {
+            Some(a) => Ok(a),
+            None => setup(format!("--listen {s:?}: no address")),
+        },
+        Err(_) => setup(format!(
+            "--listen {s:?}: want HOST:PORT, e.g. 127.0.0.1:{DEFAULT_PORT} or [::1]:{DEFAULT_PORT}"
+        )),
+    }
+}
+
+fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
+    let mut a = Args {
+        mode: Mode::Serve,
+        listen: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
+        token_file: None,
+        login_token_file: None,
+        db: None,
+        permission_expiry_s: 120,
+        prompt_expiry_s: 3600,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |what: &str| -> anyhow::Result<String> {
+            match inline.clone().or_else(|| it.next().cloned()) {
+                Some(v) if !v.is_empty() => Ok(v),
+                _ => setup(format!("{name} needs {what}; see sp-receiver --help")),
+            }
+        };
+        let secs = |v: String, name: &str| -> anyhow::Result<u64> {
+            match v.parse::<u64>() {
+                Ok(n) if (1..=7 * 24 * 3600).contains(&n) => Ok(n),
+                _ => setup(format!("{name} takes whole seconds from 1 to 604800, not {v:?}")),
+            }
+        };
+        match name {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "-V" | "--version" => return Ok(Parsed::Version),
+            "--init" => a.mode = Mode::Init,
+            "--login-url" => a.mode = Mode::LoginUrl,
+            "--listen" => a.listen = parse_listen(&value("HOST:PORT")?)?,
+            "--token-file" => a.token_file = Some(value("a file")?.into()),
+            "--login-token-file" => a.login_token_file = Some(value("a file")?.into()),
+            "--db" => a.db = Some(value("a path")?.into()),
+            "--permission-expiry-s" => {
+                a.permission_expiry_s = secs(value("seconds")?, name)?;
+            }
+            "--prompt-expiry-s" => a.prompt_expiry_s = secs(value("seconds")?, name)?,
+            other => return setup(format!("unknown argument {other:?}; see sp-receiver --help")),
+        }
+    }
+    Ok(Parsed::Run(a))
+}
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+fn env_path(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+fn xdg(var: &str, fallback: &[&str]) -> PathBuf {
+    env_path(var).unwrap_or_else(|| fallback.iter().fold(home(), |p, c| p.join(c)))
+}
+
+/// `$XDG_CONFIG_HOME/sessionpipe`, else `~/.config/sessionpipe`.
+pub fn config_dir() -> PathBuf {
+    xdg("XDG_CONFIG_HOME", &[".config"]).join("sessionpipe")
+}
+
+pub fn default_token_file() -> PathBuf {
+    config_dir().join("receiver-token")
+}
+
+pub fn default_login_token_file() -> PathBuf {
+    config_dir().join("receiver-login-token")
+}
+
+pub fn default_db() -> PathBuf {
+    env_path("SESSIONPIPE_RECEIVER_DB").unwrap_or_else(|| {
+        xdg("XDG_STATE_HOME", &[".local", "state"])
+            .join("sessionpipe")
+            .join("receiver.db")
+    })
+}
+
+/// A token file's path and whether it may be created: a path from a flag or variable must
+/// exist; the default is created when missing.
+fn token_path(flag: &Option<PathBuf>, var: &str, default: PathBuf) -> (PathBuf, bool) {
+    match flag.clone().or_else(|| env_path(var)) {
+        Some(p) => (p, false),
+        None => (default, true),
+    }
+}
+
+fn random_token() -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut b = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("reading /dev/urandom")?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// Reads a token file (checking its mode and content), creating it first when allowed and
+/// missing. Returns the token and whether it was just created.
+fn load_token(path: &Path, create: bool, what: &str) -> anyhow::Result<(String, bool)> {
+    let mut created = false;
+    if create && !path.exists() {
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() && !dir.is_dir() {
+                let mut b = std::fs::DirBuilder::new();
+                b.recursive(true);
+                #[cfg(unix)]
+                std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+                b.create(dir)
+                    .with_context(|| format!("cannot create the folder {}", dir.display()))?;
+            }
+        }
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        match o.open(path) {
+            Ok(mut f) => {
+                f.write_all(format!("{}\n", random_token()?).as_bytes())
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                created = true;
+            }
+            // Another sp-receiver --init made it just now: read that one.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot create the {what} file {}", path.display()))
+            }
+        }
+    }
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return setup(format!(
+                "the {what} file {} does not exist; create it (one token of at least {TOKEN_MIN} characters, chmod 600), or leave the option out to use the default",
+                path.display()
+            ))
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return setup(format!(
+                "the {what} file {} is readable by others (mode {mode:o}); fix with: chmod 600 {}",
+                path.display(),
+                path.display()
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = meta;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the {what} file {}", path.display()))?;
+    let token = text.trim();
+    if token.len() < TOKEN_MIN || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return setup(format!(
+            "the {what} file {} must hold one token of at least {TOKEN_MIN} printable characters, no spaces",
+            path.display()
+        ));
+    }
+    Ok((token.to_owned(), created))
+}
+
+struct Setup2 {
+    token: String,
+    token_file: PathBuf,
+    login: String,
+    login_file: PathBuf,
+    db: PathBuf,
+}
+
+fn prepare(a: &Args) -> anyhow::Result<Setup2> {
+    let (token_file, c1) = token_path(&a.token_file, "SESSIONPIPE_RECEIVER_TOKEN_FILE", default_token_file());
+    let (login_file, c2) = token_path(
+        &a.login_token_file,
+        "SESSIONPIPE_RECEIVER_LOGIN_TOKEN_FILE",
+        default_login_token_file(),
+    );
+    let (token, made1) = load_token(&token_file, c1, "bearer token")?;
+    let (login, made2) = load_token(&login_file, c2, "login token")?;
+    if token == login {
+        return setup(format!(
+            "the login token ({}) and the bearer token ({}) are the same; the page's login must differ from the senders' token",
+            login_file.display(),
+            token_file.display()
+        ));
+    }
+    for (made, f, what) in [(made1, &token_file, "bearer token"), (made2, &login_file, "login token")] {
+        if made {
+            eprintln!("sp-receiver: created the {what} file {}", f.display());
+        }
+    }
+    let db = a.db.clone().unwrap_or_else(default_db);
+    Ok(Setup2 {
+        token,
+        token_file,
+        login,
+        login_file,
+        db,
+    })
+}
+
+fn page_url(listen: SocketAddr) -> String {
+    let mut a = listen;
+    if a.ip().is_unspecified() {
+        a.set_ip(if a.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    format!("http://{a}/")
+}
+
+fn fragment_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn stamp() -> String {
+    super::validate::format_ms_timestamp(time::OffsetDateTime::now_utc())
+}
+
+/// Runs the command line; errors wrapping [`Setup`] are usage or setup problems.
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let a = match parse_args(args)? {
+        Parsed::Help => {
+            print!("{}", help());
+            return Ok(());
+        }
+        Parsed::Version => {
+            println!("sp-receiver {}", env!("CARGO_PKG_VERSION"));
+            return Ok(());
+        }
+        Parsed::Run(a) => a,
+    };
+    let s = prepare(&a)?;
+    match a.mode {
+        Mode::LoginUrl => {
+            println!("{}#login={}", page_url(a.listen), fragment_encode(&s.login));
+            return Ok(());
+        }
+        Mode::Init => {
+            drop(super::db::Db::open_file(&s.db).map_err(|e| Setup(format!("{e:#}")))?);
+            println!("bearer token: {}", s.token_file.display());
+            println!("login token:  {}", s.login_file.display());
+            println!("database:     {}", s.db.display());
+            println!("page:         {}", page_url(a.listen));
+            return Ok(());
+        }
+        Mode::Serve => {}
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    let opts = ReceiverOptions {
+        token: s.token,
+        max_tier: 3,
+        login_token: Some(s.login),
+        permission_expiry_s: a.permission_expiry_s,
+        prompt_expiry_s: a.prompt_expiry_s,
+        test_door: false,
+        db_path: Some(s.db.clone()),
+        ..ReceiverOptions::default()
+    };
+    let receiver = match Receiver::start_on(a.listen, opts) {
+        Ok(r) => r,
+        Err(e) if e.chain().any(|c| c.to_string().contains("database")) => {
+            return setup(format!("{e:#}"))
+        }
+        Err(e) => return Err(e),
+    };
+    let addr = receiver.addr();
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "sp-receiver: {addr} is reachable from other machines; the page needs the login token, but this is plain HTTP: put a TLS proxy in front of it"
+        );
+    }
+    eprintln!(
+        "{} sp-receiver {}: listening on http://{addr} (database {}, bearer token {}, login token {})",
+        stamp(),
+        env!("CARGO_PKG_VERSION"),
+        s.db.display(),
+        s.token_file.display(),
+        s.login_file.display()
+    );
+    eprintln!("{} sp-receiver: page at {}", stamp(), page_url(addr));
+    let mut last_sweep = Instant::now() - SWEEP_EVERY;
+    while !stop.load(Ordering::Relaxed) {
+        if last_sweep.elapsed() >= SWEEP_EVERY {
+            last_sweep = Instant::now();
+            match receiver.sweep(KEEP) {
+                Ok(0) => {}
+                Ok(n) => eprintln!("{} sp-receiver: swept {n} old row(s)", stamp()),
+                Err(e) => eprintln!("{} sp-receiver: sweep failed: {e:#}", stamp()),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("{} sp-receiver: stopping", stamp());
+    receiver.stop();
+    Ok(())
+}
+
+/// The exit status for an error from [`run`]: 2 for usage and setup, 1 otherwise.
+pub fn exit_code(e: &anyhow::Error) -> ExitCode {
+    if e.downcast_ref::<Setup>().is_some() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses() {
+        let Parsed::Run(a) = parse_args(&args(&["--listen", "0.0.0.0:9000", "--db=/x.db", "--prompt-expiry-s", "60"])).unwrap() else {
+            panic!()
+        };
+        assert_eq!(a.listen, "0.0.0.0:9000".parse().unwrap());
+        assert_eq!(a.db, Some(PathBuf::from("/x.db")));
+        assert_eq!(a.prompt_expiry_s, 60);
+        assert_eq!(a.permission_expiry_s, 120);
+        assert!(matches!(parse_args(&args(&["--help"])).unwrap(), Parsed::Help));
+        for bad in [&["--nope"][..], &["--listen"], &["--listen", "nohost"], &["--prompt-expiry-s", "0"]] {
+            let e = parse_args(&args(bad)).err().unwrap();
+            assert!(e.downcast_ref::<Setup>().is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(page_url("0.0.0.0:8787".parse().unwrap()), "http://127.0.0.1:8787/");
+        assert_eq!(fragment_encode("a b/c"), "a%20b%2Fc");
+    }
+}

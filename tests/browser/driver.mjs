@@ -1,0 +1,129 @@
+// Browser driver for tests/receiver_page.rs: runs Debian's /usr/bin/chromium headless through
+// playwright-core (which never downloads a browser) and obeys one JSON command per stdin
+// line, answering one JSON line on stdout: {"ok":true,...} or {"ok":false,"error":...}.
+// Install what it needs with scripts/test-deps.sh.
+//
+// Commands ({"op": ..., ...}):
+//   launch {width, height, scale}        a fresh profile (--user-data-dir in a new temp dir)
+//   goto {url}                           -> {status}
+//   fill {selector, value} | click {selector}
+//   wait {selector, state?, timeout?}    state: visible (default), hidden, attached, detached
+//   wait_text {selector, text, timeout?} an element matching selector contains text
+//   text {selector} -> {text}            attr {selector, name} -> {value}
+//   screenshot {path, fullPage?}         cookies -> {cookies}        url -> {url}
+//   close
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const CHROMIUM = process.env.SP_CHROMIUM || '/usr/bin/chromium';
+const ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+
+let context = null;
+let page = null;
+let profile = null;
+
+async function pageText() {
+  try {
+    return (await page.evaluate(() => document.body ? document.body.innerText : '')).slice(0, 3000);
+  } catch (e) {
+    return '(no page text: ' + e.message + ')';
+  }
+}
+
+async function run(cmd) {
+  const timeout = cmd.timeout ?? 20000;
+  switch (cmd.op) {
+    case 'launch': {
+      profile = mkdtempSync(join(tmpdir(), 'sp-chromium-'));
+      context = await chromium.launchPersistentContext(profile, {
+        executablePath: CHROMIUM,
+        headless: true,
+        args: ARGS,
+        viewport: { width: cmd.width ?? 390, height: cmd.height ?? 844 },
+        deviceScaleFactor: cmd.scale ?? 2,
+        isMobile: true,
+        hasTouch: true,
+        timeout: 60000,
+      });
+      page = context.pages()[0] || await context.newPage();
+      page.setDefaultTimeout(20000);
+      return { version: context.browser() ? context.browser().version() : null };
+    }
+    case 'goto': {
+      const r = await page.goto(cmd.url, { waitUntil: 'load', timeout });
+      return { status: r ? r.status() : null };
+    }
+    case 'fill':
+      await page.locator(cmd.selector).fill(cmd.value, { timeout });
+      return {};
+    case 'click':
+      await page.locator(cmd.selector).click({ timeout });
+      return {};
+    case 'wait':
+      await page.locator(cmd.selector).first().waitFor({ state: cmd.state ?? 'visible', timeout });
+      return {};
+    case 'wait_text':
+      await page.locator(cmd.selector, { hasText: cmd.text }).first().waitFor({ state: 'visible', timeout });
+      return {};
+    case 'text':
+      return { text: await page.locator(cmd.selector).first().innerText({ timeout }) };
+    case 'attr':
+      return { value: await page.locator(cmd.selector).first().getAttribute(cmd.name, { timeout }) };
+    case 'screenshot':
+      await page.screenshot({ path: cmd.path, fullPage: !!cmd.fullPage });
+      return {};
+    case 'cookies':
+      return { cookies: await context.cookies() };
+    case 'url':
+      return { url: page.url() };
+    case 'close':
+      await close();
+      return {};
+    default:
+      throw new Error('unknown op ' + cmd.op);
+  }
+}
+
+async function close() {
+  if (context) {
+    const c = context;
+    context = null;
+    await c.close().catch(() => {});
+  }
+  if (profile) {
+    rmSync(profile, { recursive: true, force: true });
+    profile = null;
+  }
+}
+
+const rl = createInterface({ input: process.stdin });
+const queue = [];
+let busy = false;
+async function pump() {
+  if (busy) return;
+  busy = true;
+  while (queue.length) {
+    const line = queue.shift();
+    let reply;
+    try {
+      const cmd = JSON.parse(line);
+      reply = { ok: true, ...(await run(cmd)) };
+    } catch (e) {
+      reply = { ok: false, error: String(e && e.message || e), page: page ? await pageText() : null };
+    }
+    process.stdout.write(JSON.stringify(reply) + '\n');
+  }
+  busy = false;
+}
+rl.on('line', (line) => { if (line.trim()) { queue.push(line); pump(); } });
+rl.on('close', async () => {
+  while (busy || queue.length) await new Promise((r) => setTimeout(r, 20));
+  await close();
+  process.exit(0);
+});

@@ -1,0 +1,790 @@
+//! Issue 5's must-show list, against the real `sp-receiver` binary over HTTP:
+//!
+//! 1. a browser test in headless Chromium (Debian's `/usr/bin/chromium`, driven by
+//!    playwright-core through `tests/browser/driver.mjs`): a Claude Code PermissionRequest hook
+//!    waits, the prompt appears on the page, Allow makes the hook print allow, the page shows
+//!    `delivered` and the prompt is gone; a prompt queued on the page is delivered at Stop; the
+//!    Stop button on a Claude Code session shows `unsupported`;
+//! 2. that test writes a phone-width screenshot with an open prompt to `docs/receiver-phone.png`;
+//! 3. the page and its actions answer 401 without the login token, and with the sender's
+//!    bearer token alone (plus the cookie and CSRF rules);
+//! 4. the seed-era delivery fixtures pass against the binary.
+//!
+//! Plus: the command line, and state kept across a restart.
+//!
+//! The browser test needs chromium, Node.js and playwright-core: `scripts/test-deps.sh`
+//! installs them. Without them it fails (it never passes silently).
+mod common;
+
+use common::env::*;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peer-data/delivery");
+const BROWSER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
+const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/receiver-phone.png");
+const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
+
+const TOKEN: &str = "sender-bearer-token-0123456789";
+const LOGIN: &str = "page-login-token-9876543210abcdef";
+
+// ---------------------------------------------------------------------------------------
+// sp-receiver as a child process
+// ---------------------------------------------------------------------------------------
+
+fn write_secret(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, format!("{text}\n")).unwrap();
+    set_mode(path, 0o600);
+}
+
+/// A running `sp-receiver --listen 127.0.0.1:0` with its files in `dir`.
+struct SpReceiver {
+    child: Option<Child>,
+    url: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl SpReceiver {
+    fn start(dir: &Path, extra: &[&str]) -> SpReceiver {
+        write_secret(&dir.join("token"), TOKEN);
+        write_secret(&dir.join("login-token"), LOGIN);
+        let mut c = Command::new(SP_RECEIVER);
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", dir)
+            .args(["--listen", "127.0.0.1:0", "--token-file"])
+            .arg(dir.join("token"))
+            .arg("--login-token-file")
+            .arg(dir.join("login-token"))
+            .arg("--db")
+            .arg(dir.join("receiver.db"))
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("starting sp-receiver");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    let url = rest.split_whitespace().next().unwrap_or("").to_owned();
+                    let _ = tx.send(url);
+                }
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        let url = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(u) => u,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("sp-receiver did not start: {}", log.lock().unwrap());
+            }
+        };
+        SpReceiver { child: Some(child), url, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, as a service manager stops it; returns the exit code.
+    fn stop(&mut self) -> Option<i32> {
+        let mut c = self.child.take()?;
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let status = wait_timeout(&mut c, Duration::from_secs(10));
+        if status.is_none() {
+            let _ = c.kill();
+        }
+        c.wait().ok().and_then(|s| s.code())
+    }
+}
+
+impl Drop for SpReceiver {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP helpers
+// ---------------------------------------------------------------------------------------
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+#[derive(Debug)]
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    text: String,
+}
+
+impl Resp {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+fn finish_resp(mut r: ureq::http::Response<ureq::Body>) -> Resp {
+    let status = r.status().as_u16();
+    let headers = r
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+        .collect();
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    Resp { status, headers, text }
+}
+
+fn get(url: &str, headers: &[(&str, &str)]) -> Resp {
+    let mut req = agent().get(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    finish_resp(req.call().unwrap_or_else(|e| panic!("GET {url}: {e}")))
+}
+
+fn post(url: &str, headers: &[(&str, &str)], content_type: &str, body: &str) -> Resp {
+    let mut req = agent().post(url).header("content-type", content_type);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    finish_resp(req.send(body).unwrap_or_else(|e| panic!("POST {url}: {e}")))
+}
+
+fn post_json(url: &str, headers: &[(&str, &str)], body: &Value) -> Resp {
+    post(url, headers, "application/json", &body.to_string())
+}
+
+fn bearer(t: &str) -> String {
+    format!("Bearer {t}")
+}
+
+fn now_ms() -> String {
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::OffsetDateTime::now_utc().format(&fmt).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. The delivery fixtures against the binary
+// ---------------------------------------------------------------------------------------
+
+/// Subset match with the conformance rules: only the keys listed are compared, arrays must
+/// have equal length, and the string `"*"` matches anything.
+fn subset_match(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
+    match (expected, actual) {
+        (Value::String(s), _) if s == "*" => Ok(()),
+        (Value::Object(e), Value::Object(a)) => e.iter().try_for_each(|(k, ev)| {
+            let av = a.get(k).ok_or_else(|| format!("{path}.{k}: missing in {actual}"))?;
+            subset_match(ev, av, &format!("{path}.{k}"))
+        }),
+        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => e
+            .iter()
+            .zip(a)
+            .enumerate()
+            .try_for_each(|(i, (ev, av))| subset_match(ev, av, &format!("{path}[{i}]"))),
+        (e, a) if e == a => Ok(()),
+        (e, a) => Err(format!("{path}: expected {e}, got {a}")),
+    }
+}
+
+/// Runs one fixture. The fixtures' `enqueue` step goes through the page's enqueue action,
+/// authenticated with the login token, as a script would; the rest is the sender's side.
+fn run_fixture(r: &SpReceiver, file: &str) {
+    let raw = std::fs::read_to_string(format!("{FIXTURES}/{file}")).unwrap();
+    let run = format!("{}-{}", std::process::id(), ulid::Ulid::new().to_string().to_lowercase());
+    let raw = raw.replace("{run12}", &run[..12]).replace("{run}", &run);
+    let fx: Value = serde_json::from_str(&raw).unwrap();
+    let name = fx["name"].as_str().unwrap_or(file).to_owned();
+    let wk = get(&format!("{}/.well-known/sessionpipe", r.url), &[]);
+    assert_eq!(wk.status, 200, "{name}: well-known");
+    let wk = wk.json();
+    let cap = fx["capability"].as_str().unwrap();
+    assert!(wk["capabilities"].as_array().unwrap().iter().any(|c| c == cap), "{name}: lacks {cap}");
+    let control = format!("{}{}", r.url, wk["endpoints"]["control"].as_str().unwrap());
+    let auth = bearer(TOKEN);
+    let login = bearer(LOGIN);
+    let mut last_ids: Vec<String> = Vec::new();
+    for (i, step) in fx["steps"].as_array().unwrap().iter().enumerate() {
+        let obj = step.as_object().unwrap();
+        let verb = obj.keys().find(|k| *k != "expect").unwrap().as_str();
+        let arg = &obj[verb];
+        let resp = match verb {
+            "enqueue" => {
+                let body = json!({"session": arg["session"], "message": arg["message"]});
+                let resp = post_json(&format!("{}/page/api/enqueue", r.url), &[("authorization", &login)], &body);
+                assert_eq!(resp.status, 200, "{name} step {i}: enqueue: {}", resp.text);
+                Some(resp)
+            }
+            "poll" => {
+                let mut url = format!("{control}?session={}", arg["session"].as_str().unwrap());
+                if let Some(w) = arg.get("wait") {
+                    url.push_str(&format!("&wait={w}"));
+                }
+                let resp = get(&url, &[("authorization", &auth)]);
+                if resp.status == 200 {
+                    last_ids = resp.json()["messages"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|m| m["id"].as_str().unwrap().to_owned())
+                        .collect();
+                }
+                Some(resp)
+            }
+            "ack" => {
+                assert!(!last_ids.is_empty(), "{name} step {i}: ack before any message");
+                let acks: Vec<Value> = last_ids
+                    .iter()
+                    .map(|id| {
+                        let mut e = json!({"id": id, "outcome": arg["outcome"], "at": now_ms()});
+                        if let Some(d) = arg.get("detail") {
+                            e["detail"] = d.clone();
+                        }
+                        e
+                    })
+                    .collect();
+                Some(post_json(&format!("{control}/ack"), &[("authorization", &auth)], &json!({ "acks": acks })))
+            }
+            "wait_s" => {
+                std::thread::sleep(Duration::from_secs_f64(arg.as_f64().unwrap()));
+                None
+            }
+            other => panic!("{name} step {i}: unsupported verb {other}"),
+        };
+        if let Some(expect) = obj.get("expect") {
+            let resp = resp.unwrap();
+            if let Some(status) = expect.get("status") {
+                assert_eq!(Some(u64::from(resp.status)), status.as_u64(), "{name} step {i} ({verb}): {}", resp.text);
+            }
+            if let Some(body) = expect.get("body") {
+                subset_match(body, &resp.json(), "body").unwrap_or_else(|e| panic!("{name} step {i}: {e}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn delivery_fixtures_pass_against_sp_receiver() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = SpReceiver::start(dir.path(), &[]);
+    for f in [
+        "09-control.9138259c54ffd58dec54344b02c62ffb8494ad8e.json",
+        "10-control-expired.e918475f4a7284f20cc7b4877aa20e59ce10a343.json",
+        "11-control-double-ack.e918475f4a7284f20cc7b4877aa20e59ce10a343.json",
+    ] {
+        run_fixture(&r, f);
+    }
+    // The binary has no test door.
+    let door = post_json(&format!("{}/test/enqueue", r.url), &[], &json!({"session": "codex:x", "message": {"kind": "cancel"}}));
+    assert_eq!(door.status, 404);
+    assert_eq!(get(&format!("{}/test/events", r.url), &[]).status, 404);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Login token, cookie and CSRF
+// ---------------------------------------------------------------------------------------
+
+/// Logs in with the form; returns the `Cookie` header value and the CSRF value.
+fn login(r: &SpReceiver) -> (String, String) {
+    let resp = post(&format!("{}/login", r.url), &[], "application/x-www-form-urlencoded", &format!("token={LOGIN}"));
+    assert_eq!(resp.status, 303, "{}", resp.text);
+    assert_eq!(resp.header("location"), Some("/"));
+    let set = resp.header("set-cookie").expect("a cookie").to_owned();
+    let attrs: Vec<&str> = set.split(';').map(str::trim).collect();
+    assert!(attrs.contains(&"HttpOnly"), "{set}");
+    assert!(attrs.contains(&"SameSite=Strict"), "{set}");
+    assert!(attrs.contains(&"Path=/"), "{set}");
+    let cookie = attrs[0].to_owned();
+    assert!(!cookie.contains(LOGIN), "the cookie is not the token");
+    let state = get(&format!("{}/page/api/state", r.url), &[("cookie", &cookie)]);
+    assert_eq!(state.status, 200);
+    let csrf = state.json()["csrf"].as_str().unwrap().to_owned();
+    (cookie, csrf)
+}
+
+#[test]
+fn page_and_actions_need_the_login_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = SpReceiver::start(dir.path(), &[]);
+    let enqueue_url = format!("{}/page/api/enqueue", r.url);
+    let body = json!({"session": "claude-code:s1", "message": {"kind": "prompt", "text": "hi"}});
+    let sender = bearer(TOKEN);
+    let wrong_cookie = format!("sessionpipe_{}={}", r.url.rsplit(':').next().unwrap(), "ab".repeat(32));
+    // Without the login token, and with the sender's bearer token alone: 401 everywhere.
+    let no_login: [&[(&str, &str)]; 3] = [&[], &[("authorization", &sender)], &[("cookie", &wrong_cookie)]];
+    for headers in no_login {
+        let page = get(&format!("{}/", r.url), headers);
+        assert_eq!(page.status, 401, "page with {headers:?}");
+        assert!(page.text.contains("Login token"), "the 401 page is the login form");
+        assert!(!page.text.contains("session-tpl"), "and not the page");
+        assert_eq!(get(&format!("{}/page/api/state", r.url), headers).status, 401, "state with {headers:?}");
+        let e = post_json(&enqueue_url, headers, &body);
+        assert_eq!(e.status, 401, "enqueue with {headers:?}");
+        assert_eq!(e.json(), json!({"reason": "unauthorized"}));
+        assert_eq!(post_json(&format!("{}/logout", r.url), headers, &json!({})).status, 401);
+    }
+    // The sender's token as a login token is refused too, after a delay.
+    let t = Instant::now();
+    let bad = post(&format!("{}/login", r.url), &[], "application/x-www-form-urlencoded", &format!("token={TOKEN}"));
+    assert_eq!(bad.status, 401);
+    assert!(bad.header("set-cookie").is_none());
+    assert!(bad.text.contains("not the login token"));
+    assert!(t.elapsed() >= Duration::from_millis(400));
+    // Nothing was queued by any of that.
+    let poll = get(&format!("{}/api/sessionpipe/v1/control?session=claude-code:s1&wait=0", r.url), &[("authorization", &sender)]);
+    assert_eq!(poll.status, 204);
+
+    // The login token as a bearer works (scripts), no CSRF needed: no cookie is involved.
+    let ok = post_json(&enqueue_url, &[("authorization", &bearer(LOGIN))], &body);
+    assert_eq!(ok.status, 200, "{}", ok.text);
+    assert_eq!(ok.json()["expires_at"].as_str().unwrap().len(), 24);
+
+    // The cookie opens the page; actions with it also need the CSRF header and this origin.
+    let (cookie, csrf) = login(&r);
+    let page = get(&format!("{}/", r.url), &[("cookie", &cookie)]);
+    assert_eq!(page.status, 200);
+    assert!(page.text.contains("session-tpl"));
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    let host = r.url.trim_start_matches("http://").to_owned();
+    let own_origin = r.url.clone();
+    let cases: Vec<(Vec<(&str, &str)>, u16)> = vec![
+        (vec![("cookie", &cookie)], 403),
+        (vec![("cookie", &cookie), ("x-sessionpipe-csrf", "0000")], 403),
+        (vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf), ("origin", "http://evil.example")], 403),
+        (vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf), ("sec-fetch-site", "cross-site")], 403),
+        (vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf), ("origin", &own_origin), ("host", &host)], 200),
+        (vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)], 200),
+    ];
+    for (headers, want) in cases {
+        let resp = post_json(&enqueue_url, &headers, &body);
+        assert_eq!(resp.status, want, "{headers:?}: {}", resp.text);
+        if want == 403 {
+            assert_eq!(resp.json(), json!({"reason": "csrf"}));
+        }
+    }
+    // A cross-site login attempt is refused before the token is even looked at.
+    let x = post(&format!("{}/login", r.url), &[("origin", "http://evil.example")], "application/x-www-form-urlencoded", &format!("token={LOGIN}"));
+    assert_eq!(x.status, 403);
+    // Bad messages name the rule.
+    let auth = [("authorization", bearer(LOGIN))];
+    let auth: Vec<(&str, &str)> = auth.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    for (m, word) in [
+        (json!({"session": "nope", "message": {"kind": "cancel"}}), "session"),
+        (json!({"session": "codex:s", "message": {"kind": "prompt"}}), "text"),
+        (json!({"session": "codex:s", "message": {"kind": "permission.answer", "for": "p", "decision": "maybe"}}), "decision"),
+        (json!({"session": "codex:s", "message": {"kind": "start"}}), "kind"),
+        (json!({"session": "codex:s", "message": {"kind": "cancel", "id": "01K6ZZZZZZZZZZZZZZZZZZZZZZ"}}), "unknown field id"),
+    ] {
+        let resp = post_json(&enqueue_url, &auth, &m);
+        assert_eq!(resp.status, 400, "{m}");
+        assert!(resp.json()["reason"].as_str().unwrap().contains(word), "{m}: {}", resp.text);
+    }
+    // Logging out forgets the login.
+    let out = post_json(&format!("{}/logout", r.url), &[("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)], &json!({}));
+    assert_eq!(out.status, 204);
+    assert_eq!(get(&format!("{}/page/api/state", r.url), &[("cookie", &cookie)]).status, 401);
+    // The protocol routes still take only the bearer token.
+    let login_as_sender = get(&format!("{}/api/sessionpipe/v1/control?session=codex:s&wait=0", r.url), &[("authorization", &bearer(LOGIN))]);
+    assert_eq!(login_as_sender.status, 401);
+}
+
+// ---------------------------------------------------------------------------------------
+// Command line and persistence
+// ---------------------------------------------------------------------------------------
+
+fn sp_receiver(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(SP_RECEIVER)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = sp_receiver(dir.path(), &["--help"]);
+    assert!(help.status.success());
+    let help = String::from_utf8(help.stdout).unwrap();
+    for word in [
+        "--listen", "--token-file", "--login-token-file", "--db", "--permission-expiry-s", "--prompt-expiry-s",
+        "127.0.0.1:8787", "SESSIONPIPE_RECEIVER_DB", "SESSIONPIPE_RECEIVER_TOKEN_FILE",
+        "SESSIONPIPE_RECEIVER_LOGIN_TOKEN_FILE", "receiver.db", "--init", "--login-url",
+    ] {
+        assert!(help.contains(word), "--help mentions {word}");
+    }
+    let v = sp_receiver(dir.path(), &["--version"]);
+    assert_eq!(String::from_utf8(v.stdout).unwrap(), format!("sp-receiver {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(sp_receiver(dir.path(), &["--bogus"]).status.code(), Some(2));
+
+    // --init makes both tokens (0600, different) and the database under HOME's defaults.
+    let init = sp_receiver(dir.path(), &["--init"]);
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let conf = dir.path().join(".config/sessionpipe");
+    let t1 = std::fs::read_to_string(conf.join("receiver-token")).unwrap();
+    let t2 = std::fs::read_to_string(conf.join("receiver-login-token")).unwrap();
+    assert_ne!(t1, t2);
+    assert_eq!(t1.trim().len(), 64);
+    let db = dir.path().join(".local/state/sessionpipe/receiver.db");
+    use std::os::unix::fs::PermissionsExt;
+    for f in [conf.join("receiver-token"), conf.join("receiver-login-token"), db.clone()] {
+        assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600, "{}", f.display());
+    }
+    // Again: the same tokens.
+    assert!(sp_receiver(dir.path(), &["--init"]).status.success());
+    assert_eq!(std::fs::read_to_string(conf.join("receiver-token")).unwrap(), t1);
+    let url = sp_receiver(dir.path(), &["--login-url"]);
+    assert_eq!(String::from_utf8(url.stdout).unwrap(), format!("http://127.0.0.1:8787/#login={}\n", t2.trim()));
+
+    // Setup problems exit 2 and say how to fix them.
+    set_mode(&conf.join("receiver-login-token"), 0o644);
+    let open = sp_receiver(dir.path(), &["--init"]);
+    assert_eq!(open.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&open.stderr).contains("chmod 600"));
+    set_mode(&conf.join("receiver-login-token"), 0o600);
+    let same = dir.path().join("same");
+    write_secret(&same, "the-same-token-for-both-0123");
+    let s = same.to_str().unwrap();
+    let both = sp_receiver(dir.path(), &["--init", "--token-file", s, "--login-token-file", s]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("must differ"));
+    let missing = sp_receiver(dir.path(), &["--init", "--token-file", "/nonexistent/token"]);
+    assert_eq!(missing.status.code(), Some(2));
+    let short = dir.path().join("short");
+    write_secret(&short, "abc");
+    assert_eq!(sp_receiver(dir.path(), &["--init", "--token-file", short.to_str().unwrap()]).status.code(), Some(2));
+}
+
+#[test]
+fn state_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = SpReceiver::start(dir.path(), &["--prompt-expiry-s", "600"]);
+    let sender = bearer(TOKEN);
+    let ev = json!({"protocol":1,"id":ulid::Ulid::new().to_string(),"type":"session.started","time":now_ms(),"tier":0,
+        "harness":{"name":"codex"},"session":{"id":"s1","seq":0,"cwd":"~/src/app"},"privacy":{"rulesets":[],"pii":false},
+        "data":{"source":"startup"}});
+    let resp = post_json(&format!("{}/api/sessionpipe/v1/events", r.url), &[("authorization", &sender)], &json!({"events":[ev]}));
+    assert_eq!(resp.json(), json!({"accepted":1,"duplicates":0,"rejected":[],"max_tier":3}));
+    let m = post_json(&format!("{}/page/api/enqueue", r.url), &[("authorization", &bearer(LOGIN))],
+        &json!({"session":"codex:s1","message":{"kind":"prompt","text":"after the restart"}})).json();
+    let at = time::OffsetDateTime::parse(m["at"].as_str().unwrap(), &time::format_description::well_known::Rfc3339).unwrap();
+    let exp = time::OffsetDateTime::parse(m["expires_at"].as_str().unwrap(), &time::format_description::well_known::Rfc3339).unwrap();
+    assert_eq!((exp - at).whole_seconds(), 600, "--prompt-expiry-s");
+    assert_eq!(r.stop(), Some(0), "SIGTERM stops it cleanly: {}", r.log());
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(dir.path().join("receiver.db")).unwrap().permissions().mode() & 0o777, 0o600);
+
+    let r = SpReceiver::start(dir.path(), &[]);
+    let poll = get(&format!("{}/api/sessionpipe/v1/control?session=codex:s1&wait=0", r.url), &[("authorization", &sender)]);
+    assert_eq!(poll.status, 200);
+    assert_eq!(poll.json()["messages"], json!([m]));
+    // The event is remembered: a resend is a duplicate, and the page still shows the session.
+    let resp = post_json(&format!("{}/api/sessionpipe/v1/events", r.url), &[("authorization", &sender)], &json!({"events":[ev]}));
+    assert_eq!(resp.json()["duplicates"], 1);
+    let state = get(&format!("{}/page/api/state", r.url), &[("authorization", &bearer(LOGIN))]).json();
+    assert_eq!(state["sessions"][0]["key"], "codex:s1");
+    assert_eq!(state["sessions"][0]["cwd"], "~/src/app");
+    assert_eq!(state["sessions"][0]["messages"][0]["status"], "sent");
+    // The database reads plainly.
+    let db = rusqlite::Connection::open(dir.path().join("receiver.db")).unwrap();
+    let kind: String = db.query_row("select kind from queue", [], |r| r.get(0)).unwrap();
+    assert_eq!(kind, "prompt");
+}
+
+// ---------------------------------------------------------------------------------------
+// 1 and 2. The browser test
+// ---------------------------------------------------------------------------------------
+
+fn missing_browser_deps() -> Option<String> {
+    let how = "install them with: sudo scripts/test-deps.sh (apt-get install chromium, npm ci in tests/browser)";
+    if !Path::new("/usr/bin/chromium").exists() {
+        return Some(format!("/usr/bin/chromium is missing; {how}"));
+    }
+    match Command::new("node").arg("-p").arg("process.versions.node.split('.')[0]").output() {
+        Ok(o) if o.status.success() => {
+            let major: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or(0);
+            if major < 20 {
+                return Some(format!("Node.js {major} is too old (20 or later needed); {how}"));
+            }
+        }
+        _ => return Some(format!("node is not on PATH; {how}")),
+    }
+    if !Path::new(BROWSER_DIR).join("node_modules/playwright-core/package.json").exists() {
+        return Some(format!("tests/browser/node_modules/playwright-core is missing; {how}"));
+    }
+    None
+}
+
+/// The driver process (`tests/browser/driver.mjs`).
+struct Browser {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Browser {
+    fn launch() -> Browser {
+        if let Some(why) = missing_browser_deps() {
+            panic!("the browser test cannot run: {why}");
+        }
+        let mut child = Command::new("node")
+            .arg(Path::new(BROWSER_DIR).join("driver.mjs"))
+            .current_dir(BROWSER_DIR)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting node (see scripts/test-deps.sh)");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut b = Browser { child, stdin, stdout };
+        let v = b.call(json!({"op": "launch", "width": 390, "height": 844, "scale": 2}));
+        eprintln!("chromium {}", v["version"]);
+        b
+    }
+
+    fn try_call(&mut self, cmd: Value) -> Result<Value, Value> {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{cmd}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("driver said {line:?}: {e}"));
+        if v["ok"] == true {
+            Ok(v)
+        } else {
+            Err(v)
+        }
+    }
+
+    fn call(&mut self, cmd: Value) -> Value {
+        let shown = cmd.to_string();
+        self.try_call(cmd).unwrap_or_else(|e| {
+            panic!("browser: {shown} failed: {}\n--- page text ---\n{}", e["error"], e["page"].as_str().unwrap_or(""))
+        })
+    }
+
+    fn wait(&mut self, selector: &str) {
+        self.call(json!({"op": "wait", "selector": selector, "timeout": 30000}));
+    }
+    fn gone(&mut self, selector: &str) {
+        self.call(json!({"op": "wait", "selector": selector, "state": "detached", "timeout": 30000}));
+    }
+    fn text(&mut self, selector: &str) -> String {
+        self.call(json!({"op": "text", "selector": selector}))["text"].as_str().unwrap().to_owned()
+    }
+    fn click(&mut self, selector: &str) {
+        self.call(json!({"op": "click", "selector": selector}));
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        if wait_timeout(&mut self.child, Duration::from_secs(15)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A machine: temp HOME and state, a config whose one sink is the sp-receiver with control on.
+struct Machine {
+    home: PathBuf,
+    config: PathBuf,
+    state: PathBuf,
+    sync: Option<Child>,
+}
+
+impl Machine {
+    fn new(dir: &Path, receiver: &SpReceiver, token_file: &Path) -> Machine {
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let config = home.join(".config/sessionpipe/config.json");
+        std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+        let sink = json!({"sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": true, "token_file": token_file}]});
+        std::fs::write(&config, serde_json::to_string_pretty(&sink).unwrap()).unwrap();
+        set_mode(&config, 0o600);
+        Machine { state: home.join(".local/state/sessionpipe"), home, config, sync: None }
+    }
+
+    fn cmd(&self, name: &str) -> Command {
+        let mut c = Command::new(bin(name));
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("SESSIONPIPE_CONFIG", &self.config)
+            .env("SESSIONPIPE_STATE_DIR", &self.state)
+            .env("SESSIONPIPE_LOG", "debug")
+            .env("SESSIONPIPE_NO_SPAWN", "1")
+            .current_dir(&self.home);
+        c
+    }
+
+    fn start_sync(&mut self) {
+        let mut c = self.cmd("sp-sync");
+        c.arg("--daemon").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        self.sync = Some(c.spawn().unwrap());
+    }
+
+    fn hook(&self, name: &str, stdin: &Value) -> std::process::Output {
+        let mut c = self.cmd(name);
+        c.args(["--harness", "claude-code"]);
+        run_with_stdin(c, stdin.to_string().as_bytes())
+    }
+
+    fn spawn_hook(&self, name: &str, stdin: &Value) -> Child {
+        let mut c = self.cmd(name);
+        c.args(["--harness", "claude-code"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(stdin.to_string().as_bytes()).unwrap();
+        child
+    }
+
+    /// Whether the sender's store holds message `id`.
+    fn has_message(&self, id: &str) -> bool {
+        let Ok(db) = rusqlite::Connection::open(self.state.join("control.db")) else { return false };
+        let _ = db.busy_timeout(Duration::from_secs(5));
+        db.query_row("select count(*) from messages where id = ?1", [id], |r| r.get::<_, i64>(0))
+            .map(|n| n == 1)
+            .unwrap_or(false)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.state.join("sp.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.sync.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            if wait_timeout(&mut c, Duration::from_secs(20)).is_none() {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn a_person_answers_from_the_page_in_headless_chromium() {
+    // Fail (never skip) when the browser cannot run, naming the script that installs it.
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
+    let mut machine = Machine::new(dir.path(), &receiver, &dir.path().join("receiver/token"));
+    machine.start_sync();
+    let key = format!("claude-code:{CC_SESSION}");
+    let card = format!("article[data-session=\"{key}\"]");
+    let attention = format!("[data-attention=\"{CC_PERMISSION_ID}\"]");
+
+    let mut b = Browser::launch();
+    // The page wants the login token: the login form, answered 401.
+    let first = b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    assert_eq!(first["status"], 401);
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait("#conn[data-state=\"live\"]");
+    let cookies = b.call(json!({"op": "cookies"}))["cookies"].clone();
+    let c = &cookies.as_array().unwrap()[0];
+    assert_eq!(c["httpOnly"], true);
+    assert_eq!(c["sameSite"], "Strict");
+
+    // Another session, so the phone shows more than one.
+    let mut other = payload(CC_STOP);
+    other["session_id"] = json!("3f2a9c1e-other-session");
+    other["hook_event_name"] = json!("SessionStart");
+    other["source"] = json!("startup");
+    other["cwd"] = json!(format!("{}/src/website", machine.home.display()));
+    assert!(machine.hook("sp-event", &other).status.success());
+
+    // 1. A Claude Code PermissionRequest hook waits; the prompt appears on the page.
+    // The recorded payloads' cwd is another machine's; put the session in this HOME.
+    let mut ask = payload(CC_PERMISSION);
+    ask["cwd"] = json!(format!("{}/src/api", machine.home.display()));
+    let hook = machine.spawn_hook("sp-permission", &ask);
+    b.wait(&attention);
+    let shown = b.text(&attention);
+    assert!(shown.contains("Bash"), "{shown}");
+    assert!(shown.contains("echo hi > out.txt"), "{shown}");
+    assert_eq!(b.text(&format!("{card} .state")), "needs you");
+    b.wait("article[data-session=\"claude-code:3f2a9c1e-other-session\"]");
+
+    // 2. The phone-width screenshot with the open prompt.
+    std::fs::create_dir_all(Path::new(SCREENSHOT).parent().unwrap()).unwrap();
+    b.call(json!({"op": "screenshot", "path": SCREENSHOT}));
+    let png = std::fs::read(SCREENSHOT).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    assert_eq!(width, 780, "390 CSS px at 2x");
+
+    // Allow: the hook prints allow; the page shows delivered and the prompt is gone.
+    b.click(&format!("{attention} button.allow"));
+    let out = finish(hook, Duration::from_secs(30));
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), format!("{ALLOW}\n"), "log: {}", machine.log());
+    b.gone(&attention);
+    let answer = format!("{card} li.msg[data-kind=\"permission.answer\"]");
+    b.wait(&format!("{answer}[data-status=\"delivered\"]"));
+    let line = b.text(&answer);
+    assert!(line.contains("Allow Bash") && line.contains("delivered"), "{line}");
+    assert_ne!(b.text(&format!("{card} .state")), "needs you");
+
+    // A prompt queued on the page is delivered at the next Stop.
+    let text = "please also update the changelog";
+    b.call(json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}));
+    b.click(&format!("{card} button.queue"));
+    let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
+    b.wait(&format!("{prompt}[data-status=\"sent\"]"));
+    let id = b.call(json!({"op": "attr", "selector": prompt, "name": "data-message"}))["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(until(Duration::from_secs(15), || machine.has_message(&id)), "sp-sync stored {id}");
+    let out = machine.hook("sp-stop", &payload(CC_STOP));
+    let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    assert_eq!(v["decision"], "block");
+    assert!(v["reason"].as_str().unwrap().ends_with(text), "{v}");
+    b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
+    assert!(b.text(&prompt).contains(text));
+
+    // Stop on a Claude Code session: unsupported (it has no API to stop a turn).
+    b.click(&format!("{card} button.stop"));
+    let cancel = format!("{card} li.msg[data-kind=\"cancel\"]");
+    b.wait(&format!("{cancel}[data-status=\"unsupported\"]"));
+    assert!(b.text(&cancel).contains("claude-code"), "the detail names the harness");
+    assert!(receiver.log().contains("listening on"));
+    // For a look after the fact (not part of the docs).
+    let after = concat!(env!("CARGO_TARGET_TMPDIR"), "/receiver-page-after.png");
+    b.call(json!({"op": "screenshot", "path": after, "fullPage": true}));
+}
