@@ -12,3 +12,5 @@ pub mod harness;
 pub mod hook;
 pub mod sync;
 pub mod receiver;
+pub mod setup;
+pub mod cli;

@@ -4,6 +4,7 @@ mod api;
 mod hooks;
 mod schema;
 mod sync;
+pub mod status;
 
 pub use api::{ApiMessage, ApiSession};
 pub use hooks::{Answer, PromptClaim, SessionRef};

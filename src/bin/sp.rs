@@ -1,0 +1,25 @@
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    // `sp queue | head` should end quietly, as any Unix filter does, not panic on EPIPE.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    spctl::logging::init("sp");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match spctl::cli::run(args) {
+        Ok(spctl::cli::Done::Ok) => ExitCode::SUCCESS,
+        Ok(spctl::cli::Done::Problems) => ExitCode::from(1),
+        Err(e) => {
+            if e.downcast_ref::<spctl::cli::Usage>().is_some() {
+                eprintln!("sp: {e}; see sp --help");
+                ExitCode::from(2)
+            } else {
+                eprintln!("sp: {e:#}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}

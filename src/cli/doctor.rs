@@ -1,0 +1,356 @@
+//! `sp doctor`: every check a person would make by hand, each finding with how to fix it.
+use super::{show, Done, DB_BUSY};
+use crate::config::Config;
+use crate::harness::SP_EVENT;
+use crate::setup::{self, cron, Registration};
+use crate::sync::http::Client;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Ok,
+    Info,
+    Warn,
+    Fail,
+}
+
+struct Findings(Vec<(Level, String, Option<String>)>);
+
+impl Findings {
+    fn add(&mut self, level: Level, text: impl Into<String>, fix: Option<String>) {
+        let text = text.into();
+        let tag = match level {
+            Level::Ok => "[ok]  ",
+            Level::Info => "[info]",
+            Level::Warn => "[warn]",
+            Level::Fail => "[FAIL]",
+        };
+        println!("{tag} {text}");
+        if let Some(f) = &fix {
+            println!("       fix: {f}");
+        }
+        self.0.push((level, text, fix));
+    }
+    fn ok(&mut self, t: impl Into<String>) {
+        self.add(Level::Ok, t, None)
+    }
+    fn info(&mut self, t: impl Into<String>) {
+        self.add(Level::Info, t, None)
+    }
+    fn warn(&mut self, t: impl Into<String>, fix: impl Into<String>) {
+        self.add(Level::Warn, t, Some(fix.into()))
+    }
+    fn fail(&mut self, t: impl Into<String>, fix: impl Into<String>) {
+        self.add(Level::Fail, t, Some(fix.into()))
+    }
+}
+
+/// Our binaries sit beside `sp`.
+fn bin_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+pub fn doctor() -> anyhow::Result<Done> {
+    let mut f = Findings(Vec::new());
+    let config = check_config(&mut f);
+    if let Some(c) = &config {
+        check_sinks(&mut f, c);
+    }
+    check_harnesses(&mut f, config.as_ref());
+    check_schedule(&mut f);
+    check_database(&mut f);
+    check_latency(&mut f);
+    let fails = f.0.iter().filter(|x| x.0 == Level::Fail).count();
+    let warns = f.0.iter().filter(|x| x.0 == Level::Warn).count();
+    println!();
+    if fails == 0 {
+        println!("No problems found{}.", if warns > 0 { format!(" ({warns} warning(s))") } else { String::new() });
+        Ok(Done::Ok)
+    } else {
+        println!("{fails} problem(s) found{}.", if warns > 0 { format!(", {warns} warning(s)") } else { String::new() });
+        Ok(Done::Problems)
+    }
+}
+
+fn check_config(f: &mut Findings) -> Option<Config> {
+    let path = crate::paths::config_file();
+    let shown = show(&path);
+    if !path.exists() {
+        f.warn(
+            format!("config {shown} does not exist: no sink, so nothing leaves this machine"),
+            "add a receiver: sp sink add URL --token-file FILE --control",
+        );
+        return Config::load_from(&path).ok();
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::metadata(&path) {
+            let mode = m.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                f.fail(
+                    format!("config {shown} is readable by others (mode {mode:o}); it names receivers and tokens"),
+                    format!("chmod 600 {}", path.display()),
+                );
+            } else {
+                f.ok(format!("config {shown} is private (mode {mode:o})"));
+            }
+        }
+    }
+    match Config::load_from(&path) {
+        Ok(c) => {
+            f.ok(format!("config loads: {} sink(s), {} with control", c.sinks.len(), c.control_sinks().count()));
+            if c.sinks.is_empty() {
+                f.warn("no sink configured", "sp sink add URL --token-file FILE --control");
+            }
+            Some(c)
+        }
+        Err(e) => {
+            f.fail(format!("config does not load: {e:#}"), "correct the file as the message says (or rebuild it with sp sink add)");
+            None
+        }
+    }
+}
+
+fn check_sinks(f: &mut Findings, config: &Config) {
+    let client = Client::new();
+    let store = open_store();
+    for s in &config.sinks {
+        match s.bearer() {
+            Ok(t) if t.is_empty() => f.fail(format!("sink {}: the token is empty", s.name), "put the receiver's bearer token in the token file"),
+            Ok(_) => {}
+            Err(e) => f.fail(format!("sink {}: {e:#}", s.name), "make the token file readable by you, mode 600"),
+        }
+        match super::sink::fetch_wellknown(&client, &s.url) {
+            Err(e) => f.fail(
+                format!("sink {}: cannot read the receiver's well-known: {e:#}", s.name),
+                format!("check that {} is right and the receiver is up", s.url),
+            ),
+            Ok(found) => {
+                if s.control && found.discovered.control_url.is_none() {
+                    f.fail(
+                        format!(
+                            "sink {}: control is on in the config, but the receiver's well-known lacks control ({})",
+                            s.name,
+                            found.summary()
+                        ),
+                        format!(
+                            "turn control on at the receiver, or send it events only: sp sink remove {0} && sp sink add {1} --token-file FILE",
+                            s.name, s.url
+                        ),
+                    );
+                } else {
+                    f.ok(format!("sink {}: receiver answers ({})", s.name, found.summary()));
+                }
+                if s.tier > found.max_tier {
+                    f.warn(
+                        format!("sink {}: tier {} is above the receiver's max tier {}", s.name, s.tier, found.max_tier),
+                        format!("add it again with --tier {}", found.max_tier),
+                    );
+                }
+            }
+        }
+        if let Some(st) = store.as_ref().and_then(|st| st.sink_state(&s.name).ok().flatten()) {
+            if let Some(why) = st.control_paused.as_ref().or(st.events_paused.as_ref()) {
+                f.fail(
+                    format!("sink {}: sp-sync paused it: {why}", s.name),
+                    "fix the token (or tier) in the config; a changed config lifts the pause",
+                );
+            }
+        }
+    }
+}
+
+fn check_harnesses(f: &mut Findings, config: Option<&Config>) {
+    let bin = bin_dir();
+    let default = Config::default();
+    let config = config.unwrap_or(&default);
+    let mut any = false;
+    for t in setup::targets() {
+        let name = t.harness.name();
+        let file = show(&t.file);
+        match setup::inspect(&t, &bin, config) {
+            Registration::NotInstalled => {}
+            Registration::Malformed(m) => {
+                any = true;
+                f.fail(format!("{name}: {m}"), format!("fix {file} by hand, then run: sp setup install"));
+            }
+            Registration::Found { changes, programs } => {
+                any = true;
+                if programs.is_empty() {
+                    f.warn(format!("{name} is installed but {file} has none of our hooks"), "sp setup install (or ./install.sh)");
+                    continue;
+                }
+                let broken: Vec<String> =
+                    programs.iter().filter(|p| !cron::is_executable(p)).map(|p| p.display().to_string()).collect();
+                if !broken.is_empty() {
+                    f.fail(
+                        format!("{name}: hooks in {file} point at missing binaries: {}", broken.join(", ")),
+                        "reinstall with ./install.sh, or sp setup install from the folder the binaries are in",
+                    );
+                } else if changes.is_empty() {
+                    f.ok(format!("{name}: our hooks are in {file}"));
+                } else {
+                    let mut what = Vec::new();
+                    what.extend(changes.added.iter().map(|a| format!("missing {a}")));
+                    what.extend(changes.updated.iter().map(|a| format!("differs: {a}")));
+                    what.extend(changes.removed.iter().map(|a| format!("extra {a}")));
+                    f.warn(format!("{name}: {file}: {}", what.join("; ")), "sp setup install (see what it would do with --dry-run)");
+                }
+                if setup::gemini_hooks_disabled(&t) {
+                    f.fail(
+                        format!("{name}: hooks are turned off in {file}"),
+                        "set \"hooksConfig\": {\"enabled\": true} in that file",
+                    );
+                }
+            }
+        }
+    }
+    if !any {
+        f.info("no harness installed (none of their config folders exists)");
+    }
+}
+
+fn check_schedule(f: &mut Findings) {
+    let sync = bin_dir().join("sp-sync");
+    match cron::current_line() {
+        Ok(Some(line)) => {
+            let prog = line.split_whitespace().find(|w| w.ends_with("sp-sync") || w.ends_with("sp-sync'"));
+            let prog = prog.and_then(crate::setup::json::first_word).map(PathBuf::from);
+            match prog {
+                Some(p) if !cron::is_executable(&p) => f.fail(
+                    format!("the crontab line runs {}, which is missing", p.display()),
+                    "sp setup install (or ./install.sh)",
+                ),
+                _ => f.ok("the crontab runs sp-sync every minute"),
+            }
+        }
+        Ok(None) => f.warn(
+            "no crontab line for sp-sync: acks and events wait until a hook starts sp-sync",
+            format!("sp setup install, or add this line with crontab -e:  {}", cron::line(&sync)),
+        ),
+        Err(_) => match cron::alternative_installed() {
+            Some(p) => f.ok(format!("no crontab; sp-sync is scheduled by {}", show(&p))),
+            None => f.warn(
+                "no crontab on this machine and no systemd timer or launchd agent for sp-sync",
+                "run sp setup install and follow what it prints for the timer",
+            ),
+        },
+    }
+}
+
+fn open_store() -> Option<crate::store::Store> {
+    let db = crate::paths::database_file();
+    if !db.exists() {
+        return None;
+    }
+    crate::store::open(&db, DB_BUSY).ok()
+}
+
+fn check_database(f: &mut Findings) {
+    let db = crate::paths::database_file();
+    let shown = show(&db);
+    if !db.exists() {
+        f.info(format!("no database yet at {shown}: the first hook creates it"));
+        return;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::metadata(&db) {
+            let mode = m.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                f.warn(format!("database {shown} is readable by others (mode {mode:o})"), format!("chmod 600 {}", db.display()));
+            }
+        }
+    }
+    match crate::store::open(&db, DB_BUSY) {
+        Err(e) => f.fail(
+            format!("cannot open the database {shown}: {e:#}"),
+            format!("move it aside (mv {0} {0}.broken); the next hook starts a fresh one", db.display()),
+        ),
+        Ok(store) => match store.integrity_check() {
+            Ok(r) if r == "ok" => f.ok(format!(
+                "database {shown} passes the integrity check (schema {})",
+                store.schema_version().unwrap_or(0)
+            )),
+            Ok(r) => f.fail(
+                format!("database {shown} fails the integrity check: {r}"),
+                format!("move it aside (mv {0} {0}.broken); the next hook starts a fresh one", db.display()),
+            ),
+            Err(e) => f.fail(format!("cannot check the database {shown}: {e:#}"), "see the log in the state folder"),
+        },
+    }
+}
+
+/// Runs: one warm-up (it creates the database), then the measured ones.
+const LATENCY_RUNS: usize = 20;
+/// The protocol's budget for a hook that does not wait.
+const LATENCY_BUDGET_MS: u128 = 150;
+
+/// Times `sp-event --harness claude-code` on a SessionStart in a throwaway state folder, as
+/// a harness would run it, and reports the median.
+fn check_latency(f: &mut Findings) {
+    let exe = bin_dir().join(SP_EVENT);
+    if !cron::is_executable(&exe) {
+        f.fail(format!("cannot measure hook latency: {} is missing", exe.display()), "reinstall with ./install.sh");
+        return;
+    }
+    let tmp = std::env::temp_dir().join(format!("sp-doctor-{}-{}", std::process::id(), crate::clock::now_ms()));
+    let result = measure(&exe, &tmp);
+    let _ = std::fs::remove_dir_all(&tmp);
+    match result {
+        Err(e) => f.fail(format!("hook latency: {} failed: {e:#}", exe.display()), "see the log, or run it by hand with --help"),
+        Ok(mut times) => {
+            times.sort();
+            let median = times[times.len() / 2];
+            let ms = median.as_secs_f64() * 1000.0;
+            let text = format!("hook latency: median {ms:.1} ms over {} runs of sp-event (SessionStart)", times.len());
+            if median.as_millis() > LATENCY_BUDGET_MS {
+                f.warn(
+                    format!("{text}, above the {LATENCY_BUDGET_MS} ms budget"),
+                    "check the disk the state folder is on, and that no other process holds the database",
+                );
+            } else {
+                f.ok(text);
+            }
+        }
+    }
+}
+
+fn measure(exe: &Path, tmp: &Path) -> anyhow::Result<Vec<Duration>> {
+    std::fs::create_dir_all(tmp)?;
+    let payload = serde_json::json!({
+        "session_id": "sp-doctor-latency",
+        "transcript_path": "/dev/null",
+        "cwd": tmp,
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    })
+    .to_string();
+    let mut times = Vec::with_capacity(LATENCY_RUNS);
+    for i in 0..=LATENCY_RUNS {
+        let mut c = Command::new(exe);
+        c.args(["--harness", "claude-code"])
+            .env("SESSIONPIPE_STATE_DIR", tmp)
+            .env("SESSIONPIPE_CONFIG", tmp.join("no-config.json"))
+            .env("SESSIONPIPE_NO_SPAWN", "1")
+            .env("SESSIONPIPE_LOG", "warn")
+            .current_dir(tmp);
+        let start = Instant::now();
+        let (ok, _, err) = setup::run_command(c, Some(&payload), Duration::from_secs(10))?;
+        let took = start.elapsed();
+        if !ok {
+            anyhow::bail!("exit status not 0: {}", err.trim());
+        }
+        if i > 0 {
+            times.push(took);
+        }
+    }
+    Ok(times)
+}

@@ -1,0 +1,325 @@
+//! `sp sink add|list|remove`: edits the config (DECISIONS 19), always whole and 0600.
+use super::{show, usage, Done};
+use crate::config::{self, Config};
+use crate::sync::http::Client;
+use crate::wire::wellknown::{self, Discovered, WellKnown};
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Map, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const WELLKNOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct AddOptions {
+    pub url: String,
+    pub token_file: Option<String>,
+    pub control: bool,
+    pub tier: u8,
+    pub name: Option<String>,
+    pub no_check: bool,
+}
+
+/// What a receiver's `/.well-known/sessionpipe` says.
+pub struct Found {
+    pub url: String,
+    pub capabilities: Vec<String>,
+    pub max_tier: u8,
+    pub discovered: Discovered,
+}
+
+impl Found {
+    pub fn summary(&self) -> String {
+        format!(
+            "protocol 1, max tier {}, capabilities: {}",
+            self.max_tier,
+            if self.capabilities.is_empty() { "none".into() } else { self.capabilities.join(", ") }
+        )
+    }
+}
+
+/// Fetches and reads the well-known document (connect and total timeouts via the client).
+pub fn fetch_wellknown(client: &Client, sink_url: &str) -> Result<Found> {
+    let url = wellknown::url_for(sink_url);
+    let reply = client.get(&url, None, WELLKNOWN_TIMEOUT).map_err(|e| anyhow::anyhow!("GET {url}: {e}"))?;
+    if reply.status != 200 {
+        bail!("GET {url} answered {}", reply.status);
+    }
+    let raw: WellKnown = serde_json::from_str(&reply.body)
+        .with_context(|| format!("GET {url}: not a sessionpipe well-known document"))?;
+    let discovered = wellknown::parse(sink_url, &reply.body).with_context(|| format!("GET {url}"))?;
+    Ok(Found { url, capabilities: raw.capabilities, max_tier: raw.max_tier, discovered })
+}
+
+/// `https://phone.example.com/x` → `phone-example-com`; `-2`, `-3`, … when taken.
+pub fn derive_name(url: &str, taken: &[String]) -> String {
+    let origin = wellknown::origin(url);
+    let authority = origin.split("://").nth(1).unwrap_or(origin);
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
+    };
+    let loopback = matches!(host, "::1" | "localhost") || host.starts_with("127.");
+    let host = if loopback { "localhost" } else { host };
+    let mut name = String::new();
+    for c in host.to_ascii_lowercase().chars() {
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' { c } else { '-' };
+        if !(c == '-' && (name.is_empty() || name.ends_with('-'))) {
+            name.push(c);
+        }
+    }
+    let mut name = name.trim_end_matches('-').to_string();
+    name.truncate(36);
+    let name = name.trim_end_matches('-').to_string();
+    let base = if name.is_empty() { "sink".to_string() } else { name };
+    let mut candidate = base.clone();
+    let mut n = 2;
+    while taken.contains(&candidate) {
+        candidate = format!("{base}-{n}");
+        n += 1;
+    }
+    candidate
+}
+
+fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 40
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !ok {
+        return usage(format!("--name {name:?}: use 1-40 of a-z, 0-9, '-', '_'"));
+    }
+    Ok(())
+}
+
+/// The config file as JSON, keeping whatever else it holds; `{"sinks":[]}` when absent.
+fn read_raw(path: &Path) -> Result<Map<String, Value>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read config {}", path.display())),
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => bail!("config {} is not a JSON object; fix it by hand first", path.display()),
+        Err(e) => bail!("config {} is not valid JSON ({e}); fix it by hand first", path.display()),
+    }
+}
+
+/// Writes the config whole: a 0600 temp file beside it, loaded back with the same checks
+/// every program makes, then renamed over the old one. A config that would not load is
+/// never put in place.
+fn write_config(path: &Path, config: &Map<String, Value>) -> Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let tmp = dir.join(format!(".config.json.sp-tmp-{}", std::process::id()));
+    let result = (|| -> Result<()> {
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        let mut f = o.open(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut text = serde_json::to_string_pretty(config)?;
+        text.push('\n');
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        drop(f);
+        Config::load_from(&tmp).context("the changed config would not load, so it was not saved")?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(unix)]
+fn mode_of(p: &Path) -> Result<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    Ok(std::fs::metadata(p)?.permissions().mode() & 0o777)
+}
+
+/// The token file, made absolute, after checking it can serve as one.
+fn token_file(f: &str) -> Result<PathBuf> {
+    let path = std::fs::canonicalize(f).with_context(|| format!("token file {f}: cannot open it"))?;
+    #[cfg(unix)]
+    {
+        let mode = mode_of(&path)?;
+        if mode & 0o077 != 0 {
+            bail!(
+                "token file {} is readable by others (mode {mode:o}); fix with: chmod 600 {}",
+                path.display(),
+                path.display()
+            );
+        }
+    }
+    let token = std::fs::read_to_string(&path).with_context(|| format!("cannot read token file {}", path.display()))?;
+    if token.trim().is_empty() {
+        bail!("token file {} is empty; put the receiver's bearer token in it", path.display());
+    }
+    Ok(path)
+}
+
+pub fn add(o: AddOptions) -> Result<Done> {
+    let path = crate::paths::config_file();
+    config::check_url(&o.url).with_context(|| format!("cannot add {}", o.url))?;
+    let Some(token_file_arg) = &o.token_file else {
+        return usage("sp sink add needs --token-file FILE (a file holding the receiver's bearer token, mode 600)");
+    };
+    let token_file = token_file(token_file_arg)?;
+    // The current config must load before we add to it.
+    let current = Config::load_from(&path)?;
+    let taken: Vec<String> = current.sinks.iter().map(|s| s.name.clone()).collect();
+    if let Some(s) = current.sinks.iter().find(|s| s.url.trim_end_matches('/') == o.url.trim_end_matches('/')) {
+        bail!(
+            "sink {:?} already has the URL {}; to change it run: sp sink remove {} and add it again",
+            s.name,
+            o.url,
+            s.name
+        );
+    }
+    let name = match &o.name {
+        Some(n) => {
+            check_name(n)?;
+            if taken.contains(n) {
+                bail!("a sink named {n:?} exists; choose another --name or sp sink remove {n}");
+            }
+            n.clone()
+        }
+        None => derive_name(&o.url, &taken),
+    };
+    let mut tier = o.tier;
+    if o.no_check {
+        println!("Not checking {} (--no-check).", wellknown::url_for(&o.url));
+    } else {
+        match fetch_wellknown(&Client::new(), &o.url) {
+            Ok(found) => {
+                println!("Receiver {}: {}.", found.url, found.summary());
+                if o.control && found.discovered.control_url.is_none() {
+                    bail!(
+                        "the receiver does not offer control (its well-known lists capabilities: {}), so control was not \
+                         enabled and nothing was saved; add it without --control to send events only, or turn control on \
+                         at the receiver first",
+                        found.capabilities.join(", ")
+                    );
+                }
+                if tier > found.max_tier {
+                    println!("It accepts events up to tier {}; using tier {} instead of {tier}.", found.max_tier, found.max_tier);
+                    tier = found.max_tier;
+                }
+            }
+            Err(e) if o.control => bail!(
+                "cannot check the receiver before enabling control: {e:#}. Check the URL and that the receiver is up, \
+                 or pass --no-check to add it unchecked"
+            ),
+            Err(e) => println!("Warning: cannot read the receiver's well-known ({e:#}); adding it anyway."),
+        }
+    }
+    let mut raw = read_raw(&path)?;
+    let sinks = raw.entry("sinks").or_insert_with(|| Value::Array(Vec::new()));
+    let Some(list) = sinks.as_array_mut() else {
+        bail!("config {}: \"sinks\" is not a list; fix it by hand first", path.display());
+    };
+    list.push(json!({
+        "name": name,
+        "url": o.url,
+        "tier": tier,
+        "control": o.control,
+        "token_file": token_file.to_string_lossy(),
+    }));
+    write_config(&path, &raw)?;
+    println!(
+        "Added sink {name:?} ({}, tier {tier}, control {}) to {}.",
+        o.url,
+        if o.control { "on" } else { "off" },
+        show(&path)
+    );
+    if o.control {
+        println!("sp-sync polls it for every live session; run `sp doctor` to check the whole set-up.");
+    }
+    Ok(Done::Ok)
+}
+
+pub fn list(json_out: bool) -> Result<Done> {
+    let config = Config::load()?;
+    if json_out {
+        let sinks: Vec<Value> = config
+            .sinks
+            .iter()
+            .map(|s| {
+                json!({
+                    "name": s.name, "url": s.url, "tier": s.tier, "control": s.control,
+                    "token_file": s.token_file, "token_in_config": s.token.is_some(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&json!({"config": config.path, "sinks": sinks}))?);
+        return Ok(Done::Ok);
+    }
+    if config.sinks.is_empty() {
+        println!("No sinks in {}. Add one with: sp sink add URL --token-file FILE [--control]", show(&config.path));
+        return Ok(Done::Ok);
+    }
+    println!("{:<20} {:<5} {:<8} {:<40} TOKEN", "NAME", "TIER", "CONTROL", "URL");
+    for s in &config.sinks {
+        let token = match (&s.token_file, &s.token) {
+            (Some(f), _) => show(f),
+            (None, Some(_)) => "in config".into(),
+            _ => "none".into(),
+        };
+        println!(
+            "{:<20} {:<5} {:<8} {:<40} {token}",
+            s.name,
+            s.tier,
+            if s.control { "on" } else { "off" },
+            s.url
+        );
+    }
+    Ok(Done::Ok)
+}
+
+pub fn remove(name: &str) -> Result<Done> {
+    let path = crate::paths::config_file();
+    let mut raw = read_raw(&path)?;
+    let names: Vec<String> = raw
+        .get("sinks")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_string)).collect())
+        .unwrap_or_default();
+    if !names.iter().any(|n| n == name) {
+        bail!(
+            "no sink named {name:?} in {}; the sinks are: {}",
+            show(&path),
+            if names.is_empty() { "none".into() } else { names.join(", ") }
+        );
+    }
+    if let Some(list) = raw.get_mut("sinks").and_then(Value::as_array_mut) {
+        list.retain(|s| s.get("name").and_then(Value::as_str) != Some(name));
+    }
+    write_config(&path, &raw)?;
+    println!("Removed sink {name:?} from {}.", show(&path));
+    Ok(Done::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn names_from_hosts() {
+        assert_eq!(derive_name("https://Phone.Example.com/x", &[]), "phone-example-com");
+        assert_eq!(derive_name("http://127.0.0.1:8080/", &[]), "localhost");
+        assert_eq!(derive_name("http://[::1]:9/", &[]), "localhost");
+        assert_eq!(derive_name("https://user@10.1.2.3:443", &[]), "10-1-2-3");
+        assert_eq!(derive_name("https://a.b", &["a-b".into(), "a-b-2".into()]), "a-b-3");
+        let long = derive_name(&format!("https://{}.com", "x".repeat(80)), &[]);
+        assert!(long.len() <= 40);
+    }
+}

@@ -1,0 +1,479 @@
+//! install.sh against a temp HOME holding other tools' hooks: ours are merged in with the
+//! right timeouts, theirs are left as they were, a second run changes nothing, and
+//! `--uninstall` gives back the original files byte for byte. The crontab is a stand-in.
+use serde_json::{json, Value};
+use spctl::config::Config;
+use spctl::setup;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const OUR_BINARIES: &[&str] = &["sp", "sp-sync", "sp-permission", "sp-stop", "sp-event"];
+
+struct Home {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    prefix: PathBuf,
+    crontab_file: PathBuf,
+    crontab: PathBuf,
+}
+
+/// What the user had before: other tools' hooks in four harnesses, each in its own style.
+const CLAUDE: &str = r#"{
+  "model": "opus",
+  "permissions": {
+    "allow": [
+      "Bash(git status)"
+    ]
+  },
+  "hooks": {
+    "PermissionRequest": [
+      {
+        "matcher": "Bash",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "/opt/guard/bin/guard check",
+            "timeout": 5
+          }
+        ]
+      }
+    ],
+    "Stop": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "notify-send done"
+          }
+        ]
+      }
+    ]
+  }
+}
+"#;
+
+const CODEX: &str = r#"{
+    "hooks": {
+        "Stop": [
+            {
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": "python3 ~/.codex/hooks/log_stop.py",
+                        "timeout": 30
+                    }
+                ]
+            }
+        ]
+    }
+}"#;
+
+const GEMINI: &str = r#"{
+  "theme": "GitHub",
+  "hooksConfig": {
+    "enabled": true
+  },
+  "hooks": {
+    "BeforeTool": [
+      {
+        "matcher": "run_shell_command",
+        "hooks": [
+          {
+            "type": "command",
+            "name": "secret-scan",
+            "command": "$HOME/.gemini/hooks/scan.sh",
+            "timeout": 5000
+          }
+        ]
+      }
+    ],
+    "SessionStart": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "echo '{}'"
+          }
+        ]
+      }
+    ]
+  }
+}
+"#;
+
+const CURSOR: &str = "{\"version\":1,\"hooks\":{\"afterFileEdit\":[{\"command\":\"./hooks/format.sh\"}],\"stop\":[{\"command\":\"./hooks/audit.sh\",\"loop_limit\":3}]}}\n";
+
+const USER_CRON: &str = "MAILTO=me@example.com\n0 3 * * * /usr/bin/backup --nightly\n";
+
+fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_sp")).parent().unwrap().to_path_buf()
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let crontab_file = root.join("crontab.txt");
+        let crontab = root.join("fake-crontab");
+        // Behaves as crontab(1) does for -l, - and -r, on a file instead of the spool.
+        std::fs::write(
+            &crontab,
+            format!(
+                "#!/bin/sh\nf='{}'\ncase \"$1\" in\n  -l) if [ -f \"$f\" ]; then cat \"$f\"; else echo \"no crontab for $(id -un)\" >&2; exit 1; fi ;;\n  -) cat > \"$f\" ;;\n  -r) rm -f \"$f\" ;;\n  *) exit 2 ;;\nesac\n",
+                crontab_file.display()
+            ),
+        )
+        .unwrap();
+        set_mode(&crontab, 0o755);
+        Home { prefix: root.join("prefix"), _dir: dir, root, home, crontab_file, crontab }
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.home.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.home.join(rel)).unwrap()
+    }
+
+    fn json(&self, rel: &str) -> Value {
+        serde_json::from_str(&self.read(rel)).unwrap()
+    }
+
+    /// install.sh as a person runs it, but with the binaries cargo built for the tests.
+    fn install(&self, args: &[&str]) -> Output {
+        let mut c = Command::new("bash");
+        c.arg(format!("{ROOT}/install.sh"))
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &self.home)
+            .env("PREFIX", &self.prefix)
+            .env("SP_SKIP_BUILD", "1")
+            .env("SP_BUILD_DIR", bin_dir())
+            .env("SP_CRONTAB", &self.crontab)
+            .current_dir(&self.root)
+            .stdin(Stdio::null());
+        let out = c.output().unwrap();
+        eprintln!("--- install.sh {args:?}\n{}{}", text(&out.stdout), text(&out.stderr));
+        out
+    }
+
+    /// Every file under HOME plus the crontab, with its bytes.
+    fn snapshot(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        walk(&self.home, &mut out);
+        if let Ok(b) = std::fs::read(&self.crontab_file) {
+            out.insert(self.crontab_file.clone(), b);
+        }
+        out
+    }
+}
+
+fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.insert(p.clone(), std::fs::read(&p).unwrap());
+        }
+    }
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The handlers of ours for one event (Grouped layout), with the group's matcher.
+fn ours_grouped(v: &Value, event: &str) -> Vec<(Option<String>, Value)> {
+    let mut out = Vec::new();
+    for g in v["hooks"][event].as_array().cloned().unwrap_or_default() {
+        for h in g["hooks"].as_array().cloned().unwrap_or_default() {
+            if setup::json::our_binary(&h).is_some() {
+                out.push((g["matcher"].as_str().map(str::to_string), h));
+            }
+        }
+    }
+    out
+}
+
+/// Every event list of the original is still there, in order, at the front of the new list;
+/// every other top-level field is unchanged.
+fn assert_theirs_unchanged(before: &str, after: &Value) {
+    let before: Value = serde_json::from_str(before).unwrap();
+    for (k, v) in before.as_object().unwrap() {
+        if k != "hooks" {
+            assert_eq!(&after[k], v, "field {k} changed");
+        }
+    }
+    for (event, list) in before["hooks"].as_object().unwrap() {
+        let list = list.as_array().unwrap();
+        let now = after["hooks"][event].as_array().unwrap();
+        assert_eq!(&now[..list.len()], &list[..], "{event}: other tools' hooks changed");
+    }
+}
+
+#[test]
+fn install_merges_ours_keeps_theirs_is_idempotent_and_uninstall_restores() {
+    let h = Home::new();
+    h.write(".claude/settings.json", CLAUDE);
+    h.write(".codex/hooks.json", CODEX);
+    h.write(".gemini/settings.json", GEMINI);
+    h.write(".cursor/hooks.json", CURSOR);
+    std::fs::write(&h.crontab_file, USER_CRON).unwrap();
+    let original = h.snapshot();
+
+    let out = h.install(&[]);
+    assert!(out.status.success());
+    let bin = h.prefix.join("bin");
+    for b in OUR_BINARIES {
+        assert!(bin.join(b).is_file(), "{b} installed");
+    }
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("/hooks"), "the Codex trust step is spelled out: {stdout}");
+    assert!(stdout.contains("is not on your PATH"));
+
+    // Claude Code: exec form, 120 s wait + 10 s.
+    let claude = h.json(".claude/settings.json");
+    assert_theirs_unchanged(CLAUDE, &claude);
+    let perm = ours_grouped(&claude, "PermissionRequest");
+    assert_eq!(perm.len(), 1);
+    assert_eq!(perm[0].0, None, "our permission hook matches every tool");
+    assert_eq!(
+        perm[0].1,
+        json!({"type":"command","command":bin.join("sp-permission"),"args":["--harness","claude-code"],"timeout":130})
+    );
+    assert_eq!(ours_grouped(&claude, "Stop")[0].1["timeout"], 10);
+    for ev in ["SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "SessionEnd"] {
+        let e = ours_grouped(&claude, ev);
+        assert_eq!(e.len(), 1, "{ev}");
+        assert_eq!(e[0].1["command"], json!(bin.join("sp-event")));
+    }
+
+    // Codex: command strings, 30 s wait + 10 s, SessionEnd at its 3 s clamp.
+    let codex = h.json(".codex/hooks.json");
+    assert_theirs_unchanged(CODEX, &codex);
+    let p = ours_grouped(&codex, "PermissionRequest");
+    assert_eq!(p[0].1["command"], format!("{} --harness codex", bin.join("sp-permission").display()));
+    assert_eq!(p[0].1["timeout"], 40);
+    assert_eq!(ours_grouped(&codex, "SessionEnd")[0].1["timeout"], 3);
+    assert!(h.read(".codex/hooks.json").starts_with("{\n    \"hooks\": {\n        \"Stop\": ["), "Codex file keeps its 4-space indent");
+
+    // Gemini CLI: milliseconds; the permission notification only.
+    let gemini = h.json(".gemini/settings.json");
+    assert_theirs_unchanged(GEMINI, &gemini);
+    let n = ours_grouped(&gemini, "Notification");
+    assert_eq!(n[0].0.as_deref(), Some("ToolPermission"));
+    assert_eq!(n[0].1["timeout"], 10_000);
+    assert_eq!(ours_grouped(&gemini, "AfterAgent")[0].1["timeout"], 10_000);
+    assert_eq!(ours_grouped(&gemini, "SessionStart").len(), 1);
+
+    // Cursor: flat handlers, seconds.
+    let cursor = h.json(".cursor/hooks.json");
+    assert_theirs_unchanged(CURSOR, &cursor);
+    let shell = cursor["hooks"]["beforeShellExecution"].as_array().unwrap();
+    assert_eq!(shell, &vec![json!({"command": format!("{} --harness cursor", bin.join("sp-permission").display()), "timeout": 40})]);
+    assert_eq!(cursor["hooks"]["stop"].as_array().unwrap().len(), 2);
+    assert!(h.read(".cursor/hooks.json").starts_with("{\"version\":1,"), "a one-line file stays one line");
+
+    // Backups of the originals sit beside the files.
+    assert_eq!(h.read(".claude/settings.json.sp-backup"), CLAUDE);
+    assert_eq!(h.read(".codex/hooks.json.sp-backup"), CODEX);
+
+    // Cron: the user's lines kept, ours added once.
+    let cron = std::fs::read_to_string(&h.crontab_file).unwrap();
+    assert!(cron.starts_with(USER_CRON));
+    let ours: Vec<&str> = cron.lines().filter(|l| l.contains("sp-sync")).collect();
+    assert_eq!(ours, vec![format!("* * * * * {} >/dev/null 2>&1 # sessionpipe: sp-sync every minute", bin.join("sp-sync").display())]);
+
+    // A second run changes nothing at all.
+    let after_first = h.snapshot();
+    let binaries_before: Vec<_> = OUR_BINARIES.iter().map(|b| std::fs::metadata(bin.join(b)).unwrap().modified().unwrap()).collect();
+    let out = h.install(&[]);
+    assert!(out.status.success());
+    assert_eq!(h.snapshot(), after_first, "second run is byte-identical");
+    let binaries_after: Vec<_> = OUR_BINARIES.iter().map(|b| std::fs::metadata(bin.join(b)).unwrap().modified().unwrap()).collect();
+    assert_eq!(binaries_before, binaries_after, "identical binaries are not copied again");
+    assert!(text(&out.stdout).contains("nothing to change"));
+
+    // --uninstall: back to the original bytes, binaries gone, cron as it was.
+    let out = h.install(&["--uninstall"]);
+    assert!(out.status.success());
+    assert_eq!(h.snapshot(), original, "uninstall restores every file exactly");
+    for b in OUR_BINARIES {
+        assert!(!bin.join(b).exists(), "{b} removed");
+    }
+}
+
+#[test]
+fn uninstall_after_the_user_edited_the_file_removes_only_ours() {
+    let h = Home::new();
+    h.write(".claude/settings.json", CLAUDE);
+    assert!(h.install(&[]).status.success());
+    // The user adds a setting after install: the backup no longer matches, so uninstall
+    // takes our entries out and keeps the edit.
+    let mut v = h.json(".claude/settings.json");
+    v["theme"] = json!("dark");
+    h.write(".claude/settings.json", &(serde_json::to_string_pretty(&v).unwrap() + "\n"));
+    assert!(h.install(&["--uninstall"]).status.success());
+    let mut expected: Value = serde_json::from_str(CLAUDE).unwrap();
+    expected["theme"] = json!("dark");
+    assert_eq!(h.read(".claude/settings.json"), serde_json::to_string_pretty(&expected).unwrap() + "\n");
+}
+
+#[test]
+fn reinstalling_elsewhere_moves_our_entries_instead_of_adding_more() {
+    let h = Home::new();
+    h.write(".codex/hooks.json", CODEX);
+    assert!(h.install(&[]).status.success());
+    let mut c = Command::new("bash");
+    let other = h.root.join("other-prefix");
+    c.arg(format!("{ROOT}/install.sh"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &h.home)
+        .env("PREFIX", &other)
+        .env("SP_SKIP_BUILD", "1")
+        .env("SP_BUILD_DIR", bin_dir())
+        .env("SP_CRONTAB", &h.crontab);
+    assert!(c.output().unwrap().status.success());
+    let codex = h.json(".codex/hooks.json");
+    let p = ours_grouped(&codex, "PermissionRequest");
+    assert_eq!(p.len(), 1);
+    assert!(p[0].1["command"].as_str().unwrap().starts_with(&other.join("bin").display().to_string()));
+    let cron = std::fs::read_to_string(&h.crontab_file).unwrap();
+    assert_eq!(cron.lines().count(), 1);
+    assert!(cron.contains(&other.join("bin/sp-sync").display().to_string()));
+}
+
+#[test]
+fn malformed_settings_file_is_reported_and_left_untouched() {
+    let h = Home::new();
+    let broken = "{\n  \"hooks\": {\n    \"Stop\": [\n";
+    h.write(".claude/settings.json", broken);
+    h.write(".codex/hooks.json", CODEX);
+    let out = h.install(&[]);
+    assert_eq!(out.status.code(), Some(1), "a file left untouched is a failure to report");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("NOT CHANGED"), "{stdout}");
+    assert!(stdout.contains("settings.json is not valid JSON (line 4"), "{stdout}");
+    assert_eq!(h.read(".claude/settings.json"), broken);
+    assert!(!h.home.join(".claude/settings.json.sp-backup").exists());
+    // The other harnesses are still set up.
+    assert_eq!(ours_grouped(&h.json(".codex/hooks.json"), "Stop").len(), 1);
+    // The same for a file whose shape is not the harness's.
+    h.write(".claude/settings.json", "{\"hooks\": [\"not\", \"an object\"]}");
+    let out = h.install(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("\"hooks\" is not an object"));
+    assert_eq!(h.read(".claude/settings.json"), "{\"hooks\": [\"not\", \"an object\"]}");
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let h = Home::new();
+    h.write(".claude/settings.json", CLAUDE);
+    h.write(".cursor/hooks.json", CURSOR);
+    let before = h.snapshot();
+    let out = h.install(&["--dry-run"]);
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("would install"), "{stdout}");
+    assert!(stdout.contains("would update"), "{stdout}");
+    assert!(stdout.contains("+ PermissionRequest → sp-permission (130 s)"), "{stdout}");
+    assert!(stdout.contains("would add crontab line"), "{stdout}");
+    assert_eq!(h.snapshot(), before);
+    assert!(!h.prefix.join("bin/sp").exists());
+}
+
+#[test]
+fn fresh_machine_without_crontab_gets_the_timer_printed() {
+    let h = Home::new();
+    let mut c = Command::new("bash");
+    c.arg(format!("{ROOT}/install.sh"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &h.home)
+        .env("SP_SKIP_BUILD", "1")
+        .env("SP_BUILD_DIR", bin_dir())
+        .env("SP_CRONTAB", h.root.join("no-such-crontab"))
+        .stdin(Stdio::null());
+    let out = c.output().unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(h.home.join(".local/bin/sp").is_file(), "PREFIX defaults to ~/.local");
+    assert!(stdout.contains("No harness found"));
+    if cfg!(target_os = "linux") {
+        assert!(stdout.contains("systemctl --user enable --now sessionpipe-sync.timer"), "{stdout}");
+        assert!(stdout.contains(&format!("ExecStart={}", h.home.join(".local/bin/sp-sync").display())));
+    }
+}
+
+/// hooks/<harness>/<file> are generated from the registration table, so they cannot drift.
+/// Regenerate with: SP_BLESS=1 cargo test --test install snippets
+#[test]
+fn snippets_match_the_registration_table() {
+    let bless = std::env::var_os("SP_BLESS").is_some();
+    for t in setup::targets() {
+        let path = Path::new(ROOT).join("hooks").join(t.harness.name()).join(setup::snippet_name(&t));
+        let want = setup::snippet(&t, Path::new(setup::SNIPPET_BIN_DIR), &Config::default());
+        if bless {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{} is missing", path.display()));
+        assert_eq!(have, want, "{} differs from `sp hooks print {} --bin-dir {}`", path.display(), t.harness.name(), setup::SNIPPET_BIN_DIR);
+    }
+}
+
+/// The generated OpenCode plugin, loaded by node as OpenCode would load it, runs the real
+/// sp-event with a payload the adapter understands. Skipped where node is not installed.
+#[test]
+fn opencode_plugin_hands_events_to_sp_event() {
+    if Command::new("node").arg("--version").output().is_err() {
+        eprintln!("node not found: skipped");
+        return;
+    }
+    let h = Home::new();
+    let plugin = h.root.join("sessionpipe.mjs");
+    std::fs::write(&plugin, setup::opencode_plugin(&bin_dir())).unwrap();
+    let state = h.root.join("state");
+    let script = format!(
+        "const m = await import({:?});\n\
+         const hooks = await m.Sessionpipe({{ directory: '/work/proj', serverUrl: new URL('http://127.0.0.1:4096/') }});\n\
+         await hooks.event({{ event: {{ type: 'session.created', properties: {{ info: {{ id: 'ses_abc123' }} }} }} }});\n\
+         await hooks.event({{ event: {{ type: 'message.updated', properties: {{ sessionID: 'ses_other' }} }} }});\n",
+        format!("file://{}", plugin.display())
+    );
+    let out = Command::new("node")
+        .args(["--input-type=module", "-e", &script])
+        .env("HOME", &h.home)
+        .env("SESSIONPIPE_STATE_DIR", &state)
+        .env("SESSIONPIPE_CONFIG", h.root.join("none.json"))
+        .env("SESSIONPIPE_NO_SPAWN", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let db = rusqlite::Connection::open(state.join("control.db")).unwrap();
+    let keys: Vec<(String, Option<String>)> = db
+        .prepare("SELECT key, cwd FROM sessions ORDER BY key")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(keys, vec![("opencode:ses_abc123".to_string(), Some("/work/proj".to_string()))], "only forwarded events arrive");
+}
