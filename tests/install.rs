@@ -157,6 +157,7 @@ impl Home {
             .env("HOME", &self.home)
             .env("PREFIX", &self.prefix)
             .env("SP_SKIP_BUILD", "1")
+            .env("SP_NO_RECEIVER", "1")
             .env("SP_BUILD_DIR", bin_dir())
             .env("SP_CRONTAB", &self.crontab)
             .current_dir(&self.root)
@@ -347,6 +348,7 @@ fn reinstalling_elsewhere_moves_our_entries_instead_of_adding_more() {
         .env("HOME", &h.home)
         .env("PREFIX", &other)
         .env("SP_SKIP_BUILD", "1")
+            .env("SP_NO_RECEIVER", "1")
         .env("SP_BUILD_DIR", bin_dir())
         .env("SP_CRONTAB", &h.crontab);
     assert!(c.output().unwrap().status.success());
@@ -408,6 +410,7 @@ fn fresh_machine_without_crontab_gets_the_timer_printed() {
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &h.home)
         .env("SP_SKIP_BUILD", "1")
+            .env("SP_NO_RECEIVER", "1")
         .env("SP_BUILD_DIR", bin_dir())
         .env("SP_CRONTAB", h.root.join("no-such-crontab"))
         .stdin(Stdio::null());
