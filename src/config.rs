@@ -95,7 +95,9 @@ impl Config {
                     ..Config::default()
                 })
             }
-            Err(e) => return Err(e).with_context(|| format!("cannot read config {}", path.display())),
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read config {}", path.display()))
+            }
         };
         let mut config: Config = serde_json::from_str(&text).map_err(|e| {
             anyhow::anyhow!(
@@ -128,17 +130,30 @@ impl Config {
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
             {
-                bail!("config {p}: sink name {:?} must be 1-40 of a-z, 0-9, '-', '_'", s.name);
+                bail!(
+                    "config {p}: sink name {:?} must be 1-40 of a-z, 0-9, '-', '_'",
+                    s.name
+                );
             }
             if !names.insert(s.name.as_str()) {
-                bail!("config {p}: two sinks are named {:?}; give each a unique name", s.name);
+                bail!(
+                    "config {p}: two sinks are named {:?}; give each a unique name",
+                    s.name
+                );
             }
             if s.tier > 3 {
-                bail!("config {p}: sink {:?} has tier {}; tiers are 0 to 3", s.name, s.tier);
+                bail!(
+                    "config {p}: sink {:?} has tier {}; tiers are 0 to 3",
+                    s.name,
+                    s.tier
+                );
             }
             check_url(&s.url).with_context(|| format!("config {p}: sink {:?}", s.name))?;
             if s.token.is_some() && s.token_file.is_some() {
-                bail!("config {p}: sink {:?} has both token and token_file; keep one", s.name);
+                bail!(
+                    "config {p}: sink {:?} has both token and token_file; keep one",
+                    s.name
+                );
             }
             if s.control && s.token.is_none() && s.token_file.is_none() {
                 bail!("config {p}: sink {:?} has control on but no token; add \"token\" or \"token_file\"", s.name);
@@ -183,8 +198,13 @@ impl Sink {
             return Ok(t.trim().to_string());
         }
         if let Some(f) = &self.token_file {
-            let t = std::fs::read_to_string(f)
-                .with_context(|| format!("sink {:?}: cannot read token file {}", self.name, f.display()))?;
+            let t = std::fs::read_to_string(f).with_context(|| {
+                format!(
+                    "sink {:?}: cannot read token file {}",
+                    self.name,
+                    f.display()
+                )
+            })?;
             return Ok(t.trim().to_string());
         }
         bail!("sink {:?} has no token", self.name)
@@ -225,7 +245,10 @@ pub fn check_url(url: &str) -> Result<()> {
         let host = if let Some(v6) = authority.strip_prefix('[') {
             v6.split(']').next().unwrap_or("")
         } else {
-            authority.rsplit_once(':').map(|(h, _)| h).unwrap_or(authority)
+            authority
+                .rsplit_once(':')
+                .map(|(h, _)| h)
+                .unwrap_or(authority)
         };
         let loopback = host == "localhost"
             || host == "::1"

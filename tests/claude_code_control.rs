@@ -13,7 +13,11 @@ fn allow_reaches_the_waiting_hook() {
     env.start_sync();
     let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION));
     let needed = env
-        .wait_event("attention.needed", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(15))
+        .wait_event(
+            "attention.needed",
+            json!({"attention_id": CC_PERMISSION_ID}),
+            Duration::from_secs(15),
+        )
         .expect("attention.needed reaches the receiver");
     assert_eq!(needed["data"]["kind"], "permission");
     assert_eq!(needed["data"]["tool"], "Bash");
@@ -32,10 +36,17 @@ fn allow_reaches_the_waiting_hook() {
     assert_eq!(stdout(&out).trim_end(), ALLOW);
     assert_eq!(stdout(&out), format!("{ALLOW}\n"));
     assert!(out.stderr.is_empty());
-    let ack = env.receiver.wait_ack(msg["id"].as_str().unwrap(), Duration::from_secs(5)).expect("ack");
+    let ack = env
+        .receiver
+        .wait_ack(msg["id"].as_str().unwrap(), Duration::from_secs(5))
+        .expect("ack");
     assert_eq!(ack["outcome"], "delivered");
     let cleared = env
-        .wait_event("attention.cleared", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5))
+        .wait_event(
+            "attention.cleared",
+            json!({"attention_id": CC_PERMISSION_ID}),
+            Duration::from_secs(5),
+        )
         .expect("attention.cleared");
     assert_eq!(cleared["data"]["how"], "answered");
 }
@@ -52,12 +63,18 @@ fn env_with_wait(wait_s: u64) -> Env {
 }
 
 fn wait_needed(env: &Env, id: &str) {
-    env.wait_event("attention.needed", json!({"attention_id": id}), Duration::from_secs(15))
-        .expect("attention.needed reaches the receiver");
+    env.wait_event(
+        "attention.needed",
+        json!({"attention_id": id}),
+        Duration::from_secs(15),
+    )
+    .expect("attention.needed reaches the receiver");
 }
 
 fn ack_of(env: &Env, id: &str) -> serde_json::Value {
-    env.receiver.wait_ack(id, Duration::from_secs(20)).unwrap_or_else(|| panic!("no ack for {id}"))
+    env.receiver
+        .wait_ack(id, Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("no ack for {id}"))
 }
 
 #[test]
@@ -78,9 +95,16 @@ fn deny_carries_the_note() {
     );
     let value: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     common::schema::assert_valid("claude-code-permission-request-output.json", &value);
-    assert_eq!(ack_of(&env, msg["id"].as_str().unwrap())["outcome"], "delivered");
+    assert_eq!(
+        ack_of(&env, msg["id"].as_str().unwrap())["outcome"],
+        "delivered"
+    );
     let cleared = env
-        .wait_event("attention.cleared", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5))
+        .wait_event(
+            "attention.cleared",
+            json!({"attention_id": CC_PERMISSION_ID}),
+            Duration::from_secs(5),
+        )
         .unwrap();
     assert_eq!(cleared["data"]["how"], "answered");
 }
@@ -90,12 +114,19 @@ fn no_answer_in_time_prints_nothing_and_a_late_answer_expires() {
     let env = env_with_wait(1);
     let started = std::time::Instant::now();
     let out = env.hook_json("sp-permission", &payload(CC_PERMISSION));
-    assert!(started.elapsed() >= Duration::from_millis(900), "the hook waited");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "the hook waited"
+    );
     assert!(out.status.success());
     assert!(out.stdout.is_empty(), "prints nothing: {}", stdout(&out));
     assert!(out.stderr.is_empty());
     let cleared = env
-        .wait_event("attention.cleared", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5))
+        .wait_event(
+            "attention.cleared",
+            json!({"attention_id": CC_PERMISSION_ID}),
+            Duration::from_secs(5),
+        )
         .expect("attention.cleared");
     assert_eq!(cleared["data"]["how"], "timeout");
     let late = env.receiver.enqueue(
@@ -137,7 +168,13 @@ fn answers_for_another_session_or_attention_are_never_delivered() {
     let out = finish(hook, Duration::from_secs(10));
     assert!(out.status.success());
     assert!(out.stdout.is_empty(), "never allow: {}", stdout(&out));
-    let cleared = env.wait_event("attention.cleared", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5)).unwrap();
+    let cleared = env
+        .wait_event(
+            "attention.cleared",
+            json!({"attention_id": CC_PERMISSION_ID}),
+            Duration::from_secs(5),
+        )
+        .unwrap();
     assert_eq!(cleared["data"]["how"], "timeout");
 }
 
@@ -155,14 +192,29 @@ fn terminal_answering_first_stops_the_wait() {
     let ev = env.hook_json("sp-event", &post);
     assert!(ev.status.success() && ev.stdout.is_empty());
     let out = finish(hook, Duration::from_secs(5));
-    assert!(started.elapsed() < Duration::from_secs(2), "the hook stopped waiting at once");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the hook stopped waiting at once"
+    );
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
-    let cleared = env.wait_event("attention.cleared", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5)).unwrap();
+    let cleared = env
+        .wait_event(
+            "attention.cleared",
+            json!({"attention_id": CC_PERMISSION_ID}),
+            Duration::from_secs(5),
+        )
+        .unwrap();
     assert_eq!(cleared["data"]["how"], "answered");
     // A remote answer after that is expired, not delivered.
-    let late = env.receiver.enqueue(&session_key(), json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "decision": "allow"}));
-    assert_eq!(ack_of(&env, late["id"].as_str().unwrap())["outcome"], "expired");
+    let late = env.receiver.enqueue(
+        &session_key(),
+        json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "decision": "allow"}),
+    );
+    assert_eq!(
+        ack_of(&env, late["id"].as_str().unwrap())["outcome"],
+        "expired"
+    );
 }
 
 #[test]
@@ -175,7 +227,13 @@ fn sigterm_while_waiting_clears_answered() {
     let out = finish(hook, Duration::from_secs(5));
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stdout.is_empty());
-    let cleared = env.wait_event("attention.cleared", json!({"attention_id": id}), Duration::from_secs(5)).unwrap();
+    let cleared = env
+        .wait_event(
+            "attention.cleared",
+            json!({"attention_id": id}),
+            Duration::from_secs(5),
+        )
+        .unwrap();
     assert_eq!(cleared["data"]["how"], "answered");
 }
 
@@ -184,14 +242,20 @@ fn queue_prompts(env: &Env, texts: &[&str], expires_in_s: u64) -> Vec<String> {
     let ids: Vec<String> = texts
         .iter()
         .map(|t| {
-            let m = env.receiver.enqueue(&session_key(), json!({"kind": "prompt", "text": t, "expires_in_s": expires_in_s}));
+            let m = env.receiver.enqueue(
+                &session_key(),
+                json!({"kind": "prompt", "text": t, "expires_in_s": expires_in_s}),
+            );
             std::thread::sleep(Duration::from_millis(5));
             m["id"].as_str().unwrap().to_string()
         })
         .collect();
     for id in &ids {
         assert!(
-            until(Duration::from_secs(10), || env.query::<i64>(&format!("select count(*) from messages where id='{id}'"))[0] == 1),
+            until(Duration::from_secs(10), || env.query::<i64>(&format!(
+                "select count(*) from messages where id='{id}'"
+            ))[0]
+                == 1),
             "sp-sync stored {id}"
         );
     }
@@ -239,8 +303,13 @@ fn prompts_are_delivered_at_stop_oldest_first() {
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     let reason = v["reason"].as_str().unwrap();
-    assert!(reason.starts_with("2 messages from the person, sent through sessionpipe (sink \"phone\"), oldest first:\n"));
-    let (a, b) = (reason.find("first thing").unwrap(), reason.find("second thing").unwrap());
+    assert!(reason.starts_with(
+        "2 messages from the person, sent through sessionpipe (sink \"phone\"), oldest first:\n"
+    ));
+    let (a, b) = (
+        reason.find("first thing").unwrap(),
+        reason.find("second thing").unwrap(),
+    );
     assert!(a < b);
     for id in &two {
         assert_eq!(ack_of(&env, id)["outcome"], "delivered");
@@ -248,7 +317,10 @@ fn prompts_are_delivered_at_stop_oldest_first() {
     // Each delivered exactly once.
     for id in one.iter().chain(&two) {
         assert!(env.acks_for(id).iter().any(|a| a["outcome"] == "delivered"));
-        assert_eq!(env.query::<String>(&format!("select outcome from messages where id='{id}'")), vec!["delivered"]);
+        assert_eq!(
+            env.query::<String>(&format!("select outcome from messages where id='{id}'")),
+            vec!["delivered"]
+        );
     }
 }
 
@@ -270,7 +342,9 @@ fn cancel_is_unsupported_for_claude_code() {
     let mut env = Env::new();
     env.start_sync();
     make_live(&env);
-    let m = env.receiver.enqueue(&session_key(), json!({"kind": "cancel"}));
+    let m = env
+        .receiver
+        .enqueue(&session_key(), json!({"kind": "cancel"}));
     let ack = ack_of(&env, m["id"].as_str().unwrap());
     assert_eq!(ack["outcome"], "unsupported");
     assert!(ack["detail"].as_str().unwrap().contains("claude-code"));
@@ -284,17 +358,50 @@ fn invalid_messages_are_acked_failed_naming_the_rule() {
     let at = "2026-12-02T10:00:00.000Z";
     let far = "2099-01-01T00:00:00.000Z";
     let cases = [
-        (json!({"kind": "prompt", "at": at, "expires_at": far}), "text is required"),
-        (json!({"kind": "prompt", "text": "x".repeat(20_001), "at": at, "expires_at": far}), "text must be at most 20000"),
-        (json!({"kind": "prompt", "text": "hi", "note": "n".repeat(2_001), "at": at, "expires_at": far}), "note must be at most 2000"),
-        (json!({"kind": "permission.answer", "decision": "allow", "at": at, "expires_at": far}), "for is required"),
-        (json!({"kind": "permission.answer", "for": "a".repeat(129), "decision": "allow", "at": at, "expires_at": far}), "for must be 1 to 128"),
-        (json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "decision": "maybe", "at": at, "expires_at": far}), "decision must be allow or deny"),
-        (json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "at": at, "expires_at": far}), "decision is required"),
-        (json!({"kind": "prompt", "text": "hi", "at": "2026-12-02T10:00:00Z", "expires_at": far}), "at must be RFC 3339"),
-        (json!({"kind": "prompt", "text": "hi", "at": at, "expires_at": "2099-01-01T00:00:00.000+00:00"}), "expires_at must be RFC 3339"),
-        (json!({"kind": "prompt", "text": "hi", "expires_at": far}), "at is required"),
-        (json!({"kind": 7, "at": at, "expires_at": far}), "kind must be a string"),
+        (
+            json!({"kind": "prompt", "at": at, "expires_at": far}),
+            "text is required",
+        ),
+        (
+            json!({"kind": "prompt", "text": "x".repeat(20_001), "at": at, "expires_at": far}),
+            "text must be at most 20000",
+        ),
+        (
+            json!({"kind": "prompt", "text": "hi", "note": "n".repeat(2_001), "at": at, "expires_at": far}),
+            "note must be at most 2000",
+        ),
+        (
+            json!({"kind": "permission.answer", "decision": "allow", "at": at, "expires_at": far}),
+            "for is required",
+        ),
+        (
+            json!({"kind": "permission.answer", "for": "a".repeat(129), "decision": "allow", "at": at, "expires_at": far}),
+            "for must be 1 to 128",
+        ),
+        (
+            json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "decision": "maybe", "at": at, "expires_at": far}),
+            "decision must be allow or deny",
+        ),
+        (
+            json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "at": at, "expires_at": far}),
+            "decision is required",
+        ),
+        (
+            json!({"kind": "prompt", "text": "hi", "at": "2026-12-02T10:00:00Z", "expires_at": far}),
+            "at must be RFC 3339",
+        ),
+        (
+            json!({"kind": "prompt", "text": "hi", "at": at, "expires_at": "2099-01-01T00:00:00.000+00:00"}),
+            "expires_at must be RFC 3339",
+        ),
+        (
+            json!({"kind": "prompt", "text": "hi", "expires_at": far}),
+            "at is required",
+        ),
+        (
+            json!({"kind": 7, "at": at, "expires_at": far}),
+            "kind must be a string",
+        ),
     ];
     let mut ids = Vec::new();
     for (i, (mut m, rule)) in cases.into_iter().enumerate() {
@@ -304,21 +411,35 @@ fn invalid_messages_are_acked_failed_naming_the_rule() {
         ids.push((id, rule));
     }
     let unknown = "01KBZZZZZZZZZZZZZZZZZZZZ99";
-    env.receiver.enqueue_raw(&session_key(), json!({"id": unknown, "kind": "start", "text": "go", "at": at, "expires_at": far}));
+    env.receiver.enqueue_raw(
+        &session_key(),
+        json!({"id": unknown, "kind": "start", "text": "go", "at": at, "expires_at": far}),
+    );
     for (id, rule) in &ids {
         let ack = ack_of(&env, id);
         assert_eq!(ack["outcome"], "failed", "{id}");
         let detail = ack["detail"].as_str().unwrap();
-        assert!(detail.contains(rule), "{id}: detail {detail:?} should name {rule:?}");
+        assert!(
+            detail.contains(rule),
+            "{id}: detail {detail:?} should name {rule:?}"
+        );
     }
     let ack = ack_of(&env, unknown);
     assert_eq!(ack["outcome"], "unsupported");
     // None is acted on: a Stop delivers nothing, and nothing is left queued.
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(out.stdout.is_empty());
-    assert_eq!(env.query::<i64>("select count(*) from messages where state <> 'done'"), vec![0]);
+    assert_eq!(
+        env.query::<i64>("select count(*) from messages where state <> 'done'"),
+        vec![0]
+    );
     // Every ack body we sent is valid for the protocol.
-    for r in env.receiver.requests().iter().filter(|r| r.route == Some(spctl::receiver::Route::Ack)) {
+    for r in env
+        .receiver
+        .requests()
+        .iter()
+        .filter(|r| r.route == Some(spctl::receiver::Route::Ack))
+    {
         let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         common::schema::assert_valid("ack-body.json", &body);
     }
@@ -331,10 +452,16 @@ fn a_redelivered_message_is_acted_on_once_and_acked_again() {
     make_live(&env);
     let ids = queue_prompts(&env, &["only once"], 60);
     // The receiver is slow to take the ack, so it redelivers the prompt meanwhile.
-    env.receiver.push_fault(spctl::receiver::Route::Ack, spctl::receiver::Fault::Delay(Duration::from_secs(2)));
+    env.receiver.push_fault(
+        spctl::receiver::Route::Ack,
+        spctl::receiver::Fault::Delay(Duration::from_secs(2)),
+    );
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(stdout(&out).contains("only once"));
-    assert!(until(Duration::from_secs(15), || env.acks_for(&ids[0]).len() >= 2), "acked again");
+    assert!(
+        until(Duration::from_secs(15), || env.acks_for(&ids[0]).len() >= 2),
+        "acked again"
+    );
     for a in env.acks_for(&ids[0]) {
         assert_eq!(a["outcome"], "delivered");
     }
@@ -348,7 +475,8 @@ fn receiver_down_then_back_loses_nothing() {
     let mut env = Env::new();
     env.start_sync();
     make_live(&env);
-    env.wait_event("session.started", json!({}), Duration::from_secs(5)).unwrap();
+    env.wait_event("session.started", json!({}), Duration::from_secs(5))
+        .unwrap();
     let ids = queue_prompts(&env, &["while you were away"], 120);
     env.receiver.set_down(true);
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
@@ -360,17 +488,27 @@ fn receiver_down_then_back_loses_nothing() {
     other["source"] = json!("startup");
     assert!(env.hook_json("sp-event", &other).status.success());
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(env.query::<i64>("select count(*) from pending_acks"), vec![1]);
+    assert_eq!(
+        env.query::<i64>("select count(*) from pending_acks"),
+        vec![1]
+    );
     env.receiver.set_down(false);
     assert_eq!(ack_of(&env, &ids[0])["outcome"], "delivered");
-    let second = env.receiver.wait_event(Duration::from_secs(30), |e| e["session"]["id"] == "second-session");
+    let second = env.receiver.wait_event(Duration::from_secs(30), |e| {
+        e["session"]["id"] == "second-session"
+    });
     assert!(second.is_some(), "events queued while down arrive");
-    assert!(until(Duration::from_secs(5), || env.query::<i64>("select count(*) from pending_acks")[0] == 0));
+    assert!(until(Duration::from_secs(5), || env
+        .query::<i64>("select count(*) from pending_acks")[0]
+        == 0));
     // Exactly one ack, and every event once.
     assert_eq!(env.acks_for(&ids[0]).len(), 1);
     let mut seen = std::collections::HashSet::new();
     for e in env.receiver.events() {
-        assert!(seen.insert((e["session"]["id"].to_string(), e["session"]["seq"].as_i64())), "duplicate {e}");
+        assert!(
+            seen.insert((e["session"]["id"].to_string(), e["session"]["seq"].as_i64())),
+            "duplicate {e}"
+        );
         common::schema::assert_valid("event.json", &e);
     }
 }
@@ -378,7 +516,13 @@ fn receiver_down_then_back_loses_nothing() {
 #[test]
 fn bad_input_and_broken_state_never_break_the_host() {
     let env = Env::new();
-    for stdin in [&b""[..], b"not json", b"{\"hook_event_name\":\"Stop\"}", b"\xff\xfe\x00", b"[]"] {
+    for stdin in [
+        &b""[..],
+        b"not json",
+        b"{\"hook_event_name\":\"Stop\"}",
+        b"\xff\xfe\x00",
+        b"[]",
+    ] {
         for bin in ["sp-permission", "sp-stop", "sp-event"] {
             let out = env.hook(bin, stdin);
             assert_eq!(out.status.code(), Some(0), "{bin}");
@@ -390,11 +534,15 @@ fn bad_input_and_broken_state_never_break_the_host() {
     let blocker = env.dir.path().join("blocker");
     std::fs::write(&blocker, "x").unwrap();
     let mut c = env.cmd("sp-stop");
-    c.args(["--harness", "claude-code"]).env("SESSIONPIPE_STATE_DIR", blocker.join("state"));
+    c.args(["--harness", "claude-code"])
+        .env("SESSIONPIPE_STATE_DIR", blocker.join("state"));
     let out = run_with_stdin(c, payload(CC_STOP).to_string().as_bytes());
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot create state folder"), "logged why");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot create state folder"),
+        "logged why"
+    );
     // A locked database: another process holds the write lock past the hook's busy timeout.
     make_live(&env);
     let db = env.db();
@@ -418,9 +566,15 @@ fn forty_concurrent_stops_deliver_one_prompt_once() {
     let ids = queue_prompts(&env, &["exactly once"], 60);
     let stdin = payload(CC_STOP);
     let children: Vec<_> = (0..40).map(|_| env.spawn_hook("sp-stop", &stdin)).collect();
-    let outs: Vec<_> = children.into_iter().map(|c| finish(c, Duration::from_secs(30))).collect();
+    let outs: Vec<_> = children
+        .into_iter()
+        .map(|c| finish(c, Duration::from_secs(30)))
+        .collect();
     assert!(outs.iter().all(|o| o.status.code() == Some(0)));
-    let blocks = outs.iter().filter(|o| stdout(o).contains("exactly once")).count();
+    let blocks = outs
+        .iter()
+        .filter(|o| stdout(o).contains("exactly once"))
+        .count();
     assert_eq!(blocks, 1);
     assert_eq!(outs.iter().filter(|o| !o.stdout.is_empty()).count(), 1);
     assert_eq!(ack_of(&env, &ids[0])["outcome"], "delivered");

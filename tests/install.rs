@@ -109,7 +109,10 @@ const CURSOR: &str = "{\"version\":1,\"hooks\":{\"afterFileEdit\":[{\"command\":
 const USER_CRON: &str = "MAILTO=me@example.com\n0 3 * * * /usr/bin/backup --nightly\n";
 
 fn bin_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_sp")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_BIN_EXE_sp"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 impl Home {
@@ -130,7 +133,14 @@ impl Home {
         )
         .unwrap();
         set_mode(&crontab, 0o755);
-        Home { prefix: root.join("prefix"), _dir: dir, root, home, crontab_file, crontab }
+        Home {
+            prefix: root.join("prefix"),
+            _dir: dir,
+            root,
+            home,
+            crontab_file,
+            crontab,
+        }
     }
 
     fn write(&self, rel: &str, text: &str) {
@@ -163,7 +173,11 @@ impl Home {
             .current_dir(&self.root)
             .stdin(Stdio::null());
         let out = c.output().unwrap();
-        eprintln!("--- install.sh {args:?}\n{}{}", text(&out.stdout), text(&out.stderr));
+        eprintln!(
+            "--- install.sh {args:?}\n{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
         out
     }
 
@@ -223,7 +237,11 @@ fn assert_theirs_unchanged(before: &str, after: &Value) {
     for (event, list) in before["hooks"].as_object().unwrap() {
         let list = list.as_array().unwrap();
         let now = after["hooks"][event].as_array().unwrap();
-        assert_eq!(&now[..list.len()], &list[..], "{event}: other tools' hooks changed");
+        assert_eq!(
+            &now[..list.len()],
+            &list[..],
+            "{event}: other tools' hooks changed"
+        );
     }
 }
 
@@ -244,7 +262,10 @@ fn install_merges_ours_keeps_theirs_is_idempotent_and_uninstall_restores() {
         assert!(bin.join(b).is_file(), "{b} installed");
     }
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("/hooks"), "the Codex trust step is spelled out: {stdout}");
+    assert!(
+        stdout.contains("/hooks"),
+        "the Codex trust step is spelled out: {stdout}"
+    );
     assert!(stdout.contains("is not on your PATH"));
 
     // Claude Code: exec form, 120 s wait + 10 s.
@@ -258,7 +279,13 @@ fn install_merges_ours_keeps_theirs_is_idempotent_and_uninstall_restores() {
         json!({"type":"command","command":bin.join("sp-permission"),"args":["--harness","claude-code"],"timeout":130})
     );
     assert_eq!(ours_grouped(&claude, "Stop")[0].1["timeout"], 10);
-    for ev in ["SessionStart", "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "SessionEnd"] {
+    for ev in [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "SessionEnd",
+    ] {
         let e = ours_grouped(&claude, ev);
         assert_eq!(e.len(), 1, "{ev}");
         assert_eq!(e[0].1["command"], json!(bin.join("sp-event")));
@@ -268,10 +295,17 @@ fn install_merges_ours_keeps_theirs_is_idempotent_and_uninstall_restores() {
     let codex = h.json(".codex/hooks.json");
     assert_theirs_unchanged(CODEX, &codex);
     let p = ours_grouped(&codex, "PermissionRequest");
-    assert_eq!(p[0].1["command"], format!("{} --harness codex", bin.join("sp-permission").display()));
+    assert_eq!(
+        p[0].1["command"],
+        format!("{} --harness codex", bin.join("sp-permission").display())
+    );
     assert_eq!(p[0].1["timeout"], 40);
     assert_eq!(ours_grouped(&codex, "SessionEnd")[0].1["timeout"], 3);
-    assert!(h.read(".codex/hooks.json").starts_with("{\n    \"hooks\": {\n        \"Stop\": ["), "Codex file keeps its 4-space indent");
+    assert!(
+        h.read(".codex/hooks.json")
+            .starts_with("{\n    \"hooks\": {\n        \"Stop\": ["),
+        "Codex file keeps its 4-space indent"
+    );
 
     // Gemini CLI: milliseconds; the permission notification only.
     let gemini = h.json(".gemini/settings.json");
@@ -286,9 +320,17 @@ fn install_merges_ours_keeps_theirs_is_idempotent_and_uninstall_restores() {
     let cursor = h.json(".cursor/hooks.json");
     assert_theirs_unchanged(CURSOR, &cursor);
     let shell = cursor["hooks"]["beforeShellExecution"].as_array().unwrap();
-    assert_eq!(shell, &vec![json!({"command": format!("{} --harness cursor", bin.join("sp-permission").display()), "timeout": 40})]);
+    assert_eq!(
+        shell,
+        &vec![
+            json!({"command": format!("{} --harness cursor", bin.join("sp-permission").display()), "timeout": 40})
+        ]
+    );
     assert_eq!(cursor["hooks"]["stop"].as_array().unwrap().len(), 2);
-    assert!(h.read(".cursor/hooks.json").starts_with("{\"version\":1,"), "a one-line file stays one line");
+    assert!(
+        h.read(".cursor/hooks.json").starts_with("{\"version\":1,"),
+        "a one-line file stays one line"
+    );
 
     // Backups of the originals sit beside the files.
     assert_eq!(h.read(".claude/settings.json.sp-backup"), CLAUDE);
@@ -298,22 +340,41 @@ fn install_merges_ours_keeps_theirs_is_idempotent_and_uninstall_restores() {
     let cron = std::fs::read_to_string(&h.crontab_file).unwrap();
     assert!(cron.starts_with(USER_CRON));
     let ours: Vec<&str> = cron.lines().filter(|l| l.contains("sp-sync")).collect();
-    assert_eq!(ours, vec![format!("* * * * * {} >/dev/null 2>&1 # sessionpipe: sp-sync every minute", bin.join("sp-sync").display())]);
+    assert_eq!(
+        ours,
+        vec![format!(
+            "* * * * * {} >/dev/null 2>&1 # sessionpipe: sp-sync every minute",
+            bin.join("sp-sync").display()
+        )]
+    );
 
     // A second run changes nothing at all.
     let after_first = h.snapshot();
-    let binaries_before: Vec<_> = OUR_BINARIES.iter().map(|b| std::fs::metadata(bin.join(b)).unwrap().modified().unwrap()).collect();
+    let binaries_before: Vec<_> = OUR_BINARIES
+        .iter()
+        .map(|b| std::fs::metadata(bin.join(b)).unwrap().modified().unwrap())
+        .collect();
     let out = h.install(&[]);
     assert!(out.status.success());
     assert_eq!(h.snapshot(), after_first, "second run is byte-identical");
-    let binaries_after: Vec<_> = OUR_BINARIES.iter().map(|b| std::fs::metadata(bin.join(b)).unwrap().modified().unwrap()).collect();
-    assert_eq!(binaries_before, binaries_after, "identical binaries are not copied again");
+    let binaries_after: Vec<_> = OUR_BINARIES
+        .iter()
+        .map(|b| std::fs::metadata(bin.join(b)).unwrap().modified().unwrap())
+        .collect();
+    assert_eq!(
+        binaries_before, binaries_after,
+        "identical binaries are not copied again"
+    );
     assert!(text(&out.stdout).contains("nothing to change"));
 
     // --uninstall: back to the original bytes, binaries gone, cron as it was.
     let out = h.install(&["--uninstall"]);
     assert!(out.status.success());
-    assert_eq!(h.snapshot(), original, "uninstall restores every file exactly");
+    assert_eq!(
+        h.snapshot(),
+        original,
+        "uninstall restores every file exactly"
+    );
     for b in OUR_BINARIES {
         assert!(!bin.join(b).exists(), "{b} removed");
     }
@@ -328,11 +389,17 @@ fn uninstall_after_the_user_edited_the_file_removes_only_ours() {
     // takes our entries out and keeps the edit.
     let mut v = h.json(".claude/settings.json");
     v["theme"] = json!("dark");
-    h.write(".claude/settings.json", &(serde_json::to_string_pretty(&v).unwrap() + "\n"));
+    h.write(
+        ".claude/settings.json",
+        &(serde_json::to_string_pretty(&v).unwrap() + "\n"),
+    );
     assert!(h.install(&["--uninstall"]).status.success());
     let mut expected: Value = serde_json::from_str(CLAUDE).unwrap();
     expected["theme"] = json!("dark");
-    assert_eq!(h.read(".claude/settings.json"), serde_json::to_string_pretty(&expected).unwrap() + "\n");
+    assert_eq!(
+        h.read(".claude/settings.json"),
+        serde_json::to_string_pretty(&expected).unwrap() + "\n"
+    );
 }
 
 #[test]
@@ -348,14 +415,17 @@ fn reinstalling_elsewhere_moves_our_entries_instead_of_adding_more() {
         .env("HOME", &h.home)
         .env("PREFIX", &other)
         .env("SP_SKIP_BUILD", "1")
-            .env("SP_NO_RECEIVER", "1")
+        .env("SP_NO_RECEIVER", "1")
         .env("SP_BUILD_DIR", bin_dir())
         .env("SP_CRONTAB", &h.crontab);
     assert!(c.output().unwrap().status.success());
     let codex = h.json(".codex/hooks.json");
     let p = ours_grouped(&codex, "PermissionRequest");
     assert_eq!(p.len(), 1);
-    assert!(p[0].1["command"].as_str().unwrap().starts_with(&other.join("bin").display().to_string()));
+    assert!(p[0].1["command"]
+        .as_str()
+        .unwrap()
+        .starts_with(&other.join("bin").display().to_string()));
     let cron = std::fs::read_to_string(&h.crontab_file).unwrap();
     assert_eq!(cron.lines().count(), 1);
     assert!(cron.contains(&other.join("bin/sp-sync").display().to_string()));
@@ -368,20 +438,33 @@ fn malformed_settings_file_is_reported_and_left_untouched() {
     h.write(".claude/settings.json", broken);
     h.write(".codex/hooks.json", CODEX);
     let out = h.install(&[]);
-    assert_eq!(out.status.code(), Some(1), "a file left untouched is a failure to report");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a file left untouched is a failure to report"
+    );
     let stdout = text(&out.stdout);
     assert!(stdout.contains("NOT CHANGED"), "{stdout}");
-    assert!(stdout.contains("settings.json is not valid JSON (line 4"), "{stdout}");
+    assert!(
+        stdout.contains("settings.json is not valid JSON (line 4"),
+        "{stdout}"
+    );
     assert_eq!(h.read(".claude/settings.json"), broken);
     assert!(!h.home.join(".claude/settings.json.sp-backup").exists());
     // The other harnesses are still set up.
     assert_eq!(ours_grouped(&h.json(".codex/hooks.json"), "Stop").len(), 1);
     // The same for a file whose shape is not the harness's.
-    h.write(".claude/settings.json", "{\"hooks\": [\"not\", \"an object\"]}");
+    h.write(
+        ".claude/settings.json",
+        "{\"hooks\": [\"not\", \"an object\"]}",
+    );
     let out = h.install(&[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("\"hooks\" is not an object"));
-    assert_eq!(h.read(".claude/settings.json"), "{\"hooks\": [\"not\", \"an object\"]}");
+    assert_eq!(
+        h.read(".claude/settings.json"),
+        "{\"hooks\": [\"not\", \"an object\"]}"
+    );
 }
 
 #[test]
@@ -395,7 +478,10 @@ fn dry_run_changes_nothing() {
     let stdout = text(&out.stdout);
     assert!(stdout.contains("would install"), "{stdout}");
     assert!(stdout.contains("would update"), "{stdout}");
-    assert!(stdout.contains("+ PermissionRequest → sp-permission (130 s)"), "{stdout}");
+    assert!(
+        stdout.contains("+ PermissionRequest → sp-permission (130 s)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("would add crontab line"), "{stdout}");
     assert_eq!(h.snapshot(), before);
     assert!(!h.prefix.join("bin/sp").exists());
@@ -410,18 +496,27 @@ fn fresh_machine_without_crontab_gets_the_timer_printed() {
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &h.home)
         .env("SP_SKIP_BUILD", "1")
-            .env("SP_NO_RECEIVER", "1")
+        .env("SP_NO_RECEIVER", "1")
         .env("SP_BUILD_DIR", bin_dir())
         .env("SP_CRONTAB", h.root.join("no-such-crontab"))
         .stdin(Stdio::null());
     let out = c.output().unwrap();
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
-    assert!(h.home.join(".local/bin/sp").is_file(), "PREFIX defaults to ~/.local");
+    assert!(
+        h.home.join(".local/bin/sp").is_file(),
+        "PREFIX defaults to ~/.local"
+    );
     assert!(stdout.contains("No harness found"));
     if cfg!(target_os = "linux") {
-        assert!(stdout.contains("systemctl --user enable --now sessionpipe-sync.timer"), "{stdout}");
-        assert!(stdout.contains(&format!("ExecStart={}", h.home.join(".local/bin/sp-sync").display())));
+        assert!(
+            stdout.contains("systemctl --user enable --now sessionpipe-sync.timer"),
+            "{stdout}"
+        );
+        assert!(stdout.contains(&format!(
+            "ExecStart={}",
+            h.home.join(".local/bin/sp-sync").display()
+        )));
     }
 }
 
@@ -431,14 +526,25 @@ fn fresh_machine_without_crontab_gets_the_timer_printed() {
 fn snippets_match_the_registration_table() {
     let bless = std::env::var_os("SP_BLESS").is_some();
     for t in setup::targets() {
-        let path = Path::new(ROOT).join("hooks").join(t.harness.name()).join(setup::snippet_name(&t));
+        let path = Path::new(ROOT)
+            .join("hooks")
+            .join(t.harness.name())
+            .join(setup::snippet_name(&t));
         let want = setup::snippet(&t, Path::new(setup::SNIPPET_BIN_DIR), &Config::default());
         if bless {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, &want).unwrap();
         }
-        let have = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{} is missing", path.display()));
-        assert_eq!(have, want, "{} differs from `sp hooks print {} --bin-dir {}`", path.display(), t.harness.name(), setup::SNIPPET_BIN_DIR);
+        let have = std::fs::read_to_string(&path)
+            .unwrap_or_else(|_| panic!("{} is missing", path.display()));
+        assert_eq!(
+            have,
+            want,
+            "{} differs from `sp hooks print {} --bin-dir {}`",
+            path.display(),
+            t.harness.name(),
+            setup::SNIPPET_BIN_DIR
+        );
     }
 }
 
@@ -478,5 +584,12 @@ fn opencode_plugin_hands_events_to_sp_event() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(keys, vec![("opencode:ses_abc123".to_string(), Some("/work/proj".to_string()))], "only forwarded events arrive");
+    assert_eq!(
+        keys,
+        vec![(
+            "opencode:ses_abc123".to_string(),
+            Some("/work/proj".to_string())
+        )],
+        "only forwarded events arrive"
+    );
 }

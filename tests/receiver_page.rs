@@ -91,7 +91,11 @@ impl SpReceiver {
                 panic!("sp-receiver did not start: {}", log.lock().unwrap());
             }
         };
-        SpReceiver { child: Some(child), url, log }
+        SpReceiver {
+            child: Some(child),
+            url,
+            log,
+        }
     }
 
     fn log(&self) -> String {
@@ -138,10 +142,14 @@ struct Resp {
 
 impl Resp {
     fn json(&self) -> Value {
-        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
     }
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -153,7 +161,11 @@ fn finish_resp(mut r: ureq::http::Response<ureq::Body>) -> Resp {
         .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
         .collect();
     let text = r.body_mut().read_to_string().unwrap_or_default();
-    Resp { status, headers, text }
+    Resp {
+        status,
+        headers,
+        text,
+    }
 }
 
 fn get(url: &str, headers: &[(&str, &str)]) -> Resp {
@@ -197,7 +209,9 @@ fn subset_match(expected: &Value, actual: &Value, path: &str) -> Result<(), Stri
     match (expected, actual) {
         (Value::String(s), _) if s == "*" => Ok(()),
         (Value::Object(e), Value::Object(a)) => e.iter().try_for_each(|(k, ev)| {
-            let av = a.get(k).ok_or_else(|| format!("{path}.{k}: missing in {actual}"))?;
+            let av = a
+                .get(k)
+                .ok_or_else(|| format!("{path}.{k}: missing in {actual}"))?;
             subset_match(ev, av, &format!("{path}.{k}"))
         }),
         (Value::Array(e), Value::Array(a)) if e.len() == a.len() => e
@@ -214,7 +228,11 @@ fn subset_match(expected: &Value, actual: &Value, path: &str) -> Result<(), Stri
 /// authenticated with the login token, as a script would; the rest is the sender's side.
 fn run_fixture(r: &SpReceiver, file: &str) {
     let raw = std::fs::read_to_string(format!("{FIXTURES}/{file}")).unwrap();
-    let run = format!("{}-{}", std::process::id(), ulid::Ulid::new().to_string().to_lowercase());
+    let run = format!(
+        "{}-{}",
+        std::process::id(),
+        ulid::Ulid::new().to_string().to_lowercase()
+    );
     let raw = raw.replace("{run12}", &run[..12]).replace("{run}", &run);
     let fx: Value = serde_json::from_str(&raw).unwrap();
     let name = fx["name"].as_str().unwrap_or(file).to_owned();
@@ -222,7 +240,14 @@ fn run_fixture(r: &SpReceiver, file: &str) {
     assert_eq!(wk.status, 200, "{name}: well-known");
     let wk = wk.json();
     let cap = fx["capability"].as_str().unwrap();
-    assert!(wk["capabilities"].as_array().unwrap().iter().any(|c| c == cap), "{name}: lacks {cap}");
+    assert!(
+        wk["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == cap),
+        "{name}: lacks {cap}"
+    );
     let control = format!("{}{}", r.url, wk["endpoints"]["control"].as_str().unwrap());
     let auth = bearer(TOKEN);
     let login = bearer(LOGIN);
@@ -234,7 +259,11 @@ fn run_fixture(r: &SpReceiver, file: &str) {
         let resp = match verb {
             "enqueue" => {
                 let body = json!({"session": arg["session"], "message": arg["message"]});
-                let resp = post_json(&format!("{}/page/api/enqueue", r.url), &[("authorization", &login)], &body);
+                let resp = post_json(
+                    &format!("{}/page/api/enqueue", r.url),
+                    &[("authorization", &login)],
+                    &body,
+                );
                 assert_eq!(resp.status, 200, "{name} step {i}: enqueue: {}", resp.text);
                 Some(resp)
             }
@@ -255,7 +284,10 @@ fn run_fixture(r: &SpReceiver, file: &str) {
                 Some(resp)
             }
             "ack" => {
-                assert!(!last_ids.is_empty(), "{name} step {i}: ack before any message");
+                assert!(
+                    !last_ids.is_empty(),
+                    "{name} step {i}: ack before any message"
+                );
                 let acks: Vec<Value> = last_ids
                     .iter()
                     .map(|id| {
@@ -266,7 +298,11 @@ fn run_fixture(r: &SpReceiver, file: &str) {
                         e
                     })
                     .collect();
-                Some(post_json(&format!("{control}/ack"), &[("authorization", &auth)], &json!({ "acks": acks })))
+                Some(post_json(
+                    &format!("{control}/ack"),
+                    &[("authorization", &auth)],
+                    &json!({ "acks": acks }),
+                ))
             }
             "wait_s" => {
                 std::thread::sleep(Duration::from_secs_f64(arg.as_f64().unwrap()));
@@ -277,10 +313,16 @@ fn run_fixture(r: &SpReceiver, file: &str) {
         if let Some(expect) = obj.get("expect") {
             let resp = resp.unwrap();
             if let Some(status) = expect.get("status") {
-                assert_eq!(Some(u64::from(resp.status)), status.as_u64(), "{name} step {i} ({verb}): {}", resp.text);
+                assert_eq!(
+                    Some(u64::from(resp.status)),
+                    status.as_u64(),
+                    "{name} step {i} ({verb}): {}",
+                    resp.text
+                );
             }
             if let Some(body) = expect.get("body") {
-                subset_match(body, &resp.json(), "body").unwrap_or_else(|e| panic!("{name} step {i}: {e}"));
+                subset_match(body, &resp.json(), "body")
+                    .unwrap_or_else(|e| panic!("{name} step {i}: {e}"));
             }
         }
     }
@@ -298,7 +340,11 @@ fn delivery_fixtures_pass_against_sp_receiver() {
         run_fixture(&r, f);
     }
     // The binary has no test door.
-    let door = post_json(&format!("{}/test/enqueue", r.url), &[], &json!({"session": "codex:x", "message": {"kind": "cancel"}}));
+    let door = post_json(
+        &format!("{}/test/enqueue", r.url),
+        &[],
+        &json!({"session": "codex:x", "message": {"kind": "cancel"}}),
+    );
     assert_eq!(door.status, 404);
     assert_eq!(get(&format!("{}/test/events", r.url), &[]).status, 404);
 }
@@ -309,7 +355,12 @@ fn delivery_fixtures_pass_against_sp_receiver() {
 
 /// Logs in with the form; returns the `Cookie` header value and the CSRF value.
 fn login(r: &SpReceiver) -> (String, String) {
-    let resp = post(&format!("{}/login", r.url), &[], "application/x-www-form-urlencoded", &format!("token={LOGIN}"));
+    let resp = post(
+        &format!("{}/login", r.url),
+        &[],
+        "application/x-www-form-urlencoded",
+        &format!("token={LOGIN}"),
+    );
     assert_eq!(resp.status, 303, "{}", resp.text);
     assert_eq!(resp.header("location"), Some("/"));
     let set = resp.header("set-cookie").expect("a cookie").to_owned();
@@ -332,29 +383,58 @@ fn page_and_actions_need_the_login_token() {
     let enqueue_url = format!("{}/page/api/enqueue", r.url);
     let body = json!({"session": "claude-code:s1", "message": {"kind": "prompt", "text": "hi"}});
     let sender = bearer(TOKEN);
-    let wrong_cookie = format!("sessionpipe_{}={}", r.url.rsplit(':').next().unwrap(), "ab".repeat(32));
+    let wrong_cookie = format!(
+        "sessionpipe_{}={}",
+        r.url.rsplit(':').next().unwrap(),
+        "ab".repeat(32)
+    );
     // Without the login token, and with the sender's bearer token alone: 401 everywhere.
-    let no_login: [&[(&str, &str)]; 3] = [&[], &[("authorization", &sender)], &[("cookie", &wrong_cookie)]];
+    let no_login: [&[(&str, &str)]; 3] = [
+        &[],
+        &[("authorization", &sender)],
+        &[("cookie", &wrong_cookie)],
+    ];
     for headers in no_login {
         let page = get(&format!("{}/", r.url), headers);
         assert_eq!(page.status, 401, "page with {headers:?}");
-        assert!(page.text.contains("Login token"), "the 401 page is the login form");
+        assert!(
+            page.text.contains("Login token"),
+            "the 401 page is the login form"
+        );
         assert!(!page.text.contains("session-tpl"), "and not the page");
-        assert_eq!(get(&format!("{}/page/api/state", r.url), headers).status, 401, "state with {headers:?}");
+        assert_eq!(
+            get(&format!("{}/page/api/state", r.url), headers).status,
+            401,
+            "state with {headers:?}"
+        );
         let e = post_json(&enqueue_url, headers, &body);
         assert_eq!(e.status, 401, "enqueue with {headers:?}");
         assert_eq!(e.json(), json!({"reason": "unauthorized"}));
-        assert_eq!(post_json(&format!("{}/logout", r.url), headers, &json!({})).status, 401);
+        assert_eq!(
+            post_json(&format!("{}/logout", r.url), headers, &json!({})).status,
+            401
+        );
     }
     // The sender's token as a login token is refused too, after a delay.
     let t = Instant::now();
-    let bad = post(&format!("{}/login", r.url), &[], "application/x-www-form-urlencoded", &format!("token={TOKEN}"));
+    let bad = post(
+        &format!("{}/login", r.url),
+        &[],
+        "application/x-www-form-urlencoded",
+        &format!("token={TOKEN}"),
+    );
     assert_eq!(bad.status, 401);
     assert!(bad.header("set-cookie").is_none());
     assert!(bad.text.contains("not the login token"));
     assert!(t.elapsed() >= Duration::from_millis(400));
     // Nothing was queued by any of that.
-    let poll = get(&format!("{}/api/sessionpipe/v1/control?session=claude-code:s1&wait=0", r.url), &[("authorization", &sender)]);
+    let poll = get(
+        &format!(
+            "{}/api/sessionpipe/v1/control?session=claude-code:s1&wait=0",
+            r.url
+        ),
+        &[("authorization", &sender)],
+    );
     assert_eq!(poll.status, 204);
 
     // The login token as a bearer works (scripts), no CSRF needed: no cookie is involved.
@@ -368,17 +448,48 @@ fn page_and_actions_need_the_login_token() {
     assert_eq!(page.status, 200);
     assert!(page.text.contains("session-tpl"));
     let csp = page.header("content-security-policy").unwrap();
-    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    assert!(
+        csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"),
+        "{csp}"
+    );
     assert_eq!(page.header("x-frame-options"), Some("DENY"));
     let host = r.url.trim_start_matches("http://").to_owned();
     let own_origin = r.url.clone();
     let cases: Vec<(Vec<(&str, &str)>, u16)> = vec![
         (vec![("cookie", &cookie)], 403),
-        (vec![("cookie", &cookie), ("x-sessionpipe-csrf", "0000")], 403),
-        (vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf), ("origin", "http://evil.example")], 403),
-        (vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf), ("sec-fetch-site", "cross-site")], 403),
-        (vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf), ("origin", &own_origin), ("host", &host)], 200),
-        (vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)], 200),
+        (
+            vec![("cookie", &cookie), ("x-sessionpipe-csrf", "0000")],
+            403,
+        ),
+        (
+            vec![
+                ("cookie", &cookie),
+                ("x-sessionpipe-csrf", &csrf),
+                ("origin", "http://evil.example"),
+            ],
+            403,
+        ),
+        (
+            vec![
+                ("cookie", &cookie),
+                ("x-sessionpipe-csrf", &csrf),
+                ("sec-fetch-site", "cross-site"),
+            ],
+            403,
+        ),
+        (
+            vec![
+                ("cookie", &cookie),
+                ("x-sessionpipe-csrf", &csrf),
+                ("origin", &own_origin),
+                ("host", &host),
+            ],
+            200,
+        ),
+        (
+            vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)],
+            200,
+        ),
     ];
     for (headers, want) in cases {
         let resp = post_json(&enqueue_url, &headers, &body);
@@ -388,28 +499,65 @@ fn page_and_actions_need_the_login_token() {
         }
     }
     // A cross-site login attempt is refused before the token is even looked at.
-    let x = post(&format!("{}/login", r.url), &[("origin", "http://evil.example")], "application/x-www-form-urlencoded", &format!("token={LOGIN}"));
+    let x = post(
+        &format!("{}/login", r.url),
+        &[("origin", "http://evil.example")],
+        "application/x-www-form-urlencoded",
+        &format!("token={LOGIN}"),
+    );
     assert_eq!(x.status, 403);
     // Bad messages name the rule.
     let auth = [("authorization", bearer(LOGIN))];
     let auth: Vec<(&str, &str)> = auth.iter().map(|(k, v)| (*k, v.as_str())).collect();
     for (m, word) in [
-        (json!({"session": "nope", "message": {"kind": "cancel"}}), "session"),
-        (json!({"session": "codex:s", "message": {"kind": "prompt"}}), "text"),
-        (json!({"session": "codex:s", "message": {"kind": "permission.answer", "for": "p", "decision": "maybe"}}), "decision"),
-        (json!({"session": "codex:s", "message": {"kind": "start"}}), "kind"),
-        (json!({"session": "codex:s", "message": {"kind": "cancel", "id": "01K6ZZZZZZZZZZZZZZZZZZZZZZ"}}), "unknown field id"),
+        (
+            json!({"session": "nope", "message": {"kind": "cancel"}}),
+            "session",
+        ),
+        (
+            json!({"session": "codex:s", "message": {"kind": "prompt"}}),
+            "text",
+        ),
+        (
+            json!({"session": "codex:s", "message": {"kind": "permission.answer", "for": "p", "decision": "maybe"}}),
+            "decision",
+        ),
+        (
+            json!({"session": "codex:s", "message": {"kind": "start"}}),
+            "kind",
+        ),
+        (
+            json!({"session": "codex:s", "message": {"kind": "cancel", "id": "01K6ZZZZZZZZZZZZZZZZZZZZZZ"}}),
+            "unknown field id",
+        ),
     ] {
         let resp = post_json(&enqueue_url, &auth, &m);
         assert_eq!(resp.status, 400, "{m}");
-        assert!(resp.json()["reason"].as_str().unwrap().contains(word), "{m}: {}", resp.text);
+        assert!(
+            resp.json()["reason"].as_str().unwrap().contains(word),
+            "{m}: {}",
+            resp.text
+        );
     }
     // Logging out forgets the login.
-    let out = post_json(&format!("{}/logout", r.url), &[("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)], &json!({}));
+    let out = post_json(
+        &format!("{}/logout", r.url),
+        &[("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)],
+        &json!({}),
+    );
     assert_eq!(out.status, 204);
-    assert_eq!(get(&format!("{}/page/api/state", r.url), &[("cookie", &cookie)]).status, 401);
+    assert_eq!(
+        get(&format!("{}/page/api/state", r.url), &[("cookie", &cookie)]).status,
+        401
+    );
     // The protocol routes still take only the bearer token.
-    let login_as_sender = get(&format!("{}/api/sessionpipe/v1/control?session=codex:s&wait=0", r.url), &[("authorization", &bearer(LOGIN))]);
+    let login_as_sender = get(
+        &format!(
+            "{}/api/sessionpipe/v1/control?session=codex:s&wait=0",
+            r.url
+        ),
+        &[("authorization", &bearer(LOGIN))],
+    );
     assert_eq!(login_as_sender.status, 401);
 }
 
@@ -434,19 +582,36 @@ fn command_line() {
     assert!(help.status.success());
     let help = String::from_utf8(help.stdout).unwrap();
     for word in [
-        "--listen", "--token-file", "--login-token-file", "--db", "--permission-expiry-s", "--prompt-expiry-s",
-        "127.0.0.1:8787", "SESSIONPIPE_RECEIVER_DB", "SESSIONPIPE_RECEIVER_TOKEN_FILE",
-        "SESSIONPIPE_RECEIVER_LOGIN_TOKEN_FILE", "receiver.db", "--init", "--login-url",
+        "--listen",
+        "--token-file",
+        "--login-token-file",
+        "--db",
+        "--permission-expiry-s",
+        "--prompt-expiry-s",
+        "127.0.0.1:8787",
+        "SESSIONPIPE_RECEIVER_DB",
+        "SESSIONPIPE_RECEIVER_TOKEN_FILE",
+        "SESSIONPIPE_RECEIVER_LOGIN_TOKEN_FILE",
+        "receiver.db",
+        "--init",
+        "--login-url",
     ] {
         assert!(help.contains(word), "--help mentions {word}");
     }
     let v = sp_receiver(dir.path(), &["--version"]);
-    assert_eq!(String::from_utf8(v.stdout).unwrap(), format!("sp-receiver {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        String::from_utf8(v.stdout).unwrap(),
+        format!("sp-receiver {}\n", env!("CARGO_PKG_VERSION"))
+    );
     assert_eq!(sp_receiver(dir.path(), &["--bogus"]).status.code(), Some(2));
 
     // --init makes both tokens (0600, different) and the database under HOME's defaults.
     let init = sp_receiver(dir.path(), &["--init"]);
-    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
     let conf = dir.path().join(".config/sessionpipe");
     let t1 = std::fs::read_to_string(conf.join("receiver-token")).unwrap();
     let t2 = std::fs::read_to_string(conf.join("receiver-login-token")).unwrap();
@@ -454,14 +619,29 @@ fn command_line() {
     assert_eq!(t1.trim().len(), 64);
     let db = dir.path().join(".local/state/sessionpipe/receiver.db");
     use std::os::unix::fs::PermissionsExt;
-    for f in [conf.join("receiver-token"), conf.join("receiver-login-token"), db.clone()] {
-        assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600, "{}", f.display());
+    for f in [
+        conf.join("receiver-token"),
+        conf.join("receiver-login-token"),
+        db.clone(),
+    ] {
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{}",
+            f.display()
+        );
     }
     // Again: the same tokens.
     assert!(sp_receiver(dir.path(), &["--init"]).status.success());
-    assert_eq!(std::fs::read_to_string(conf.join("receiver-token")).unwrap(), t1);
+    assert_eq!(
+        std::fs::read_to_string(conf.join("receiver-token")).unwrap(),
+        t1
+    );
     let url = sp_receiver(dir.path(), &["--login-url"]);
-    assert_eq!(String::from_utf8(url.stdout).unwrap(), format!("http://127.0.0.1:8787/#login={}\n", t2.trim()));
+    assert_eq!(
+        String::from_utf8(url.stdout).unwrap(),
+        format!("http://127.0.0.1:8787/#login={}\n", t2.trim())
+    );
 
     // Setup problems exit 2 and say how to fix them.
     set_mode(&conf.join("receiver-login-token"), 0o644);
@@ -472,14 +652,28 @@ fn command_line() {
     let same = dir.path().join("same");
     write_secret(&same, "the-same-token-for-both-0123");
     let s = same.to_str().unwrap();
-    let both = sp_receiver(dir.path(), &["--init", "--token-file", s, "--login-token-file", s]);
+    let both = sp_receiver(
+        dir.path(),
+        &["--init", "--token-file", s, "--login-token-file", s],
+    );
     assert_eq!(both.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&both.stderr).contains("must differ"));
-    let missing = sp_receiver(dir.path(), &["--init", "--token-file", "/nonexistent/token"]);
+    let missing = sp_receiver(
+        dir.path(),
+        &["--init", "--token-file", "/nonexistent/token"],
+    );
     assert_eq!(missing.status.code(), Some(2));
     let short = dir.path().join("short");
     write_secret(&short, "abc");
-    assert_eq!(sp_receiver(dir.path(), &["--init", "--token-file", short.to_str().unwrap()]).status.code(), Some(2));
+    assert_eq!(
+        sp_receiver(
+            dir.path(),
+            &["--init", "--token-file", short.to_str().unwrap()]
+        )
+        .status
+        .code(),
+        Some(2)
+    );
 }
 
 #[test]
@@ -490,31 +684,73 @@ fn state_survives_a_restart() {
     let ev = json!({"protocol":1,"id":ulid::Ulid::new().to_string(),"type":"session.started","time":now_ms(),"tier":0,
         "harness":{"name":"codex"},"session":{"id":"s1","seq":0,"cwd":"~/src/app"},"privacy":{"rulesets":[],"pii":false},
         "data":{"source":"startup"}});
-    let resp = post_json(&format!("{}/api/sessionpipe/v1/events", r.url), &[("authorization", &sender)], &json!({"events":[ev]}));
-    assert_eq!(resp.json(), json!({"accepted":1,"duplicates":0,"rejected":[],"max_tier":3}));
-    let m = post_json(&format!("{}/page/api/enqueue", r.url), &[("authorization", &bearer(LOGIN))],
-        &json!({"session":"codex:s1","message":{"kind":"prompt","text":"after the restart"}})).json();
-    let at = time::OffsetDateTime::parse(m["at"].as_str().unwrap(), &time::format_description::well_known::Rfc3339).unwrap();
-    let exp = time::OffsetDateTime::parse(m["expires_at"].as_str().unwrap(), &time::format_description::well_known::Rfc3339).unwrap();
+    let resp = post_json(
+        &format!("{}/api/sessionpipe/v1/events", r.url),
+        &[("authorization", &sender)],
+        &json!({"events":[ev]}),
+    );
+    assert_eq!(
+        resp.json(),
+        json!({"accepted":1,"duplicates":0,"rejected":[],"max_tier":3})
+    );
+    let m = post_json(
+        &format!("{}/page/api/enqueue", r.url),
+        &[("authorization", &bearer(LOGIN))],
+        &json!({"session":"codex:s1","message":{"kind":"prompt","text":"after the restart"}}),
+    )
+    .json();
+    let at = time::OffsetDateTime::parse(
+        m["at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let exp = time::OffsetDateTime::parse(
+        m["expires_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
     assert_eq!((exp - at).whole_seconds(), 600, "--prompt-expiry-s");
     assert_eq!(r.stop(), Some(0), "SIGTERM stops it cleanly: {}", r.log());
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(dir.path().join("receiver.db")).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(dir.path().join("receiver.db"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
 
     let r = SpReceiver::start(dir.path(), &[]);
-    let poll = get(&format!("{}/api/sessionpipe/v1/control?session=codex:s1&wait=0", r.url), &[("authorization", &sender)]);
+    let poll = get(
+        &format!(
+            "{}/api/sessionpipe/v1/control?session=codex:s1&wait=0",
+            r.url
+        ),
+        &[("authorization", &sender)],
+    );
     assert_eq!(poll.status, 200);
     assert_eq!(poll.json()["messages"], json!([m]));
     // The event is remembered: a resend is a duplicate, and the page still shows the session.
-    let resp = post_json(&format!("{}/api/sessionpipe/v1/events", r.url), &[("authorization", &sender)], &json!({"events":[ev]}));
+    let resp = post_json(
+        &format!("{}/api/sessionpipe/v1/events", r.url),
+        &[("authorization", &sender)],
+        &json!({"events":[ev]}),
+    );
     assert_eq!(resp.json()["duplicates"], 1);
-    let state = get(&format!("{}/page/api/state", r.url), &[("authorization", &bearer(LOGIN))]).json();
+    let state = get(
+        &format!("{}/page/api/state", r.url),
+        &[("authorization", &bearer(LOGIN))],
+    )
+    .json();
     assert_eq!(state["sessions"][0]["key"], "codex:s1");
     assert_eq!(state["sessions"][0]["cwd"], "~/src/app");
     assert_eq!(state["sessions"][0]["messages"][0]["status"], "sent");
     // The database reads plainly.
     let db = rusqlite::Connection::open(dir.path().join("receiver.db")).unwrap();
-    let kind: String = db.query_row("select kind from queue", [], |r| r.get(0)).unwrap();
+    let kind: String = db
+        .query_row("select kind from queue", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(kind, "prompt");
 }
 
@@ -527,17 +763,31 @@ fn missing_browser_deps() -> Option<String> {
     if !Path::new("/usr/bin/chromium").exists() {
         return Some(format!("/usr/bin/chromium is missing; {how}"));
     }
-    match Command::new("node").arg("-p").arg("process.versions.node.split('.')[0]").output() {
+    match Command::new("node")
+        .arg("-p")
+        .arg("process.versions.node.split('.')[0]")
+        .output()
+    {
         Ok(o) if o.status.success() => {
-            let major: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or(0);
+            let major: u32 = String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse()
+                .unwrap_or(0);
             if major < 20 {
-                return Some(format!("Node.js {major} is too old (20 or later needed); {how}"));
+                return Some(format!(
+                    "Node.js {major} is too old (20 or later needed); {how}"
+                ));
             }
         }
         _ => return Some(format!("node is not on PATH; {how}")),
     }
-    if !Path::new(BROWSER_DIR).join("node_modules/playwright-core/package.json").exists() {
-        return Some(format!("tests/browser/node_modules/playwright-core is missing; {how}"));
+    if !Path::new(BROWSER_DIR)
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
+        return Some(format!(
+            "tests/browser/node_modules/playwright-core is missing; {how}"
+        ));
     }
     None
 }
@@ -564,7 +814,11 @@ impl Browser {
             .expect("starting node (see scripts/test-deps.sh)");
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut b = Browser { child, stdin, stdout };
+        let mut b = Browser {
+            child,
+            stdin,
+            stdout,
+        };
         let v = b.call(json!({"op": "launch", "width": 390, "height": 844, "scale": 2}));
         eprintln!("chromium {}", v["version"]);
         b
@@ -576,7 +830,8 @@ impl Browser {
         stdin.flush().unwrap();
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("driver said {line:?}: {e}"));
+        let v: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("driver said {line:?}: {e}"));
         if v["ok"] == true {
             Ok(v)
         } else {
@@ -587,7 +842,11 @@ impl Browser {
     fn call(&mut self, cmd: Value) -> Value {
         let shown = cmd.to_string();
         self.try_call(cmd).unwrap_or_else(|e| {
-            panic!("browser: {shown} failed: {}\n--- page text ---\n{}", e["error"], e["page"].as_str().unwrap_or(""))
+            panic!(
+                "browser: {shown} failed: {}\n--- page text ---\n{}",
+                e["error"],
+                e["page"].as_str().unwrap_or("")
+            )
         })
     }
 
@@ -595,10 +854,15 @@ impl Browser {
         self.call(json!({"op": "wait", "selector": selector, "timeout": 30000}));
     }
     fn gone(&mut self, selector: &str) {
-        self.call(json!({"op": "wait", "selector": selector, "state": "detached", "timeout": 30000}));
+        self.call(
+            json!({"op": "wait", "selector": selector, "state": "detached", "timeout": 30000}),
+        );
     }
     fn text(&mut self, selector: &str) -> String {
-        self.call(json!({"op": "text", "selector": selector}))["text"].as_str().unwrap().to_owned()
+        self.call(json!({"op": "text", "selector": selector}))["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     }
     fn click(&mut self, selector: &str) {
         self.call(json!({"op": "click", "selector": selector}));
@@ -632,7 +896,12 @@ impl Machine {
         let sink = json!({"sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": true, "token_file": token_file}]});
         std::fs::write(&config, serde_json::to_string_pretty(&sink).unwrap()).unwrap();
         set_mode(&config, 0o600);
-        Machine { state: home.join(".local/state/sessionpipe"), home, config, sync: None }
+        Machine {
+            state: home.join(".local/state/sessionpipe"),
+            home,
+            config,
+            sync: None,
+        }
     }
 
     fn cmd(&self, name: &str) -> Command {
@@ -650,7 +919,10 @@ impl Machine {
 
     fn start_sync(&mut self) {
         let mut c = self.cmd("sp-sync");
-        c.arg("--daemon").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        c.arg("--daemon")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         self.sync = Some(c.spawn().unwrap());
     }
 
@@ -662,19 +934,31 @@ impl Machine {
 
     fn spawn_hook(&self, name: &str, stdin: &Value) -> Child {
         let mut c = self.cmd(name);
-        c.args(["--harness", "claude-code"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.args(["--harness", "claude-code"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();
-        child.stdin.take().unwrap().write_all(stdin.to_string().as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.to_string().as_bytes())
+            .unwrap();
         child
     }
 
     /// Whether the sender's store holds message `id`.
     fn has_message(&self, id: &str) -> bool {
-        let Ok(db) = rusqlite::Connection::open(self.state.join("control.db")) else { return false };
+        let Ok(db) = rusqlite::Connection::open(self.state.join("control.db")) else {
+            return false;
+        };
         let _ = db.busy_timeout(Duration::from_secs(5));
-        db.query_row("select count(*) from messages where id = ?1", [id], |r| r.get::<_, i64>(0))
-            .map(|n| n == 1)
-            .unwrap_or(false)
+        db.query_row("select count(*) from messages where id = ?1", [id], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|n| n == 1)
+        .unwrap_or(false)
     }
 
     fn log(&self) -> String {
@@ -757,12 +1041,17 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     let answer = format!("{card} li.msg[data-kind=\"permission.answer\"]");
     b.wait(&format!("{answer}[data-status=\"delivered\"]"));
     let line = b.text(&answer);
-    assert!(line.contains("Allow Bash") && line.contains("delivered"), "{line}");
+    assert!(
+        line.contains("Allow Bash") && line.contains("delivered"),
+        "{line}"
+    );
     assert_ne!(b.text(&format!("{card} .state")), "needs you");
 
     // A prompt queued on the page is delivered at the next Stop.
     let text = "please also update the changelog";
-    b.call(json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}));
+    b.call(
+        json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}),
+    );
     b.click(&format!("{card} button.queue"));
     let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
     b.wait(&format!("{prompt}[data-status=\"sent\"]"));
@@ -770,9 +1059,13 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(until(Duration::from_secs(15), || machine.has_message(&id)), "sp-sync stored {id}");
+    assert!(
+        until(Duration::from_secs(15), || machine.has_message(&id)),
+        "sp-sync stored {id}"
+    );
     let out = machine.hook("sp-stop", &payload(CC_STOP));
-    let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let v: Value = serde_json::from_str(stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
     assert_eq!(v["decision"], "block");
     assert!(v["reason"].as_str().unwrap().ends_with(text), "{v}");
     b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
@@ -782,7 +1075,10 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     b.click(&format!("{card} button.stop"));
     let cancel = format!("{card} li.msg[data-kind=\"cancel\"]");
     b.wait(&format!("{cancel}[data-status=\"unsupported\"]"));
-    assert!(b.text(&cancel).contains("claude-code"), "the detail names the harness");
+    assert!(
+        b.text(&cancel).contains("claude-code"),
+        "the detail names the harness"
+    );
     assert!(receiver.log().contains("listening on"));
     // For a look after the fact (not part of the docs).
     let after = concat!(env!("CARGO_TARGET_TMPDIR"), "/receiver-page-after.png");

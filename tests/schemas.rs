@@ -709,10 +709,7 @@ fn config_files_that_pass() {
 fn config_files_that_fail() {
     let cases: Vec<(&str, Value)> = vec![
         ("no sinks", json!({})),
-        (
-            "unknown top-level key",
-            json!({"sinks": [], "harness": {}}),
-        ),
+        ("unknown top-level key", json!({"sinks": [], "harness": {}})),
         (
             "machine 81",
             json!({"sinks": [], "machine": "m".repeat(81)}),

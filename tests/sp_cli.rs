@@ -24,7 +24,12 @@ fn sp_cmd(env: &Env, args: &[&str]) -> Command {
 
 fn sp(env: &Env, args: &[&str]) -> Output {
     let out = sp_cmd(env, args).output().unwrap();
-    eprintln!("--- sp {args:?} → {:?}\n{}{}", out.status.code(), stdout(&out), String::from_utf8_lossy(&out.stderr));
+    eprintln!(
+        "--- sp {args:?} → {:?}\n{}{}",
+        out.status.code(),
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
@@ -47,9 +52,18 @@ fn status_and_queue_reflect_a_real_queue() {
     let env = Env::new();
     let key = format!("claude-code:{CC_SESSION}");
     session_start(&env, CC_SESSION);
-    let p1 = env.receiver.enqueue(&key, json!({"kind": "prompt", "text": "please also run the tests"}));
-    let p2 = env.receiver.enqueue(&key, json!({"kind": "prompt", "text": "and update the changelog"}));
-    let stray = env.receiver.enqueue(&key, json!({"kind": "permission.answer", "for": "perm-0000000000000000", "decision": "allow"}));
+    let p1 = env.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "please also run the tests"}),
+    );
+    let p2 = env.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "and update the changelog"}),
+    );
+    let stray = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": "perm-0000000000000000", "decision": "allow"}),
+    );
     let out = env.sync_once();
     assert!(out.status.success());
 
@@ -72,21 +86,54 @@ fn status_and_queue_reflect_a_real_queue() {
     assert_eq!(msgs.len(), 3);
     let by_id = |id: &Value| msgs.iter().find(|m| &m["id"] == id).unwrap().clone();
     let m1 = by_id(&p1["id"]);
-    assert_eq!((m1["kind"].as_str(), m1["state"].as_str(), &m1["outcome"]), (Some("prompt"), Some("queued"), &Value::Null));
+    assert_eq!(
+        (m1["kind"].as_str(), m1["state"].as_str(), &m1["outcome"]),
+        (Some("prompt"), Some("queued"), &Value::Null)
+    );
     assert_eq!(m1["session"], key);
     assert_eq!(m1["text"], "please also run the tests");
     assert!(m1["received_at"].is_string() && m1["expires_at"].is_string());
     let m3 = by_id(&stray["id"]);
-    assert_eq!((m3["state"].as_str(), m3["outcome"].as_str()), (Some("done"), Some("failed")));
+    assert_eq!(
+        (m3["state"].as_str(), m3["outcome"].as_str()),
+        (Some("done"), Some("failed"))
+    );
     assert_eq!(m3["detail"], "unknown attention");
     assert!(m3["ack_sent_at"].is_string());
     // Filters: by state, by outcome, by the session id alone or its full key.
-    assert_eq!(sp_json(&env, &["queue", "--json", "--state", "queued"])["messages"].as_array().unwrap().len(), 2);
-    assert_eq!(sp_json(&env, &["queue", "--json", "--state", "failed", "--session", &key])["messages"].as_array().unwrap().len(), 1);
-    assert_eq!(sp_json(&env, &["queue", "--json", "--session", CC_SESSION])["messages"].as_array().unwrap().len(), 3);
-    assert_eq!(sp_json(&env, &["queue", "--json", "--session", "nobody"])["messages"], json!([]));
+    assert_eq!(
+        sp_json(&env, &["queue", "--json", "--state", "queued"])["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        sp_json(
+            &env,
+            &["queue", "--json", "--state", "failed", "--session", &key]
+        )["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        sp_json(&env, &["queue", "--json", "--session", CC_SESSION])["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        sp_json(&env, &["queue", "--json", "--session", "nobody"])["messages"],
+        json!([])
+    );
     let text = stdout(&sp(&env, &["queue"]));
-    assert!(text.contains("please also run the tests") && text.contains("done/failed"), "{text}");
+    assert!(
+        text.contains("please also run the tests") && text.contains("done/failed"),
+        "{text}"
+    );
 
     // The Stop hook delivers both prompts; their acks wait for sp-sync.
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
@@ -94,22 +141,32 @@ fn status_and_queue_reflect_a_real_queue() {
     let q = sp_json(&env, &["queue", "--json", "--state", "delivered"]);
     let delivered = q["messages"].as_array().unwrap();
     assert_eq!(delivered.len(), 2);
-    assert!(delivered.iter().all(|m| m["ack_sent_at"].is_null() && m["done_at"].is_string()));
+    assert!(delivered
+        .iter()
+        .all(|m| m["ack_sent_at"].is_null() && m["done_at"].is_string()));
     let s = sp_json(&env, &["status", "--json"]);
     assert_eq!(s["queued"], json!({}));
     assert_eq!(s["sinks"][0]["acks_pending"], 2);
     assert!(s["sinks"][0]["acks_oldest_age_s"].is_number());
     assert_eq!(s["acks_pending"], 2);
     assert!(env.sync_once().status.success());
-    assert_eq!(sp_json(&env, &["status", "--json"])["sinks"][0]["acks_pending"], 0);
-    assert!(env.receiver.wait_ack(p2["id"].as_str().unwrap(), Duration::from_secs(5)).is_some());
+    assert_eq!(
+        sp_json(&env, &["status", "--json"])["sinks"][0]["acks_pending"],
+        0
+    );
+    assert!(env
+        .receiver
+        .wait_ack(p2["id"].as_str().unwrap(), Duration::from_secs(5))
+        .is_some());
 
     // A waiting permission hook is an open attention, and its attention.needed waits to be sent.
     let mut perm = payload(CC_PERMISSION);
     perm["session_id"] = json!(OTHER_SESSION);
     let mut hook = env.spawn_hook("sp-permission", &perm);
     let open = until(Duration::from_secs(10), || {
-        sp_json(&env, &["status", "--json"])["open_attentions"].as_array().is_some_and(|a| a.len() == 1)
+        sp_json(&env, &["status", "--json"])["open_attentions"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1)
     });
     let s = sp_json(&env, &["status", "--json"]);
     let _ = hook.kill();
@@ -119,11 +176,17 @@ fn status_and_queue_reflect_a_real_queue() {
     assert_eq!(a["attention_id"], CC_PERMISSION_ID);
     assert_eq!(a["session"], format!("claude-code:{OTHER_SESSION}"));
     assert_eq!(a["tool"], "Bash");
-    assert!(s["sinks"][0]["events_pending"].as_i64().unwrap() >= 2, "session.started + attention.needed: {s}");
+    assert!(
+        s["sinks"][0]["events_pending"].as_i64().unwrap() >= 2,
+        "session.started + attention.needed: {s}"
+    );
     assert!(s["events_oldest_age_s"].is_number());
     assert_eq!(s["live_sessions"].as_array().unwrap().len(), 2);
     let text = stdout(&sp(&env, &["status"]));
-    assert!(text.contains("open permission prompts: 1") && text.contains(CC_PERMISSION_ID), "{text}");
+    assert!(
+        text.contains("open permission prompts: 1") && text.contains(CC_PERMISSION_ID),
+        "{text}"
+    );
 }
 
 #[test]
@@ -133,7 +196,10 @@ fn status_before_anything_ran() {
     assert_eq!(s["database_exists"], false);
     assert_eq!(s["sinks"][0]["contacted"], false);
     assert_eq!(s["queued"], json!({}));
-    assert!(!env.db_path().exists(), "status does not create the database");
+    assert!(
+        !env.db_path().exists(),
+        "status does not create the database"
+    );
     assert_eq!(sp_json(&env, &["queue", "--json"]), json!({"messages": []}));
 }
 
@@ -146,12 +212,21 @@ fn doctor_fails_on_a_world_readable_config() {
     let text = stdout(&out);
     assert!(text.contains("[FAIL] config"), "{text}");
     assert!(text.contains("readable by others (mode 644)"), "{text}");
-    assert!(text.contains(&format!("fix: chmod 600 {}", env.config.display())), "{text}");
+    assert!(
+        text.contains(&format!("fix: chmod 600 {}", env.config.display())),
+        "{text}"
+    );
 }
 
 #[test]
 fn doctor_fails_on_a_sink_whose_well_known_lacks_control() {
-    let env = Env::with(ReceiverOptions { capabilities: vec!["events".into()], ..Default::default() }, json!({}));
+    let env = Env::with(
+        ReceiverOptions {
+            capabilities: vec!["events".into()],
+            ..Default::default()
+        },
+        json!({}),
+    );
     let out = sp(&env, &["doctor"]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
@@ -160,7 +235,10 @@ fn doctor_fails_on_a_sink_whose_well_known_lacks_control() {
         "{text}"
     );
     assert!(text.contains("capabilities: events"), "{text}");
-    assert!(text.contains("fix: turn control on at the receiver"), "{text}");
+    assert!(
+        text.contains("fix: turn control on at the receiver"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -207,31 +285,77 @@ fn sink_add_checks_the_well_known_and_writes_a_private_config() {
     std::fs::remove_file(&env.config).unwrap();
     let tf = token_file(&env, 0o600);
     let url = env.receiver.url();
-    let out = sp(&env, &["sink", "add", &url, "--token-file", tf.to_str().unwrap(), "--control", "--tier", "1"]);
+    let out = sp(
+        &env,
+        &[
+            "sink",
+            "add",
+            &url,
+            "--token-file",
+            tf.to_str().unwrap(),
+            "--control",
+            "--tier",
+            "1",
+        ],
+    );
     assert!(out.status.success());
     let text = stdout(&out);
     assert!(text.contains("capabilities: events, control"), "{text}");
     assert!(text.contains("Added sink \"localhost\""), "{text}");
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&env.config).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&env.config).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     let c: Value = serde_json::from_str(&std::fs::read_to_string(&env.config).unwrap()).unwrap();
     assert_eq!(
         c["sinks"],
         json!([{"name": "localhost", "url": url, "tier": 1, "control": true, "token_file": tf.canonicalize().unwrap()}])
     );
     // The same URL again is refused; another name is derived for another URL.
-    assert_eq!(sp(&env, &["sink", "add", &url, "--token-file", tf.to_str().unwrap()]).status.code(), Some(1));
-    let out = sp(&env, &["sink", "add", &format!("{url}/other"), "--token-file", tf.to_str().unwrap(), "--no-check"]);
+    assert_eq!(
+        sp(
+            &env,
+            &["sink", "add", &url, "--token-file", tf.to_str().unwrap()]
+        )
+        .status
+        .code(),
+        Some(1)
+    );
+    let out = sp(
+        &env,
+        &[
+            "sink",
+            "add",
+            &format!("{url}/other"),
+            "--token-file",
+            tf.to_str().unwrap(),
+            "--no-check",
+        ],
+    );
     assert!(out.status.success());
     let list = sp_json(&env, &["sink", "list", "--json"]);
-    let names: Vec<&str> = list["sinks"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list["sinks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, vec!["localhost", "localhost-2"]);
     // The config it writes is one sp-sync runs with.
     session_start(&env, CC_SESSION);
     assert!(env.sync_once().status.success());
     assert!(sp_json(&env, &["status", "--json"])["sinks"][0]["last_poll_ok_at"].is_string());
-    assert!(sp(&env, &["sink", "remove", "localhost-2"]).status.success());
-    assert_eq!(sp_json(&env, &["sink", "list", "--json"])["sinks"].as_array().unwrap().len(), 1);
+    assert!(sp(&env, &["sink", "remove", "localhost-2"])
+        .status
+        .success());
+    assert_eq!(
+        sp_json(&env, &["sink", "list", "--json"])["sinks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     let out = sp(&env, &["sink", "remove", "nope"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("the sinks are: localhost"));
@@ -239,27 +363,76 @@ fn sink_add_checks_the_well_known_and_writes_a_private_config() {
 
 #[test]
 fn sink_add_refuses_control_the_receiver_does_not_offer() {
-    let env = Env::with(ReceiverOptions { capabilities: vec!["events".into()], ..Default::default() }, json!({}));
+    let env = Env::with(
+        ReceiverOptions {
+            capabilities: vec!["events".into()],
+            ..Default::default()
+        },
+        json!({}),
+    );
     std::fs::remove_file(&env.config).unwrap();
     let tf = token_file(&env, 0o600);
-    let out = sp(&env, &["sink", "add", &env.receiver.url(), "--token-file", tf.to_str().unwrap(), "--control"]);
+    let out = sp(
+        &env,
+        &[
+            "sink",
+            "add",
+            &env.receiver.url(),
+            "--token-file",
+            tf.to_str().unwrap(),
+            "--control",
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("does not offer control") && err.contains("capabilities: events"), "{err}");
+    assert!(
+        err.contains("does not offer control") && err.contains("capabilities: events"),
+        "{err}"
+    );
     assert!(!env.config.exists(), "nothing saved");
     // Without --control it is added for events.
-    assert!(sp(&env, &["sink", "add", &env.receiver.url(), "--token-file", tf.to_str().unwrap()]).status.success());
+    assert!(sp(
+        &env,
+        &[
+            "sink",
+            "add",
+            &env.receiver.url(),
+            "--token-file",
+            tf.to_str().unwrap()
+        ]
+    )
+    .status
+    .success());
 }
 
 #[test]
 fn sink_add_refuses_a_readable_token_file_and_bad_urls() {
     let env = Env::new();
     let tf = token_file(&env, 0o644);
-    let out = sp(&env, &["sink", "add", &env.receiver.url(), "--token-file", tf.to_str().unwrap()]);
+    let out = sp(
+        &env,
+        &[
+            "sink",
+            "add",
+            &env.receiver.url(),
+            "--token-file",
+            tf.to_str().unwrap(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("fix with: chmod 600 {}", tf.display())));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains(&format!("fix with: chmod 600 {}", tf.display())));
     set_mode(&tf, 0o600);
-    let out = sp(&env, &["sink", "add", "http://example.com/x", "--token-file", tf.to_str().unwrap()]);
+    let out = sp(
+        &env,
+        &[
+            "sink",
+            "add",
+            "http://example.com/x",
+            "--token-file",
+            tf.to_str().unwrap(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("use https://"));
     let out = sp(&env, &["sink", "add", &env.receiver.url()]);
@@ -270,15 +443,27 @@ fn sink_add_refuses_a_readable_token_file_and_bad_urls() {
 fn every_binary_has_help_and_version() {
     let env = Env::new();
     for name in ["sp", "sp-sync", "sp-permission", "sp-stop", "sp-event"] {
-        let bin = if name == "sp" { env!("CARGO_BIN_EXE_sp").into() } else { bin(name) };
+        let bin = if name == "sp" {
+            env!("CARGO_BIN_EXE_sp").into()
+        } else {
+            bin(name)
+        };
         let out = Command::new(&bin).arg("--help").output().unwrap();
         assert!(out.status.success(), "{name} --help");
         let text = stdout(&out);
-        for needle in ["SESSIONPIPE_CONFIG", "SESSIONPIPE_STATE_DIR", "control.db", "sp.log"] {
+        for needle in [
+            "SESSIONPIPE_CONFIG",
+            "SESSIONPIPE_STATE_DIR",
+            "control.db",
+            "sp.log",
+        ] {
             assert!(text.contains(needle), "{name} --help lacks {needle}");
         }
         let out = Command::new(&bin).arg("--version").output().unwrap();
-        assert_eq!(stdout(&out), format!("{name} {}\n", env!("CARGO_PKG_VERSION")));
+        assert_eq!(
+            stdout(&out),
+            format!("{name} {}\n", env!("CARGO_PKG_VERSION"))
+        );
     }
     let out = sp(&env, &["bogus"]);
     assert_eq!(out.status.code(), Some(2));

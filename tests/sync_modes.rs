@@ -18,10 +18,16 @@ fn session_start(env: &Env, id: &str) {
 fn once_polls_without_waiting_and_sends_everything() {
     let env = Env::new();
     session_start(&env, "s-once");
-    let cancel = env.receiver.enqueue("claude-code:s-once", json!({"kind": "cancel"}));
+    let cancel = env
+        .receiver
+        .enqueue("claude-code:s-once", json!({"kind": "cancel"}));
     let started = Instant::now();
     let out = env.sync_once();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(started.elapsed() < Duration::from_secs(10), "no long wait");
     assert!(out.stdout.is_empty() && out.stderr.is_empty());
     // One pass: the session.started event and the ack went out.
@@ -29,9 +35,18 @@ fn once_polls_without_waiting_and_sends_everything() {
     let acks = env.acks_for(cancel["id"].as_str().unwrap());
     assert_eq!(acks.len(), 1);
     assert_eq!(acks[0]["outcome"], "unsupported");
-    let polls: Vec<String> = env.receiver.requests().iter().filter(|r| r.route == Some(spctl::receiver::Route::Poll)).map(|r| r.url.clone()).collect();
+    let polls: Vec<String> = env
+        .receiver
+        .requests()
+        .iter()
+        .filter(|r| r.route == Some(spctl::receiver::Route::Poll))
+        .map(|r| r.url.clone())
+        .collect();
     assert_eq!(polls.len(), 1);
-    assert!(polls[0].contains("session=claude-code:s-once") && polls[0].contains("wait=0"), "{polls:?}");
+    assert!(
+        polls[0].contains("session=claude-code:s-once") && polls[0].contains("wait=0"),
+        "{polls:?}"
+    );
 }
 
 #[test]
@@ -44,7 +59,11 @@ fn a_second_sp_sync_exits_at_once() {
     c.stdout(Stdio::piped()).stderr(Stdio::piped());
     let out = c.output().unwrap();
     assert!(out.status.success());
-    assert!(started.elapsed() < Duration::from_secs(2), "exits at once: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "exits at once: {:?}",
+        started.elapsed()
+    );
     assert!(out.stdout.is_empty() && out.stderr.is_empty());
 }
 
@@ -58,9 +77,17 @@ fn bounded_run_exits_by_itself() {
     let out = run_with_stdin(c, b"");
     assert!(out.status.success());
     let took = started.elapsed();
-    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(8), "took {took:?}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(8),
+        "took {took:?}"
+    );
     // Its polls never held past the deadline.
-    for r in env.receiver.requests().iter().filter(|r| r.route == Some(spctl::receiver::Route::Poll)) {
+    for r in env
+        .receiver
+        .requests()
+        .iter()
+        .filter(|r| r.route == Some(spctl::receiver::Route::Poll))
+    {
         let wait: u64 = r.url.rsplit("wait=").next().unwrap().parse().unwrap();
         assert!(wait <= 2, "{}", r.url);
     }
@@ -70,9 +97,18 @@ fn bounded_run_exits_by_itself() {
 fn bad_config_is_refused_with_how_to_fix_it() {
     let env = Env::new();
     let cases = [
-        (json!({"sinks": [{"name": "x", "url": "http://example.com", "tier": 0}]}), "use https://"),
-        (json!({"sinks": [{"name": "x", "url": "https://a.example", "tier": 0, "control": true}]}), "add \"token\""),
-        (json!({"sinks": [{"name": "x", "url": "https://a.example", "tier": 9}]}), "tiers are 0 to 3"),
+        (
+            json!({"sinks": [{"name": "x", "url": "http://example.com", "tier": 0}]}),
+            "use https://",
+        ),
+        (
+            json!({"sinks": [{"name": "x", "url": "https://a.example", "tier": 0, "control": true}]}),
+            "add \"token\"",
+        ),
+        (
+            json!({"sinks": [{"name": "x", "url": "https://a.example", "tier": 9}]}),
+            "tiers are 0 to 3",
+        ),
         (json!({"sinks": [], "extra": 1}), "not valid"),
     ];
     for (config, hint) in cases {
@@ -96,13 +132,25 @@ fn bad_config_is_refused_with_how_to_fix_it() {
 fn a_hook_starts_sp_sync_and_the_prompt_reaches_the_receiver_within_a_second() {
     let env = Env::with(Default::default(), json!({"permission_wait_s": 3}));
     let mut c = env.cmd("sp-permission");
-    c.env_remove("SESSIONPIPE_NO_SPAWN").args(["--harness", "claude-code"]);
-    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.env_remove("SESSIONPIPE_NO_SPAWN")
+        .args(["--harness", "claude-code"]);
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = c.spawn().unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(payload(CC_PERMISSION).to_string().as_bytes()).unwrap();
-    let ev = env.wait_event("attention.needed", json!({"attention_id": CC_PERMISSION_ID}), Duration::from_secs(5));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload(CC_PERMISSION).to_string().as_bytes())
+        .unwrap();
+    let ev = env.wait_event(
+        "attention.needed",
+        json!({"attention_id": CC_PERMISSION_ID}),
+        Duration::from_secs(5),
+    );
     assert!(ev.is_some());
     let took = started.elapsed();
     assert!(took < Duration::from_secs(2), "took {took:?}");
@@ -127,7 +175,11 @@ fn unauthorized_pauses_control_until_the_config_changes() {
     session_start(&env, "s-paused");
     env.start_sync();
     assert!(until(Duration::from_secs(10), || {
-        env.query::<Option<String>>("select control_paused from sinks where name='phone'").first().cloned().flatten().is_some()
+        env.query::<Option<String>>("select control_paused from sinks where name='phone'")
+            .first()
+            .cloned()
+            .flatten()
+            .is_some()
     }));
     let reason: Vec<String> = env.query("select control_paused from sinks");
     assert!(reason[0].contains("401"), "{reason:?}");
@@ -135,12 +187,22 @@ fn unauthorized_pauses_control_until_the_config_changes() {
     let polls = env.receiver.polls();
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(env.receiver.polls(), polls, "no polls while paused");
-    assert!(!env.log().contains("wrong-token"), "the token never reaches the log");
+    assert!(
+        !env.log().contains("wrong-token"),
+        "the token never reaches the log"
+    );
     // The person fixes the token: the pause lifts and a queued cancel gets its ack.
-    let m = env.receiver.enqueue("claude-code:s-paused", json!({"kind": "cancel"}));
+    let m = env
+        .receiver
+        .enqueue("claude-code:s-paused", json!({"kind": "cancel"}));
     std::thread::sleep(Duration::from_millis(1100)); // a new mtime second
     env.write_config(json!({"sinks": [{"name": "phone", "url": url, "tier": 1, "control": true, "token": env.receiver.token()}]}));
-    let ack = env.receiver.wait_ack(m["id"].as_str().unwrap(), Duration::from_secs(20));
+    let ack = env
+        .receiver
+        .wait_ack(m["id"].as_str().unwrap(), Duration::from_secs(20));
     assert_eq!(ack.expect("ack after the fix")["outcome"], "unsupported");
-    assert_eq!(env.query::<Option<String>>("select control_paused from sinks"), vec![None]);
+    assert_eq!(
+        env.query::<Option<String>>("select control_paused from sinks"),
+        vec![None]
+    );
 }

@@ -69,10 +69,24 @@ pub fn doctor() -> anyhow::Result<Done> {
     let warns = f.0.iter().filter(|x| x.0 == Level::Warn).count();
     println!();
     if fails == 0 {
-        println!("No problems found{}.", if warns > 0 { format!(" ({warns} warning(s))") } else { String::new() });
+        println!(
+            "No problems found{}.",
+            if warns > 0 {
+                format!(" ({warns} warning(s))")
+            } else {
+                String::new()
+            }
+        );
         Ok(Done::Ok)
     } else {
-        println!("{fails} problem(s) found{}.", if warns > 0 { format!(", {warns} warning(s)") } else { String::new() });
+        println!(
+            "{fails} problem(s) found{}.",
+            if warns > 0 {
+                format!(", {warns} warning(s)")
+            } else {
+                String::new()
+            }
+        );
         Ok(Done::Problems)
     }
 }
@@ -104,14 +118,24 @@ fn check_config(f: &mut Findings) -> Option<Config> {
     }
     match Config::load_from(&path) {
         Ok(c) => {
-            f.ok(format!("config loads: {} sink(s), {} with control", c.sinks.len(), c.control_sinks().count()));
+            f.ok(format!(
+                "config loads: {} sink(s), {} with control",
+                c.sinks.len(),
+                c.control_sinks().count()
+            ));
             if c.sinks.is_empty() {
-                f.warn("no sink configured", "sp sink add URL --token-file FILE --control");
+                f.warn(
+                    "no sink configured",
+                    "sp sink add URL --token-file FILE --control",
+                );
             }
             Some(c)
         }
         Err(e) => {
-            f.fail(format!("config does not load: {e:#}"), "correct the file as the message says (or rebuild it with sp sink add)");
+            f.fail(
+                format!("config does not load: {e:#}"),
+                "correct the file as the message says (or rebuild it with sp sink add)",
+            );
             None
         }
     }
@@ -122,13 +146,22 @@ fn check_sinks(f: &mut Findings, config: &Config) {
     let store = open_store();
     for s in &config.sinks {
         match s.bearer() {
-            Ok(t) if t.is_empty() => f.fail(format!("sink {}: the token is empty", s.name), "put the receiver's bearer token in the token file"),
+            Ok(t) if t.is_empty() => f.fail(
+                format!("sink {}: the token is empty", s.name),
+                "put the receiver's bearer token in the token file",
+            ),
             Ok(_) => {}
-            Err(e) => f.fail(format!("sink {}: {e:#}", s.name), "make the token file readable by you, mode 600"),
+            Err(e) => f.fail(
+                format!("sink {}: {e:#}", s.name),
+                "make the token file readable by you, mode 600",
+            ),
         }
         match super::sink::fetch_wellknown(&client, &s.url) {
             Err(e) => f.fail(
-                format!("sink {}: cannot read the receiver's well-known: {e:#}", s.name),
+                format!(
+                    "sink {}: cannot read the receiver's well-known: {e:#}",
+                    s.name
+                ),
                 format!("check that {} is right and the receiver is up", s.url),
             ),
             Ok(found) => {
@@ -145,17 +178,27 @@ fn check_sinks(f: &mut Findings, config: &Config) {
                         ),
                     );
                 } else {
-                    f.ok(format!("sink {}: receiver answers ({})", s.name, found.summary()));
+                    f.ok(format!(
+                        "sink {}: receiver answers ({})",
+                        s.name,
+                        found.summary()
+                    ));
                 }
                 if s.tier > found.max_tier {
                     f.warn(
-                        format!("sink {}: tier {} is above the receiver's max tier {}", s.name, s.tier, found.max_tier),
+                        format!(
+                            "sink {}: tier {} is above the receiver's max tier {}",
+                            s.name, s.tier, found.max_tier
+                        ),
                         format!("add it again with --tier {}", found.max_tier),
                     );
                 }
             }
         }
-        if let Some(st) = store.as_ref().and_then(|st| st.sink_state(&s.name).ok().flatten()) {
+        if let Some(st) = store
+            .as_ref()
+            .and_then(|st| st.sink_state(&s.name).ok().flatten())
+        {
             if let Some(why) = st.control_paused.as_ref().or(st.events_paused.as_ref()) {
                 f.fail(
                     format!("sink {}: sp-sync paused it: {why}", s.name),
@@ -178,16 +221,25 @@ fn check_harnesses(f: &mut Findings, config: Option<&Config>) {
             Registration::NotInstalled => {}
             Registration::Malformed(m) => {
                 any = true;
-                f.fail(format!("{name}: {m}"), format!("fix {file} by hand, then run: sp setup install"));
+                f.fail(
+                    format!("{name}: {m}"),
+                    format!("fix {file} by hand, then run: sp setup install"),
+                );
             }
             Registration::Found { changes, programs } => {
                 any = true;
                 if programs.is_empty() {
-                    f.warn(format!("{name} is installed but {file} has none of our hooks"), "sp setup install (or ./install.sh)");
+                    f.warn(
+                        format!("{name} is installed but {file} has none of our hooks"),
+                        "sp setup install (or ./install.sh)",
+                    );
                     continue;
                 }
-                let broken: Vec<String> =
-                    programs.iter().filter(|p| !cron::is_executable(p)).map(|p| p.display().to_string()).collect();
+                let broken: Vec<String> = programs
+                    .iter()
+                    .filter(|p| !cron::is_executable(p))
+                    .map(|p| p.display().to_string())
+                    .collect();
                 if !broken.is_empty() {
                     f.fail(
                         format!("{name}: hooks in {file} point at missing binaries: {}", broken.join(", ")),
@@ -200,7 +252,10 @@ fn check_harnesses(f: &mut Findings, config: Option<&Config>) {
                     what.extend(changes.added.iter().map(|a| format!("missing {a}")));
                     what.extend(changes.updated.iter().map(|a| format!("differs: {a}")));
                     what.extend(changes.removed.iter().map(|a| format!("extra {a}")));
-                    f.warn(format!("{name}: {file}: {}", what.join("; ")), "sp setup install (see what it would do with --dry-run)");
+                    f.warn(
+                        format!("{name}: {file}: {}", what.join("; ")),
+                        "sp setup install (see what it would do with --dry-run)",
+                    );
                 }
                 if setup::gemini_hooks_disabled(&t) {
                     f.fail(
@@ -220,8 +275,12 @@ fn check_schedule(f: &mut Findings) {
     let sync = bin_dir().join("sp-sync");
     match cron::current_line() {
         Ok(Some(line)) => {
-            let prog = line.split_whitespace().find(|w| w.ends_with("sp-sync") || w.ends_with("sp-sync'"));
-            let prog = prog.and_then(crate::setup::json::first_word).map(PathBuf::from);
+            let prog = line
+                .split_whitespace()
+                .find(|w| w.ends_with("sp-sync") || w.ends_with("sp-sync'"));
+            let prog = prog
+                .and_then(crate::setup::json::first_word)
+                .map(PathBuf::from);
             match prog {
                 Some(p) if !cron::is_executable(&p) => f.fail(
                     format!("the crontab line runs {}, which is missing", p.display()),
@@ -232,7 +291,10 @@ fn check_schedule(f: &mut Findings) {
         }
         Ok(None) => f.warn(
             "no crontab line for sp-sync: acks and events wait until a hook starts sp-sync",
-            format!("sp setup install, or add this line with crontab -e:  {}", cron::line(&sync)),
+            format!(
+                "sp setup install, or add this line with crontab -e:  {}",
+                cron::line(&sync)
+            ),
         ),
         Err(_) => match cron::alternative_installed() {
             Some(p) => f.ok(format!("no crontab; sp-sync is scheduled by {}", show(&p))),
@@ -256,7 +318,9 @@ fn check_database(f: &mut Findings) {
     let db = crate::paths::database_file();
     let shown = show(&db);
     if !db.exists() {
-        f.info(format!("no database yet at {shown}: the first hook creates it"));
+        f.info(format!(
+            "no database yet at {shown}: the first hook creates it"
+        ));
         return;
     }
     #[cfg(unix)]
@@ -265,14 +329,20 @@ fn check_database(f: &mut Findings) {
         if let Ok(m) = std::fs::metadata(&db) {
             let mode = m.permissions().mode() & 0o777;
             if mode & 0o077 != 0 {
-                f.warn(format!("database {shown} is readable by others (mode {mode:o})"), format!("chmod 600 {}", db.display()));
+                f.warn(
+                    format!("database {shown} is readable by others (mode {mode:o})"),
+                    format!("chmod 600 {}", db.display()),
+                );
             }
         }
     }
     match crate::store::open(&db, DB_BUSY) {
         Err(e) => f.fail(
             format!("cannot open the database {shown}: {e:#}"),
-            format!("move it aside (mv {0} {0}.broken); the next hook starts a fresh one", db.display()),
+            format!(
+                "move it aside (mv {0} {0}.broken); the next hook starts a fresh one",
+                db.display()
+            ),
         ),
         Ok(store) => match store.integrity_check() {
             Ok(r) if r == "ok" => f.ok(format!(
@@ -281,9 +351,15 @@ fn check_database(f: &mut Findings) {
             )),
             Ok(r) => f.fail(
                 format!("database {shown} fails the integrity check: {r}"),
-                format!("move it aside (mv {0} {0}.broken); the next hook starts a fresh one", db.display()),
+                format!(
+                    "move it aside (mv {0} {0}.broken); the next hook starts a fresh one",
+                    db.display()
+                ),
             ),
-            Err(e) => f.fail(format!("cannot check the database {shown}: {e:#}"), "see the log in the state folder"),
+            Err(e) => f.fail(
+                format!("cannot check the database {shown}: {e:#}"),
+                "see the log in the state folder",
+            ),
         },
     }
 }
@@ -298,19 +374,32 @@ const LATENCY_BUDGET_MS: u128 = 150;
 fn check_latency(f: &mut Findings) {
     let exe = bin_dir().join(SP_EVENT);
     if !cron::is_executable(&exe) {
-        f.fail(format!("cannot measure hook latency: {} is missing", exe.display()), "reinstall with ./install.sh");
+        f.fail(
+            format!("cannot measure hook latency: {} is missing", exe.display()),
+            "reinstall with ./install.sh",
+        );
         return;
     }
-    let tmp = std::env::temp_dir().join(format!("sp-doctor-{}-{}", std::process::id(), crate::clock::now_ms()));
+    let tmp = std::env::temp_dir().join(format!(
+        "sp-doctor-{}-{}",
+        std::process::id(),
+        crate::clock::now_ms()
+    ));
     let result = measure(&exe, &tmp);
     let _ = std::fs::remove_dir_all(&tmp);
     match result {
-        Err(e) => f.fail(format!("hook latency: {} failed: {e:#}", exe.display()), "see the log, or run it by hand with --help"),
+        Err(e) => f.fail(
+            format!("hook latency: {} failed: {e:#}", exe.display()),
+            "see the log, or run it by hand with --help",
+        ),
         Ok(mut times) => {
             times.sort();
             let median = times[times.len() / 2];
             let ms = median.as_secs_f64() * 1000.0;
-            let text = format!("hook latency: median {ms:.1} ms over {} runs of sp-event (SessionStart)", times.len());
+            let text = format!(
+                "hook latency: median {ms:.1} ms over {} runs of sp-event (SessionStart)",
+                times.len()
+            );
             if median.as_millis() > LATENCY_BUDGET_MS {
                 f.warn(
                     format!("{text}, above the {LATENCY_BUDGET_MS} ms budget"),

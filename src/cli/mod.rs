@@ -43,7 +43,13 @@ Exit status: 0 fine, 1 something is wrong (said on stderr, or by doctor), 2 bad 
 fn help_text() -> String {
     let files: Vec<String> = crate::setup::targets()
         .iter()
-        .map(|t| format!("  {:<12} {}", t.harness.name(), crate::paths::tilde(&t.file.to_string_lossy())))
+        .map(|t| {
+            format!(
+                "  {:<12} {}",
+                t.harness.name(),
+                crate::paths::tilde(&t.file.to_string_lossy())
+            )
+        })
         .collect();
     format!(
         "sp {}\n{HELP}\n{}\n  SP_CRONTAB             crontab program to use; a path that does not exist acts as\n\
@@ -95,7 +101,9 @@ impl Args {
         if let Some(i) = self.0.iter().position(|a| a.starts_with(&prefix)) {
             return Ok(Some(self.0.remove(i)[prefix.len()..].to_string()));
         }
-        let Some(i) = self.0.iter().position(|a| a == name) else { return Ok(None) };
+        let Some(i) = self.0.iter().position(|a| a == name) else {
+            return Ok(None);
+        };
         if i + 1 >= self.0.len() {
             return usage(format!("{name} needs a value"));
         }
@@ -126,7 +134,10 @@ pub fn run(args: Vec<String>) -> Result<Done> {
         println!("sp {}", env!("CARGO_PKG_VERSION"));
         return Ok(Done::Ok);
     }
-    if args.0.is_empty() || args.flag("-h") | args.flag("--help") || args.0.first().is_some_and(|a| a == "help") {
+    if args.0.is_empty()
+        || args.flag("-h") | args.flag("--help")
+        || args.0.first().is_some_and(|a| a == "help")
+    {
         print!("{}", help_text());
         return Ok(Done::Ok);
     }
@@ -144,11 +155,22 @@ pub fn run(args: Vec<String>) -> Result<Done> {
                 state: args.value("--state")?,
                 limit: match args.value("--limit")? {
                     None => None,
-                    Some(n) => Some(n.parse().map_err(|_| Usage(format!("--limit takes a number, not {n:?}")))?),
+                    Some(n) => Some(
+                        n.parse()
+                            .map_err(|_| Usage(format!("--limit takes a number, not {n:?}")))?,
+                    ),
                 },
             };
             if let Some(s) = &filter.state {
-                const STATES: &[&str] = &["queued", "delivering", "done", "delivered", "expired", "unsupported", "failed"];
+                const STATES: &[&str] = &[
+                    "queued",
+                    "delivering",
+                    "done",
+                    "delivered",
+                    "expired",
+                    "unsupported",
+                    "failed",
+                ];
                 if !STATES.contains(&s.as_str()) {
                     return usage(format!("--state {s:?}: use one of {}", STATES.join(", ")));
                 }
@@ -191,7 +213,9 @@ pub fn run(args: Vec<String>) -> Result<Done> {
                     args.finish()?;
                     sink::remove(&name)
                 }
-                other => usage(format!("unknown sink command {other:?}; use add, list or remove")),
+                other => usage(format!(
+                    "unknown sink command {other:?}; use add, list or remove"
+                )),
             }
         }
         "setup" => {
@@ -208,7 +232,9 @@ pub fn run(args: Vec<String>) -> Result<Done> {
                     args.finish()?;
                     setup::uninstall(dry_run, bin_dir)
                 }
-                other => usage(format!("unknown setup command {other:?}; use install or uninstall")),
+                other => usage(format!(
+                    "unknown setup command {other:?}; use install or uninstall"
+                )),
             }
         }
         "hooks" => {
@@ -224,7 +250,9 @@ pub fn run(args: Vec<String>) -> Result<Done> {
                     args.finish()?;
                     setup::print(&harness, bin_dir)
                 }
-                other => usage(format!("unknown hooks command {other:?}; use list or print")),
+                other => usage(format!(
+                    "unknown hooks command {other:?}; use list or print"
+                )),
             }
         }
         other => usage(format!("unknown command {other:?}")),

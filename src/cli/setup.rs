@@ -27,7 +27,13 @@ fn bin_dir(arg: Option<String>) -> Result<PathBuf> {
 fn print_plan(p: &Plan, dry_run: bool) -> bool {
     let name = p.target.harness.name();
     let file = show(&p.path);
-    let would = |s: &str| if dry_run { format!("would {s}") } else { s.to_string() };
+    let would = |s: &str| {
+        if dry_run {
+            format!("would {s}")
+        } else {
+            s.to_string()
+        }
+    };
     let list = |p: &Plan| {
         for a in &p.changes.added {
             println!("    + {a}");
@@ -46,19 +52,30 @@ fn print_plan(p: &Plan, dry_run: bool) -> bool {
             println!("  {name:<12} {file}: NOT CHANGED: {m}");
             return false;
         }
-        Action::Write { created, backup, .. } => {
-            println!("  {name:<12} {file}: {}", would(if *created { "create" } else { "update" }));
+        Action::Write {
+            created, backup, ..
+        } => {
+            println!(
+                "  {name:<12} {file}: {}",
+                would(if *created { "create" } else { "update" })
+            );
             list(p);
             if backup.is_some() {
                 println!("    backup: {}", show(&setup::backup_path(&p.path)));
             }
         }
         Action::Restore { .. } => {
-            println!("  {name:<12} {file}: {}", would("restore from its backup (the file as it was before install)"));
+            println!(
+                "  {name:<12} {file}: {}",
+                would("restore from its backup (the file as it was before install)")
+            );
             list(p);
         }
         Action::Delete => {
-            println!("  {name:<12} {file}: {} (it held only our hooks)", would("delete"));
+            println!(
+                "  {name:<12} {file}: {} (it held only our hooks)",
+                would("delete")
+            );
             list(p);
         }
     }
@@ -66,11 +83,15 @@ fn print_plan(p: &Plan, dry_run: bool) -> bool {
 }
 
 fn changed(p: &Plan) -> bool {
-    matches!(p.action, Action::Write { .. } | Action::Restore { .. } | Action::Delete)
+    matches!(
+        p.action,
+        Action::Write { .. } | Action::Restore { .. } | Action::Delete
+    )
 }
 
 pub fn install(dry_run: bool, bin_dir_arg: Option<String>, no_cron: bool) -> Result<Done> {
-    let config = Config::load().context("fix the config before registering hooks (timeouts depend on it)")?;
+    let config = Config::load()
+        .context("fix the config before registering hooks (timeouts depend on it)")?;
     let bin = bin_dir(bin_dir_arg)?;
     let missing: Vec<&str> = [SP_PERMISSION, SP_STOP, SP_EVENT, "sp-sync"]
         .into_iter()
@@ -83,7 +104,11 @@ pub fn install(dry_run: bool, bin_dir_arg: Option<String>, no_cron: bool) -> Res
             missing.join(", ")
         );
     }
-    println!("{}Hooks (pointing at {}):", if dry_run { "[dry run] " } else { "" }, show(&bin));
+    println!(
+        "{}Hooks (pointing at {}):",
+        if dry_run { "[dry run] " } else { "" },
+        show(&bin)
+    );
     let mut ok = true;
     let mut notes = Vec::new();
     let mut any = false;
@@ -91,7 +116,9 @@ pub fn install(dry_run: bool, bin_dir_arg: Option<String>, no_cron: bool) -> Res
         let p = setup::plan(&t, &bin, &config, true);
         ok &= print_plan(&p, dry_run);
         if !dry_run {
-            setup::apply(&p).with_context(|| format!("{}: cannot write {}", t.harness.name(), p.path.display()))?;
+            setup::apply(&p).with_context(|| {
+                format!("{}: cannot write {}", t.harness.name(), p.path.display())
+            })?;
         }
         if !matches!(p.action, Action::NotInstalled | Action::Malformed(_)) {
             any = true;
@@ -110,7 +137,9 @@ pub fn install(dry_run: bool, bin_dir_arg: Option<String>, no_cron: bool) -> Res
         }
     }
     if !any {
-        println!("  No harness found. Install one (Claude Code, Codex, Cursor, …), then run this again.");
+        println!(
+            "  No harness found. Install one (Claude Code, Codex, Cursor, …), then run this again."
+        );
     }
     println!();
     if no_cron {
@@ -118,9 +147,15 @@ pub fn install(dry_run: bool, bin_dir_arg: Option<String>, no_cron: bool) -> Res
     } else {
         let sync = bin.join("sp-sync");
         match cron::install(&sync, dry_run)? {
-            cron::Outcome::Added(l) => println!("Schedule: {} crontab line:\n  {l}", if dry_run { "would add" } else { "added" }),
+            cron::Outcome::Added(l) => println!(
+                "Schedule: {} crontab line:\n  {l}",
+                if dry_run { "would add" } else { "added" }
+            ),
             cron::Outcome::Replaced(l) => {
-                println!("Schedule: {} our crontab line with:\n  {l}", if dry_run { "would replace" } else { "replaced" })
+                println!(
+                    "Schedule: {} our crontab line with:\n  {l}",
+                    if dry_run { "would replace" } else { "replaced" }
+                )
             }
             cron::Outcome::Unchanged(_) => println!("Schedule: the crontab line is in place."),
             cron::Outcome::NoCrontab(text) => println!("Schedule: {text}"),
@@ -155,12 +190,17 @@ pub fn uninstall(dry_run: bool, bin_dir_arg: Option<String>) -> Result<Done> {
         }
         ok &= print_plan(&p, dry_run);
         if !dry_run {
-            setup::apply(&p).with_context(|| format!("{}: cannot write {}", t.harness.name(), p.path.display()))?;
+            setup::apply(&p).with_context(|| {
+                format!("{}: cannot write {}", t.harness.name(), p.path.display())
+            })?;
         }
     }
     println!();
     match cron::uninstall(dry_run)? {
-        cron::Outcome::Removed => println!("Schedule: {} our crontab line.", if dry_run { "would remove" } else { "removed" }),
+        cron::Outcome::Removed => println!(
+            "Schedule: {} our crontab line.",
+            if dry_run { "would remove" } else { "removed" }
+        ),
         cron::Outcome::Absent => println!("Schedule: no crontab line of ours."),
         _ => {
             if let Some(p) = cron::alternative_installed() {
@@ -197,7 +237,9 @@ pub fn list() -> Result<Done> {
         let name = t.harness.name();
         let file = show(&t.file);
         match setup::inspect(&t, &bin, &config) {
-            Registration::NotInstalled => println!("{name:<12} not installed (no {})", show(&t.dir)),
+            Registration::NotInstalled => {
+                println!("{name:<12} not installed (no {})", show(&t.dir))
+            }
             Registration::Malformed(m) => println!("{name:<12} {file}: cannot read: {m}"),
             Registration::Found { changes, programs } => {
                 let state = if programs.is_empty() {
@@ -222,7 +264,10 @@ pub fn list() -> Result<Done> {
 pub fn print(harness: &str, bin_dir_arg: Option<String>) -> Result<Done> {
     let Some(h) = Harness::parse(harness) else {
         let names: Vec<&str> = Harness::ALL.iter().map(|h| h.name()).collect();
-        return usage(format!("unknown harness {harness:?}; use one of {}", names.join(", ")));
+        return usage(format!(
+            "unknown harness {harness:?}; use one of {}",
+            names.join(", ")
+        ));
     };
     let config = Config::load().unwrap_or_default();
     let t = setup::target(h);

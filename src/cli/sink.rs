@@ -33,7 +33,11 @@ impl Found {
         format!(
             "protocol 1, max tier {}, capabilities: {}",
             self.max_tier,
-            if self.capabilities.is_empty() { "none".into() } else { self.capabilities.join(", ") }
+            if self.capabilities.is_empty() {
+                "none".into()
+            } else {
+                self.capabilities.join(", ")
+            }
         )
     }
 }
@@ -41,14 +45,22 @@ impl Found {
 /// Fetches and reads the well-known document (connect and total timeouts via the client).
 pub fn fetch_wellknown(client: &Client, sink_url: &str) -> Result<Found> {
     let url = wellknown::url_for(sink_url);
-    let reply = client.get(&url, None, WELLKNOWN_TIMEOUT).map_err(|e| anyhow::anyhow!("GET {url}: {e}"))?;
+    let reply = client
+        .get(&url, None, WELLKNOWN_TIMEOUT)
+        .map_err(|e| anyhow::anyhow!("GET {url}: {e}"))?;
     if reply.status != 200 {
         bail!("GET {url} answered {}", reply.status);
     }
     let raw: WellKnown = serde_json::from_str(&reply.body)
         .with_context(|| format!("GET {url}: not a sessionpipe well-known document"))?;
-    let discovered = wellknown::parse(sink_url, &reply.body).with_context(|| format!("GET {url}"))?;
-    Ok(Found { url, capabilities: raw.capabilities, max_tier: raw.max_tier, discovered })
+    let discovered =
+        wellknown::parse(sink_url, &reply.body).with_context(|| format!("GET {url}"))?;
+    Ok(Found {
+        url,
+        capabilities: raw.capabilities,
+        max_tier: raw.max_tier,
+        discovered,
+    })
 }
 
 /// `https://phone.example.com/x` → `phone-example-com`; `-2`, `-3`, … when taken.
@@ -65,7 +77,11 @@ pub fn derive_name(url: &str, taken: &[String]) -> String {
     let host = if loopback { "localhost" } else { host };
     let mut name = String::new();
     for c in host.to_ascii_lowercase().chars() {
-        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' { c } else { '-' };
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
+            c
+        } else {
+            '-'
+        };
         if !(c == '-' && (name.is_empty() || name.ends_with('-'))) {
             name.push(c);
         }
@@ -73,7 +89,11 @@ pub fn derive_name(url: &str, taken: &[String]) -> String {
     let mut name = name.trim_end_matches('-').to_string();
     name.truncate(36);
     let name = name.trim_end_matches('-').to_string();
-    let base = if name.is_empty() { "sink".to_string() } else { name };
+    let base = if name.is_empty() {
+        "sink".to_string()
+    } else {
+        name
+    };
     let mut candidate = base.clone();
     let mut n = 2;
     while taken.contains(&candidate) {
@@ -86,7 +106,9 @@ pub fn derive_name(url: &str, taken: &[String]) -> String {
 fn check_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 40
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
     if !ok {
         return usage(format!("--name {name:?}: use 1-40 of a-z, 0-9, '-', '_'"));
     }
@@ -102,8 +124,14 @@ fn read_raw(path: &Path) -> Result<Map<String, Value>> {
     };
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => bail!("config {} is not a JSON object; fix it by hand first", path.display()),
-        Err(e) => bail!("config {} is not valid JSON ({e}); fix it by hand first", path.display()),
+        Ok(_) => bail!(
+            "config {} is not a JSON object; fix it by hand first",
+            path.display()
+        ),
+        Err(e) => bail!(
+            "config {} is not valid JSON ({e}); fix it by hand first",
+            path.display()
+        ),
     }
 }
 
@@ -111,13 +139,17 @@ fn read_raw(path: &Path) -> Result<Map<String, Value>> {
 /// every program makes, then renamed over the old one. A config that would not load is
 /// never put in place.
 fn write_config(path: &Path, config: &Map<String, Value>) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     if !dir.is_dir() {
         let mut b = std::fs::DirBuilder::new();
         b.recursive(true);
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-        b.create(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        b.create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let tmp = dir.join(format!(".config.json.sp-tmp-{}", std::process::id()));
     let result = (|| -> Result<()> {
@@ -125,14 +157,18 @@ fn write_config(path: &Path, config: &Map<String, Value>) -> Result<()> {
         o.write(true).create_new(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        let mut f = o.open(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut f = o
+            .open(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
         let mut text = serde_json::to_string_pretty(config)?;
         text.push('\n');
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
         drop(f);
-        Config::load_from(&tmp).context("the changed config would not load, so it was not saved")?;
-        std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+        Config::load_from(&tmp)
+            .context("the changed config would not load, so it was not saved")?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("cannot replace {}", path.display()))?;
         Ok(())
     })();
     if result.is_err() {
@@ -149,7 +185,8 @@ fn mode_of(p: &Path) -> Result<u32> {
 
 /// The token file, made absolute, after checking it can serve as one.
 fn token_file(f: &str) -> Result<PathBuf> {
-    let path = std::fs::canonicalize(f).with_context(|| format!("token file {f}: cannot open it"))?;
+    let path =
+        std::fs::canonicalize(f).with_context(|| format!("token file {f}: cannot open it"))?;
     #[cfg(unix)]
     {
         let mode = mode_of(&path)?;
@@ -161,9 +198,13 @@ fn token_file(f: &str) -> Result<PathBuf> {
             );
         }
     }
-    let token = std::fs::read_to_string(&path).with_context(|| format!("cannot read token file {}", path.display()))?;
+    let token = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read token file {}", path.display()))?;
     if token.trim().is_empty() {
-        bail!("token file {} is empty; put the receiver's bearer token in it", path.display());
+        bail!(
+            "token file {} is empty; put the receiver's bearer token in it",
+            path.display()
+        );
     }
     Ok(path)
 }
@@ -178,7 +219,11 @@ pub fn add(o: AddOptions) -> Result<Done> {
     // The current config must load before we add to it.
     let current = Config::load_from(&path)?;
     let taken: Vec<String> = current.sinks.iter().map(|s| s.name.clone()).collect();
-    if let Some(s) = current.sinks.iter().find(|s| s.url.trim_end_matches('/') == o.url.trim_end_matches('/')) {
+    if let Some(s) = current
+        .sinks
+        .iter()
+        .find(|s| s.url.trim_end_matches('/') == o.url.trim_end_matches('/'))
+    {
         bail!(
             "sink {:?} already has the URL {}; to change it run: sp sink remove {} and add it again",
             s.name,
@@ -224,9 +269,14 @@ pub fn add(o: AddOptions) -> Result<Done> {
         }
     }
     let mut raw = read_raw(&path)?;
-    let sinks = raw.entry("sinks").or_insert_with(|| Value::Array(Vec::new()));
+    let sinks = raw
+        .entry("sinks")
+        .or_insert_with(|| Value::Array(Vec::new()));
     let Some(list) = sinks.as_array_mut() else {
-        bail!("config {}: \"sinks\" is not a list; fix it by hand first", path.display());
+        bail!(
+            "config {}: \"sinks\" is not a list; fix it by hand first",
+            path.display()
+        );
     };
     list.push(json!({
         "name": name,
@@ -243,7 +293,9 @@ pub fn add(o: AddOptions) -> Result<Done> {
         show(&path)
     );
     if o.control {
-        println!("sp-sync polls it for every live session; run `sp doctor` to check the whole set-up.");
+        println!(
+            "sp-sync polls it for every live session; run `sp doctor` to check the whole set-up."
+        );
     }
     Ok(Done::Ok)
 }
@@ -261,14 +313,23 @@ pub fn list(json_out: bool) -> Result<Done> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json!({"config": config.path, "sinks": sinks}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"config": config.path, "sinks": sinks}))?
+        );
         return Ok(Done::Ok);
     }
     if config.sinks.is_empty() {
-        println!("No sinks in {}. Add one with: sp sink add URL --token-file FILE [--control]", show(&config.path));
+        println!(
+            "No sinks in {}. Add one with: sp sink add URL --token-file FILE [--control]",
+            show(&config.path)
+        );
         return Ok(Done::Ok);
     }
-    println!("{:<20} {:<5} {:<8} {:<40} TOKEN", "NAME", "TIER", "CONTROL", "URL");
+    println!(
+        "{:<20} {:<5} {:<8} {:<40} TOKEN",
+        "NAME", "TIER", "CONTROL", "URL"
+    );
     for s in &config.sinks {
         let token = match (&s.token_file, &s.token) {
             (Some(f), _) => show(f),
@@ -292,13 +353,21 @@ pub fn remove(name: &str) -> Result<Done> {
     let names: Vec<String> = raw
         .get("sinks")
         .and_then(Value::as_array)
-        .map(|l| l.iter().filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_string)).collect())
+        .map(|l| {
+            l.iter()
+                .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     if !names.iter().any(|n| n == name) {
         bail!(
             "no sink named {name:?} in {}; the sinks are: {}",
             show(&path),
-            if names.is_empty() { "none".into() } else { names.join(", ") }
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
         );
     }
     if let Some(list) = raw.get_mut("sinks").and_then(Value::as_array_mut) {
@@ -314,11 +383,17 @@ mod tests {
     use super::*;
     #[test]
     fn names_from_hosts() {
-        assert_eq!(derive_name("https://Phone.Example.com/x", &[]), "phone-example-com");
+        assert_eq!(
+            derive_name("https://Phone.Example.com/x", &[]),
+            "phone-example-com"
+        );
         assert_eq!(derive_name("http://127.0.0.1:8080/", &[]), "localhost");
         assert_eq!(derive_name("http://[::1]:9/", &[]), "localhost");
         assert_eq!(derive_name("https://user@10.1.2.3:443", &[]), "10-1-2-3");
-        assert_eq!(derive_name("https://a.b", &["a-b".into(), "a-b-2".into()]), "a-b-3");
+        assert_eq!(
+            derive_name("https://a.b", &["a-b".into(), "a-b-2".into()]),
+            "a-b-3"
+        );
         let long = derive_name(&format!("https://{}.com", "x".repeat(80)), &[]);
         assert!(long.len() <= 40);
     }

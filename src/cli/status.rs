@@ -1,7 +1,9 @@
 //! `sp status` and `sp queue`: what the database says, read-only.
 use super::{age_s, ago, human_age, show, Done, DB_BUSY};
 use crate::config::Config;
-use crate::store::status::{KindCount, LiveSession, OpenAttention, QueueFilter, QueueRow, SinkStatus};
+use crate::store::status::{
+    KindCount, LiveSession, OpenAttention, QueueFilter, QueueRow, SinkStatus,
+};
 use crate::store::{self, Store};
 use anyhow::Result;
 use serde::Serialize;
@@ -120,12 +122,22 @@ fn build(config: &Config) -> Result<Report> {
     let oldest = |xs: Vec<Option<i64>>| xs.into_iter().flatten().max();
     report.acks_pending = report.sinks.iter().map(|s| s.acks_pending).sum();
     report.acks_oldest_age_s = oldest(report.sinks.iter().map(|s| s.acks_oldest_age_s).collect());
-    report.events_pending = report.sinks.iter().map(|s| s.events_pending).max().unwrap_or(0);
-    report.events_oldest_age_s = oldest(report.sinks.iter().map(|s| s.events_oldest_age_s).collect());
+    report.events_pending = report
+        .sinks
+        .iter()
+        .map(|s| s.events_pending)
+        .max()
+        .unwrap_or(0);
+    report.events_oldest_age_s =
+        oldest(report.sinks.iter().map(|s| s.events_oldest_age_s).collect());
     if let Some(store) = &store {
         report.live_sessions = store.live_session_rows(config.live_ms())?;
         for KindCount { kind, state, count } in store.pending_message_counts()? {
-            let into = if state == "queued" { &mut report.queued } else { &mut report.delivering };
+            let into = if state == "queued" {
+                &mut report.queued
+            } else {
+                &mut report.delivering
+            };
             *into.entry(kind).or_default() += count;
         }
         report.oldest_pending_message_at = store.oldest_pending_message()?;
@@ -138,7 +150,10 @@ fn count_line(m: &BTreeMap<String, i64>) -> String {
     if m.is_empty() {
         return "none".into();
     }
-    m.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
+    m.iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn pending_line(n: i64, age: Option<i64>) -> String {
@@ -160,9 +175,20 @@ pub fn status(json: bool) -> Result<Done> {
     println!(
         "database: {}{}",
         show(std::path::Path::new(&r.database)),
-        if r.database_exists { "" } else { " (not created yet: no hook has run)" }
+        if r.database_exists {
+            ""
+        } else {
+            " (not created yet: no hook has run)"
+        }
     );
-    println!("sp-sync:  {}", if r.sync_running { "running" } else { "not running (cron or the next hook starts it)" });
+    println!(
+        "sp-sync:  {}",
+        if r.sync_running {
+            "running"
+        } else {
+            "not running (cron or the next hook starts it)"
+        }
+    );
     println!();
     if r.sinks.is_empty() {
         println!("sinks: none. Add one with: sp sink add URL --token-file FILE --control");
@@ -173,7 +199,10 @@ pub fn status(json: bool) -> Result<Done> {
             (true, Some(why)) => format!("PAUSED: {why}"),
             (true, None) => "on".to_string(),
         };
-        println!("sink {} ({}, tier {}): control {control}", s.name, s.url, s.tier);
+        println!(
+            "sink {} ({}, tier {}): control {control}",
+            s.name, s.url, s.tier
+        );
         if let Some(why) = &s.events_paused {
             println!("  events PAUSED: {why}");
         }
@@ -188,10 +217,19 @@ pub fn status(json: bool) -> Result<Done> {
         }
         println!("  last events ok: {}", ago(&s.last_events_ok_at));
         if let Some(e) = &s.last_error {
-            println!("  last error:     {e} at {}", s.last_error_at.as_deref().unwrap_or("?"));
+            println!(
+                "  last error:     {e} at {}",
+                s.last_error_at.as_deref().unwrap_or("?")
+            );
         }
-        println!("  events not yet delivered: {}", pending_line(s.events_pending, s.events_oldest_age_s));
-        println!("  acks not yet delivered:   {}", pending_line(s.acks_pending, s.acks_oldest_age_s));
+        println!(
+            "  events not yet delivered: {}",
+            pending_line(s.events_pending, s.events_oldest_age_s)
+        );
+        println!(
+            "  acks not yet delivered:   {}",
+            pending_line(s.acks_pending, s.acks_oldest_age_s)
+        );
         if let Some(e) = &s.acks_last_error {
             println!("    last ack error: {e}");
         }
@@ -199,7 +237,12 @@ pub fn status(json: bool) -> Result<Done> {
     println!();
     println!("live sessions: {}", r.live_sessions.len());
     for s in &r.live_sessions {
-        println!("  {}  {}  last event {}", s.key, s.cwd.as_deref().unwrap_or("-"), ago(&Some(s.last_event_at.clone())));
+        println!(
+            "  {}  {}  last event {}",
+            s.key,
+            s.cwd.as_deref().unwrap_or("-"),
+            ago(&Some(s.last_event_at.clone()))
+        );
     }
     println!("messages queued:     {}", count_line(&r.queued));
     if !r.delivering.is_empty() {
@@ -225,11 +268,21 @@ pub fn queue(filter: &QueueFilter, json: bool) -> Result<Done> {
         None => Vec::new(),
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "messages": rows }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "messages": rows }))?
+        );
         return Ok(Done::Ok);
     }
     if rows.is_empty() {
-        println!("No control messages{}.", if filter.session.is_some() || filter.state.is_some() { " match" } else { " yet" });
+        println!(
+            "No control messages{}.",
+            if filter.session.is_some() || filter.state.is_some() {
+                " match"
+            } else {
+                " yet"
+            }
+        );
         return Ok(Done::Ok);
     }
     for m in &rows {
@@ -237,13 +290,19 @@ pub fn queue(filter: &QueueFilter, json: bool) -> Result<Done> {
             Some(o) => format!("{}/{o}", m.state),
             None => m.state.clone(),
         };
-        println!("{}  {:<17} {:<16} {}  {}", m.received_at, m.kind, state, m.session, m.id);
+        println!(
+            "{}  {:<17} {:<16} {}  {}",
+            m.received_at, m.kind, state, m.session, m.id
+        );
         match m.kind.as_str() {
             "permission.answer" => println!(
                 "    {} for {}{}",
                 m.decision.as_deref().unwrap_or("?"),
                 m.for_attention.as_deref().unwrap_or("?"),
-                m.note.as_deref().map(|n| format!(" (note: {n})")).unwrap_or_default()
+                m.note
+                    .as_deref()
+                    .map(|n| format!(" (note: {n})"))
+                    .unwrap_or_default()
             ),
             "prompt" => println!("    text: {:?}", m.text.as_deref().unwrap_or("")),
             _ => {}
@@ -259,7 +318,10 @@ pub fn queue(filter: &QueueFilter, json: bool) -> Result<Done> {
         println!(
             "    expires {}{}{ack}",
             m.expires_at.as_deref().unwrap_or("?"),
-            m.done_at.as_deref().map(|t| format!(", done {t}")).unwrap_or_default()
+            m.done_at
+                .as_deref()
+                .map(|t| format!(", done {t}"))
+                .unwrap_or_default()
         );
     }
     Ok(Done::Ok)

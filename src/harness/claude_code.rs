@@ -54,7 +54,11 @@ pub fn parse(stdin: &[u8]) -> HookInput {
                 return HookInput::Skip("PermissionRequest without tool_name/tool_input".into());
             };
             HookInput::Permission {
-                attention_id: minted_attention_id(input.prompt_id.as_deref().unwrap_or(""), tool, tool_input),
+                attention_id: minted_attention_id(
+                    input.prompt_id.as_deref().unwrap_or(""),
+                    tool,
+                    tool_input,
+                ),
                 message: Some(describe_tool(tool, tool_input)),
                 tool: Some(tool.clone()),
                 session,
@@ -66,8 +70,14 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             source: input.source.unwrap_or_else(|| "unknown".into()),
         },
         "SessionEnd" => HookInput::SessionEnd { session },
-        "PostToolUse" | "PostToolUseFailure" => HookInput::TerminalAnswered { attention_id: attention(), session },
-        "UserPromptSubmit" => HookInput::TerminalAnswered { attention_id: None, session },
+        "PostToolUse" | "PostToolUseFailure" => HookInput::TerminalAnswered {
+            attention_id: attention(),
+            session,
+        },
+        "UserPromptSubmit" => HookInput::TerminalAnswered {
+            attention_id: None,
+            session,
+        },
         _ => HookInput::Alive { session },
     }
 }
@@ -77,7 +87,8 @@ pub fn render_permission(decision: Decision, message: &str) -> String {
         Decision::Allow => json!({ "behavior": "allow" }),
         Decision::Deny => json!({ "behavior": "deny", "message": message }),
     };
-    json!({ "hookSpecificOutput": { "hookEventName": "PermissionRequest", "decision": decision } }).to_string()
+    json!({ "hookSpecificOutput": { "hookEventName": "PermissionRequest", "decision": decision } })
+        .to_string()
 }
 
 pub fn render_block(reason: &str) -> String {
@@ -97,15 +108,24 @@ mod tests {
             render_permission(Decision::Deny, "Not on main"),
             r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"Not on main"}}}"#
         );
-        assert_eq!(render_block("x\"y"), r#"{"decision":"block","reason":"x\"y"}"#);
+        assert_eq!(
+            render_block("x\"y"),
+            r#"{"decision":"block","reason":"x\"y"}"#
+        );
     }
 
     #[test]
     fn parses_events() {
         assert!(matches!(parse(b""), HookInput::Skip(_)));
         assert!(matches!(parse(b"[1]"), HookInput::Skip(_)));
-        assert!(matches!(parse(br#"{"session_id":"a b","hook_event_name":"Stop"}"#), HookInput::Skip(_)));
-        assert!(matches!(parse(br#"{"session_id":"s1","hook_event_name":"Stop"}"#), HookInput::Stop { .. }));
+        assert!(matches!(
+            parse(br#"{"session_id":"a b","hook_event_name":"Stop"}"#),
+            HookInput::Skip(_)
+        ));
+        assert!(matches!(
+            parse(br#"{"session_id":"s1","hook_event_name":"Stop"}"#),
+            HookInput::Stop { .. }
+        ));
         assert!(matches!(
             parse(br#"{"session_id":"s1","hook_event_name":"Stop","agent_id":"a"}"#),
             HookInput::Alive { .. }

@@ -159,7 +159,9 @@ fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
         let secs = |v: String, name: &str| -> anyhow::Result<u64> {
             match v.parse::<u64>() {
                 Ok(n) if (1..=7 * 24 * 3600).contains(&n) => Ok(n),
-                _ => setup(format!("{name} takes whole seconds from 1 to 604800, not {v:?}")),
+                _ => setup(format!(
+                    "{name} takes whole seconds from 1 to 604800, not {v:?}"
+                )),
             }
         };
         match name {
@@ -175,7 +177,11 @@ fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
                 a.permission_expiry_s = secs(value("seconds")?, name)?;
             }
             "--prompt-expiry-s" => a.prompt_expiry_s = secs(value("seconds")?, name)?,
-            other => return setup(format!("unknown argument {other:?}; see sp-receiver --help")),
+            other => {
+                return setup(format!(
+                    "unknown argument {other:?}; see sp-receiver --help"
+                ))
+            }
         }
     }
     Ok(Parsed::Run(a))
@@ -265,7 +271,8 @@ fn load_token(path: &Path, create: bool, what: &str) -> anyhow::Result<(String, 
             // Another sp-receiver --init made it just now: read that one.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
-                return Err(e).with_context(|| format!("cannot create the {what} file {}", path.display()))
+                return Err(e)
+                    .with_context(|| format!("cannot create the {what} file {}", path.display()))
             }
         }
     }
@@ -314,7 +321,11 @@ struct Setup2 {
 }
 
 fn prepare(a: &Args) -> anyhow::Result<Setup2> {
-    let (token_file, c1) = token_path(&a.token_file, "SESSIONPIPE_RECEIVER_TOKEN_FILE", default_token_file());
+    let (token_file, c1) = token_path(
+        &a.token_file,
+        "SESSIONPIPE_RECEIVER_TOKEN_FILE",
+        default_token_file(),
+    );
     let (login_file, c2) = token_path(
         &a.login_token_file,
         "SESSIONPIPE_RECEIVER_LOGIN_TOKEN_FILE",
@@ -329,7 +340,10 @@ fn prepare(a: &Args) -> anyhow::Result<Setup2> {
             token_file.display()
         ));
     }
-    for (made, f, what) in [(made1, &token_file, "bearer token"), (made2, &login_file, "login token")] {
+    for (made, f, what) in [
+        (made1, &token_file, "bearer token"),
+        (made2, &login_file, "login token"),
+    ] {
         if made {
             eprintln!("sp-receiver: created the {what} file {}", f.display());
         }
@@ -474,15 +488,30 @@ mod tests {
 
     #[test]
     fn parses() {
-        let Parsed::Run(a) = parse_args(&args(&["--listen", "0.0.0.0:9000", "--db=/x.db", "--prompt-expiry-s", "60"])).unwrap() else {
+        let Parsed::Run(a) = parse_args(&args(&[
+            "--listen",
+            "0.0.0.0:9000",
+            "--db=/x.db",
+            "--prompt-expiry-s",
+            "60",
+        ]))
+        .unwrap() else {
             panic!()
         };
         assert_eq!(a.listen, "0.0.0.0:9000".parse().unwrap());
         assert_eq!(a.db, Some(PathBuf::from("/x.db")));
         assert_eq!(a.prompt_expiry_s, 60);
         assert_eq!(a.permission_expiry_s, 120);
-        assert!(matches!(parse_args(&args(&["--help"])).unwrap(), Parsed::Help));
-        for bad in [&["--nope"][..], &["--listen"], &["--listen", "nohost"], &["--prompt-expiry-s", "0"]] {
+        assert!(matches!(
+            parse_args(&args(&["--help"])).unwrap(),
+            Parsed::Help
+        ));
+        for bad in [
+            &["--nope"][..],
+            &["--listen"],
+            &["--listen", "nohost"],
+            &["--prompt-expiry-s", "0"],
+        ] {
             let e = parse_args(&args(bad)).err().unwrap();
             assert!(e.downcast_ref::<Setup>().is_some(), "{bad:?}");
         }
@@ -490,7 +519,10 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(page_url("0.0.0.0:8787".parse().unwrap()), "http://127.0.0.1:8787/");
+        assert_eq!(
+            page_url("0.0.0.0:8787".parse().unwrap()),
+            "http://127.0.0.1:8787/"
+        );
         assert_eq!(fragment_encode("a b/c"), "a%20b%2Fc");
     }
 }

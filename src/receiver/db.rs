@@ -129,10 +129,24 @@ fn fmt_ms(ms: i64) -> String {
 }
 
 /// One message as the page lists it.
-fn message_view(body: &str, status: &str, detail: Option<String>, acked_at: Option<String>) -> Value {
+fn message_view(
+    body: &str,
+    status: &str,
+    detail: Option<String>,
+    acked_at: Option<String>,
+) -> Value {
     let m: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let mut v = Map::new();
-    for k in ["id", "kind", "text", "for", "decision", "note", "at", "expires_at"] {
+    for k in [
+        "id",
+        "kind",
+        "text",
+        "for",
+        "decision",
+        "note",
+        "at",
+        "expires_at",
+    ] {
         if let Some(x) = m.get(k) {
             v.insert(k.into(), x.clone());
         }
@@ -182,7 +196,10 @@ impl Db {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            bail!("cannot switch {} to WAL (journal_mode is {mode})", path.display());
+            bail!(
+                "cannot switch {} to WAL (journal_mode is {mode})",
+                path.display()
+            );
         }
         conn.execute_batch("PRAGMA synchronous=NORMAL;")?;
         let mut db = Db { conn };
@@ -246,7 +263,9 @@ impl Db {
 
     /// Every accepted event, in arrival order.
     pub fn events(&self) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached("SELECT body FROM events ORDER BY n")?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT body FROM events ORDER BY n")?;
         let rows = st.query_map([], |r| r.get::<_, String>(0))?;
         rows.map(|r| r.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
             .collect()
@@ -344,7 +363,9 @@ impl Db {
 
     /// Every valid ack entry received, duplicates included, in arrival order.
     pub fn acks(&self) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached("SELECT body FROM acks ORDER BY n")?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT body FROM acks ORDER BY n")?;
         let rows = st.query_map([], |r| r.get::<_, String>(0))?;
         rows.map(|r| r.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
             .collect()
@@ -392,7 +413,17 @@ impl Db {
             })?
             .collect::<rusqlite::Result<_>>()?;
         let mut out = Vec::with_capacity(rows.len());
-        for SessionRow { key, harness, sid, first_at, last_at, last_type, info, ended } in rows {
+        for SessionRow {
+            key,
+            harness,
+            sid,
+            first_at,
+            last_at,
+            last_type,
+            info,
+            ended,
+        } in rows
+        {
             let attentions = self.open_attentions(&key)?;
             let messages = self.session_messages(&key, now_ms)?;
             let state = if !attentions.is_empty() {
@@ -652,21 +683,37 @@ mod tests {
         let mut db = Db::open_memory().unwrap();
         let now = 1_800_000_000_000;
         let a = ev("s", 0, "session.started", json!({"source":"startup"}));
-        let b = ev("s", 1, "attention.needed", json!({"attention_id":"p1","kind":"permission","tool":"Bash","message":"ls"}));
-        assert_eq!(db.insert_events(&[&a, &b, &a], now).unwrap(), vec![true, true, false]);
+        let b = ev(
+            "s",
+            1,
+            "attention.needed",
+            json!({"attention_id":"p1","kind":"permission","tool":"Bash","message":"ls"}),
+        );
+        assert_eq!(
+            db.insert_events(&[&a, &b, &a], now).unwrap(),
+            vec![true, true, false]
+        );
         let s = db.page_sessions(now, 3_600_000).unwrap();
         assert_eq!(s.len(), 1);
         assert_eq!(s[0]["state"], "needs you");
         assert_eq!(s[0]["cwd"], "~/x");
         assert_eq!(s[0]["attentions"][0]["tool"], "Bash");
         // A cleared with an older seq than a newer needed does not close it.
-        let c = ev("s", 2, "attention.cleared", json!({"attention_id":"p1","how":"answered"}));
+        let c = ev(
+            "s",
+            2,
+            "attention.cleared",
+            json!({"attention_id":"p1","how":"answered"}),
+        );
         db.insert_events(&[&c], now).unwrap();
         let s = db.page_sessions(now, 3_600_000).unwrap();
         assert_eq!(s[0]["attentions"], json!([]));
         assert_eq!(s[0]["state"], "active");
         // Not live after live_ms.
-        assert!(db.page_sessions(now + 4_000_000, 3_600_000).unwrap().is_empty());
+        assert!(db
+            .page_sessions(now + 4_000_000, 3_600_000)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -674,16 +721,24 @@ mod tests {
         let mut db = Db::open_memory().unwrap();
         let now = 1_800_000_000_000;
         let m = json!({"id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ","kind":"prompt","text":"hi"});
-        db.insert_message("codex:s", &m, Some(now + 1000), now).unwrap();
+        db.insert_message("codex:s", &m, Some(now + 1000), now)
+            .unwrap();
         let p = db.pending("codex:s", now).unwrap();
         assert_eq!(p.len(), 1);
         assert_eq!(db.mark_polled(&[p[0].0], now).unwrap(), 1);
         assert_eq!(db.mark_polled(&[p[0].0], now).unwrap(), 0);
         assert!(db.pending("codex:s", now + 1000).unwrap().is_empty());
         assert_eq!(db.next_expiry(now).unwrap(), Some(now + 1000));
-        db.insert_acks(&[json!({"id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ","outcome":"delivered","at":"x"})], now).unwrap();
+        db.insert_acks(
+            &[json!({"id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ","outcome":"delivered","at":"x"})],
+            now,
+        )
+        .unwrap();
         assert!(db.pending("codex:s", now).unwrap().is_empty());
-        assert_eq!(db.first_ack("01K6ZZZZZZZZZZZZZZZZZZZZZZ").unwrap().unwrap()["outcome"], "delivered");
+        assert_eq!(
+            db.first_ack("01K6ZZZZZZZZZZZZZZZZZZZZZZ").unwrap().unwrap()["outcome"],
+            "delivered"
+        );
         assert_eq!(db.next_expiry(now).unwrap(), None);
         assert_eq!(db.sweep(now + 10_000, 1000).unwrap(), 2);
     }

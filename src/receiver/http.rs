@@ -378,11 +378,9 @@ pub(crate) fn handle(shared: &Shared, mut rq: Request, generation: u64) {
             r.headers.push(("retry-after", retry_after_s.to_string()));
             Some(r)
         }
-        Some(Fault::InvalidJson) => Some(Reply::typed(
-            200,
-            "application/json",
-            b"{not json".to_vec(),
-        )),
+        Some(Fault::InvalidJson) => {
+            Some(Reply::typed(200, "application/json", b"{not json".to_vec()))
+        }
         Some(Fault::Reset) => {
             ex.cut(Shutdown::Both);
             drop(writer);

@@ -89,9 +89,10 @@ pub(crate) fn classify(method: &str, path: &str) -> Option<Result<PageRoute, &'s
         ("/logout", _) => ("POST", None),
         ("/assets/app.css", m) => ("GET", (m == "GET").then_some(PageRoute::Asset(Asset::Css))),
         ("/assets/app.js", m) => ("GET", (m == "GET").then_some(PageRoute::Asset(Asset::Js))),
-        ("/assets/login.js", m) => {
-            ("GET", (m == "GET").then_some(PageRoute::Asset(Asset::LoginJs)))
-        }
+        ("/assets/login.js", m) => (
+            "GET",
+            (m == "GET").then_some(PageRoute::Asset(Asset::LoginJs)),
+        ),
         ("/page/api/state", m) => ("GET", (m == "GET").then_some(PageRoute::State)),
         ("/page/api/enqueue", m) => ("POST", (m == "POST").then_some(PageRoute::Enqueue)),
         _ => return None,
@@ -209,7 +210,8 @@ fn same_origin(ex: &Exchange<'_>) -> bool {
                 return false;
             };
             let origin = origin.trim();
-            origin == format!("http://{}", host.trim()) || origin == format!("https://{}", host.trim())
+            origin == format!("http://{}", host.trim())
+                || origin == format!("https://{}", host.trim())
         }
     }
 }
@@ -327,7 +329,10 @@ fn login(ex: &Exchange<'_>) -> Reply {
     {
         let mut st = ex.shared.lock();
         let now = st.now_ms();
-        if let Err(e) = st.db.add_login(&sha256_hex(&cookie), &token_fp(&login), now) {
+        if let Err(e) = st
+            .db
+            .add_login(&sha256_hex(&cookie), &token_fp(&login), now)
+        {
             return Reply::db_failed(&e);
         }
     }
@@ -353,7 +358,10 @@ fn logout(ex: &Exchange<'_>, who: Who) -> Reply {
     }
     Reply::no_content().header(
         "set-cookie",
-        format!("{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0", cookie_name(ex)),
+        format!(
+            "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+            cookie_name(ex)
+        ),
     )
 }
 
@@ -409,7 +417,10 @@ fn state(ex: &Exchange<'_>, who: &Who) -> Option<Reply> {
         "now".into(),
         super::validate::format_ms_timestamp(st.now()).into(),
     );
-    body.insert("permission_expiry_s".into(), st.opts.permission_expiry_s.into());
+    body.insert(
+        "permission_expiry_s".into(),
+        st.opts.permission_expiry_s.into(),
+    );
     body.insert("prompt_expiry_s".into(), st.opts.prompt_expiry_s.into());
     if let Who::Cookie { csrf, .. } = who {
         body.insert("csrf".into(), csrf.clone().into());
@@ -428,9 +439,16 @@ fn str_field<'a>(m: &'a Map<String, Value>, k: &str) -> Result<Option<&'a str>, 
 
 /// Checks a message a page client wants queued and builds the partial `State::enqueue`
 /// completes. Returns it with its default expiry in ms.
-fn page_message(m: &Map<String, Value>, perm_s: u64, prompt_s: u64) -> Result<(Map<String, Value>, i64), String> {
+fn page_message(
+    m: &Map<String, Value>,
+    perm_s: u64,
+    prompt_s: u64,
+) -> Result<(Map<String, Value>, i64), String> {
     for k in m.keys() {
-        if !matches!(k.as_str(), "kind" | "text" | "for" | "decision" | "note" | "expires_in_s") {
+        if !matches!(
+            k.as_str(),
+            "kind" | "text" | "for" | "decision" | "note" | "expires_in_s"
+        ) {
             return Err(format!("unknown field {}", clip(k, 40)));
         }
     }
@@ -482,7 +500,9 @@ fn page_message(m: &Map<String, Value>, perm_s: u64, prompt_s: u64) -> Result<(M
     if let Some(v) = m.get("expires_in_s").filter(|v| !v.is_null()) {
         let s = v.as_f64().ok_or("expires_in_s must be a number")?;
         if !(s > 0.0 && s <= EXPIRY_MAX_S) {
-            return Err(format!("expires_in_s must be above 0 and at most {EXPIRY_MAX_S}"));
+            return Err(format!(
+                "expires_in_s must be above 0 and at most {EXPIRY_MAX_S}"
+            ));
         }
         out.insert("expires_in_s".into(), v.clone());
     }
@@ -549,8 +569,16 @@ mod tests {
     #[test]
     fn page_messages_are_checked() {
         let m = |v: Value| v.as_object().unwrap().clone();
-        let (p, d) = page_message(&m(json!({"kind":"permission.answer","for":"perm-1","decision":"allow","note":""})), 120, 3600).unwrap();
-        assert_eq!(Value::Object(p), json!({"kind":"permission.answer","for":"perm-1","decision":"allow"}));
+        let (p, d) = page_message(
+            &m(json!({"kind":"permission.answer","for":"perm-1","decision":"allow","note":""})),
+            120,
+            3600,
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(p),
+            json!({"kind":"permission.answer","for":"perm-1","decision":"allow"})
+        );
         assert_eq!(d, 120_000);
         let (_, d) = page_message(&m(json!({"kind":"prompt","text":"hi"})), 120, 3600).unwrap();
         assert_eq!(d, 3_600_000);

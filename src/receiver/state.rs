@@ -108,7 +108,11 @@ impl State {
 
     /// Messages of `session` that are neither acked nor expired, oldest first.
     pub fn pending(&self, session: &str) -> rusqlite::Result<Vec<Value>> {
-        Ok(self.pending_rows(session)?.into_iter().map(|(_, v)| v).collect())
+        Ok(self
+            .pending_rows(session)?
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect())
     }
 
     /// Like [`State::pending`], with each message's row number.

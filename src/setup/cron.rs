@@ -42,9 +42,14 @@ pub fn is_executable(p: &Path) -> bool {
 /// Variables cron does not have but the resolution of our files depends on. Cron runs with a
 /// bare environment, so a config or state folder moved by them is spelled out in the line.
 fn env_prefix() -> String {
-    let moved = ["SESSIONPIPE_CONFIG", "SESSIONPIPE_STATE_DIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+    let moved = [
+        "SESSIONPIPE_CONFIG",
+        "SESSIONPIPE_STATE_DIR",
+        "XDG_CONFIG_HOME",
+        "XDG_STATE_HOME",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
     if !moved {
         return String::new();
     }
@@ -62,14 +67,19 @@ fn cron_quote(p: &Path) -> String {
 
 /// The whole line for this sp-sync.
 pub fn line(sync_bin: &Path) -> String {
-    format!("* * * * * {}{} >/dev/null 2>&1 {MARKER}", env_prefix(), cron_quote(sync_bin))
+    format!(
+        "* * * * * {}{} >/dev/null 2>&1 {MARKER}",
+        env_prefix(),
+        cron_quote(sync_bin)
+    )
 }
 
 /// The current crontab ("" when the user has none).
 pub fn read(crontab: &Path) -> Result<String> {
     let mut c = Command::new(crontab);
     c.arg("-l");
-    let (ok, out, err) = run(c, None, TIMEOUT).with_context(|| format!("{} -l", crontab.display()))?;
+    let (ok, out, err) =
+        run(c, None, TIMEOUT).with_context(|| format!("{} -l", crontab.display()))?;
     if ok {
         return Ok(out);
     }
@@ -83,9 +93,14 @@ pub fn read(crontab: &Path) -> Result<String> {
 /// Installs `text` as the crontab; an empty one is removed (`-r`), as it was before us.
 fn write(crontab: &Path, text: &str) -> Result<()> {
     let mut c = Command::new(crontab);
-    let (arg, stdin) = if text.is_empty() { ("-r", None) } else { ("-", Some(text)) };
+    let (arg, stdin) = if text.is_empty() {
+        ("-r", None)
+    } else {
+        ("-", Some(text))
+    };
     c.arg(arg);
-    let (ok, _, err) = run(c, stdin, TIMEOUT).with_context(|| format!("{} {arg}", crontab.display()))?;
+    let (ok, _, err) =
+        run(c, stdin, TIMEOUT).with_context(|| format!("{} {arg}", crontab.display()))?;
     if !ok {
         bail!("{} {arg} failed: {}", crontab.display(), err.trim());
     }
@@ -95,7 +110,9 @@ fn write(crontab: &Path, text: &str) -> Result<()> {
 /// The crontab with our line in place of any older one of ours; None when nothing changes.
 pub fn with_line(current: &str, line: &str) -> Option<String> {
     let mut lines: Vec<&str> = current.lines().collect();
-    let ours: Vec<usize> = (0..lines.len()).filter(|i| lines[*i].contains(MARKER)).collect();
+    let ours: Vec<usize> = (0..lines.len())
+        .filter(|i| lines[*i].contains(MARKER))
+        .collect();
     if ours.len() == 1 && lines[ours[0]] == line {
         return None;
     }
@@ -113,7 +130,11 @@ pub fn without_line(current: &str) -> Option<String> {
         return None;
     }
     let kept: Vec<&str> = current.lines().filter(|l| !l.contains(MARKER)).collect();
-    Some(if kept.is_empty() { String::new() } else { kept.join("\n") + "\n" })
+    Some(if kept.is_empty() {
+        String::new()
+    } else {
+        kept.join("\n") + "\n"
+    })
 }
 
 /// What `sp setup` did or would do about scheduling.
@@ -141,7 +162,11 @@ pub fn install(sync_bin: &Path, dry_run: bool) -> Result<Outcome> {
             if !dry_run {
                 write(&crontab, &text)?;
             }
-            Ok(if had { Outcome::Replaced(line) } else { Outcome::Added(line) })
+            Ok(if had {
+                Outcome::Replaced(line)
+            } else {
+                Outcome::Added(line)
+            })
         }
     }
 }
@@ -165,11 +190,17 @@ pub fn uninstall(dry_run: bool) -> Result<Outcome> {
 /// Our crontab line if there is one, for `sp doctor`. Err when crontab is missing.
 pub fn current_line() -> Result<Option<String>> {
     let crontab = crontab_command().context("no crontab on this machine")?;
-    Ok(read(&crontab)?.lines().find(|l| l.contains(MARKER)).map(str::to_string))
+    Ok(read(&crontab)?
+        .lines()
+        .find(|l| l.contains(MARKER))
+        .map(str::to_string))
 }
 
 fn home() -> PathBuf {
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from).unwrap_or_else(|| "/".into())
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/".into())
 }
 
 pub fn systemd_dir() -> PathBuf {
@@ -181,7 +212,9 @@ pub fn systemd_dir() -> PathBuf {
 }
 
 pub fn launchd_plist() -> PathBuf {
-    home().join("Library/LaunchAgents").join(format!("{LAUNCHD_LABEL}.plist"))
+    home()
+        .join("Library/LaunchAgents")
+        .join(format!("{LAUNCHD_LABEL}.plist"))
 }
 
 /// The systemd user timer (Linux) or launchd agent (macOS) doing what the cron line does.
@@ -244,7 +277,10 @@ mod tests {
         assert_eq!(added, format!("MAILTO=me\n0 * * * * backup\n{L}\n"));
         assert_eq!(with_line(&added, L), None);
         let moved = with_line(&added, &L.replace("/b/", "/c/")).unwrap();
-        assert_eq!(moved, format!("MAILTO=me\n0 * * * * backup\n{}\n", L.replace("/b/", "/c/")));
+        assert_eq!(
+            moved,
+            format!("MAILTO=me\n0 * * * * backup\n{}\n", L.replace("/b/", "/c/"))
+        );
         assert_eq!(without_line(&added).unwrap(), mine);
         assert_eq!(without_line(mine), None);
         assert_eq!(with_line("", L).unwrap(), format!("{L}\n"));

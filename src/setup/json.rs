@@ -169,13 +169,25 @@ pub fn merge(root: &mut Value, layout: Layout, want: &[Entry]) -> Result<Changes
                     } else {
                         let mut kept = Vec::with_capacity(arr.len());
                         for mut group in arr.drain(..) {
-                            let matcher = group.get("matcher").and_then(Value::as_str).map(str::to_string);
-                            let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
+                            let matcher = group
+                                .get("matcher")
+                                .and_then(Value::as_str)
+                                .map(str::to_string);
+                            let Some(handlers) =
+                                group.get_mut("hooks").and_then(Value::as_array_mut)
+                            else {
                                 kept.push(group);
                                 continue;
                             };
                             let had = handlers.len();
-                            walk_handlers(handlers, event, Some(matcher.as_deref()), &mut pending, &mut changes, &mut reappend);
+                            walk_handlers(
+                                handlers,
+                                event,
+                                Some(matcher.as_deref()),
+                                &mut pending,
+                                &mut changes,
+                                &mut reappend,
+                            );
                             if had > 0 && handlers.is_empty() {
                                 continue; // the group held only our handler
                             }
@@ -193,7 +205,10 @@ pub fn merge(root: &mut Value, layout: Layout, want: &[Entry]) -> Result<Changes
             if drop_hooks {
                 obj.retain(|k, _| k != "hooks");
             }
-            let rest: Vec<&Entry> = reappend.into_iter().chain(pending.0.into_iter().flatten()).collect();
+            let rest: Vec<&Entry> = reappend
+                .into_iter()
+                .chain(pending.0.into_iter().flatten())
+                .collect();
             if !rest.is_empty() {
                 let hooks = obj
                     .entry("hooks")
@@ -229,7 +244,11 @@ pub fn merge(root: &mut Value, layout: Layout, want: &[Entry]) -> Result<Changes
                         kept.push(item);
                         continue;
                     };
-                    let event = item.get("trigger").and_then(Value::as_str).unwrap_or("").to_string();
+                    let event = item
+                        .get("trigger")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
                     match pending.claim(&event, binary) {
                         Some(e) => {
                             if item != e.handler {
@@ -329,7 +348,10 @@ pub struct Style {
 
 impl Default for Style {
     fn default() -> Self {
-        Style { indent: Some("  ".into()), final_newline: true }
+        Style {
+            indent: Some("  ".into()),
+            final_newline: true,
+        }
     }
 }
 
@@ -337,16 +359,26 @@ impl Style {
     pub fn detect(text: &str) -> Style {
         let body = text.trim_end();
         if !body.contains('\n') && !body.is_empty() {
-            return Style { indent: None, final_newline: text.ends_with('\n') };
+            return Style {
+                indent: None,
+                final_newline: text.ends_with('\n'),
+            };
         }
         let indent = body
             .lines()
             .skip(1)
             .find(|l| !l.trim().is_empty())
-            .map(|l| l.chars().take_while(|c| *c == ' ' || *c == '\t').collect::<String>())
+            .map(|l| {
+                l.chars()
+                    .take_while(|c| *c == ' ' || *c == '\t')
+                    .collect::<String>()
+            })
             .filter(|i| !i.is_empty())
             .unwrap_or_else(|| "  ".into());
-        Style { indent: Some(indent), final_newline: text.ends_with('\n') || text.is_empty() }
+        Style {
+            indent: Some(indent),
+            final_newline: text.ends_with('\n') || text.is_empty(),
+        }
     }
 
     pub fn render(&self, v: &Value) -> String {
@@ -386,7 +418,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Value> {
 /// The real file behind a symlink, so a dotfiles link keeps pointing at the edited file.
 pub fn resolve(path: &Path) -> PathBuf {
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        }
         _ => path.to_path_buf(),
     }
 }
@@ -394,14 +428,19 @@ pub fn resolve(path: &Path) -> PathBuf {
 /// Writes a file whole or not at all (temp file in the same folder, then rename), keeping
 /// the mode of the file it replaces; `mode` applies to a new file.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.sp-tmp-{}", std::process::id()));
     #[cfg(unix)]
     let existing_mode = {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o7777)
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o7777)
     };
     let result = (|| -> Result<()> {
         let mut o = std::fs::OpenOptions::new();
@@ -410,7 +449,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> 
         if let Some(m) = existing_mode.or(mode) {
             std::os::unix::fs::OpenOptionsExt::mode(&mut o, m);
         }
-        let mut f = o.open(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut f = o
+            .open(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
         f.write_all(bytes)?;
         // The umask may have narrowed the mode asked for at creation.
         #[cfg(unix)]
@@ -419,7 +460,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> 
             f.set_permissions(std::fs::Permissions::from_mode(m))?;
         }
         f.sync_all()?;
-        std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("cannot replace {}", path.display()))?;
         Ok(())
     })();
     if result.is_err() {
@@ -446,7 +488,10 @@ mod tests {
     #[test]
     fn words() {
         assert_eq!(first_word("/a/b --x").as_deref(), Some("/a/b"));
-        assert_eq!(first_word("'/a b/sp-stop' --harness x").as_deref(), Some("/a b/sp-stop"));
+        assert_eq!(
+            first_word("'/a b/sp-stop' --harness x").as_deref(),
+            Some("/a b/sp-stop")
+        );
         assert_eq!(first_word(r#""/a \"b/c" x"#).as_deref(), Some(r#"/a "b/c"#));
         assert_eq!(first_word("   ").as_deref(), None);
         assert_eq!(shell_quote("/usr/bin/sp"), "/usr/bin/sp");
@@ -456,7 +501,10 @@ mod tests {
     #[test]
     fn grouped_merge_is_idempotent_and_reversible() {
         let original = json!({"model":"x","hooks":{"Stop":[{"hooks":[{"type":"command","command":"other-tool stop"}]}]}});
-        let want = vec![entry("PermissionRequest", "sp-permission", 40), entry("Stop", "sp-stop", 10)];
+        let want = vec![
+            entry("PermissionRequest", "sp-permission", 40),
+            entry("Stop", "sp-stop", 10),
+        ];
         let mut v = original.clone();
         let c = merge(&mut v, Layout::Grouped, &want).unwrap();
         assert_eq!(c.added.len(), 2);
@@ -466,14 +514,23 @@ mod tests {
         assert!(merge(&mut v, Layout::Grouped, &want).unwrap().is_empty());
         assert_eq!(v, once);
         // A changed timeout updates in place.
-        let want2 = vec![entry("PermissionRequest", "sp-permission", 70), entry("Stop", "sp-stop", 10)];
+        let want2 = vec![
+            entry("PermissionRequest", "sp-permission", 70),
+            entry("Stop", "sp-stop", 10),
+        ];
         let c = merge(&mut v, Layout::Grouped, &want2).unwrap();
         assert_eq!(c.updated.len(), 1);
-        assert_eq!(v["hooks"]["PermissionRequest"][0]["hooks"][0]["timeout"], 70);
+        assert_eq!(
+            v["hooks"]["PermissionRequest"][0]["hooks"][0]["timeout"],
+            70
+        );
         let c = merge(&mut v, Layout::Grouped, &[]).unwrap();
         assert_eq!(c.removed.len(), 2);
         assert_eq!(v, original);
-        assert_eq!(serde_json::to_string(&v).unwrap(), serde_json::to_string(&original).unwrap());
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            serde_json::to_string(&original).unwrap()
+        );
     }
 
     #[test]
@@ -486,7 +543,12 @@ mod tests {
 
     #[test]
     fn style_round_trips() {
-        for text in ["{\n  \"a\": [\n    1\n  ]\n}\n", "{\n    \"a\": 1\n}", "{\"a\":1}\n", "{\n\t\"a\": {}\n}\n"] {
+        for text in [
+            "{\n  \"a\": [\n    1\n  ]\n}\n",
+            "{\n    \"a\": 1\n}",
+            "{\"a\":1}\n",
+            "{\n\t\"a\": {}\n}\n",
+        ] {
             let v: Value = serde_json::from_str(text).unwrap();
             assert_eq!(Style::detect(text).render(&v), text);
         }

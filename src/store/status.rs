@@ -142,7 +142,9 @@ impl Store {
     pub fn event_count(&self) -> Result<(i64, Option<String>)> {
         Ok(self
             .conn
-            .query_row("SELECT count(*), min(time) FROM events", [], |r| Ok((r.get(0)?, r.get(1)?)))?)
+            .query_row("SELECT count(*), min(time) FROM events", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?)
     }
 
     /// Sessions polled now: not ended, an event within `live_ms`.
@@ -200,7 +202,11 @@ impl Store {
     pub fn oldest_pending_message(&self) -> Result<Option<String>> {
         Ok(self
             .conn
-            .query_row("SELECT min(received_at) FROM messages WHERE state<>'done'", [], |r| r.get(0))
+            .query_row(
+                "SELECT min(received_at) FROM messages WHERE state<>'done'",
+                [],
+                |r| r.get(0),
+            )
             .optional()?
             .flatten())
     }

@@ -25,7 +25,9 @@ fn random_u32() -> u32 {
 
 /// `retry-after` as seconds or an HTTP date; a missing or unreadable one means 60 s.
 pub fn retry_after(value: Option<&str>) -> Duration {
-    let Some(v) = value.map(str::trim) else { return Duration::from_secs(60) };
+    let Some(v) = value.map(str::trim) else {
+        return Duration::from_secs(60);
+    };
     if let Ok(s) = v.parse::<u64>() {
         return Duration::from_secs(s.min(3600));
     }

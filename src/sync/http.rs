@@ -88,5 +88,9 @@ fn reply(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Rep
         .limit(BODY_LIMIT)
         .read_to_string()
         .map_err(|e| format!("reading the body: {e}"))?;
-    Ok(Reply { status, retry_after, body })
+    Ok(Reply {
+        status,
+        retry_after,
+        body,
+    })
 }

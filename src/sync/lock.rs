@@ -33,7 +33,9 @@ pub fn acquire() -> std::io::Result<Option<SyncLock>> {
     for _ in 0..30 {
         match file.try_lock() {
             Ok(()) => return Ok(Some(SyncLock { _file: file })),
-            Err(TryLockError::WouldBlock) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            Err(TryLockError::WouldBlock) => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
             Err(TryLockError::Error(e)) => return Err(e),
         }
     }
@@ -42,7 +44,9 @@ pub fn acquire() -> std::io::Result<Option<SyncLock>> {
 
 /// Whether an sp-sync holds the lock now.
 pub fn is_running() -> bool {
-    let Ok(file) = open_lock_file() else { return false };
+    let Ok(file) = open_lock_file() else {
+        return false;
+    };
     match file.try_lock_shared() {
         Ok(()) => {
             let _ = file.unlock();
@@ -65,7 +69,9 @@ pub fn ensure_running() {
         }
     };
     let mut cmd = Command::new(&bin);
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     // Its own process group: the harness's signals to the hook's group must not reach it.
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);

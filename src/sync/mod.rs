@@ -82,7 +82,8 @@ impl Shared {
     }
 
     pub fn remaining(&self) -> Option<Duration> {
-        self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
     pub fn notify(&self) {
@@ -101,7 +102,10 @@ impl Shared {
             if left.is_zero() {
                 break;
             }
-            g = c.wait_timeout(g, left.min(Duration::from_millis(250))).unwrap_or_else(|e| e.into_inner()).0;
+            g = c
+                .wait_timeout(g, left.min(Duration::from_millis(250)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         *seen = *g;
     }
@@ -128,7 +132,9 @@ impl Shared {
 pub fn fingerprint(s: &Sink) -> String {
     use sha2::{Digest, Sha256};
     let token = s.bearer().unwrap_or_default();
-    let d = Sha256::digest(format!("{}|{}|{}|{}|{}", s.name, s.url, s.control, s.tier, token).as_bytes());
+    let d = Sha256::digest(
+        format!("{}|{}|{}|{}|{}", s.name, s.url, s.control, s.tier, token).as_bytes(),
+    );
     d[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -165,7 +171,8 @@ pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
     };
     let signal = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, Arc::clone(&signal)).map_err(|e| RunError::Other(e.into()))?;
+        signal_hook::flag::register(sig, Arc::clone(&signal))
+            .map_err(|e| RunError::Other(e.into()))?;
     }
     let deadline = match mode {
         Mode::Bounded(d) => Some(Instant::now() + d),
@@ -262,11 +269,21 @@ impl Supervisor {
                     ready.push(ctx);
                 }
                 Err(e) => {
-                    let failures = self.discovery_retry.get(&sink.name).map(|f| f.1).unwrap_or(0) + 1;
+                    let failures = self
+                        .discovery_retry
+                        .get(&sink.name)
+                        .map(|f| f.1)
+                        .unwrap_or(0)
+                        + 1;
                     let delay = backoff::delay(backoff::CONTROL, failures);
-                    crate::logging::warn(&format!("sink {}: {e:#}; retry in {}s", sink.name, delay.as_secs()));
+                    crate::logging::warn(&format!(
+                        "sink {}: {e:#}; retry in {}s",
+                        sink.name,
+                        delay.as_secs()
+                    ));
                     let _ = self.store.note_error(&sink.name, &format!("{e:#}"));
-                    self.discovery_retry.insert(sink.name.clone(), (Instant::now() + delay, failures));
+                    self.discovery_retry
+                        .insert(sink.name.clone(), (Instant::now() + delay, failures));
                 }
             }
         }
@@ -278,7 +295,10 @@ impl Supervisor {
         self.store.ensure_sink(&sink.name, live_since)?;
         let fp = fingerprint(sink);
         if self.store.lift_pauses_if_config_changed(&sink.name, &fp)? {
-            crate::logging::info(&format!("sink {}: config changed; pauses lifted", sink.name));
+            crate::logging::info(&format!(
+                "sink {}: config changed; pauses lifted",
+                sink.name
+            ));
         }
         let found = discover::discover(&self.shared.client, &mut self.store, sink)?;
         if sink.control && found.control_url.is_none() {
@@ -300,10 +320,12 @@ impl Supervisor {
 
     fn start_senders(&mut self, ctx: &Arc<SinkCtx>) {
         let (s, c) = (Arc::clone(&self.shared), Arc::clone(ctx));
-        self.senders.push(std::thread::spawn(move || send::events_loop(&s, &c)));
+        self.senders
+            .push(std::thread::spawn(move || send::events_loop(&s, &c)));
         if ctx.control && ctx.found.control_url.is_some() {
             let (s, c) = (Arc::clone(&self.shared), Arc::clone(ctx));
-            self.senders.push(std::thread::spawn(move || send::acks_loop(&s, &c)));
+            self.senders
+                .push(std::thread::spawn(move || send::acks_loop(&s, &c)));
         }
     }
 
@@ -312,7 +334,10 @@ impl Supervisor {
         self.polls.retain(|_, h| !h.is_finished());
         let sessions = self.store.live_sessions(self.shared.live_ms)?;
         for ctx in self.sinks.values() {
-            if !ctx.control || ctx.found.control_url.is_none() || self.store.control_paused(&ctx.name)? {
+            if !ctx.control
+                || ctx.found.control_url.is_none()
+                || self.store.control_paused(&ctx.name)?
+            {
                 continue;
             }
             for (key, harness) in &sessions {
@@ -320,8 +345,16 @@ impl Supervisor {
                 if self.polls.contains_key(&id) {
                     continue;
                 }
-                let (s, c, k, h) = (Arc::clone(&self.shared), Arc::clone(ctx), key.clone(), harness.clone());
-                self.polls.insert(id, std::thread::spawn(move || poll::poll_loop(&s, &c, &k, &h)));
+                let (s, c, k, h) = (
+                    Arc::clone(&self.shared),
+                    Arc::clone(ctx),
+                    key.clone(),
+                    harness.clone(),
+                );
+                self.polls.insert(
+                    id,
+                    std::thread::spawn(move || poll::poll_loop(&s, &c, &k, &h)),
+                );
             }
         }
         Ok(())
@@ -350,7 +383,8 @@ impl Supervisor {
         let mut last_sweep = Instant::now() - SWEEP_EVERY;
         // Harnesses with a server API (OpenCode) get their messages at once, not at a hook.
         let shared = Arc::clone(&self.shared);
-        self.senders.push(std::thread::spawn(move || api::api_loop(&shared)));
+        self.senders
+            .push(std::thread::spawn(move || api::api_loop(&shared)));
         while !self.shared.stopping() {
             if self.signal.load(Ordering::Relaxed) {
                 self.shared.stop.store(true, Ordering::Relaxed);
@@ -399,7 +433,10 @@ impl Supervisor {
         let ready = self.discover();
         let sessions = self.store.live_sessions(self.shared.live_ms)?;
         for ctx in &ready {
-            if ctx.control && ctx.found.control_url.is_some() && !self.store.control_paused(&ctx.name)? {
+            if ctx.control
+                && ctx.found.control_url.is_some()
+                && !self.store.control_paused(&ctx.name)?
+            {
                 for (key, harness) in &sessions {
                     poll::poll_once(&self.shared, ctx, &mut self.store, key, harness, 0);
                 }
@@ -415,5 +452,7 @@ impl Supervisor {
 }
 
 fn data_version(store: &Store) -> Result<i64> {
-    Ok(store.connection().query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    Ok(store
+        .connection()
+        .query_row("PRAGMA data_version", [], |r| r.get(0))?)
 }

@@ -1,5 +1,5 @@
 //! One long poll per (live session × control sink) (DECISIONS 1, 2).
-use super::{backoff, SinkCtx, Shared};
+use super::{backoff, Shared, SinkCtx};
 use crate::store::{Ingested, Store};
 use crate::wire::control;
 use serde_json::Value;
@@ -26,9 +26,21 @@ fn poll_url(ctx: &SinkCtx, key: &str, wait: u64) -> Option<String> {
 }
 
 /// One poll and its handling. `wait` is the long-poll hold in seconds.
-pub fn poll_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, key: &str, harness: &str, wait: u64) -> Next {
-    let Some(url) = poll_url(ctx, key, wait) else { return Next::Stop };
-    let reply = match shared.client.get(&url, Some(&ctx.token), Duration::from_secs(wait + 10)) {
+pub fn poll_once(
+    shared: &Shared,
+    ctx: &SinkCtx,
+    store: &mut Store,
+    key: &str,
+    harness: &str,
+    wait: u64,
+) -> Next {
+    let Some(url) = poll_url(ctx, key, wait) else {
+        return Next::Stop;
+    };
+    let reply = match shared
+        .client
+        .get(&url, Some(&ctx.token), Duration::from_secs(wait + 10))
+    {
         Ok(r) => r,
         Err(e) => {
             crate::logging::warn(&format!("poll {} {key}: {e}", ctx.name));
@@ -57,18 +69,27 @@ pub fn poll_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, key: &str, h
             Next::Again
         }
         401 | 403 => {
-            let why = format!("control poll answered {}: check the sink's token, then edit the config", reply.status);
+            let why = format!(
+                "control poll answered {}: check the sink's token, then edit the config",
+                reply.status
+            );
             crate::logging::error(&format!("sink {}: {why}", ctx.name));
             let _ = store.pause_control(&ctx.name, &why, &ctx.fingerprint);
             Next::Stop
         }
         404 => {
-            let _ = store.note_error(&ctx.name, "control poll answered 404: the receiver has no control; retry in 5 min");
+            let _ = store.note_error(
+                &ctx.name,
+                "control poll answered 404: the receiver has no control; retry in 5 min",
+            );
             Next::After(backoff::jitter(Duration::from_secs(300)))
         }
         429 => {
             let d = backoff::retry_after(reply.retry_after.as_deref());
-            let _ = store.note_error(&ctx.name, &format!("control poll answered 429; retry in {}s", d.as_secs()));
+            let _ = store.note_error(
+                &ctx.name,
+                &format!("control poll answered 429; retry in {}s", d.as_secs()),
+            );
             Next::After(d)
         }
         s => {
@@ -80,8 +101,16 @@ pub fn poll_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, key: &str, h
 }
 
 /// Stores a poll answer. Returns whether anything new arrived.
-fn ingest(shared: &Shared, ctx: &SinkCtx, store: &mut Store, key: &str, harness: &str, body: &str) -> anyhow::Result<bool> {
-    let v: Value = serde_json::from_str(body).map_err(|e| anyhow::anyhow!("poll answer is not JSON: {e}"))?;
+fn ingest(
+    shared: &Shared,
+    ctx: &SinkCtx,
+    store: &mut Store,
+    key: &str,
+    harness: &str,
+    body: &str,
+) -> anyhow::Result<bool> {
+    let v: Value =
+        serde_json::from_str(body).map_err(|e| anyhow::anyhow!("poll answer is not JSON: {e}"))?;
     let Some(items) = v.get("messages").and_then(Value::as_array) else {
         anyhow::bail!("poll answer has no messages array");
     };
@@ -93,9 +122,17 @@ fn ingest(shared: &Shared, ctx: &SinkCtx, store: &mut Store, key: &str, harness:
         match r {
             Ingested::Queued { id, kind } => {
                 new = true;
-                crate::logging::info(&format!("{key}: queued {} {id} from {}", kind.as_str(), ctx.name));
+                crate::logging::info(&format!(
+                    "{key}: queued {} {id} from {}",
+                    kind.as_str(),
+                    ctx.name
+                ));
             }
-            Ingested::Final { id, outcome, detail } => {
+            Ingested::Final {
+                id,
+                outcome,
+                detail,
+            } => {
                 new = true;
                 crate::logging::info(&format!(
                     "{key}: {id} acked {} at once ({})",
@@ -104,9 +141,10 @@ fn ingest(shared: &Shared, ctx: &SinkCtx, store: &mut Store, key: &str, harness:
                 ));
             }
             Ingested::Duplicate { .. } => {}
-            Ingested::Dropped { reason } => {
-                crate::logging::warn(&format!("{key}: dropped a message from {} that cannot be acked: {reason}", ctx.name))
-            }
+            Ingested::Dropped { reason } => crate::logging::warn(&format!(
+                "{key}: dropped a message from {} that cannot be acked: {reason}",
+                ctx.name
+            )),
         }
     }
     if new {

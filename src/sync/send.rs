@@ -1,6 +1,6 @@
 //! The two outboxes: acks to `POST {control}/ack` (DECISIONS 3) and events to
 //! `POST {events}` with the protocol's status rules (§2.2).
-use super::{backoff, SinkCtx, Shared};
+use super::{backoff, Shared, SinkCtx};
 use crate::clock::now_ms;
 use crate::store::Store;
 use crate::wire::control::ack_body;
@@ -25,7 +25,9 @@ pub enum Sent {
 }
 
 pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyhow::Result<Sent> {
-    let Some(control) = ctx.found.control_url.as_deref() else { return Ok(Sent::Idle) };
+    let Some(control) = ctx.found.control_url.as_deref() else {
+        return Ok(Sent::Idle);
+    };
     let rows = store.pending_acks(&ctx.name, now_ms(), ACK_BATCH)?;
     if rows.is_empty() {
         return Ok(Sent::Idle);
@@ -34,27 +36,55 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
     let body = ack_body(
         &rows
             .iter()
-            .map(|r| (r.message_id.clone(), r.outcome, r.at.clone(), r.detail.clone()))
+            .map(|r| {
+                (
+                    r.message_id.clone(),
+                    r.outcome,
+                    r.at.clone(),
+                    r.detail.clone(),
+                )
+            })
             .collect::<Vec<_>>(),
     )
     .to_string();
-    let url = format!("{}/ack", control.split('?').next().unwrap_or(control).trim_end_matches('/'));
-    match shared.client.post_json(&url, &ctx.token, &body, &[], SEND_TIMEOUT) {
+    let url = format!(
+        "{}/ack",
+        control
+            .split('?')
+            .next()
+            .unwrap_or(control)
+            .trim_end_matches('/')
+    );
+    match shared
+        .client
+        .post_json(&url, &ctx.token, &body, &[], SEND_TIMEOUT)
+    {
         Ok(r) if (200..300).contains(&r.status) => {
-            let sent: Vec<(String, i64)> = rows.iter().map(|r| (r.message_id.clone(), r.generation)).collect();
+            let sent: Vec<(String, i64)> = rows
+                .iter()
+                .map(|r| (r.message_id.clone(), r.generation))
+                .collect();
             store.acks_sent(&ctx.name, &sent)?;
             crate::logging::info(&format!("sink {}: {} ack(s) sent", ctx.name, ids.len()));
             Ok(Sent::Progress)
         }
         Ok(r) if r.status == 401 || r.status == 403 => {
-            let why = format!("ack answered {}: check the sink's token, then edit the config", r.status);
+            let why = format!(
+                "ack answered {}: check the sink's token, then edit the config",
+                r.status
+            );
             store.pause_control(&ctx.name, &why, &ctx.fingerprint)?;
             store.acks_failed(&ctx.name, &ids, &why, None)?;
             Ok(Sent::Paused)
         }
         Ok(r) if r.status == 429 => {
             let d = backoff::retry_after(r.retry_after.as_deref());
-            store.acks_failed(&ctx.name, &ids, "429", Some(now_ms() + d.as_millis() as i64))?;
+            store.acks_failed(
+                &ctx.name,
+                &ids,
+                "429",
+                Some(now_ms() + d.as_millis() as i64),
+            )?;
             Ok(Sent::Retry(d))
         }
         Ok(r) => {
@@ -78,8 +108,15 @@ pub struct EventsState {
     pub failures: u32,
 }
 
-pub fn send_events_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, st: &mut EventsState) -> anyhow::Result<Sent> {
-    let Some(sink) = store.sink_state(&ctx.name)? else { return Ok(Sent::Idle) };
+pub fn send_events_once(
+    shared: &Shared,
+    ctx: &SinkCtx,
+    store: &mut Store,
+    st: &mut EventsState,
+) -> anyhow::Result<Sent> {
+    let Some(sink) = store.sink_state(&ctx.name)? else {
+        return Ok(Sent::Idle);
+    };
     if sink.events_paused.is_some() {
         return Ok(Sent::Paused);
     }
@@ -87,8 +124,14 @@ pub fn send_events_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, st: &
     if events.is_empty() {
         return Ok(Sent::Idle);
     }
-    let tier = ctx.tier.min(ctx.found.max_tier).min(sink.tier_cap.unwrap_or(3));
-    let mut rendered: Vec<Value> = events.iter().map(|e| envelope(e, tier, ctx.machine.as_deref())).collect();
+    let tier = ctx
+        .tier
+        .min(ctx.found.max_tier)
+        .min(sink.tier_cap.unwrap_or(3));
+    let mut rendered: Vec<Value> = events
+        .iter()
+        .map(|e| envelope(e, tier, ctx.machine.as_deref()))
+        .collect();
     let mut body = serde_json::json!({ "events": rendered }).to_string();
     while body.len() > ctx.found.max_bytes && rendered.len() > 1 {
         rendered.truncate(rendered.len() / 2);
@@ -96,15 +139,22 @@ pub fn send_events_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, st: &
     }
     let last = events[rendered.len() - 1].rowid;
     if body.len() > ctx.found.max_bytes {
-        crate::logging::error(&format!("sink {}: event {} is larger than the receiver takes; dropped", ctx.name, events[0].event_id));
+        crate::logging::error(&format!(
+            "sink {}: event {} is larger than the receiver takes; dropped",
+            ctx.name, events[0].event_id
+        ));
         store.advance_cursor(&ctx.name, last, false)?;
         return Ok(Sent::Progress);
     }
     // A retried batch reuses its webhook-id, derived from the events it carries.
     let webhook_id = format!("msg_{}_{}", events[0].event_id, rendered.len());
-    let reply = shared
-        .client
-        .post_json(&ctx.found.events_url, &ctx.token, &body, &[("webhook-id", &webhook_id)], SEND_TIMEOUT);
+    let reply = shared.client.post_json(
+        &ctx.found.events_url,
+        &ctx.token,
+        &body,
+        &[("webhook-id", &webhook_id)],
+        SEND_TIMEOUT,
+    );
     let fail = |store: &mut Store, st: &mut EventsState, e: String| -> anyhow::Result<Sent> {
         st.failures += 1;
         store.note_error(&ctx.name, &e)?;
@@ -123,17 +173,33 @@ pub fn send_events_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, st: &
                 .ok()
                 .filter(|v| v.get("accepted").is_some_and(Value::is_u64))
             else {
-                return fail(store, st, format!("events answered {} without a batch response", r.status));
+                return fail(
+                    store,
+                    st,
+                    format!("events answered {} without a batch response", r.status),
+                );
             };
             st.failures = 0;
             store.advance_cursor(&ctx.name, last, true)?;
-            if let Some(rej) = v.get("rejected").and_then(Value::as_array).filter(|a| !a.is_empty()) {
-                crate::logging::warn(&format!("sink {}: receiver rejected events: {}", ctx.name, Value::Array(rej.clone())));
+            if let Some(rej) = v
+                .get("rejected")
+                .and_then(Value::as_array)
+                .filter(|a| !a.is_empty())
+            {
+                crate::logging::warn(&format!(
+                    "sink {}: receiver rejected events: {}",
+                    ctx.name,
+                    Value::Array(rej.clone())
+                ));
             }
             Ok(Sent::Progress)
         }
         400 => {
-            crate::logging::error(&format!("sink {}: events answered 400 ({}); batch dropped", ctx.name, r.body.chars().take(200).collect::<String>()));
+            crate::logging::error(&format!(
+                "sink {}: events answered 400 ({}); batch dropped",
+                ctx.name,
+                r.body.chars().take(200).collect::<String>()
+            ));
             store.advance_cursor(&ctx.name, last, false)?;
             Ok(Sent::Progress)
         }
@@ -155,7 +221,8 @@ pub fn send_events_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, st: &
                     Ok(Sent::Progress)
                 }
                 _ => {
-                    let why = "events answered 403: the receiver refuses this sender; check the sink";
+                    let why =
+                        "events answered 403: the receiver refuses this sender; check the sink";
                     store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
                     Ok(Sent::Paused)
                 }
@@ -163,7 +230,10 @@ pub fn send_events_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, st: &
         }
         413 => {
             if rendered.len() == 1 {
-                crate::logging::error(&format!("sink {}: event {} refused as too large; dropped", ctx.name, events[0].event_id));
+                crate::logging::error(&format!(
+                    "sink {}: event {} refused as too large; dropped",
+                    ctx.name, events[0].event_id
+                ));
                 store.advance_cursor(&ctx.name, last, false)?;
             } else {
                 st.batch = (rendered.len() / 2).max(1);
@@ -177,19 +247,34 @@ pub fn send_events_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, st: &
 
 /// Sends due acks until none is due or a send fails.
 pub fn acks_loop(shared: &Shared, ctx: &SinkCtx) {
-    run_loop(shared, ctx, "acks", |store| send_acks_once(shared, ctx, store), |store| {
-        // Earliest retry of a failed ack.
-        store
-            .next_ack_due(&ctx.name)
-            .ok()
-            .flatten()
-            .map(|t| Duration::from_millis((t - now_ms()).max(0) as u64))
-    });
+    run_loop(
+        shared,
+        ctx,
+        "acks",
+        |store| send_acks_once(shared, ctx, store),
+        |store| {
+            // Earliest retry of a failed ack.
+            store
+                .next_ack_due(&ctx.name)
+                .ok()
+                .flatten()
+                .map(|t| Duration::from_millis((t - now_ms()).max(0) as u64))
+        },
+    );
 }
 
 pub fn events_loop(shared: &Shared, ctx: &SinkCtx) {
-    let mut st = EventsState { batch: 50, failures: 0 };
-    run_loop(shared, ctx, "events", |store| send_events_once(shared, ctx, store, &mut st), |_| None);
+    let mut st = EventsState {
+        batch: 50,
+        failures: 0,
+    };
+    run_loop(
+        shared,
+        ctx,
+        "events",
+        |store| send_events_once(shared, ctx, store, &mut st),
+        |_| None,
+    );
 }
 
 fn run_loop(
@@ -260,7 +345,10 @@ fn run_loop(
 
 /// `--once`: send what is due, for each outbox, until nothing more goes.
 pub fn flush(shared: &Shared, ctx: &SinkCtx, store: &mut Store) {
-    let mut st = EventsState { batch: 50, failures: 0 };
+    let mut st = EventsState {
+        batch: 50,
+        failures: 0,
+    };
     for _ in 0..100 {
         match send_events_once(shared, ctx, store, &mut st) {
             Ok(Sent::Progress) => continue,

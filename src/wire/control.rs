@@ -84,14 +84,26 @@ pub struct ControlMessage {
 pub enum Checked {
     Valid(ControlMessage),
     /// Ack `failed` with this detail; never acted on.
-    Invalid { id: String, kind: Option<String>, detail: String },
+    Invalid {
+        id: String,
+        kind: Option<String>,
+        detail: String,
+    },
     /// Ack `unsupported`.
-    UnknownKind { id: String, kind: String },
+    UnknownKind {
+        id: String,
+        kind: String,
+    },
     /// No usable id, so nothing can be acked: logged and dropped.
-    Unackable { reason: String },
+    Unackable {
+        reason: String,
+    },
 }
 
-fn str_field<'a>(obj: &'a serde_json::Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+fn str_field<'a>(
+    obj: &'a serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<&'a str>, String> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -102,7 +114,9 @@ fn str_field<'a>(obj: &'a serde_json::Map<String, Value>, key: &str) -> Result<O
 /// Checks one element of a poll's `messages` array.
 pub fn check(value: &Value) -> Checked {
     let Some(obj) = value.as_object() else {
-        return Checked::Unackable { reason: "message is not a JSON object".into() };
+        return Checked::Unackable {
+            reason: "message is not a JSON object".into(),
+        };
     };
     let id = match obj.get("id") {
         Some(Value::String(s)) if crate::wire::is_ulid(s) => s.clone(),
@@ -111,7 +125,11 @@ pub fn check(value: &Value) -> Checked {
                 reason: format!("id {:?} is not a ULID", truncate(s, 40)),
             }
         }
-        _ => return Checked::Unackable { reason: "message has no string id".into() },
+        _ => {
+            return Checked::Unackable {
+                reason: "message has no string id".into(),
+            }
+        }
     };
     let kind_raw = match obj.get("kind") {
         Some(Value::String(k)) => k.clone(),
@@ -122,7 +140,12 @@ pub fn check(value: &Value) -> Checked {
         "permission.answer" => Kind::PermissionAnswer,
         "prompt" => Kind::Prompt,
         "cancel" => Kind::Cancel,
-        _ => return Checked::UnknownKind { id, kind: truncate(&kind_raw, 64) },
+        _ => {
+            return Checked::UnknownKind {
+                id,
+                kind: truncate(&kind_raw, 64),
+            }
+        }
     };
     match check_fields(obj, kind) {
         Ok((at, at_ms, expires_at, expires_at_ms, for_attention, decision, text, note)) => {
@@ -143,13 +166,24 @@ pub fn check(value: &Value) -> Checked {
     }
 }
 
-type Fields = (String, Millis, String, Millis, Option<String>, Option<Decision>, Option<String>, Option<String>);
+type Fields = (
+    String,
+    Millis,
+    String,
+    Millis,
+    Option<String>,
+    Option<Decision>,
+    Option<String>,
+    Option<String>,
+);
 
 fn check_fields(obj: &serde_json::Map<String, Value>, kind: Kind) -> Result<Fields, String> {
     let time = |key: &str| -> Result<(String, Millis), String> {
         let s = str_field(obj, key)?.ok_or_else(|| format!("invalid: {key} is required"))?;
         let ms = clock::parse_wire(s).ok_or_else(|| {
-            format!("invalid: {key} must be RFC 3339 UTC with milliseconds (YYYY-MM-DDTHH:MM:SS.mmmZ)")
+            format!(
+                "invalid: {key} must be RFC 3339 UTC with milliseconds (YYYY-MM-DDTHH:MM:SS.mmmZ)"
+            )
         })?;
         Ok((s.to_string(), ms))
     };
@@ -161,7 +195,9 @@ fn check_fields(obj: &serde_json::Map<String, Value>, kind: Kind) -> Result<Fiel
     let note = str_field(obj, "note")?.map(str::to_string);
     if let Some(n) = &note {
         if n.chars().count() > NOTE_MAX {
-            return Err(format!("invalid: note must be at most {NOTE_MAX} characters"));
+            return Err(format!(
+                "invalid: note must be at most {NOTE_MAX} characters"
+            ));
         }
     }
     let mut for_attention = None;
@@ -169,8 +205,8 @@ fn check_fields(obj: &serde_json::Map<String, Value>, kind: Kind) -> Result<Fiel
     let mut text = None;
     match kind {
         Kind::PermissionAnswer => {
-            let f = str_field(obj, "for")?
-                .ok_or("invalid: for is required on permission.answer")?;
+            let f =
+                str_field(obj, "for")?.ok_or("invalid: for is required on permission.answer")?;
             if f.is_empty() || f.chars().count() > FOR_MAX {
                 return Err(format!("invalid: for must be 1 to {FOR_MAX} characters"));
             }
@@ -182,7 +218,9 @@ fn check_fields(obj: &serde_json::Map<String, Value>, kind: Kind) -> Result<Fiel
         Kind::Prompt => {
             let t = str_field(obj, "text")?.ok_or("invalid: text is required on prompt")?;
             if t.chars().count() > TEXT_MAX {
-                return Err(format!("invalid: text must be at most {TEXT_MAX} characters"));
+                return Err(format!(
+                    "invalid: text must be at most {TEXT_MAX} characters"
+                ));
             }
             if t.trim().is_empty() {
                 return Err("invalid: text must not be empty".into());
@@ -191,11 +229,24 @@ fn check_fields(obj: &serde_json::Map<String, Value>, kind: Kind) -> Result<Fiel
         }
         Kind::Cancel => {}
     }
-    Ok((at, at_ms, expires_at, expires_at_ms, for_attention, decision, text, note))
+    Ok((
+        at,
+        at_ms,
+        expires_at,
+        expires_at_ms,
+        for_attention,
+        decision,
+        text,
+        note,
+    ))
 }
 
 fn invalid(id: String, kind: Option<String>, detail: &str) -> Checked {
-    Checked::Invalid { id, kind, detail: detail.to_string() }
+    Checked::Invalid {
+        id,
+        kind,
+        detail: detail.to_string(),
+    }
 }
 
 pub fn truncate(s: &str, max_chars: usize) -> String {
@@ -252,7 +303,9 @@ mod tests {
         p["for"] = json!("perm-1");
         p["decision"] = json!("deny");
         p["note"] = json!("no");
-        let Checked::Valid(m) = check(&p) else { panic!() };
+        let Checked::Valid(m) = check(&p) else {
+            panic!()
+        };
         assert_eq!(m.decision, Some(Decision::Deny));
         assert_eq!(m.note.as_deref(), Some("no"));
         let mut t = base("prompt");
@@ -286,8 +339,14 @@ mod tests {
         let mut v = base("cancel");
         v["expires_at"] = json!("2026-09-28T02:00:00.000Z");
         assert!(detail(&v).contains("expires_at must not be before at"));
-        assert!(matches!(check(&json!({"kind":"cancel"})), Checked::Unackable { .. }));
-        assert!(matches!(check(&json!({"id":"nope"})), Checked::Unackable { .. }));
+        assert!(matches!(
+            check(&json!({"kind":"cancel"})),
+            Checked::Unackable { .. }
+        ));
+        assert!(matches!(
+            check(&json!({"id":"nope"})),
+            Checked::Unackable { .. }
+        ));
         assert!(matches!(check(&json!([1])), Checked::Unackable { .. }));
     }
 

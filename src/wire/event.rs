@@ -52,7 +52,10 @@ pub fn envelope(e: &StoredEvent, tier: u8, machine: Option<&str>) -> Value {
     session.insert("id".into(), json!(e.session_id));
     session.insert("seq".into(), json!(e.seq));
     if let Some(m) = machine {
-        session.insert("machine".into(), json!(crate::wire::control::truncate(m, 80)));
+        session.insert(
+            "machine".into(),
+            json!(crate::wire::control::truncate(m, 80)),
+        );
     }
     if let Some(c) = &e.cwd {
         session.insert("cwd".into(), json!(crate::wire::control::truncate(c, 1024)));
@@ -60,7 +63,10 @@ pub fn envelope(e: &StoredEvent, tier: u8, machine: Option<&str>) -> Value {
     let mut harness = Map::new();
     harness.insert("name".into(), json!(e.harness));
     if !e.harness_event.is_empty() {
-        harness.insert("event".into(), json!(crate::wire::control::truncate(&e.harness_event, 64)));
+        harness.insert(
+            "event".into(),
+            json!(crate::wire::control::truncate(&e.harness_event, 64)),
+        );
     }
     json!({
         "protocol": 1,
@@ -91,7 +97,10 @@ pub fn attention_needed(attention_id: &str, tool: Option<&str>, message: Option<
         d.insert("tool".into(), json!(t));
     }
     if let Some(m) = message {
-        d.insert("message".into(), json!(crate::wire::redact::redact_message(m, 200)));
+        d.insert(
+            "message".into(),
+            json!(crate::wire::redact::redact_message(m, 200)),
+        );
     }
     Value::Object(d)
 }
@@ -104,5 +113,6 @@ pub fn attention_cleared(attention_id: &str, how: How) -> Value {
 fn is_tool_name(t: &str) -> bool {
     !t.is_empty()
         && t.len() <= 120
-        && t.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b':' | b'-'))
+        && t.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b':' | b'-'))
 }

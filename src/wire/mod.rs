@@ -35,7 +35,8 @@ pub fn is_harness_name(h: &str) -> bool {
     !b.is_empty()
         && b.len() <= 40
         && b[0].is_ascii_lowercase()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
 /// `^[A-Za-z0-9._:-]{1,128}$`

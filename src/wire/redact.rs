@@ -3,15 +3,50 @@
 //! sometimes hiding a harmless long identifier.
 
 const PREFIXES: &[&str] = &[
-    "sk-", "sk_", "pk_live_", "rk_live_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-",
-    "xoxb-", "xoxp-", "xoxa-", "xapp-", "AKIA", "ASIA", "AIza", "ya29.", "npm_", "whsec_", "eyJ",
+    "sk-",
+    "sk_",
+    "pk_live_",
+    "rk_live_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xapp-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "ya29.",
+    "npm_",
+    "whsec_",
+    "eyJ",
 ];
-const SECRET_KEYS: &[&str] = &["token", "secret", "password", "passwd", "pwd", "apikey", "api_key", "api-key", "auth", "key", "credential"];
+const SECRET_KEYS: &[&str] = &[
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "apikey",
+    "api_key",
+    "api-key",
+    "auth",
+    "key",
+    "credential",
+];
 const MASK: &str = "[REDACTED]";
 
 fn looks_secret(word: &str) -> bool {
     let w = word.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | ';' | '(' | ')' | '`'));
-    if PREFIXES.iter().any(|p| w.starts_with(p) && w.len() >= p.len() + 8) {
+    if PREFIXES
+        .iter()
+        .any(|p| w.starts_with(p) && w.len() >= p.len() + 8)
+    {
         return true;
     }
     // Long random-looking runs: letters and digits mixed, no path separators.
@@ -52,7 +87,11 @@ pub fn redact(text: &str) -> String {
         }
         let lower = word.to_ascii_lowercase();
         // "Authorization: Bearer xyz", "-p hunter2" style: mask the following word.
-        if lower == "bearer" || lower == "basic" || lower.ends_with("password:") || lower.ends_with("token:") {
+        if lower == "bearer"
+            || lower == "basic"
+            || lower.ends_with("password:")
+            || lower.ends_with("token:")
+        {
             mask_next = true;
             out.push_str(word);
             continue;
@@ -77,11 +116,26 @@ mod tests {
     #[test]
     fn masks_credentials_only() {
         assert_eq!(redact("Bash echo hi > out.txt"), "Bash echo hi > out.txt");
-        assert_eq!(redact("curl -H 'Authorization: Bearer abc123'"), "curl -H 'Authorization: Bearer [REDACTED]");
-        assert_eq!(redact("export GITHUB_TOKEN=ghp_abcdefghijklmnop"), "export GITHUB_TOKEN=[REDACTED]");
-        assert_eq!(redact("use sk-abcdefghijklmnopqrstu now"), "use [REDACTED] now");
-        assert_eq!(redact("ls /usr/local/lib/python3.11/site-packages/whatever"), "ls /usr/local/lib/python3.11/site-packages/whatever");
-        assert_eq!(redact("x 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"), "x [REDACTED]");
+        assert_eq!(
+            redact("curl -H 'Authorization: Bearer abc123'"),
+            "curl -H 'Authorization: Bearer [REDACTED]"
+        );
+        assert_eq!(
+            redact("export GITHUB_TOKEN=ghp_abcdefghijklmnop"),
+            "export GITHUB_TOKEN=[REDACTED]"
+        );
+        assert_eq!(
+            redact("use sk-abcdefghijklmnopqrstu now"),
+            "use [REDACTED] now"
+        );
+        assert_eq!(
+            redact("ls /usr/local/lib/python3.11/site-packages/whatever"),
+            "ls /usr/local/lib/python3.11/site-packages/whatever"
+        );
+        assert_eq!(
+            redact("x 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"),
+            "x [REDACTED]"
+        );
         assert_eq!(redact_message("a\nb", 200), "a b");
         assert_eq!(redact_message(&"é".repeat(300), 200).chars().count(), 200);
     }

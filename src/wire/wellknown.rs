@@ -71,13 +71,23 @@ fn resolve(sink_url: &str, endpoint: &str) -> String {
 }
 
 pub fn parse(sink_url: &str, body: &str) -> Result<Discovered> {
-    let wk: WellKnown = serde_json::from_str(body).context("well-known document is not valid JSON of the expected shape")?;
+    let wk: WellKnown = serde_json::from_str(body)
+        .context("well-known document is not valid JSON of the expected shape")?;
     if !wk.protocol.contains(&1) {
-        bail!("receiver does not speak protocol 1 (it lists {:?})", wk.protocol);
+        bail!(
+            "receiver does not speak protocol 1 (it lists {:?})",
+            wk.protocol
+        );
     }
-    let batch = wk.batch.unwrap_or(Batch { max_events: 50, max_bytes: 262_144 });
+    let batch = wk.batch.unwrap_or(Batch {
+        max_events: 50,
+        max_bytes: 262_144,
+    });
     let control_url = if wk.capabilities.iter().any(|c| c == "control") {
-        wk.endpoints.control.as_deref().map(|c| resolve(sink_url, c))
+        wk.endpoints
+            .control
+            .as_deref()
+            .map(|c| resolve(sink_url, c))
     } else {
         None
     };

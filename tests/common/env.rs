@@ -22,13 +22,16 @@ pub fn bin(name: &str) -> PathBuf {
 
 /// The recorded stdin of a peer-data hook payload fixture.
 pub fn payload(rel: &str) -> Value {
-    let text = std::fs::read_to_string(format!("{PEER}/hook-payloads/{rel}")).expect("peer-data payload");
+    let text =
+        std::fs::read_to_string(format!("{PEER}/hook-payloads/{rel}")).expect("peer-data payload");
     let fixture: Value = serde_json::from_str(&text).unwrap();
     serde_json::from_str(fixture["input"]["stdin"].as_str().unwrap()).unwrap()
 }
 
-pub const CC_PERMISSION: &str = "claude-code/permission-request-bash-2.fa49c802f73f9c80fc85099cab8b49ae8771bb54.json";
-pub const CC_PERMISSION_OTHER: &str = "claude-code/permission-request-bash.259aa8a51a53fc97fe7c9fb895c3d213767fa685.json";
+pub const CC_PERMISSION: &str =
+    "claude-code/permission-request-bash-2.fa49c802f73f9c80fc85099cab8b49ae8771bb54.json";
+pub const CC_PERMISSION_OTHER: &str =
+    "claude-code/permission-request-bash.259aa8a51a53fc97fe7c9fb895c3d213767fa685.json";
 pub const CC_STOP: &str = "claude-code/stop-2.fa49c802f73f9c80fc85099cab8b49ae8771bb54.json";
 /// attention_id the reference computes for CC_PERMISSION.
 pub const CC_PERMISSION_ID: &str = "perm-17af3749ab63d37e";
@@ -57,7 +60,15 @@ impl Env {
         std::fs::create_dir_all(&home).unwrap();
         let state = home.join(".local/state/sessionpipe");
         let config = home.join(".config/sessionpipe/config.json");
-        let env = Env { dir, home, state, config, receiver, sync: None, waiting: Vec::new() };
+        let env = Env {
+            dir,
+            home,
+            state,
+            config,
+            receiver,
+            sync: None,
+            waiting: Vec::new(),
+        };
         env.write_config(json!({
             "sinks": [{"name": "phone", "url": env.receiver.url(), "tier": 1, "control": true, "token": env.receiver.token()}],
             "control": control,
@@ -102,9 +113,17 @@ impl Env {
     /// Starts a hook of `harness` that will wait; stdin is written and closed.
     pub fn spawn_hook_as(&self, harness: &str, name: &str, stdin: &Value) -> Child {
         let mut c = self.cmd(name);
-        c.args(["--harness", harness]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.args(["--harness", harness])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();
-        child.stdin.take().unwrap().write_all(stdin.to_string().as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.to_string().as_bytes())
+            .unwrap();
         child
     }
 
@@ -115,16 +134,27 @@ impl Env {
     /// Starts a hook that will wait (PermissionRequest); stdin is written and closed.
     pub fn spawn_hook(&self, name: &str, stdin: &Value) -> Child {
         let mut c = self.cmd(name);
-        c.args(["--harness", "claude-code"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.args(["--harness", "claude-code"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();
-        child.stdin.take().unwrap().write_all(stdin.to_string().as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.to_string().as_bytes())
+            .unwrap();
         child
     }
 
     /// sp-sync --daemon in the background, killed when the Env drops.
     pub fn start_sync(&mut self) {
         let mut c = self.cmd("sp-sync");
-        c.arg("--daemon").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        c.arg("--daemon")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         self.sync = Some(c.spawn().unwrap());
     }
 
@@ -157,7 +187,10 @@ impl Env {
     pub fn query<T: rusqlite::types::FromSql>(&self, sql: &str) -> Vec<T> {
         let db = self.db();
         let mut st = db.prepare(sql).unwrap();
-        st.query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect()
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
     }
 
     pub fn log(&self) -> String {
@@ -168,17 +201,29 @@ impl Env {
     pub fn wait_event(&self, kind: &str, data: Value, timeout: Duration) -> Option<Value> {
         self.receiver.wait_event(timeout, |e| {
             e["type"] == kind
-                && data.as_object().unwrap().iter().all(|(k, v)| &e["data"][k] == v)
+                && data
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .all(|(k, v)| &e["data"][k] == v)
         })
     }
 
     /// Every event of this type at the receiver.
     pub fn events_of(&self, kind: &str) -> Vec<Value> {
-        self.receiver.events().into_iter().filter(|e| e["type"] == kind).collect()
+        self.receiver
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == kind)
+            .collect()
     }
 
     pub fn acks_for(&self, id: &str) -> Vec<Value> {
-        self.receiver.acks().into_iter().filter(|a| a["id"] == id).collect()
+        self.receiver
+            .acks()
+            .into_iter()
+            .filter(|a| a["id"] == id)
+            .collect()
     }
 }
 
@@ -198,7 +243,9 @@ pub fn set_mode(p: &Path, mode: u32) {
 }
 
 pub fn run_with_stdin(mut c: Command, stdin: &[u8]) -> Output {
-    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     let mut pipe = child.stdin.take().unwrap();
     let data = stdin.to_vec();
