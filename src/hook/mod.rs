@@ -3,6 +3,7 @@
 //! A hook never breaks its host: any failure prints nothing, exits 0 and is logged.
 mod permission;
 mod stop;
+mod wake;
 
 pub use stop::compose_reason;
 
@@ -93,11 +94,29 @@ pub fn run(harness: Harness) -> Result<()> {
 
 /// Acts on what the event means. Kept apart from `run` so an API report (OpenCode) can record
 /// where the session's server is and then act on the event it came with.
-fn act(harness: Harness, config: &Config, store: &mut crate::store::Store, input: HookInput) -> Result<()> {
+fn act(
+    harness: Harness,
+    config: &Config,
+    store: &mut crate::store::Store,
+    input: HookInput,
+) -> Result<()> {
     let start_sync = !config.sinks.is_empty();
     match input {
-        HookInput::Permission { session, attention_id, tool, message } => {
-            permission::run(harness, config, store, &session, &attention_id, tool.as_deref(), message.as_deref())?;
+        HookInput::Permission {
+            session,
+            attention_id,
+            tool,
+            message,
+        } => {
+            permission::run(
+                harness,
+                config,
+                store,
+                &session,
+                &attention_id,
+                tool.as_deref(),
+                message.as_deref(),
+            )?;
         }
         HookInput::Stop { session } => {
             if start_sync {
@@ -112,10 +131,16 @@ fn act(harness: Harness, config: &Config, store: &mut crate::store::Store, input
             }
         }
         HookInput::SessionEnd { session } => store.end_session(&session)?,
-        HookInput::TerminalAnswered { session, attention_id } => {
+        HookInput::TerminalAnswered {
+            session,
+            attention_id,
+        } => {
             let n = store.terminal_answered(&session, attention_id.as_deref())?;
             if n > 0 {
-                crate::logging::info(&format!("{}: terminal answered {n} prompt(s)", session.key()));
+                crate::logging::info(&format!(
+                    "{}: terminal answered {n} prompt(s)",
+                    session.key()
+                ));
             }
         }
         HookInput::Alive { session } => {
@@ -126,7 +151,12 @@ fn act(harness: Harness, config: &Config, store: &mut crate::store::Store, input
         }
         HookInput::Api { report, then } => {
             if let Some(session) = then.session() {
-                store.api_report(session, report.base_url.as_deref(), report.directory.as_deref(), report.idle)?;
+                store.api_report(
+                    session,
+                    report.base_url.as_deref(),
+                    report.directory.as_deref(),
+                    report.idle,
+                )?;
             }
             act(harness, config, store, *then)?;
         }
@@ -139,7 +169,9 @@ fn act(harness: Harness, config: &Config, store: &mut crate::store::Store, input
 /// on stdout unless an answer was printed. Panics are caught and logged too.
 pub fn main(program: &str, what: &str) -> std::process::ExitCode {
     crate::logging::init(program);
-    std::panic::set_hook(Box::new(|info| crate::logging::error(&format!("panic: {info}"))));
+    std::panic::set_hook(Box::new(|info| {
+        crate::logging::error(&format!("panic: {info}"))
+    }));
     let args: Vec<String> = std::env::args().skip(1).collect();
     match parse_args(&args) {
         Ok(Cli::Help) => {

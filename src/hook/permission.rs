@@ -12,8 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often the waiting hook looks at the store: one indexed read, so cheap.
-const POLL_EVERY: Duration = Duration::from_millis(15);
 /// How often it checks that an sp-sync is running, starting one if not.
 const SYNC_CHECK_EVERY: Duration = Duration::from_secs(1);
 
@@ -50,13 +48,28 @@ pub fn run(
     message: Option<&str>,
 ) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP] {
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
     let wait = wait_for(config, store, harness);
     let pid = std::process::id();
-    let open_for = if harness.answered_by_api() { API_ATTENTION_OPEN } else { wait };
-    store.open_attention(session, attention_id, tool, message, now_ms() + open_for.as_millis() as i64, pid)?;
+    let open_for = if harness.answered_by_api() {
+        API_ATTENTION_OPEN
+    } else {
+        wait
+    };
+    store.open_attention(
+        session,
+        attention_id,
+        tool,
+        message,
+        now_ms() + open_for.as_millis() as i64,
+        pid,
+    )?;
     if !config.sinks.is_empty() {
         crate::sync::lock::ensure_running();
     }
@@ -64,6 +77,8 @@ pub fn run(
         return Ok(());
     }
     let key = session.key();
+    // Wakes the loop when the database is written (an answer stored), else on a tick.
+    let waker = super::wake::Waker::new(&crate::paths::database_file());
     let started = Instant::now();
     let mut last_sync_check = Instant::now();
     // SAFETY: getppid has no preconditions.
@@ -72,12 +87,16 @@ pub fn run(
         if stop.load(Ordering::Relaxed) {
             // Claude Code sends SIGTERM when the person answers "No" or Esc in its own dialog.
             store.close_attention(session, attention_id, How::Answered)?;
-            crate::logging::info(&format!("{key} {attention_id}: signalled while waiting; cleared answered"));
+            crate::logging::info(&format!(
+                "{key} {attention_id}: signalled while waiting; cleared answered"
+            ));
             return Ok(());
         }
         let (open, answer_queued) = store.attention_poll(&key, attention_id)?;
         if !open {
-            crate::logging::info(&format!("{key} {attention_id}: cleared elsewhere; stop waiting"));
+            crate::logging::info(&format!(
+                "{key} {attention_id}: cleared elsewhere; stop waiting"
+            ));
             return no_answer(harness);
         }
         if answer_queued {
@@ -88,7 +107,12 @@ pub fn run(
                         .note
                         .clone()
                         .filter(|n| !n.trim().is_empty())
-                        .unwrap_or_else(|| format!("Denied by the person through sessionpipe (sink {:?}).", answer.sink)),
+                        .unwrap_or_else(|| {
+                            format!(
+                                "Denied by the person through sessionpipe (sink {:?}).",
+                                answer.sink
+                            )
+                        }),
                 };
                 super::print_answer(&harness.render_permission(answer.decision, &text))?;
                 let detail = format!("{} {} hook", harness.name(), session.event);
@@ -103,20 +127,25 @@ pub fn run(
         }
         if started.elapsed() >= wait {
             store.close_attention(session, attention_id, How::Timeout)?;
-            crate::logging::info(&format!("{key} {attention_id}: no answer within {}s", wait.as_secs()));
+            crate::logging::info(&format!(
+                "{key} {attention_id}: no answer within {}s",
+                wait.as_secs()
+            ));
             return no_answer(harness);
         }
         // SAFETY: getppid has no preconditions.
         if unsafe { libc::getppid() } != parent {
             store.close_attention(session, attention_id, How::Cancelled)?;
-            crate::logging::info(&format!("{key} {attention_id}: the harness went away while waiting"));
+            crate::logging::info(&format!(
+                "{key} {attention_id}: the harness went away while waiting"
+            ));
             return Ok(());
         }
         if last_sync_check.elapsed() >= SYNC_CHECK_EVERY {
             crate::sync::lock::ensure_running();
             last_sync_check = Instant::now();
         }
-        std::thread::sleep(POLL_EVERY);
+        waker.wait(waker.tick().min(wait.saturating_sub(started.elapsed())));
     }
 }
 

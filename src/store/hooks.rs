@@ -57,16 +57,18 @@ pub(crate) fn finish(
     now: Millis,
 ) -> Result<()> {
     let at = format_ms(now);
-    let changed = tx.execute(
-        "UPDATE messages SET state='done', outcome=?2, detail=?3, done_at=?4 WHERE id=?1 AND state<>'done'",
-        params![id, outcome, detail, at],
-    )?;
+    // Cached: sp-sync decides thousands of messages on one connection (a backlog's ingest).
+    let changed = tx
+        .prepare_cached(
+            "UPDATE messages SET state='done', outcome=?2, detail=?3, done_at=?4 WHERE id=?1 AND state<>'done'",
+        )?
+        .execute(params![id, outcome, detail, at])?;
     if changed == 1 {
-        tx.execute(
+        tx.prepare_cached(
             "INSERT OR IGNORE INTO acks(message_id, sink, outcome, detail, at) \
              SELECT id, sink, outcome, detail, ?2 FROM messages WHERE id=?1",
-            params![id, at],
-        )?;
+        )?
+        .execute(params![id, at])?;
     }
     Ok(())
 }
@@ -133,15 +135,33 @@ fn touch(tx: &Transaction, s: &SessionRef, source: Option<&str>, now: Millis) ->
         }
     };
     if started {
-        let source = source.unwrap_or(if existing.is_some() { "resume" } else { "unknown" });
-        emit(tx, &key, event::SESSION_STARTED, &s.event, &event::session_started(source), now)?;
+        let source = source.unwrap_or(if existing.is_some() {
+            "resume"
+        } else {
+            "unknown"
+        });
+        emit(
+            tx,
+            &key,
+            event::SESSION_STARTED,
+            &s.event,
+            &event::session_started(source),
+            now,
+        )?;
     }
     Ok(key)
 }
 
 /// Clears one attention if open: one `attention.cleared` per attention, and any answer
 /// still queued for it can no longer be delivered (DECISIONS 12, 13).
-fn clear(tx: &Transaction, key: &str, attention_id: &str, how: How, harness_event: &str, now: Millis) -> Result<bool> {
+fn clear(
+    tx: &Transaction,
+    key: &str,
+    attention_id: &str,
+    how: How,
+    harness_event: &str,
+    now: Millis,
+) -> Result<bool> {
     let changed = tx.execute(
         "UPDATE attention SET state='cleared', how=?3, cleared_at=?4 \
          WHERE session_key=?1 AND attention_id=?2 AND state='open'",
@@ -150,7 +170,14 @@ fn clear(tx: &Transaction, key: &str, attention_id: &str, how: How, harness_even
     if changed == 0 {
         return Ok(false);
     }
-    emit(tx, key, event::ATTENTION_CLEARED, harness_event, &event::attention_cleared(attention_id, how), now)?;
+    emit(
+        tx,
+        key,
+        event::ATTENTION_CLEARED,
+        harness_event,
+        &event::attention_cleared(attention_id, how),
+        now,
+    )?;
     let queued: Vec<String> = tx
         .prepare_cached(
             "SELECT id FROM messages WHERE session_key=?1 AND kind='permission.answer' AND attention_id=?2 AND state='queued'",
@@ -158,7 +185,13 @@ fn clear(tx: &Transaction, key: &str, attention_id: &str, how: How, harness_even
         .query_map(params![key, attention_id], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for id in queued {
-        finish(tx, &id, "expired", Some("the attention was already cleared"), now)?;
+        finish(
+            tx,
+            &id,
+            "expired",
+            Some("the attention was already cleared"),
+            now,
+        )?;
     }
     Ok(true)
 }
@@ -177,7 +210,9 @@ impl Store {
         let now = now_ms();
         let fresh: Option<bool> = self
             .conn
-            .prepare_cached("SELECT ended_at IS NULL AND ?2 - last_event_ms < ?3 FROM sessions WHERE key=?1")?
+            .prepare_cached(
+                "SELECT ended_at IS NULL AND ?2 - last_event_ms < ?3 FROM sessions WHERE key=?1",
+            )?
             .query_row(params![s.key(), now, TOUCH_EVERY_MS], |r| r.get(0))
             .optional()?;
         if fresh == Some(true) && source.is_none() {
@@ -191,11 +226,17 @@ impl Store {
 
     /// The terminal resolved a prompt (a tool ran, a new prompt came): clear it `answered`.
     /// With `attention_id` only that attention; without, every open one of the session.
-    pub fn terminal_answered(&mut self, s: &SessionRef, attention_id: Option<&str>) -> Result<usize> {
+    pub fn terminal_answered(
+        &mut self,
+        s: &SessionRef,
+        attention_id: Option<&str>,
+    ) -> Result<usize> {
         let key = s.key();
         let any_open: bool = self
             .conn
-            .prepare_cached("SELECT EXISTS(SELECT 1 FROM attention WHERE session_key=?1 AND state='open')")?
+            .prepare_cached(
+                "SELECT EXISTS(SELECT 1 FROM attention WHERE session_key=?1 AND state='open')",
+            )?
             .query_row(params![key], |r| r.get(0))?;
         if !any_open {
             self.record_event(s, None)?;
@@ -224,7 +265,10 @@ impl Store {
         for a in open_attentions(&tx, &key)? {
             clear(&tx, &key, &a, How::Cancelled, &s.event, now)?;
         }
-        tx.execute("UPDATE sessions SET ended_at=?2 WHERE key=?1", params![key, format_ms(now)])?;
+        tx.execute(
+            "UPDATE sessions SET ended_at=?2 WHERE key=?1",
+            params![key, format_ms(now)],
+        )?;
         tx.commit()?;
         Ok(())
     }
@@ -244,7 +288,10 @@ impl Store {
         let tx = self.write_tx()?;
         let key = touch(&tx, s, None, now)?;
         let data = event::attention_needed(attention_id, tool, message);
-        let redacted = data.get("message").and_then(|m| m.as_str()).map(str::to_string);
+        let redacted = data
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map(str::to_string);
         let was_open: Option<String> = tx
             .query_row(
                 "SELECT state FROM attention WHERE session_key=?1 AND attention_id=?2",
@@ -285,7 +332,12 @@ impl Store {
     /// Claims the oldest valid answer for this attention of this session. Answers past their
     /// deadline are acked `expired` on the way. Returns None when the attention is no longer
     /// open or no valid answer is queued.
-    pub fn claim_answer(&mut self, key: &str, attention_id: &str, pid: u32) -> Result<Option<Answer>> {
+    pub fn claim_answer(
+        &mut self,
+        key: &str,
+        attention_id: &str,
+        pid: u32,
+    ) -> Result<Option<Answer>> {
         let now = now_ms();
         let tx = self.write_tx()?;
         let open: bool = tx.query_row(
@@ -310,19 +362,36 @@ impl Store {
         let mut claimed = None;
         for (id, sink, decision, note, deadline) in rows {
             if deadline.is_none_or(|d| d <= now) {
-                finish(&tx, &id, "expired", Some("past expires_at before the hook could deliver it"), now)?;
+                finish(
+                    &tx,
+                    &id,
+                    "expired",
+                    Some("past expires_at before the hook could deliver it"),
+                    now,
+                )?;
                 continue;
             }
             // Never treat anything but an explicit, stored allow/deny as a decision.
             let Some(decision) = decision.as_deref().and_then(Decision::parse) else {
-                finish(&tx, &id, "failed", Some("stored answer has no valid decision"), now)?;
+                finish(
+                    &tx,
+                    &id,
+                    "failed",
+                    Some("stored answer has no valid decision"),
+                    now,
+                )?;
                 continue;
             };
             tx.execute(
                 "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
                 params![id, pid, now],
             )?;
-            claimed = Some(Answer { id, sink, decision, note });
+            claimed = Some(Answer {
+                id,
+                sink,
+                decision,
+                note,
+            });
             break;
         }
         tx.commit()?;
@@ -330,7 +399,13 @@ impl Store {
     }
 
     /// After the answer is written and flushed: ack `delivered`, clear the attention `answered`.
-    pub fn confirm_answer(&mut self, s: &SessionRef, attention_id: &str, answer: &Answer, detail: &str) -> Result<()> {
+    pub fn confirm_answer(
+        &mut self,
+        s: &SessionRef,
+        attention_id: &str,
+        answer: &Answer,
+        detail: &str,
+    ) -> Result<()> {
         let now = now_ms();
         let tx = self.write_tx()?;
         finish(&tx, &answer.id, "delivered", Some(detail), now)?;
@@ -340,7 +415,12 @@ impl Store {
     }
 
     /// The waiting hook stops (timeout, SIGTERM, host gone): clear `how` if still open.
-    pub fn close_attention(&mut self, s: &SessionRef, attention_id: &str, how: How) -> Result<bool> {
+    pub fn close_attention(
+        &mut self,
+        s: &SessionRef,
+        attention_id: &str,
+        how: How,
+    ) -> Result<bool> {
         let now = now_ms();
         let tx = self.write_tx()?;
         let changed = clear(&tx, &s.key(), attention_id, how, &s.event, now)?;
@@ -375,12 +455,20 @@ impl Store {
                 "SELECT id, sink, text, at, deadline_ms FROM messages \
                  WHERE session_key=?1 AND kind='prompt' AND state='queued' ORDER BY at, id",
             )?
-            .query_map(params![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?
+            .query_map(params![key], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })?
             .collect::<rusqlite::Result<_>>()?;
         let mut claims = Vec::new();
         for (id, sink, text, at, deadline) in rows {
             if deadline.is_none_or(|d| d <= now) {
-                finish(&tx, &id, "expired", Some("past expires_at before a turn boundary"), now)?;
+                finish(
+                    &tx,
+                    &id,
+                    "expired",
+                    Some("past expires_at before a turn boundary"),
+                    now,
+                )?;
                 continue;
             }
             let Some(text) = text else {
@@ -391,7 +479,12 @@ impl Store {
                 "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
                 params![id, pid, now],
             )?;
-            claims.push(PromptClaim { id, sink, text, at: at.unwrap_or_default() });
+            claims.push(PromptClaim {
+                id,
+                sink,
+                text,
+                at: at.unwrap_or_default(),
+            });
         }
         tx.commit()?;
         Ok(claims)

@@ -3,8 +3,8 @@
 mod api;
 mod hooks;
 mod schema;
-mod sync;
 pub mod status;
+mod sync;
 
 pub use api::{ApiMessage, ApiSession};
 pub use hooks::{Answer, PromptClaim, SessionRef};
@@ -48,7 +48,7 @@ pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .with_context(|| format!("cannot open database {}", path.display()))?;
-    conn.busy_timeout(busy_timeout)?;
+    set_busy_wait(&conn, busy_timeout)?;
     conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
     let mut store = Store { conn };
     // Several processes may meet a new file at once; switching it to WAL takes a lock that
@@ -63,6 +63,44 @@ pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
             Err(e) => return Err(e.context(format!("database {}", path.display()))),
         }
     }
+}
+
+/// The longest wait for the write lock asked of any connection of this process.
+static BUSY_TIMEOUT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Waits for a lock another process holds, up to `timeout`. SQLite's own busy handler sleeps
+/// up to 100 ms between tries, so under a crowd of hooks a process that has waited long
+/// loses the lock to each newcomer and can run out its timeout (the race suite saw
+/// `database is locked` with 200 hooks and sp-sync at once); short jittered sleeps keep the
+/// waiters' chances even.
+fn set_busy_wait(conn: &Connection, timeout: Duration) -> rusqlite::Result<()> {
+    BUSY_TIMEOUT_MS.fetch_max(
+        timeout.as_millis() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    conn.busy_handler(Some(busy_wait))
+}
+
+fn busy_wait(n: i32) -> bool {
+    use std::cell::Cell;
+    use std::time::Instant;
+    thread_local!(static SINCE: Cell<Option<Instant>> = const { Cell::new(None) });
+    let now = Instant::now();
+    let since = SINCE.with(|s| {
+        if n == 0 || s.get().is_none() {
+            s.set(Some(now));
+        }
+        s.get().unwrap_or(now)
+    });
+    let timeout = Duration::from_millis(BUSY_TIMEOUT_MS.load(std::sync::atomic::Ordering::Relaxed));
+    if now.duration_since(since) >= timeout {
+        return false;
+    }
+    // 1 to 8 ms: a cheap per-call jitter from the clock keeps waiters from moving in step.
+    let jitter = (now.duration_since(since).subsec_nanos() ^ std::process::id()) % 4;
+    let base = (1 + n as u64 / 4).min(4);
+    std::thread::sleep(Duration::from_millis(base + jitter as u64));
+    true
 }
 
 fn is_busy(e: &anyhow::Error) -> bool {

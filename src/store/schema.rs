@@ -129,4 +129,14 @@ ALTER TABLE sessions ADD COLUMN api_directory TEXT;    -- its instance directory
 ALTER TABLE sessions ADD COLUMN api_idle      INTEGER; -- 1 idle, 0 busy, NULL not yet reported
 ALTER TABLE sessions ADD COLUMN api_since_ms  INTEGER; -- when this api_url was first reported
 "#,
+    // 3: the hooks' and sp-sync's look-ups of undecided messages ask for state='queued' (or
+    // 'delivering'). SQLite uses a partial index only for a query that repeats its WHERE term,
+    // so migration 1's messages_pending (state <> 'done') served none of them and each scanned
+    // every message kept: a Stop hook took 76 ms with 1,000,000 rows of history, not 3
+    // (BENCHMARKS.md). These match the queries as written; messages_pending stays for
+    // `sp status`, whose queries say state <> 'done'.
+    r#"
+CREATE INDEX messages_queued ON messages(session_key, kind, attention_id) WHERE state = 'queued';
+CREATE INDEX messages_delivering ON messages(claimed_ms) WHERE state = 'delivering';
+"#,
 ];
