@@ -1,2 +1,3 @@
-pub mod schema;
+pub mod chaos;
 pub mod env;
+pub mod schema;

@@ -1,0 +1,650 @@
+//! Issue 6 §1 (receiver faults) and §6 (clock skew), against the real test receiver with
+//! fault injection. Each fault is checked for three things: sp-sync does not crash or spin
+//! (request gaps follow DECISIONS 2's schedule: 1, 2, 5, 10, 30, 60 s ±25 % for control,
+//! §2.2's 2, 10, 60 s… for events, `retry-after` for 429, 5 min for 404, a pause for
+//! 401/403), and once the receiver heals every message ends delivered or expired with its
+//! ack at the receiver, and every event arrives once.
+mod common;
+use common::chaos::*;
+use common::env::*;
+use serde_json::json;
+use spctl::receiver::{Fault, ReceiverOptions, Route};
+use std::time::{Duration, Instant};
+
+const S: &str = "faults-session";
+
+struct Rig {
+    env: Env,
+    sync: SyncGuard,
+    watch: Watch,
+}
+
+/// A live session, sp-sync running, and its first poll seen. Polls are held `wait_max_s`.
+fn rig(wait_max_s: u64) -> Rig {
+    let env = Env::with(
+        ReceiverOptions {
+            wait_max_s,
+            ..Default::default()
+        },
+        json!({}),
+    );
+    let watch = Watch::start(&env.receiver);
+    make_live(&env, S);
+    let sync = SyncGuard::start(&env);
+    assert!(
+        watch.wait_count(Route::Poll, 1, Duration::from_secs(20)),
+        "first poll"
+    );
+    Rig { env, sync, watch }
+}
+
+/// Seconds between the request that consumed `fault` (the `nth` such) and the next request
+/// to the same route.
+fn gap_after(w: &Watch, route: Route, fault: &Fault, nth: usize, patience: Duration) -> f64 {
+    let end = Instant::now() + patience;
+    loop {
+        let reqs = w.of(route);
+        let idx: Vec<usize> = reqs
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, r))| r.fault.as_ref() == Some(fault))
+            .map(|(i, _)| i)
+            .collect();
+        if let Some(&i) = idx.get(nth) {
+            if let Some((t1, _)) = reqs.get(i + 1) {
+                return t1.duration_since(reqs[i].0).as_secs_f64();
+            }
+        }
+        assert!(
+            Instant::now() < end,
+            "no request after {fault:?} #{nth} within {patience:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn assert_between(what: &str, got: f64, lo: f64, hi: f64) {
+    assert!(
+        got >= lo && got <= hi,
+        "{what}: gap {got:.2}s not within [{lo}, {hi}]"
+    );
+    figure(
+        "faults",
+        &format!("gap_{}", what.replace(' ', "_")),
+        format!("{got:.2}s"),
+    );
+}
+
+/// A prompt sent now reaches the session's next Stop and its ack the receiver, once.
+fn prompt_goes_through(env: &Env, text: &str, patience: Duration) {
+    let m = env.receiver.enqueue(
+        &cc_key(S),
+        json!({"kind": "prompt", "text": text, "expires_in_s": 600}),
+    );
+    let id = m["id"].as_str().unwrap();
+    assert!(
+        wait_stored(env, id, patience),
+        "{text}: stored after the receiver healed"
+    );
+    let reason = stop_now(env, S).expect("the Stop blocks");
+    assert!(reason.contains(text));
+    assert!(stop_now(env, S).is_none(), "delivered once");
+    let ack = env.receiver.wait_ack(id, patience).expect("ack");
+    assert_eq!(ack["outcome"], "delivered");
+}
+
+/// sp-sync's CPU use over `d`, as a share of one core.
+fn cpu_share(pid: u32, d: Duration) -> f64 {
+    let a = cpu_ms(pid).unwrap_or(0);
+    std::thread::sleep(d);
+    let b = cpu_ms(pid).unwrap_or(0);
+    (b - a) as f64 / d.as_millis() as f64
+}
+
+#[test]
+fn poll_errors_back_off_on_the_control_schedule_then_deliver() {
+    let r = rig(1);
+    let single = [
+        Fault::Status(500),
+        Fault::Status(502),
+        Fault::Status(503),
+        Fault::Reset,
+        Fault::Truncated,
+        Fault::InvalidJson,
+    ];
+    for f in &single {
+        r.env.receiver.push_fault(Route::Poll, f.clone());
+        // One failure: the first step of the schedule, 1 s ±25 %.
+        let g = gap_after(&r.watch, Route::Poll, f, 0, Duration::from_secs(20));
+        assert_between(&format!("poll after {f:?}"), g, 0.70, 2.6);
+    }
+    // Three in a row: 1, 2, 5 s (±25 %).
+    for _ in 0..3 {
+        r.env.receiver.push_fault(Route::Poll, Fault::Status(503));
+    }
+    let f = Fault::Status(503);
+    for (nth, (lo, hi)) in [(1, (0.70, 2.6)), (2, (1.45, 3.9)), (3, (3.70, 7.6))] {
+        let g = gap_after(&r.watch, Route::Poll, &f, nth, Duration::from_secs(30));
+        assert_between(&format!("poll after 503 number {nth} in a row"), g, lo, hi);
+    }
+    // 429: exactly what retry-after says, no jitter.
+    let f = Fault::TooManyRequests { retry_after_s: 2 };
+    r.env.receiver.push_fault(Route::Poll, f.clone());
+    let g = gap_after(&r.watch, Route::Poll, &f, 0, Duration::from_secs(20));
+    assert_between("poll after 429 retry-after 2", g, 1.99, 3.6);
+    let last_error: String = db(&r.env)
+        .query_row("SELECT last_error FROM sinks", [], |x| x.get(0))
+        .unwrap();
+    assert!(
+        last_error.contains("429"),
+        "the 429 is recorded for sp status: {last_error}"
+    );
+    prompt_goes_through(&r.env, "after poll errors", Duration::from_secs(20));
+    // No spinning in all of that: polls held 1 s, so at most about one a second.
+    let polls = r.watch.count(Route::Poll);
+    figure("faults", "poll_requests_in_poll_error_test", polls);
+    drop(r.sync);
+}
+
+#[test]
+fn a_poll_that_is_slow_or_hangs_times_out_and_recovers() {
+    let r = rig(1);
+    // Client timeout = wait + 10 s = 11 s; then the first backoff step (1 s ±25 %).
+    let slow = Fault::Delay(Duration::from_secs(14));
+    r.env.receiver.push_fault(Route::Poll, slow.clone());
+    let g = gap_after(&r.watch, Route::Poll, &slow, 0, Duration::from_secs(40));
+    assert_between("poll after a 14 s answer (timeout 11 s)", g, 10.9, 13.6);
+    r.env.receiver.push_fault(Route::Poll, Fault::Hang);
+    let started = Instant::now();
+    let share = cpu_share(r.sync.pid(), Duration::from_secs(8));
+    let g = gap_after(
+        &r.watch,
+        Route::Poll,
+        &Fault::Hang,
+        0,
+        Duration::from_secs(40),
+    );
+    assert_between(
+        "poll after a poll that hangs forever (timeout 11 s)",
+        g,
+        10.9,
+        13.6,
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(
+        share < 0.10,
+        "sp-sync idles while a poll hangs: {:.1}% of a core",
+        share * 100.0
+    );
+    figure(
+        "faults",
+        "sp_sync_cpu_while_poll_hangs",
+        format!("{:.1}%", share * 100.0),
+    );
+    prompt_goes_through(&r.env, "after a hung poll", Duration::from_secs(20));
+    let rss = peak_rss_kib(r.sync.pid()).unwrap_or(0);
+    figure("faults", "sp_sync_peak_rss_kib", rss);
+}
+
+#[test]
+fn poll_401_and_403_pause_control_until_the_config_changes() {
+    for status in [401u16, 403] {
+        let mut r = rig(1);
+        r.env
+            .receiver
+            .push_fault(Route::Poll, Fault::Status(status));
+        assert!(
+            eventually(Duration::from_secs(15), || q1(
+                &r.env,
+                "SELECT count(*) FROM sinks WHERE control_paused IS NOT NULL"
+            ) == 1),
+            "{status}: control paused in the database"
+        );
+        let polls = r.env.receiver.polls();
+        // Events still flow while control is paused.
+        make_live(&r.env, "faults-other");
+        assert!(r
+            .env
+            .receiver
+            .wait_event(Duration::from_secs(15), |e| e["session"]["id"]
+                == "faults-other")
+            .is_some());
+        std::thread::sleep(Duration::from_secs(3));
+        assert_eq!(
+            r.env.receiver.polls(),
+            polls,
+            "{status}: no poll while paused"
+        );
+        // sp status says so, and why.
+        let st = sp_cmd(&r.env).arg("status").output().unwrap();
+        let text = String::from_utf8_lossy(&st.stdout);
+        assert!(
+            text.contains(&status.to_string()),
+            "sp status names the {status}: {text}"
+        );
+        // A new sp-sync with the same config stays paused (no retry in a loop) ...
+        r.sync.restart(&r.env);
+        std::thread::sleep(Duration::from_secs(3));
+        assert_eq!(
+            r.env.receiver.polls(),
+            polls,
+            "{status}: still paused after a restart"
+        );
+        // ... until the config changes.
+        r.sync.stop();
+        r.env.write_config(json!({
+            "sinks": [{"name": "phone", "url": r.env.receiver.url(), "tier": 0, "control": true, "token": r.env.receiver.token()}],
+        }));
+        r.sync.restart(&r.env);
+        assert!(
+            r.watch
+                .wait_count(Route::Poll, polls + 1, Duration::from_secs(20)),
+            "{status}: polls resume"
+        );
+        prompt_goes_through(
+            &r.env,
+            &format!("after a {status}"),
+            Duration::from_secs(20),
+        );
+    }
+}
+
+#[test]
+fn poll_404_backs_off_five_minutes() {
+    let mut r = rig(1);
+    r.env.receiver.push_fault(Route::Poll, Fault::Status(404));
+    assert!(eventually(Duration::from_secs(10), || r
+        .watch
+        .of(Route::Poll)
+        .iter()
+        .any(|(_, x)| x.fault == Some(Fault::Status(404)))));
+    let polls = r.env.receiver.polls();
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        r.env.receiver.polls(),
+        polls,
+        "no poll within 5 s of a 404 (the back-off is 5 min)"
+    );
+    // The next sp-sync run (cron's next minute) polls again.
+    r.sync.restart(&r.env);
+    prompt_goes_through(&r.env, "after a 404", Duration::from_secs(20));
+}
+
+#[test]
+fn discovery_errors_are_retried_on_the_schedule() {
+    let env = Env::with(
+        ReceiverOptions {
+            wait_max_s: 1,
+            ..Default::default()
+        },
+        json!({}),
+    );
+    let watch = Watch::start(&env.receiver);
+    make_live(&env, S);
+    for f in [Fault::Status(503), Fault::Reset, Fault::InvalidJson] {
+        env.receiver.push_fault(Route::WellKnown, f);
+    }
+    let _sync = SyncGuard::start(&env);
+    for (nth, f, (lo, hi)) in [
+        (0, Fault::Status(503), (0.70, 2.6)),
+        (0, Fault::Reset, (1.45, 3.9)),
+        (0, Fault::InvalidJson, (3.70, 7.6)),
+    ] {
+        let g = gap_after(&watch, Route::WellKnown, &f, nth, Duration::from_secs(30));
+        assert_between(&format!("discovery after {f:?}"), g, lo, hi);
+    }
+    prompt_goes_through(&env, "after discovery errors", Duration::from_secs(20));
+}
+
+#[test]
+fn ack_faults_are_retried_until_the_receiver_takes_them() {
+    let r = rig(1);
+    let faults = [
+        Fault::Status(500),
+        Fault::Status(502),
+        Fault::Status(503),
+        Fault::Reset,
+        Fault::Truncated,
+        // A 200 whose body is not JSON counts as taken (DECISIONS 3: any 2xx); the receiver
+        // did not record it, so it redelivers the message and the stored ack goes again.
+        Fault::InvalidJson,
+        Fault::TooManyRequests { retry_after_s: 1 },
+        // Slower than the 15 s send timeout: it is recorded late and resent meanwhile.
+        Fault::Delay(Duration::from_secs(16)),
+    ];
+    let mut ids = Vec::new();
+    for (i, f) in faults.iter().enumerate() {
+        r.env.receiver.push_fault(Route::Ack, f.clone());
+        let m = r.env.receiver.enqueue(
+            &cc_key(S),
+            json!({"kind": "cancel", "note": format!("{i}")}),
+        );
+        let id = m["id"].as_str().unwrap().to_string();
+        // Cancel is decided at once (unsupported): the ack is the only thing to deliver.
+        let ack = r
+            .env
+            .receiver
+            .wait_ack(&id, Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("ack after {f:?}"));
+        assert_eq!(ack["outcome"], "unsupported");
+        ids.push(id);
+    }
+    for w in r.watch.of(Route::Ack).windows(2) {
+        if matches!(
+            w[0].1.fault,
+            Some(Fault::Status(_)) | Some(Fault::Reset) | Some(Fault::Truncated)
+        ) {
+            let g = w[1].0.duration_since(w[0].0).as_secs_f64();
+            assert!(
+                g >= 0.95,
+                "ack retried after {:?} only {g:.2}s later",
+                w[0].1.fault
+            );
+        }
+    }
+    // Every ack arrived, each id with one outcome; duplicates only where a fault made the
+    // outcome unknowable to sp-sync.
+    let acks = acks_by_id(&r.env);
+    let mut dups = 0;
+    for id in &ids {
+        let a = &acks[id];
+        dups += a.len() - 1;
+        assert!(a.iter().all(|x| x["outcome"] == "unsupported"));
+    }
+    figure("faults", "ack_faults_injected", faults.len());
+    figure("faults", "ack_duplicates_at_receiver", dups);
+    assert!(eventually(Duration::from_secs(20), || q1(
+        &r.env,
+        "SELECT count(*) FROM acks WHERE sent_at IS NULL"
+    ) == 0));
+}
+
+#[test]
+fn event_faults_are_retried_and_every_event_arrives_once() {
+    let r = rig(1);
+    // Let session.started arrive first.
+    assert!(r
+        .env
+        .receiver
+        .wait_event(Duration::from_secs(15), |e| e["session"]["id"] == S)
+        .is_some());
+    let faults = [
+        Fault::Status(500),
+        Fault::Reset,
+        Fault::Truncated,
+        // 200 with a body that is no batch response: the receiver took nothing (§2.2: the
+        // cursor moves only on an accepted batch).
+        Fault::InvalidJson,
+        Fault::TooManyRequests { retry_after_s: 1 },
+        Fault::Status(503),
+    ];
+    for (i, f) in faults.iter().enumerate() {
+        let posts = r.env.receiver.event_posts();
+        r.env.receiver.push_fault(Route::Events, f.clone());
+        let session = format!("faults-ev-{i}");
+        make_live(&r.env, &session);
+        assert!(
+            r.env
+                .receiver
+                .wait_event(Duration::from_secs(60), |e| e["session"]["id"]
+                    == session.as_str())
+                .is_some(),
+            "event after {f:?} arrives"
+        );
+        assert!(
+            r.env.receiver.event_posts() >= posts + 2,
+            "{f:?} was retried"
+        );
+        let g = gap_after(&r.watch, Route::Events, f, 0, Duration::from_secs(30));
+        let lo = match f {
+            Fault::TooManyRequests { retry_after_s } => *retry_after_s as f64 - 0.01,
+            _ => 1.45, // events schedule: 2 s ±25 %
+        };
+        assert_between(&format!("events after {f:?}"), g, lo, 14.0);
+    }
+    assert!(eventually(Duration::from_secs(20), || settled(&r.env)));
+    check_final_state(&r.env);
+}
+
+/// Random faults on every route, the receiver going down and coming back, while prompts,
+/// answers and cancels flow; afterwards the outcome of everything is what it would have been
+/// without a single fault.
+#[test]
+fn a_storm_of_faults_changes_no_outcome() {
+    let mut rng = Rng::new(seed());
+    let env = Env::with(
+        ReceiverOptions {
+            wait_max_s: 2,
+            ..Default::default()
+        },
+        json!({"permission_wait_s": 60}),
+    );
+    let watch = Watch::start(&env.receiver);
+    let sessions = ["storm-a", "storm-b", "storm-c"];
+    for s in sessions {
+        make_live(&env, s);
+    }
+    let (payload, attention) = cc_permission("storm-c", "storm-prompt", "rm -rf build");
+    let hook = env.spawn_hook("sp-permission", &payload);
+    assert!(eventually(Duration::from_secs(10), || q1(
+        &env,
+        "SELECT count(*) FROM attention WHERE state='open'"
+    ) == 1));
+    let mut sync = SyncGuard::start(&env);
+    let kinds = [
+        Fault::Status(500),
+        Fault::Status(502),
+        Fault::Status(503),
+        Fault::Reset,
+        Fault::Truncated,
+        Fault::InvalidJson,
+        Fault::TooManyRequests { retry_after_s: 1 },
+        Fault::Delay(Duration::from_millis(1500)),
+    ];
+    let routes = [Route::Poll, Route::Ack, Route::Events];
+    let mut injected = 0;
+    let mut prompts = Vec::new();
+    let mut cancels = Vec::new();
+    let mut early: Vec<(String, String)> = Vec::new();
+    let answer = env.receiver.enqueue(&cc_key("storm-c"), json!({"kind": "permission.answer", "for": attention, "decision": "deny", "note": "storm says no"}));
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut i = 0;
+    while Instant::now() < end {
+        // At most two faults queued per route, so back-offs stay short.
+        for route in routes {
+            if rng.chance(0.5) {
+                env.receiver
+                    .push_fault(route, kinds[rng.below(kinds.len() as u64) as usize].clone());
+                injected += 1;
+            }
+        }
+        let s = sessions[rng.below(2) as usize];
+        let text = format!("<<storm-{i}>>");
+        let m = env.receiver.enqueue(
+            &cc_key(s),
+            json!({"kind": "prompt", "text": text, "expires_in_s": 600}),
+        );
+        prompts.push((m["id"].as_str().unwrap().to_string(), s, text));
+        if rng.chance(0.3) {
+            let m = env.receiver.enqueue(&cc_key(s), json!({"kind": "cancel"}));
+            cancels.push(m["id"].as_str().unwrap().to_string());
+        }
+        if rng.chance(0.15) {
+            env.receiver.set_down(true);
+            std::thread::sleep(rng.millis(2500));
+            env.receiver.set_down(false);
+            injected += 1;
+        }
+        if rng.chance(0.1) {
+            // And sp-sync itself dies now and then.
+            if let Some(mut c) = sync.0.take() {
+                sigkill(&mut c);
+            }
+            sync = SyncGuard::start(&env);
+            injected += 1;
+        }
+        if rng.chance(0.5) {
+            if let Some(reason) = stop_now(&env, s) {
+                early.push((s.to_string(), reason));
+            }
+        }
+        std::thread::sleep(rng.millis(800));
+        i += 1;
+    }
+    // Healed: no more faults are queued beyond what is left; Stops collect the rest.
+    let out = finish(hook, Duration::from_secs(90));
+    assert_eq!(
+        permission_printed(&String::from_utf8_lossy(&out.stdout)).as_deref(),
+        Some("deny"),
+        "the answer reached its hook"
+    );
+    drop(sync);
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    let ok = finish_cleanly(
+        &env,
+        Duration::from_secs(180),
+        || {
+            for s in sessions {
+                if let Some(reason) = stop_now(&env, s) {
+                    outputs.push((s.to_string(), reason));
+                }
+            }
+        },
+        || {
+            settled(&env)
+                && sessions
+                    .iter()
+                    .all(|s| env.receiver.pending(&cc_key(s)).is_empty())
+        },
+    );
+    assert!(ok, "settled after the storm\n{}", env.log());
+    let outcomes = check_final_state(&env);
+    outputs.extend(early);
+    for (id, s, text) in &prompts {
+        assert_eq!(env.acks_for(id)[0]["outcome"], "delivered", "{id}");
+        let got: Vec<&(String, String)> = outputs
+            .iter()
+            .filter(|(_, r)| r.contains(text.as_str()))
+            .collect();
+        assert_eq!(got.len(), 1, "{text} reached a Stop exactly once");
+        assert_eq!(got[0].0, *s, "{text} reached its own session");
+    }
+    for id in &cancels {
+        assert_eq!(env.acks_for(id)[0]["outcome"], "unsupported");
+    }
+    assert_eq!(
+        env.acks_for(answer["id"].as_str().unwrap())[0]["outcome"],
+        "delivered"
+    );
+    figure("faults", "storm_faults_injected", injected);
+    figure("faults", "storm_prompts", prompts.len());
+    figure(
+        "faults",
+        "storm_requests",
+        watch.of(Route::Poll).len() + watch.of(Route::Ack).len() + watch.of(Route::Events).len(),
+    );
+    figure("faults", "storm_outcomes", format!("{outcomes:?}"));
+}
+
+/// §6: a receiver clock 5 minutes ahead or behind changes only what DECISIONS 7 intends: the
+/// deadline is the earlier of `expires_at` on our clock and receipt + (expires_at − at).
+#[test]
+fn a_skewed_receiver_clock_changes_no_outcome_decisions_7_does_not_intend() {
+    for offset_min in [5i64, -5] {
+        let offset_ms = offset_min * 60_000;
+        let env = Env::with(
+            ReceiverOptions {
+                wait_max_s: 2,
+                clock_offset_ms: offset_ms,
+                ..Default::default()
+            },
+            json!({"permission_wait_s": 30}),
+        );
+        make_live(&env, S);
+        let _sync = SyncGuard::start(&env);
+        // A 10-minute prompt: acts normally either way; its deadline is receipt + 10 min when
+        // the receiver runs ahead, and expires_at on our clock (now + 5 min) when behind.
+        let long = env.receiver.enqueue(
+            &cc_key(S),
+            json!({"kind": "prompt", "text": "ten minutes", "expires_in_s": 600}),
+        );
+        let id = long["id"].as_str().unwrap();
+        assert!(wait_stored(&env, id, Duration::from_secs(20)));
+        let (received, deadline): (String, i64) = db(&env)
+            .query_row(
+                "SELECT received_at, deadline_ms FROM messages WHERE id=?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let received = spctl::clock::parse_wire(&received).unwrap();
+        let expected = if offset_min > 0 {
+            received + 600_000
+        } else {
+            spctl::clock::parse_wire(long["expires_at"].as_str().unwrap()).unwrap()
+        };
+        assert!(
+            (deadline - expected).abs() <= 1,
+            "{offset_min} min: deadline {deadline} vs {expected}"
+        );
+        assert!(stop_now(&env, S).unwrap().contains("ten minutes"));
+        assert_eq!(
+            env.receiver.wait_ack(id, Duration::from_secs(20)).unwrap()["outcome"],
+            "delivered"
+        );
+        // A permission answer with a 60 s lifetime reaches its hook when ahead; when behind,
+        // its expires_at is already 4 minutes past on our clock: expired on receipt, never
+        // acted on (the receiver meant it to be over by then).
+        let (payload, attention) = cc_permission(S, &format!("skew{offset_min}"), "make");
+        let hook = env.spawn_hook("sp-permission", &payload);
+        assert!(eventually(Duration::from_secs(10), || q1(
+            &env,
+            "SELECT count(*) FROM attention WHERE state='open'"
+        ) == 1));
+        let ans = env.receiver.enqueue(&cc_key(S), json!({"kind": "permission.answer", "for": attention, "decision": "allow", "expires_in_s": 60}));
+        let ack = env
+            .receiver
+            .wait_ack(ans["id"].as_str().unwrap(), Duration::from_secs(20))
+            .unwrap();
+        if offset_min > 0 {
+            assert_eq!(ack["outcome"], "delivered");
+            let out = finish(hook, Duration::from_secs(10));
+            assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), CC_ALLOW);
+        } else {
+            assert_eq!(ack["outcome"], "expired");
+            assert_eq!(ack["detail"], "past expires_at on receipt");
+            unsafe { libc::kill(hook.id() as i32, libc::SIGTERM) };
+            let out = finish(hook, Duration::from_secs(10));
+            assert!(out.stdout.is_empty(), "never allowed");
+        }
+        // A short prompt (3 s) expires 3 s after receipt on our clock, skew or not: never
+        // 5 minutes later.
+        let short = env.receiver.enqueue(
+            &cc_key(S),
+            json!({"kind": "prompt", "text": "three seconds", "expires_in_s": 3}),
+        );
+        let sid = short["id"].as_str().unwrap();
+        if offset_min > 0 {
+            assert!(wait_stored(&env, sid, Duration::from_secs(20)));
+            std::thread::sleep(Duration::from_millis(3300));
+            assert!(
+                stop_now(&env, S).is_none(),
+                "{offset_min} min: expired 3 s after receipt"
+            );
+            assert_eq!(
+                env.receiver.wait_ack(sid, Duration::from_secs(20)).unwrap()["outcome"],
+                "expired"
+            );
+        } else {
+            assert_eq!(
+                env.receiver.wait_ack(sid, Duration::from_secs(20)).unwrap()["outcome"],
+                "expired"
+            );
+        }
+        figure(
+            "clock",
+            &format!("skew_{offset_min}min"),
+            "outcomes as DECISIONS 7 intends",
+        );
+    }
+}
