@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Installs what tests/real_agents.rs needs to drive the real agent CLIs offline:
+#
+#   - the three CLIs at the versions pinned in e2e/package.json and e2e/package-lock.json,
+#     into e2e/node_modules (their native binaries come inside the npm packages):
+#       @anthropic-ai/claude-code 2.1.332, @openai/codex 0.171.0, opencode-ai 1.18.33
+#   - Node.js and npm (codex's launcher is a Node script), `unshare` (util-linux) and `ip`
+#     (iproute2) for the loopback-only network namespace each scenario runs in, python3 for
+#     the model stand-in (e2e/model.py) and tmux for Claude Code's interactive UI, from
+#     Debian when missing (root only).
+#
+# Safe to run again: when e2e/node_modules already holds the pinned versions it does nothing.
+# About 1.2 GB on disk; the install takes about 40 s.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+e2e="$here/e2e"
+export DEBIAN_FRONTEND=noninteractive
+
+need_apt=()
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
+command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+if [ "${#need_apt[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "scripts/e2e-deps.sh: missing ${need_apt[*]}; run as root (it uses apt-get)" >&2
+        exit 1
+    fi
+    apt-get update
+    apt-get install -y "${need_apt[@]}"
+fi
+
+# The installed version of one package, or nothing.
+installed() {
+    node -e 'try { console.log(require(process.argv[1]).version) } catch { }' \
+        "$e2e/node_modules/$1/package.json"
+}
+
+# What the lock pins for one package.
+pinned() {
+    node -e 'console.log(require(process.argv[1]).packages["node_modules/" + process.argv[2]].version)' \
+        "$e2e/package-lock.json" "$1"
+}
+
+up_to_date() {
+    for p in @anthropic-ai/claude-code @openai/codex opencode-ai; do
+        [ "$(installed "$p")" = "$(pinned "$p")" ] || return 1
+    done
+    [ -x "$e2e/node_modules/.bin/claude" ] && [ -x "$e2e/node_modules/.bin/codex" ] \
+        && [ -x "$e2e/node_modules/.bin/opencode" ]
+}
+
+if up_to_date; then
+    echo "scripts/e2e-deps.sh: e2e/node_modules already has the pinned CLIs"
+else
+    # Not `npm ci`: the lock cannot list opencode-ai's optional binaries for other platforms
+    # (the registry reached here answers 404 for them), and npm ci refuses such a lock.
+    # `npm install --no-save` installs exactly the locked versions (package.json pins them
+    # exactly too) and leaves both files as they are. The CLIs' postinstall scripts put their
+    # native binaries in place; the version checks below fail if they did not.
+    npm install --prefix "$e2e" --no-audit --no-fund --no-save
+fi
+
+# Each must start and print its version, and be the pinned one.
+up_to_date || { echo "scripts/e2e-deps.sh: e2e/node_modules does not hold the pinned CLIs after install" >&2; exit 1; }
+for c in claude codex opencode; do
+    printf '%s: ' "$c"
+    "$e2e/node_modules/.bin/$c" --version
+done

@@ -1,0 +1,1676 @@
+//! Issue 8: proof against the real agents. Claude Code, Codex and OpenCode, at the versions
+//! pinned in e2e/package-lock.json (installed by scripts/e2e-deps.sh), run for real, offline,
+//! against a scripted model stand-in (e2e/model.py) and our test receiver, with our hooks
+//! registered by install.sh into a temp HOME pointing at the release binaries.
+//!
+//! Each scenario runs in its own network namespace that has only loopback (and its own pid
+//! namespace, so nothing it started outlives it): the test re-runs itself for that one
+//! scenario under `unshare`, where the stand-in, the receiver, sp-sync and the CLI all live.
+//! Scenarios run one at a time. Nothing is skipped: a missing CLI, binary or tool fails the
+//! scenario with what to run.
+//!
+//! Run: `e2e/run.sh` (deps, release build, this suite, a `N passed, M failed` line), or
+//! `scripts/e2e-deps.sh && cargo build --release --locked --bins && cargo test --test real_agents`.
+//! `SP_E2E_KEEP=1` keeps every scenario's folder (otherwise only a failed one's is kept).
+use serde_json::{json, Value};
+use spctl::receiver::{Receiver, ReceiverOptions};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The variable that tells a re-run test binary it is inside its scenario's namespace.
+const INSIDE: &str = "SP_E2E_SCENARIO";
+/// One scenario may take this long in all before it is killed.
+const SCENARIO_LIMIT: Duration = Duration::from_secs(240);
+/// How long a CLI run may take (its model answers at once).
+const CLI_LIMIT: Duration = Duration::from_secs(120);
+const DEPS: &str = "scripts/e2e-deps.sh";
+
+/// Scenarios never overlap: the machine is small and each starts a whole agent.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+// ------------------------------------------------------------------------------------------
+// Running a scenario in its own namespace
+
+fn cli_path(name: &str) -> PathBuf {
+    Path::new(ROOT).join("e2e/node_modules/.bin").join(name)
+}
+
+/// Where the release binaries are: $SP_E2E_BIN_DIR, else target/release (or
+/// $CARGO_TARGET_DIR/release).
+fn release_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("SP_E2E_BIN_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(ROOT).join("target"));
+    let target = if target.is_absolute() {
+        target
+    } else {
+        Path::new(ROOT).join(target)
+    };
+    target.join("release")
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(program))
+            .find(|f| f.is_file())
+    })
+}
+
+/// Everything a scenario needs from the machine, or a failure saying what to run.
+fn preflight(clis: &[&str]) {
+    for c in clis {
+        let p = cli_path(c);
+        assert!(
+            p.exists(),
+            "{c} is not installed at {}: run {DEPS} (it installs the pinned CLIs into e2e/node_modules)",
+            p.display()
+        );
+    }
+    for b in ["sp", "sp-sync", "sp-permission", "sp-stop", "sp-event"] {
+        let p = release_dir().join(b);
+        assert!(
+            p.exists(),
+            "{} is missing: build the release binaries first (cargo build --release --locked --bins; e2e/run.sh does)",
+            p.display()
+        );
+    }
+    // Never the proof of an older build: the binaries must be newer than every source file.
+    let built = std::fs::metadata(release_dir().join("sp-permission"))
+        .and_then(|m| m.modified())
+        .unwrap();
+    if let Some(newer) = newest_source(&Path::new(ROOT).join("src")).filter(|(t, _)| *t > built) {
+        panic!(
+            "{} is newer than the release binaries in {}: rebuild them (cargo build --release --locked --bins; e2e/run.sh does)",
+            newer.1.display(),
+            release_dir().display()
+        );
+    }
+    for t in ["unshare", "ip", "python3", "node", "tmux"] {
+        assert!(
+            which(t).is_some(),
+            "{t} is not on PATH: run {DEPS} (as root)"
+        );
+    }
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "the real-agent scenarios need root for their network namespace (CI runs as root)"
+    );
+}
+
+/// The most recently changed file under `dir`, with its time.
+fn newest_source(dir: &Path) -> Option<(std::time::SystemTime, PathBuf)> {
+    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        let cand = if p.is_dir() {
+            newest_source(&p)
+        } else {
+            e.metadata().and_then(|m| m.modified()).ok().map(|t| (t, p))
+        };
+        if let Some(c) = cand {
+            if best.as_ref().is_none_or(|b| c.0 > b.0) {
+                best = Some(c);
+            }
+        }
+    }
+    best
+}
+
+/// Runs one scenario: here, re-runs this test binary for `name` alone inside a fresh network
+/// and pid namespace with only loopback up; inside, runs `body`.
+fn scenario(name: &str, clis: &[&str], body: fn(&mut Scene)) {
+    if std::env::var(INSIDE).as_deref() == Ok(name) {
+        let mut scene = Scene::new(name);
+        body(&mut scene);
+        scene.passed = true;
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    preflight(clis);
+    let exe = std::env::current_exe().unwrap();
+    let started = Instant::now();
+    let mut cmd = Command::new("unshare");
+    // If this test process dies, unshare dies with it, and --kill-child takes the namespace.
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .args([
+            "--net",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            "--",
+            "sh",
+            "-c",
+        ])
+        // sh stays pid 1 (the test is not its last command), so it reaps orphans.
+        .arg(r#"ip link set lo up || exit 97; "$@"; exit $?"#)
+        .arg("sh")
+        .arg(&exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(INSIDE, name)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting unshare");
+    let out = drain(child.stdout.take().unwrap());
+    let err = drain(child.stderr.take().unwrap());
+    let status = wait_limit(&mut child, SCENARIO_LIMIT);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    print!("{out}");
+    eprint!("{err}");
+    let secs = started.elapsed().as_secs_f32();
+    match status {
+        None => panic!("scenario {name} did not finish within {SCENARIO_LIMIT:?}"),
+        Some(s) if s.code() == Some(97) => {
+            panic!("scenario {name}: could not bring up lo in the new namespace")
+        }
+        Some(s) => assert!(
+            s.success(),
+            "scenario {name} failed after {secs:.1} s ({s}); its output is above"
+        ),
+    }
+    // libtest inside says "1 passed"; anything else means the filter ran no test.
+    assert!(
+        out.contains("test result: ok. 1 passed"),
+        "scenario {name} ran no test inside its namespace"
+    );
+    println!("scenario {name}: passed in {secs:.1} s");
+}
+
+fn drain<R: Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
+
+fn wait_limit(c: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let end = Instant::now() + limit;
+    loop {
+        if let Ok(Some(s)) = c.try_wait() {
+            return Some(s);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+// ------------------------------------------------------------------------------------------
+// One scenario's world, inside its namespace
+
+struct Scene {
+    name: String,
+    dir: PathBuf,
+    home: PathBuf,
+    work: PathBuf,
+    bin: PathBuf,
+    receiver: Receiver,
+    model: Child,
+    model_url: String,
+    model_log: PathBuf,
+    extra: Vec<Child>,
+    passed: bool,
+}
+
+impl Scene {
+    fn new(name: &str) -> Scene {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("sp-e2e-{name}-"))
+            .tempdir()
+            .unwrap()
+            .keep();
+        let home = dir.join("home");
+        let work = dir.join("work");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        let model_log = dir.join("model.jsonl");
+        let mut model = Command::new("python3")
+            .arg(Path::new(ROOT).join("e2e/model.py"))
+            .args(["--port", "0", "--slow-s", "60", "--log"])
+            .arg(&model_log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("model.stderr")).unwrap())
+            .spawn()
+            .expect("starting e2e/model.py");
+        let mut line = String::new();
+        BufReader::new(model.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line
+            .strip_prefix("PORT ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("the model stand-in did not start: {line:?}"));
+        let receiver = Receiver::start(ReceiverOptions::default()).expect("receiver");
+        println!("[{name}] folder {}", dir.display());
+        Scene {
+            name: name.into(),
+            bin: home.join(".local/bin"),
+            dir,
+            home,
+            work,
+            receiver,
+            model,
+            model_url: format!("http://127.0.0.1:{port}"),
+            model_log,
+            extra: Vec::new(),
+            passed: false,
+        }
+    }
+
+    fn say(&self, what: &str) {
+        println!("[{}] {what}", self.name);
+    }
+
+    /// Our config: one sink, the receiver, with control; the permission wait for `harness`.
+    fn write_config(&self, harness: &str, permission_wait_s: u64) {
+        let path = self.home.join(".config/sessionpipe/config.json");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let config = json!({
+            "sinks": [{"name": "phone", "url": self.receiver.url(), "tier": 1, "control": true, "token": self.receiver.token()}],
+            "control": {"harness": {harness: {"permission_wait_s": permission_wait_s}}},
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    /// The environment every program here gets: nothing of ours leaks in from outside.
+    fn base_env(&self, c: &mut Command) {
+        let path = format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
+        );
+        c.env_clear()
+            .env("PATH", path)
+            .env("HOME", &self.home)
+            .env("USER", "root")
+            .env("LANG", "C.UTF-8")
+            .env("SHELL", "/bin/bash")
+            .env("TERM", "dumb")
+            .env("SESSIONPIPE_LOG", "debug")
+            .current_dir(&self.work);
+    }
+
+    /// `./install.sh` exactly as a person runs it, but with the release build already made:
+    /// binaries into ~/.local/bin, hooks into every harness folder that exists in HOME.
+    fn install(&self, extra_env: &[(&str, &Path)]) -> String {
+        let mut c = Command::new(Path::new(ROOT).join("install.sh"));
+        self.base_env(&mut c);
+        c.arg("--no-cron")
+            .env("SP_SKIP_BUILD", "1")
+            .env("SP_BUILD_DIR", release_dir())
+            // Belt and braces: never the machine's real crontab.
+            .env("SP_CRONTAB", self.dir.join("no-crontab"));
+        for (k, v) in extra_env {
+            c.env(k, v);
+        }
+        let out = c.output().expect("running install.sh");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::write(self.dir.join("install.out"), &text).unwrap();
+        assert!(out.status.success(), "install.sh failed:\n{text}");
+        for b in ["sp-permission", "sp-stop", "sp-event", "sp-sync"] {
+            let installed = std::fs::read(self.bin.join(b)).unwrap();
+            let built = std::fs::read(release_dir().join(b)).unwrap();
+            assert!(
+                installed == built,
+                "~/.local/bin/{b} is not the release binary"
+            );
+        }
+        text
+    }
+
+    fn db(&self) -> rusqlite::Connection {
+        let c = rusqlite::Connection::open(self.home.join(".local/state/sessionpipe/control.db"))
+            .unwrap();
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        c
+    }
+
+    /// Whether sp-sync has stored this message in the local queue.
+    fn stored(&self, id: &str) -> bool {
+        let path = self.home.join(".local/state/sessionpipe/control.db");
+        path.exists()
+            && self
+                .db()
+                .query_row("select count(*) from messages where id = ?1", [id], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .unwrap_or(0)
+                == 1
+    }
+
+    fn wait_event(&self, kind: &str, pred: impl Fn(&Value) -> bool, limit: Duration) -> Value {
+        self.receiver
+            .wait_event(limit, |e| e["type"] == kind && pred(e))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {kind} event reached the receiver within {limit:?}; events: {:#?}",
+                    self.receiver.events()
+                )
+            })
+    }
+
+    fn ack(&self, msg: &Value, limit: Duration) -> Value {
+        let id = msg["id"].as_str().unwrap();
+        self.receiver.wait_ack(id, limit).unwrap_or_else(|| {
+            panic!(
+                "no ack for {id} within {limit:?}; acks: {:?}",
+                self.receiver.acks()
+            )
+        })
+    }
+
+    fn enqueue(&self, session_key: &str, m: Value) -> Value {
+        self.say(&format!("enqueue for {session_key}: {m}"));
+        self.receiver.enqueue(session_key, m)
+    }
+
+    /// Every request the model stand-in logged, in order.
+    fn model_requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.model_log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The agent's own turns: requests that offer tools (not titles, not Codex's reviewer).
+    fn agent_requests(&self) -> Vec<Value> {
+        self.model_requests()
+            .into_iter()
+            .filter(|r| r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty()))
+            .filter(|r| {
+                !r["answer"][1]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("SP-GUARDIAN")
+            })
+            .collect()
+    }
+
+    fn marker(&self) -> Option<String> {
+        std::fs::read_to_string(self.work.join("marker.txt")).ok()
+    }
+
+    fn cleanup_children(&mut self) {
+        for c in self
+            .extra
+            .iter_mut()
+            .chain(std::iter::once(&mut self.model))
+        {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Ends every other process of this scenario's pid namespace (sp-sync, the agent and what
+/// they started), so nothing writes into the folder while it is removed. Only inside the
+/// namespace, where /proc is the namespace's own and pid 1 is our `sh`.
+fn end_the_rest_of_the_namespace() {
+    if std::env::var_os(INSIDE).is_none() {
+        return;
+    }
+    let init = std::fs::read("/proc/1/cmdline").unwrap_or_default();
+    if !init.starts_with(b"sh\0") {
+        return;
+    }
+    let me = std::process::id() as i32;
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) {
+            if pid != 1 && pid != me {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        self.cleanup_children();
+        end_the_rest_of_the_namespace();
+        let keep = std::env::var_os("SP_E2E_KEEP").is_some_and(|v| !v.is_empty());
+        if self.passed && !keep {
+            // Killed processes may still be closing files for a moment.
+            for _ in 0..20 {
+                if std::fs::remove_dir_all(&self.dir).is_ok() || !self.dir.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        } else {
+            println!(
+                "[{}] kept for inspection: {}",
+                self.name,
+                self.dir.display()
+            );
+            // The log of our binaries says what the hooks and sp-sync did.
+            if let Ok(log) =
+                std::fs::read_to_string(self.home.join(".local/state/sessionpipe/sp.log"))
+            {
+                let tail: Vec<&str> = log.lines().rev().take(60).collect();
+                println!("[{}] sp.log (last lines):", self.name);
+                for l in tail.iter().rev() {
+                    println!("    {l}");
+                }
+            }
+        }
+    }
+}
+
+/// Every string inside a JSON value, joined: what a request "contains".
+fn all_text(v: &Value) -> String {
+    let mut out = String::new();
+    fn walk(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(v, &mut out);
+    out
+}
+
+/// A CLI run to completion with a limit, its stdout and stderr kept in the scenario folder.
+struct Run {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+fn spawn_logged(scene: &Scene, mut c: Command, label: &str) -> Child {
+    let out = std::fs::File::create(scene.dir.join(format!("{label}.stdout"))).unwrap();
+    let err = std::fs::File::create(scene.dir.join(format!("{label}.stderr"))).unwrap();
+    c.stdin(Stdio::null()).stdout(out).stderr(err);
+    c.spawn()
+        .unwrap_or_else(|e| panic!("cannot start {label}: {e}"))
+}
+
+fn finish_logged(scene: &Scene, mut child: Child, label: &str, limit: Duration) -> Run {
+    let status = wait_limit(&mut child, limit);
+    let read = |ext: &str| {
+        std::fs::read_to_string(scene.dir.join(format!("{label}.{ext}"))).unwrap_or_default()
+    };
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "{label} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+            read("stdout"),
+            read("stderr")
+        );
+    };
+    Run {
+        status,
+        stdout: read("stdout"),
+        stderr: read("stderr"),
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Claude Code
+
+fn claude_setup(scene: &Scene, permission_wait_s: u64) {
+    scene.write_config("claude-code", permission_wait_s);
+    // The harness's folder is how install.sh tells Claude Code is installed.
+    std::fs::create_dir_all(scene.home.join(".claude")).unwrap();
+    let out = scene.install(&[]);
+    assert!(out.contains("claude-code"), "{out}");
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(scene.home.join(".claude/settings.json"))
+            .expect("install.sh wrote ~/.claude/settings.json"),
+    )
+    .unwrap();
+    let perm = &settings["hooks"]["PermissionRequest"][0]["hooks"][0];
+    assert_eq!(
+        perm["command"],
+        json!(scene.bin.join("sp-permission").to_string_lossy()),
+        "{settings:#}"
+    );
+    assert_eq!(perm["timeout"], json!(permission_wait_s + 10));
+    assert_eq!(
+        settings["hooks"]["Stop"][0]["hooks"][0]["command"],
+        json!(scene.bin.join("sp-stop").to_string_lossy())
+    );
+}
+
+fn claude(scene: &Scene, prompt: &str) -> Child {
+    let mut c = Command::new(cli_path("claude"));
+    scene.base_env(&mut c);
+    c.env("ANTHROPIC_BASE_URL", &scene.model_url)
+        .env("ANTHROPIC_API_KEY", "sk-ant-e2e-dummy")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .args(["-p", prompt, "--output-format", "stream-json", "--verbose"]);
+    scene.say(&format!("claude -p {prompt:?}"));
+    spawn_logged(scene, c, "claude")
+}
+
+/// The `result` line of Claude Code's stream-json output.
+fn claude_result(run: &Run) -> Value {
+    run.stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|v| v["type"] == "result")
+        .unwrap_or_else(|| {
+            panic!(
+                "claude printed no result line\nstdout:\n{}\nstderr:\n{}",
+                run.stdout, run.stderr
+            )
+        })
+}
+
+/// Claude Code's interactive UI, in a tmux session of its own inside the namespace.
+struct Tui {
+    sock: PathBuf,
+}
+
+impl Tui {
+    fn tmux(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.sock);
+        c
+    }
+
+    /// What the terminal shows now.
+    fn screen(&self) -> String {
+        let out = self
+            .tmux()
+            .args(["capture-pane", "-p", "-t", "cc"])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn wait_screen(&self, what: &str, limit: Duration) -> String {
+        let mut last = String::new();
+        if until(limit, || {
+            last = self.screen();
+            last.contains(what)
+        }) {
+            return last;
+        }
+        panic!("the terminal never showed {what:?} within {limit:?}; it shows:\n{last}");
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let st = self
+            .tmux()
+            .args(["send-keys", "-t", "cc"])
+            .args(keys)
+            .status()
+            .expect("tmux send-keys");
+        assert!(st.success());
+    }
+}
+
+impl Drop for Tui {
+    fn drop(&mut self) {
+        let _ = self.tmux().arg("kill-server").status();
+    }
+}
+
+const TUI_KEY: &str = "sk-ant-e2e-dummy-key-0123456789abcdef";
+
+/// `claude --permission-mode default PROMPT` in its interactive UI, as a person runs it: the
+/// onboarding done, the folder trusted and the key approved in a pre-seeded ~/.claude.json.
+fn claude_tui(scene: &Scene, prompt: &str) -> Tui {
+    let work = scene.work.to_string_lossy().to_string();
+    let seeded = json!({
+        "hasCompletedOnboarding": true,
+        "lastOnboardingVersion": "2.1.332",
+        "numStartups": 5,
+        "theme": "dark",
+        "customApiKeyResponses": {"approved": [&TUI_KEY[TUI_KEY.len() - 20..]], "rejected": []},
+        "projects": {work.clone(): {"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true, "allowedTools": []}},
+    });
+    std::fs::write(
+        scene.home.join(".claude.json"),
+        serde_json::to_string_pretty(&seeded).unwrap(),
+    )
+    .unwrap();
+    let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
+    let path = format!(
+        "{}:{}",
+        scene.bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut script = String::from("#!/bin/sh\ncd ");
+    script.push_str(&q(&work));
+    script.push_str("\nexec env -i");
+    for (k, v) in [
+        ("PATH", path.as_str()),
+        ("HOME", &*scene.home.to_string_lossy()),
+        ("USER", "root"),
+        ("LANG", "C.UTF-8"),
+        ("SHELL", "/bin/bash"),
+        ("TERM", "xterm-256color"),
+        ("SESSIONPIPE_LOG", "debug"),
+        ("ANTHROPIC_BASE_URL", &scene.model_url),
+        ("ANTHROPIC_API_KEY", TUI_KEY),
+        ("DISABLE_TELEMETRY", "1"),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("DISABLE_AUTOUPDATER", "1"),
+        ("DISABLE_ERROR_REPORTING", "1"),
+    ] {
+        script.push(' ');
+        script.push_str(&q(&format!("{k}={v}")));
+    }
+    script.push(' ');
+    script.push_str(&q(&cli_path("claude").to_string_lossy()));
+    script.push_str(" --permission-mode default ");
+    script.push_str(&q(prompt));
+    script.push('\n');
+    let launcher = scene.dir.join("claude-tui.sh");
+    std::fs::write(&launcher, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tui = Tui {
+        sock: scene.dir.join("tmux.sock"),
+    };
+    let st = tui
+        .tmux()
+        .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
+        .arg(&launcher)
+        .status()
+        .expect("tmux new-session");
+    assert!(st.success(), "tmux started");
+    scene.say(&format!("claude (interactive, tmux) {prompt:?}"));
+    tui
+}
+
+const DIALOG: &str = "Do you want to proceed?";
+
+fn session_key_of(e: &Value) -> String {
+    format!(
+        "{}:{}",
+        e["harness"]["name"].as_str().unwrap(),
+        e["session"]["id"].as_str().unwrap()
+    )
+}
+
+/// Waits for the permission prompt to reach the receiver; (session key, attention id).
+fn wait_permission(scene: &Scene, harness: &str) -> (String, String, Value) {
+    let needed = scene.wait_event(
+        "attention.needed",
+        |e| e["harness"]["name"] == harness && e["data"]["kind"] == "permission",
+        Duration::from_secs(60),
+    );
+    scene.say(&format!("attention.needed: {}", needed["data"]));
+    (
+        session_key_of(&needed),
+        needed["data"]["attention_id"].as_str().unwrap().to_string(),
+        needed,
+    )
+}
+
+fn cleared(scene: &Scene, attention_id: &str) -> Value {
+    scene.wait_event(
+        "attention.cleared",
+        |e| e["data"]["attention_id"] == attention_id,
+        Duration::from_secs(30),
+    )
+}
+
+/// The tool result the agent sent back to the model after its one tool call, as text.
+fn tool_result_text(scene: &Scene) -> String {
+    let reqs = scene.agent_requests();
+    assert!(
+        reqs.len() >= 2,
+        "the agent sent the tool's result back to the model: {} agent requests",
+        reqs.len()
+    );
+    let last = reqs.last().unwrap();
+    all_text(&last["body"]["messages"]) + &all_text(&last["body"]["input"])
+}
+
+#[test]
+fn claude_code_remote_allow_runs_the_tool() {
+    scenario("claude_code_remote_allow_runs_the_tool", &["claude"], |s| {
+        claude_setup(s, 60);
+        let child = claude(
+            s,
+            "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+        );
+        let (key, attention, needed) = wait_permission(s, "claude-code");
+        assert_eq!(needed["data"]["tool"], "Bash");
+        assert!(needed["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("echo allowed-by-phone > marker.txt"));
+        assert!(s.marker().is_none(), "nothing ran before the answer");
+        let m = s.enqueue(
+            &key,
+            json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+        );
+        let run = finish_logged(s, child, "claude", CLI_LIMIT);
+        assert!(
+            run.status.success(),
+            "claude exited {}: {}",
+            run.status,
+            run.stderr
+        );
+        // The working directory: the tool ran.
+        assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+        // The receiver: delivered, and the prompt cleared as answered.
+        assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+        assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+        // Claude Code and the model: no denial, the tool result went back, the turn ended.
+        let result = claude_result(&run);
+        assert_eq!(result["permission_denials"], json!([]), "{result}");
+        assert_eq!(result["result"], "SP-FINAL: tool result seen.");
+        let reqs = s.agent_requests();
+        assert_eq!(reqs.len(), 2, "one tool call, one final answer");
+        let last_user = reqs[1]["body"]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .unwrap()
+            .clone();
+        let tr = last_user["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["type"] == "tool_result")
+            .expect("a tool_result")
+            .clone();
+        assert_ne!(tr["is_error"], json!(true), "the tool succeeded: {tr}");
+    });
+}
+
+#[test]
+fn claude_code_remote_deny_keeps_the_tool_from_running() {
+    scenario(
+        "claude_code_remote_deny_keeps_the_tool_from_running",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let child = claude(
+                s,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
+            let (key, attention, _) = wait_permission(s, "claude-code");
+            let note = "Not on main, please (note SP-NOTE-4711).";
+            let m = s.enqueue(&key, json!({"kind": "permission.answer", "for": attention, "decision": "deny", "note": note}));
+            let run = finish_logged(s, child, "claude", CLI_LIMIT);
+            assert!(
+                run.status.success(),
+                "claude exited {}: {}",
+                run.status,
+                run.stderr
+            );
+            assert_eq!(s.marker(), None, "the denied tool never ran");
+            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            // The note reached the model, in the tool result of the denied call.
+            let seen = tool_result_text(s);
+            assert!(
+                seen.contains(note),
+                "the model saw the note; it saw:\n{seen}"
+            );
+            let result = claude_result(&run);
+            assert_eq!(
+                result["permission_denials"].as_array().map(Vec::len),
+                Some(1),
+                "{result}"
+            );
+        },
+    );
+}
+
+#[test]
+fn claude_code_no_answer_falls_back_and_a_late_answer_expires() {
+    scenario(
+        "claude_code_no_answer_falls_back_and_a_late_answer_expires",
+        &["claude"],
+        |s| {
+            claude_setup(s, 3);
+            let started = Instant::now();
+            let child = claude(
+                s,
+                "Write the marker. SP-RUN:echo nobody-answered > marker.txt",
+            );
+            let (key, attention, _) = wait_permission(s, "claude-code");
+            let run = finish_logged(s, child, "claude", CLI_LIMIT);
+            assert!(
+                run.status.success(),
+                "claude exited {}: {}",
+                run.status,
+                run.stderr
+            );
+            assert!(
+                started.elapsed() >= Duration::from_secs(3),
+                "the hook waited its 3 s"
+            );
+            // Claude Code's own behaviour in -p: no decision is a deny.
+            assert_eq!(s.marker(), None);
+            let result = claude_result(&run);
+            assert_eq!(
+                result["permission_denials"].as_array().map(Vec::len),
+                Some(1),
+                "{result}"
+            );
+            assert_eq!(cleared(s, &attention)["data"]["how"], "timeout");
+            let late = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+            );
+            assert_eq!(s.ack(&late, Duration::from_secs(30))["outcome"], "expired");
+            assert_eq!(s.marker(), None, "the late allow ran nothing");
+            // The model got Claude Code's own refusal, not ours.
+            let reqs = s.agent_requests();
+            assert_eq!(reqs.len(), 2);
+            let seen = tool_result_text(s);
+            assert!(
+                !seen.contains("sessionpipe"),
+                "no sessionpipe answer reached the model:\n{seen}"
+            );
+        },
+    );
+}
+
+#[test]
+fn claude_code_prompt_is_delivered_at_stop() {
+    scenario(
+        "claude_code_prompt_is_delivered_at_stop",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let go = s.dir.join("go");
+            // The stand-in holds its first answer until `go` exists: the prompt is queued first.
+            let child = claude(s, &format!("Say hello. SP-HOLD:{}", go.display()));
+            let started = s.wait_event(
+                "session.started",
+                |e| e["harness"]["name"] == "claude-code",
+                Duration::from_secs(60),
+            );
+            let key = session_key_of(&started);
+            let m = s.enqueue(&key, json!({"kind": "prompt", "text": "Please also say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}));
+            let id = m["id"].as_str().unwrap().to_string();
+            assert!(
+                until(Duration::from_secs(30), || s.stored(&id)),
+                "sp-sync stored the prompt"
+            );
+            std::fs::write(&go, "").unwrap();
+            let run = finish_logged(s, child, "claude", CLI_LIMIT);
+            assert!(
+                run.status.success(),
+                "claude exited {}: {}",
+                run.status,
+                run.stderr
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered");
+            assert_eq!(ack["detail"], "claude-code Stop hook");
+            // The model saw the prompt after the first answer, and the turn then ended: exactly
+            // two requests, the second ending with the Stop hook's reason.
+            let reqs = s.agent_requests();
+            assert_eq!(
+                reqs.len(),
+                2,
+                "one answer, one answer to the delivered prompt, no loop"
+            );
+            let second = all_text(&reqs[1]["body"]["messages"]);
+            assert!(
+            second.contains("Message from the person, sent through sessionpipe (sink \"phone\"):\n\nPlease also say the word. SP-ECHO:MARMALADE"),
+            "the delivered prompt reached the model:\n{second}"
+        );
+            assert!(
+                !all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"),
+                "not before the Stop"
+            );
+            assert_eq!(claude_result(&run)["result"], "SP-SAW:MARMALADE");
+        },
+    );
+}
+
+#[test]
+fn claude_code_interactive_dialog_stays_and_a_remote_allow_wins() {
+    scenario(
+        "claude_code_interactive_dialog_stays_and_a_remote_allow_wins",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let tui = claude_tui(
+                s,
+                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+            );
+            let (key, attention, _) = wait_permission(s, "claude-code");
+            // While our hook waits, Claude Code's own dialog is up: the two race.
+            let screen = tui.wait_screen(DIALOG, Duration::from_secs(30));
+            assert!(
+                screen.contains("echo allowed-by-phone > marker.txt"),
+                "{screen}"
+            );
+            assert_eq!(s.marker(), None);
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+            );
+            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+            assert!(
+                until(Duration::from_secs(30), || s.marker().as_deref()
+                    == Some("allowed-by-phone\n")),
+                "the tool ran: marker {:?}",
+                s.marker()
+            );
+            let screen = tui.wait_screen("SP-FINAL: tool result seen.", Duration::from_secs(30));
+            assert!(!screen.contains(DIALOG), "the dialog went away:\n{screen}");
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            assert_eq!(s.agent_requests().len(), 2);
+        },
+    );
+}
+
+#[test]
+fn claude_code_interactive_terminal_answer_first_ends_the_wait() {
+    scenario(
+        "claude_code_interactive_terminal_answer_first_ends_the_wait",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let tui = claude_tui(
+                s,
+                "Write the marker. SP-RUN:echo allowed-at-the-terminal > marker.txt",
+            );
+            let (key, attention, _) = wait_permission(s, "claude-code");
+            tui.wait_screen(DIALOG, Duration::from_secs(30));
+            let answered = Instant::now();
+            // The person picks "1. Yes" in the terminal.
+            tui.keys(&["Enter"]);
+            assert!(
+                until(Duration::from_secs(30), || s.marker().as_deref()
+                    == Some("allowed-at-the-terminal\n")),
+                "the tool ran: marker {:?}",
+                s.marker()
+            );
+            tui.wait_screen("SP-FINAL: tool result seen.", Duration::from_secs(30));
+            // Our hook stopped waiting at once (not after its 60 s) and said so.
+            let c = cleared(s, &attention);
+            assert_eq!(c["data"]["how"], "answered");
+            assert!(
+                answered.elapsed() < Duration::from_secs(30),
+                "cleared long before the 60 s wait ran out"
+            );
+            let late = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "deny"}),
+            );
+            assert_eq!(s.ack(&late, Duration::from_secs(30))["outcome"], "expired");
+            let n = s
+                .receiver
+                .events()
+                .iter()
+                .filter(|e| e["type"] == "attention.cleared")
+                .count();
+            assert_eq!(n, 1, "one attention.cleared");
+        },
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// Codex
+
+fn codex_home(scene: &Scene) -> PathBuf {
+    scene.home.join(".codex")
+}
+
+fn codex_setup(scene: &Scene, permission_wait_s: u64) {
+    scene.write_config("codex", permission_wait_s);
+    let ch = codex_home(scene);
+    std::fs::create_dir_all(&ch).unwrap();
+    std::fs::write(
+        ch.join("config.toml"),
+        format!(
+            r#"model = "gpt-standin"
+model_provider = "standin"
+approval_policy = "on-request"
+sandbox_mode = "read-only"
+check_for_update_on_startup = false
+
+[model_providers.standin]
+name = "sessionpipe model stand-in"
+base_url = "{}/v1"
+wire_api = "responses"
+env_key = "STANDIN_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+"#,
+            scene.model_url
+        ),
+    )
+    .unwrap();
+    let out = scene.install(&[("CODEX_HOME", &ch)]);
+    assert!(out.contains("codex"), "{out}");
+    let hooks: Value = serde_json::from_str(
+        &std::fs::read_to_string(ch.join("hooks.json")).expect("install.sh wrote hooks.json"),
+    )
+    .unwrap();
+    let cmd = hooks["hooks"]["PermissionRequest"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        cmd.starts_with(
+            &scene
+                .bin
+                .join("sp-permission")
+                .to_string_lossy()
+                .to_string()
+        ),
+        "{cmd}"
+    );
+    assert_eq!(
+        hooks["hooks"]["PermissionRequest"][0]["hooks"][0]["timeout"],
+        json!(permission_wait_s + 10)
+    );
+}
+
+/// `codex exec`; with `approve` it runs with `--approve-for-me`, the only way it asks for
+/// approval (and so fires PermissionRequest) when the model asks to leave the sandbox.
+fn codex(scene: &Scene, prompt: &str, approve: bool) -> Child {
+    let mut c = Command::new(cli_path("codex"));
+    scene.base_env(&mut c);
+    c.env("CODEX_HOME", codex_home(scene))
+        .env("STANDIN_API_KEY", "e2e-dummy");
+    c.args([
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-hook-trust",
+    ]);
+    if approve {
+        c.arg("--approve-for-me");
+    }
+    c.arg(prompt);
+    scene.say(&format!("codex exec {prompt:?}"));
+    spawn_logged(scene, c, "codex")
+}
+
+/// The output item the model got back for its tool call.
+fn codex_tool_output(scene: &Scene) -> String {
+    let reqs = scene.agent_requests();
+    let last = reqs.last().expect("agent requests");
+    last["body"]["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|i| i["type"] == "function_call_output")
+        .map(|i| all_text(&i["output"]))
+        .unwrap_or_else(|| panic!("no function_call_output in the last request: {last}"))
+}
+
+#[test]
+fn codex_remote_allow_runs_the_escalated_command() {
+    scenario(
+        "codex_remote_allow_runs_the_escalated_command",
+        &["codex"],
+        |s| {
+            codex_setup(s, 60);
+            let child = codex(
+                s,
+                "Write the marker. SP-ESCALATE SP-RUN:echo allowed-by-phone > marker.txt",
+                true,
+            );
+            let (key, attention, needed) = wait_permission(s, "codex");
+            assert!(
+                needed["data"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("echo allowed-by-phone > marker.txt"),
+                "{needed}"
+            );
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+            );
+            let run = finish_logged(s, child, "codex", CLI_LIMIT);
+            assert!(
+                run.status.success(),
+                "codex exited {}: {}",
+                run.status,
+                run.stderr
+            );
+            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            let out = codex_tool_output(s);
+            assert!(
+                out.contains("Process exited with code 0"),
+                "the command ran: {out}"
+            );
+            // Our allow decided: Codex's own reviewer was never asked.
+            assert!(
+                s.model_requests().iter().all(|r| !r["answer"][1]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("SP-GUARDIAN")),
+                "no automatic review"
+            );
+            assert_eq!(s.agent_requests().len(), 2);
+        },
+    );
+}
+
+#[test]
+fn codex_remote_deny_keeps_the_command_from_running() {
+    scenario(
+        "codex_remote_deny_keeps_the_command_from_running",
+        &["codex"],
+        |s| {
+            codex_setup(s, 60);
+            let child = codex(
+                s,
+                "Write the marker. SP-ESCALATE SP-RUN:echo should-not-run > marker.txt",
+                true,
+            );
+            let (key, attention, _) = wait_permission(s, "codex");
+            let note = "Not on main, please (note SP-NOTE-4711).";
+            let m = s.enqueue(&key, json!({"kind": "permission.answer", "for": attention, "decision": "deny", "note": note}));
+            let run = finish_logged(s, child, "codex", CLI_LIMIT);
+            assert!(
+                run.status.success(),
+                "codex exited {}: {}",
+                run.status,
+                run.stderr
+            );
+            assert_eq!(s.marker(), None, "the denied command never ran");
+            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            let out = codex_tool_output(s);
+            assert!(out.contains(note), "the model saw the note; it saw:\n{out}");
+            assert!(
+                s.model_requests().iter().all(|r| !r["answer"][1]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("SP-GUARDIAN")),
+                "no automatic review"
+            );
+        },
+    );
+}
+
+#[test]
+fn codex_prompt_is_delivered_at_stop() {
+    scenario("codex_prompt_is_delivered_at_stop", &["codex"], |s| {
+        codex_setup(s, 60);
+        let go = s.dir.join("go");
+        let child = codex(s, &format!("Say hello. SP-HOLD:{}", go.display()), false);
+        let started = s.wait_event(
+            "session.started",
+            |e| e["harness"]["name"] == "codex",
+            Duration::from_secs(60),
+        );
+        let key = session_key_of(&started);
+        let m = s.enqueue(&key, json!({"kind": "prompt", "text": "Please also say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}));
+        let id = m["id"].as_str().unwrap().to_string();
+        assert!(
+            until(Duration::from_secs(30), || s.stored(&id)),
+            "sp-sync stored the prompt"
+        );
+        std::fs::write(&go, "").unwrap();
+        let run = finish_logged(s, child, "codex", CLI_LIMIT);
+        assert!(
+            run.status.success(),
+            "codex exited {}: {}",
+            run.status,
+            run.stderr
+        );
+        let ack = s.ack(&m, Duration::from_secs(30));
+        assert_eq!(ack["outcome"], "delivered");
+        assert_eq!(ack["detail"], "codex Stop hook");
+        let reqs = s.agent_requests();
+        assert_eq!(
+            reqs.len(),
+            2,
+            "one answer, one answer to the delivered prompt, no loop"
+        );
+        let second = all_text(&reqs[1]["body"]["input"]);
+        assert!(
+            second.contains("<hook_prompt"),
+            "as Codex's hook prompt:\n{second}"
+        );
+        assert!(
+            second.contains("Please also say the word. SP-ECHO:MARMALADE"),
+            "the delivered prompt reached the model:\n{second}"
+        );
+        assert!(!all_text(&reqs[0]["body"]["input"]).contains("MARMALADE"));
+        assert!(
+            run.stdout.contains("SP-SAW:MARMALADE"),
+            "codex's last message: {}",
+            run.stdout
+        );
+    });
+}
+
+// ------------------------------------------------------------------------------------------
+// OpenCode
+
+struct OpenCode {
+    url: String,
+    agent: ureq::Agent,
+}
+
+impl OpenCode {
+    fn get(&self, path: &str) -> Result<Value, String> {
+        let mut r = self
+            .agent
+            .get(&format!("{}{path}", self.url))
+            .call()
+            .map_err(|e| e.to_string())?;
+        let text = r.body_mut().read_to_string().map_err(|e| e.to_string())?;
+        serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))
+    }
+    fn post(&self, path: &str, body: Value) -> Result<Value, String> {
+        let mut r = self
+            .agent
+            .post(&format!("{}{path}", self.url))
+            .header("content-type", "application/json")
+            .send(body.to_string())
+            .map_err(|e| e.to_string())?;
+        let text = r.body_mut().read_to_string().map_err(|e| e.to_string())?;
+        Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Registers the plugin with install.sh, starts `opencode serve`, waits until it answers.
+fn opencode_start(scene: &mut Scene) -> OpenCode {
+    scene.write_config("opencode", 60);
+    let cfg_dir = scene.home.join(".config/opencode");
+    std::fs::create_dir_all(&cfg_dir).unwrap();
+    let config = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": false,
+        "share": "disabled",
+        "model": "standin/standin",
+        "small_model": "standin/standin",
+        "provider": {"standin": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "sessionpipe model stand-in",
+            "options": {"baseURL": format!("{}/v1", scene.model_url), "apiKey": "e2e-dummy"},
+            "models": {"standin": {"name": "Stand-in", "tool_call": true}}
+        }},
+        // `ask` must be set at the top and for the build agent, or bash just runs.
+        "permission": {"bash": "ask", "edit": "ask"},
+        "agent": {"build": {"permission": {"bash": "ask", "edit": "ask"}}}
+    });
+    std::fs::write(
+        cfg_dir.join("opencode.json"),
+        serde_json::to_string_pretty(&config).unwrap(),
+    )
+    .unwrap();
+    // OpenCode installs @opencode-ai/plugin into every config folder in the background, and
+    // with a plugin there (ours) its first request waits for that install. Offline it fails
+    // only after about 70 s (FetchError), so leave the folder as an online first start does:
+    // it skips the install when node_modules exists and the lock names the package.
+    std::fs::create_dir_all(cfg_dir.join("node_modules")).unwrap();
+    let deps = json!({"@opencode-ai/plugin": "1.18.33"});
+    std::fs::write(
+        cfg_dir.join("package.json"),
+        json!({"dependencies": deps}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        cfg_dir.join("package-lock.json"),
+        json!({"name": "opencode", "lockfileVersion": 3, "requires": true, "packages": {"": {"dependencies": deps}}}).to_string(),
+    )
+    .unwrap();
+    let out = scene.install(&[]);
+    assert!(out.contains("opencode"), "{out}");
+    let plugin = std::fs::read_to_string(cfg_dir.join("plugins/sessionpipe.js"))
+        .expect("install.sh wrote the plugin");
+    assert!(
+        plugin.contains(&*scene.bin.join("sp-event").to_string_lossy()),
+        "{plugin}"
+    );
+    let port = free_port();
+    let mut c = Command::new(cli_path("opencode"));
+    scene.base_env(&mut c);
+    for v in [
+        "OPENCODE_DISABLE_AUTOUPDATE",
+        "OPENCODE_DISABLE_MODELS_FETCH",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD",
+        "OPENCODE_DISABLE_SHARE",
+    ] {
+        c.env(v, "1");
+    }
+    c.args([
+        "serve",
+        "--hostname",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--print-logs",
+        "--log-level",
+        "INFO",
+    ]);
+    let child = spawn_logged(scene, c, "opencode");
+    scene.extra.push(child);
+    let oc = OpenCode {
+        url: format!("http://127.0.0.1:{port}"),
+        agent: ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(2)))
+            .http_status_as_error(true)
+            .build()
+            .into(),
+    };
+    // A request in the first moments after the port opens can hang: probe with a short
+    // timeout until the server answers.
+    assert!(
+        until(Duration::from_secs(60), || oc
+            .get("/session/status")
+            .is_ok()),
+        "opencode serve answered"
+    );
+    scene.say(&format!("opencode serve ready on {}", oc.url));
+    oc
+}
+
+fn opencode_session(scene: &Scene, oc: &OpenCode) -> (String, String) {
+    let dir = scene.work.to_string_lossy().to_string();
+    let q = format!("?directory={}", percent(&dir));
+    let session = oc
+        .post(&format!("/session{q}"), json!({}))
+        .expect("POST /session");
+    let id = session["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{session}"))
+        .to_string();
+    // The plugin reported the session: it is live at the receiver.
+    scene.wait_event(
+        "session.started",
+        |e| e["session"]["id"] == id.as_str(),
+        Duration::from_secs(60),
+    );
+    (id, q)
+}
+
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The session's status as the server says it: "idle" when it is not in the status map.
+fn opencode_status(oc: &OpenCode, q: &str, id: &str) -> String {
+    oc.get(&format!("/session/status{q}"))
+        .ok()
+        .and_then(|v| v[id]["type"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "idle".into())
+}
+
+fn opencode_texts(oc: &OpenCode, q: &str, id: &str) -> String {
+    oc.get(&format!("/session/{id}/message{q}"))
+        .map(|v| all_text(&v))
+        .unwrap_or_default()
+}
+
+#[test]
+fn opencode_prompt_through_its_api_reaches_the_model() {
+    scenario(
+        "opencode_prompt_through_its_api_reaches_the_model",
+        &["opencode"],
+        |s| {
+            let oc = opencode_start(s);
+            let (id, q) = opencode_session(s, &oc);
+            let m = s.enqueue(&format!("opencode:{id}"), json!({"kind": "prompt", "text": "Please say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}));
+            let ack = s.ack(&m, Duration::from_secs(60));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert!(
+                until(Duration::from_secs(60), || opencode_texts(&oc, &q, &id)
+                    .contains("SP-SAW:MARMALADE")),
+                "the model's answer to the delivered prompt is in the session: {}",
+                opencode_texts(&oc, &q, &id)
+            );
+            let reqs = s.agent_requests();
+            assert!(
+                reqs.iter().any(|r| all_text(&r["body"]["messages"])
+                    .contains("Please say the word. SP-ECHO:MARMALADE")),
+                "the model got the prompt"
+            );
+        },
+    );
+}
+
+#[test]
+fn opencode_cancel_stops_a_slow_turn() {
+    scenario("opencode_cancel_stops_a_slow_turn", &["opencode"], |s| {
+        let oc = opencode_start(s);
+        let (id, q) = opencode_session(s, &oc);
+        oc.post(
+            &format!("/session/{id}/prompt_async{q}"),
+            json!({"parts": [{"type": "text", "text": "Take your time. SP-SLOW"}]}),
+        )
+        .expect("prompt_async");
+        // The slow answer has started streaming.
+        assert!(
+            until(Duration::from_secs(60), || s
+                .agent_requests()
+                .iter()
+                .any(|r| r["answer"][2] == json!(true))),
+            "the slow turn reached the model"
+        );
+        let slow = s
+            .agent_requests()
+            .into_iter()
+            .find(|r| r["answer"][2] == json!(true))
+            .unwrap()["n"]
+            .clone();
+        assert_eq!(opencode_status(&oc, &q, &id), "busy");
+        let started = Instant::now();
+        let m = s.enqueue(&format!("opencode:{id}"), json!({"kind": "cancel"}));
+        let ack = s.ack(&m, Duration::from_secs(30));
+        assert_eq!(ack["outcome"], "delivered", "{ack}");
+        assert!(
+            until(Duration::from_secs(15), || opencode_status(&oc, &q, &id)
+                == "idle"),
+            "the turn stopped"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "well before the 60 s slow answer ended"
+        );
+        // The stand-in saw that very stream closed by OpenCode, long before its 60 s end.
+        assert!(
+            until(Duration::from_secs(10), || s.model_requests().iter().any(
+                |r| r["note"] == "client closed the stream" && r["n"] == slow
+            )),
+            "OpenCode closed the slow model stream"
+        );
+        assert!(
+            !s.model_requests()
+                .iter()
+                .any(|r| r["note"] == "stream sent" && r["n"] == slow),
+            "the slow answer never completed"
+        );
+        let messages = oc
+            .get(&format!("/session/{id}/message{q}"))
+            .expect("the session's messages");
+        let last = messages
+            .as_array()
+            .and_then(|m| m.last())
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(last["info"]["role"], "assistant");
+        assert_eq!(
+            last["info"]["error"]["name"], "MessageAbortedError",
+            "the turn ended aborted: {}",
+            last["info"]
+        );
+    });
+}
+
+#[test]
+fn opencode_permission_reply_takes_effect() {
+    scenario(
+        "opencode_permission_reply_takes_effect",
+        &["opencode"],
+        |s| {
+            let oc = opencode_start(s);
+            let (id, q) = opencode_session(s, &oc);
+            oc.post(
+            &format!("/session/{id}/prompt_async{q}"),
+            json!({"parts": [{"type": "text", "text": "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt"}]}),
+        )
+        .expect("prompt_async");
+            let (key, attention, needed) = wait_permission(s, "opencode");
+            assert_eq!(key, format!("opencode:{id}"));
+            assert!(
+                needed["data"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("echo allowed-by-phone > marker.txt"),
+                "{needed}"
+            );
+            assert_eq!(s.marker(), None, "nothing ran before the answer");
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+            );
+            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+            assert!(
+                until(Duration::from_secs(30), || s.marker().as_deref()
+                    == Some("allowed-by-phone\n")),
+                "the tool ran: marker {:?}",
+                s.marker()
+            );
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            assert!(
+                until(Duration::from_secs(30), || opencode_texts(&oc, &q, &id)
+                    .contains("SP-FINAL: tool result seen.")),
+                "the model got the tool's result and answered"
+            );
+            let reqs = s.agent_requests();
+            assert!(reqs.last().is_some_and(|r| r["body"]["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["role"] == "tool")));
+        },
+    );
+}
+
+#[test]
+fn opencode_permission_reject_keeps_the_tool_from_running() {
+    scenario(
+        "opencode_permission_reject_keeps_the_tool_from_running",
+        &["opencode"],
+        |s| {
+            let oc = opencode_start(s);
+            let (id, q) = opencode_session(s, &oc);
+            oc.post(
+            &format!("/session/{id}/prompt_async{q}"),
+            json!({"parts": [{"type": "text", "text": "Write the marker. SP-RUN:echo should-not-run > marker.txt"}]}),
+        )
+        .expect("prompt_async");
+            let (key, attention, _) = wait_permission(s, "opencode");
+            let note = "Not on main, please (note SP-NOTE-4711).";
+            let m = s.enqueue(&key, json!({"kind": "permission.answer", "for": attention, "decision": "deny", "note": note}));
+            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            assert!(
+                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
+                    == "idle"),
+                "the turn ended"
+            );
+            assert_eq!(s.marker(), None, "the rejected tool never ran");
+            // The note reached the model as the rejected call's tool result.
+            assert!(
+                until(Duration::from_secs(30), || opencode_texts(&oc, &q, &id)
+                    .contains("SP-FINAL: tool result seen.")),
+                "the model answered after the rejection"
+            );
+            let reqs = s.agent_requests();
+            assert_eq!(
+                reqs.len(),
+                2,
+                "the tool call, then the answer to its rejection"
+            );
+            let tool = reqs[1]["body"]["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "tool")
+                .cloned()
+                .expect("a tool message");
+            assert!(
+                all_text(&tool["content"]).contains(note),
+                "the model saw the note: {tool}"
+            );
+        },
+    );
+}
