@@ -449,19 +449,29 @@ fn stored(env: &Env, id: &str) {
     );
 }
 
+/// Waits until the newest event about `attention` is its attention.needed. Tests ask the same
+/// prompt again (one attention id) after its earlier round was cleared, so an older
+/// attention.needed must not count: an answer enqueued before the new hook asked is rightly
+/// acked `expired` and never reaches it.
 fn wait_needed(env: &Env, h: &str, attention: &str) -> Value {
-    env.receiver
-        .wait_event(Duration::from_secs(45), |e| {
-            e["type"] == "attention.needed"
-                && e["harness"]["name"] == h
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let newest = env.receiver.events().into_iter().rev().find(|e| {
+            e["harness"]["name"] == h
                 && e["data"]["attention_id"] == attention
-        })
-        .unwrap_or_else(|| {
+                && (e["type"] == "attention.needed" || e["type"] == "attention.cleared")
+        });
+        if let Some(e) = newest.filter(|e| e["type"] == "attention.needed") {
+            return e;
+        }
+        if Instant::now() >= deadline {
             panic!(
                 "{h}: attention.needed {attention} reached the receiver\n{}",
                 env.log()
-            )
-        })
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn one_reason(text: &str) -> String {
@@ -519,7 +529,15 @@ fn every_registered_event_of_every_harness() {
                     started.elapsed() >= Duration::from_millis(900),
                     "{name} {event} waited"
                 );
-                let needed = wait_needed(&env, name, &a);
+                // The hook has ended (cleared already): any attention.needed of it counts.
+                let needed = env
+                    .receiver
+                    .wait_event(Duration::from_secs(45), |e| {
+                        e["type"] == "attention.needed"
+                            && e["harness"]["name"] == name
+                            && e["data"]["attention_id"] == a.as_str()
+                    })
+                    .expect("attention.needed");
                 assert_eq!(needed["harness"]["event"], *event);
                 let cleared = env
                     .receiver
