@@ -776,6 +776,53 @@ fn tool_result_text(scene: &Scene) -> String {
     all_text(&last["body"]["messages"]) + &all_text(&last["body"]["input"])
 }
 
+/// Sends the person's answer (`answer` holds its decision and note) for the waiting prompt,
+/// lets the CLI finish, and checks the receiver's side: the CLI succeeded, the answer was
+/// acked `delivered` and the prompt cleared as `answered`.
+fn answer_and_finish(
+    s: &Scene,
+    harness: &str,
+    child: Child,
+    key: &str,
+    attention: &str,
+    answer: Value,
+) -> Run {
+    let mut m = json!({"kind": "permission.answer", "for": attention});
+    m.as_object_mut()
+        .unwrap()
+        .extend(answer.as_object().unwrap().clone());
+    let m = s.enqueue(key, m);
+    let run = finish_logged(s, child, cli_label(harness), CLI_LIMIT);
+    assert!(
+        run.status.success(),
+        "{harness} exited {}: {}",
+        run.status,
+        run.stderr
+    );
+    assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+    assert_eq!(cleared(s, attention)["data"]["how"], "answered");
+    run
+}
+
+/// The name a CLI's output files are kept under (`spawn_logged`): its command's name.
+fn cli_label(harness: &str) -> &str {
+    match harness {
+        "claude-code" => "claude",
+        h => h,
+    }
+}
+
+/// Our answer decided: Codex's own automatic reviewer was never asked.
+fn assert_no_automatic_review(s: &Scene) {
+    assert!(
+        s.model_requests().iter().all(|r| !r["answer"][1]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("SP-GUARDIAN")),
+        "no automatic review"
+    );
+}
+
 #[test]
 fn claude_code_remote_allow_runs_the_tool() {
     scenario("claude_code_remote_allow_runs_the_tool", &["claude"], |s| {
@@ -791,22 +838,16 @@ fn claude_code_remote_allow_runs_the_tool() {
             .unwrap()
             .contains("echo allowed-by-phone > marker.txt"));
         assert!(s.marker().is_none(), "nothing ran before the answer");
-        let m = s.enqueue(
+        let run = answer_and_finish(
+            s,
+            "claude-code",
+            child,
             &key,
-            json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
-        );
-        let run = finish_logged(s, child, "claude", CLI_LIMIT);
-        assert!(
-            run.status.success(),
-            "claude exited {}: {}",
-            run.status,
-            run.stderr
+            &attention,
+            json!({"decision": "allow"}),
         );
         // The working directory: the tool ran.
         assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
-        // The receiver: delivered, and the prompt cleared as answered.
-        assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
-        assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
         // Claude Code and the model: no denial, the tool result went back, the turn ended.
         let result = claude_result(&run);
         assert_eq!(result["permission_denials"], json!([]), "{result}");
@@ -845,17 +886,15 @@ fn claude_code_remote_deny_keeps_the_tool_from_running() {
             );
             let (key, attention, _) = wait_permission(s, "claude-code");
             let note = "Not on main, please (note SP-NOTE-4711).";
-            let m = s.enqueue(&key, json!({"kind": "permission.answer", "for": attention, "decision": "deny", "note": note}));
-            let run = finish_logged(s, child, "claude", CLI_LIMIT);
-            assert!(
-                run.status.success(),
-                "claude exited {}: {}",
-                run.status,
-                run.stderr
+            let run = answer_and_finish(
+                s,
+                "claude-code",
+                child,
+                &key,
+                &attention,
+                json!({"decision": "deny", "note": note}),
             );
             assert_eq!(s.marker(), None, "the denied tool never ran");
-            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
-            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
             // The note reached the model, in the tool result of the denied call.
             let seen = tool_result_text(s);
             assert!(
@@ -923,6 +962,49 @@ fn claude_code_no_answer_falls_back_and_a_late_answer_expires() {
     );
 }
 
+/// The prompt-at-Stop case for any CLI: `spawn` starts it on a first prompt whose answer the
+/// stand-in holds until `go` exists, so a prompt is queued and stored before the turn ends.
+/// Asserts the CLI succeeded, the ack, and that the model got exactly two requests (its first
+/// answer, then one for the delivered prompt: no loop); returns the CLI run and the requests.
+fn prompt_queued_during_first_answer(
+    s: &Scene,
+    harness: &str,
+    spawn: impl FnOnce(&Scene, &str) -> Child,
+) -> (Run, Vec<Value>) {
+    let go = s.dir.join("go");
+    let child = spawn(s, &format!("Say hello. SP-HOLD:{}", go.display()));
+    let started = s.wait_event(
+        "session.started",
+        |e| e["harness"]["name"] == harness,
+        Duration::from_secs(60),
+    );
+    let key = session_key_of(&started);
+    let m = s.enqueue(&key, json!({"kind": "prompt", "text": "Please also say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}));
+    let id = m["id"].as_str().unwrap().to_string();
+    assert!(
+        until(Duration::from_secs(30), || s.stored(&id)),
+        "sp-sync stored the prompt"
+    );
+    std::fs::write(&go, "").unwrap();
+    let run = finish_logged(s, child, cli_label(harness), CLI_LIMIT);
+    assert!(
+        run.status.success(),
+        "{harness} exited {}: {}",
+        run.status,
+        run.stderr
+    );
+    let ack = s.ack(&m, Duration::from_secs(30));
+    assert_eq!(ack["outcome"], "delivered");
+    assert_eq!(ack["detail"], format!("{harness} Stop hook"));
+    let reqs = s.agent_requests();
+    assert_eq!(
+        reqs.len(),
+        2,
+        "one answer, one answer to the delivered prompt, no loop"
+    );
+    (run, reqs)
+}
+
 #[test]
 fn claude_code_prompt_is_delivered_at_stop() {
     scenario(
@@ -930,45 +1012,13 @@ fn claude_code_prompt_is_delivered_at_stop() {
         &["claude"],
         |s| {
             claude_setup(s, 60);
-            let go = s.dir.join("go");
-            // The stand-in holds its first answer until `go` exists: the prompt is queued first.
-            let child = claude(s, &format!("Say hello. SP-HOLD:{}", go.display()));
-            let started = s.wait_event(
-                "session.started",
-                |e| e["harness"]["name"] == "claude-code",
-                Duration::from_secs(60),
-            );
-            let key = session_key_of(&started);
-            let m = s.enqueue(&key, json!({"kind": "prompt", "text": "Please also say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}));
-            let id = m["id"].as_str().unwrap().to_string();
-            assert!(
-                until(Duration::from_secs(30), || s.stored(&id)),
-                "sp-sync stored the prompt"
-            );
-            std::fs::write(&go, "").unwrap();
-            let run = finish_logged(s, child, "claude", CLI_LIMIT);
-            assert!(
-                run.status.success(),
-                "claude exited {}: {}",
-                run.status,
-                run.stderr
-            );
-            let ack = s.ack(&m, Duration::from_secs(30));
-            assert_eq!(ack["outcome"], "delivered");
-            assert_eq!(ack["detail"], "claude-code Stop hook");
-            // The model saw the prompt after the first answer, and the turn then ended: exactly
-            // two requests, the second ending with the Stop hook's reason.
-            let reqs = s.agent_requests();
-            assert_eq!(
-                reqs.len(),
-                2,
-                "one answer, one answer to the delivered prompt, no loop"
-            );
+            let (run, reqs) = prompt_queued_during_first_answer(s, "claude-code", claude);
+            // The second request ends with the Stop hook's reason.
             let second = all_text(&reqs[1]["body"]["messages"]);
             assert!(
-            second.contains("Message from the person, sent through sessionpipe (sink \"phone\"):\n\nPlease also say the word. SP-ECHO:MARMALADE"),
-            "the delivered prompt reached the model:\n{second}"
-        );
+                second.contains("Message from the person, sent through sessionpipe (sink \"phone\"):\n\nPlease also say the word. SP-ECHO:MARMALADE"),
+                "the delivered prompt reached the model:\n{second}"
+            );
             assert!(
                 !all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"),
                 "not before the Stop"
@@ -1179,33 +1229,21 @@ fn codex_remote_allow_runs_the_escalated_command() {
                     .contains("echo allowed-by-phone > marker.txt"),
                 "{needed}"
             );
-            let m = s.enqueue(
+            answer_and_finish(
+                s,
+                "codex",
+                child,
                 &key,
-                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
-            );
-            let run = finish_logged(s, child, "codex", CLI_LIMIT);
-            assert!(
-                run.status.success(),
-                "codex exited {}: {}",
-                run.status,
-                run.stderr
+                &attention,
+                json!({"decision": "allow"}),
             );
             assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
-            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
-            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
             let out = codex_tool_output(s);
             assert!(
                 out.contains("Process exited with code 0"),
                 "the command ran: {out}"
             );
-            // Our allow decided: Codex's own reviewer was never asked.
-            assert!(
-                s.model_requests().iter().all(|r| !r["answer"][1]
-                    .as_str()
-                    .unwrap_or("")
-                    .starts_with("SP-GUARDIAN")),
-                "no automatic review"
-            );
+            assert_no_automatic_review(s);
             assert_eq!(s.agent_requests().len(), 2);
         },
     );
@@ -1225,26 +1263,18 @@ fn codex_remote_deny_keeps_the_command_from_running() {
             );
             let (key, attention, _) = wait_permission(s, "codex");
             let note = "Not on main, please (note SP-NOTE-4711).";
-            let m = s.enqueue(&key, json!({"kind": "permission.answer", "for": attention, "decision": "deny", "note": note}));
-            let run = finish_logged(s, child, "codex", CLI_LIMIT);
-            assert!(
-                run.status.success(),
-                "codex exited {}: {}",
-                run.status,
-                run.stderr
+            answer_and_finish(
+                s,
+                "codex",
+                child,
+                &key,
+                &attention,
+                json!({"decision": "deny", "note": note}),
             );
             assert_eq!(s.marker(), None, "the denied command never ran");
-            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
-            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
             let out = codex_tool_output(s);
             assert!(out.contains(note), "the model saw the note; it saw:\n{out}");
-            assert!(
-                s.model_requests().iter().all(|r| !r["answer"][1]
-                    .as_str()
-                    .unwrap_or("")
-                    .starts_with("SP-GUARDIAN")),
-                "no automatic review"
-            );
+            assert_no_automatic_review(s);
         },
     );
 }
@@ -1253,37 +1283,8 @@ fn codex_remote_deny_keeps_the_command_from_running() {
 fn codex_prompt_is_delivered_at_stop() {
     scenario("codex_prompt_is_delivered_at_stop", &["codex"], |s| {
         codex_setup(s, 60);
-        let go = s.dir.join("go");
-        let child = codex(s, &format!("Say hello. SP-HOLD:{}", go.display()), false);
-        let started = s.wait_event(
-            "session.started",
-            |e| e["harness"]["name"] == "codex",
-            Duration::from_secs(60),
-        );
-        let key = session_key_of(&started);
-        let m = s.enqueue(&key, json!({"kind": "prompt", "text": "Please also say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}));
-        let id = m["id"].as_str().unwrap().to_string();
-        assert!(
-            until(Duration::from_secs(30), || s.stored(&id)),
-            "sp-sync stored the prompt"
-        );
-        std::fs::write(&go, "").unwrap();
-        let run = finish_logged(s, child, "codex", CLI_LIMIT);
-        assert!(
-            run.status.success(),
-            "codex exited {}: {}",
-            run.status,
-            run.stderr
-        );
-        let ack = s.ack(&m, Duration::from_secs(30));
-        assert_eq!(ack["outcome"], "delivered");
-        assert_eq!(ack["detail"], "codex Stop hook");
-        let reqs = s.agent_requests();
-        assert_eq!(
-            reqs.len(),
-            2,
-            "one answer, one answer to the delivered prompt, no loop"
-        );
+        let (run, reqs) =
+            prompt_queued_during_first_answer(s, "codex", |s, prompt| codex(s, prompt, false));
         let second = all_text(&reqs[1]["body"]["input"]);
         assert!(
             second.contains("<hook_prompt"),

@@ -106,12 +106,11 @@ impl Store {
         let tx = self.write_tx()?;
         let mut out = Vec::with_capacity(messages.len());
         for m in messages {
-            let id = match m {
-                Checked::Valid(v) => v.id.as_str(),
-                Checked::Invalid { id, .. } | Checked::UnknownKind { id, .. } => id.as_str(),
-                Checked::Unackable { reason } => {
+            let id = match m.ack_id() {
+                Ok(id) => id,
+                Err(reason) => {
                     out.push(Ingested::Dropped {
-                        reason: reason.clone(),
+                        reason: reason.to_string(),
                     });
                     continue;
                 }
@@ -224,12 +223,11 @@ impl Store {
             .conn
             .prepare_cached("SELECT state FROM messages WHERE id=?1")?;
         for m in messages {
-            let id = match m {
-                Checked::Valid(v) => v.id.as_str(),
-                Checked::Invalid { id, .. } | Checked::UnknownKind { id, .. } => id.as_str(),
-                Checked::Unackable { reason } => {
+            let id = match m.ack_id() {
+                Ok(id) => id,
+                Err(reason) => {
                     out.push(Ingested::Dropped {
-                        reason: reason.clone(),
+                        reason: reason.to_string(),
                     });
                     continue;
                 }

@@ -100,6 +100,17 @@ pub enum Checked {
     },
 }
 
+impl Checked {
+    /// The id to ack it under; `Err` with the reason when it has none.
+    pub fn ack_id(&self) -> Result<&str, &str> {
+        match self {
+            Checked::Valid(v) => Ok(&v.id),
+            Checked::Invalid { id, .. } | Checked::UnknownKind { id, .. } => Ok(id),
+            Checked::Unackable { reason } => Err(reason),
+        }
+    }
+}
+
 fn str_field<'a>(
     obj: &'a serde_json::Map<String, Value>,
     key: &str,
