@@ -516,6 +516,20 @@ impl Receiver {
             .push_back(fault);
     }
 
+    /// How many faults are still queued for `route`.
+    pub fn pending_faults(&self, route: Route) -> usize {
+        self.shared()
+            .lock()
+            .faults
+            .get(&route)
+            .map_or(0, |q| q.len())
+    }
+
+    /// Drops every queued fault: the receiver is healthy from the next request on.
+    pub fn clear_faults(&self) {
+        self.shared().lock().faults.clear();
+    }
+
     /// `true`: takes the receiver off the network. When this returns, new connections are
     /// refused and every open one (idle keep-alive, held long poll, hung request) has been
     /// cut without an answer. `false`: listens again on the same port. State (queue, events,
