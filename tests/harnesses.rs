@@ -453,25 +453,45 @@ fn stored(env: &Env, id: &str) {
 /// prompt again (one attention id) after its earlier round was cleared, so an older
 /// attention.needed must not count: an answer enqueued before the new hook asked is rightly
 /// acked `expired` and never reaches it.
-fn wait_needed(env: &Env, h: &str, attention: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(45);
+/// Waits for an event matching `pred` among those the receiver took after the first `since`
+/// (a count taken before the action that causes it), so that an earlier round's event about
+/// the same attention never stands in for this one. Returns its position and the event.
+fn wait_after(
+    env: &Env,
+    since: usize,
+    timeout: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> Option<(usize, Value)> {
+    let deadline = Instant::now() + timeout;
     loop {
-        let newest = env.receiver.events().into_iter().rev().find(|e| {
-            e["harness"]["name"] == h
-                && e["data"]["attention_id"] == attention
-                && (e["type"] == "attention.needed" || e["type"] == "attention.cleared")
-        });
-        if let Some(e) = newest.filter(|e| e["type"] == "attention.needed") {
-            return e;
-        }
-        if Instant::now() >= deadline {
-            panic!(
-                "{h}: attention.needed {attention} reached the receiver\n{}",
-                env.log()
-            );
+        let found = env
+            .receiver
+            .events()
+            .into_iter()
+            .enumerate()
+            .skip(since)
+            .find(|(_, e)| pred(e));
+        if found.is_some() || Instant::now() >= deadline {
+            return found;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The attention.needed the hook started after `since` sent (the same attention id comes back
+/// each round, and the previous round's cleared may still be on its way).
+fn wait_needed(env: &Env, h: &str, attention: &str, since: usize) -> (usize, Value) {
+    wait_after(env, since, Duration::from_secs(45), |e| {
+        e["type"] == "attention.needed"
+            && e["harness"]["name"] == h
+            && e["data"]["attention_id"] == attention
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "{h}: attention.needed {attention} reached the receiver\n{}",
+            env.log()
+        )
+    })
 }
 
 fn one_reason(text: &str) -> String {
@@ -566,7 +586,7 @@ fn every_registered_event_of_every_harness() {
                 );
             }
             if name == "opencode" && *event == "permission.asked" {
-                let needed = wait_needed(&env, name, "per_9c1d2e3f4a5b");
+                let (_, needed) = wait_needed(&env, name, "per_9c1d2e3f4a5b", 0);
                 assert_eq!(needed["data"]["tool"], "bash");
                 assert_eq!(needed["data"]["message"], "bash git push origin main");
             }
@@ -644,8 +664,9 @@ fn permission_allow_deny_and_no_answer() {
             ("deny", Some("Not on main, please.")),
             ("deny", None),
         ] {
+            let since = env.receiver.events().len();
             let hook = env.spawn_hook_as(h, "sp-permission", &p);
-            wait_needed(&env, h, &attention);
+            let (needed_at, _) = wait_needed(&env, h, &attention, since);
             let mut m =
                 json!({"kind": "permission.answer", "for": attention, "decision": decision});
             if let Some(n) = note {
@@ -665,7 +686,8 @@ fn permission_allow_deny_and_no_answer() {
             assert_eq!(
                 stdout(&out),
                 format!("{expect}\n"),
-                "{h} {decision} {note:?}"
+                "{h} {decision} {note:?}\n{}",
+                env.log()
             );
             if *h == "codex" {
                 let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
@@ -674,15 +696,13 @@ fn permission_allow_deny_and_no_answer() {
             let ack = ack_of(&env, msg["id"].as_str().unwrap());
             assert_eq!(ack["outcome"], "delivered", "{h}");
             assert_eq!(ack["detail"], format!("{h} {event} hook"));
-            let cleared = env
-                .receiver
-                .wait_event(Duration::from_secs(45), |e| {
-                    e["type"] == "attention.cleared"
-                        && e["data"]["attention_id"] == attention.as_str()
-                        && e["data"]["how"] == "answered"
-                })
-                .is_some();
-            assert!(cleared, "{h}: cleared answered");
+            // This round's cleared: one of an earlier round must not pass for it.
+            let cleared = wait_after(&env, needed_at + 1, Duration::from_secs(45), |e| {
+                e["type"] == "attention.cleared" && e["data"]["attention_id"] == attention.as_str()
+            })
+            .unwrap_or_else(|| panic!("{h}: attention.cleared\n{}", env.log()))
+            .1;
+            assert_eq!(cleared["data"]["how"], "answered", "{h}");
         }
         end_session(&env, h, "");
     }
@@ -692,8 +712,9 @@ fn permission_allow_deny_and_no_answer() {
     for h in ANSWERING {
         make_live(&short, h);
         let (event, attention) = permission_event(h);
+        let since = short.receiver.events().len();
         let hook = short.spawn_hook_as(h, "sp-permission", &event_payload(h, event));
-        wait_needed(&short, h, &attention);
+        wait_needed(&short, h, &attention, since);
         let wrong = short.receiver.enqueue(&key(h), json!({"kind": "permission.answer", "for": "perm-0000000000000000", "decision": "allow"}));
         let out = finish_hook(&short, hook, Duration::from_secs(10));
         assert_eq!(stdout(&out), no_answer_shape(h), "{h}: no answer");
@@ -950,7 +971,7 @@ fn opencode_prompt_cancel_and_permission_reply_through_its_api() {
     // Permission: the plugin reports permission.asked; an allow replies `once`.
     let asked = opencode_event("permission.asked", json!({}), &oc.url);
     assert_eq!(run_ok(&env, "opencode", "sp-event", &asked), "");
-    wait_needed(&env, "opencode", "per_9c1d2e3f4a5b");
+    wait_needed(&env, "opencode", "per_9c1d2e3f4a5b", 0);
     let a = env.receiver.enqueue(
         &key("opencode"),
         json!({"kind": "permission.answer", "for": "per_9c1d2e3f4a5b", "decision": "allow"}),
@@ -976,7 +997,7 @@ fn opencode_prompt_cancel_and_permission_reply_through_its_api() {
     // A deny with a note replies `reject` with the note; never `always`.
     let asked = opencode_event("permission.asked", json!({"id": "per_2"}), &oc.url);
     assert_eq!(run_ok(&env, "opencode", "sp-event", &asked), "");
-    wait_needed(&env, "opencode", "per_2");
+    wait_needed(&env, "opencode", "per_2", 0);
     let d = env.receiver.enqueue(
         &key("opencode"),
         json!({"kind": "permission.answer", "for": "per_2", "decision": "deny", "note": "Not on main, please."}),
@@ -1060,7 +1081,7 @@ fn opencode_failing_api_acks_failed_with_the_detail() {
         ),
         ""
     );
-    wait_needed(&env, "opencode", "per_9c1d2e3f4a5b");
+    wait_needed(&env, "opencode", "per_9c1d2e3f4a5b", 0);
     let a = env.receiver.enqueue(
         &key("opencode"),
         json!({"kind": "permission.answer", "for": "per_9c1d2e3f4a5b", "decision": "allow"}),
@@ -1205,8 +1226,9 @@ fn every_kind_for_every_harness() {
         // permission.answer
         let (outcome, detail) = if ANSWERING.contains(&name) {
             let (event, attention) = permission_event(name);
+            let since = env.receiver.events().len();
             let hook = env.spawn_hook_as(name, "sp-permission", &event_payload(name, event));
-            wait_needed(&env, name, &attention);
+            wait_needed(&env, name, &attention, since);
             let m = env.receiver.enqueue(
                 &key(name),
                 json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
@@ -1216,13 +1238,14 @@ fn every_kind_for_every_harness() {
             let a = ack_of(&env, m["id"].as_str().unwrap());
             (a["outcome"].clone(), a["detail"].clone())
         } else if name == "opencode" {
+            let since = env.receiver.events().len();
             run_ok(
                 &env,
                 name,
                 "sp-event",
                 &opencode_event("permission.asked", json!({}), &oc.url),
             );
-            wait_needed(&env, name, "per_9c1d2e3f4a5b");
+            wait_needed(&env, name, "per_9c1d2e3f4a5b", since);
             let m = env.receiver.enqueue(&key(name), json!({"kind": "permission.answer", "for": "per_9c1d2e3f4a5b", "decision": "allow"}));
             let a = ack_of(&env, m["id"].as_str().unwrap());
             (a["outcome"].clone(), a["detail"].clone())
