@@ -38,14 +38,14 @@ fn allow_reaches_the_waiting_hook() {
     assert!(out.stderr.is_empty());
     let ack = env
         .receiver
-        .wait_ack(msg["id"].as_str().unwrap(), Duration::from_secs(5))
+        .wait_ack(msg["id"].as_str().unwrap(), Duration::from_secs(20))
         .expect("ack");
     assert_eq!(ack["outcome"], "delivered");
     let cleared = env
         .wait_event(
             "attention.cleared",
             json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(5),
+            Duration::from_secs(20),
         )
         .expect("attention.cleared");
     assert_eq!(cleared["data"]["how"], "answered");
@@ -103,7 +103,7 @@ fn deny_carries_the_note() {
         .wait_event(
             "attention.cleared",
             json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(5),
+            Duration::from_secs(20),
         )
         .unwrap();
     assert_eq!(cleared["data"]["how"], "answered");
@@ -125,7 +125,7 @@ fn no_answer_in_time_prints_nothing_and_a_late_answer_expires() {
         .wait_event(
             "attention.cleared",
             json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(5),
+            Duration::from_secs(20),
         )
         .expect("attention.cleared");
     assert_eq!(cleared["data"]["how"], "timeout");
@@ -172,7 +172,7 @@ fn answers_for_another_session_or_attention_are_never_delivered() {
         .wait_event(
             "attention.cleared",
             json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(5),
+            Duration::from_secs(20),
         )
         .unwrap();
     assert_eq!(cleared["data"]["how"], "timeout");
@@ -191,10 +191,11 @@ fn terminal_answering_first_stops_the_wait() {
     let started = std::time::Instant::now();
     let ev = env.hook_json("sp-event", &post);
     assert!(ev.status.success() && ev.stdout.is_empty());
-    let out = finish(hook, Duration::from_secs(5));
+    let out = finish(hook, Duration::from_secs(15));
     assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "the hook stopped waiting at once"
+        started.elapsed() < Duration::from_secs(10),
+        "the hook stopped waiting long before its 60 s: {:?}",
+        started.elapsed()
     );
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
@@ -202,7 +203,7 @@ fn terminal_answering_first_stops_the_wait() {
         .wait_event(
             "attention.cleared",
             json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(5),
+            Duration::from_secs(20),
         )
         .unwrap();
     assert_eq!(cleared["data"]["how"], "answered");
@@ -231,7 +232,7 @@ fn sigterm_while_waiting_clears_answered() {
         .wait_event(
             "attention.cleared",
             json!({"attention_id": id}),
-            Duration::from_secs(5),
+            Duration::from_secs(20),
         )
         .unwrap();
     assert_eq!(cleared["data"]["how"], "answered");
@@ -475,7 +476,7 @@ fn receiver_down_then_back_loses_nothing() {
     let mut env = Env::new();
     env.start_sync();
     make_live(&env);
-    env.wait_event("session.started", json!({}), Duration::from_secs(5))
+    env.wait_event("session.started", json!({}), Duration::from_secs(20))
         .unwrap();
     let ids = queue_prompts(&env, &["while you were away"], 120);
     env.receiver.set_down(true);
@@ -498,11 +499,16 @@ fn receiver_down_then_back_loses_nothing() {
         e["session"]["id"] == "second-session"
     });
     assert!(second.is_some(), "events queued while down arrive");
-    assert!(until(Duration::from_secs(5), || env
+    assert!(until(Duration::from_secs(20), || env
         .query::<i64>("select count(*) from pending_acks")[0]
         == 0));
-    // Exactly one ack, and every event once.
-    assert_eq!(env.acks_for(&ids[0]).len(), 1);
+    // One outcome for the message (a poll that redelivered it while the ack was on its way is
+    // acked again, with the same outcome), and every event once.
+    let acks = env.acks_for(&ids[0]);
+    assert!(
+        !acks.is_empty() && acks.iter().all(|a| a["outcome"] == "delivered"),
+        "{acks:?}"
+    );
     let mut seen = std::collections::HashSet::new();
     for e in env.receiver.events() {
         assert!(

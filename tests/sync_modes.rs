@@ -53,7 +53,14 @@ fn once_polls_without_waiting_and_sends_everything() {
 fn a_second_sp_sync_exits_at_once() {
     let mut env = Env::new();
     env.start_sync();
-    std::thread::sleep(Duration::from_millis(500));
+    // The daemon logs its start once it holds the lock.
+    assert!(
+        until(Duration::from_secs(10), || env
+            .log()
+            .contains("start (Daemon")),
+        "{}",
+        env.log()
+    );
     let started = Instant::now();
     let mut c = env.cmd("sp-sync");
     c.stdout(Stdio::piped()).stderr(Stdio::piped());
