@@ -557,6 +557,18 @@ fn finish_logged(scene: &Scene, mut child: Child, label: &str, limit: Duration) 
     }
 }
 
+/// `finish_logged` within the CLI limit, for a run that must succeed.
+fn finish_ok(scene: &Scene, child: Child, label: &str) -> Run {
+    let run = finish_logged(scene, child, label, CLI_LIMIT);
+    assert!(
+        run.status.success(),
+        "{label} exited {}: {}",
+        run.status,
+        run.stderr
+    );
+    run
+}
+
 // ------------------------------------------------------------------------------------------
 // Claude Code
 
@@ -792,13 +804,7 @@ fn answer_and_finish(
         .unwrap()
         .extend(answer.as_object().unwrap().clone());
     let m = s.enqueue(key, m);
-    let run = finish_logged(s, child, cli_label(harness), CLI_LIMIT);
-    assert!(
-        run.status.success(),
-        "{harness} exited {}: {}",
-        run.status,
-        run.stderr
-    );
+    let run = finish_ok(s, child, cli_label(harness));
     assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
     assert_eq!(cleared(s, attention)["data"]["how"], "answered");
     run
@@ -924,13 +930,7 @@ fn claude_code_no_answer_falls_back_and_a_late_answer_expires() {
                 "Write the marker. SP-RUN:echo nobody-answered > marker.txt",
             );
             let (key, attention, _) = wait_permission(s, "claude-code");
-            let run = finish_logged(s, child, "claude", CLI_LIMIT);
-            assert!(
-                run.status.success(),
-                "claude exited {}: {}",
-                run.status,
-                run.stderr
-            );
+            let run = finish_ok(s, child, "claude");
             assert!(
                 started.elapsed() >= Duration::from_secs(3),
                 "the hook waited its 3 s"
@@ -986,13 +986,7 @@ fn prompt_queued_during_first_answer(
         "sp-sync stored the prompt"
     );
     std::fs::write(&go, "").unwrap();
-    let run = finish_logged(s, child, cli_label(harness), CLI_LIMIT);
-    assert!(
-        run.status.success(),
-        "{harness} exited {}: {}",
-        run.status,
-        run.stderr
-    );
+    let run = finish_ok(s, child, cli_label(harness));
     let ack = s.ack(&m, Duration::from_secs(30));
     assert_eq!(ack["outcome"], "delivered");
     assert_eq!(ack["detail"], format!("{harness} Stop hook"));
