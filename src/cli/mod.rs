@@ -1,6 +1,7 @@
 //! `sp`: set-up and everyday use. Each subcommand is a function that prints its result and
 //! returns whether everything was fine; errors go back to `main`, which alone turns them
 //! into text and exit codes.
+mod control;
 mod doctor;
 mod setup;
 mod sink;
@@ -29,6 +30,8 @@ USAGE:
                            cron line for sp-sync (install.sh runs this)
   sp setup uninstall [--dry-run]
                            removes exactly those hooks and that cron line
+  sp control verify FILE   the verdict for one signed control command or enrollment proof
+                           (a control-vector file, or - for stdin) as JSON; exits 1 if refused
   sp hooks list            each harness's hook file and whether our hooks are in it
   sp hooks print HARNESS [--bin-dir DIR]
                            the registration `sp setup install` merges into that file
@@ -235,6 +238,17 @@ pub fn run(args: Vec<String>) -> Result<Done> {
                 other => usage(format!(
                     "unknown setup command {other:?}; use install or uninstall"
                 )),
+            }
+        }
+        "control" => {
+            let sub = args.positional("control command (verify)")?;
+            match sub.as_str() {
+                "verify" => {
+                    let file = args.positional("FILE")?;
+                    args.finish()?;
+                    control::verify(&file)
+                }
+                other => usage(format!("unknown control command {other:?}; use verify")),
             }
         }
         "hooks" => {

@@ -3,6 +3,7 @@
 pub mod control;
 pub mod event;
 pub mod redact;
+pub mod signed;
 pub mod wellknown;
 
 /// `^[0-9A-HJKMNP-TV-Z]{26}$`: the protocol's ULID spelling (Crockford base32, upper case).
