@@ -3,6 +3,7 @@
 //! into text and exit codes.
 mod control;
 mod doctor;
+mod pair;
 mod setup;
 mod sink;
 mod status;
@@ -30,6 +31,13 @@ USAGE:
                            cron line for sp-sync (install.sh runs this)
   sp setup uninstall [--dry-run]
                            removes exactly those hooks and that cron line
+  sp pair SINK [--name NAME] [--timeout SECS]
+                           enrolls a passkey for signed control: prints a link and six check
+                           digits, waits for the approval, verifies its proof before trusting it
+  sp control keys [--json] the passkeys enrolled on this machine, per sink
+  sp control keys remove ID
+  sp control off SINK      forgets the pairing with that sink (machine id, token, keys) and
+                           tells the receiver
   sp control verify FILE   the verdict for one signed control command or enrollment proof
                            (a control-vector file, or - for stdin) as JSON; exits 1 if refused
   sp hooks list            each harness's hook file and whether our hooks are in it
@@ -240,15 +248,50 @@ pub fn run(args: Vec<String>) -> Result<Done> {
                 )),
             }
         }
+        "pair" => {
+            let name = args.value("--name")?;
+            let timeout = match args.value("--timeout")? {
+                None => pair::PAIR_WAIT_MAX,
+                Some(t) => match t.parse::<u64>() {
+                    Ok(n) if n >= 1 => Duration::from_secs(n),
+                    _ => return usage(format!("--timeout {t:?}: a number of seconds")),
+                },
+            };
+            let sink = args.positional("SINK")?;
+            args.finish()?;
+            pair::pair(pair::PairOptions {
+                sink,
+                name,
+                timeout,
+            })
+        }
         "control" => {
-            let sub = args.positional("control command (verify)")?;
+            let sub = args.positional("control command (keys, off, verify)")?;
             match sub.as_str() {
                 "verify" => {
                     let file = args.positional("FILE")?;
                     args.finish()?;
                     control::verify(&file)
                 }
-                other => usage(format!("unknown control command {other:?}; use verify")),
+                "keys" => {
+                    if args.0.first().is_some_and(|a| a == "remove" || a == "rm") {
+                        args.0.remove(0);
+                        let id = args.positional("key ID")?;
+                        args.finish()?;
+                        return pair::remove_key(&id);
+                    }
+                    let json = args.flag("--json");
+                    args.finish()?;
+                    pair::keys(json)
+                }
+                "off" => {
+                    let sink = args.positional("SINK")?;
+                    args.finish()?;
+                    pair::off(&sink)
+                }
+                other => usage(format!(
+                    "unknown control command {other:?}; use keys, off or verify"
+                )),
             }
         }
         "hooks" => {

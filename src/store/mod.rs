@@ -5,6 +5,7 @@ mod hooks;
 mod schema;
 pub mod status;
 mod sync;
+pub mod trust;
 
 pub use api::{ApiMessage, ApiSession};
 pub use hooks::{Answer, PromptClaim, SessionRef};

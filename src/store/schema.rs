@@ -139,4 +139,30 @@ ALTER TABLE sessions ADD COLUMN api_since_ms  INTEGER; -- when this api_url was 
 CREATE INDEX messages_queued ON messages(session_key, kind, attention_id) WHERE state = 'queued';
 CREATE INDEX messages_delivering ON messages(claimed_ms) WHERE state = 'delivering';
 "#,
+    // 4: signed control (DECISIONS 22): this machine's id and token per paired sink, the
+    // passkeys enrolled at this machine's terminal, and the nonces seen in the last 25 h.
+    r#"
+CREATE TABLE control_machines (
+    sink          TEXT PRIMARY KEY,
+    machine       TEXT NOT NULL,               -- m_…, the receiver's id for this machine
+    token         TEXT NOT NULL,               -- the machine's bearer: polls, acks, hellos only
+    rp_id         TEXT NOT NULL,               -- the WebAuthn rp id the keys are enrolled for
+    paired_at     TEXT NOT NULL
+);
+CREATE TABLE control_keys (
+    sink          TEXT NOT NULL,
+    id            TEXT NOT NULL,               -- the passkey's credential id
+    alg           INTEGER NOT NULL CHECK (alg IN (-7, -257)),
+    spki          TEXT NOT NULL,
+    name          TEXT,
+    added_at      TEXT NOT NULL,
+    added_via     TEXT NOT NULL CHECK (added_via IN ('pair', 'key.add')),
+    PRIMARY KEY (sink, id)
+);
+CREATE TABLE control_nonces (
+    nonce         TEXT PRIMARY KEY,
+    seen_ms       INTEGER NOT NULL
+);
+CREATE INDEX control_nonces_seen ON control_nonces(seen_ms);
+"#,
 ];

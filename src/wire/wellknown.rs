@@ -30,9 +30,17 @@ pub struct Batch {
     pub max_bytes: usize,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct ControlInfo {
     pub wait_max_s: u64,
+    /// Signed control (the reference's CONTROL.md §2): the rp id passkeys are made for.
+    #[serde(default)]
+    pub signing: Option<Signing>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Signing {
+    pub rp_id: String,
 }
 
 /// Endpoints resolved to absolute URLs.
@@ -42,6 +50,8 @@ pub struct Discovered {
     /// Present only when the receiver lists the `control` capability and a control endpoint.
     pub control_url: Option<String>,
     pub wait_max_s: u64,
+    /// `control.signing.rp_id`, when the receiver speaks signed control.
+    pub rp_id: Option<String>,
     pub max_tier: u8,
     pub max_events: usize,
     pub max_bytes: usize,
@@ -99,7 +109,16 @@ pub fn parse(sink_url: &str, body: &str) -> Result<Discovered> {
     Ok(Discovered {
         events_url,
         control_url,
-        wait_max_s: wk.control.map(|c| c.wait_max_s.clamp(1, 60)).unwrap_or(25),
+        wait_max_s: wk
+            .control
+            .as_ref()
+            .map(|c| c.wait_max_s.clamp(1, 60))
+            .unwrap_or(25),
+        rp_id: wk
+            .control
+            .and_then(|c| c.signing)
+            .map(|s| s.rp_id)
+            .filter(|r| !r.is_empty() && r.len() <= 253),
         max_tier: wk.max_tier.min(3),
         max_events: batch.max_events.clamp(1, 50),
         max_bytes: batch.max_bytes.clamp(1024, 262_144),

@@ -16,6 +16,7 @@ pub fn bin(name: &str) -> PathBuf {
         "sp-permission" => env!("CARGO_BIN_EXE_sp-permission").into(),
         "sp-stop" => env!("CARGO_BIN_EXE_sp-stop").into(),
         "sp-event" => env!("CARGO_BIN_EXE_sp-event").into(),
+        "sp" => env!("CARGO_BIN_EXE_sp").into(),
         other => panic!("no binary {other}"),
     }
 }
