@@ -190,6 +190,7 @@ fn check_one(v: &Value) {
                 "permission.answer" | "prompt" | "cancel"
             ));
         }
+        Checked::Decided(d) => panic!("the unsigned check decided {d:?}: only signed control does"),
         Checked::Unackable { .. } => {
             assert!(
                 !v["id"].as_str().is_some_and(spctl::wire::is_ulid),
@@ -544,6 +545,54 @@ pub fn permission_flow(data: &[u8]) {
             Some(&a.id),
             claimed.as_ref().map(|c| &c.id),
             "one answer, two sessions"
+        );
+    }
+}
+
+/// A signed command (DECISIONS 22): any bytes, as the command string and as a whole
+/// envelope, are read without panicking and deterministically; whatever parses keeps the
+/// spec's limits; nothing verifies without a signature by an enrolled key (none of the
+/// inputs can hold one, since the key below signs nothing here).
+pub fn signed_command(data: &[u8]) {
+    use spctl::wire::signed::{self, SignedCommand, TrustedKey, VerifyOptions};
+    let text = String::from_utf8_lossy(data);
+    let parsed = signed::parse_command(&text);
+    assert_eq!(parsed, signed::parse_command(&text), "deterministic");
+    if let Ok(c) = &parsed {
+        assert!(text.encode_utf16().count() <= signed::CMD_MAX);
+        assert!((22..=64).contains(&c.nonce.len()));
+        assert!(c.iat > 0);
+        match c.kind {
+            signed::CmdKind::KeyAdd => assert_eq!(c.session, signed::KEYS_SESSION),
+            _ => assert!(signed::session_ok(&c.session), "{}", c.session),
+        }
+        if let Some(t) = &c.text {
+            assert!(t.encode_utf16().count() <= signed::TEXT_MAX && !t.trim().is_empty());
+        }
+        assert!(c.files.len() <= signed::FILES_MAX);
+    }
+    // A real ES256 key (P-256 generator point), enrolled, that signed none of these inputs.
+    let trusted = [TrustedKey {
+        id: "AAAAAAAAAAAAAAAAAAAAAA".into(),
+        alg: -7,
+        spki: "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEaxfR8uEsQkf4vOblY6RA8ncDfYEt6zOg9KE5RdiYwpZP40Li_hp_m47n60p8D54WK84zV2sxXs7LtkBoN79R9Q".into(),
+    }];
+    let opts = VerifyOptions {
+        machine: "m_testmachine0000000001",
+        rp_id: "localhost",
+        trusted: &trusted,
+        now: 1_800_000_000_000,
+        max_age_ms: signed::MACHINE_MAX_AGE_MS,
+    };
+    let as_cmd = SignedCommand {
+        cmd: text.to_string(),
+        ..Default::default()
+    };
+    assert!(signed::verify_command(&as_cmd, &opts, None).is_err());
+    if let Ok(envelope) = serde_json::from_slice::<SignedCommand>(data) {
+        assert!(
+            signed::verify_command(&envelope, &opts, None).is_err(),
+            "an input verified without a signature"
         );
     }
 }

@@ -32,8 +32,9 @@ pub struct Sink {
     pub url: String,
     #[serde(default)]
     pub tier: u8,
+    /// `false`, `true` (the seed's unsigned per-session poll) or `"signed"` (DECISIONS 22).
     #[serde(default)]
-    pub control: bool,
+    pub control: ControlMode,
     #[serde(default)]
     pub token: Option<String>,
     #[serde(default)]
@@ -49,6 +50,54 @@ pub struct Sink {
     _well_known_at: Option<serde_json::Value>,
     #[serde(default, rename = "paused")]
     _paused: Option<serde_json::Value>,
+}
+
+/// A sink's control mode. Only a signed sink's commands are verified against keys enrolled at
+/// this machine's terminal; an unsigned one trusts the receiver's bearer token (the seed's
+/// contract, kept for the receivers that speak only it; `sp doctor` warns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ControlMode {
+    #[default]
+    Off,
+    Unsigned,
+    Signed,
+}
+
+impl ControlMode {
+    pub fn is_on(self) -> bool {
+        self != ControlMode::Off
+    }
+    /// The value as the config writes it.
+    pub fn to_json(self) -> serde_json::Value {
+        match self {
+            ControlMode::Off => false.into(),
+            ControlMode::Unsigned => true.into(),
+            ControlMode::Signed => "signed".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ControlMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ControlMode::Off => "off",
+            ControlMode::Unsigned => "on (unsigned)",
+            ControlMode::Signed => "signed",
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for ControlMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Bool(false) | serde_json::Value::Null => Ok(ControlMode::Off),
+            serde_json::Value::Bool(true) => Ok(ControlMode::Unsigned),
+            serde_json::Value::String(s) if s == "signed" => Ok(ControlMode::Signed),
+            _ => Err(serde::de::Error::custom(
+                "control is false, true (unsigned) or \"signed\"",
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -155,7 +204,7 @@ impl Config {
                     s.name
                 );
             }
-            if s.control && s.token.is_none() && s.token_file.is_none() {
+            if s.control.is_on() && s.token.is_none() && s.token_file.is_none() {
                 bail!("config {p}: sink {:?} has control on but no token; add \"token\" or \"token_file\"", s.name);
             }
         }
@@ -173,7 +222,7 @@ impl Config {
     }
 
     pub fn control_sinks(&self) -> impl Iterator<Item = &Sink> {
-        self.sinks.iter().filter(|s| s.control)
+        self.sinks.iter().filter(|s| s.control.is_on())
     }
 
     /// Per harness beats global beats the built-in default.

@@ -30,6 +30,7 @@ const TARGETS: &[(&str, Property)] = &[
     ("control_message", props::control_message),
     ("permission_flow", props::permission_flow),
     ("url", props::url),
+    ("signed_command", props::signed_command),
 ];
 
 /// Every input the fuzzer kept (and every crash it ever found, fixed since) still holds.
@@ -157,6 +158,16 @@ proptest! {
     #[test]
     fn prop_render_never_changes_shape(s in "\\PC{0,200}|.*\"behavior\":\"allow\".*|[\\x00-\\x1f\"\\\\]{0,20}") {
         props::render(s.as_bytes());
+    }
+
+    #[test]
+    fn prop_signed_command(v in arb_json(), s in "\\PC{0,200}") {
+        props::signed_command(v.to_string().as_bytes());
+        props::signed_command(s.as_bytes());
+        let cmd = json!({"v": 1, "t": "sessionpipe.control", "machine": "m_testmachine0000000001", "kind": "prompt",
+            "session": "codex:a", "text": s, "nonce": "AAAAAAAAAAAAAAAAAAAAAA", "iat": 1});
+        props::signed_command(cmd.to_string().as_bytes());
+        props::signed_command(json!({"cmd": cmd.to_string(), "csig": "AAAA", "grant": v}).to_string().as_bytes());
     }
 
     #[test]

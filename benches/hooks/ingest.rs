@@ -49,12 +49,7 @@ fn floor(rx: &Receiver, ids: &[String]) -> (f64, usize) {
     let token = rx.token();
     let started = Instant::now();
     let mut acked = 0;
-    let mut batch: Vec<(
-        String,
-        spctl::wire::control::Outcome,
-        String,
-        Option<String>,
-    )> = Vec::new();
+    let mut batch: Vec<spctl::wire::control::AckOut> = Vec::new();
     let at = spctl::clock::now_rfc3339();
     let send = |batch: &mut Vec<_>, acked: &mut usize| {
         if batch.is_empty() {
@@ -83,12 +78,13 @@ fn floor(rx: &Receiver, ids: &[String]) -> (f64, usize) {
             .expect("floor poll");
         let v: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
         for m in v["messages"].as_array().into_iter().flatten() {
-            batch.push((
-                m["id"].as_str().unwrap_or("").to_string(),
-                spctl::wire::control::Outcome::Expired,
-                at.clone(),
-                None,
-            ));
+            batch.push(spctl::wire::control::AckOut {
+                id: m["id"].as_str().unwrap_or("").to_string(),
+                outcome: spctl::wire::control::Outcome::Expired,
+                at: at.clone(),
+                code: None,
+                detail: None,
+            });
             if batch.len() == 100 {
                 send(&mut batch, &mut acked);
             }

@@ -165,7 +165,7 @@ fn check_sinks(f: &mut Findings, config: &Config) {
                 format!("check that {} is right and the receiver is up", s.url),
             ),
             Ok(found) => {
-                if s.control && found.discovered.control_url.is_none() {
+                if s.control.is_on() && found.discovered.control_url.is_none() {
                     f.fail(
                         format!(
                             "sink {}: control is on in the config, but the receiver's well-known lacks control ({})",
@@ -184,6 +184,7 @@ fn check_sinks(f: &mut Findings, config: &Config) {
                         found.summary()
                     ));
                 }
+                control_trust(f, s, &found.discovered, store.as_ref());
                 if s.tier > found.max_tier {
                     f.warn(
                         format!(
@@ -442,4 +443,53 @@ fn measure(exe: &Path, tmp: &Path) -> anyhow::Result<Vec<Duration>> {
         }
     }
     Ok(times)
+}
+
+/// DECISIONS 22: a sink's control mode, named with its risk.
+fn control_trust(
+    f: &mut Findings,
+    s: &crate::config::Sink,
+    found: &crate::wire::wellknown::Discovered,
+    store: Option<&crate::store::Store>,
+) {
+    use crate::config::ControlMode;
+    match s.control {
+        ControlMode::Off => {}
+        ControlMode::Unsigned => f.warn(
+            format!(
+                "sink {}: control is unsigned: whoever holds or sees its bearer token (the receiver's operator, a proxy, another local user on its port) can allow a permission prompt here, which runs code on this machine",
+                s.name
+            ),
+            if found.rp_id.is_some() {
+                format!("the receiver speaks signed control: set \"control\": \"signed\" for {0} in the config, then run `sp pair {0}`", s.name)
+            } else {
+                "prefer a receiver that speaks signed control (its well-known declares control.signing), with \"control\": \"signed\"".to_string()
+            },
+        ),
+        ControlMode::Signed => {
+            let keys = store
+                .and_then(|st| st.enrolled_keys(Some(&s.name)).ok())
+                .unwrap_or_default();
+            let paired = store
+                .and_then(|st| st.paired_machine(&s.name).ok().flatten())
+                .is_some();
+            if found.rp_id.is_none() {
+                f.fail(
+                    format!("sink {}: control is \"signed\" but the receiver does not speak signed control (no control.signing in its well-known)", s.name),
+                    "use a receiver that speaks signed control, or set \"control\": true and accept the unsigned mode's risk",
+                );
+            } else if !paired || keys.is_empty() {
+                f.fail(
+                    format!("sink {}: control is \"signed\" but no passkey is enrolled for it, so nothing it carries will run", s.name),
+                    format!("sp pair {}", s.name),
+                );
+            } else {
+                f.ok(format!(
+                    "sink {}: signed control, {} passkey(s) enrolled",
+                    s.name,
+                    keys.len()
+                ));
+            }
+        }
+    }
 }

@@ -308,7 +308,7 @@ pub fn list(json_out: bool) -> Result<Done> {
             .iter()
             .map(|s| {
                 json!({
-                    "name": s.name, "url": s.url, "tier": s.tier, "control": s.control,
+                    "name": s.name, "url": s.url, "tier": s.tier, "control": s.control.to_json(),
                     "token_file": s.token_file, "token_in_config": s.token.is_some(),
                 })
             })
@@ -340,7 +340,7 @@ pub fn list(json_out: bool) -> Result<Done> {
             "{:<20} {:<5} {:<8} {:<40} {token}",
             s.name,
             s.tier,
-            if s.control { "on" } else { "off" },
+            s.control.to_string(),
             s.url
         );
     }

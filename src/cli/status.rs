@@ -100,7 +100,7 @@ fn build(config: &Config) -> Result<Report> {
             name: sink.name.clone(),
             url: sink.url.clone(),
             tier: sink.tier,
-            control: sink.control,
+            control: sink.control.is_on(),
             contacted: st.is_some(),
             paused: paused_reason.is_some(),
             paused_reason,

@@ -56,17 +56,29 @@ pub(crate) fn finish(
     detail: Option<&str>,
     now: Millis,
 ) -> Result<()> {
+    finish_with_code(tx, id, outcome, None, detail, now)
+}
+
+/// [`finish`] with a refusal's code (signed control).
+pub(crate) fn finish_with_code(
+    tx: &Transaction,
+    id: &str,
+    outcome: &str,
+    code: Option<&str>,
+    detail: Option<&str>,
+    now: Millis,
+) -> Result<()> {
     let at = format_ms(now);
     // Cached: sp-sync decides thousands of messages on one connection (a backlog's ingest).
     let changed = tx
         .prepare_cached(
-            "UPDATE messages SET state='done', outcome=?2, detail=?3, done_at=?4 WHERE id=?1 AND state<>'done'",
+            "UPDATE messages SET state='done', outcome=?2, detail=?3, done_at=?4, code=?5 WHERE id=?1 AND state<>'done'",
         )?
-        .execute(params![id, outcome, detail, at])?;
+        .execute(params![id, outcome, detail, at, code])?;
     if changed == 1 {
         tx.prepare_cached(
-            "INSERT OR IGNORE INTO acks(message_id, sink, outcome, detail, at) \
-             SELECT id, sink, outcome, detail, ?2 FROM messages WHERE id=?1",
+            "INSERT OR IGNORE INTO acks(message_id, sink, outcome, code, detail, at) \
+             SELECT id, sink, outcome, code, detail, ?2 FROM messages WHERE id=?1",
         )?
         .execute(params![id, at])?;
     }

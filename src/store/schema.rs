@@ -165,4 +165,71 @@ CREATE TABLE control_nonces (
 );
 CREATE INDEX control_nonces_seen ON control_nonces(seen_ms);
 "#,
+    // 5: signed control's final outcome `refused` with its `code` (the reference's CONTROL.md
+    // §5 and §10). SQLite cannot change a CHECK in place, so messages and acks are rebuilt
+    // with every row kept, and the views and indexes over them made again.
+    r#"
+DROP VIEW queue;
+DROP VIEW pending_acks;
+CREATE TABLE messages_v5 (
+    id            TEXT PRIMARY KEY,
+    session_key   TEXT NOT NULL,
+    sink          TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    attention_id  TEXT,
+    decision      TEXT,
+    text          TEXT,
+    note          TEXT,
+    at            TEXT,
+    expires_at    TEXT,
+    received_at   TEXT NOT NULL,
+    deadline_ms   INTEGER,
+    deadline_at   TEXT,
+    state         TEXT NOT NULL CHECK (state IN ('queued','delivering','done')),
+    outcome       TEXT CHECK (outcome IN ('delivered','expired','unsupported','failed','refused')),
+    detail        TEXT,
+    claimed_pid   INTEGER,
+    claimed_ms    INTEGER,
+    done_at       TEXT,
+    code          TEXT,                      -- a refusal's code (CONTROL.md §5)
+    CHECK ((state = 'done') = (outcome IS NOT NULL))
+);
+INSERT INTO messages_v5 (id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at,
+    received_at, deadline_ms, deadline_at, state, outcome, detail, claimed_pid, claimed_ms, done_at)
+  SELECT id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at,
+    received_at, deadline_ms, deadline_at, state, outcome, detail, claimed_pid, claimed_ms, done_at FROM messages;
+DROP TABLE messages;
+ALTER TABLE messages_v5 RENAME TO messages;
+CREATE INDEX messages_pending ON messages(session_key, kind, attention_id) WHERE state <> 'done';
+CREATE INDEX messages_received ON messages(received_at);
+CREATE INDEX messages_queued ON messages(session_key, kind, attention_id) WHERE state = 'queued';
+CREATE INDEX messages_delivering ON messages(claimed_ms) WHERE state = 'delivering';
+
+CREATE TABLE acks_v5 (
+    message_id    TEXT NOT NULL,
+    sink          TEXT NOT NULL,
+    outcome       TEXT NOT NULL CHECK (outcome IN ('delivered','expired','unsupported','failed','refused')),
+    detail        TEXT,
+    at            TEXT NOT NULL,
+    sent_at       TEXT,
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    next_try_ms   INTEGER NOT NULL DEFAULT 0,
+    last_error    TEXT,
+    generation    INTEGER NOT NULL DEFAULT 0,
+    code          TEXT,
+    PRIMARY KEY (message_id, sink)
+);
+INSERT INTO acks_v5 (message_id, sink, outcome, detail, at, sent_at, attempts, next_try_ms, last_error, generation)
+  SELECT message_id, sink, outcome, detail, at, sent_at, attempts, next_try_ms, last_error, generation FROM acks;
+DROP TABLE acks;
+ALTER TABLE acks_v5 RENAME TO acks;
+CREATE INDEX acks_unsent ON acks(sink, next_try_ms) WHERE sent_at IS NULL;
+
+CREATE VIEW queue AS
+    SELECT id, session_key AS session, sink, kind, state, outcome, code, detail, attention_id AS "for",
+           decision, substr(text, 1, 80) AS text, note, at, expires_at, deadline_at, received_at, done_at
+    FROM messages ORDER BY received_at, id;
+CREATE VIEW pending_acks AS
+    SELECT message_id, sink, outcome, code, detail, at, attempts, last_error FROM acks WHERE sent_at IS NULL;
+"#,
 ];

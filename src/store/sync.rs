@@ -1,6 +1,6 @@
 //! What sp-sync does to the store: ingest polled messages, keep the ack and event outboxes,
 //! remember per-sink state, and sweep what time has decided.
-use super::hooks::{emit, finish};
+use super::hooks::{emit, finish, finish_with_code};
 use super::{pid_alive, Store};
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::control::{deadline, Checked, ControlMessage, Kind, Outcome};
@@ -31,6 +31,7 @@ pub struct AckRow {
     /// A send confirms only the generation it carried; a resend asked meanwhile still goes.
     pub generation: i64,
     pub outcome: Outcome,
+    pub code: Option<String>,
     pub detail: Option<String>,
     pub at: String,
     pub attempts: i64,
@@ -69,6 +70,7 @@ fn outcome_of(s: &str) -> Outcome {
         "delivered" => Outcome::Delivered,
         "expired" => Outcome::Expired,
         "unsupported" => Outcome::Unsupported,
+        "refused" => Outcome::Refused,
         _ => Outcome::Failed,
     }
 }
@@ -123,8 +125,8 @@ impl Store {
                 if state == "done" {
                     // Same outcome again, to whichever sink redelivered it.
                     tx.prepare_cached(
-                        "INSERT INTO acks(message_id, sink, outcome, detail, at) \
-                         SELECT id, ?2, outcome, detail, ?3 FROM messages WHERE id=?1 \
+                        "INSERT INTO acks(message_id, sink, outcome, code, detail, at) \
+                         SELECT id, ?2, outcome, code, detail, ?3 FROM messages WHERE id=?1 \
                          ON CONFLICT(message_id, sink) DO UPDATE SET sent_at=NULL, next_try_ms=0, generation=generation+1",
                     )?
                     .execute(params![id, sink, received_at])?;
@@ -166,6 +168,26 @@ impl Store {
                     detail: Some(detail),
                 })
             };
+            let refused = |code: &str, detail: String| -> Result<Ingested> {
+                finish_with_code(&tx, id, "refused", Some(code), Some(&detail), now)?;
+                Ok(Ingested::Final {
+                    id: id.to_string(),
+                    outcome: Outcome::Refused,
+                    detail: Some(format!("{code}: {detail}")),
+                })
+            };
+            // CONTROL.md §5 step 5: the nonce is recorded in this transaction, before anything
+            // can act on the message; false when it was seen in the last 25 h.
+            let fresh_nonce = |nonce: &str| -> Result<bool> {
+                tx.prepare_cached("DELETE FROM control_nonces WHERE seen_ms < ?1")?
+                    .execute(params![now - crate::wire::signed::NONCE_TTL_MS])?;
+                Ok(tx
+                    .prepare_cached(
+                        "INSERT OR IGNORE INTO control_nonces(nonce, seen_ms) VALUES (?1, ?2)",
+                    )?
+                    .execute(params![nonce, now])?
+                    == 1)
+            };
             match m {
                 Checked::Invalid { kind, detail, .. } => {
                     insert(kind.as_deref().unwrap_or("invalid"), None, None)?;
@@ -178,9 +200,41 @@ impl Store {
                         format!("unknown kind {kind:?}"),
                     )?);
                 }
+                Checked::Decided(d) => {
+                    insert(&d.kind, None, None)?;
+                    if let Some(n) = &d.nonce {
+                        if !fresh_nonce(n)? {
+                            out.push(refused(
+                                "replay",
+                                "this command was already used once".into(),
+                            )?);
+                            continue;
+                        }
+                    }
+                    if let Some((key, name)) = &d.add_key {
+                        tx.prepare_cached(
+                            "INSERT OR IGNORE INTO control_keys (sink, id, alg, spki, name, added_at, added_via) \
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'key.add')",
+                        )?
+                        .execute(params![sink, key.id, key.alg, key.spki, name, received_at])?;
+                    }
+                    match &d.code {
+                        Some(code) => out.push(refused(code, d.detail.clone())?),
+                        None => out.push(decided(d.outcome, d.detail.clone())?),
+                    }
+                }
                 Checked::Valid(v) => {
                     let dl = deadline(v.at_ms, v.expires_at_ms, now);
                     insert(v.kind.as_str(), Some(v), Some(dl))?;
+                    if let Some(n) = &v.nonce {
+                        if !fresh_nonce(n)? {
+                            out.push(refused(
+                                "replay",
+                                "this command was already used once".into(),
+                            )?);
+                            continue;
+                        }
+                    }
                     if dl <= now {
                         out.push(decided(
                             Outcome::Expired,
@@ -198,6 +252,10 @@ impl Store {
                             Some(_) => out.push(decided(
                                 Outcome::Expired,
                                 "the attention was already cleared (the hook's window closed or the terminal answered)".into(),
+                            )?),
+                            None if v.nonce.is_some() => out.push(refused(
+                                "no_attention",
+                                "no such permission prompt is open on that session".into(),
                             )?),
                             None => out.push(decided(Outcome::Failed, "unknown attention".into())?),
                         }
@@ -256,7 +314,7 @@ impl Store {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT message_id, outcome, detail, at, attempts, generation FROM acks \
+                "SELECT message_id, outcome, detail, at, attempts, generation, code FROM acks \
                  WHERE sink=?1 AND sent_at IS NULL AND next_try_ms <= ?2 ORDER BY at, message_id LIMIT ?3",
             )?
             .query_map(params![sink, now, limit as i64], |r| {
@@ -267,6 +325,7 @@ impl Store {
                     at: r.get(3)?,
                     attempts: r.get(4)?,
                     generation: r.get(5)?,
+                    code: r.get(6)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?)

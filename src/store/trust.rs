@@ -90,6 +90,11 @@ impl Store {
             "INSERT OR REPLACE INTO control_keys (sink, id, alg, spki, name, added_at, added_via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pair')",
             params![sink, key.id, key.alg, key.spki, name, now],
         )?;
+        // A pause from a refused machine token ends with a new pairing.
+        tx.execute(
+            "UPDATE sinks SET control_paused = NULL WHERE name = ?1",
+            [sink],
+        )?;
         tx.commit()?;
         Ok(())
     }
@@ -143,6 +148,16 @@ impl Store {
         let machine = tx.execute("DELETE FROM control_machines WHERE sink = ?1", [sink])? > 0;
         tx.commit()?;
         Ok((keys, machine))
+    }
+
+    /// Whether a session of this key has ever reported on this machine.
+    pub fn session_known(&self, key: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT 1 FROM sessions WHERE key = ?1")?
+            .query_row([key], |_| Ok(()))
+            .optional()?
+            .is_some())
     }
 
     /// CONTROL.md §5 step 5: answers whether `nonce` was seen in the last 25 h, recording it

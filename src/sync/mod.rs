@@ -8,8 +8,9 @@ pub mod http;
 pub mod lock;
 mod poll;
 mod send;
+mod signed;
 
-use crate::config::{Config, Sink};
+use crate::config::{Config, ControlMode, Sink};
 use crate::store::{self, Store};
 use crate::wire::wellknown::Discovered;
 use anyhow::{Context, Result};
@@ -61,9 +62,24 @@ pub(crate) struct SinkCtx {
     pub token: String,
     pub fingerprint: String,
     pub tier: u8,
+    /// The seed's unsigned per-session polls.
     pub control: bool,
+    /// Signed control (DECISIONS 22): this machine's pairing with the sink, when it has one.
+    pub signed: Option<crate::store::trust::PairedMachine>,
     pub machine: Option<String>,
     pub found: Discovered,
+}
+
+impl SinkCtx {
+    /// The bearer for control calls: a paired machine's own token (never the sink token,
+    /// CONTROL.md §2 step 4), else the sink's.
+    pub fn control_token(&self) -> &str {
+        self.signed.as_ref().map_or(&self.token, |m| &m.token)
+    }
+
+    fn polls_control(&self) -> bool {
+        (self.control || self.signed.is_some()) && self.found.control_url.is_some()
+    }
 }
 
 pub(crate) struct Shared {
@@ -301,18 +317,32 @@ impl Supervisor {
             ));
         }
         let found = discover::discover(&self.shared.client, &mut self.store, sink)?;
-        if sink.control && found.control_url.is_none() {
+        if sink.control.is_on() && found.control_url.is_none() {
             crate::logging::warn(&format!(
                 "sink {}: control is on in the config but the receiver's well-known does not list control; not polling",
                 sink.name
             ));
         }
+        let signed = match sink.control {
+            ControlMode::Signed => {
+                let paired = self.store.paired_machine(&sink.name)?;
+                if paired.is_none() {
+                    crate::logging::warn(&format!(
+                        "sink {}: control is \"signed\" but this machine is not paired with it; run `sp pair {}`",
+                        sink.name, sink.name
+                    ));
+                }
+                paired
+            }
+            _ => None,
+        };
         Ok(SinkCtx {
             name: sink.name.clone(),
             token: sink.bearer()?,
             fingerprint: fp,
             tier: sink.tier,
-            control: sink.control,
+            control: sink.control == ControlMode::Unsigned,
+            signed,
             machine: self.config.machine.clone(),
             found,
         })
@@ -322,7 +352,7 @@ impl Supervisor {
         let (s, c) = (Arc::clone(&self.shared), Arc::clone(ctx));
         self.senders
             .push(std::thread::spawn(move || send::events_loop(&s, &c)));
-        if ctx.control && ctx.found.control_url.is_some() {
+        if ctx.polls_control() {
             let (s, c) = (Arc::clone(&self.shared), Arc::clone(ctx));
             self.senders
                 .push(std::thread::spawn(move || send::acks_loop(&s, &c)));
@@ -334,6 +364,18 @@ impl Supervisor {
         self.polls.retain(|_, h| !h.is_finished());
         let sessions = self.store.live_sessions(self.shared.live_ms)?;
         for ctx in self.sinks.values() {
+            // One poll per machine for a paired signed sink, whatever the number of sessions.
+            if ctx.signed.is_some()
+                && ctx.found.control_url.is_some()
+                && !self.store.control_paused(&ctx.name)?
+            {
+                let id = (signed::POLL_KEY.to_string(), ctx.name.clone());
+                if !self.polls.contains_key(&id) {
+                    let (s, c) = (Arc::clone(&self.shared), Arc::clone(ctx));
+                    self.polls
+                        .insert(id, std::thread::spawn(move || signed::poll_loop(&s, &c)));
+                }
+            }
             if !ctx.control
                 || ctx.found.control_url.is_none()
                 || self.store.control_paused(&ctx.name)?
@@ -433,6 +475,12 @@ impl Supervisor {
         let ready = self.discover();
         let sessions = self.store.live_sessions(self.shared.live_ms)?;
         for ctx in &ready {
+            if ctx.signed.is_some()
+                && ctx.found.control_url.is_some()
+                && !self.store.control_paused(&ctx.name)?
+            {
+                signed::poll_once(&self.shared, ctx, &mut self.store, 0);
+            }
             if ctx.control
                 && ctx.found.control_url.is_some()
                 && !self.store.control_paused(&ctx.name)?

@@ -37,10 +37,27 @@ pub fn poll_once(
     let Some(url) = poll_url(ctx, key, wait) else {
         return Next::Stop;
     };
-    let reply = match shared
-        .client
-        .get(&url, Some(&ctx.token), Duration::from_secs(wait + 10))
-    {
+    exchange(shared, ctx, store, &url, key, wait, |store, body| {
+        ingest(shared, ctx, store, key, harness, body)
+    })
+}
+
+/// One long poll of `url` with the sink's control token, and what its answer means for the
+/// loop; a 200's body goes to `ingest`, which says whether anything new arrived.
+pub fn exchange(
+    shared: &Shared,
+    ctx: &SinkCtx,
+    store: &mut Store,
+    url: &str,
+    key: &str,
+    wait: u64,
+    ingest: impl FnOnce(&mut Store, &str) -> anyhow::Result<bool>,
+) -> Next {
+    let reply = match shared.client.get(
+        url,
+        Some(ctx.control_token()),
+        Duration::from_secs(wait + 10),
+    ) {
         Ok(r) => r,
         Err(e) => {
             crate::logging::warn(&format!("poll {} {key}: {e}", ctx.name));
@@ -49,7 +66,7 @@ pub fn poll_once(
         }
     };
     match reply.status {
-        200 => match ingest(shared, ctx, store, key, harness, &reply.body) {
+        200 => match ingest(store, &reply.body) {
             Ok(new) => {
                 let _ = store.note_poll_ok(&ctx.name);
                 if new {
@@ -69,10 +86,17 @@ pub fn poll_once(
             Next::Again
         }
         401 | 403 => {
-            let why = format!(
-                "control poll answered {}: check the sink's token, then edit the config",
-                reply.status
-            );
+            let why = if ctx.signed.is_some() {
+                format!(
+                    "control poll answered {}: the receiver no longer knows this machine's token; run `sp pair {}` again",
+                    reply.status, ctx.name
+                )
+            } else {
+                format!(
+                    "control poll answered {}: check the sink's token, then edit the config",
+                    reply.status
+                )
+            };
             crate::logging::error(&format!("sink {}: {why}", ctx.name));
             let _ = store.pause_control(&ctx.name, &why, &ctx.fingerprint);
             Next::Stop

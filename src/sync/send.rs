@@ -3,7 +3,7 @@
 use super::{backoff, Shared, SinkCtx};
 use crate::clock::now_ms;
 use crate::store::Store;
-use crate::wire::control::ack_body;
+use crate::wire::control::{ack_body, AckOut};
 use crate::wire::event::envelope;
 use serde_json::Value;
 use std::time::Duration;
@@ -36,13 +36,12 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
     let body = ack_body(
         &rows
             .iter()
-            .map(|r| {
-                (
-                    r.message_id.clone(),
-                    r.outcome,
-                    r.at.clone(),
-                    r.detail.clone(),
-                )
+            .map(|r| AckOut {
+                id: r.message_id.clone(),
+                outcome: r.outcome,
+                at: r.at.clone(),
+                code: r.code.clone(),
+                detail: r.detail.clone(),
             })
             .collect::<Vec<_>>(),
     )
@@ -57,7 +56,7 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
     );
     match shared
         .client
-        .post_json(&url, &ctx.token, &body, &[], SEND_TIMEOUT)
+        .post_json(&url, ctx.control_token(), &body, &[], SEND_TIMEOUT)
     {
         Ok(r) if (200..300).contains(&r.status) => {
             let sent: Vec<(String, i64)> = rows

@@ -53,6 +53,8 @@ pub enum Outcome {
     Expired,
     Unsupported,
     Failed,
+    /// Signed control: verification or the machine's policy said no (`code` says which).
+    Refused,
 }
 
 impl Outcome {
@@ -62,6 +64,7 @@ impl Outcome {
             Outcome::Expired => "expired",
             Outcome::Unsupported => "unsupported",
             Outcome::Failed => "failed",
+            Outcome::Refused => "refused",
         }
     }
 }
@@ -78,6 +81,9 @@ pub struct ControlMessage {
     pub expires_at: String,
     pub at_ms: Millis,
     pub expires_at_ms: Millis,
+    /// A signed command's nonce (the reference's CONTROL.md §5 step 5): recorded in the same
+    /// transaction that stores the message, and a seen one refuses it `replay`.
+    pub nonce: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -98,6 +104,22 @@ pub enum Checked {
     Unackable {
         reason: String,
     },
+    /// Signed control: decided on arrival (refused, a `start` not delivered here, a verified
+    /// `key.add` carried out), stored and acked with this outcome.
+    Decided(Box<Decided>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    pub id: String,
+    pub kind: String,
+    pub outcome: Outcome,
+    pub code: Option<String>,
+    pub detail: String,
+    /// Recorded with the decision when the command verified (so a replay is refused).
+    pub nonce: Option<String>,
+    /// A verified `key.add`: the key and its name, enrolled in the same transaction.
+    pub add_key: Option<(crate::wire::signed::TrustedKey, Option<String>)>,
 }
 
 impl Checked {
@@ -106,6 +128,7 @@ impl Checked {
         match self {
             Checked::Valid(v) => Ok(&v.id),
             Checked::Invalid { id, .. } | Checked::UnknownKind { id, .. } => Ok(id),
+            Checked::Decided(d) => Ok(&d.id),
             Checked::Unackable { reason } => Err(reason),
         }
     }
@@ -171,6 +194,7 @@ pub fn check(value: &Value) -> Checked {
                 expires_at,
                 at_ms,
                 expires_at_ms,
+                nonce: None,
             })
         }
         Err(detail) => invalid(id, Some(kind_raw), &detail),
@@ -274,16 +298,29 @@ pub fn deadline(at_ms: Millis, expires_at_ms: Millis, received_ms: Millis) -> Mi
     expires_at_ms.min(received_ms.saturating_add(lifetime))
 }
 
+/// One entry of `POST {control}/ack`.
+pub struct AckOut {
+    pub id: String,
+    pub outcome: Outcome,
+    pub at: String,
+    /// A refusal's code (signed control).
+    pub code: Option<String>,
+    pub detail: Option<String>,
+}
+
 /// Body of `POST {control}/ack`.
-pub fn ack_body(acks: &[(String, Outcome, String, Option<String>)]) -> Value {
+pub fn ack_body(acks: &[AckOut]) -> Value {
     let items: Vec<Value> = acks
         .iter()
-        .map(|(id, outcome, at, detail)| {
+        .map(|a| {
             let mut o = serde_json::Map::new();
-            o.insert("id".into(), Value::String(id.clone()));
-            o.insert("outcome".into(), Value::String(outcome.as_str().into()));
-            o.insert("at".into(), Value::String(at.clone()));
-            if let Some(d) = detail {
+            o.insert("id".into(), Value::String(a.id.clone()));
+            o.insert("outcome".into(), Value::String(a.outcome.as_str().into()));
+            o.insert("at".into(), Value::String(a.at.clone()));
+            if let Some(c) = &a.code {
+                o.insert("code".into(), Value::String(c.clone()));
+            }
+            if let Some(d) = &a.detail {
                 o.insert("detail".into(), Value::String(truncate(d, DETAIL_MAX)));
             }
             Value::Object(o)

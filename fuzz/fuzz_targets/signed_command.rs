@@ -1,0 +1,5 @@
+#![no_main]
+#[path = "../props.rs"]
+mod props;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| props::signed_command(data));

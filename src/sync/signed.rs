@@ -1,0 +1,327 @@
+//! Signed control's one poll per machine (the reference's CONTROL.md §1 and HTTP.md §3).
+//! Every command is verified here against the keys enrolled at this machine's terminal
+//! (CONTROL.md §5) before it reaches the queue; its nonce is recorded in the transaction that
+//! stores it; a refusal is acked `refused` with its code and never acted on.
+use super::poll::{self, Next};
+use super::{backoff, Shared, SinkCtx};
+use crate::clock::{self, Millis};
+use crate::store::trust::PairedMachine;
+use crate::store::{Ingested, Store};
+use crate::wire::control::{self, Checked, ControlMessage, Decided, Kind, Outcome};
+use crate::wire::signed::{self, CmdKind, SignedCommand, TrustedKey, VerifyOptions};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// The key of the one machine poll in the supervisor's table of polls.
+pub const POLL_KEY: &str = "sessionpipe:machine";
+/// DECISIONS 24: at most this many messages are taken from one poll; the receiver
+/// redelivers the rest.
+const PER_POLL_MAX: usize = 100;
+/// DECISIONS 24: at least this long between two polls, whatever the receiver answers.
+const POLL_FLOOR: Duration = Duration::from_millis(250);
+/// Where a command that names no usable session is filed.
+const NO_SESSION: &str = "sessionpipe:unverified";
+
+fn poll_url(ctx: &SinkCtx, machine: &str, wait: u64) -> Option<String> {
+    let base = ctx.found.control_url.as_deref()?;
+    let sep = if base.contains('?') { '&' } else { '?' };
+    Some(format!("{base}{sep}machine={machine}&wait={wait}"))
+}
+
+pub fn poll_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store, wait: u64) -> Next {
+    let Some(m) = &ctx.signed else {
+        return Next::Stop;
+    };
+    let Some(url) = poll_url(ctx, &m.machine, wait) else {
+        return Next::Stop;
+    };
+    poll::exchange(shared, ctx, store, &url, POLL_KEY, wait, |store, body| {
+        ingest(shared, ctx, m, store, body)
+    })
+}
+
+/// Polls until the sink pauses or sp-sync stops.
+pub fn poll_loop(shared: &Shared, ctx: &SinkCtx) {
+    let mut store = match shared.open_store() {
+        Ok(s) => s,
+        Err(e) => {
+            crate::logging::error(&format!("machine poll {}: {e:#}", ctx.name));
+            return;
+        }
+    };
+    let mut failures = 0u32;
+    while !shared.stopping() {
+        if store.control_paused(&ctx.name).unwrap_or(false) {
+            return;
+        }
+        let mut wait = shared.wait_max_s.min(ctx.found.wait_max_s);
+        if let Some(left) = shared.remaining() {
+            let left = left.as_secs();
+            if left < 2 {
+                return;
+            }
+            wait = wait.min(left - 1);
+        }
+        let round = Instant::now();
+        let pause = match poll_once(shared, ctx, &mut store, wait) {
+            Next::Again => {
+                failures = 0;
+                Duration::ZERO
+            }
+            Next::After(d) => {
+                failures = 0;
+                d
+            }
+            Next::Backoff => {
+                failures += 1;
+                backoff::delay(backoff::CONTROL, failures)
+            }
+            Next::Stop => return,
+        };
+        shared.sleep(pause.max(POLL_FLOOR.saturating_sub(round.elapsed())));
+    }
+}
+
+fn decided(id: &str, kind: &str, outcome: Outcome, detail: String) -> Decided {
+    Decided {
+        id: id.to_string(),
+        kind: kind.to_string(),
+        outcome,
+        code: None,
+        detail,
+        nonce: None,
+        add_key: None,
+    }
+}
+
+fn refused(id: &str, kind: &str, code: &str, detail: String) -> Checked {
+    Checked::Decided(Box::new(Decided {
+        code: Some(code.to_string()),
+        ..decided(id, kind, Outcome::Refused, detail)
+    }))
+}
+
+/// One envelope of the poll answer (control.json): the session it belongs to and what
+/// ingest is to do with it. Verification is CONTROL.md §5 steps 1-4; step 5 (the nonce) is
+/// the store's, in the transaction that keeps the message.
+pub fn check(
+    item: &Value,
+    paired: &PairedMachine,
+    keys: &[TrustedKey],
+    known_session: &dyn Fn(&str) -> bool,
+    now: Millis,
+) -> (String, Checked) {
+    let no_session = || NO_SESSION.to_string();
+    let id = match item.get("id").and_then(Value::as_str) {
+        Some(id) if crate::wire::is_ulid(id) => id,
+        _ => {
+            return (
+                no_session(),
+                Checked::Unackable {
+                    reason: "a signed message without a ULID id".into(),
+                },
+            )
+        }
+    };
+    let times = (|| {
+        let at = item.get("at")?.as_str()?;
+        let exp = item.get("expires_at")?.as_str()?;
+        Some((at, clock::parse_wire(at)?, exp, clock::parse_wire(exp)?))
+    })();
+    let Some((at, at_ms, expires_at, expires_at_ms)) = times else {
+        return (
+            no_session(),
+            refused(
+                id,
+                "unverified",
+                "malformed",
+                "the envelope needs at and expires_at, RFC 3339 UTC with milliseconds".into(),
+            ),
+        );
+    };
+    let envelope: SignedCommand = match serde_json::from_value(item.clone()) {
+        Ok(s) => s,
+        Err(_) => {
+            return (
+                no_session(),
+                refused(
+                    id,
+                    "unverified",
+                    "malformed",
+                    "the envelope carries no command string".into(),
+                ),
+            )
+        }
+    };
+    let opts = VerifyOptions {
+        machine: &paired.machine,
+        rp_id: &paired.rp_id,
+        trusted: keys,
+        now,
+        max_age_ms: signed::MACHINE_MAX_AGE_MS,
+    };
+    let v = match signed::verify_command(&envelope, &opts, None) {
+        Ok(v) => v,
+        Err(r) => {
+            // Filed under the session it names, when it names one, so `sp queue` shows it there.
+            let parsed = signed::parse_command(&envelope.cmd).ok();
+            let session = parsed
+                .as_ref()
+                .map(|c| c.session.clone())
+                .unwrap_or_else(no_session);
+            let kind = parsed.map_or("unverified", |c| c.kind.as_str());
+            return (session, refused(id, kind, r.code.as_str(), r.why));
+        }
+    };
+    let c = v.cmd;
+    let expired = control::deadline(at_ms, expires_at_ms, now) <= now;
+    let with_nonce = |d: Decided| {
+        Checked::Decided(Box::new(Decided {
+            nonce: Some(c.nonce.clone()),
+            ..d
+        }))
+    };
+    let kind = match c.kind {
+        CmdKind::Prompt => Kind::Prompt,
+        CmdKind::PermissionAnswer => Kind::PermissionAnswer,
+        CmdKind::Cancel => Kind::Cancel,
+        CmdKind::Start if expired => {
+            return (
+                c.session.clone(),
+                with_nonce(decided(
+                    id,
+                    "start",
+                    Outcome::Expired,
+                    "past expires_at on receipt".into(),
+                )),
+            )
+        }
+        CmdKind::Start => {
+            let d = decided(
+                id,
+                "start",
+                Outcome::Unsupported,
+                "a verified start: starting a session from the receiver is not built into this version".into(),
+            );
+            return (c.session.clone(), with_nonce(d));
+        }
+        CmdKind::KeyAdd => {
+            let key = c.key.clone().expect("a verified key.add carries its key");
+            let d = if expired {
+                decided(
+                    id,
+                    "key.add",
+                    Outcome::Expired,
+                    "past expires_at on receipt".into(),
+                )
+            } else {
+                Decided {
+                    add_key: Some((key.clone(), c.key_name.clone())),
+                    ..decided(
+                        id,
+                        "key.add",
+                        Outcome::Delivered,
+                        format!("passkey {} enrolled, vouched for by {}", key.id, v.key),
+                    )
+                }
+            };
+            return (c.session.clone(), with_nonce(d));
+        }
+    };
+    if !known_session(&c.session) {
+        return (
+            c.session.clone(),
+            refused(
+                id,
+                kind.as_str(),
+                "no_session",
+                "no session of that name has run on this machine".into(),
+            ),
+        );
+    }
+    let m = ControlMessage {
+        id: id.to_string(),
+        kind,
+        for_attention: c.for_attention.clone(),
+        decision: c.decision.as_deref().and_then(control::Decision::parse),
+        text: c.text.clone(),
+        note: c.note.clone(),
+        at: at.to_string(),
+        expires_at: expires_at.to_string(),
+        at_ms,
+        expires_at_ms,
+        nonce: Some(c.nonce.clone()),
+    };
+    (c.session, Checked::Valid(m))
+}
+
+/// Stores a poll answer. Returns whether anything new arrived.
+fn ingest(
+    shared: &Shared,
+    ctx: &SinkCtx,
+    paired: &PairedMachine,
+    store: &mut Store,
+    body: &str,
+) -> anyhow::Result<bool> {
+    let v: Value =
+        serde_json::from_str(body).map_err(|e| anyhow::anyhow!("poll answer is not JSON: {e}"))?;
+    let Some(items) = v.get("messages").and_then(Value::as_array) else {
+        anyhow::bail!("poll answer has no messages array");
+    };
+    if items.len() > PER_POLL_MAX {
+        crate::logging::warn(&format!(
+            "machine poll {}: {} messages in one answer; taking the first {PER_POLL_MAX}",
+            ctx.name,
+            items.len()
+        ));
+    }
+    // Read once per poll, so a key removed with `sp control keys remove` stops counting at once.
+    let keys: Vec<TrustedKey> = store
+        .enrolled_keys(Some(&ctx.name))?
+        .into_iter()
+        .map(|k| k.key)
+        .collect();
+    let now = clock::now_ms();
+    let mut new = false;
+    for item in items.iter().take(PER_POLL_MAX) {
+        let (session, checked) = {
+            let known = |s: &str| store.session_known(s).unwrap_or(false);
+            check(item, paired, &keys, &known, now)
+        };
+        let harness = session.split(':').next().unwrap_or("").to_string();
+        let route = |m: &ControlMessage| crate::harness::route(&harness, m.kind);
+        for r in store.ingest(&ctx.name, &session, std::slice::from_ref(&checked), &route)? {
+            match r {
+                Ingested::Queued { id, kind } => {
+                    new = true;
+                    crate::logging::info(&format!(
+                        "{session}: queued signed {} {id} from {}",
+                        kind.as_str(),
+                        ctx.name
+                    ));
+                }
+                Ingested::Final {
+                    id,
+                    outcome,
+                    detail,
+                } => {
+                    new = true;
+                    crate::logging::info(&format!(
+                        "{session}: signed {id} acked {} at once ({})",
+                        outcome.as_str(),
+                        detail.as_deref().unwrap_or("")
+                    ));
+                }
+                Ingested::Duplicate { .. } => {}
+                Ingested::Dropped { reason } => crate::logging::warn(&format!(
+                    "machine poll {}: dropped a message that cannot be acked: {reason}",
+                    ctx.name
+                )),
+            }
+        }
+    }
+    if new {
+        shared.notify();
+    }
+    Ok(new)
+}

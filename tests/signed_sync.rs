@@ -1,0 +1,372 @@
+//! Signed control end to end (DECISIONS 22, the reference's CONTROL.md §5): `sp pair`, then
+//! sp-sync's one poll per machine against a receiver on loopback, and a Claude Code
+//! PermissionRequest hook that prints allow only for a command signed by the enrolled
+//! passkey's day key. A replayed, edited, other-machine or wrong-key command is acked
+//! `refused` with its code and never acted on; so is anything the receiver makes up.
+mod common;
+use common::env::*;
+use common::signing::*;
+use serde_json::{json, Value};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SINK_TOKEN: &str = "sink-token-0123456789";
+const MACHINE_TOKEN: &str = "machine-token-abcdefghijklmnop";
+const MACHINE: &str = "m_signedsynctest0000001";
+const CODE: &str = "P4IR-C0DE";
+const SESSION: &str = "0f3c2a1b-4d5e-4f60-8a7b-9c0d1e2f3a4b";
+const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
+
+#[derive(Default)]
+struct State {
+    queue: Vec<Value>,
+    acks: Vec<Value>,
+    polls: Vec<(String, Option<String>)>,
+}
+
+/// A receiver that speaks signed control: pairing, events, the machine poll and acks.
+struct SignedReceiver {
+    url: String,
+    state: Arc<Mutex<State>>,
+}
+
+impl SignedReceiver {
+    fn start(passkey: Passkey) -> SignedReceiver {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let port = server.server_addr().to_ip().unwrap().port();
+        let state = Arc::new(Mutex::new(State::default()));
+        let st = state.clone();
+        std::thread::spawn(move || {
+            for mut rq in server.incoming_requests() {
+                let mut body = String::new();
+                let _ = rq.as_reader().read_to_string(&mut body);
+                let auth = rq
+                    .headers()
+                    .iter()
+                    .find(|h| h.field.equiv("authorization"))
+                    .map(|h| h.value.to_string());
+                let bearer = |t: &str| auth.as_deref() == Some(&format!("Bearer {t}"));
+                let url = rq.url().to_string();
+                let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+                let (status, reply): (u16, Value) = match (rq.method().as_str(), path) {
+                    ("GET", "/.well-known/sessionpipe") => (
+                        200,
+                        json!({
+                            "protocol": [1], "max_tier": 1, "capabilities": ["events", "control"],
+                            "endpoints": {"events": "/e", "control": "/c"},
+                            "control": {"wait_max_s": 2, "signing": {"rp_id": "localhost", "algs": [-7]}}
+                        }),
+                    ),
+                    ("POST", "/e") if bearer(SINK_TOKEN) => {
+                        let n = serde_json::from_str::<Value>(&body)
+                            .ok()
+                            .and_then(|v| v["events"].as_array().map(|a| a.len()))
+                            .unwrap_or(0);
+                        (
+                            202,
+                            json!({"accepted": n, "duplicates": 0, "rejected": [], "max_tier": 1}),
+                        )
+                    }
+                    ("POST", "/c/pair") if bearer(SINK_TOKEN) => (
+                        201,
+                        json!({
+                            "machine": MACHINE, "code": CODE, "url": format!("http://localhost:{port}/pair"),
+                            "check": "123456", "expires_at": "2099-01-01T00:00:00.000Z"
+                        }),
+                    ),
+                    ("GET", "/c/pair") if bearer(SINK_TOKEN) => {
+                        let challenge =
+                            sha256(format!("sessionpipe.pair:{MACHINE}:{CODE}").as_bytes());
+                        (
+                            200,
+                            json!({"status": "paired", "key": passkey.trusted(),
+                                     "proof": passkey.assert(&challenge, &Ceremony::get("localhost")),
+                                     "token": MACHINE_TOKEN}),
+                        )
+                    }
+                    ("GET", "/c") => {
+                        let mut s = st.lock().unwrap();
+                        s.polls.push((query.to_string(), auth.clone()));
+                        if !bearer(MACHINE_TOKEN) {
+                            (401, json!({"reason": "unauthorized"}))
+                        } else if s.queue.is_empty() {
+                            (204, json!({}))
+                        } else {
+                            (200, json!({"messages": s.queue.clone()}))
+                        }
+                    }
+                    ("POST", "/c/ack") if bearer(MACHINE_TOKEN) => {
+                        let mut s = st.lock().unwrap();
+                        let v: Value = serde_json::from_str(&body).unwrap_or_default();
+                        for a in v["acks"].as_array().cloned().unwrap_or_default() {
+                            s.queue.retain(|m| m["id"] != a["id"]);
+                            s.acks.push(a);
+                        }
+                        (202, json!({}))
+                    }
+                    _ => (401, json!({"reason": "unauthorized"})),
+                };
+                let text = if status == 204 {
+                    String::new()
+                } else {
+                    reply.to_string()
+                };
+                let resp = tiny_http::Response::from_string(text)
+                    .with_status_code(status)
+                    .with_header(
+                        "content-type: application/json"
+                            .parse::<tiny_http::Header>()
+                            .unwrap(),
+                    );
+                let _ = rq.respond(resp);
+            }
+        });
+        SignedReceiver {
+            url: format!("http://127.0.0.1:{port}"),
+            state,
+        }
+    }
+
+    /// Queues one envelope as the receiver carries it; returns its id.
+    fn enqueue(&self, signed: Value) -> String {
+        let id = ulid::Ulid::new().to_string();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let mut env = signed;
+        env["id"] = json!(id);
+        env["at"] = json!(wire_time(now));
+        env["expires_at"] = json!(wire_time(now + 600_000));
+        self.state.lock().unwrap().queue.push(env);
+        id
+    }
+
+    fn ack(&self, id: &str, timeout: Duration) -> Option<Value> {
+        let mut found = None;
+        until(timeout, || {
+            found = self
+                .state
+                .lock()
+                .unwrap()
+                .acks
+                .iter()
+                .find(|a| a["id"] == id)
+                .cloned();
+            found.is_some()
+        });
+        found
+    }
+}
+
+fn wire_time(ms: i64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000).unwrap();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year(),
+        t.month() as u8,
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.millisecond()
+    )
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn permission_request(command: &str) -> Value {
+    json!({
+        "session_id": SESSION, "hook_event_name": "PermissionRequest", "cwd": "/tmp",
+        "transcript_path": "/tmp/t.jsonl", "permission_mode": "default",
+        "tool_name": "Bash", "tool_input": {"command": command, "description": "write a file"}
+    })
+}
+
+fn open_attention(env: &Env) -> String {
+    let mut id = None;
+    assert!(
+        until(Duration::from_secs(15), || {
+            id = env
+                .db_path()
+                .exists()
+                .then(|| {
+                    env.query::<String>("SELECT attention_id FROM attention WHERE state='open'")
+                })
+                .and_then(|v| v.into_iter().next());
+            id.is_some()
+        }),
+        "the hook opened no attention"
+    );
+    id.unwrap()
+}
+
+struct Device {
+    day: DayKey,
+}
+
+impl Device {
+    fn new(passkey: &Passkey) -> Device {
+        let now = now_ms();
+        Device {
+            day: DayKey::new(
+                77,
+                passkey,
+                now - 60_000,
+                now + 3_600_000,
+                "localhost",
+                &Ceremony::get("localhost"),
+            ),
+        }
+    }
+    fn answer(&self, machine: &str, attention: &str, decision: &str) -> (String, Value) {
+        let cmd = command(
+            machine,
+            "permission.answer",
+            &format!("claude-code:{SESSION}"),
+            &[("for", json!(attention)), ("decision", json!(decision))],
+            &nonce(),
+            now_ms(),
+        );
+        let signed = self.day.sign(&cmd);
+        (cmd, signed)
+    }
+}
+
+fn paired_env(r: &SignedReceiver, wait_s: u64) -> Env {
+    let env = Env::new();
+    env.write_config(json!({
+        "sinks": [{"name": "phone", "url": r.url, "tier": 1, "control": "signed", "token": SINK_TOKEN}],
+        "control": {"permission_wait_s": wait_s}
+    }));
+    let mut c = env.cmd("sp");
+    c.args(["pair", "phone", "--timeout", "30"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = finish(c.spawn().unwrap(), Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "sp pair: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    env
+}
+
+#[test]
+fn a_signed_allow_reaches_the_hook_and_forged_ones_are_refused() {
+    let passkey = Passkey::es256(61);
+    let r = SignedReceiver::start(Passkey::es256(61));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let device = Device::new(&passkey);
+
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo hi > out.txt"));
+    let attention = open_attention(&env);
+
+    // Forgeries first, while the prompt is open: none may be acted on.
+    let (cmd, good) = device.answer(MACHINE, &attention, "allow");
+    let mut edited = good.clone();
+    edited["cmd"] = json!(cmd.replace("\"allow\"", "\"deny\""));
+    let other_machine = device
+        .answer("m_someothermachine000001", &attention, "allow")
+        .1;
+    let stranger = Device::new(&Passkey::es256(62))
+        .answer(MACHINE, &attention, "allow")
+        .1;
+    let unsigned = json!({"cmd": device.answer(MACHINE, &attention, "allow").0});
+    let forged: Vec<(String, &str)> = vec![
+        (r.enqueue(edited), "bad_csig"),
+        (r.enqueue(other_machine), "wrong_machine"),
+        (r.enqueue(stranger), "untrusted_key"),
+        (r.enqueue(unsigned), "unsigned"),
+    ];
+    for (id, code) in &forged {
+        let ack = r
+            .ack(id, Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("no ack for the {code} forgery"));
+        assert_eq!(ack["outcome"], "refused", "{ack}");
+        assert_eq!(ack["code"], *code, "{ack}");
+    }
+    assert_eq!(
+        env.query::<String>("SELECT state FROM attention"),
+        vec!["open".to_string()],
+        "a forgery settled the prompt"
+    );
+
+    // The real one.
+    let id = r.enqueue(good.clone());
+    let out = finish(hook, Duration::from_secs(20));
+    assert!(out.status.success());
+    assert_eq!(stdout(&out).trim_end(), ALLOW);
+    let ack = r
+        .ack(&id, Duration::from_secs(20))
+        .expect("ack for the signed allow");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+
+    // The same signed command again, under a new id: a replay.
+    let again = r.enqueue(good);
+    let ack = r
+        .ack(&again, Duration::from_secs(20))
+        .expect("ack for the replay");
+    assert_eq!(ack["outcome"], "refused");
+    assert_eq!(ack["code"], "replay");
+
+    // One poll per machine, with the machine's own token, never the sink token.
+    let polls = r.state.lock().unwrap().polls.clone();
+    assert!(!polls.is_empty());
+    assert!(
+        polls
+            .iter()
+            .all(|(q, a)| q.starts_with(&format!("machine={MACHINE}&wait="))
+                && a.as_deref() == Some(&format!("Bearer {MACHINE_TOKEN}") as &str)),
+        "{polls:?}"
+    );
+    let stored: Vec<String> =
+        env.query("SELECT code FROM messages WHERE outcome='refused' ORDER BY received_at");
+    assert_eq!(stored.len(), 5, "{stored:?}");
+}
+
+#[test]
+fn an_allow_for_no_open_prompt_is_refused_and_a_removed_key_stops_counting() {
+    let passkey = Passkey::es256(63);
+    let r = SignedReceiver::start(Passkey::es256(63));
+    let mut env = paired_env(&r, 3);
+    env.start_sync();
+    let device = Device::new(&passkey);
+
+    // The session is known (its hook ran), but no prompt of that id is open.
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo one"));
+    let attention = open_attention(&env);
+    let id = r.enqueue(device.answer(MACHINE, "perm-0000000000000000", "allow").1);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        (ack["outcome"].as_str(), ack["code"].as_str()),
+        (Some("refused"), Some("no_attention")),
+        "{ack}"
+    );
+
+    // With the key removed, even a well-signed answer for the open prompt is refused.
+    let rm = env
+        .cmd("sp")
+        .args(["control", "keys", "remove", &passkey.id])
+        .output()
+        .unwrap();
+    assert!(rm.status.success());
+    let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        (ack["outcome"].as_str(), ack["code"].as_str()),
+        (Some("refused"), Some("untrusted_key")),
+        "{ack}"
+    );
+    let out = finish(hook, Duration::from_secs(20));
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
+}
