@@ -16,6 +16,7 @@ mod ingest;
 mod latency;
 mod run;
 mod stats;
+mod verify;
 
 use run::Home;
 use serde_json::{json, Value};
@@ -43,7 +44,8 @@ OPTIONS:
   --rows N         rows of history in the big database (default 1000000; quick 100000)
   --answers N      permission answers timed (default 150; quick 12)
   --backlog N      messages sp-sync ingests, over N/100 sessions (default 10000; quick 2000)
-  --only LIST      comma list of parts: hooks, latency, ingest, callgrind (default: the first three)
+  --only LIST      comma list of parts: hooks, latency, ingest, verify, callgrind (default: all
+                   but callgrind)
   --no-node        skip the Node.js hook even when bench/node_modules is installed
   --keep           keep the temp dir and print where it is
   --baseline DIR   also run the hooks from DIR (another build's target/release), interleaved in
@@ -80,7 +82,12 @@ fn parse_opts() -> Option<Opts> {
         rows: if quick { 100_000 } else { 1_000_000 },
         answers: if quick { 12 } else { 150 },
         backlog: if quick { 2_000 } else { 10_000 },
-        parts: vec!["hooks".into(), "latency".into(), "ingest".into()],
+        parts: vec![
+            "hooks".into(),
+            "latency".into(),
+            "ingest".into(),
+            "verify".into(),
+        ],
         node: true,
         keep: false,
         baseline: None,
@@ -751,7 +758,8 @@ fn main() {
             "latency" => latency::run(&o, &bins, &root, &p),
             "ingest" => ingest::run(&o, &bins, &root),
             "callgrind" => callgrind(&o, &bins, &root, &p),
-            other => println!("unknown part {other:?} (hooks, latency, ingest, callgrind)"),
+            "verify" => verify::run(&o),
+            other => println!("unknown part {other:?} (hooks, latency, ingest, verify, callgrind)"),
         }
     }
     if o.keep {

@@ -11,7 +11,12 @@ use crate::config::Config;
 use crate::harness::{Harness, HookInput};
 use anyhow::{Context, Result};
 use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// Set once an answer reached stdout: the fail-closed guard in [`main`] then stays quiet.
+static ANSWERED: AtomicBool = AtomicBool::new(false);
 
 /// Hook stdin beyond this is refused unread: no harness sends payloads near it.
 pub const STDIN_CAP: u64 = 1 << 20;
@@ -73,7 +78,9 @@ pub(crate) fn print_answer(text: &str) -> Result<()> {
     out.write_all(text.as_bytes())
         .and_then(|_| out.write_all(b"\n"))
         .and_then(|_| out.flush())
-        .context("cannot write the answer to stdout")
+        .context("cannot write the answer to stdout")?;
+    ANSWERED.store(true, Ordering::SeqCst);
+    Ok(())
 }
 
 /// Runs one hook invocation. Errors are for `main` to log; stdout is written only on success.
@@ -183,10 +190,39 @@ pub fn main(program: &str, what: &str) -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
         Ok(Cli::Run(harness)) => {
+            // A permission hook of a harness that reads silence as "run" (Cursor) answers
+            // that harness's own "ask the person" on every path that printed nothing: bad
+            // config, no or paused sink, a timeout, SIGTERM, the parent gone, an error, a
+            // panic (DECISIONS 27). A signal before the wait began is caught here too, so it
+            // cannot end the process before the guard speaks.
+            let fallback = (program == crate::harness::SP_PERMISSION)
+                .then(|| harness.render_no_answer())
+                .flatten();
+            if fallback.is_some() {
+                let flag = Arc::new(AtomicBool::new(false));
+                for sig in [
+                    signal_hook::consts::SIGTERM,
+                    signal_hook::consts::SIGINT,
+                    signal_hook::consts::SIGHUP,
+                ] {
+                    let _ = signal_hook::flag::register(sig, Arc::clone(&flag));
+                }
+            }
             match std::panic::catch_unwind(|| run(harness)) {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => crate::logging::error(&format!("{e:#}")),
                 Err(_) => {} // already logged by the panic hook
+            }
+            if let Some(text) = fallback {
+                if !ANSWERED.load(Ordering::SeqCst) {
+                    match print_answer(&text) {
+                        Ok(()) => crate::logging::info(&format!(
+                            "{}: no answer printed; answered {text} so the harness asks the person",
+                            harness.name()
+                        )),
+                        Err(e) => crate::logging::error(&format!("{e:#}")),
+                    }
+                }
             }
         }
         Err(e) => crate::logging::error(&format!("{e:#}; run {program} --help")),

@@ -1,6 +1,7 @@
 //! PermissionRequest (DECISIONS 9-13): record the attention, announce it, wait for a matching
 //! answer, print it in the harness's shape. Allow is printed only for a claimed, valid,
-//! unexpired answer naming exactly this attention and session; every other path prints nothing.
+//! unexpired answer naming exactly this attention and session; every other path prints nothing
+//! here, and `hook::main`'s guard answers "ask" for a harness that reads silence as allow.
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::harness::Harness;
@@ -97,7 +98,7 @@ pub fn run(
             crate::logging::info(&format!(
                 "{key} {attention_id}: cleared elsewhere; stop waiting"
             ));
-            return no_answer(harness);
+            return Ok(());
         }
         if answer_queued {
             if let Some(answer) = store.claim_answer(&key, attention_id, pid)? {
@@ -131,7 +132,7 @@ pub fn run(
                 "{key} {attention_id}: no answer within {}s",
                 wait.as_secs()
             ));
-            return no_answer(harness);
+            return Ok(());
         }
         // SAFETY: getppid has no preconditions.
         if unsafe { libc::getppid() } != parent {
@@ -146,14 +147,5 @@ pub fn run(
             last_sync_check = Instant::now();
         }
         waker.wait(waker.tick().min(wait.saturating_sub(started.elapsed())));
-    }
-}
-
-/// The wait ended without a remote answer: the harness's own fallback (Cursor: `ask`, its own
-/// prompt), or nothing, so its own behaviour stands.
-fn no_answer(harness: Harness) -> Result<()> {
-    match harness.render_no_answer() {
-        Some(text) => super::print_answer(&text),
-        None => Ok(()),
     }
 }
