@@ -52,6 +52,16 @@ pub struct Sink {
     _paused: Option<serde_json::Value>,
 }
 
+fn away_always<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        None => Ok(false),
+        Some(s) if s == "always" => Ok(true),
+        Some(_) => Err(serde::de::Error::custom(
+            "control.away is \"always\" or absent (`sp away on|off` switches it otherwise)",
+        )),
+    }
+}
+
 /// A sink's control mode. Only a signed sink's commands are verified against keys enrolled at
 /// this machine's terminal; an unsigned one trusts the receiver's bearer token (the seed's
 /// contract, kept for the receivers that speak only it; `sp doctor` warns).
@@ -105,6 +115,9 @@ impl<'de> Deserialize<'de> for ControlMode {
 pub struct ControlTunables {
     #[serde(default)]
     pub permission_wait_s: Option<u64>,
+    /// `"always"`: the person counts as away for good (DECISIONS 27).
+    #[serde(default, deserialize_with = "away_always")]
+    pub away: bool,
     #[serde(default)]
     pub wait_max_s: Option<u64>,
     #[serde(default)]
@@ -338,6 +351,44 @@ fn check_private(_: &Path, _: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_modes_and_away_as_the_loader_reads_them() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("c.json");
+        let load = |text: &str| {
+            std::fs::write(&p, text).unwrap();
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+            Config::load_from(&p)
+        };
+        let c = load(r#"{"sinks":[{"name":"a","url":"https://r.example","control":"signed","token":"t"},{"name":"b","url":"https://r.example","control":true,"token":"t"},{"name":"c","url":"https://r.example"}],"control":{"away":"always"}}"#).unwrap();
+        let modes: Vec<ControlMode> = c.sinks.iter().map(|s| s.control).collect();
+        assert_eq!(
+            modes,
+            [ControlMode::Signed, ControlMode::Unsigned, ControlMode::Off]
+        );
+        assert!(c.control.away);
+        let e = load(
+            r#"{"sinks":[{"name":"a","url":"https://r.example","control":"yes","token":"t"}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("control is false, true (unsigned) or \"signed\""),
+            "{e:#}"
+        );
+        let e = load(r#"{"sinks":[{"name":"a","url":"https://r.example","control":"signed"}]}"#)
+            .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("has control on but no token"),
+            "{e:#}"
+        );
+        let e = load(r#"{"sinks":[],"control":{"away":"sometimes"}}"#).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("control.away is \"always\""),
+            "{e:#}"
+        );
+    }
 
     #[test]
     fn urls() {

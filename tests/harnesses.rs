@@ -377,7 +377,10 @@ fn codex_schema_name(event: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Helpers.
 
-fn env_with(control: Value) -> Env {
+/// An Env with sp-sync running and the person away for good (`control.away: "always"`), so
+/// every answering harness's permission hook waits for the remote answer these tests send.
+fn env_with(mut control: Value) -> Env {
+    control["away"] = json!("always");
     let mut env = Env::with(Default::default(), control);
     env.start_sync();
     env
@@ -1452,4 +1455,68 @@ fn hook_events_table_is_well_formed() {
         }
         assert_eq!(Harness::parse(h.name()), Some(*h));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// At the desk, nobody waits for us (DECISIONS 27).
+
+/// Runs `sp away WHAT` in the Env and checks it succeeded.
+fn sp_away(env: &Env, what: &str) {
+    let out = env.cmd("sp").args(["away", what]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "sp away {what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn at_the_desk_only_claude_code_waits_and_away_every_answering_harness_does() {
+    let mut env = Env::with(Default::default(), json!({"permission_wait_s": 60}));
+    env.start_sync();
+    for h in ANSWERING.iter().filter(|h| **h != "claude-code") {
+        make_live(&env, h);
+        let (event, attention) = permission_event(h);
+        let p = event_payload(h, event);
+        // At the desk: the hook returns without waiting out its 60 s, with the harness's own
+        // no-answer shape (Cursor: ask), so the harness shows its approval at once.
+        let out = finish(
+            env.spawn_hook_as(h, "sp-permission", &p),
+            Duration::from_secs(20),
+        );
+        assert!(out.status.success());
+        assert_eq!(stdout(&out), no_answer_shape(h), "{h} at the desk");
+        assert!(
+            env.log()
+                .contains(&format!("{h}: the person is at the desk")),
+            "{h}: {}",
+            env.log()
+        );
+
+        // Nor is the receiver shown a prompt nobody waits for.
+        assert!(
+            env.events_of("attention.needed")
+                .iter()
+                .all(|e| e["data"]["attention_id"] != json!(attention)),
+            "{h}"
+        );
+        // Away: the same prompt waits, and the remote allow is printed.
+        sp_away(&env, "on");
+        let since = env.receiver.events().len();
+        let hook = env.spawn_hook_as(h, "sp-permission", &p);
+        wait_needed(&env, h, &attention, since);
+        env.receiver.enqueue(
+            &key(h),
+            json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+        );
+        let out = finish(hook, Duration::from_secs(45));
+        assert_eq!(stdout(&out), format!("{}\n", allow_shape(h)), "{h} away");
+        sp_away(&env, "off");
+    }
+    let status = env.cmd("sp").args(["away", "status"]).output().unwrap();
+    assert!(
+        stdout(&status).starts_with("at the desk (said by local"),
+        "{}",
+        stdout(&status)
+    );
 }

@@ -306,7 +306,8 @@ impl Scene {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let config = json!({
             "sinks": [{"name": "phone", "url": self.receiver.url(), "tier": 1, "control": true, "token": self.receiver.token()}],
-            "control": {"harness": {harness: {"permission_wait_s": permission_wait_s}}},
+            // Away for good: these scenarios answer from the receiver (DECISIONS 27).
+            "control": {"away": "always", "harness": {harness: {"permission_wait_s": permission_wait_s}}},
         });
         std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
         use std::os::unix::fs::PermissionsExt;

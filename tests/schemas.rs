@@ -680,9 +680,10 @@ fn config_files_that_pass() {
             {"name": "dev_2", "url": "http://127.0.0.1:8787/api", "tier": 0, "control": false},
             {"name": "v6", "url": "http://[::1]:9/", "tier": 3, "token": "t"},
             {"name": "lo", "url": "http://localhost", "tier": 2},
-            {"name": "lo8", "url": "http://127.8.9.10:1234?x=1", "tier": 2}
+            {"name": "lo8", "url": "http://127.8.9.10:1234?x=1", "tier": 2},
+            {"name": "signed", "url": "https://r.example", "tier": 0, "control": "signed", "token": "t"}
         ],
-        "control": {"permission_wait_s": 60, "wait_max_s": 25, "live_hours": 0.5,
+        "control": {"permission_wait_s": 60, "wait_max_s": 25, "live_hours": 0.5, "away": "always",
                     "harness": {"codex": {"permission_wait_s": 20},
                                 "claude-code": {"permission_wait_s": 0},
                                 "gemini-cli": {}}}
@@ -850,6 +851,18 @@ fn config_files_that_fail() {
         (
             "unknown harness key",
             json!({"sinks": [], "control": {"harness": {"codex": {"wait_max_s": 5}}}}),
+        ),
+        (
+            "control neither a boolean nor signed",
+            config_with_sink(set(sink(), "control", json!("unsigned"))),
+        ),
+        (
+            "signed control without a token",
+            json!({"sinks": [{"name": "s", "url": "https://r.example", "tier": 0, "control": "signed"}]}),
+        ),
+        (
+            "away other than always",
+            json!({"sinks": [], "control": {"away": "never"}}),
         ),
     ];
     for (what, c) in cases {

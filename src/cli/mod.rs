@@ -31,6 +31,9 @@ USAGE:
                            cron line for sp-sync (install.sh runs this)
   sp setup uninstall [--dry-run]
                            removes exactly those hooks and that cron line
+  sp away [on|off|status] whether you are away from this machine: only then do Codex, Cursor,
+                           Droid and Copilot CLI wait for a remote answer (Claude Code always
+                           waits, beside its own dialog); a receiver may say it too
   sp pair SINK [--name NAME] [--timeout SECS]
                            enrolls a passkey for signed control: prints a link and six check
                            digits, waits for the approval, verifies its proof before trusting it
@@ -246,6 +249,18 @@ pub fn run(args: Vec<String>) -> Result<Done> {
                 other => usage(format!(
                     "unknown setup command {other:?}; use install or uninstall"
                 )),
+            }
+        }
+        "away" => {
+            let what = args
+                .positional("on, off or status")
+                .unwrap_or_else(|_| "status".into());
+            args.finish()?;
+            match what.as_str() {
+                "on" => status::set_away(true),
+                "off" => status::set_away(false),
+                "status" => status::away_status(),
+                other => usage(format!("sp away {other:?}: use on, off or status")),
             }
         }
         "pair" => {

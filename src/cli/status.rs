@@ -326,3 +326,37 @@ pub fn queue(filter: &QueueFilter, json: bool) -> Result<Done> {
     }
     Ok(Done::Ok)
 }
+
+/// `sp away on|off` (DECISIONS 27).
+pub fn set_away(away: bool) -> Result<Done> {
+    let mut store = store::open(&crate::paths::database_file(), DB_BUSY)?;
+    store.set_away(store::away::LOCAL, away, crate::clock::now_ms())?;
+    if away {
+        println!("Away: Codex, Cursor, Droid and Copilot CLI now wait for a remote answer to each permission prompt.");
+    } else {
+        println!("At the desk: only Claude Code waits for a remote answer (beside its own dialog); the others ask you here at once.");
+    }
+    Ok(Done::Ok)
+}
+
+/// `sp away status`.
+pub fn away_status() -> Result<Done> {
+    let config = Config::load()?;
+    let now = crate::clock::now_ms();
+    let word = match open_existing()? {
+        Some(s) => s.away(now)?,
+        None => None,
+    };
+    match (config.control.away, word) {
+        (true, _) => println!(
+            "away (control.away is \"always\" in {})",
+            config.path.display()
+        ),
+        (false, Some((true, who, at))) => println!("away (said by {who} at {at})"),
+        (false, Some((false, who, at))) => println!("at the desk (said by {who} at {at})"),
+        (false, None) => {
+            println!("at the desk (nobody said otherwise; `sp away on` when you leave)")
+        }
+    }
+    Ok(Done::Ok)
+}

@@ -167,6 +167,13 @@ impl Harness {
         route(self.name(), Kind::PermissionAnswer).is_none() && self != Harness::OpenCode
     }
 
+    /// Whether this harness shows its own approval while our permission hook waits, so a wait
+    /// costs the person at the desk nothing (Claude Code's dialog). The others show theirs only
+    /// after the hook returns: their hooks wait only while the person is away (DECISIONS 27).
+    pub fn waits_at_desk(self) -> bool {
+        self == Harness::ClaudeCode
+    }
+
     /// Whether sp-sync answers this harness's permission prompts through its server API
     /// (OpenCode) rather than a waiting hook.
     pub fn answered_by_api(self) -> bool {

@@ -20,6 +20,28 @@ const SYNC_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// stays open this long unless the harness reports it answered first.
 const API_ATTENTION_OPEN: Duration = Duration::from_secs(3600);
 
+/// DECISIONS 27: a harness that shows its own approval only after our hook returns (Codex,
+/// Cursor, Droid, Copilot CLI) gets no wait and no remote prompt while the person is at the
+/// desk: the terminal asks at once, and the receiver is not shown a prompt it cannot answer.
+fn at_the_desk(config: &Config, store: &Store, harness: Harness) -> bool {
+    if !harness.answers_permission() || harness.waits_at_desk() || config.control.away {
+        return false;
+    }
+    let away = store.away(now_ms()).ok().flatten();
+    if away.as_ref().is_some_and(|a| a.0) {
+        return false;
+    }
+    crate::logging::info(&format!(
+        "{}: the person is at the desk ({}); not waiting",
+        harness.name(),
+        away.map_or("nobody said otherwise".into(), |a| format!(
+            "{} said so at {}",
+            a.1, a.2
+        ))
+    ));
+    true
+}
+
 /// How long to wait: the harness's configured wait, or 0 when no sink could answer or the
 /// harness has no answer a hook could print (Gemini CLI, Kiro, OpenCode).
 fn wait_for(config: &Config, store: &Store, harness: Harness) -> Duration {
@@ -48,6 +70,9 @@ pub fn run(
     tool: Option<&str>,
     message: Option<&str>,
 ) -> Result<()> {
+    if at_the_desk(config, store, harness) {
+        return Ok(());
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [
         signal_hook::consts::SIGTERM,

@@ -1,6 +1,7 @@
 //! The one place that knows SQL. One SQLite file (`control.db`, DECISIONS 20) shared by any
 //! number of short-lived hooks and one sp-sync. Tables and views read plainly in `sqlite3`.
 mod api;
+pub mod away;
 mod hooks;
 mod schema;
 pub mod status;

@@ -232,4 +232,14 @@ CREATE VIEW queue AS
 CREATE VIEW pending_acks AS
     SELECT message_id, sink, outcome, code, detail, at, attempts, last_error FROM acks WHERE sent_at IS NULL;
 "#,
+    // 6: whether the person is away from the machine (DECISIONS 27), as `sp away` set it and
+    // as each receiver last said it in a poll answer; the newest word wins.
+    r#"
+CREATE TABLE away (
+    source        TEXT PRIMARY KEY,          -- 'local' (sp away) or 'sink:<name>'
+    away          INTEGER NOT NULL CHECK (away IN (0, 1)),
+    at_ms         INTEGER NOT NULL,
+    at            TEXT NOT NULL
+);
+"#,
 ];

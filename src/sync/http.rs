@@ -15,6 +15,8 @@ pub struct Client {
 pub struct Reply {
     pub status: u16,
     pub retry_after: Option<String>,
+    /// A receiver's word on whether the person is away (`sessionpipe-away: 1|0`, DECISIONS 27).
+    pub away: Option<bool>,
     pub body: String,
 }
 
@@ -82,6 +84,16 @@ fn reply(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Rep
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    let away = match resp
+        .headers()
+        .get("sessionpipe-away")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+    {
+        Some("1" | "true") => Some(true),
+        Some("0" | "false") => Some(false),
+        _ => None,
+    };
     let body = resp
         .body_mut()
         .with_config()
@@ -91,6 +103,7 @@ fn reply(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Rep
     Ok(Reply {
         status,
         retry_after,
+        away,
         body,
     })
 }

@@ -65,6 +65,9 @@ pub fn exchange(
             return Next::Backoff;
         }
     };
+    if let (Some(away), 200 | 204) = (reply.away, reply.status) {
+        let _ = store.note_receiver_away(&ctx.name, away, crate::clock::now_ms());
+    }
     match reply.status {
         200 => match ingest(store, &reply.body) {
             Ok(new) => {
