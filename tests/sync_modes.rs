@@ -213,3 +213,77 @@ fn unauthorized_pauses_control_until_the_config_changes() {
         vec![None]
     );
 }
+
+/// DECISIONS 28: the sp-sync a hook starts (`--while-live`) stays up while sessions keep
+/// reporting, however long that is, and stops by itself once they have been quiet for its
+/// idle time with nothing left to send. (A session's report time is written at most once a
+/// minute, so the real idle time, 30 min, is far above that; here SessionStart, which always
+/// writes, stands for a turn's hooks, so a 4 s idle time can be tested.)
+#[test]
+fn while_live_stays_up_while_sessions_report_and_stops_when_they_are_quiet() {
+    let env = Env::new();
+    session_start(&env, "s-live");
+    let mut sync = env
+        .cmd("sp-sync")
+        .args(["--while-live", "4"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Ten seconds of a turn whose hooks report every second: more than twice the idle time.
+    let turn = Instant::now();
+    while turn.elapsed() < Duration::from_secs(10) {
+        let out = env.hook_json(
+            "sp-event",
+            &json!({"session_id": "s-live", "hook_event_name": "SessionStart", "source": "resume", "cwd": "/tmp"}),
+        );
+        assert!(out.status.success());
+        assert!(
+            sync.try_wait().unwrap().is_none(),
+            "sp-sync stopped while hooks were reporting: {}",
+            env.log()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let status = wait_timeout(&mut sync, Duration::from_secs(30))
+        .expect("sp-sync --while-live did not stop once the hooks were quiet");
+    assert!(status.success());
+    assert!(
+        env.log().contains("no hook has reported for"),
+        "{}",
+        env.log()
+    );
+}
+
+#[test]
+fn a_hook_starts_sp_sync_in_while_live_mode() {
+    let env = Env::new();
+    let mut c = env.cmd("sp-event");
+    c.env_remove("SESSIONPIPE_NO_SPAWN")
+        .args(["--harness", "claude-code"]);
+    let out = run_with_stdin(
+        c,
+        json!({"session_id": "s-spawn", "hook_event_name": "SessionStart", "source": "startup", "cwd": "/tmp"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert!(out.status.success());
+    assert!(
+        until(Duration::from_secs(10), || env
+            .log()
+            .contains("start (WhileLive(")),
+        "{}",
+        env.log()
+    );
+    // Stop the detached sp-sync this test started.
+    let pids: Vec<i32> = env
+        .log()
+        .lines()
+        .filter(|l| l.contains("start (WhileLive("))
+        .filter_map(|l| l.split("sp-sync[").nth(1)?.split(']').next()?.parse().ok())
+        .collect();
+    for pid in pids {
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+}

@@ -567,6 +567,27 @@ impl Store {
             .collect::<rusqlite::Result<_>>()?)
     }
 
+    /// How long since the last hook report, in ms; `None` while there is still work: an open
+    /// attention, an undecided message, an unsent ack, or events some sink has not taken.
+    pub fn idle_for(&self) -> Result<Option<Millis>> {
+        let busy: bool = self.conn.query_row(
+            "SELECT EXISTS(SELECT 1 FROM attention WHERE state='open') \
+                 OR EXISTS(SELECT 1 FROM messages WHERE state<>'done') \
+                 OR EXISTS(SELECT 1 FROM acks WHERE sent_at IS NULL) \
+                 OR EXISTS(SELECT 1 FROM events e JOIN sinks s ON e.rowid > s.event_cursor \
+                           WHERE s.events_paused IS NULL)",
+            [],
+            |r| r.get(0),
+        )?;
+        if busy {
+            return Ok(None);
+        }
+        let last: Option<Millis> =
+            self.conn
+                .query_row("SELECT max(last_event_ms) FROM sessions", [], |r| r.get(0))?;
+        Ok(Some(now_ms() - last.unwrap_or(0)))
+    }
+
     /// Decides what time has decided: expired messages, claims of dead hooks (DECISIONS 21),
     /// attentions nobody waits for (DECISIONS 13 `unknown`); prunes old history.
     pub fn sweep(&mut self) -> Result<SweepReport> {

@@ -56,7 +56,8 @@ pub fn is_running() -> bool {
     }
 }
 
-/// Starts a detached sp-sync (bounded run) when none is running; never waits for it.
+/// Starts a detached sp-sync when none is running; never waits for it. It stays up while
+/// hooks keep reporting (`--while-live`, DECISIONS 28), so cron is only a safety net.
 pub fn ensure_running() {
     if std::env::var_os("SESSIONPIPE_NO_SPAWN").is_some_and(|v| !v.is_empty()) || is_running() {
         return;
@@ -69,7 +70,8 @@ pub fn ensure_running() {
         }
     };
     let mut cmd = Command::new(&bin);
-    cmd.stdin(Stdio::null())
+    cmd.arg("--while-live")
+        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     // Its own process group: the harness's signals to the hook's group must not reach it.

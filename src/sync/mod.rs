@@ -28,6 +28,10 @@ USAGE:
   sp-sync --once     one pass: a poll without waiting per live session, then acks and events
   sp-sync --daemon   run until stopped (SIGTERM or SIGINT)
   sp-sync --for N    like the default, but for up to N seconds
+  sp-sync --while-live [S]
+                     what hooks start (DECISIONS 28): runs until no hook has reported for S
+                     seconds (default 1800) with nothing left to send, so a prompt queued
+                     during a long turn is in the queue when its Stop looks
 
 Only one sp-sync runs per state folder; a second one exits 0 at once.
 Exit status: 0 done (or another sp-sync runs), 2 bad config, 1 other failure.
@@ -38,7 +42,12 @@ pub enum Mode {
     Bounded(Duration),
     Once,
     Daemon,
+    /// Until no hook has reported for this long and nothing is left to send.
+    WhileLive(Duration),
 }
+
+/// How long `--while-live` stays up after the last hook report.
+pub const WHILE_LIVE_IDLE: Duration = Duration::from_secs(1800);
 
 pub const DEFAULT_RUN: Duration = Duration::from_secs(55);
 /// Sessions and sinks are re-read this often.
@@ -161,6 +170,16 @@ pub fn parse_args(args: &[String]) -> std::result::Result<Option<Mode>, String> 
         match a.as_str() {
             "--once" => mode = Mode::Once,
             "--daemon" => mode = Mode::Daemon,
+            "--while-live" => {
+                let idle = match it.clone().next().and_then(|v| v.parse::<u64>().ok()) {
+                    Some(n) if n > 0 => {
+                        it.next();
+                        Duration::from_secs(n)
+                    }
+                    _ => WHILE_LIVE_IDLE,
+                };
+                mode = Mode::WhileLive(idle);
+            }
             "--for" => {
                 let n: u64 = it
                     .next()
@@ -444,6 +463,23 @@ impl Supervisor {
             if last_sweep.elapsed() >= SWEEP_EVERY {
                 last_sweep = Instant::now();
                 self.sweep();
+                if let Mode::WhileLive(idle) = self.shared.mode {
+                    if !crate::paths::database_file().exists() {
+                        crate::logging::info("the state folder is gone; stopping");
+                        break;
+                    }
+                    match self.store.idle_for() {
+                        Ok(Some(quiet)) if quiet >= idle.as_millis() as i64 => {
+                            crate::logging::info(&format!(
+                                "no hook has reported for {}s and nothing is left to send; stopping",
+                                quiet / 1000
+                            ));
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => crate::logging::warn(&format!("cannot tell whether idle: {e:#}")),
+                    }
+                }
                 if config_stamp(&self.config.path) != self.config_stamp {
                     restart = true;
                     break;
