@@ -7,7 +7,7 @@ pub mod status;
 mod sync;
 
 pub use api::{ApiMessage, ApiSession};
-pub use hooks::{Answer, PromptClaim, SessionRef};
+pub use hooks::{Answer, PromptClaim, SessionRef, BLOCK_MAX_CHARS};
 pub use sync::{AckRow, Ingested, SinkState, SweepReport};
 
 use anyhow::{bail, Context, Result};
