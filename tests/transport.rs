@@ -550,6 +550,34 @@ fn at_most_100_messages_are_taken_per_poll_and_past_1000_undelivered_a_session_a
 }
 
 #[test]
+fn a_message_decided_at_receipt_keeps_neither_its_text_nor_its_note() {
+    let env = Env::new();
+    make_live(&env, "final-a");
+    let key = cc_key("final-a");
+    let note = "n".repeat(2_000);
+    let m = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": "perm-nobody-asked", "decision": "deny",
+               "note": note, "expires_in_s": 60}),
+    );
+    let id = m["id"].as_str().unwrap();
+    assert_eq!(env.sync_once().status.code(), Some(0));
+    assert_eq!(
+        env.query::<String>(&format!(
+            "SELECT outcome || '/' || detail FROM messages WHERE id='{id}'"
+        )),
+        vec!["failed/unknown attention".to_string()]
+    );
+    assert_eq!(
+        q1(
+            &env,
+            "SELECT count(*) FROM messages WHERE note IS NOT NULL OR text IS NOT NULL"
+        ),
+        0
+    );
+}
+
+#[test]
 fn a_stop_block_carries_at_most_100000_characters_and_the_rest_comes_at_the_next_stop() {
     let env = Env::new();
     make_live(&env, "block-a");

@@ -28,8 +28,9 @@ pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
     // DECISIONS 24: the folder private (or refused), the database and its -wal/-shm never
     // a symlink, and at most 0600 (tightened when looser).
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let verb = if dir.exists() { "use" } else { "create" };
         let t = crate::files::private_dir(dir)
-            .with_context(|| format!("cannot use state folder {}", dir.display()))?;
+            .with_context(|| format!("cannot {verb} state folder {}", dir.display()))?;
         if let Some(t) = t {
             crate::logging::info(&t.0);
         }

@@ -197,6 +197,10 @@ impl Store {
             };
             let decided = |outcome: Outcome, detail: String| -> Result<Ingested> {
                 finish(&tx, id, outcome.as_str(), Some(&detail), now)?;
+                // Decided at receipt, never acted on: its text and note are not kept
+                // (DECISIONS 24: a flood of such messages must not fill the disk).
+                tx.prepare_cached("UPDATE messages SET text=NULL, note=NULL WHERE id=?1")?
+                    .execute(params![id])?;
                 Ok(Ingested::Final {
                     id: id.to_string(),
                     outcome,

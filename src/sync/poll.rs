@@ -132,8 +132,20 @@ fn ingest(
         ));
     }
     let mut new = false;
+    // A big answer is summed up in one line, so a flood cannot fill the log either.
+    let quiet = results.len() > 10;
+    let (mut queued, mut finals, mut dropped) = (0usize, 0usize, 0usize);
     for r in &results {
         match r {
+            Ingested::Queued { .. } if quiet => {
+                new = true;
+                queued += 1;
+            }
+            Ingested::Final { .. } if quiet => {
+                new = true;
+                finals += 1;
+            }
+            Ingested::Dropped { .. } if quiet => dropped += 1,
             Ingested::Queued { id, kind } => {
                 new = true;
                 crate::logging::info(&format!(
@@ -160,6 +172,13 @@ fn ingest(
                 ctx.name
             )),
         }
+    }
+    if quiet {
+        crate::logging::info(&format!(
+            "{key}: from {}: {queued} queued, {finals} acked at once, {dropped} dropped (no usable id), {} already held",
+            ctx.name,
+            results.len() - queued - finals - dropped
+        ));
     }
     if new {
         shared.notify();
