@@ -795,3 +795,22 @@ fn a_symlinked_log_lock_or_database_is_never_written_through() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
     assert!(env.log().contains("symbolic link"), "{}", env.log());
 }
+
+#[test]
+fn sp_receivers_database_is_never_opened_through_a_symlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"untouched\n").unwrap();
+    let link = dir.path().join("receiver.db");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let r = spctl::receiver::Receiver::start(ReceiverOptions {
+        db_path: Some(link.clone()),
+        ..Default::default()
+    });
+    let e = match r {
+        Ok(_) => panic!("sp-receiver opened a database through a symlink"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(e.contains("symbolic link"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+}

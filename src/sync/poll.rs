@@ -81,6 +81,7 @@ pub fn poll_once(
             );
             crate::logging::error(&format!("sink {}: {why}", ctx.name));
             let _ = store.pause_control(&ctx.name, &why, &ctx.fingerprint);
+            ctx.failed(store, &why);
             Next::Stop
         }
         404 => {

@@ -75,6 +75,7 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
                 r.status
             );
             store.pause_control(&ctx.name, &why, &ctx.fingerprint)?;
+            ctx.failed(store, &why);
             store.acks_failed(&ctx.name, &ids, &why, None)?;
             Ok(Sent::Paused)
         }
@@ -205,6 +206,7 @@ pub fn send_events_once(
         401 => {
             let why = "events answered 401: check the sink's token, then edit the config";
             store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
+            ctx.failed(store, why);
             crate::logging::error(&format!("sink {}: {why}", ctx.name));
             Ok(Sent::Paused)
         }
@@ -223,6 +225,8 @@ pub fn send_events_once(
                     let why =
                         "events answered 403: the receiver refuses this sender; check the sink";
                     store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
+                    ctx.failed(store, why);
+                    ctx.failed(store, why);
                     Ok(Sent::Paused)
                 }
             }
