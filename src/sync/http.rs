@@ -196,3 +196,46 @@ fn reply(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Rep
         body,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_are_the_ones_rule_24_names() {
+        for url in [
+            "http://127.0.0.1:8787/x",
+            "http://127.1.2.3/",
+            "http://localhost:9",
+            "http://LOCALHOST./",
+            "http://[::1]:9/c",
+            "http://[::ffff:127.0.0.1]:9/",
+        ] {
+            assert!(is_loopback_url(url), "{url}");
+        }
+        for url in [
+            "https://example.com/",
+            "http://10.0.0.1/",
+            "http://127.0.0.1.evil.example/",
+            "http://localhost.evil.example/",
+            "http://127.0.0.1:9@evil.example/",
+            "http://[::2]/",
+            "not a url",
+        ] {
+            assert!(!is_loopback_url(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn origins_compare_scheme_host_and_port() {
+        let o = |u| origin_of(u).unwrap();
+        assert_eq!(o("https://R.example/x"), o("https://r.example:443/y?z"));
+        assert_eq!(o("http://127.0.0.1/"), o("http://127.0.0.1:80"));
+        assert_ne!(o("http://127.0.0.1:9/"), o("http://127.0.0.2:9/"));
+        assert_ne!(o("http://127.0.0.1:9/"), o("https://127.0.0.1:9/"));
+        assert_ne!(o("http://127.0.0.1:9/"), o("http://127.0.0.1:10/"));
+        assert!(origin_of("http://a@b/").is_none());
+        assert!(origin_of("ftp://b/").is_none());
+        assert_eq!(o("http://[::1]:9/").to_string(), "http://[::1]:9");
+    }
+}
