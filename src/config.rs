@@ -149,6 +149,14 @@ impl Config {
     }
 
     pub fn load_from(path: &Path) -> Result<Config> {
+        // DECISIONS 24: nobody else may be able to change which receivers we trust.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Some(t) = crate::files::check_config_dir(dir)
+                .with_context(|| format!("config {}", path.display()))?
+            {
+                crate::logging::info(&t.0);
+            }
+        }
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -172,6 +180,8 @@ impl Config {
         config.validate()?;
         if config.sinks.iter().any(|s| s.token.is_some()) {
             check_private(path, "config")?;
+        } else {
+            tighten_config(path)?;
         }
         for sink in &config.sinks {
             if let Some(f) = &sink.token_file {
@@ -340,6 +350,41 @@ fn check_private(path: &Path, what: &str) -> Result<()> {
             path.display()
         );
     }
+    Ok(())
+}
+
+/// A config without a token in it that is looser than 0600: ours is tightened (logged once);
+/// one that others can write and that we cannot tighten is refused.
+#[cfg(unix)]
+fn tighten_config(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read config {}", path.display()))?;
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if meta.uid() == unsafe { libc::geteuid() } {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("cannot chmod 600 config {}", path.display()))?;
+        crate::logging::info(&format!(
+            "tightened {} from mode {mode:o} to 600",
+            path.display()
+        ));
+    } else if mode & 0o022 != 0 {
+        bail!(
+            "config {} can be changed by other users (mode {mode:o}, owner uid {}); refused: \
+             fix with chown and chmod 600, or use a config of your own",
+            path.display(),
+            meta.uid()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn tighten_config(_: &Path) -> Result<()> {
     Ok(())
 }
 

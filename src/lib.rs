@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod files;
 pub mod harness;
 pub mod hook;
 pub mod logging;

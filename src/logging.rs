@@ -21,43 +21,60 @@ fn write(level: u8, tag: &str, msg: &str) {
     if level > *LEVEL.get().unwrap_or(&2) {
         return;
     }
+    let line = format_line(tag, msg);
+    let path = crate::paths::log_file();
+    // The state folder is made private (or refused) once per process; sp.log is opened
+    // without following a symlink (DECISIONS 24).
+    static DIR: OnceLock<Result<Option<String>, String>> = OnceLock::new();
+    let dir = DIR.get_or_init(|| match path.parent() {
+        Some(d) => crate::files::private_dir(d)
+            .map(|t| t.map(|t| t.0))
+            .map_err(|e| e.to_string()),
+        None => Ok(None),
+    });
+    let mut notes: Vec<String> = Vec::new();
+    let opened = match dir {
+        Err(e) => Err(e.clone()),
+        Ok(t) => {
+            // Whoever logs first in this process says that the folder was tightened.
+            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if let Some(t) = t {
+                if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    notes.push(t.clone());
+                }
+            }
+            crate::files::open_private(&path, true).map_err(|e| e.to_string())
+        }
+    };
+    // One write call per line keeps lines whole across concurrent processes (O_APPEND).
+    match opened {
+        Ok((mut f, tightened)) => {
+            notes.extend(tightened.map(|t| t.0));
+            let _ = f.write_all(line.as_bytes());
+            for n in notes {
+                let _ = f.write_all(format_line("INFO", &n).as_bytes());
+            }
+        }
+        // No usable state folder or log file: stderr is the only place left (never stdout,
+        // which a harness parses), with the reason.
+        Err(e) => {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            let _ = std::io::stderr()
+                .write_all(format_line("ERROR", &format!("no log file: {e}")).as_bytes());
+        }
+    }
+}
+
+fn format_line(tag: &str, msg: &str) -> String {
     let program = PROGRAM.get().map(String::as_str).unwrap_or("sp");
-    let line = format!(
+    format!(
         "{} {} {}[{}] {}\n",
         crate::clock::now_rfc3339(),
         tag,
         program,
         std::process::id(),
         msg.replace('\n', " ")
-    );
-    let path = crate::paths::log_file();
-    let open = || {
-        let mut o = std::fs::OpenOptions::new();
-        o.create(true).append(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        o.open(&path).or_else(|e| {
-            // First run: the state folder may not exist yet.
-            let dir = path.parent().filter(|d| !d.exists()).ok_or(e)?;
-            let mut b = std::fs::DirBuilder::new();
-            b.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-            b.create(dir)?;
-            o.open(&path)
-        })
-    };
-    // One write call per line keeps lines whole across concurrent processes (O_APPEND).
-    match open() {
-        Ok(mut f) => {
-            let _ = f.write_all(line.as_bytes());
-        }
-        // No usable state folder: stderr is the only place left (never stdout, which a
-        // harness parses).
-        Err(_) => {
-            let _ = std::io::stderr().write_all(line.as_bytes());
-        }
-    }
+    )
 }
 
 pub fn error(msg: &str) {

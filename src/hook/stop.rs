@@ -6,8 +6,13 @@ use anyhow::Result;
 
 /// One line saying who sent it and through which sink, then the text.
 pub fn compose_reason(prompts: &[PromptClaim]) -> String {
-    let mut sinks: Vec<&str> = prompts.iter().map(|p| p.sink.as_str()).collect();
-    sinks.dedup();
+    // Each sink once, in order of first appearance (the block budget counts them so).
+    let mut sinks: Vec<&str> = Vec::new();
+    for p in prompts {
+        if !sinks.contains(&p.sink.as_str()) {
+            sinks.push(p.sink.as_str());
+        }
+    }
     let via = sinks
         .iter()
         .map(|s| format!("{s:?}"))
@@ -38,7 +43,16 @@ pub fn run(harness: Harness, store: &mut Store, session: &SessionRef) -> Result<
     if claims.is_empty() {
         return Ok(());
     }
-    super::print_answer(&harness.render_block(&compose_reason(&claims)))?;
+    let reason = compose_reason(&claims);
+    if reason.chars().count() > crate::store::BLOCK_MAX_CHARS {
+        // The budget in take_prompts counts what compose_reason writes; this is a bug.
+        crate::logging::error(&format!(
+            "{}: a Stop block of {} characters is over the limit",
+            session.key(),
+            reason.chars().count()
+        ));
+    }
+    super::print_answer(&harness.render_block(&reason))?;
     let ids: Vec<String> = claims.iter().map(|c| c.id.clone()).collect();
     store.confirm_delivered(&ids, &format!("{} {} hook", harness.name(), session.event))?;
     crate::logging::info(&format!(

@@ -183,16 +183,33 @@ impl Db {
                     .with_context(|| format!("cannot create the folder {}", dir.display()))?;
             }
         }
-        if !path.exists() {
-            let mut o = std::fs::OpenOptions::new();
-            o.create(true).append(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-            o.open(path)
-                .with_context(|| format!("cannot create the database {}", path.display()))?;
+        // DECISIONS 24: created without following a symlink, never opened through one, at
+        // most 0600 (tightened and logged when looser); its -wal/-shm likewise.
+        let mut notes: Vec<_> = crate::files::create_or_check(path)
+            .with_context(|| format!("cannot create the database {}", path.display()))?
+            .into_iter()
+            .collect();
+        for suffix in ["-wal", "-shm"] {
+            let mut side = path.as_os_str().to_owned();
+            side.push(suffix);
+            let side = std::path::PathBuf::from(side);
+            notes.extend(
+                crate::files::check_existing(&side)
+                    .with_context(|| format!("cannot use {}", side.display()))?,
+            );
         }
-        let conn = Connection::open(path)
-            .with_context(|| format!("cannot open the database {}", path.display()))?;
+        for t in notes {
+            crate::logging::info(&t.0);
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+                | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
+                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | rusqlite::OpenFlags::SQLITE_OPEN_URI
+                | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .with_context(|| format!("cannot open the database {}", path.display()))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {

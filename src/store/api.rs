@@ -107,8 +107,8 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Claims every queued, unexpired prompt of the session, oldest `at` first, to send as
-    /// one message.
+    /// Claims the queued, unexpired prompts of the session, oldest `at` first, as many as fit
+    /// one message of `BLOCK_MAX_CHARS` (the rest go next time), to send as one message.
     pub fn api_take_prompts(&mut self, key: &str, pid: u32) -> Result<Vec<PromptClaim>> {
         let now = now_ms();
         let tx = self.write_tx()?;
@@ -120,11 +120,15 @@ impl Store {
             .query_map(params![key, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
             .collect::<rusqlite::Result<_>>()?;
         let mut claims = Vec::new();
+        let mut block = super::hooks::BlockBudget::default();
         for (id, sink, text, at) in rows {
             let Some(text) = text else {
                 finish(&tx, &id, "failed", Some("stored prompt has no text"), now)?;
                 continue;
             };
+            if !block.take(&sink, &text) {
+                break;
+            }
             tx.execute(
                 "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
                 params![id, pid, now],

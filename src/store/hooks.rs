@@ -440,8 +440,9 @@ impl Store {
         Ok(changed)
     }
 
-    /// Stop: the turn ended, so open attentions end `cancelled`; every unexpired prompt queued
-    /// for this session is claimed, oldest `at` first; expired ones are acked `expired`.
+    /// Stop: the turn ended, so open attentions end `cancelled`; the unexpired prompts queued
+    /// for this session are claimed, oldest `at` first, as many as fit one block of
+    /// `BLOCK_MAX_CHARS` (the rest wait for the next Stop); expired ones are acked `expired`.
     pub fn take_prompts(&mut self, s: &SessionRef, pid: u32) -> Result<Vec<PromptClaim>> {
         let now = now_ms();
         let key = s.key();
@@ -472,6 +473,7 @@ impl Store {
             })?
             .collect::<rusqlite::Result<_>>()?;
         let mut claims = Vec::new();
+        let mut block = BlockBudget::default();
         for (id, sink, text, at, deadline) in rows {
             if deadline.is_none_or(|d| d <= now) {
                 finish(
@@ -487,6 +489,9 @@ impl Store {
                 finish(&tx, &id, "failed", Some("stored prompt has no text"), now)?;
                 continue;
             };
+            if !block.take(&sink, &text) {
+                break;
+            }
             tx.execute(
                 "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
                 params![id, pid, now],
@@ -521,5 +526,48 @@ impl Store {
             .query_row(params![sink], |r| r.get(0))
             .optional()?
             .unwrap_or(false))
+    }
+}
+
+/// DECISIONS 24: one block (the text `compose_reason` makes of the prompts a Stop delivers)
+/// carries at most this many characters; prompts past it wait for the next Stop. A prompt is
+/// never split or dropped: one alone always fits, as validation caps `text` at 20,000.
+pub const BLOCK_MAX_CHARS: usize = 100_000;
+
+/// Counts what `compose_reason` will write for the prompts taken so far: its first line (at
+/// most `HEADER` characters besides the sink names), each sink name once as `"name", `, the
+/// texts, and the separator between two texts.
+#[derive(Default)]
+pub(crate) struct BlockBudget {
+    used: usize,
+    taken: usize,
+    sinks: Vec<String>,
+}
+
+impl BlockBudget {
+    const HEADER: usize = 128;
+    const SEPARATOR: usize = "\n\n---\n\n".len();
+
+    /// Whether one more prompt fits; if so it is counted. The first always fits.
+    pub(crate) fn take(&mut self, sink: &str, text: &str) -> bool {
+        let mut cost = text.chars().count();
+        if self.taken == 0 {
+            cost += Self::HEADER;
+        } else {
+            cost += Self::SEPARATOR;
+        }
+        let new_sink = !self.sinks.iter().any(|s| s == sink);
+        if new_sink {
+            cost += format!("{sink:?}").chars().count() + 2;
+        }
+        if self.taken > 0 && self.used + cost > BLOCK_MAX_CHARS {
+            return false;
+        }
+        if new_sink {
+            self.sinks.push(sink.to_string());
+        }
+        self.used += cost;
+        self.taken += 1;
+        true
     }
 }

@@ -9,7 +9,7 @@ mod sync;
 pub mod trust;
 
 pub use api::{ApiMessage, ApiSession};
-pub use hooks::{Answer, PromptClaim, SessionRef};
+pub use hooks::{Answer, PromptClaim, SessionRef, BLOCK_MAX_CHARS};
 pub use sync::{AckRow, Ingested, SinkState, SweepReport};
 
 use anyhow::{bail, Context, Result};
@@ -27,27 +27,38 @@ pub struct Store {
 /// `busy_timeout`, foreign keys, and ordered migrations checked with `PRAGMA user_version`.
 /// A database written by a newer version is refused rather than guessed at.
 pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
-    if let Some(dir) = path.parent() {
-        if !dir.as_os_str().is_empty() && !dir.is_dir() {
-            let mut b = std::fs::DirBuilder::new();
-            b.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-            b.create(dir)
-                .with_context(|| format!("cannot create state folder {}", dir.display()))?;
+    // DECISIONS 24: the folder private (or refused), the database and its -wal/-shm never
+    // a symlink, and at most 0600 (tightened when looser).
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let verb = if dir.exists() { "use" } else { "create" };
+        let t = crate::files::private_dir(dir)
+            .with_context(|| format!("cannot {verb} state folder {}", dir.display()))?;
+        if let Some(t) = t {
+            crate::logging::info(&t.0);
         }
     }
-    if !path.exists() {
-        let mut o = std::fs::OpenOptions::new();
-        o.create(true).append(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        o.open(path)
-            .with_context(|| format!("cannot create database {}", path.display()))?;
+    // Never opened here once it exists (see `files::check_existing`: closing a descriptor
+    // would drop this process's SQLite locks on it).
+    let t = crate::files::create_or_check(path)
+        .with_context(|| format!("cannot use database {}", path.display()))?;
+    let mut notes: Vec<_> = t.into_iter().collect();
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        let side = std::path::PathBuf::from(side);
+        notes.extend(
+            crate::files::check_existing(&side)
+                .with_context(|| format!("cannot use {}", side.display()))?,
+        );
+    }
+    for t in notes {
+        crate::logging::info(&t.0);
     }
     let conn = Connection::open_with_flags(
         path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
     )
     .with_context(|| format!("cannot open database {}", path.display()))?;
     set_busy_wait(&conn, busy_timeout)?;

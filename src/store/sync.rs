@@ -87,6 +87,11 @@ const KEEP_MS: Millis = 7 * 24 * 3_600_000;
 const PRUNE_EVERY_MS: Millis = 10 * 60_000;
 static NEXT_PRUNE_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
+/// DECISIONS 24: a session holds at most this many undelivered messages; a new one past it
+/// is acked `failed` with detail `queue full` (stored without its text).
+pub const MAX_UNDELIVERED_PER_SESSION: i64 = 1_000;
+pub const QUEUE_FULL: &str = "queue full";
+
 impl Store {
     /// Stores every message of one poll answer in one transaction (DECISIONS 2, 6, 7, 8, 12).
     /// `route` gives a final outcome for kinds this session's harness has no path for.
@@ -97,20 +102,50 @@ impl Store {
         messages: &[Checked],
         route: &dyn Fn(&ControlMessage) -> Option<(Outcome, String)>,
     ) -> Result<Vec<Ingested>> {
+        Ok(self
+            .ingest_capped(sink, session_key, messages, route, usize::MAX)?
+            .0)
+    }
+
+    /// `ingest`, taking at most `max_taken` messages that need a write (new ones, and final
+    /// ones whose ack goes again); messages we hold and have not finished cost nothing and do
+    /// not count (DECISIONS 24). Also returns how many were left for the receiver to
+    /// redeliver.
+    pub fn ingest_capped(
+        &mut self,
+        sink: &str,
+        session_key: &str,
+        messages: &[Checked],
+        route: &dyn Fn(&ControlMessage) -> Option<(Outcome, String)>,
+        max_taken: usize,
+    ) -> Result<(Vec<Ingested>, usize)> {
         let now = now_ms();
         let received_at = format_ms(now);
         // A prompt waiting for its Stop is redelivered on every poll: when every message is
         // one we hold and have not finished, there is nothing to write, so the write lock
         // (which every hook contends for) is not taken at all.
         if let Some(out) = self.all_pending_duplicates(messages)? {
-            return Ok(out);
+            return Ok((out, 0));
         }
         let tx = self.write_tx()?;
-        let mut out = Vec::with_capacity(messages.len());
+        let mut undelivered: i64 = tx
+            .prepare_cached(
+                "SELECT count(*) FROM messages WHERE session_key=?1 AND state <> 'done'",
+            )?
+            .query_row(params![session_key], |r| r.get(0))?;
+        let mut taken = 0usize;
+        let mut left = 0usize;
+        let mut out = Vec::with_capacity(messages.len().min(max_taken));
         for m in messages {
+            if taken >= max_taken {
+                // Not looked at: the receiver redelivers what it has not had acked.
+                left += 1;
+                continue;
+            }
             let id = match m.ack_id() {
                 Ok(id) => id,
                 Err(reason) => {
+                    taken += 1;
                     out.push(Ingested::Dropped {
                         reason: reason.to_string(),
                     });
@@ -123,6 +158,7 @@ impl Store {
                 .optional()?;
             if let Some((state, _)) = existing {
                 if state == "done" {
+                    taken += 1;
                     // Same outcome again, to whichever sink redelivered it.
                     tx.prepare_cached(
                         "INSERT INTO acks(message_id, sink, outcome, code, detail, at) \
@@ -134,6 +170,7 @@ impl Store {
                 out.push(Ingested::Duplicate { id: id.to_string() });
                 continue;
             }
+            taken += 1;
             let insert = |kind: &str,
                           v: Option<&ControlMessage>,
                           dl: Option<Millis>|
@@ -162,6 +199,10 @@ impl Store {
             };
             let decided = |outcome: Outcome, detail: String| -> Result<Ingested> {
                 finish(&tx, id, outcome.as_str(), Some(&detail), now)?;
+                // Decided at receipt, never acted on: its text and note are not kept
+                // (DECISIONS 24: a flood of such messages must not fill the disk).
+                tx.prepare_cached("UPDATE messages SET text=NULL, note=NULL WHERE id=?1")?
+                    .execute(params![id])?;
                 Ok(Ingested::Final {
                     id: id.to_string(),
                     outcome,
@@ -223,6 +264,10 @@ impl Store {
                         None => out.push(decided(d.outcome, d.detail.clone())?),
                     }
                 }
+                Checked::Valid(v) if undelivered >= MAX_UNDELIVERED_PER_SESSION => {
+                    insert(v.kind.as_str(), None, None)?;
+                    out.push(decided(Outcome::Failed, QUEUE_FULL.into())?);
+                }
                 Checked::Valid(v) => {
                     let dl = deadline(v.at_ms, v.expires_at_ms, now);
                     insert(v.kind.as_str(), Some(v), Some(dl))?;
@@ -248,7 +293,10 @@ impl Store {
                             .query_row(params![session_key, v.for_attention], |r| r.get(0))
                             .optional()?;
                         match state.as_deref() {
-                            Some("open") => out.push(Ingested::Queued { id: id.to_string(), kind: v.kind }),
+                            Some("open") => {
+                                undelivered += 1;
+                                out.push(Ingested::Queued { id: id.to_string(), kind: v.kind })
+                            }
                             Some(_) => out.push(decided(
                                 Outcome::Expired,
                                 "the attention was already cleared (the hook's window closed or the terminal answered)".into(),
@@ -260,6 +308,7 @@ impl Store {
                             None => out.push(decided(Outcome::Failed, "unknown attention".into())?),
                         }
                     } else {
+                        undelivered += 1;
                         out.push(Ingested::Queued {
                             id: id.to_string(),
                             kind: v.kind,
@@ -270,7 +319,7 @@ impl Store {
             }
         }
         tx.commit()?;
-        Ok(out)
+        Ok((out, left))
     }
 
     /// `Some` (each message `Duplicate` or `Dropped`) when a poll answer holds nothing new and

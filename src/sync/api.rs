@@ -34,19 +34,19 @@ const IDLE_WAIT: Duration = Duration::from_millis(500);
 type CallError = String;
 
 struct Api {
-    agent: ureq::Agent,
+    /// For loopback servers (the usual case): never through a proxy (DECISIONS 24).
+    direct: ureq::Agent,
+    proxied: ureq::Agent,
     auth: Option<String>,
 }
 
 impl Api {
     fn new() -> Api {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_global(Some(CALL_TIMEOUT))
-            .http_status_as_error(false)
-            .user_agent(concat!("sessionpipe-control/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+        // No redirects (a 3xx is an error, acked `failed`), no proxy for loopback.
+        let config =
+            || super::http::agent_config(CONNECT_TIMEOUT).timeout_global(Some(CALL_TIMEOUT));
+        let direct: ureq::Agent = config().proxy(None).build().into();
+        let proxied: ureq::Agent = config().build().into();
         let auth = std::env::var("OPENCODE_SERVER_PASSWORD")
             .ok()
             .filter(|p| !p.is_empty())
@@ -55,7 +55,11 @@ impl Api {
                     std::env::var("OPENCODE_SERVER_USERNAME").unwrap_or_else(|_| "opencode".into());
                 format!("Basic {}", base64(format!("{user}:{p}").as_bytes()))
             });
-        Api { agent, auth }
+        Api {
+            direct,
+            proxied,
+            auth,
+        }
     }
 
     /// POSTs JSON to `path` of the session's server; the answer's body on a 2xx.
@@ -69,8 +73,12 @@ impl Api {
             url.push_str("?directory=");
             url.push_str(&percent_encode(d));
         }
-        let mut req = self
-            .agent
+        let agent = if super::http::is_loopback_url(&url) {
+            &self.direct
+        } else {
+            &self.proxied
+        };
+        let mut req = agent
             .post(&url)
             .header("content-type", "application/json")
             .header("accept", "application/json");

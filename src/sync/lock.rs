@@ -3,22 +3,20 @@
 use std::fs::{File, TryLockError};
 use std::process::{Command, Stdio};
 
+/// The lock file, created at 0600 without following a symlink, in a private state folder
+/// (DECISIONS 24).
 fn open_lock_file() -> std::io::Result<File> {
     let path = crate::paths::sync_lock_file();
     if let Some(dir) = path.parent() {
-        if !dir.is_dir() {
-            let mut b = std::fs::DirBuilder::new();
-            b.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-            b.create(dir)?;
+        if let Some(t) = crate::files::private_dir(dir)? {
+            crate::logging::info(&t.0);
         }
     }
-    let mut o = std::fs::OpenOptions::new();
-    o.create(true).truncate(false).write(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    o.open(path)
+    let (file, tightened) = crate::files::open_private(&path, false)?;
+    if let Some(t) = tightened {
+        crate::logging::info(&t.0);
+    }
+    Ok(file)
 }
 
 /// Held for the life of an sp-sync process; dropping it releases the lock.

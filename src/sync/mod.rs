@@ -65,7 +65,7 @@ pub enum RunError {
 }
 
 /// A sink as the threads see it: config plus what discovery found.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct SinkCtx {
     pub name: String,
     pub token: String,
@@ -76,7 +76,30 @@ pub(crate) struct SinkCtx {
     /// Signed control (DECISIONS 22): this machine's pairing with the sink, when it has one.
     pub signed: Option<crate::store::trust::PairedMachine>,
     pub machine: Option<String>,
-    pub found: Discovered,
+    found: std::sync::RwLock<Discovered>,
+    /// Set on any failure of this sink: the supervisor re-reads its well-known (DECISIONS 24).
+    stale: AtomicBool,
+}
+
+impl SinkCtx {
+    /// What the sink's well-known says now (re-read after a failure).
+    pub fn found(&self) -> Discovered {
+        self.found.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Any failure of this sink (transport error, redirect, unexpected status, unreadable
+    /// answer): noted for `sp status`, and the cached well-known is dropped so it is read
+    /// again before it is trusted any longer (DECISIONS 24).
+    pub fn failed(&self, store: &mut Store, error: &str) {
+        let _ = store.note_error(&self.name, error);
+        if let Err(e) = store.forget_wellknown(&self.name) {
+            crate::logging::warn(&format!(
+                "sink {}: cannot drop its cached well-known: {e:#}",
+                self.name
+            ));
+        }
+        self.stale.store(true, Ordering::Relaxed);
+    }
 }
 
 impl SinkCtx {
@@ -87,7 +110,7 @@ impl SinkCtx {
     }
 
     fn polls_control(&self) -> bool {
-        (self.control || self.signed.is_some()) && self.found.control_url.is_some()
+        (self.control || self.signed.is_some()) && self.found().control_url.is_some()
     }
 }
 
@@ -363,8 +386,62 @@ impl Supervisor {
             control: sink.control == ControlMode::Unsigned,
             signed,
             machine: self.config.machine.clone(),
-            found,
+            found: std::sync::RwLock::new(found),
+            stale: AtomicBool::new(false),
         })
+    }
+
+    /// Re-reads the well-known of every sink that failed since it was last read, on the
+    /// discovery retry schedule; the threads pick up what it says at their next request.
+    fn rediscover(&mut self) {
+        let stale: Vec<Arc<SinkCtx>> = self
+            .sinks
+            .values()
+            .filter(|c| c.stale.load(Ordering::Relaxed))
+            .cloned()
+            .collect();
+        for ctx in stale {
+            if let Some((at, _)) = self.discovery_retry.get(&ctx.name) {
+                if Instant::now() < *at {
+                    continue;
+                }
+            }
+            let Some(sink) = self
+                .config
+                .sinks
+                .iter()
+                .find(|s| s.name == ctx.name)
+                .cloned()
+            else {
+                continue;
+            };
+            ctx.stale.store(false, Ordering::Relaxed);
+            match discover::discover(&self.shared.client, &mut self.store, &sink) {
+                Ok(found) => {
+                    self.discovery_retry.remove(&ctx.name);
+                    crate::logging::debug(&format!("sink {}: well-known read again", ctx.name));
+                    *ctx.found.write().unwrap_or_else(|e| e.into_inner()) = found;
+                }
+                Err(e) => {
+                    ctx.stale.store(true, Ordering::Relaxed);
+                    let failures = self
+                        .discovery_retry
+                        .get(&ctx.name)
+                        .map(|f| f.1)
+                        .unwrap_or(0)
+                        + 1;
+                    let delay = backoff::delay(backoff::CONTROL, failures);
+                    crate::logging::warn(&format!(
+                        "sink {}: reading its well-known again: {e:#}; retry in {}s",
+                        ctx.name,
+                        delay.as_secs()
+                    ));
+                    let _ = self.store.note_error(&ctx.name, &format!("{e:#}"));
+                    self.discovery_retry
+                        .insert(ctx.name.clone(), (Instant::now() + delay, failures));
+                }
+            }
+        }
     }
 
     fn start_senders(&mut self, ctx: &Arc<SinkCtx>) {
@@ -385,7 +462,7 @@ impl Supervisor {
         for ctx in self.sinks.values() {
             // One poll per machine for a paired signed sink, whatever the number of sessions.
             if ctx.signed.is_some()
-                && ctx.found.control_url.is_some()
+                && ctx.found().control_url.is_some()
                 && !self.store.control_paused(&ctx.name)?
             {
                 let id = (signed::POLL_KEY.to_string(), ctx.name.clone());
@@ -396,7 +473,7 @@ impl Supervisor {
                 }
             }
             if !ctx.control
-                || ctx.found.control_url.is_none()
+                || ctx.found().control_url.is_none()
                 || self.store.control_paused(&ctx.name)?
             {
                 continue;
@@ -456,6 +533,7 @@ impl Supervisor {
                 for ctx in self.discover() {
                     self.start_senders(&ctx);
                 }
+                self.rediscover();
                 if let Err(e) = self.refresh_polls() {
                     crate::logging::warn(&format!("cannot read live sessions: {e:#}"));
                 }
@@ -512,13 +590,13 @@ impl Supervisor {
         let sessions = self.store.live_sessions(self.shared.live_ms)?;
         for ctx in &ready {
             if ctx.signed.is_some()
-                && ctx.found.control_url.is_some()
+                && ctx.found().control_url.is_some()
                 && !self.store.control_paused(&ctx.name)?
             {
                 signed::poll_once(&self.shared, ctx, &mut self.store, 0);
             }
             if ctx.control
-                && ctx.found.control_url.is_some()
+                && ctx.found().control_url.is_some()
                 && !self.store.control_paused(&ctx.name)?
             {
                 for (key, harness) in &sessions {

@@ -8,6 +8,12 @@ use std::time::Duration;
 /// When a poll brings only messages we already hold (a prompt waiting for its Stop is
 /// redelivered on every poll until acked), pause this long so the loop does not spin.
 const ALL_SEEN_PAUSE: Duration = Duration::from_millis(500);
+/// DECISIONS 24: at least this long between two polls of one session, whatever the
+/// receiver answers (204 at once, `retry-after: 0`, errors).
+pub const MIN_POLL_GAP: Duration = Duration::from_millis(250);
+/// DECISIONS 24: at most this many new messages are taken from one poll answer; the rest
+/// stay with the receiver, which redelivers them (they are not acked).
+pub const MAX_NEW_PER_POLL: usize = 100;
 
 /// What the loop should do after one poll.
 pub enum Next {
@@ -20,7 +26,7 @@ pub enum Next {
 }
 
 fn poll_url(ctx: &SinkCtx, key: &str, wait: u64) -> Option<String> {
-    let base = ctx.found.control_url.as_deref()?;
+    let base = ctx.found().control_url?;
     let sep = if base.contains('?') { '&' } else { '?' };
     Some(format!("{base}{sep}session={key}&wait={wait}"))
 }
@@ -61,7 +67,7 @@ pub fn exchange(
         Ok(r) => r,
         Err(e) => {
             crate::logging::warn(&format!("poll {} {key}: {e}", ctx.name));
-            let _ = store.note_error(&ctx.name, &format!("poll: {e}"));
+            ctx.failed(store, &format!("poll: {e}"));
             return Next::Backoff;
         }
     };
@@ -80,7 +86,7 @@ pub fn exchange(
             }
             Err(e) => {
                 crate::logging::warn(&format!("poll {} {key}: {e:#}", ctx.name));
-                let _ = store.note_error(&ctx.name, &format!("poll: {e:#}"));
+                ctx.failed(store, &format!("poll: {e:#}"));
                 Next::Backoff
             }
         },
@@ -102,11 +108,12 @@ pub fn exchange(
             };
             crate::logging::error(&format!("sink {}: {why}", ctx.name));
             let _ = store.pause_control(&ctx.name, &why, &ctx.fingerprint);
+            ctx.failed(store, &why);
             Next::Stop
         }
         404 => {
-            let _ = store.note_error(
-                &ctx.name,
+            ctx.failed(
+                store,
                 "control poll answered 404: the receiver has no control; retry in 5 min",
             );
             Next::After(backoff::jitter(Duration::from_secs(300)))
@@ -121,7 +128,7 @@ pub fn exchange(
         }
         s => {
             crate::logging::warn(&format!("poll {} {key}: HTTP {s}", ctx.name));
-            let _ = store.note_error(&ctx.name, &format!("control poll answered {s}"));
+            ctx.failed(store, &format!("control poll answered {s}"));
             Next::Backoff
         }
     }
@@ -143,10 +150,30 @@ fn ingest(
     };
     let checked: Vec<control::Checked> = items.iter().map(control::check).collect();
     let route = |m: &control::ControlMessage| crate::harness::route(harness, m.kind);
-    let results = store.ingest(&ctx.name, key, &checked, &route)?;
+    let (results, left) =
+        store.ingest_capped(&ctx.name, key, &checked, &route, MAX_NEW_PER_POLL)?;
+    if left > 0 {
+        crate::logging::warn(&format!(
+            "{key}: {} offered {} messages in one poll; took {MAX_NEW_PER_POLL} new ones, {left} left for it to redeliver",
+            ctx.name,
+            items.len()
+        ));
+    }
     let mut new = false;
+    // A big answer is summed up in one line, so a flood cannot fill the log either.
+    let quiet = results.len() > 10;
+    let (mut queued, mut finals, mut dropped) = (0usize, 0usize, 0usize);
     for r in &results {
         match r {
+            Ingested::Queued { .. } if quiet => {
+                new = true;
+                queued += 1;
+            }
+            Ingested::Final { .. } if quiet => {
+                new = true;
+                finals += 1;
+            }
+            Ingested::Dropped { .. } if quiet => dropped += 1,
             Ingested::Queued { id, kind } => {
                 new = true;
                 crate::logging::info(&format!(
@@ -174,6 +201,13 @@ fn ingest(
             )),
         }
     }
+    if quiet {
+        crate::logging::info(&format!(
+            "{key}: from {}: {queued} queued, {finals} acked at once, {dropped} dropped (no usable id), {} already held",
+            ctx.name,
+            results.len() - queued - finals - dropped
+        ));
+    }
     if new {
         shared.notify();
     }
@@ -190,7 +224,14 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx, key: &str, harness: &str) {
         }
     };
     let mut failures = 0u32;
+    let mut last_poll: Option<std::time::Instant> = None;
     while !shared.stopping() {
+        if let Some(gap) = last_poll.map(|t| MIN_POLL_GAP.saturating_sub(t.elapsed())) {
+            if !gap.is_zero() {
+                shared.sleep(gap);
+                continue;
+            }
+        }
         let live = store
             .live_sessions(shared.live_ms)
             .map(|l| l.iter().any(|(k, _)| k == key))
@@ -198,7 +239,7 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx, key: &str, harness: &str) {
         if !live || store.control_paused(&ctx.name).unwrap_or(false) {
             return;
         }
-        let mut wait = shared.wait_max_s.min(ctx.found.wait_max_s);
+        let mut wait = shared.wait_max_s.min(ctx.found().wait_max_s);
         if let Some(left) = shared.remaining() {
             // A bounded run ends before cron's next tick: never hold a poll past the deadline.
             let left = left.as_secs();
@@ -207,6 +248,7 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx, key: &str, harness: &str) {
             }
             wait = wait.min(left - 1);
         }
+        last_poll = Some(std::time::Instant::now());
         match poll_once(shared, ctx, &mut store, key, harness, wait) {
             Next::Again => failures = 0,
             Next::After(d) => {

@@ -25,9 +25,10 @@ pub enum Sent {
 }
 
 pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyhow::Result<Sent> {
-    let Some(control) = ctx.found.control_url.as_deref() else {
+    let Some(control) = ctx.found().control_url else {
         return Ok(Sent::Idle);
     };
+    let control = control.as_str();
     let rows = store.pending_acks(&ctx.name, now_ms(), ACK_BATCH)?;
     if rows.is_empty() {
         return Ok(Sent::Idle);
@@ -73,6 +74,7 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
                 r.status
             );
             store.pause_control(&ctx.name, &why, &ctx.fingerprint)?;
+            ctx.failed(store, &why);
             store.acks_failed(&ctx.name, &ids, &why, None)?;
             Ok(Sent::Paused)
         }
@@ -89,13 +91,13 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
         Ok(r) => {
             let e = format!("ack answered {}", r.status);
             store.acks_failed(&ctx.name, &ids, &e, None)?;
-            store.note_error(&ctx.name, &e)?;
+            ctx.failed(store, &e);
             Ok(Sent::Retry(Duration::ZERO))
         }
         Err(e) => {
             let e = format!("ack: {e}");
             store.acks_failed(&ctx.name, &ids, &e, None)?;
-            store.note_error(&ctx.name, &e)?;
+            ctx.failed(store, &e);
             Ok(Sent::Retry(Duration::ZERO))
         }
     }
@@ -113,31 +115,29 @@ pub fn send_events_once(
     store: &mut Store,
     st: &mut EventsState,
 ) -> anyhow::Result<Sent> {
+    let found = ctx.found();
     let Some(sink) = store.sink_state(&ctx.name)? else {
         return Ok(Sent::Idle);
     };
     if sink.events_paused.is_some() {
         return Ok(Sent::Paused);
     }
-    let events = store.events_after(sink.event_cursor, st.batch.min(ctx.found.max_events))?;
+    let events = store.events_after(sink.event_cursor, st.batch.min(found.max_events))?;
     if events.is_empty() {
         return Ok(Sent::Idle);
     }
-    let tier = ctx
-        .tier
-        .min(ctx.found.max_tier)
-        .min(sink.tier_cap.unwrap_or(3));
+    let tier = ctx.tier.min(found.max_tier).min(sink.tier_cap.unwrap_or(3));
     let mut rendered: Vec<Value> = events
         .iter()
         .map(|e| envelope(e, tier, ctx.machine.as_deref()))
         .collect();
     let mut body = serde_json::json!({ "events": rendered }).to_string();
-    while body.len() > ctx.found.max_bytes && rendered.len() > 1 {
+    while body.len() > found.max_bytes && rendered.len() > 1 {
         rendered.truncate(rendered.len() / 2);
         body = serde_json::json!({ "events": rendered }).to_string();
     }
     let last = events[rendered.len() - 1].rowid;
-    if body.len() > ctx.found.max_bytes {
+    if body.len() > found.max_bytes {
         crate::logging::error(&format!(
             "sink {}: event {} is larger than the receiver takes; dropped",
             ctx.name, events[0].event_id
@@ -148,7 +148,7 @@ pub fn send_events_once(
     // A retried batch reuses its webhook-id, derived from the events it carries.
     let webhook_id = format!("msg_{}_{}", events[0].event_id, rendered.len());
     let reply = shared.client.post_json(
-        &ctx.found.events_url,
+        &found.events_url,
         &ctx.token,
         &body,
         &[("webhook-id", &webhook_id)],
@@ -156,7 +156,7 @@ pub fn send_events_once(
     );
     let fail = |store: &mut Store, st: &mut EventsState, e: String| -> anyhow::Result<Sent> {
         st.failures += 1;
-        store.note_error(&ctx.name, &e)?;
+        ctx.failed(store, &e);
         crate::logging::warn(&format!("sink {}: {e}", ctx.name));
         Ok(Sent::Retry(backoff::delay(backoff::EVENTS, st.failures)))
     };
@@ -205,6 +205,7 @@ pub fn send_events_once(
         401 => {
             let why = "events answered 401: check the sink's token, then edit the config";
             store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
+            ctx.failed(store, why);
             crate::logging::error(&format!("sink {}: {why}", ctx.name));
             Ok(Sent::Paused)
         }
@@ -223,6 +224,8 @@ pub fn send_events_once(
                     let why =
                         "events answered 403: the receiver refuses this sender; check the sink";
                     store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
+                    ctx.failed(store, why);
+                    ctx.failed(store, why);
                     Ok(Sent::Paused)
                 }
             }

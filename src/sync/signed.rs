@@ -23,7 +23,8 @@ const POLL_FLOOR: Duration = Duration::from_millis(250);
 const NO_SESSION: &str = "sessionpipe:unverified";
 
 fn poll_url(ctx: &SinkCtx, machine: &str, wait: u64) -> Option<String> {
-    let base = ctx.found.control_url.as_deref()?;
+    let found = ctx.found();
+    let base = found.control_url.as_deref()?;
     let sep = if base.contains('?') { '&' } else { '?' };
     Some(format!("{base}{sep}machine={machine}&wait={wait}"))
 }
@@ -54,7 +55,7 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx) {
         if store.control_paused(&ctx.name).unwrap_or(false) {
             return;
         }
-        let mut wait = shared.wait_max_s.min(ctx.found.wait_max_s);
+        let mut wait = shared.wait_max_s.min(ctx.found().wait_max_s);
         if let Some(left) = shared.remaining() {
             let left = left.as_secs();
             if left < 2 {

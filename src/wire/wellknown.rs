@@ -80,6 +80,24 @@ fn resolve(sink_url: &str, endpoint: &str) -> String {
     }
 }
 
+/// DECISIONS 24: a well-known may only name endpoints of the sink's own origin (scheme, host,
+/// port), so a receiver cannot send our token and polls to another server, local or not.
+fn same_origin(sink_url: &str, what: &str, endpoint: &str) -> Result<()> {
+    use crate::sync::http::origin_of;
+    let Some(own) = origin_of(sink_url) else {
+        bail!("the sink's url is not an absolute http(s) URL");
+    };
+    match origin_of(endpoint) {
+        Some(o) if o == own => Ok(()),
+        Some(o) => bail!(
+            "refused: the receiver's well-known names a {what} endpoint at {o}, outside the sink's own origin {own}"
+        ),
+        None => bail!(
+            "refused: the receiver's well-known names a {what} endpoint that is not an http(s) URL of the sink's own origin {own}"
+        ),
+    }
+}
+
 pub fn parse(sink_url: &str, body: &str) -> Result<Discovered> {
     let wk: WellKnown = serde_json::from_str(body)
         .context("well-known document is not valid JSON of the expected shape")?;
@@ -103,8 +121,10 @@ pub fn parse(sink_url: &str, body: &str) -> Result<Discovered> {
     };
     let events_url = resolve(sink_url, &wk.endpoints.events);
     crate::config::check_url(&events_url)?;
+    same_origin(sink_url, "events", &events_url)?;
     if let Some(c) = &control_url {
         crate::config::check_url(c)?;
+        same_origin(sink_url, "control", c)?;
     }
     Ok(Discovered {
         events_url,
@@ -132,13 +152,45 @@ mod tests {
     fn resolves_relative_and_absolute() {
         let d = parse(
             "http://127.0.0.1:9/x",
-            r#"{"protocol":[1],"max_tier":1,"capabilities":["events","control"],"endpoints":{"events":"/e","control":"https://c.example/ctl"},"batch":{"max_events":10,"max_bytes":2048},"control":{"wait_max_s":5}}"#,
+            r#"{"protocol":[1],"max_tier":1,"capabilities":["events","control"],"endpoints":{"events":"/e","control":"http://127.0.0.1:9/ctl"},"batch":{"max_events":10,"max_bytes":2048},"control":{"wait_max_s":5}}"#,
         )
         .unwrap();
         assert_eq!(d.events_url, "http://127.0.0.1:9/e");
-        assert_eq!(d.control_url.as_deref(), Some("https://c.example/ctl"));
+        assert_eq!(d.control_url.as_deref(), Some("http://127.0.0.1:9/ctl"));
         assert_eq!(d.wait_max_s, 5);
         let d = parse("https://r.example", r#"{"protocol":[1],"max_tier":0,"capabilities":["events"],"endpoints":{"events":"/e","control":"/c"},"batch":{"max_events":10,"max_bytes":2048}}"#).unwrap();
         assert!(d.control_url.is_none());
+    }
+
+    #[test]
+    fn refuses_endpoints_of_another_origin() {
+        let doc = |events: &str, control: &str| {
+            format!(
+                r#"{{"protocol":[1],"capabilities":["events","control"],"endpoints":{{"events":"{events}","control":"{control}"}}}}"#
+            )
+        };
+        let sink = "http://127.0.0.1:9/x";
+        for (events, control) in [
+            ("/e", "http://127.0.0.2:9/c"),
+            ("/e", "http://127.0.0.1:10/c"),
+            ("/e", "https://127.0.0.1:9/c"),
+            ("/e", "http://localhost:9/c"),
+            ("/e", "http://127.0.0.1:9@127.0.0.2:9/c"),
+            ("https://evil.example/e", "/c"),
+        ] {
+            let e = parse(sink, &doc(events, control)).unwrap_err();
+            let e = format!("{e:#}");
+            assert!(
+                e.contains("refused") || e.contains("user part"),
+                "{events} {control}: {e}"
+            );
+        }
+        // The same origin spelled differently: default port, upper-case host.
+        let d = parse(
+            "https://R.example/x",
+            &doc("https://r.example:443/e", "https://r.example/c"),
+        )
+        .unwrap();
+        assert_eq!(d.control_url.as_deref(), Some("https://r.example/c"));
     }
 }
