@@ -134,6 +134,7 @@ impl Client {
     }
 
     pub fn get(&self, url: &str, token: Option<&str>, total: Duration) -> Result<Reply, String> {
+        super::owner::check_loopback_listener(url)?;
         let mut req = self
             .agent(url)
             .get(url)
@@ -155,6 +156,7 @@ impl Client {
         extra: &[(&str, &str)],
         total: Duration,
     ) -> Result<Reply, String> {
+        super::owner::check_loopback_listener(url)?;
         let mut req = self
             .agent(url)
             .post(url)

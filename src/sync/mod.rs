@@ -6,6 +6,7 @@ pub mod backoff;
 mod discover;
 pub mod http;
 pub mod lock;
+mod owner;
 mod poll;
 mod send;
 mod signed;
