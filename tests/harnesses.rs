@@ -1520,3 +1520,42 @@ fn at_the_desk_only_claude_code_waits_and_away_every_answering_harness_does() {
         stdout(&status)
     );
 }
+
+/// Issue 17: OpenCode does not wait between events, so the plugin's sp-event runs may finish
+/// out of order. A busy report that lands after a newer idle one must not leave the session
+/// marked busy (a queued prompt would then never be delivered); the plugin's `seq` orders them.
+#[test]
+fn opencode_reports_that_land_out_of_order_keep_the_newest_state() {
+    let env = Env::new();
+    let sid = session_of("opencode");
+    let report = |event: &str, status: Option<&str>, seq: i64| {
+        let mut props = json!({"sessionID": sid});
+        if let Some(s) = status {
+            props["status"] = json!({"type": s});
+        }
+        let p = json!({"seq": seq, "hook_event_name": event, "session_id": sid, "cwd": CWD,
+                       "server_url": "http://127.0.0.1:4096", "properties": props});
+        assert_eq!(run_ok(&env, "opencode", "sp-event", &p), "");
+    };
+    let idle = || {
+        env.query::<Option<i64>>(&format!(
+            "select api_idle from sessions where key='opencode:{sid}'"
+        ))
+    };
+    report("session.status", Some("busy"), 1_000_001);
+    assert_eq!(idle(), vec![Some(0)]);
+    // The turn ends: idle (seq 3) lands before the busy of seq 2 that was sent earlier.
+    report("session.idle", None, 1_000_003);
+    report("session.status", Some("busy"), 1_000_002);
+    assert_eq!(
+        idle(),
+        vec![Some(1)],
+        "a late busy report overwrote a newer idle one"
+    );
+    // A newer busy report still counts.
+    report("session.status", Some("busy"), 1_000_004);
+    assert_eq!(idle(), vec![Some(0)]);
+    // Reports without a seq (an older plugin) apply as they come.
+    report("session.idle", None, 0);
+    assert_eq!(idle(), vec![Some(1)]);
+}

@@ -305,6 +305,9 @@ pub struct ApiReport {
     pub directory: Option<String>,
     /// Some(true) when the session went idle, Some(false) when busy, None when unknown.
     pub idle: Option<bool>,
+    /// The plugin's order of this report (rising within one OpenCode process and across its
+    /// restarts); a report older than the last one stored does not change `idle`.
+    pub seq: Option<i64>,
 }
 
 impl HookInput {

@@ -33,6 +33,9 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         base_url: text(&v, &["server_url"]).map(|u| u.trim_end_matches('/').to_string()),
         directory: cwd.map(str::to_string),
         idle: None,
+        seq: field(&v, &["seq"])
+            .and_then(Value::as_i64)
+            .filter(|n| *n > 0),
     };
     let then = match event {
         "session.created" => {

@@ -163,6 +163,7 @@ fn act(
                     report.base_url.as_deref(),
                     report.directory.as_deref(),
                     report.idle,
+                    report.seq,
                 )?;
             }
             act(harness, config, store, *then)?;

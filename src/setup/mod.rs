@@ -370,11 +370,19 @@ function run(payload) {{
   }});
 }}
 
+// OpenCode does not wait between events, so their sp-event runs may finish out of order: each
+// report carries its place, taken synchronously as the event arrives (milliseconds at load
+// time x 1000, plus a count), and a late busy report never overwrites a newer idle one.
+const SEQ_BASE = Date.now() * 1000;
+let seq = 0;
+
 export const Sessionpipe = async ({{ directory, serverUrl }}) => ({{
   event: async ({{ event }}) => {{
     if (!EVENTS.has(event.type)) return;
     const props = event.properties ?? {{}};
+    const order = SEQ_BASE + ++seq;
     await run({{
+      seq: order,
       hook_event_name: event.type,
       session_id: props.sessionID ?? props.info?.id,
       cwd: directory,

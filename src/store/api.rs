@@ -39,17 +39,23 @@ impl Store {
         base_url: Option<&str>,
         directory: Option<&str>,
         idle: Option<bool>,
+        seq: Option<i64>,
     ) -> Result<()> {
         self.record_event(s, None)?;
         let now = now_ms();
+        // A report older than the newest one stored (its sp-event finished late) keeps the
+        // newer idle/busy state; reports without a seq (older plugins) apply as they come.
         self.conn.execute(
             "UPDATE sessions SET \
                api_since_ms = CASE WHEN ?2 IS NOT NULL AND api_url IS NOT ?2 THEN ?5 ELSE api_since_ms END, \
                api_url = coalesce(?2, api_url), \
                api_directory = coalesce(?3, api_directory), \
-               api_idle = coalesce(?4, api_idle) \
+               api_idle = CASE WHEN ?6 IS NOT NULL AND api_seq IS NOT NULL AND ?6 < api_seq \
+                               THEN api_idle ELSE coalesce(?4, api_idle) END, \
+               api_seq = CASE WHEN ?6 IS NOT NULL AND (api_seq IS NULL OR ?6 > api_seq) \
+                              THEN ?6 ELSE api_seq END \
              WHERE key = ?1",
-            params![s.key(), base_url, directory, idle, now],
+            params![s.key(), base_url, directory, idle, now, seq],
         )?;
         Ok(())
     }

@@ -242,4 +242,9 @@ CREATE TABLE away (
     at            TEXT NOT NULL
 );
 "#,
+    // 7: the order of an API plugin's reports (OpenCode): its sp-event runs may finish out of
+    // order, so a busy report must never overwrite a later idle one (issue 17).
+    r#"
+ALTER TABLE sessions ADD COLUMN api_seq INTEGER;
+"#,
 ];
