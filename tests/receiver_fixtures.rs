@@ -451,7 +451,7 @@ fn authed_routes_answer_401_without_the_token() {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-fn long_poll_answers_within_100ms_of_an_enqueue() {
+fn a_held_long_poll_answers_within_300ms_of_an_enqueue() {
     let r = start();
     let s = format!("claude-code:{}", run_id());
     let url = poll_url(&r, &s, 10);
