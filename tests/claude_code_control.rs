@@ -343,17 +343,127 @@ fn an_expired_prompt_is_not_delivered() {
     assert_eq!(ack_of(&env, &ids[0])["outcome"], "expired");
 }
 
+/// Queues a cancel for the session and waits until sp-sync stored it.
+fn queue_cancel(env: &Env, note: Option<&str>) -> String {
+    let mut m = json!({"kind": "cancel"});
+    if let Some(n) = note {
+        m["note"] = json!(n);
+    }
+    let id = env.receiver.enqueue(&session_key(), m)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        until(Duration::from_secs(10), || env.query::<i64>(&format!(
+            "select count(*) from messages where id='{id}' and state='queued'"
+        ))[0]
+            == 1),
+        "sp-sync stored {id}"
+    );
+    id
+}
+
+fn post_tool_use() -> serde_json::Value {
+    let mut p = payload(CC_STOP);
+    p["hook_event_name"] = json!("PostToolUse");
+    p["tool_name"] = json!("Bash");
+    p["tool_input"] = json!({"command": "sleep 30"});
+    p["tool_response"] = json!({});
+    p
+}
+
+/// DECISIONS 26: a cancel stops Claude Code at its next seam with `continue:false`; at the
+/// turn's end it beats queued prompts (they wait for the next turn); the person's own next
+/// prompt means the turn it was meant for is over.
 #[test]
-fn cancel_is_unsupported_for_claude_code() {
+fn cancel_stops_claude_code_at_the_next_seam() {
     let mut env = Env::new();
     env.start_sync();
     make_live(&env);
-    let m = env
-        .receiver
-        .enqueue(&session_key(), json!({"kind": "cancel"}));
+    let stop_json =
+        |reason: &str| format!("{}\n", json!({"continue": false, "stopReason": reason}));
+
+    // A tool boundary.
+    let id = queue_cancel(&env, Some("Wrong branch."));
+    let out = env.hook_json("sp-event", &post_tool_use());
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out),
+        stop_json("Stopped by the person through sessionpipe (sink \"phone\"). Wrong branch.")
+    );
+    let ack = ack_of(&env, &id);
+    assert_eq!(ack["outcome"], "delivered");
+    assert_eq!(
+        ack["detail"],
+        "claude-code PostToolUse hook (continue:false)"
+    );
+    // Delivered once: the next tool boundary prints nothing.
+    let again = env.hook_json("sp-event", &post_tool_use());
+    assert!(again.stdout.is_empty());
+
+    // The turn's end, with a prompt queued too: the stop wins, the prompt waits.
+    let prompt = queue_prompts(&env, &["after the stop"], 60);
+    let id = queue_cancel(&env, None);
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert_eq!(
+        stdout(&out),
+        stop_json("Stopped by the person through sessionpipe (sink \"phone\").")
+    );
+    assert_eq!(
+        ack_of(&env, &id)["detail"],
+        "claude-code Stop hook (continue:false)"
+    );
+    assert_eq!(
+        env.query::<String>(&format!(
+            "select state from messages where id='{}'",
+            prompt[0]
+        )),
+        vec!["queued"]
+    );
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(stdout(&out).contains("after the stop"), "{}", stdout(&out));
+
+    // Sent after the turn ended: the person's next prompt comes first, the cancel expires.
+    let id = queue_cancel(&env, None);
+    let mut submit = payload(CC_STOP);
+    submit["hook_event_name"] = json!("UserPromptSubmit");
+    submit["prompt"] = json!("carry on");
+    let out = env.hook_json("sp-event", &submit);
+    assert!(
+        out.stdout.is_empty(),
+        "the person's prompt was blocked: {}",
+        stdout(&out)
+    );
+    let ack = ack_of(&env, &id);
+    assert_eq!(ack["outcome"], "expired");
+}
+
+/// DECISIONS 26: an open permission prompt of a session that is stopped is denied first, with
+/// Claude Code's interrupt, so the agent is not left at the dialog.
+#[test]
+fn cancel_denies_a_waiting_permission_and_stops_claude_code() {
+    let env = env_with_wait(60);
+    let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION));
+    wait_needed(&env, CC_PERMISSION_ID);
+    let m = env.receiver.enqueue(
+        &session_key(),
+        json!({"kind": "cancel", "note": "Stop everything."}),
+    );
+    let out = finish(hook, Duration::from_secs(20));
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["decision"]["behavior"], "deny");
+    assert_eq!(v["hookSpecificOutput"]["decision"]["interrupt"], true);
+    assert_eq!(
+        v["hookSpecificOutput"]["decision"]["message"],
+        "Stopped by the person through sessionpipe (sink \"phone\"). Stop everything."
+    );
     let ack = ack_of(&env, m["id"].as_str().unwrap());
-    assert_eq!(ack["outcome"], "unsupported");
-    assert!(ack["detail"].as_str().unwrap().contains("claude-code"));
+    assert_eq!(ack["outcome"], "delivered");
+    assert_eq!(
+        ack["detail"],
+        "claude-code PermissionRequest hook (deny, interrupt)"
+    );
 }
 
 #[test]

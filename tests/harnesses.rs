@@ -1305,8 +1305,13 @@ fn every_kind_for_every_harness() {
         }
         let a = ack_of(&env, &id);
         table.push((name, "prompt", a["outcome"].clone(), a["detail"].clone()));
-        // cancel
+        // cancel: Claude Code takes it at its next seam (a tool boundary), the rest at once.
         let m = env.receiver.enqueue(&key(name), json!({"kind": "cancel"}));
+        if name == "claude-code" {
+            stored(&env, m["id"].as_str().unwrap());
+            let out = run_ok(&env, name, "sp-event", &event_payload(name, "PostToolUse"));
+            assert!(out.starts_with(r#"{"continue":false,"#), "{out}");
+        }
         let a = ack_of(&env, m["id"].as_str().unwrap());
         table.push((name, "cancel", a["outcome"].clone(), a["detail"].clone()));
         end_session(&env, name, &oc.url);
@@ -1327,8 +1332,8 @@ fn every_kind_for_every_harness() {
         (
             "claude-code",
             "cancel",
-            "unsupported",
-            "claude-code has no API",
+            "delivered",
+            "claude-code PostToolUse hook (continue:false)",
         ),
         (
             "codex",

@@ -95,6 +95,31 @@ pub fn render_block(reason: &str) -> String {
     json!({ "decision": "block", "reason": reason }).to_string()
 }
 
+/// Stops Claude entirely from any hook: `continue:false` beats every decision; `stopReason`
+/// is shown to the person only.
+pub fn render_cancel(reason: &str) -> String {
+    json!({ "continue": false, "stopReason": reason }).to_string()
+}
+
+/// A PermissionRequest denied because the person stopped the session: `interrupt` stops
+/// Claude after the denial, so it is not left at the dialog.
+pub fn render_cancel_permission(message: &str) -> String {
+    json!({ "hookSpecificOutput": { "hookEventName": "PermissionRequest",
+        "decision": { "behavior": "deny", "message": message, "interrupt": true } } })
+    .to_string()
+}
+
+/// Where a queued `cancel` meets this session (DECISIONS 26): a tool boundary or the turn's
+/// end stops it; the person's own next prompt means the turn it was meant for has ended.
+pub fn cancel_seam(event: &str) -> super::CancelSeam {
+    match event {
+        "PostToolUse" | "PostToolUseFailure" | "Stop" => super::CancelSeam::Deliver,
+        "PermissionRequest" => super::CancelSeam::DenyPermission,
+        "UserPromptSubmit" | "SessionStart" => super::CancelSeam::Expire,
+        _ => super::CancelSeam::None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -218,6 +218,30 @@ impl Harness {
         }
     }
 
+    /// What a queued `cancel` does at this hook event of this harness (DECISIONS 26).
+    pub fn cancel_seam(self, event: &str) -> CancelSeam {
+        match self {
+            Harness::ClaudeCode => claude_code::cancel_seam(event),
+            _ => CancelSeam::None,
+        }
+    }
+
+    /// The stdout that stops the agent at a seam; `None` where the harness has none.
+    pub fn render_cancel(self, reason: &str) -> Option<String> {
+        match self {
+            Harness::ClaudeCode => Some(claude_code::render_cancel(reason)),
+            _ => None,
+        }
+    }
+
+    /// The stdout of a permission hook that denies because the session was stopped.
+    pub fn render_cancel_permission(self, message: &str) -> String {
+        match self {
+            Harness::ClaudeCode => claude_code::render_cancel_permission(message),
+            _ => self.render_permission(Decision::Deny, message),
+        }
+    }
+
     /// The exact stdout that continues the turn with `reason` as the next instruction.
     pub fn render_block(self, reason: &str) -> String {
         match self {
@@ -296,6 +320,19 @@ pub enum HookInput {
     Skip(String),
 }
 
+/// What a queued `cancel` does at one hook event (DECISIONS 26).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelSeam {
+    /// Not a seam: the cancel stays queued.
+    None,
+    /// Stop the agent here (a tool boundary, the turn's end).
+    Deliver,
+    /// A waiting permission prompt is denied, and the agent stopped with it.
+    DenyPermission,
+    /// The turn it was meant for is over (the person typed the next prompt): acked `expired`.
+    Expire,
+}
+
 /// What an API-driven harness's plugin reports with each event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiReport {
@@ -334,9 +371,7 @@ pub fn route(harness: &str, kind: Kind) -> Option<(Outcome, String)> {
         ("claude-code" | "codex" | "cursor" | "copilot-cli" | "droid", Kind::PermissionAnswer | Kind::Prompt) => None,
         ("gemini-cli", Kind::Prompt) => None,
         ("opencode", _) => None,
-        ("claude-code", Kind::Cancel) => {
-            unsupported("claude-code has no API to cancel a running turn; never a signal to a pid")
-        }
+        ("claude-code", Kind::Cancel) => None,
         ("codex", Kind::Cancel) => unsupported(
             "codex: no reachable app-server for this session (turn/interrupt needs one); never a signal to a pid",
         ),

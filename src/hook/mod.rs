@@ -99,6 +99,52 @@ pub fn run(harness: Harness) -> Result<()> {
     act(harness, &config, &mut store, input)
 }
 
+/// DECISIONS 26: at a seam where this harness can stop the agent, a queued `cancel` is
+/// delivered (printed, flushed, then marked delivered); where its turn is over, it expires.
+/// Returns whether the agent was told to stop.
+fn cancel_at_seam(
+    harness: Harness,
+    store: &mut crate::store::Store,
+    session: &crate::store::SessionRef,
+) -> Result<bool> {
+    use crate::harness::CancelSeam;
+    match harness.cancel_seam(&session.event) {
+        CancelSeam::Deliver => {}
+        CancelSeam::Expire => {
+            let n = store.expire_cancels(
+                session,
+                "the turn it was meant for had ended; the person's next prompt came first",
+            )?;
+            if n > 0 {
+                crate::logging::info(&format!("{}: {n} cancel(s) expired", session.key()));
+            }
+            return Ok(false);
+        }
+        CancelSeam::None | CancelSeam::DenyPermission => return Ok(false),
+    }
+    if harness.render_cancel("").is_none() || !store.cancel_queued(&session.key())? {
+        return Ok(false);
+    }
+    let Some(claim) = store.take_cancels(session, std::process::id())? else {
+        return Ok(false);
+    };
+    let Some(out) = harness.render_cancel(&claim.reason()) else {
+        return Ok(false);
+    };
+    print_answer(&out)?;
+    store.confirm_delivered(
+        &claim.ids,
+        &format!("{} {} hook (continue:false)", harness.name(), session.event),
+    )?;
+    crate::logging::info(&format!(
+        "{}: stopped at {} ({} cancel(s))",
+        session.key(),
+        session.event,
+        claim.ids.len()
+    ));
+    Ok(true)
+}
+
 /// Acts on what the event means. Kept apart from `run` so an API report (OpenCode) can record
 /// where the session's server is and then act on the event it came with.
 fn act(
@@ -129,10 +175,14 @@ fn act(
             if start_sync {
                 crate::sync::lock::ensure_running();
             }
-            stop::run(harness, store, &session)?;
+            // A stop beats queued prompts: they wait for the next turn's end.
+            if !cancel_at_seam(harness, store, &session)? {
+                stop::run(harness, store, &session)?;
+            }
         }
         HookInput::SessionStart { session, source } => {
             store.record_event(&session, Some(&source))?;
+            cancel_at_seam(harness, store, &session)?;
             if start_sync {
                 crate::sync::lock::ensure_running();
             }
@@ -149,6 +199,7 @@ fn act(
                     session.key()
                 ));
             }
+            cancel_at_seam(harness, store, &session)?;
         }
         HookInput::Alive { session } => {
             store.record_event(&session, None)?;

@@ -103,6 +103,8 @@ pub fn run(
         return Ok(());
     }
     let key = session.key();
+    let cancel_denies =
+        harness.cancel_seam(&session.event) == crate::harness::CancelSeam::DenyPermission;
     // Wakes the loop when the database is written (an answer stored), else on a tick.
     let waker = super::wake::Waker::new(&crate::paths::database_file());
     let started = Instant::now();
@@ -116,6 +118,14 @@ pub fn run(
             crate::logging::info(&format!(
                 "{key} {attention_id}: signalled while waiting; cleared answered"
             ));
+            return Ok(());
+        }
+        // DECISIONS 26: the person stopped the session: deny, so the agent is not left at
+        // the dialog, and stop it with the denial.
+        if cancel_denies
+            && store.cancel_queued(&key)?
+            && deny_for_cancel(harness, store, session, attention_id)?
+        {
             return Ok(());
         }
         let (open, answer_queued) = store.attention_poll(&key, attention_id)?;
@@ -173,4 +183,33 @@ pub fn run(
         }
         waker.wait(waker.tick().min(wait.saturating_sub(started.elapsed())));
     }
+}
+
+/// A queued `cancel` answers a waiting permission prompt: deny (with the stop's reason, and
+/// the harness's interrupt where it has one), then the cancel is delivered and the prompt
+/// cleared `answered`. False when another hook took the cancel first.
+fn deny_for_cancel(
+    harness: Harness,
+    store: &mut Store,
+    session: &SessionRef,
+    attention_id: &str,
+) -> Result<bool> {
+    let Some(claim) = store.take_cancels(session, std::process::id())? else {
+        return Ok(false);
+    };
+    super::print_answer(&harness.render_cancel_permission(&claim.reason()))?;
+    store.confirm_delivered(
+        &claim.ids,
+        &format!(
+            "{} {} hook (deny, interrupt)",
+            harness.name(),
+            session.event
+        ),
+    )?;
+    store.close_attention(session, attention_id, How::Answered)?;
+    crate::logging::info(&format!(
+        "{} {attention_id}: denied and stopped by a cancel",
+        session.key()
+    ));
+    Ok(true)
 }

@@ -45,6 +45,28 @@ pub struct PromptClaim {
     pub at: String,
 }
 
+/// The `cancel`s of a session claimed at a hook seam (state `delivering`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CancelClaim {
+    pub ids: Vec<String>,
+    pub sink: String,
+    pub note: Option<String>,
+}
+
+impl CancelClaim {
+    /// What the agent and the person are told.
+    pub fn reason(&self) -> String {
+        let base = format!(
+            "Stopped by the person through sessionpipe (sink {:?}).",
+            self.sink
+        );
+        match &self.note {
+            Some(n) => format!("{base} {n}"),
+            None => base,
+        }
+    }
+}
+
 /// A queued message as the hooks read it: id, sink, decision or text, note or at, deadline.
 type QueuedRow = (String, String, Option<String>, Option<String>, Option<i64>);
 
@@ -505,6 +527,82 @@ impl Store {
         }
         tx.commit()?;
         Ok(claims)
+    }
+
+    /// Whether a `cancel` waits for this session: one cheap read, no lock.
+    pub fn cancel_queued(&self, key: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT EXISTS(SELECT 1 FROM messages WHERE session_key=?1 AND kind='cancel' AND state='queued')",
+            )?
+            .query_row(params![key], |r| r.get(0))?)
+    }
+
+    /// Claims every unexpired queued `cancel` of the session (state `delivering`); expired
+    /// ones are acked `expired`. `None` when none is left to deliver.
+    pub fn take_cancels(&mut self, s: &SessionRef, pid: u32) -> Result<Option<CancelClaim>> {
+        let now = now_ms();
+        let key = s.key();
+        let tx = self.write_tx()?;
+        let rows: Vec<(String, String, Option<String>, Option<i64>)> = tx
+            .prepare_cached(
+                "SELECT id, sink, note, deadline_ms FROM messages \
+                 WHERE session_key=?1 AND kind='cancel' AND state='queued' ORDER BY at, id",
+            )?
+            .query_map(params![key], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut claim: Option<CancelClaim> = None;
+        for (id, sink, note, deadline) in rows {
+            if deadline.is_none_or(|d| d <= now) {
+                finish(
+                    &tx,
+                    &id,
+                    "expired",
+                    Some("past expires_at before a hook seam"),
+                    now,
+                )?;
+                continue;
+            }
+            tx.execute(
+                "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
+                params![id, pid, now],
+            )?;
+            let c = claim.get_or_insert_with(|| CancelClaim {
+                ids: Vec::new(),
+                sink: sink.clone(),
+                note: None,
+            });
+            c.ids.push(id);
+            if c.note.is_none() {
+                c.note = note.filter(|n| !n.trim().is_empty());
+            }
+        }
+        tx.commit()?;
+        Ok(claim)
+    }
+
+    /// The turn a queued `cancel` was meant for is over: acked `expired` with `why`.
+    pub fn expire_cancels(&mut self, s: &SessionRef, why: &str) -> Result<usize> {
+        let key = s.key();
+        if !self.cancel_queued(&key)? {
+            return Ok(0);
+        }
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        let ids: Vec<String> = tx
+            .prepare_cached(
+                "SELECT id FROM messages WHERE session_key=?1 AND kind='cancel' AND state='queued'",
+            )?
+            .query_map(params![key], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for id in &ids {
+            finish(&tx, id, "expired", Some(why), now)?;
+        }
+        tx.commit()?;
+        Ok(ids.len())
     }
 
     /// After the block answer is written and flushed.

@@ -9,7 +9,7 @@ mod sync;
 pub mod trust;
 
 pub use api::{ApiMessage, ApiSession};
-pub use hooks::{Answer, PromptClaim, SessionRef, BLOCK_MAX_CHARS};
+pub use hooks::{Answer, CancelClaim, PromptClaim, SessionRef, BLOCK_MAX_CHARS};
 pub use sync::{AckRow, Ingested, SinkState, SweepReport};
 
 use anyhow::{bail, Context, Result};
