@@ -700,3 +700,94 @@ fn forty_concurrent_stops_deliver_one_prompt_once() {
     assert_eq!(outs.iter().filter(|o| !o.stdout.is_empty()).count(), 1);
     assert_eq!(ack_of(&env, &ids[0])["outcome"], "delivered");
 }
+
+/// Queues a prompt with a `mode` and waits until sp-sync stored it.
+fn queue_mode(env: &Env, text: &str, mode: &str) -> String {
+    let id = env.receiver.enqueue(
+        &session_key(),
+        json!({"kind": "prompt", "text": text, "mode": mode}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        until(Duration::from_secs(10), || env.query::<i64>(&format!(
+            "select count(*) from messages where id='{id}'"
+        ))[0]
+            == 1),
+        "sp-sync stored {id}"
+    );
+    id
+}
+
+fn tool_event(event: &str) -> serde_json::Value {
+    let mut p = post_tool_use();
+    p["hook_event_name"] = json!(event);
+    p
+}
+
+/// DECISIONS 25 on Claude Code: `steer` lands beside the next tool result (PostToolUse
+/// additionalContext), `interrupt` in place of the next tool (PreToolUse deny, the text as
+/// its reason), `queue` waits for the turn's end; an unknown mode is refused naming the rule.
+#[test]
+fn steer_and_interrupt_land_at_the_next_tool_boundary() {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    let framed = |t: &str| {
+        format!("Message from the person, sent through sessionpipe (sink \"phone\"):\n\n{t}")
+    };
+    let queued = queue_mode(&env, "for the end", "queue");
+    let steer = queue_mode(&env, "use the staging database", "steer");
+    // Before a tool: only an interrupt goes here, so this one runs.
+    assert!(env
+        .hook_json("sp-event", &tool_event("PreToolUse"))
+        .stdout
+        .is_empty());
+    // After it: the steer, as context beside the result.
+    let out = env.hook_json("sp-event", &tool_event("PostToolUse"));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(
+        v,
+        json!({"hookSpecificOutput": {"hookEventName": "PostToolUse",
+               "additionalContext": framed("use the staging database")}})
+    );
+    let ack = ack_of(&env, &steer);
+    assert_eq!(ack["outcome"], "delivered");
+    assert_eq!(
+        ack["detail"],
+        "claude-code PostToolUse hook (additionalContext)"
+    );
+
+    let interrupt = queue_mode(&env, "stop, that deletes prod", "interrupt");
+    let out = env.hook_json("sp-event", &tool_event("PreToolUse"));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(
+        v,
+        json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+               "permissionDecisionReason": framed("stop, that deletes prod")}})
+    );
+    assert_eq!(
+        ack_of(&env, &interrupt)["detail"],
+        "claude-code PreToolUse hook (deny)"
+    );
+
+    // The queued prompt waited for the turn's end all along.
+    assert_eq!(
+        env.query::<String>(&format!("select state from messages where id='{queued}'")),
+        vec!["queued"]
+    );
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(stdout(&out).contains("for the end"));
+
+    let bad = env.receiver.enqueue(
+        &session_key(),
+        json!({"kind": "prompt", "text": "x", "mode": "now"}),
+    );
+    let ack = ack_of(&env, bad["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "failed");
+    assert_eq!(
+        ack["detail"],
+        "invalid: mode must be queue, steer or interrupt"
+    );
+}

@@ -78,6 +78,7 @@ impl Harness {
                 ("Stop", SP_STOP),
                 ("SessionStart", SP_EVENT),
                 ("UserPromptSubmit", SP_EVENT),
+                ("PreToolUse", SP_EVENT),
                 ("PostToolUse", SP_EVENT),
                 ("PostToolUseFailure", SP_EVENT),
                 ("SessionEnd", SP_EVENT),
@@ -223,6 +224,23 @@ impl Harness {
         match self {
             Harness::ClaudeCode => claude_code::cancel_seam(event),
             _ => CancelSeam::None,
+        }
+    }
+
+    /// The lowest prompt rank this hook event takes (DECISIONS 25), `None` where it is no
+    /// tool boundary of this harness.
+    pub fn prompt_seam(self, event: &str) -> Option<i64> {
+        match self {
+            Harness::ClaudeCode => claude_code::prompt_seam(event),
+            _ => None,
+        }
+    }
+
+    /// The stdout that hands prompts to the model at a tool boundary, and the seam's name.
+    pub fn render_seam_prompt(self, event: &str, text: &str) -> Option<(String, &'static str)> {
+        match self {
+            Harness::ClaudeCode => claude_code::render_seam_prompt(event, text),
+            _ => None,
         }
     }
 

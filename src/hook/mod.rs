@@ -145,6 +145,43 @@ fn cancel_at_seam(
     Ok(true)
 }
 
+/// DECISIONS 25: at a tool boundary, the `steer` / `interrupt` prompts sent for it, as the
+/// harness's context or denial (a stop comes first). Returns whether anything was printed.
+fn at_tool_boundary(
+    harness: Harness,
+    store: &mut crate::store::Store,
+    session: &crate::store::SessionRef,
+) -> Result<bool> {
+    if cancel_at_seam(harness, store, session)? {
+        return Ok(true);
+    }
+    let Some(rank) = harness.prompt_seam(&session.event) else {
+        return Ok(false);
+    };
+    let claims = store.take_seam_prompts(session, std::process::id(), rank)?;
+    if claims.is_empty() {
+        return Ok(false);
+    }
+    let Some((out, how)) =
+        harness.render_seam_prompt(&session.event, &stop::compose_reason(&claims))
+    else {
+        return Ok(false);
+    };
+    print_answer(&out)?;
+    let ids: Vec<String> = claims.iter().map(|c| c.id.clone()).collect();
+    store.confirm_delivered(
+        &ids,
+        &format!("{} {} hook ({how})", harness.name(), session.event),
+    )?;
+    crate::logging::info(&format!(
+        "{}: {} prompt(s) delivered at {}",
+        session.key(),
+        ids.len(),
+        session.event
+    ));
+    Ok(true)
+}
+
 /// Acts on what the event means. Kept apart from `run` so an API report (OpenCode) can record
 /// where the session's server is and then act on the event it came with.
 fn act(
@@ -199,10 +236,11 @@ fn act(
                     session.key()
                 ));
             }
-            cancel_at_seam(harness, store, &session)?;
+            at_tool_boundary(harness, store, &session)?;
         }
         HookInput::Alive { session } => {
             store.record_event(&session, None)?;
+            at_tool_boundary(harness, store, &session)?;
             if start_sync {
                 crate::sync::lock::ensure_running();
             }

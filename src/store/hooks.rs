@@ -107,6 +107,62 @@ pub(crate) fn finish_with_code(
     Ok(())
 }
 
+/// How soon a prompt wants in: `queue` 0, `steer` 1, `interrupt` 2 (DECISIONS 25).
+const MODE_RANK: &str = "CASE mode WHEN 'interrupt' THEN 2 WHEN 'steer' THEN 1 ELSE 0 END";
+
+/// Claims the session's queued prompts of at least `min_rank`, oldest first, within one
+/// block's budget (state `delivering`); expired ones are acked `expired`.
+fn claim_prompts(
+    tx: &Transaction,
+    key: &str,
+    pid: u32,
+    now: Millis,
+    min_rank: i64,
+) -> Result<Vec<PromptClaim>> {
+    let rows: Vec<QueuedRow> = tx
+        .prepare_cached(&format!(
+            "SELECT id, sink, text, at, deadline_ms FROM messages \
+             WHERE session_key=?1 AND kind='prompt' AND state='queued' AND {MODE_RANK} >= ?2 \
+             ORDER BY at, id"
+        ))?
+        .query_map(params![key, min_rank], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut claims = Vec::new();
+    let mut block = BlockBudget::default();
+    for (id, sink, text, at, deadline) in rows {
+        if deadline.is_none_or(|d| d <= now) {
+            finish(
+                tx,
+                &id,
+                "expired",
+                Some("past expires_at before a turn boundary"),
+                now,
+            )?;
+            continue;
+        }
+        let Some(text) = text else {
+            finish(tx, &id, "failed", Some("stored prompt has no text"), now)?;
+            continue;
+        };
+        if !block.take(&sink, &text) {
+            break;
+        }
+        tx.execute(
+            "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
+            params![id, pid, now],
+        )?;
+        claims.push(PromptClaim {
+            id,
+            sink,
+            text,
+            at: at.unwrap_or_default(),
+        });
+    }
+    Ok(claims)
+}
+
 /// Appends an event with the session's next seq.
 pub(crate) fn emit(
     tx: &Transaction,
@@ -485,46 +541,34 @@ impl Store {
         for a in open_attentions(&tx, &key)? {
             clear(&tx, &key, &a, How::Cancelled, &s.event, now)?;
         }
-        let rows: Vec<QueuedRow> = tx
-            .prepare_cached(
-                "SELECT id, sink, text, at, deadline_ms FROM messages \
-                 WHERE session_key=?1 AND kind='prompt' AND state='queued' ORDER BY at, id",
-            )?
-            .query_map(params![key], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut claims = Vec::new();
-        let mut block = BlockBudget::default();
-        for (id, sink, text, at, deadline) in rows {
-            if deadline.is_none_or(|d| d <= now) {
-                finish(
-                    &tx,
-                    &id,
-                    "expired",
-                    Some("past expires_at before a turn boundary"),
-                    now,
-                )?;
-                continue;
-            }
-            let Some(text) = text else {
-                finish(&tx, &id, "failed", Some("stored prompt has no text"), now)?;
-                continue;
-            };
-            if !block.take(&sink, &text) {
-                break;
-            }
-            tx.execute(
-                "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
-                params![id, pid, now],
-            )?;
-            claims.push(PromptClaim {
-                id,
-                sink,
-                text,
-                at: at.unwrap_or_default(),
-            });
+        let claims = claim_prompts(&tx, &key, pid, now, 0)?;
+        tx.commit()?;
+        Ok(claims)
+    }
+
+    /// DECISIONS 25: at a tool boundary, the prompts sent for it: `steer` and `interrupt`
+    /// (`min_rank` 1), or before a tool runs only `interrupt` (`min_rank` 2). Oldest first,
+    /// within the block budget; `queue` prompts wait for the turn's end.
+    pub fn take_seam_prompts(
+        &mut self,
+        s: &SessionRef,
+        pid: u32,
+        min_rank: i64,
+    ) -> Result<Vec<PromptClaim>> {
+        let key = s.key();
+        let any: bool = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT EXISTS(SELECT 1 FROM messages WHERE session_key=?1 AND kind='prompt' \
+                 AND state='queued' AND {MODE_RANK} >= ?2)"
+            ))?
+            .query_row(params![key, min_rank], |r| r.get(0))?;
+        if !any {
+            return Ok(Vec::new());
         }
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        let claims = claim_prompts(&tx, &key, pid, now, min_rank)?;
         tx.commit()?;
         Ok(claims)
     }

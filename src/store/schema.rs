@@ -247,4 +247,9 @@ CREATE TABLE away (
     r#"
 ALTER TABLE sessions ADD COLUMN api_seq INTEGER;
 "#,
+    // 8: a prompt's timing (DECISIONS 25): at the turn's end, at the next tool boundary, or
+    // in place of the pending tool.
+    r#"
+ALTER TABLE messages ADD COLUMN mode TEXT NOT NULL DEFAULT 'queue' CHECK (mode IN ('queue','steer','interrupt'));
+"#,
 ];

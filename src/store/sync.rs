@@ -177,8 +177,8 @@ impl Store {
              -> Result<()> {
                 tx.prepare_cached(
                     "INSERT INTO messages(id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at, \
-                       received_at, deadline_ms, deadline_at, state) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'queued')",
+                       received_at, deadline_ms, deadline_at, mode, state) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'queued')",
                 )?
                 .execute(params![
                     id,
@@ -194,6 +194,7 @@ impl Store {
                     received_at,
                     dl,
                     dl.map(format_ms),
+                    v.map_or("queue", |v| v.mode.as_str()),
                 ])?;
                 Ok(())
             };

@@ -240,7 +240,25 @@ pub fn check(
             ),
         );
     }
+    // DECISIONS 25: for signed commands `mode` rides in the envelope, never in `cmd`.
+    let mode = match kind {
+        Kind::Prompt => match control::PromptMode::parse(item.get("mode")) {
+            Ok(m) => m,
+            Err(detail) => {
+                return (
+                    c.session.clone(),
+                    Checked::Invalid {
+                        id: id.to_string(),
+                        kind: Some(kind.as_str().into()),
+                        detail,
+                    },
+                )
+            }
+        },
+        _ => control::PromptMode::Queue,
+    };
     let m = ControlMessage {
+        mode,
         id: id.to_string(),
         kind,
         for_attention: c.for_attention.clone(),

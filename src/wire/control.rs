@@ -46,6 +46,38 @@ impl Decision {
     }
 }
 
+/// When a prompt reaches the session (DECISIONS 25): at the turn's end (`queue`, the
+/// default), at the next tool boundary (`steer`), or in place of the pending tool
+/// (`interrupt`). Our extension: v1 receivers omit it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PromptMode {
+    #[default]
+    Queue,
+    Steer,
+    Interrupt,
+}
+
+impl PromptMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptMode::Queue => "queue",
+            PromptMode::Steer => "steer",
+            PromptMode::Interrupt => "interrupt",
+        }
+    }
+
+    /// `mode` of a message (absent: `queue`); any other value is refused naming the rule.
+    pub fn parse(v: Option<&Value>) -> Result<PromptMode, String> {
+        match v {
+            None | Some(Value::Null) => Ok(PromptMode::Queue),
+            Some(Value::String(s)) if s == "queue" => Ok(PromptMode::Queue),
+            Some(Value::String(s)) if s == "steer" => Ok(PromptMode::Steer),
+            Some(Value::String(s)) if s == "interrupt" => Ok(PromptMode::Interrupt),
+            Some(_) => Err("invalid: mode must be queue, steer or interrupt".into()),
+        }
+    }
+}
+
 /// Final outcomes of a control message (the ack's `outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -81,6 +113,8 @@ pub struct ControlMessage {
     pub expires_at: String,
     pub at_ms: Millis,
     pub expires_at_ms: Millis,
+    /// A prompt's timing (DECISIONS 25); `Queue` for every other kind.
+    pub mode: PromptMode,
     /// A signed command's nonce (the reference's CONTROL.md §5 step 5): recorded in the same
     /// transaction that stores the message, and a seen one refuses it `replay`.
     pub nonce: Option<String>,
@@ -181,9 +215,17 @@ pub fn check(value: &Value) -> Checked {
             }
         }
     };
+    let mode = match kind {
+        Kind::Prompt => match PromptMode::parse(obj.get("mode")) {
+            Ok(m) => m,
+            Err(detail) => return invalid(id, Some(kind_raw), &detail),
+        },
+        _ => PromptMode::Queue,
+    };
     match check_fields(obj, kind) {
         Ok((at, at_ms, expires_at, expires_at_ms, for_attention, decision, text, note)) => {
             Checked::Valid(ControlMessage {
+                mode,
                 id,
                 kind,
                 for_attention,
