@@ -95,6 +95,10 @@ fn event_payload(h: &str, event: &str) -> Value {
         ("codex", "UserPromptSubmit") => {
             merge(codex_base(event), json!({"prompt": "run the tests"}))
         }
+        ("codex", "PreToolUse") => merge(
+            codex_base(event),
+            json!({"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "exec-6f1c"}),
+        ),
         ("codex", "PostToolUse") => merge(
             codex_base(event),
             json!({"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_response": "a\nb", "tool_use_id": "exec-6f1c"}),
@@ -1307,10 +1311,14 @@ fn every_kind_for_every_harness() {
         table.push((name, "prompt", a["outcome"].clone(), a["detail"].clone()));
         // cancel: Claude Code takes it at its next seam (a tool boundary), the rest at once.
         let m = env.receiver.enqueue(&key(name), json!({"kind": "cancel"}));
-        if name == "claude-code" {
+        if name == "claude-code" || name == "codex" {
             stored(&env, m["id"].as_str().unwrap());
             let out = run_ok(&env, name, "sp-event", &event_payload(name, "PostToolUse"));
             assert!(out.starts_with(r#"{"continue":false,"#), "{out}");
+            if name == "codex" {
+                let v: Value = serde_json::from_str(out.trim()).unwrap();
+                assert_codex_valid("post-tool-use.command.output", &v);
+            }
         }
         let a = ack_of(&env, m["id"].as_str().unwrap());
         table.push((name, "cancel", a["outcome"].clone(), a["detail"].clone()));
@@ -1345,8 +1353,8 @@ fn every_kind_for_every_harness() {
         (
             "codex",
             "cancel",
-            "unsupported",
-            "codex: no reachable app-server",
+            "delivered",
+            "codex PostToolUse hook (continue:false)",
         ),
         (
             "cursor",
@@ -1568,4 +1576,86 @@ fn opencode_reports_that_land_out_of_order_keep_the_newest_state() {
     // Reports without a seq (an older plugin) apply as they come.
     report("session.idle", None, 0);
     assert_eq!(idle(), vec![Some(1)]);
+}
+
+/// DECISIONS 25 and 26 on Codex 0.171, every output checked against its own schema: a steer
+/// beside the next tool result, an interrupt in place of the next tool, a cancel at the turn's
+/// end, and a waiting permission denied for a cancel that then stops it at the next seam.
+#[test]
+fn codex_steer_interrupt_and_cancel_land_at_its_seams() {
+    let env = env_with(json!({"permission_wait_s": 60}));
+    make_live(&env, "codex");
+    let queue = |m: Value| {
+        let id = env.receiver.enqueue(&key("codex"), m)["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        stored(&env, &id);
+        id
+    };
+    let hook = |event: &str, schema: &str| -> Value {
+        let out = run_ok(
+            &env,
+            "codex",
+            if event == "Stop" {
+                "sp-stop"
+            } else {
+                "sp-event"
+            },
+            &event_payload("codex", event),
+        );
+        let v: Value =
+            serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{event}: {e}: {out:?}"));
+        assert_codex_valid(&format!("{schema}.command.output"), &v);
+        v
+    };
+    let steer = queue(json!({"kind": "prompt", "text": "use staging", "mode": "steer"}));
+    let v = hook("PostToolUse", "post-tool-use");
+    assert_eq!(
+        v["hookSpecificOutput"]["additionalContext"],
+        one_reason("use staging")
+    );
+    assert_eq!(
+        ack_of(&env, &steer)["detail"],
+        "codex PostToolUse hook (additionalContext)"
+    );
+
+    let interrupt = queue(json!({"kind": "prompt", "text": "not that file", "mode": "interrupt"}));
+    let v = hook("PreToolUse", "pre-tool-use");
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert_eq!(
+        v["hookSpecificOutput"]["permissionDecisionReason"],
+        one_reason("not that file")
+    );
+    assert_eq!(
+        ack_of(&env, &interrupt)["detail"],
+        "codex PreToolUse hook (deny)"
+    );
+
+    // A cancel while Codex waits on our permission hook: denied there, stopped at the Stop.
+    let (event, attention) = permission_event("codex");
+    let since = env.receiver.events().len();
+    let waiting = env.spawn_hook_as("codex", "sp-permission", &event_payload("codex", event));
+    wait_needed(&env, "codex", &attention, since);
+    let cancel = env
+        .receiver
+        .enqueue(&key("codex"), json!({"kind": "cancel"}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = finish(waiting, Duration::from_secs(30));
+    let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_codex_valid("permission-request.command.output", &v);
+    assert_eq!(v["hookSpecificOutput"]["decision"]["behavior"], "deny");
+    assert_eq!(
+        env.query::<String>(&format!("select state from messages where id='{cancel}'")),
+        vec!["queued"],
+        "the denial alone does not stop Codex: the cancel waits for its next seam"
+    );
+    let v = hook("Stop", "stop");
+    assert_eq!(v["continue"], false);
+    assert_eq!(
+        ack_of(&env, &cancel)["detail"],
+        "codex Stop hook (continue:false)"
+    );
 }

@@ -88,6 +88,7 @@ impl Harness {
                 ("Stop", SP_STOP),
                 ("SessionStart", SP_EVENT),
                 ("UserPromptSubmit", SP_EVENT),
+                ("PreToolUse", SP_EVENT),
                 ("PostToolUse", SP_EVENT),
                 ("SessionEnd", SP_EVENT),
             ],
@@ -223,6 +224,7 @@ impl Harness {
     pub fn cancel_seam(self, event: &str) -> CancelSeam {
         match self {
             Harness::ClaudeCode => claude_code::cancel_seam(event),
+            Harness::Codex => codex::cancel_seam(event),
             _ => CancelSeam::None,
         }
     }
@@ -232,6 +234,7 @@ impl Harness {
     pub fn prompt_seam(self, event: &str) -> Option<i64> {
         match self {
             Harness::ClaudeCode => claude_code::prompt_seam(event),
+            Harness::Codex => codex::prompt_seam(event),
             _ => None,
         }
     }
@@ -239,7 +242,8 @@ impl Harness {
     /// The stdout that hands prompts to the model at a tool boundary, and the seam's name.
     pub fn render_seam_prompt(self, event: &str, text: &str) -> Option<(String, &'static str)> {
         match self {
-            Harness::ClaudeCode => claude_code::render_seam_prompt(event, text),
+            // Codex 0.171 takes the same shapes at these two events (its schemas).
+            Harness::ClaudeCode | Harness::Codex => claude_code::render_seam_prompt(event, text),
             _ => None,
         }
     }
@@ -248,8 +252,15 @@ impl Harness {
     pub fn render_cancel(self, reason: &str) -> Option<String> {
         match self {
             Harness::ClaudeCode => Some(claude_code::render_cancel(reason)),
+            Harness::Codex => Some(codex::render_cancel(reason)),
             _ => None,
         }
+    }
+
+    /// Whether denying a waiting permission also stops the agent (Claude Code's `interrupt`);
+    /// where it does not (Codex), the cancel stays queued for the next seam.
+    pub fn permission_deny_stops(self) -> bool {
+        self == Harness::ClaudeCode
     }
 
     /// The stdout of a permission hook that denies because the session was stopped.
@@ -390,9 +401,7 @@ pub fn route(harness: &str, kind: Kind) -> Option<(Outcome, String)> {
         ("gemini-cli", Kind::Prompt) => None,
         ("opencode", _) => None,
         ("claude-code", Kind::Cancel) => None,
-        ("codex", Kind::Cancel) => unsupported(
-            "codex: no reachable app-server for this session (turn/interrupt needs one); never a signal to a pid",
-        ),
+        ("codex", Kind::Cancel) => None,
         ("cursor" | "copilot-cli" | "droid" | "gemini-cli", Kind::Cancel) => Some((
             Outcome::Unsupported,
             format!("{harness} has no API to cancel a running turn; never a signal to a pid"),

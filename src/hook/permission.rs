@@ -194,6 +194,18 @@ fn deny_for_cancel(
     session: &SessionRef,
     attention_id: &str,
 ) -> Result<bool> {
+    if !harness.permission_deny_stops() {
+        // The denial alone does not stop this harness: the cancel stays queued for its next
+        // seam (a tool boundary or the turn's end), which stops it.
+        let reason = "Stopped by the person through sessionpipe; the agent stops at its next step.";
+        super::print_answer(&harness.render_cancel_permission(reason))?;
+        store.close_attention(session, attention_id, How::Answered)?;
+        crate::logging::info(&format!(
+            "{} {attention_id}: denied for a cancel, which stays queued for the next seam",
+            session.key()
+        ));
+        return Ok(true);
+    }
     let Some(claim) = store.take_cancels(session, std::process::id())? else {
         return Ok(false);
     };
