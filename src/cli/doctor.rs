@@ -479,9 +479,11 @@ fn control_trust(
                     "use a receiver that speaks signed control, or set \"control\": true and accept the unsigned mode's risk",
                 );
             } else if !paired || keys.is_empty() {
-                f.fail(
-                    format!("sink {}: control is \"signed\" but no passkey is enrolled for it, so nothing it carries will run", s.name),
-                    format!("sp pair {}", s.name),
+                // A set-up step only the person can take (at this terminal, with their
+                // phone): until then hooks work as without a receiver.
+                f.warn(
+                    format!("sink {}: control is \"signed\" but no passkey is enrolled for it yet, so nothing it carries will run", s.name),
+                    format!("sp pair {} (prints a link and six digits; approve on your phone)", s.name),
                 );
             } else {
                 f.ok(format!(
