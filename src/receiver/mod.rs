@@ -26,6 +26,7 @@ mod db;
 mod http;
 mod net;
 mod page;
+mod signed;
 mod state;
 mod validate;
 
@@ -49,6 +50,10 @@ pub const EVENTS_PATH: &str = "/api/sessionpipe/v1/events";
 pub const CONTROL_PATH: &str = "/api/sessionpipe/v1/control";
 /// `{control}/ack`.
 pub const ACK_PATH: &str = "/api/sessionpipe/v1/control/ack";
+/// `{control}/pair` (signed control: pairing).
+pub const PAIR_PATH: &str = "/api/sessionpipe/v1/control/pair";
+/// `{control}/off` (signed control: a machine leaves).
+pub const OFF_PATH: &str = "/api/sessionpipe/v1/control/off";
 
 /// How a [`Receiver`] is set up.
 #[derive(Debug, Clone)]
@@ -81,6 +86,13 @@ pub struct ReceiverOptions {
     pub test_door: bool,
     /// The database file; `None` keeps everything in a private in-memory database.
     pub db_path: Option<PathBuf>,
+    /// Signed control (DECISIONS 22): the WebAuthn rp id declared as
+    /// `control.signing.rp_id`. `None`: no `control.signing` in the well-known, and the
+    /// pairing and machine routes answer 404 (the unsigned mode alone, as before).
+    pub rp_id: Option<String>,
+    /// Where people open the page (`https://host` behind a proxy); pairing links start with
+    /// it. `None`: `http://localhost:PORT` (WebAuthn rp ids cannot be IP addresses).
+    pub public_url: Option<String>,
 }
 
 impl Default for ReceiverOptions {
@@ -98,6 +110,8 @@ impl Default for ReceiverOptions {
             prompt_expiry_s: 3600,
             test_door: true,
             db_path: None,
+            rp_id: None,
+            public_url: None,
         }
     }
 }

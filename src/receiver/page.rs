@@ -10,6 +10,8 @@
 //! | `GET /assets/{app.css,app.js,login.js}` | none | the static files (nothing secret) |
 //! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts, messages and outcomes; held up to S (≤ 25) seconds until the state's version differs from V |
 //! | `POST /page/api/enqueue` | login + CSRF | 200 the queued message; 400 naming what is wrong |
+//! | `GET /pair?code=` | login | the page, opened on its pairing view (signed control) |
+//! | `/page/api/pairing`, `/page/api/signed` | login (+ CSRF to post) | signed control: see `signed.rs` |
 //!
 //! **Security.** The login token is separate from the sender's bearer token (the two must
 //! differ; the bearer token never opens the page). A successful `POST /login` sets a random
@@ -67,6 +69,10 @@ pub(crate) enum PageRoute {
     Asset(Asset),
     State,
     Enqueue,
+    /// Signed control: the pairing as the page shows it, its approval, a signed command.
+    Pairing,
+    Approve,
+    Signed,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -80,7 +86,12 @@ pub(crate) enum Asset {
 /// method, `None` for anything else.
 pub(crate) fn classify(method: &str, path: &str) -> Option<Result<PageRoute, &'static str>> {
     let (allowed, route) = match (path, method) {
-        ("/", "GET") => return Some(Ok(PageRoute::Index)),
+        ("/", "GET") | ("/pair", "GET") => return Some(Ok(PageRoute::Index)),
+        ("/pair", _) => ("GET", None),
+        ("/page/api/pairing", "GET") => return Some(Ok(PageRoute::Pairing)),
+        ("/page/api/pairing", "POST") => return Some(Ok(PageRoute::Approve)),
+        ("/page/api/pairing", _) => ("GET, POST", None),
+        ("/page/api/signed", m) => ("POST", (m == "POST").then_some(PageRoute::Signed)),
         ("/", _) => ("GET", None),
         ("/login", "GET") => return Some(Ok(PageRoute::LoginForm)),
         ("/login", "POST") => return Some(Ok(PageRoute::Login)),
@@ -262,13 +273,22 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Option<Reply> {
             Ok(None) => unauthorized(),
             Ok(Some(w)) => return state(ex, &w).map(with_page_headers),
         },
-        PageRoute::Enqueue => match who(ex) {
+        PageRoute::Enqueue | PageRoute::Approve | PageRoute::Signed => match who(ex) {
             Err(r) => r,
             Ok(None) => unauthorized(),
             Ok(Some(w)) => match check_csrf(ex, &w) {
                 Err(r) => r,
-                Ok(()) => enqueue(ex),
+                Ok(()) => match route {
+                    PageRoute::Approve => super::signed::page_approve(ex),
+                    PageRoute::Signed => super::signed::page_signed(ex),
+                    _ => enqueue(ex),
+                },
             },
+        },
+        PageRoute::Pairing => match who(ex) {
+            Err(r) => r,
+            Ok(None) => unauthorized(),
+            Ok(Some(_)) => super::signed::page_pairing(ex),
         },
     };
     Some(with_page_headers(reply))
@@ -424,6 +444,9 @@ fn state(ex: &Exchange<'_>, who: &Who) -> Option<Reply> {
     body.insert("prompt_expiry_s".into(), st.opts.prompt_expiry_s.into());
     if let Who::Cookie { csrf, .. } = who {
         body.insert("csrf".into(), csrf.clone().into());
+    }
+    if let Some(signing) = super::signed::page_signing(&st) {
+        body.insert("signing".into(), signing);
     }
     body.insert("sessions".into(), Value::Array(sessions));
     Some(Reply::json(200, Value::Object(body)))
