@@ -13,6 +13,9 @@
 //!    binary has no test door); the machine acks them `refused` with `replay` and `bad_csig`,
 //!    and the waiting hook never prints allow (it gets the page's signed Deny instead).
 //!
+//! And, in process over HTTP (`mod http`): the pairing routes, the machine token, the
+//! per-machine queue, who may ack what, `off`, and the unsigned mode without an rp id.
+//!
 //! Needs chromium, Node.js and playwright-core: `scripts/test-deps.sh` installs them. Without
 //! them the test fails (it never passes silently).
 mod common;
@@ -463,4 +466,349 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     assert!(!printed.contains("\"allow\""), "{printed}");
     assert!(printed.contains("\"deny\""), "{printed}");
     assert!(receiver.log.lock().unwrap().contains("listening on"));
+}
+
+// ---------------------------------------------------------------------------------------
+// The signed-control routes over HTTP, in process (no browser): pairing, the machine token,
+// the per-machine queue, acks and off; and the unsigned mode left as it was.
+// ---------------------------------------------------------------------------------------
+
+mod http {
+    use super::common::signing::*;
+    use serde_json::{json, Value};
+    use spctl::receiver::{Receiver, ReceiverOptions};
+    use std::time::Duration;
+
+    const SINK: &str = "test-token";
+    const LOGIN: &str = "page-login-token-9876543210abcdef";
+    const CONTROL: &str = "/api/sessionpipe/v1/control";
+    const SESSION: &str = "claude-code:5b0e8c1d-2f3a-4b5c-8d6e-7f8091a2b3c4";
+
+    fn start(rp_id: Option<&str>) -> Receiver {
+        Receiver::start(ReceiverOptions {
+            login_token: Some(LOGIN.into()),
+            rp_id: rp_id.map(str::to_owned),
+            wait_max_s: 2,
+            ..ReceiverOptions::default()
+        })
+        .unwrap()
+    }
+
+    fn call(method: &str, url: &str, bearer: Option<&str>, body: Option<&Value>) -> (u16, Value) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(20)))
+            .build()
+            .into();
+        let auth = bearer.map(|b| format!("Bearer {b}"));
+        let mut r = match (method, body) {
+            ("GET", _) => {
+                let mut q = agent.get(url);
+                if let Some(a) = &auth {
+                    q = q.header("authorization", a);
+                }
+                q.call().unwrap()
+            }
+            (_, b) => {
+                let mut q = agent.post(url).header("content-type", "application/json");
+                if let Some(a) = &auth {
+                    q = q.header("authorization", a);
+                }
+                q.send(b.map(Value::to_string).unwrap_or_default()).unwrap()
+            }
+        };
+        let status = r.status().as_u16();
+        let text = r.body_mut().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    fn now_ms() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    }
+
+    /// Pairs through the routes with a test passkey; returns (machine, token).
+    fn pair(r: &Receiver, passkey: &Passkey, machine: Option<&str>) -> (String, Option<String>) {
+        let u = r.url();
+        let mut body = json!({"name": "laptop"});
+        if let Some(m) = machine {
+            body["machine"] = json!(m);
+        }
+        let (s, started) = call(
+            "POST",
+            &format!("{u}{CONTROL}/pair"),
+            Some(SINK),
+            Some(&body),
+        );
+        assert_eq!(s, 201, "{started}");
+        let (m, code) = (
+            started["machine"].as_str().unwrap().to_owned(),
+            started["code"].as_str().unwrap().to_owned(),
+        );
+        let status_url = format!("{u}{CONTROL}/pair?code={code}");
+        assert_eq!(
+            call("GET", &status_url, Some(SINK), None).1,
+            json!({"status": "pending"})
+        );
+        let challenge = sha256(format!("sessionpipe.pair:{m}:{code}").as_bytes());
+        let proof = passkey.assert(&challenge, &Ceremony::get("localhost"));
+        let approve = format!("{u}/page/api/pairing");
+        // A proof over anything else is not carried.
+        let wrong = passkey.assert(&sha256(b"other"), &Ceremony::get("localhost"));
+        let (s, _) = call(
+            "POST",
+            &approve,
+            Some(LOGIN),
+            Some(&json!({"code": code, "key": passkey.trusted(), "proof": wrong})),
+        );
+        assert_eq!(s, 400);
+        let (s, v) = call(
+            "POST",
+            &approve,
+            Some(LOGIN),
+            Some(&json!({"code": code, "key": passkey.trusted(), "proof": proof})),
+        );
+        assert_eq!(s, 200, "{v}");
+        let (s, _) = call(
+            "POST",
+            &approve,
+            Some(LOGIN),
+            Some(&json!({"code": code, "key": passkey.trusted(), "proof": proof})),
+        );
+        assert_eq!(s, 409, "approved once only");
+        let (s, paired) = call("GET", &status_url, Some(SINK), None);
+        assert_eq!(s, 200);
+        assert_eq!(paired["status"], "paired");
+        assert_eq!(paired["key"], passkey.trusted());
+        assert_eq!(paired["proof"], proof);
+        // The token is in one answer only.
+        let again = call("GET", &status_url, Some(SINK), None).1;
+        assert_eq!(again["status"], "paired");
+        assert!(again.get("token").is_none(), "{again}");
+        (m, paired["token"].as_str().map(str::to_owned))
+    }
+
+    #[test]
+    fn pairing_machine_queue_acks_and_off() {
+        let r = start(Some("localhost"));
+        let u = r.url();
+        assert_eq!(
+            r.well_known()["control"]["signing"],
+            json!({"rp_id": "localhost", "algs": [-7, -257]})
+        );
+        // The sink token is needed; an unknown code is 404.
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/pair"),
+                None,
+                Some(&json!({}))
+            )
+            .0,
+            401
+        );
+        assert_eq!(
+            call(
+                "GET",
+                &format!("{u}{CONTROL}/pair?code=nope"),
+                Some(SINK),
+                None
+            )
+            .0,
+            404
+        );
+        let passkey = Passkey::es256(91);
+        let (machine, token) = pair(&r, &passkey, None);
+        assert!(
+            machine.starts_with("m_") && machine.len() == 24,
+            "{machine}"
+        );
+        let token = token.expect("the first pairing hands over the machine token");
+        // Another passkey for the same machine: the same id, and no second token.
+        let (again, t2) = pair(&r, &Passkey::es256(92), Some(&machine));
+        assert_eq!(again, machine);
+        assert!(t2.is_none());
+        // A machine the receiver does not know gets a new id.
+        let (other, t3) = pair(&r, &Passkey::es256(93), Some("m_unknownmachine0000000"));
+        assert_ne!(other, "m_unknownmachine0000000");
+        let other_token = t3.unwrap();
+
+        // The machine poll wants that machine's token: never the sink token, never another's.
+        let poll = format!("{u}{CONTROL}?machine={machine}&wait=0");
+        assert_eq!(call("GET", &poll, Some(SINK), None).0, 401);
+        assert_eq!(call("GET", &poll, Some(&other_token), None).0, 401);
+        assert_eq!(call("GET", &poll, Some(&token), None).0, 204);
+
+        // The page queues a signed command; the envelope carries cmd byte for byte.
+        let now = now_ms();
+        let day = DayKey::new(
+            7,
+            &passkey,
+            now - 1000,
+            now + 3_600_000,
+            "localhost",
+            &Ceremony::get("localhost"),
+        );
+        let cmd = command(
+            &machine,
+            "permission.answer",
+            SESSION,
+            &[("for", json!("perm-0001")), ("decision", json!("allow"))],
+            &nonce(),
+            now,
+        );
+        let (s, env) = call(
+            "POST",
+            &format!("{u}/page/api/signed"),
+            Some(LOGIN),
+            Some(&day.sign(&cmd)),
+        );
+        assert_eq!(s, 200, "{env}");
+        assert_eq!(env["cmd"], json!(cmd));
+        assert_eq!(env["csig"], json!(day.csig(&cmd)));
+        assert_eq!(env["grant"], day.grant);
+        let keys: Vec<&str> = env
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["id", "cmd", "csig", "grant", "at", "expires_at"]);
+        // A command for a machine not paired here is not queued.
+        let stray = command(
+            "m_notpairedhere00000000",
+            "cancel",
+            SESSION,
+            &[],
+            &nonce(),
+            now,
+        );
+        let (s, _) = call(
+            "POST",
+            &format!("{u}/page/api/signed"),
+            Some(LOGIN),
+            Some(&day.sign(&stray)),
+        );
+        assert_eq!(s, 400);
+
+        // Served to the machine, again until acked; never to the unsigned session poll, and
+        // never to another machine.
+        for _ in 0..2 {
+            let (s, v) = call("GET", &poll, Some(&token), None);
+            assert_eq!(s, 200);
+            assert_eq!(v["messages"], json!([env]));
+        }
+        let session_poll = format!("{u}{CONTROL}?session={SESSION}&wait=0");
+        assert_eq!(call("GET", &session_poll, Some(SINK), None).0, 204);
+        let other_poll = format!("{u}{CONTROL}?machine={other}&wait=0");
+        assert_eq!(call("GET", &other_poll, Some(&other_token), None).0, 204);
+
+        // The sink token (or another machine's) cannot ack it away.
+        let id = env["id"].as_str().unwrap();
+        let at = "2026-10-08T09:14:02.110Z";
+        let refused =
+            json!({"acks": [{"id": id, "outcome": "refused", "code": "replay", "at": at}]});
+        for t in [SINK, other_token.as_str()] {
+            assert_eq!(
+                call(
+                    "POST",
+                    &format!("{u}{CONTROL}/ack"),
+                    Some(t),
+                    Some(&refused)
+                )
+                .0,
+                202
+            );
+        }
+        assert_eq!(call("GET", &poll, Some(&token), None).0, 200);
+        // refused needs its code.
+        let bare = json!({"acks": [{"id": id, "outcome": "refused", "at": at}]});
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/ack"),
+                Some(&token),
+                Some(&bare)
+            )
+            .0,
+            400
+        );
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/ack"),
+                Some(&token),
+                Some(&refused)
+            )
+            .0,
+            202
+        );
+        assert_eq!(call("GET", &poll, Some(&token), None).0, 204);
+        assert_eq!(
+            r.wait_ack(id, Duration::from_secs(1)).unwrap()["code"],
+            "replay"
+        );
+
+        // off: the machine and its token are gone.
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/off"),
+                Some(SINK),
+                Some(&json!({}))
+            )
+            .0,
+            401
+        );
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/off"),
+                Some(&token),
+                Some(&json!({}))
+            )
+            .0,
+            200
+        );
+        assert_eq!(call("GET", &poll, Some(&token), None).0, 401);
+    }
+
+    #[test]
+    fn without_an_rp_id_the_receiver_is_unsigned_as_before() {
+        let r = start(None);
+        let u = r.url();
+        assert!(r.well_known()["control"].get("signing").is_none());
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/pair"),
+                Some(SINK),
+                Some(&json!({}))
+            )
+            .0,
+            404
+        );
+        assert_eq!(
+            call(
+                "GET",
+                &format!("{u}{CONTROL}?machine=m_x&wait=0"),
+                Some(SINK),
+                None
+            )
+            .0,
+            404
+        );
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/off"),
+                Some(SINK),
+                Some(&json!({}))
+            )
+            .0,
+            404
+        );
+    }
 }
