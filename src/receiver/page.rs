@@ -310,18 +310,39 @@ fn check_csrf(ex: &Exchange<'_>, who: &Who) -> Result<(), Reply> {
 
 /// The login token from a form (`token=…`) or JSON (`{"token":…}`) body.
 fn submitted_token(ex: &Exchange<'_>) -> Option<String> {
+    submitted(ex, "token")
+}
+
+/// A field of a form or JSON body, trimmed.
+fn submitted(ex: &Exchange<'_>, field: &str) -> Option<String> {
     let ty = ex.header("content-type").unwrap_or("").to_ascii_lowercase();
     if ty.starts_with("application/json") {
         let v: Value = serde_json::from_slice(&ex.body).ok()?;
-        return v.get("token")?.as_str().map(|t| t.trim().to_owned());
+        return v.get(field)?.as_str().map(|t| t.trim().to_owned());
     }
     let body = std::str::from_utf8(&ex.body).ok()?;
     body.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=')?;
-        (percent_decode(k).as_deref() == Some("token"))
+        (percent_decode(k).as_deref() == Some(field))
             .then(|| percent_decode(v).map(|t| t.trim().to_owned()))
             .flatten()
     })
+}
+
+/// Where a login goes next: `/`, or the pairing view it was opened at (nothing else, so a
+/// login can never be turned into a redirect elsewhere).
+fn next_after_login(next: Option<&str>) -> String {
+    match next.and_then(|n| n.strip_prefix("/pair?code=")) {
+        Some(code)
+            if (1..=64).contains(&code.len())
+                && code
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') =>
+        {
+            format!("/pair?code={code}")
+        }
+        _ => "/".to_owned(),
+    }
 }
 
 fn login(ex: &Exchange<'_>) -> Reply {
@@ -365,8 +386,9 @@ fn login(ex: &Exchange<'_>) -> Reply {
         LOGIN_TTL.as_secs(),
         if secure { "; Secure" } else { "" }
     );
+    let next = next_after_login(submitted(ex, "next").as_deref());
     Reply::typed(303, "text/plain; charset=utf-8", b"logged in\n".to_vec())
-        .header("location", "/")
+        .header("location", next)
         .header("set-cookie", set)
 }
 
@@ -578,6 +600,24 @@ mod tests {
         assert_eq!(classify("POST", "/login"), Some(Ok(PageRoute::Login)));
         assert_eq!(classify("GET", "/page/api/enqueue"), Some(Err("POST")));
         assert_eq!(classify("GET", "/nope"), None);
+    }
+
+    #[test]
+    fn login_goes_back_to_a_pairing_only() {
+        assert_eq!(next_after_login(None), "/");
+        assert_eq!(
+            next_after_login(Some("/pair?code=AbC-_9")),
+            "/pair?code=AbC-_9"
+        );
+        for bad in [
+            "//evil.example",
+            "https://evil.example/",
+            "/pair?code=",
+            "/pair?code=a&b=c",
+            "/pair?code=a/../x",
+        ] {
+            assert_eq!(next_after_login(Some(bad)), "/", "{bad}");
+        }
     }
 
     #[test]
