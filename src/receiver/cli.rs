@@ -39,6 +39,12 @@ at /, a page that shows live sessions and their open permission prompts, answers
 (Allow / Deny, with an optional note), queues a prompt for a session's next turn, asks a
 session to stop, and shows each message's outcome (delivered, expired, unsupported, failed).
 
+Signed control: `sp pair SINK` on a machine (its sink set to \"control\": \"signed\") prints a
+pairing link and six check digits; the page shows the same digits and approves with a
+passkey, and from then on signs every answer, message and stop on the device (a day key
+under a passkey grant). The receiver carries them per machine
+(GET {{control}}?machine=&wait= with the machine's own token) and can never sign one.
+
 OPTIONS:
   --listen ADDR              address to listen on (default 127.0.0.1:{port}; port 0 picks a
                              free one). Anything but loopback exposes the receiver: the page

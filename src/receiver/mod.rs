@@ -15,6 +15,8 @@
 //! | `POST /api/sessionpipe/v1/events` | Bearer | 202 `{accepted,duplicates,rejected,max_tier}`; 400 malformed/empty/over `max_events` or `sessionpipe-protocol` other than 1; 401; 403 `tier_above_max`; 413 over `max_bytes` |
 //! | `GET /api/sessionpipe/v1/control?session=&wait=` | Bearer | 200 `{messages}` (at once, or as soon as one is enqueued), 204 when the wait runs out; 400; 401; 404 without the `control` capability |
 //! | `POST /api/sessionpipe/v1/control/ack` | Bearer | 202 `{}`; 400 with the violated rule; 401; 404 without `control` |
+//! | `POST /api/sessionpipe/v1/control/pair`, `GET …/control/pair?code=` | Bearer | signed control's pairing (only with `rp_id`; `signed.rs`) |
+//! | `GET /api/sessionpipe/v1/control?machine=&wait=`, `POST …/control/off` | machine token | signed control's per-machine queue and leaving (only with `rp_id`) |
 //! | `POST /test/enqueue`, `GET /test/events`, `GET /test/acks` | none | the test door (only with `test_door`) |
 //! | `/`, `/login`, `/logout`, `/assets/*`, `/page/api/*` | login | the page (`page.rs`) |
 //! | anything else | | 404 `{"reason":"not_found"}` (405 for a known path with the wrong method) |
