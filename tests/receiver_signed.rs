@@ -693,6 +693,39 @@ mod http {
         );
         assert_eq!(s, 400);
 
+        // The early check: a command the machine would refuse is refused here, with its code.
+        let stranger = DayKey::new(
+            8,
+            &Passkey::es256(99),
+            now - 1000,
+            now + 3_600_000,
+            "localhost",
+            &Ceremony::get("localhost"),
+        );
+        let mut edited = day.sign(&cmd);
+        edited["cmd"] = json!(cmd.replace("\"allow\"", "\"deny\""));
+        let old_cmd = command(&machine, "cancel", SESSION, &[], &nonce(), now - 3_600_000);
+        for (signed, code) in [
+            (stranger.sign(&cmd), "untrusted_key"),
+            (edited, "bad_csig"),
+            (day.sign(&old_cmd), "outside_grant"),
+        ] {
+            let (s, v) = call(
+                "POST",
+                &format!("{u}/page/api/signed"),
+                Some(LOGIN),
+                Some(&signed),
+            );
+            assert_eq!((s, v["code"].as_str()), (400, Some(code)), "{v}");
+        }
+        let (s, _) = call(
+            "POST",
+            &format!("{u}/page/api/signed"),
+            Some(LOGIN),
+            Some(&json!({"cmd": cmd})),
+        );
+        assert_eq!(s, 400, "an unsigned command is not carried");
+
         // Served to the machine, again until acked; never to the unsigned session poll, and
         // never to another machine.
         for _ in 0..2 {

@@ -729,6 +729,15 @@ impl Db {
         Ok(n == 1)
     }
 
+    /// The keys the page's approvals carried for `machine`: `(id, alg, spki)`.
+    pub fn machine_keys(&self, machine: &str) -> rusqlite::Result<Vec<(String, i64, String)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, alg, spki FROM machine_keys WHERE machine = ?1")?;
+        let rows = st.query_map(params![machine], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        rows.collect()
+    }
+
     /// Forgets a machine: its token, keys, pairings and what is queued for it.
     pub fn remove_machine(&mut self, id: &str) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;

@@ -9,7 +9,7 @@
 //! | `POST {control}/off` | a machine's token | 200 `{}`: the machine, its keys and its queue are forgotten |
 //! | `GET /page/api/pairing?code=` | login | the pairing as the page shows it (machine, name, check digits, status) |
 //! | `POST /page/api/pairing` | login + CSRF | `{code, key, proof}` from the page's passkey; 200 once the proof verifies |
-//! | `POST /page/api/signed` | login + CSRF | `{cmd, csig, grant}` signed on the page; 200 the queued envelope |
+//! | `POST /page/api/signed` | login + CSRF | `{cmd, csig, grant}` signed on the page; 200 the queued envelope; 400 with the verifier's `code` when the early check (CONTROL.md §5, against the keys this receiver carried) refuses it |
 //!
 //! The machine token is made when the machine's first pairing is first reported `paired`,
 //! handed over in that one answer, and stored only as its SHA-256. Sessions reach the page
@@ -32,6 +32,8 @@ const PAIR_TTL: Duration = Duration::from_secs(10 * 60);
 const ENVELOPE_MAX: Duration = Duration::from_secs(24 * 3600);
 /// The most a command string may be (CONTROL.md §3.1).
 const CMD_MAX: usize = 48_000;
+/// The receiver's early check passes commands signed at most this long ago (CONTROL.md §5).
+const EARLY_MAX_AGE_MS: i64 = 10 * 60 * 1000;
 /// A machine poll looks at the database at least this often, so a row written by another
 /// process (an administrator's, or a test's) is served without waiting out the poll.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -392,6 +394,34 @@ pub(crate) fn page_signed(ex: &Exchange<'_>) -> Reply {
         Ok(true) => {}
         Ok(false) => return Reply::error(400, "cmd names no machine paired here"),
         Err(e) => return Reply::db_failed(&e),
+    }
+    // The early word (CONTROL.md §5, a courtesy: the machine checks again, and is the gate):
+    // the reference verifier against the keys this receiver carried for the machine, so a
+    // command the machine would refuse is refused here, where the person sees why.
+    let trusted: Vec<TrustedKey> = match st.db.machine_keys(machine) {
+        Ok(k) => k
+            .into_iter()
+            .map(|(id, alg, spki)| TrustedKey { id, alg, spki })
+            .collect(),
+        Err(e) => return Reply::db_failed(&e),
+    };
+    let signed: wire::SignedCommand = match serde_json::from_value(body.clone()) {
+        Ok(s) => s,
+        Err(_) => return Reply::error(400, "malformed: want {cmd, csig, grant} or {cmd, confirm}"),
+    };
+    let rp_id = st.opts.rp_id.clone().unwrap_or_default();
+    let opts = wire::VerifyOptions {
+        machine,
+        rp_id: &rp_id,
+        trusted: &trusted,
+        now: st.now_ms(),
+        max_age_ms: EARLY_MAX_AGE_MS,
+    };
+    if let Err(r) = wire::verify_command(&signed, &opts, None) {
+        return Reply::json(
+            400,
+            json!({"reason": format!("refused: {}: {}", r.code.as_str(), r.why), "code": r.code.as_str()}),
+        );
     }
     let life_s = if kind == "prompt" {
         st.opts.prompt_expiry_s
