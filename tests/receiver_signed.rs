@@ -465,6 +465,34 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     let printed = stdout(&out);
     assert!(!printed.contains("\"allow\""), "{printed}");
     assert!(printed.contains("\"deny\""), "{printed}");
+
+    // A message typed on the page, signed, reaches the session at its next Stop.
+    let card = format!("article[data-session=\"{key}\"]");
+    let text = "signed: please also update the changelog";
+    b.call(
+        json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}),
+    );
+    b.click(&format!("{card} button.queue"));
+    let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
+    b.wait(&format!("{prompt}[data-status=\"sent\"]"));
+    let id = b.call(json!({"op": "attr", "selector": prompt, "name": "data-message"}))["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        until(Duration::from_secs(20), || env.query::<i64>(&format!(
+            "SELECT count(*) FROM messages WHERE id = '{id}'"
+        )) == vec![1]),
+        "sp-sync stored {id}"
+    );
+    let stop = json!({"session_id": SESSION, "hook_event_name": "Stop", "cwd": "/tmp",
+                      "transcript_path": "/tmp/t.jsonl", "stop_hook_active": false});
+    let out = env.hook_json("sp-stop", &stop);
+    let v: Value = serde_json::from_str(stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("{e}: {:?} log: {}", stdout(&out), env.log()));
+    assert_eq!(v["decision"], "block");
+    assert!(v["reason"].as_str().unwrap().contains(text), "{v}");
+    b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
     assert!(receiver.log.lock().unwrap().contains("listening on"));
 }
 
