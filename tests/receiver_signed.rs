@@ -398,6 +398,7 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     let key = format!("claude-code:{SESSION}");
     let attention = format!("article[data-session=\"{key}\"] [data-attention=\"{att}\"]");
     b.call(json!({"op": "goto", "url": format!("{page}/")}));
+    b.wait("#signed");
     b.wait(&attention);
     let seen = b.text(&attention);
     assert!(seen.contains("Bash"), "{seen}");

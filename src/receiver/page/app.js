@@ -398,6 +398,10 @@
     version = state.version;
     if (state.csrf) csrf = state.csrf;
     skew = Date.parse(state.now) - Date.now();
+    const sg = state.signing && state.signing.machine ? state.signing : null;
+    const badge = $('#signed');
+    badge.hidden = !sg;
+    badge.title = sg ? 'Answers are signed on this device for ' + (sg.name || sg.machine) + ' (' + sg.machine + ')' : '';
     const list = $('#sessions');
     const sessions = [...state.sessions].sort(
       (a, b) => (b.attentions.length > 0) - (a.attentions.length > 0));
