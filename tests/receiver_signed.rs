@@ -503,6 +503,7 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
 // ---------------------------------------------------------------------------------------
 
 mod http {
+    use super::common::schema::assert_valid;
     use super::common::signing::*;
     use serde_json::{json, Value};
     use spctl::receiver::{Receiver, ReceiverOptions};
@@ -512,6 +513,14 @@ mod http {
     const LOGIN: &str = "page-login-token-9876543210abcdef";
     const CONTROL: &str = "/api/sessionpipe/v1/control";
     const SESSION: &str = "claude-code:5b0e8c1d-2f3a-4b5c-8d6e-7f8091a2b3c4";
+
+    /// A schema of the signed-control spec (read from the shared peer data, never copied).
+    fn spec(file: &str) -> String {
+        format!(
+            "{}/../shared/peer-data/signed-control/schemas/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    }
 
     fn start(rp_id: Option<&str>) -> Receiver {
         Receiver::start(ReceiverOptions {
@@ -572,6 +581,7 @@ mod http {
             Some(&body),
         );
         assert_eq!(s, 201, "{started}");
+        assert_valid(&spec("control-pair-started.json"), &started);
         let (m, code) = (
             started["machine"].as_str().unwrap().to_owned(),
             started["code"].as_str().unwrap().to_owned(),
@@ -610,6 +620,7 @@ mod http {
         let (s, paired) = call("GET", &status_url, Some(SINK), None);
         assert_eq!(s, 200);
         assert_eq!(paired["status"], "paired");
+        assert_valid(&spec("control-paired.json"), &paired);
         assert_eq!(paired["key"], passkey.trusted());
         assert_eq!(paired["proof"], proof);
         // The token is in one answer only.
@@ -627,6 +638,7 @@ mod http {
             r.well_known()["control"]["signing"],
             json!({"rp_id": "localhost", "algs": [-7, -257]})
         );
+        assert_valid(&spec("well-known.json"), &r.well_known());
         // The sink token is needed; an unknown code is 404.
         assert_eq!(
             call(
@@ -705,6 +717,7 @@ mod http {
             .map(String::as_str)
             .collect();
         assert_eq!(keys, ["id", "cmd", "csig", "grant", "at", "expires_at"]);
+        assert_valid(&spec("control.json"), &env);
         // A command for a machine not paired here is not queued.
         let stray = command(
             "m_notpairedhere00000000",
