@@ -1025,6 +1025,39 @@ mod tests {
     }
 
     #[test]
+    fn pairings_expire_approve_once_and_give_one_token() {
+        let mut db = Db::open_memory().unwrap();
+        let key = json!({"id": "k1", "alg": -7, "spki": "AAAA"});
+        let proof = json!({"cred": "k1", "ad": "a", "cd": "c", "sig": "s"});
+        db.create_pairing("old", "m_a", "123456", None, 0, 1000)
+            .unwrap();
+        assert!(
+            !db.approve_pairing("old", &key, &proof, 1000).unwrap(),
+            "expired"
+        );
+        assert!(!db.machine_known("m_a").unwrap());
+        db.create_pairing("c1", "m_a", "123456", Some("laptop"), 0, 10_000)
+            .unwrap();
+        assert!(!db.give_token("c1", "h1").unwrap(), "not approved yet");
+        assert!(db.approve_pairing("c1", &key, &proof, 5).unwrap());
+        assert!(!db.approve_pairing("c1", &key, &proof, 6).unwrap(), "once");
+        assert!(db.machine_known("m_a").unwrap());
+        assert!(db.give_token("c1", "h1").unwrap());
+        assert!(!db.give_token("c1", "h2").unwrap(), "one answer only");
+        assert_eq!(db.machine_by_token("h1").unwrap().as_deref(), Some("m_a"));
+        // A second pairing of the same machine never replaces its token.
+        db.create_pairing("c2", "m_a", "654321", None, 7, 10_000)
+            .unwrap();
+        assert!(db.approve_pairing("c2", &key, &proof, 8).unwrap());
+        assert!(!db.give_token("c2", "h3").unwrap());
+        assert_eq!(db.machine_by_token("h3").unwrap(), None);
+        assert_eq!(db.latest_machine().unwrap().unwrap()["name"], "laptop");
+        db.remove_machine("m_a").unwrap();
+        assert_eq!(db.machine_by_token("h1").unwrap(), None);
+        assert!(db.pairing("c1").unwrap().is_none());
+    }
+
+    #[test]
     fn messages_and_acks() {
         let mut db = Db::open_memory().unwrap();
         let now = 1_800_000_000_000;
