@@ -851,6 +851,33 @@ mod http {
     }
 
     #[test]
+    fn a_public_url_names_the_rp_id_and_the_pairing_link() {
+        let r = Receiver::start(ReceiverOptions {
+            login_token: Some(LOGIN.into()),
+            rp_id: Some("pipe.example.org".into()),
+            public_url: Some("https://pipe.example.org".into()),
+            ..ReceiverOptions::default()
+        })
+        .unwrap();
+        assert_eq!(
+            r.well_known()["control"]["signing"]["rp_id"],
+            "pipe.example.org"
+        );
+        let (s, v) = call(
+            "POST",
+            &format!("{}{CONTROL}/pair", r.url()),
+            Some(SINK),
+            Some(&json!({})),
+        );
+        assert_eq!(s, 201);
+        let code = v["code"].as_str().unwrap();
+        assert_eq!(
+            v["url"],
+            json!(format!("https://pipe.example.org/pair?code={code}"))
+        );
+    }
+
+    #[test]
     fn without_an_rp_id_the_receiver_is_unsigned_as_before() {
         let r = start(None);
         let u = r.url();
