@@ -640,7 +640,7 @@ fn command_line() {
     let url = sp_receiver(dir.path(), &["--login-url"]);
     assert_eq!(
         String::from_utf8(url.stdout).unwrap(),
-        format!("http://127.0.0.1:8787/#login={}\n", t2.trim())
+        format!("http://localhost:8787/#login={}\n", t2.trim())
     );
 
     // Setup problems exit 2 and say how to fix them.

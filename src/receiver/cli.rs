@@ -39,6 +39,12 @@ at /, a page that shows live sessions and their open permission prompts, answers
 (Allow / Deny, with an optional note), queues a prompt for a session's next turn, asks a
 session to stop, and shows each message's outcome (delivered, expired, unsupported, failed).
 
+Signed control: `sp pair SINK` on a machine (its sink set to \"control\": \"signed\") prints a
+pairing link and six check digits; the page shows the same digits and approves with a
+passkey, and from then on signs every answer, message and stop on the device (a day key
+under a passkey grant). The receiver carries them per machine
+(GET {{control}}?machine=&wait= with the machine's own token) and can never sign one.
+
 OPTIONS:
   --listen ADDR              address to listen on (default 127.0.0.1:{port}; port 0 picks a
                              free one). Anything but loopback exposes the receiver: the page
@@ -50,6 +56,10 @@ OPTIONS:
   --permission-expiry-s N    how long an Allow / Deny from the page stays valid (default 120)
   --prompt-expiry-s N        how long a queued prompt stays valid (default 3600); a Stop
                              stays valid as long as a permission answer
+  --public-url URL           where people open the page (https://HOST behind a TLS proxy);
+                             its host is the passkeys' rp id for signed control. Default:
+                             http://localhost:PORT, rp id localhost (open the page as
+                             localhost, not 127.0.0.1: rp ids cannot be IP addresses)
   -h, --help                 this text
   -V, --version              the version
 
@@ -96,6 +106,8 @@ struct Args {
     db: Option<PathBuf>,
     permission_expiry_s: u64,
     prompt_expiry_s: u64,
+    /// `--public-url`: where people open the page; its host is the WebAuthn rp id.
+    public_url: Option<String>,
 }
 
 enum Parsed {
@@ -143,6 +155,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
         db: None,
         permission_expiry_s: 120,
         prompt_expiry_s: 3600,
+        public_url: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -177,6 +190,11 @@ fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
                 a.permission_expiry_s = secs(value("seconds")?, name)?;
             }
             "--prompt-expiry-s" => a.prompt_expiry_s = secs(value("seconds")?, name)?,
+            "--public-url" => {
+                let u = value("a URL")?;
+                rp_id_of(&u)?;
+                a.public_url = Some(u.trim_end_matches('/').to_owned());
+            }
             other => {
                 return setup(format!(
                     "unknown argument {other:?}; see sp-receiver --help"
@@ -358,6 +376,51 @@ fn prepare(a: &Args) -> anyhow::Result<Setup2> {
     })
 }
 
+/// The WebAuthn rp id for a `--public-url`: its host, which must be a name (not an IP
+/// address), reached over https (plain http only for localhost).
+fn rp_id_of(url: &str) -> anyhow::Result<String> {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (s.to_ascii_lowercase(), r),
+        None => return setup(format!("--public-url {url:?}: want https://HOST[:PORT]")),
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = match authority.rsplit_once(':') {
+        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => authority,
+    }
+    .to_ascii_lowercase();
+    let named = !host.is_empty()
+        && host.parse::<std::net::IpAddr>().is_err()
+        && !host.starts_with('[')
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.'));
+    if !named {
+        return setup(format!(
+            "--public-url {url:?}: the host must be a name (WebAuthn rp ids cannot be IP addresses)"
+        ));
+    }
+    match scheme.as_str() {
+        "https" => {}
+        "http" if host == "localhost" => {}
+        _ => {
+            return setup(format!(
+                "--public-url {url:?}: passkeys need https (plain http only for localhost)"
+            ))
+        }
+    }
+    Ok(host)
+}
+
+/// The page's address as people open it: `--public-url`, else `http://localhost:PORT/`
+/// (not the IP: the rp id is then `localhost`, and a passkey made for it works only there).
+fn public_page_url(listen: SocketAddr, public_url: Option<&str>) -> String {
+    match public_url {
+        Some(u) => format!("{}/", u.trim_end_matches('/')),
+        None => format!("http://localhost:{}/", listen.port()),
+    }
+}
+
 fn page_url(listen: SocketAddr) -> String {
     let mut a = listen;
     if a.ip().is_unspecified() {
@@ -402,7 +465,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let s = prepare(&a)?;
     match a.mode {
         Mode::LoginUrl => {
-            println!("{}#login={}", page_url(a.listen), fragment_encode(&s.login));
+            println!(
+                "{}#login={}",
+                public_page_url(a.listen, a.public_url.as_deref()),
+                fragment_encode(&s.login)
+            );
             return Ok(());
         }
         Mode::Init => {
@@ -410,7 +477,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             println!("bearer token: {}", s.token_file.display());
             println!("login token:  {}", s.login_file.display());
             println!("database:     {}", s.db.display());
-            println!("page:         {}", page_url(a.listen));
+            println!(
+                "page:         {}",
+                public_page_url(a.listen, a.public_url.as_deref())
+            );
             return Ok(());
         }
         Mode::Serve => {}
@@ -428,6 +498,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         prompt_expiry_s: a.prompt_expiry_s,
         test_door: false,
         db_path: Some(s.db.clone()),
+        rp_id: Some(match &a.public_url {
+            Some(u) => rp_id_of(u)?,
+            None => "localhost".to_owned(),
+        }),
+        public_url: a.public_url.clone(),
         ..ReceiverOptions::default()
     };
     let receiver = match Receiver::start_on(a.listen, opts) {
@@ -451,7 +526,12 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         s.token_file.display(),
         s.login_file.display()
     );
-    eprintln!("{} sp-receiver: page at {}", stamp(), page_url(addr));
+    eprintln!(
+        "{} sp-receiver: page at {} (listening at {})",
+        stamp(),
+        public_page_url(addr, a.public_url.as_deref()),
+        page_url(addr)
+    );
     let mut last_sweep = Instant::now() - SWEEP_EVERY;
     while !stop.load(Ordering::Relaxed) {
         if last_sweep.elapsed() >= SWEEP_EVERY {
@@ -524,5 +604,22 @@ mod tests {
             "http://127.0.0.1:8787/"
         );
         assert_eq!(fragment_encode("a b/c"), "a%20b%2Fc");
+        assert_eq!(
+            public_page_url("127.0.0.1:8787".parse().unwrap(), None),
+            "http://localhost:8787/"
+        );
+        assert_eq!(
+            rp_id_of("https://Pipe.example.org:8443/x").unwrap(),
+            "pipe.example.org"
+        );
+        assert_eq!(rp_id_of("http://localhost:8787").unwrap(), "localhost");
+        for bad in [
+            "http://pipe.example.org",
+            "https://10.0.0.1",
+            "https://[::1]:8",
+            "pipe.org",
+        ] {
+            assert!(rp_id_of(bad).is_err(), "{bad}");
+        }
     }
 }

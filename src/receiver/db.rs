@@ -14,6 +14,11 @@
 //! * `acks`: every valid ack entry received, duplicates included.
 //! * `logins`: page logins (the SHA-256 of each cookie, never the cookie).
 //! * view `queue`: each message with its first ack.
+//! * signed control (migration 2): `messages.machine` (set for a signed envelope, which is
+//!   served only to that machine's poll; `session` then names the command's session, for the
+//!   page), `machines` (paired machines, with the SHA-256 of each machine token, never the
+//!   token), `machine_keys` (what each approval carried), `pairings` (codes, their check
+//!   digits, and the key and proof the page's passkey produced).
 
 use std::path::Path;
 
@@ -23,7 +28,8 @@ use serde_json::{json, Map, Value};
 
 use super::validate::as_integer;
 
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE events(
     n           INTEGER PRIMARY KEY,
     harness     TEXT NOT NULL,
@@ -99,13 +105,56 @@ CREATE VIEW queue AS
     FROM messages m
     LEFT JOIN acks a ON a.n = (SELECT min(n) FROM acks WHERE acks.id = m.id)
     ORDER BY m.n;
-"#];
+"#,
+    r#"
+ALTER TABLE messages ADD COLUMN machine TEXT;
+CREATE INDEX messages_machine ON messages(machine, n);
+CREATE TABLE machines(
+    id         TEXT PRIMARY KEY,
+    name       TEXT,
+    token_hash TEXT,
+    paired_ms  INTEGER NOT NULL
+);
+CREATE TABLE machine_keys(
+    machine  TEXT NOT NULL,
+    id       TEXT NOT NULL,
+    alg      INTEGER NOT NULL,
+    spki     TEXT NOT NULL,
+    added_ms INTEGER NOT NULL,
+    PRIMARY KEY(machine, id)
+);
+CREATE TABLE pairings(
+    code         TEXT PRIMARY KEY,
+    machine      TEXT NOT NULL,
+    check_digits TEXT NOT NULL,
+    name         TEXT,
+    created_ms   INTEGER NOT NULL,
+    expires_ms   INTEGER NOT NULL,
+    key          TEXT,
+    proof        TEXT,
+    paired_ms    INTEGER,
+    token_given  INTEGER NOT NULL DEFAULT 0
+);
+"#,
+];
 
 /// Session fields a page shows; merged so an empty or absent field never blanks an earlier one.
 const SESSION_FIELDS: &[&str] = &["machine", "cwd", "repo", "branch", "model", "title", "url"];
 
 /// Messages listed per session on the page.
 const PAGE_MESSAGES: usize = 20;
+
+/// One pairing (signed control).
+pub(crate) struct Pairing {
+    pub machine: String,
+    pub check: String,
+    pub name: Option<String>,
+    pub expires_ms: i64,
+    /// The key and proof the page's passkey produced (JSON), once approved.
+    pub key: Option<String>,
+    pub proof: Option<String>,
+    pub token_given: bool,
+}
 
 pub(crate) struct Db {
     conn: Connection,
@@ -135,8 +184,20 @@ fn message_view(
     detail: Option<String>,
     acked_at: Option<String>,
 ) -> Value {
-    let m: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let mut m: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let mut v = Map::new();
+    // A signed envelope: what it says is in its command string.
+    if let Some(cmd) = m.get("cmd").and_then(Value::as_str) {
+        if let Ok(Value::Object(mut c)) = serde_json::from_str::<Value>(cmd) {
+            for k in ["id", "at", "expires_at"] {
+                if let Some(x) = m.get(k) {
+                    c.insert(k.into(), x.clone());
+                }
+            }
+            m = Value::Object(c);
+            v.insert("signed".into(), true.into());
+        }
+    }
     for k in [
         "id",
         "kind",
@@ -320,7 +381,7 @@ impl Db {
     pub fn pending(&self, session: &str, now_ms: i64) -> rusqlite::Result<Vec<(i64, Value)>> {
         let mut st = self.conn.prepare_cached(
             "SELECT n, body FROM messages m
-             WHERE session = ?1 AND (expires_ms IS NULL OR expires_ms > ?2)
+             WHERE session = ?1 AND machine IS NULL AND (expires_ms IS NULL OR expires_ms > ?2)
                AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = m.id))
              ORDER BY n",
         )?;
@@ -493,7 +554,8 @@ impl Db {
 
     fn session_messages(&self, key: &str, now_ms: i64) -> rusqlite::Result<Vec<Value>> {
         let mut st = self.conn.prepare_cached(
-            "SELECT m.body, m.expires_ms, m.first_polled_at, a.outcome, a.detail, a.received_at
+            "SELECT m.body, m.expires_ms, m.first_polled_at, a.outcome,
+                    COALESCE(a.detail, json_extract(a.body, '$.code')), a.received_at
              FROM messages m
              LEFT JOIN acks a ON a.n = (SELECT min(n) FROM acks WHERE acks.id = m.id)
              WHERE m.session = ?1 ORDER BY m.n DESC LIMIT ?2",
@@ -522,6 +584,231 @@ impl Db {
             })
         })?;
         rows.collect()
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Signed control: machines, pairings, the per-machine queue
+    // -----------------------------------------------------------------------------------
+
+    /// Whether `id` is a paired machine.
+    pub fn machine_known(&self, id: &str) -> rusqlite::Result<bool> {
+        self.conn
+            .query_row("SELECT 1 FROM machines WHERE id = ?1", params![id], |_| {
+                Ok(())
+            })
+            .optional()
+            .map(|o| o.is_some())
+    }
+
+    /// The machine whose token hashes to `hash`.
+    pub fn machine_by_token(&self, hash: &str) -> rusqlite::Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT id FROM machines WHERE token_hash = ?1",
+                params![hash],
+                |r| r.get(0),
+            )
+            .optional()
+    }
+
+    /// The most recently paired machine: `{machine, name}`.
+    pub fn latest_machine(&self) -> rusqlite::Result<Option<Value>> {
+        self.conn
+            .query_row(
+                "SELECT id, name FROM machines ORDER BY paired_ms DESC, rowid DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok(json!({"machine": r.get::<_, String>(0)?, "name": r.get::<_, Option<String>>(1)?}))
+                },
+            )
+            .optional()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_pairing(
+        &mut self,
+        code: &str,
+        machine: &str,
+        check: &str,
+        name: Option<&str>,
+        now_ms: i64,
+        expires_ms: i64,
+    ) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO pairings(code, machine, check_digits, name, created_ms, expires_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![code, machine, check, name, now_ms, expires_ms],
+        )?;
+        Ok(())
+    }
+
+    /// A pairing by its code.
+    pub fn pairing(&self, code: &str) -> rusqlite::Result<Option<Pairing>> {
+        self.conn
+            .query_row(
+                "SELECT machine, check_digits, name, expires_ms, key, proof, token_given
+                 FROM pairings WHERE code = ?1",
+                params![code],
+                |r| {
+                    Ok(Pairing {
+                        machine: r.get(0)?,
+                        check: r.get(1)?,
+                        name: r.get(2)?,
+                        expires_ms: r.get(3)?,
+                        key: r.get(4)?,
+                        proof: r.get(5)?,
+                        token_given: r.get::<_, i64>(6)? != 0,
+                    })
+                },
+            )
+            .optional()
+    }
+
+    /// Records what the page's passkey produced for a pending, unexpired pairing, and makes
+    /// the machine a paired one. Returns false when the pairing was no longer pending.
+    pub fn approve_pairing(
+        &mut self,
+        code: &str,
+        key: &Value,
+        proof: &Value,
+        now_ms: i64,
+    ) -> rusqlite::Result<bool> {
+        let tx = self.conn.transaction()?;
+        let n = tx.execute(
+            "UPDATE pairings SET key = ?2, proof = ?3, paired_ms = ?4
+             WHERE code = ?1 AND key IS NULL AND expires_ms > ?4",
+            params![code, key.to_string(), proof.to_string(), now_ms],
+        )?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let (machine, name): (String, Option<String>) = tx.query_row(
+            "SELECT machine, name FROM pairings WHERE code = ?1",
+            params![code],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        tx.execute(
+            "INSERT INTO machines(id, name, paired_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT(id) DO UPDATE SET paired_ms = excluded.paired_ms,
+                 name = COALESCE(excluded.name, machines.name)",
+            params![machine, name, now_ms],
+        )?;
+        tx.execute(
+            "INSERT OR REPLACE INTO machine_keys(machine, id, alg, spki, added_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                machine,
+                key["id"].as_str().unwrap_or_default(),
+                key["alg"].as_i64().unwrap_or_default(),
+                key["spki"].as_str().unwrap_or_default(),
+                now_ms
+            ],
+        )?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Hands out the machine token of an approved pairing: `Some(())` when this is the
+    /// machine's first token (its hash is stored now, the caller returns the token once);
+    /// `None` when the machine already has one or this pairing already gave one.
+    pub fn give_token(&mut self, code: &str, token_hash: &str) -> rusqlite::Result<bool> {
+        let tx = self.conn.transaction()?;
+        let n = tx.execute(
+            "UPDATE pairings SET token_given = 1 WHERE code = ?1 AND token_given = 0 AND key IS NOT NULL",
+            params![code],
+        )?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let n = tx.execute(
+            "UPDATE machines SET token_hash = ?2
+             WHERE id = (SELECT machine FROM pairings WHERE code = ?1) AND token_hash IS NULL",
+            params![code, token_hash],
+        )?;
+        tx.commit()?;
+        Ok(n == 1)
+    }
+
+    /// The keys the page's approvals carried for `machine`: `(id, alg, spki)`.
+    pub fn machine_keys(&self, machine: &str) -> rusqlite::Result<Vec<(String, i64, String)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, alg, spki FROM machine_keys WHERE machine = ?1")?;
+        let rows = st.query_map(params![machine], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        rows.collect()
+    }
+
+    /// Forgets a machine: its token, keys, pairings and what is queued for it.
+    pub fn remove_machine(&mut self, id: &str) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction()?;
+        tx.execute("DELETE FROM machines WHERE id = ?1", params![id])?;
+        tx.execute("DELETE FROM machine_keys WHERE machine = ?1", params![id])?;
+        tx.execute("DELETE FROM pairings WHERE machine = ?1", params![id])?;
+        tx.execute(
+            "DELETE FROM messages WHERE machine = ?1
+               AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id)",
+            params![id],
+        )?;
+        tx.commit()
+    }
+
+    /// Queues a signed envelope for `machine`; `session` and `kind` come from the command,
+    /// for the page.
+    pub fn insert_envelope(
+        &mut self,
+        machine: &str,
+        session: &str,
+        kind: &str,
+        value: &Value,
+        expires_ms: i64,
+        now_ms: i64,
+    ) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at, machine)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                value.get("id").and_then(Value::as_str),
+                session,
+                kind,
+                value.to_string(),
+                expires_ms,
+                now_ms,
+                fmt_ms(now_ms),
+                machine
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Envelopes for `machine` neither acked nor expired, oldest first, with row numbers.
+    pub fn machine_pending(
+        &self,
+        machine: &str,
+        now_ms: i64,
+    ) -> rusqlite::Result<Vec<(i64, Value)>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT n, body FROM messages m
+             WHERE machine = ?1 AND (expires_ms IS NULL OR expires_ms > ?2)
+               AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = m.id))
+             ORDER BY n",
+        )?;
+        let rows = st.query_map(params![machine, now_ms], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?;
+        rows.map(|r| r.map(|(n, s)| (n, serde_json::from_str(&s).unwrap_or(Value::Null))))
+            .collect()
+    }
+
+    /// Which machine a queued message belongs to: `Some(None)` an unsigned message,
+    /// `None` no such message.
+    pub fn message_machine(&self, id: &str) -> rusqlite::Result<Option<Option<String>>> {
+        self.conn
+            .query_row(
+                "SELECT machine FROM messages WHERE id = ?1 ORDER BY n LIMIT 1",
+                params![id],
+                |r| r.get(0),
+            )
+            .optional()
     }
 
     // -----------------------------------------------------------------------------------
@@ -579,6 +866,10 @@ impl Db {
         )?;
         n += tx.execute("DELETE FROM acks WHERE received_ms < ?1", params![cutoff])?;
         n += tx.execute("DELETE FROM logins WHERE created_ms < ?1", params![cutoff])?;
+        n += tx.execute(
+            "DELETE FROM pairings WHERE expires_ms < ?1",
+            params![cutoff],
+        )?;
         tx.commit()?;
         Ok(n)
     }
@@ -731,6 +1022,39 @@ mod tests {
             .page_sessions(now + 4_000_000, 3_600_000)
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn pairings_expire_approve_once_and_give_one_token() {
+        let mut db = Db::open_memory().unwrap();
+        let key = json!({"id": "k1", "alg": -7, "spki": "AAAA"});
+        let proof = json!({"cred": "k1", "ad": "a", "cd": "c", "sig": "s"});
+        db.create_pairing("old", "m_a", "123456", None, 0, 1000)
+            .unwrap();
+        assert!(
+            !db.approve_pairing("old", &key, &proof, 1000).unwrap(),
+            "expired"
+        );
+        assert!(!db.machine_known("m_a").unwrap());
+        db.create_pairing("c1", "m_a", "123456", Some("laptop"), 0, 10_000)
+            .unwrap();
+        assert!(!db.give_token("c1", "h1").unwrap(), "not approved yet");
+        assert!(db.approve_pairing("c1", &key, &proof, 5).unwrap());
+        assert!(!db.approve_pairing("c1", &key, &proof, 6).unwrap(), "once");
+        assert!(db.machine_known("m_a").unwrap());
+        assert!(db.give_token("c1", "h1").unwrap());
+        assert!(!db.give_token("c1", "h2").unwrap(), "one answer only");
+        assert_eq!(db.machine_by_token("h1").unwrap().as_deref(), Some("m_a"));
+        // A second pairing of the same machine never replaces its token.
+        db.create_pairing("c2", "m_a", "654321", None, 7, 10_000)
+            .unwrap();
+        assert!(db.approve_pairing("c2", &key, &proof, 8).unwrap());
+        assert!(!db.give_token("c2", "h3").unwrap());
+        assert_eq!(db.machine_by_token("h3").unwrap(), None);
+        assert_eq!(db.latest_machine().unwrap().unwrap()["name"], "laptop");
+        db.remove_machine("m_a").unwrap();
+        assert_eq!(db.machine_by_token("h1").unwrap(), None);
+        assert!(db.pairing("c1").unwrap().is_none());
     }
 
     #[test]

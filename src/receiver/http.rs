@@ -24,9 +24,13 @@ use tiny_http::{Method, Request};
 
 use super::net;
 use super::page::{self, PageRoute};
+use super::signed;
 use super::state::{Refused, Shared};
 use super::validate::{as_integer, check_ack_body, check_event, is_ulid, parse_session_key};
-use super::{Fault, RequestRecord, Route, ACK_PATH, CONTROL_PATH, EVENTS_PATH, WELL_KNOWN_PATH};
+use super::{
+    Fault, RequestRecord, Route, ACK_PATH, CONTROL_PATH, EVENTS_PATH, OFF_PATH, PAIR_PATH,
+    WELL_KNOWN_PATH,
+};
 
 /// Largest body read on routes other than events (whose cap is `batch.max_bytes`).
 const OTHER_BODY_CAP: usize = 4 << 20;
@@ -38,6 +42,10 @@ enum Target {
     TestEnqueue,
     TestEvents,
     TestAcks,
+    /// Signed control: `POST {control}/pair`, `GET {control}/pair?code=`, `POST {control}/off`.
+    PairStart,
+    PairStatus,
+    Off,
     Page(PageRoute),
     /// A known path with the wrong method; carries the allowed method(s).
     WrongMethod(&'static str),
@@ -50,6 +58,14 @@ fn classify(method: &Method, path: &str, test_door: bool) -> Target {
             Ok(route) => Target::Page(route),
             Err(allow) => Target::WrongMethod(allow),
         };
+    }
+    match (path, method.as_str()) {
+        (PAIR_PATH, "POST") => return Target::PairStart,
+        (PAIR_PATH, "GET") => return Target::PairStatus,
+        (PAIR_PATH, _) => return Target::WrongMethod("GET, POST"),
+        (OFF_PATH, "POST") => return Target::Off,
+        (OFF_PATH, _) => return Target::WrongMethod("POST"),
+        _ => {}
     }
     let (want, target) = match path {
         WELL_KNOWN_PATH => ("GET", Target::Route(Route::WellKnown)),
@@ -254,7 +270,7 @@ impl Exchange<'_> {
             .map(|(_, t)| t.trim())
     }
 
-    fn authorized(&self, token: &str) -> bool {
+    pub fn authorized(&self, token: &str) -> bool {
         self.bearer()
             .is_some_and(|t| page::same_secret(t.as_bytes(), token.as_bytes()))
     }
@@ -435,6 +451,9 @@ fn dispatch(ex: &Exchange<'_>, target: Target) -> Option<Reply> {
         Target::Route(Route::Poll) => return poll(ex),
         Target::Route(Route::Ack) => ack(ex),
         Target::TestEnqueue => test_enqueue(ex),
+        Target::PairStart => signed::pair_start(ex),
+        Target::PairStatus => signed::pair_status(ex),
+        Target::Off => signed::off(ex),
         Target::TestEvents => match ex.shared.lock().db.events() {
             Ok(v) => Reply::json(200, Value::Array(v)),
             Err(e) => Reply::db_failed(&e),
@@ -551,6 +570,21 @@ fn poll(ex: &Exchange<'_>) -> Option<Reply> {
     if !control {
         return Some(Reply::error(404, "not_found"));
     }
+    // Signed control: the one poll per machine, with that machine's token.
+    if let Some(machine) = query_param(&ex.query, "machine") {
+        let Ok(machine) = machine else {
+            return Some(Reply::error(400, "malformed machine"));
+        };
+        let wait = match query_param(&ex.query, "wait") {
+            None => wait_max_s as f64,
+            Some(Ok(w)) => match w.trim().parse::<f64>() {
+                Ok(w) if w.is_finite() => w.clamp(0.0, wait_max_s as f64),
+                _ => return Some(Reply::error(400, "malformed wait")),
+            },
+            Some(Err(())) => return Some(Reply::error(400, "malformed wait")),
+        };
+        return signed::machine_poll(ex, &machine, wait);
+    }
     if !ex.authorized(&token) {
         return Some(Reply::error(401, "unauthorized"));
     }
@@ -614,9 +648,17 @@ fn ack(ex: &Exchange<'_>) -> Reply {
     if !control {
         return Reply::error(404, "not_found");
     }
-    if !ex.authorized(&token) {
-        return Reply::error(401, "unauthorized");
-    }
+    // The sink token acks unsigned messages; a machine's token acks that machine's
+    // envelopes only (a leaked sink token cannot ack a signed command away).
+    let machine = if ex.authorized(&token) {
+        None
+    } else {
+        match signed::bearer_machine(ex) {
+            Err(r) => return r,
+            Ok(Some(m)) => Some(m),
+            Ok(None) => return Reply::error(401, "unauthorized"),
+        }
+    };
     let body = match parse_json(&ex.body) {
         Ok(v) => v,
         Err(r) => return r,
@@ -626,6 +668,20 @@ fn ack(ex: &Exchange<'_>) -> Reply {
         Err(reason) => return Reply::error(400, &reason),
     };
     let mut st = ex.shared.lock();
+    let mut acks = acks;
+    let mut owners = Vec::with_capacity(acks.len());
+    for a in &acks {
+        match st.db.message_machine(a["id"].as_str().unwrap_or_default()) {
+            Ok(o) => owners.push(o),
+            Err(e) => return Reply::db_failed(&e),
+        }
+    }
+    let mut owners = owners.into_iter();
+    acks.retain(|_| match owners.next().flatten() {
+        // Unknown ids and unsigned messages: the sink token's, as before.
+        None | Some(None) => machine.is_none(),
+        Some(Some(m)) => machine.as_deref() == Some(m.as_str()),
+    });
     let now = st.now_ms();
     if let Err(e) = st.db.insert_acks(&acks, now) {
         return Reply::db_failed(&e);

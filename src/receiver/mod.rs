@@ -15,6 +15,8 @@
 //! | `POST /api/sessionpipe/v1/events` | Bearer | 202 `{accepted,duplicates,rejected,max_tier}`; 400 malformed/empty/over `max_events` or `sessionpipe-protocol` other than 1; 401; 403 `tier_above_max`; 413 over `max_bytes` |
 //! | `GET /api/sessionpipe/v1/control?session=&wait=` | Bearer | 200 `{messages}` (at once, or as soon as one is enqueued), 204 when the wait runs out; 400; 401; 404 without the `control` capability |
 //! | `POST /api/sessionpipe/v1/control/ack` | Bearer | 202 `{}`; 400 with the violated rule; 401; 404 without `control` |
+//! | `POST /api/sessionpipe/v1/control/pair`, `GET …/control/pair?code=` | Bearer | signed control's pairing (only with `rp_id`; `signed.rs`) |
+//! | `GET /api/sessionpipe/v1/control?machine=&wait=`, `POST …/control/off` | machine token | signed control's per-machine queue and leaving (only with `rp_id`) |
 //! | `POST /test/enqueue`, `GET /test/events`, `GET /test/acks` | none | the test door (only with `test_door`) |
 //! | `/`, `/login`, `/logout`, `/assets/*`, `/page/api/*` | login | the page (`page.rs`) |
 //! | anything else | | 404 `{"reason":"not_found"}` (405 for a known path with the wrong method) |
@@ -26,6 +28,7 @@ mod db;
 mod http;
 mod net;
 mod page;
+mod signed;
 mod state;
 mod validate;
 
@@ -49,6 +52,10 @@ pub const EVENTS_PATH: &str = "/api/sessionpipe/v1/events";
 pub const CONTROL_PATH: &str = "/api/sessionpipe/v1/control";
 /// `{control}/ack`.
 pub const ACK_PATH: &str = "/api/sessionpipe/v1/control/ack";
+/// `{control}/pair` (signed control: pairing).
+pub const PAIR_PATH: &str = "/api/sessionpipe/v1/control/pair";
+/// `{control}/off` (signed control: a machine leaves).
+pub const OFF_PATH: &str = "/api/sessionpipe/v1/control/off";
 
 /// How a [`Receiver`] is set up.
 #[derive(Debug, Clone)]
@@ -81,6 +88,13 @@ pub struct ReceiverOptions {
     pub test_door: bool,
     /// The database file; `None` keeps everything in a private in-memory database.
     pub db_path: Option<PathBuf>,
+    /// Signed control (DECISIONS 22): the WebAuthn rp id declared as
+    /// `control.signing.rp_id`. `None`: no `control.signing` in the well-known, and the
+    /// pairing and machine routes answer 404 (the unsigned mode alone, as before).
+    pub rp_id: Option<String>,
+    /// Where people open the page (`https://host` behind a proxy); pairing links start with
+    /// it. `None`: `http://localhost:PORT` (WebAuthn rp ids cannot be IP addresses).
+    pub public_url: Option<String>,
 }
 
 impl Default for ReceiverOptions {
@@ -98,6 +112,8 @@ impl Default for ReceiverOptions {
             prompt_expiry_s: 3600,
             test_door: true,
             db_path: None,
+            rp_id: None,
+            public_url: None,
         }
     }
 }

@@ -10,6 +10,8 @@
 //! | `GET /assets/{app.css,app.js,login.js}` | none | the static files (nothing secret) |
 //! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts, messages and outcomes; held up to S (≤ 25) seconds until the state's version differs from V |
 //! | `POST /page/api/enqueue` | login + CSRF | 200 the queued message; 400 naming what is wrong |
+//! | `GET /pair?code=` | login | the page, opened on its pairing view (signed control) |
+//! | `/page/api/pairing`, `/page/api/signed` | login (+ CSRF to post) | signed control: see `signed.rs` |
 //!
 //! **Security.** The login token is separate from the sender's bearer token (the two must
 //! differ; the bearer token never opens the page). A successful `POST /login` sets a random
@@ -67,6 +69,10 @@ pub(crate) enum PageRoute {
     Asset(Asset),
     State,
     Enqueue,
+    /// Signed control: the pairing as the page shows it, its approval, a signed command.
+    Pairing,
+    Approve,
+    Signed,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -80,7 +86,12 @@ pub(crate) enum Asset {
 /// method, `None` for anything else.
 pub(crate) fn classify(method: &str, path: &str) -> Option<Result<PageRoute, &'static str>> {
     let (allowed, route) = match (path, method) {
-        ("/", "GET") => return Some(Ok(PageRoute::Index)),
+        ("/", "GET") | ("/pair", "GET") => return Some(Ok(PageRoute::Index)),
+        ("/pair", _) => ("GET", None),
+        ("/page/api/pairing", "GET") => return Some(Ok(PageRoute::Pairing)),
+        ("/page/api/pairing", "POST") => return Some(Ok(PageRoute::Approve)),
+        ("/page/api/pairing", _) => ("GET, POST", None),
+        ("/page/api/signed", m) => ("POST", (m == "POST").then_some(PageRoute::Signed)),
         ("/", _) => ("GET", None),
         ("/login", "GET") => return Some(Ok(PageRoute::LoginForm)),
         ("/login", "POST") => return Some(Ok(PageRoute::Login)),
@@ -262,13 +273,22 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Option<Reply> {
             Ok(None) => unauthorized(),
             Ok(Some(w)) => return state(ex, &w).map(with_page_headers),
         },
-        PageRoute::Enqueue => match who(ex) {
+        PageRoute::Enqueue | PageRoute::Approve | PageRoute::Signed => match who(ex) {
             Err(r) => r,
             Ok(None) => unauthorized(),
             Ok(Some(w)) => match check_csrf(ex, &w) {
                 Err(r) => r,
-                Ok(()) => enqueue(ex),
+                Ok(()) => match route {
+                    PageRoute::Approve => super::signed::page_approve(ex),
+                    PageRoute::Signed => super::signed::page_signed(ex),
+                    _ => enqueue(ex),
+                },
             },
+        },
+        PageRoute::Pairing => match who(ex) {
+            Err(r) => r,
+            Ok(None) => unauthorized(),
+            Ok(Some(_)) => super::signed::page_pairing(ex),
         },
     };
     Some(with_page_headers(reply))
@@ -290,18 +310,39 @@ fn check_csrf(ex: &Exchange<'_>, who: &Who) -> Result<(), Reply> {
 
 /// The login token from a form (`token=…`) or JSON (`{"token":…}`) body.
 fn submitted_token(ex: &Exchange<'_>) -> Option<String> {
+    submitted(ex, "token")
+}
+
+/// A field of a form or JSON body, trimmed.
+fn submitted(ex: &Exchange<'_>, field: &str) -> Option<String> {
     let ty = ex.header("content-type").unwrap_or("").to_ascii_lowercase();
     if ty.starts_with("application/json") {
         let v: Value = serde_json::from_slice(&ex.body).ok()?;
-        return v.get("token")?.as_str().map(|t| t.trim().to_owned());
+        return v.get(field)?.as_str().map(|t| t.trim().to_owned());
     }
     let body = std::str::from_utf8(&ex.body).ok()?;
     body.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=')?;
-        (percent_decode(k).as_deref() == Some("token"))
+        (percent_decode(k).as_deref() == Some(field))
             .then(|| percent_decode(v).map(|t| t.trim().to_owned()))
             .flatten()
     })
+}
+
+/// Where a login goes next: `/`, or the pairing view it was opened at (nothing else, so a
+/// login can never be turned into a redirect elsewhere).
+fn next_after_login(next: Option<&str>) -> String {
+    match next.and_then(|n| n.strip_prefix("/pair?code=")) {
+        Some(code)
+            if (1..=64).contains(&code.len())
+                && code
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') =>
+        {
+            format!("/pair?code={code}")
+        }
+        _ => "/".to_owned(),
+    }
 }
 
 fn login(ex: &Exchange<'_>) -> Reply {
@@ -345,8 +386,9 @@ fn login(ex: &Exchange<'_>) -> Reply {
         LOGIN_TTL.as_secs(),
         if secure { "; Secure" } else { "" }
     );
+    let next = next_after_login(submitted(ex, "next").as_deref());
     Reply::typed(303, "text/plain; charset=utf-8", b"logged in\n".to_vec())
-        .header("location", "/")
+        .header("location", next)
         .header("set-cookie", set)
 }
 
@@ -424,6 +466,9 @@ fn state(ex: &Exchange<'_>, who: &Who) -> Option<Reply> {
     body.insert("prompt_expiry_s".into(), st.opts.prompt_expiry_s.into());
     if let Who::Cookie { csrf, .. } = who {
         body.insert("csrf".into(), csrf.clone().into());
+    }
+    if let Some(signing) = super::signed::page_signing(&st) {
+        body.insert("signing".into(), signing);
     }
     body.insert("sessions".into(), Value::Array(sessions));
     Some(Reply::json(200, Value::Object(body)))
@@ -555,6 +600,24 @@ mod tests {
         assert_eq!(classify("POST", "/login"), Some(Ok(PageRoute::Login)));
         assert_eq!(classify("GET", "/page/api/enqueue"), Some(Err("POST")));
         assert_eq!(classify("GET", "/nope"), None);
+    }
+
+    #[test]
+    fn login_goes_back_to_a_pairing_only() {
+        assert_eq!(next_after_login(None), "/");
+        assert_eq!(
+            next_after_login(Some("/pair?code=AbC-_9")),
+            "/pair?code=AbC-_9"
+        );
+        for bad in [
+            "//evil.example",
+            "https://evil.example/",
+            "/pair?code=",
+            "/pair?code=a&b=c",
+            "/pair?code=a/../x",
+        ] {
+            assert_eq!(next_after_login(Some(bad)), "/", "{bad}");
+        }
     }
 
     #[test]

@@ -213,12 +213,26 @@ impl State {
             serde_json::json!({"max_events": o.max_events, "max_bytes": o.max_bytes}),
         );
         if control {
-            doc.insert(
-                "control".into(),
-                serde_json::json!({"wait_max_s": o.wait_max_s}),
-            );
+            let mut c = serde_json::json!({"wait_max_s": o.wait_max_s});
+            if let Some(rp) = &o.rp_id {
+                c["signing"] = serde_json::json!({"rp_id": rp, "algs": [-7, -257]});
+            }
+            doc.insert("control".into(), c);
         }
         Value::Object(doc)
+    }
+
+    /// Whether signed control is on (control offered and an rp id declared).
+    pub fn signed(&self) -> bool {
+        self.has_control() && self.opts.rp_id.is_some()
+    }
+
+    /// The base pairing links start with: `public_url`, else `http://localhost:PORT`.
+    pub fn page_base(&self, port: u16) -> String {
+        match &self.opts.public_url {
+            Some(u) => u.trim_end_matches('/').to_owned(),
+            None => format!("http://localhost:{port}"),
+        }
     }
 
     pub fn has_control(&self) -> bool {

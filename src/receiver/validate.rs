@@ -262,13 +262,25 @@ pub fn check_ack_body(body: &Value) -> Result<Vec<Value>, String> {
         if !obj.get("id").and_then(Value::as_str).is_some_and(is_ulid) {
             return Err(format!("acks[{i}].id not a ULID"));
         }
-        match obj.get("outcome").and_then(Value::as_str) {
-            Some("delivered" | "expired" | "unsupported" | "failed") => {}
+        let outcome = obj.get("outcome").and_then(Value::as_str);
+        match outcome {
+            Some("delivered" | "expired" | "unsupported" | "failed" | "refused") => {}
             _ => {
                 return Err(format!(
-                    "acks[{i}].outcome not one of delivered|expired|unsupported|failed"
+                    "acks[{i}].outcome not one of delivered|expired|unsupported|failed|refused"
                 ))
             }
+        }
+        // Signed control: a refusal names its code (CONTROL.md §5); any code is short.
+        match obj.get("code") {
+            None if outcome == Some("refused") => {
+                return Err(format!("acks[{i}].outcome refused needs a code"))
+            }
+            None => {}
+            Some(Value::String(c))
+                if (1..=64).contains(&c.len())
+                    && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') => {}
+            Some(_) => return Err(format!("acks[{i}].code not a short snake_case word")),
         }
         if !obj
             .get("at")
@@ -363,6 +375,10 @@ mod tests {
         assert!(check_ack_body(&json!({"acks":[]})).is_err());
         let mut bad = ok.clone();
         bad["acks"][0]["outcome"] = json!("refused");
+        assert!(check_ack_body(&bad).is_err());
+        bad["acks"][0]["code"] = json!("replay");
+        assert!(check_ack_body(&bad).is_ok());
+        bad["acks"][0]["code"] = json!("Not A Code");
         assert!(check_ack_body(&bad).is_err());
         let mut bad = ok;
         bad["acks"][0]["detail"] = json!("é".repeat(501));

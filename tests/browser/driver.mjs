@@ -11,6 +11,9 @@
 //   wait_text {selector, text, timeout?} an element matching selector contains text
 //   text {selector} -> {text}            attr {selector, name} -> {value}
 //   screenshot {path, fullPage?}         cookies -> {cookies}        url -> {url}
+//   webauthn                             a CDP virtual authenticator on the page (ctap2,
+//                                        internal, resident keys, user verified) -> {authenticator}
+//   credentials                          -> {credentials} the virtual authenticator holds
 //   close
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -27,6 +30,7 @@ const ARGS = [
 let context = null;
 let page = null;
 let profile = null;
+let webauthn = null;
 
 async function pageText() {
   try {
@@ -78,6 +82,20 @@ async function run(cmd) {
     case 'screenshot':
       await page.screenshot({ path: cmd.path, fullPage: !!cmd.fullPage });
       return {};
+    case 'webauthn': {
+      const cdp = await context.newCDPSession(page);
+      await cdp.send('WebAuthn.enable', { enableUI: false });
+      const r = await cdp.send('WebAuthn.addVirtualAuthenticator', { options: {
+        protocol: 'ctap2', transport: 'internal', hasResidentKey: true,
+        hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true,
+      } });
+      webauthn = { cdp, id: r.authenticatorId };
+      return { authenticator: r.authenticatorId };
+    }
+    case 'credentials': {
+      const r = await webauthn.cdp.send('WebAuthn.getCredentials', { authenticatorId: webauthn.id });
+      return { credentials: r.credentials };
+    }
     case 'cookies':
       return { cookies: await context.cookies() };
     case 'url':

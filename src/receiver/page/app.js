@@ -1,6 +1,13 @@
 // sessionpipe receiver page. Long-polls /page/api/state and keeps the DOM in step with it;
 // every action is a POST to /page/api/enqueue with the CSRF header. Untrusted text (session
 // fields, tool messages, notes) only ever goes into textContent.
+//
+// Signed control (DECISIONS 22): once a machine is paired here (state.signing.machine), every
+// answer, prompt and stop is a command string signed on this device instead: by a day key
+// (WebCrypto P-256, non-extractable, kept in IndexedDB) that a passkey vouches for with a
+// grant made once a day, and posted to /page/api/signed. The pairing view (/pair?code=) shows
+// the terminal's six check digits and approves with a passkey: the receiver carries what the
+// passkey produced and can never sign anything itself.
 'use strict';
 (() => {
   const $ = (sel, root = document) => root.querySelector(sel);
@@ -11,7 +18,7 @@
   const cards = new Map(); // session key -> element
   const tools = new Map(); // attention_id -> tool, remembered for the message list
 
-  const FINAL = new Set(['delivered', 'expired', 'unsupported', 'failed']);
+  const FINAL = new Set(['delivered', 'expired', 'unsupported', 'failed', 'refused']);
 
   function setConn(state, text) {
     const c = $('#conn');
@@ -52,8 +59,176 @@
     return j;
   }
 
+  // ---- signed control ---------------------------------------------------------------
+  const enc = new TextEncoder();
+  function b64u(buf) {
+    const b = buf instanceof Uint8Array ? buf : new Uint8Array(buf);
+    let s = '';
+    for (const x of b) s += String.fromCharCode(x);
+    return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  }
+  function unb64u(str) {
+    let s = str.replace(/-/g, '+').replace(/_/g, '/');
+    while (s.length % 4) s += '=';
+    const bin = atob(s);
+    const out = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+    return out;
+  }
+  const rand = (n) => crypto.getRandomValues(new Uint8Array(n));
+  async function sha256(str) {
+    return new Uint8Array(await crypto.subtle.digest('SHA-256', enc.encode(str)));
+  }
+
+  // The passkey this browser made for the rp: {id, alg, spki}, all the machine needs.
+  const passkeySlot = (rp) => 'sessionpipe.passkey.' + rp;
+  function storedPasskey(rp) {
+    try { return JSON.parse(localStorage.getItem(passkeySlot(rp)) || 'null'); } catch (e) { return null; }
+  }
+  async function ensurePasskey(rp) {
+    const have = storedPasskey(rp);
+    if (have) return have;
+    const cred = await navigator.credentials.create({ publicKey: {
+      rp: { id: rp, name: 'sessionpipe' },
+      user: { id: rand(16), name: 'sessionpipe', displayName: 'sessionpipe' },
+      challenge: rand(32),
+      pubKeyCredParams: [{ type: 'public-key', alg: -7 }, { type: 'public-key', alg: -257 }],
+      authenticatorSelection: { residentKey: 'preferred', userVerification: 'required' },
+      attestation: 'none',
+      timeout: 120000,
+    } });
+    const spki = cred.response.getPublicKey && cred.response.getPublicKey();
+    if (!spki) throw new Error('this browser cannot hand over the passkey\'s public key');
+    const key = { id: b64u(cred.rawId), alg: cred.response.getPublicKeyAlgorithm(), spki: b64u(spki) };
+    localStorage.setItem(passkeySlot(rp), JSON.stringify(key));
+    return key;
+  }
+  async function passkeyAssert(rp, key, challenge) {
+    const a = await navigator.credentials.get({ publicKey: {
+      challenge,
+      rpId: rp,
+      allowCredentials: [{ type: 'public-key', id: unb64u(key.id) }],
+      userVerification: 'required',
+      timeout: 120000,
+    } });
+    return {
+      cred: b64u(a.rawId),
+      ad: b64u(a.response.authenticatorData),
+      cd: b64u(a.response.clientDataJSON),
+      sig: b64u(a.response.signature),
+    };
+  }
+
+  // IndexedDB: the day key (a non-extractable CryptoKey) and its grant.
+  function idb() {
+    return new Promise((resolve, reject) => {
+      const r = indexedDB.open('sessionpipe', 1);
+      r.onupgradeneeded = () => r.result.createObjectStore('kv');
+      r.onsuccess = () => resolve(r.result);
+      r.onerror = () => reject(r.error);
+    });
+  }
+  async function idbGet(k) {
+    const db = await idb();
+    return new Promise((resolve, reject) => {
+      const q = db.transaction('kv').objectStore('kv').get(k);
+      q.onsuccess = () => resolve(q.result);
+      q.onerror = () => reject(q.error);
+    });
+  }
+  async function idbPut(k, v) {
+    const db = await idb();
+    return new Promise((resolve, reject) => {
+      const t = db.transaction('kv', 'readwrite');
+      t.objectStore('kv').put(v, k);
+      t.oncomplete = () => resolve();
+      t.onerror = () => reject(t.error);
+    });
+  }
+
+  const DAY_MS = 24 * 3600 * 1000;
+  async function dayKey(rp) {
+    const key = storedPasskey(rp);
+    if (!key) throw new Error('this browser holds no passkey the machine knows; run sp pair on the machine and approve here');
+    const have = await idbGet('day.' + rp).catch(() => null);
+    if (have && have.passkey === key.id && have.exp > Date.now() + 5 * 60000) return have;
+    const pair = await crypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, false, ['sign', 'verify']);
+    const pub = b64u(await crypto.subtle.exportKey('spki', pair.publicKey));
+    const iat = Date.now();
+    const exp = iat + DAY_MS - 60000;
+    const str = JSON.stringify({ v: 1, t: 'sessionpipe.grant', pub, iat, exp, rp });
+    const a = await passkeyAssert(rp, key, await sha256(str));
+    const rec = { priv: pair.privateKey, passkey: key.id, exp, grant: { str, cred: a.cred, ad: a.ad, cd: a.cd, sig: a.sig } };
+    await idbPut('day.' + rp, rec);
+    return rec;
+  }
+
+  async function sendSigned(signing, session, message) {
+    const day = await dayKey(signing.rp_id);
+    const c = { v: 1, t: 'sessionpipe.control', machine: signing.machine, kind: message.kind, session };
+    for (const k of ['text', 'for', 'decision', 'note']) if (message[k] !== undefined) c[k] = message[k];
+    c.nonce = b64u(rand(16));
+    c.iat = Date.now();
+    const cmd = JSON.stringify(c);
+    const sig = await crypto.subtle.sign({ name: 'ECDSA', hash: 'SHA-256' }, day.priv, enc.encode(cmd));
+    return post('/page/api/signed', { cmd, csig: b64u(sig), grant: day.grant });
+  }
+
   function enqueue(session, message) {
+    const signing = current && current.signing;
+    if (signing && signing.machine) return sendSigned(signing, session, message);
     return post('/page/api/enqueue', { session, message });
+  }
+
+  async function ensureCsrf() {
+    if (csrf) return;
+    const r = await fetch('/page/api/state', { credentials: 'same-origin', cache: 'no-store' });
+    if (r.ok) render(await r.json());
+  }
+
+  async function showPairing() {
+    const code = new URLSearchParams(location.search).get('code') || '';
+    const box = $('#pairing');
+    const status = $('#pair-status');
+    const btn = $('#pair-approve');
+    box.hidden = false;
+    const say = (msg, bad, state) => {
+      status.textContent = msg;
+      status.classList.toggle('error', !!bad);
+      if (state) status.dataset.state = state;
+    };
+    let p;
+    try {
+      const r = await fetch('/page/api/pairing?code=' + encodeURIComponent(code), { credentials: 'same-origin', cache: 'no-store' });
+      if (r.status === 401) { location.href = '/login'; return; }
+      if (!r.ok) throw new Error(r.status === 404 ? 'no such pairing (run sp pair again)' : 'HTTP ' + r.status);
+      p = await r.json();
+    } catch (e) {
+      btn.disabled = true;
+      return say('Cannot show this pairing: ' + e.message, true);
+    }
+    $('#pair-check').textContent = p.check.slice(0, 3) + ' ' + p.check.slice(3);
+    $('#pair-check').dataset.check = p.check;
+    $('#pair-machine').textContent = (p.name || 'A machine') + ' · ' + p.machine;
+    if (p.status !== 'pending') {
+      btn.disabled = true;
+      return say(p.status === 'paired' ? 'Already approved.' : 'This pairing expired; run sp pair again.', p.status !== 'paired', p.status);
+    }
+    btn.addEventListener('click', async () => {
+      btn.disabled = true;
+      try {
+        if (!window.PublicKeyCredential) throw new Error('this browser has no passkeys (WebAuthn)');
+        say('Waiting for your passkey…');
+        const key = await ensurePasskey(p.rp_id);
+        const proof = await passkeyAssert(p.rp_id, key, await sha256('sessionpipe.pair:' + p.machine + ':' + p.code));
+        await ensureCsrf();
+        await post('/page/api/pairing', { code: p.code, key, proof });
+        say('Approved. The terminal finishes pairing by itself.', false, 'paired');
+      } catch (e) {
+        say('Not approved: ' + e.message, true);
+        btn.disabled = false;
+      }
+    });
   }
 
   function describe(m) {
@@ -223,6 +398,10 @@
     version = state.version;
     if (state.csrf) csrf = state.csrf;
     skew = Date.parse(state.now) - Date.now();
+    const sg = state.signing && state.signing.machine ? state.signing : null;
+    const badge = $('#signed');
+    badge.hidden = !sg;
+    badge.title = sg ? 'Answers are signed on this device for ' + (sg.name || sg.machine) + ' (' + sg.machine + ')' : '';
     const list = $('#sessions');
     const sessions = [...state.sessions].sort(
       (a, b) => (b.attentions.length > 0) - (a.attentions.length > 0));
@@ -283,6 +462,7 @@
         if (card) updateCard(card, s);
       }
     }, 15000);
+    if (location.pathname === '/pair') showPairing();
     loop();
   });
 })();

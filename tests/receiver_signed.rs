@@ -1,0 +1,916 @@
+//! Signed control through the real `sp-receiver` (DECISIONS 22, the receiver's side), in
+//! headless Chromium with a CDP virtual authenticator (ctap2, internal, resident keys, user
+//! verified):
+//!
+//! 1. `sp pair` runs against sp-receiver while the page's pairing view shows the same six
+//!    check digits and approves with a passkey the page creates; `sp control keys --json` then
+//!    lists that key. The view is photographed to `docs/receiver-pairing.png`.
+//! 2. A Claude Code PermissionRequest hook waits; the page shows the tool and its input; Allow
+//!    is signed on the page (day key + grant) and the hook prints Claude Code's allow JSON; the
+//!    receiver records the ack `delivered`.
+//! 3. The same signed command replayed, and an edited copy, are put into the receiver's queue
+//!    through this test's own path (a row written into sp-receiver's database file: the
+//!    binary has no test door); the machine acks them `refused` with `replay` and `bad_csig`,
+//!    and the waiting hook never prints allow (it gets the page's signed Deny instead).
+//!
+//! And, in process over HTTP (`mod http`): the pairing routes, the machine token, the
+//! per-machine queue, who may ack what, `off`, and the unsigned mode without an rp id.
+//!
+//! Needs chromium, Node.js and playwright-core: `scripts/test-deps.sh` installs them. Without
+//! them the test fails (it never passes silently).
+mod common;
+
+use common::env::*;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
+const BROWSER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
+const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/receiver-pairing.png");
+const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
+const TOKEN: &str = "sender-bearer-token-0123456789";
+const LOGIN: &str = "page-login-token-9876543210abcdef";
+const SESSION: &str = "5b0e8c1d-2f3a-4b5c-8d6e-7f8091a2b3c4";
+
+fn write_secret(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, format!("{text}\n")).unwrap();
+    set_mode(path, 0o600);
+}
+
+/// `sp-receiver --listen 127.0.0.1:0` with its files in `dir` (no `--public-url`: rp id
+/// `localhost`).
+struct SpReceiver {
+    child: Option<Child>,
+    url: String,
+    port: u16,
+    db: PathBuf,
+    log: Arc<Mutex<String>>,
+}
+
+impl SpReceiver {
+    fn start(dir: &Path) -> SpReceiver {
+        write_secret(&dir.join("token"), TOKEN);
+        write_secret(&dir.join("login-token"), LOGIN);
+        let db = dir.join("receiver.db");
+        let mut c = Command::new(SP_RECEIVER);
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", dir)
+            .args(["--listen", "127.0.0.1:0", "--token-file"])
+            .arg(dir.join("token"))
+            .arg("--login-token-file")
+            .arg(dir.join("login-token"))
+            .arg("--db")
+            .arg(&db)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("starting sp-receiver");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    let url = rest.split_whitespace().next().unwrap_or("").to_owned();
+                    let _ = tx.send(url);
+                }
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("sp-receiver did not start: {}", log.lock().unwrap()));
+        let port = url.rsplit(':').next().unwrap().parse().unwrap();
+        SpReceiver {
+            child: Some(child),
+            url,
+            port,
+            db,
+            log,
+        }
+    }
+
+    fn db(&self) -> rusqlite::Connection {
+        let c = rusqlite::Connection::open(&self.db).unwrap();
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        c
+    }
+
+    /// The first ack the receiver recorded for message `id`.
+    fn ack(&self, id: &str, timeout: Duration) -> Option<Value> {
+        let mut found = None;
+        until(timeout, || {
+            found = self
+                .db()
+                .query_row(
+                    "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1",
+                    [id],
+                    |r| r.get::<_, String>(0),
+                )
+                .ok()
+                .map(|s| serde_json::from_str(&s).unwrap());
+            found.is_some()
+        });
+        found
+    }
+
+    /// This test's own way into the queue: a row in sp-receiver's database, as the receiver
+    /// writes one for a signed envelope. Returns the new id.
+    fn inject(&self, machine: &str, session: &str, envelope: &Value) -> String {
+        let id = ulid::Ulid::new().to_string();
+        let mut env = envelope.clone();
+        env["id"] = json!(id);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        self.db()
+            .execute(
+                "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at, machine)
+                 VALUES (?1, ?2, 'permission.answer', ?3, ?4, ?5, 'test', ?6)",
+                rusqlite::params![id, session, env.to_string(), now + 120_000, now, machine],
+            )
+            .unwrap();
+        id
+    }
+}
+
+impl Drop for SpReceiver {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            if wait_timeout(&mut c, Duration::from_secs(10)).is_none() {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+fn missing_browser_deps() -> Option<String> {
+    let how = "install them with: sudo scripts/test-deps.sh";
+    if !Path::new("/usr/bin/chromium").exists() {
+        return Some(format!("/usr/bin/chromium is missing; {how}"));
+    }
+    if !Path::new(BROWSER_DIR)
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
+        return Some(format!(
+            "tests/browser/node_modules/playwright-core is missing; {how}"
+        ));
+    }
+    None
+}
+
+/// The driver process (`tests/browser/driver.mjs`).
+struct Browser {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Browser {
+    fn launch() -> Browser {
+        let mut child = Command::new("node")
+            .arg(Path::new(BROWSER_DIR).join("driver.mjs"))
+            .current_dir(BROWSER_DIR)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting node (see scripts/test-deps.sh)");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut b = Browser {
+            child,
+            stdin,
+            stdout,
+        };
+        b.call(json!({"op": "launch", "width": 390, "height": 844, "scale": 2}));
+        b
+    }
+
+    fn call(&mut self, cmd: Value) -> Value {
+        let shown = cmd.to_string();
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{cmd}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let v: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("driver said {line:?}: {e}"));
+        if v["ok"] != true {
+            panic!(
+                "browser: {shown} failed: {}\n--- page text ---\n{}",
+                v["error"],
+                v["page"].as_str().unwrap_or("")
+            );
+        }
+        v
+    }
+
+    fn wait(&mut self, selector: &str) {
+        self.call(json!({"op": "wait", "selector": selector, "timeout": 30000}));
+    }
+    fn text(&mut self, selector: &str) -> String {
+        self.call(json!({"op": "text", "selector": selector}))["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+    fn click(&mut self, selector: &str) {
+        self.call(json!({"op": "click", "selector": selector}));
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        if wait_timeout(&mut self.child, Duration::from_secs(15)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn permission_request(command: &str) -> Value {
+    json!({
+        "session_id": SESSION, "hook_event_name": "PermissionRequest", "cwd": "/tmp",
+        "transcript_path": "/tmp/t.jsonl", "permission_mode": "default",
+        "tool_name": "Bash", "tool_input": {"command": command, "description": "write a file"}
+    })
+}
+
+/// The one open attention on the machine other than `not`.
+fn open_attention(env: &Env, not: Option<&str>) -> String {
+    let mut id = None;
+    assert!(
+        until(Duration::from_secs(20), || {
+            id = env
+                .db_path()
+                .exists()
+                .then(|| {
+                    env.query::<String>("SELECT attention_id FROM attention WHERE state='open'")
+                })
+                .and_then(|v| v.into_iter().find(|a| Some(a.as_str()) != not));
+            id.is_some()
+        }),
+        "the hook opened no attention"
+    );
+    id.unwrap()
+}
+
+#[test]
+fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"));
+    let page = format!("http://localhost:{}", receiver.port);
+
+    // The well-known declares signing for rp id localhost.
+    let wk: Value = serde_json::from_str(
+        &ureq::get(&format!("{}/.well-known/sessionpipe", receiver.url))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        wk["control"]["signing"],
+        json!({"rp_id": "localhost", "algs": [-7, -257]})
+    );
+
+    let mut env = Env::new();
+    env.write_config(json!({
+        "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}],
+        "control": {"permission_wait_s": 90}
+    }));
+
+    // 1. `sp pair` prints the link and the digits, and waits.
+    let mut pair = env.cmd("sp");
+    pair.args(["pair", "phone", "--timeout", "120"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut pair = pair.spawn().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let out = BufReader::new(pair.stdout.take().unwrap());
+    let printed = Arc::new(Mutex::new(String::new()));
+    let keep = Arc::clone(&printed);
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            keep.lock().unwrap().push_str(&format!("{line}\n"));
+            let _ = tx.send(line);
+        }
+    });
+    let (mut link, mut digits) = (None, None);
+    while link.is_none() || digits.is_none() {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("sp pair printed no link: {}", printed.lock().unwrap()));
+        if line.contains("/pair?code=") {
+            link = Some(line.trim().to_owned());
+        }
+        if let Some(d) = line.split("check digits:").nth(1) {
+            digits = Some(d.replace(' ', ""));
+        }
+    }
+    let (link, digits) = (link.unwrap(), digits.unwrap());
+    assert!(link.starts_with(&format!("{page}/pair?code=")), "{link}");
+    assert_eq!(digits.len(), 6);
+
+    let mut b = Browser::launch();
+    b.call(json!({"op": "webauthn"}));
+    // Opened logged out, the link asks for the login token and then comes back to itself.
+    let first = b.call(json!({"op": "goto", "url": link}));
+    assert_eq!(first["status"], 401);
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait("#conn[data-state=\"live\"]");
+    b.wait("#pair-check[data-check]");
+    assert_eq!(b.call(json!({"op": "url"}))["url"], json!(link));
+    let shown = b.call(json!({"op": "attr", "selector": "#pair-check", "name": "data-check"}))
+        ["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(shown, digits, "the page shows the terminal's digits");
+    std::fs::create_dir_all(Path::new(SCREENSHOT).parent().unwrap()).unwrap();
+    b.call(json!({"op": "screenshot", "path": SCREENSHOT}));
+    let png = std::fs::read(SCREENSHOT).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+
+    b.click("#pair-approve");
+    b.wait("#pair-status[data-state=\"paired\"]");
+    let done = finish(pair, Duration::from_secs(30));
+    assert!(
+        done.status.success(),
+        "sp pair: {}{}",
+        printed.lock().unwrap(),
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(printed.lock().unwrap().contains("Enrolled passkey"));
+    let creds = b.call(json!({"op": "credentials"}))["credentials"].clone();
+    assert_eq!(creds.as_array().unwrap().len(), 1, "{creds}");
+
+    let keys = env
+        .cmd("sp")
+        .args(["control", "keys", "--json"])
+        .output()
+        .unwrap();
+    assert!(keys.status.success());
+    let keys: Value = serde_json::from_slice(&keys.stdout).unwrap();
+    let keys = keys.as_array().unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_eq!(keys[0]["sink"], "phone");
+    assert_eq!(keys[0]["alg"], -7);
+    // The receiver kept only a hash of the machine token.
+    let machine: String = receiver
+        .db()
+        .query_row("SELECT id FROM machines", [], |r| r.get(0))
+        .unwrap();
+    let stored: String = receiver
+        .db()
+        .query_row("SELECT token_hash FROM machines", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored.len(), 64);
+
+    // 2. A PermissionRequest waits; the page shows it and its input; Allow, signed.
+    env.start_sync();
+    let hook = env.spawn_hook(
+        "sp-permission",
+        &permission_request("echo signed > out.txt"),
+    );
+    let att = open_attention(&env, None);
+    let key = format!("claude-code:{SESSION}");
+    let attention = format!("article[data-session=\"{key}\"] [data-attention=\"{att}\"]");
+    b.call(json!({"op": "goto", "url": format!("{page}/")}));
+    b.wait("#signed");
+    b.wait(&attention);
+    let seen = b.text(&attention);
+    assert!(seen.contains("Bash"), "{seen}");
+    assert!(seen.contains("echo signed > out.txt"), "{seen}");
+    b.click(&format!("{attention} button.allow"));
+    let out = finish(hook, Duration::from_secs(60));
+    assert!(out.status.success());
+    assert_eq!(stdout(&out).trim_end(), ALLOW, "log: {}", env.log());
+    let (id, body): (String, String) = receiver
+        .db()
+        .query_row(
+            "SELECT id, body FROM messages WHERE machine IS NOT NULL ORDER BY n LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let ack = receiver
+        .ack(&id, Duration::from_secs(20))
+        .expect("an ack for the signed allow");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    let envelope: Value = serde_json::from_str(&body).unwrap();
+    let cmd = envelope["cmd"].as_str().unwrap().to_owned();
+    assert!(
+        cmd.starts_with(r#"{"v":1,"t":"sessionpipe.control","machine":""#),
+        "{cmd}"
+    );
+    assert!(envelope["csig"].is_string() && envelope["grant"]["str"].is_string());
+    b.wait(&format!(
+        "article[data-session=\"{key}\"] li.msg[data-kind=\"permission.answer\"][data-status=\"delivered\"]"
+    ));
+
+    // 3. Another prompt waits. The allow replayed, and an edited copy aimed at it, are refused.
+    let hook = env.spawn_hook(
+        "sp-permission",
+        &permission_request("echo second > out2.txt"),
+    );
+    let att2 = open_attention(&env, Some(&att));
+    let replay = receiver.inject(&machine, &key, &envelope);
+    let mut edited = envelope.clone();
+    edited["cmd"] = json!(cmd.replace(
+        &format!("\"for\":\"{att}\""),
+        &format!("\"for\":\"{att2}\"")
+    ));
+    assert_ne!(edited["cmd"], envelope["cmd"]);
+    let edited = receiver.inject(&machine, &key, &edited);
+    for (id, code) in [(replay, "replay"), (edited, "bad_csig")] {
+        let ack = receiver
+            .ack(&id, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("no ack for the {code} command"));
+        assert_eq!(ack["outcome"], "refused", "{ack}");
+        assert_eq!(ack["code"], code, "{ack}");
+    }
+    assert_eq!(
+        env.query::<String>(&format!(
+            "SELECT state FROM attention WHERE attention_id = '{att2}'"
+        )),
+        vec!["open".to_string()],
+        "a forgery settled the prompt"
+    );
+    // The person denies it from the page (signed too): the hook prints deny, never allow.
+    let attention2 = format!("article[data-session=\"{key}\"] [data-attention=\"{att2}\"]");
+    b.wait(&attention2);
+    b.click(&format!("{attention2} button.deny"));
+    let out = finish(hook, Duration::from_secs(60));
+    let printed = stdout(&out);
+    assert!(!printed.contains("\"allow\""), "{printed}");
+    assert!(printed.contains("\"deny\""), "{printed}");
+
+    // A message typed on the page, signed, reaches the session at its next Stop.
+    let card = format!("article[data-session=\"{key}\"]");
+    let text = "signed: please also update the changelog";
+    b.call(
+        json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}),
+    );
+    b.click(&format!("{card} button.queue"));
+    let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
+    b.wait(&format!("{prompt}[data-status=\"sent\"]"));
+    let id = b.call(json!({"op": "attr", "selector": prompt, "name": "data-message"}))["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        until(Duration::from_secs(20), || env.query::<i64>(&format!(
+            "SELECT count(*) FROM messages WHERE id = '{id}'"
+        )) == vec![1]),
+        "sp-sync stored {id}"
+    );
+    let stop = json!({"session_id": SESSION, "hook_event_name": "Stop", "cwd": "/tmp",
+                      "transcript_path": "/tmp/t.jsonl", "stop_hook_active": false});
+    let out = env.hook_json("sp-stop", &stop);
+    let v: Value = serde_json::from_str(stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("{e}: {:?} log: {}", stdout(&out), env.log()));
+    assert_eq!(v["decision"], "block");
+    assert!(v["reason"].as_str().unwrap().contains(text), "{v}");
+    b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
+    assert!(receiver.log.lock().unwrap().contains("listening on"));
+}
+
+// ---------------------------------------------------------------------------------------
+// The signed-control routes over HTTP, in process (no browser): pairing, the machine token,
+// the per-machine queue, acks and off; and the unsigned mode left as it was.
+// ---------------------------------------------------------------------------------------
+
+mod http {
+    use super::common::schema::assert_valid;
+    use super::common::signing::*;
+    use serde_json::{json, Value};
+    use spctl::receiver::{Receiver, ReceiverOptions};
+    use std::time::Duration;
+
+    const SINK: &str = "test-token";
+    const LOGIN: &str = "page-login-token-9876543210abcdef";
+    const CONTROL: &str = "/api/sessionpipe/v1/control";
+    const SESSION: &str = "claude-code:5b0e8c1d-2f3a-4b5c-8d6e-7f8091a2b3c4";
+
+    /// A schema of the signed-control spec (read from the shared peer data, never copied).
+    fn spec(file: &str) -> String {
+        format!(
+            "{}/../shared/peer-data/signed-control/schemas/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    }
+
+    fn start(rp_id: Option<&str>) -> Receiver {
+        Receiver::start(ReceiverOptions {
+            login_token: Some(LOGIN.into()),
+            rp_id: rp_id.map(str::to_owned),
+            wait_max_s: 2,
+            ..ReceiverOptions::default()
+        })
+        .unwrap()
+    }
+
+    fn call(method: &str, url: &str, bearer: Option<&str>, body: Option<&Value>) -> (u16, Value) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(20)))
+            .build()
+            .into();
+        let auth = bearer.map(|b| format!("Bearer {b}"));
+        let mut r = match (method, body) {
+            ("GET", _) => {
+                let mut q = agent.get(url);
+                if let Some(a) = &auth {
+                    q = q.header("authorization", a);
+                }
+                q.call().unwrap()
+            }
+            (_, b) => {
+                let mut q = agent.post(url).header("content-type", "application/json");
+                if let Some(a) = &auth {
+                    q = q.header("authorization", a);
+                }
+                q.send(b.map(Value::to_string).unwrap_or_default()).unwrap()
+            }
+        };
+        let status = r.status().as_u16();
+        let text = r.body_mut().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    fn now_ms() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    }
+
+    /// Pairs through the routes with a test passkey; returns (machine, token).
+    fn pair(r: &Receiver, passkey: &Passkey, machine: Option<&str>) -> (String, Option<String>) {
+        let u = r.url();
+        let mut body = json!({"name": "laptop"});
+        if let Some(m) = machine {
+            body["machine"] = json!(m);
+        }
+        let (s, started) = call(
+            "POST",
+            &format!("{u}{CONTROL}/pair"),
+            Some(SINK),
+            Some(&body),
+        );
+        assert_eq!(s, 201, "{started}");
+        assert_valid(&spec("control-pair-started.json"), &started);
+        let (m, code) = (
+            started["machine"].as_str().unwrap().to_owned(),
+            started["code"].as_str().unwrap().to_owned(),
+        );
+        let status_url = format!("{u}{CONTROL}/pair?code={code}");
+        assert_eq!(
+            call("GET", &status_url, Some(SINK), None).1,
+            json!({"status": "pending"})
+        );
+        let challenge = sha256(format!("sessionpipe.pair:{m}:{code}").as_bytes());
+        let proof = passkey.assert(&challenge, &Ceremony::get("localhost"));
+        let approve = format!("{u}/page/api/pairing");
+        // A proof over anything else is not carried.
+        let wrong = passkey.assert(&sha256(b"other"), &Ceremony::get("localhost"));
+        let (s, _) = call(
+            "POST",
+            &approve,
+            Some(LOGIN),
+            Some(&json!({"code": code, "key": passkey.trusted(), "proof": wrong})),
+        );
+        assert_eq!(s, 400);
+        let (s, v) = call(
+            "POST",
+            &approve,
+            Some(LOGIN),
+            Some(&json!({"code": code, "key": passkey.trusted(), "proof": proof})),
+        );
+        assert_eq!(s, 200, "{v}");
+        let (s, _) = call(
+            "POST",
+            &approve,
+            Some(LOGIN),
+            Some(&json!({"code": code, "key": passkey.trusted(), "proof": proof})),
+        );
+        assert_eq!(s, 409, "approved once only");
+        let (s, paired) = call("GET", &status_url, Some(SINK), None);
+        assert_eq!(s, 200);
+        assert_eq!(paired["status"], "paired");
+        assert_valid(&spec("control-paired.json"), &paired);
+        assert_eq!(paired["key"], passkey.trusted());
+        assert_eq!(paired["proof"], proof);
+        // The token is in one answer only.
+        let again = call("GET", &status_url, Some(SINK), None).1;
+        assert_eq!(again["status"], "paired");
+        assert!(again.get("token").is_none(), "{again}");
+        (m, paired["token"].as_str().map(str::to_owned))
+    }
+
+    #[test]
+    fn pairing_machine_queue_acks_and_off() {
+        let r = start(Some("localhost"));
+        let u = r.url();
+        assert_eq!(
+            r.well_known()["control"]["signing"],
+            json!({"rp_id": "localhost", "algs": [-7, -257]})
+        );
+        assert_valid(&spec("well-known.json"), &r.well_known());
+        // The sink token is needed; an unknown code is 404.
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/pair"),
+                None,
+                Some(&json!({}))
+            )
+            .0,
+            401
+        );
+        assert_eq!(
+            call(
+                "GET",
+                &format!("{u}{CONTROL}/pair?code=nope"),
+                Some(SINK),
+                None
+            )
+            .0,
+            404
+        );
+        let passkey = Passkey::es256(91);
+        let (machine, token) = pair(&r, &passkey, None);
+        assert!(
+            machine.starts_with("m_") && machine.len() == 24,
+            "{machine}"
+        );
+        let token = token.expect("the first pairing hands over the machine token");
+        // Another passkey for the same machine: the same id, and no second token.
+        let (again, t2) = pair(&r, &Passkey::es256(92), Some(&machine));
+        assert_eq!(again, machine);
+        assert!(t2.is_none());
+        // A machine the receiver does not know gets a new id.
+        let (other, t3) = pair(&r, &Passkey::es256(93), Some("m_unknownmachine0000000"));
+        assert_ne!(other, "m_unknownmachine0000000");
+        let other_token = t3.unwrap();
+
+        // The machine poll wants that machine's token: never the sink token, never another's.
+        let poll = format!("{u}{CONTROL}?machine={machine}&wait=0");
+        assert_eq!(call("GET", &poll, Some(SINK), None).0, 401);
+        assert_eq!(call("GET", &poll, Some(&other_token), None).0, 401);
+        assert_eq!(call("GET", &poll, Some(&token), None).0, 204);
+
+        // The page queues a signed command; the envelope carries cmd byte for byte.
+        let now = now_ms();
+        let day = DayKey::new(
+            7,
+            &passkey,
+            now - 1000,
+            now + 3_600_000,
+            "localhost",
+            &Ceremony::get("localhost"),
+        );
+        let cmd = command(
+            &machine,
+            "permission.answer",
+            SESSION,
+            &[("for", json!("perm-0001")), ("decision", json!("allow"))],
+            &nonce(),
+            now,
+        );
+        let (s, env) = call(
+            "POST",
+            &format!("{u}/page/api/signed"),
+            Some(LOGIN),
+            Some(&day.sign(&cmd)),
+        );
+        assert_eq!(s, 200, "{env}");
+        assert_eq!(env["cmd"], json!(cmd));
+        assert_eq!(env["csig"], json!(day.csig(&cmd)));
+        assert_eq!(env["grant"], day.grant);
+        let keys: Vec<&str> = env
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["id", "cmd", "csig", "grant", "at", "expires_at"]);
+        assert_valid(&spec("control.json"), &env);
+        // A command for a machine not paired here is not queued.
+        let stray = command(
+            "m_notpairedhere00000000",
+            "cancel",
+            SESSION,
+            &[],
+            &nonce(),
+            now,
+        );
+        let (s, _) = call(
+            "POST",
+            &format!("{u}/page/api/signed"),
+            Some(LOGIN),
+            Some(&day.sign(&stray)),
+        );
+        assert_eq!(s, 400);
+
+        // The early check: a command the machine would refuse is refused here, with its code.
+        let stranger = DayKey::new(
+            8,
+            &Passkey::es256(99),
+            now - 1000,
+            now + 3_600_000,
+            "localhost",
+            &Ceremony::get("localhost"),
+        );
+        let mut edited = day.sign(&cmd);
+        edited["cmd"] = json!(cmd.replace("\"allow\"", "\"deny\""));
+        let old_cmd = command(&machine, "cancel", SESSION, &[], &nonce(), now - 3_600_000);
+        for (signed, code) in [
+            (stranger.sign(&cmd), "untrusted_key"),
+            (edited, "bad_csig"),
+            (day.sign(&old_cmd), "outside_grant"),
+        ] {
+            let (s, v) = call(
+                "POST",
+                &format!("{u}/page/api/signed"),
+                Some(LOGIN),
+                Some(&signed),
+            );
+            assert_eq!((s, v["code"].as_str()), (400, Some(code)), "{v}");
+        }
+        let (s, _) = call(
+            "POST",
+            &format!("{u}/page/api/signed"),
+            Some(LOGIN),
+            Some(&json!({"cmd": cmd})),
+        );
+        assert_eq!(s, 400, "an unsigned command is not carried");
+
+        // Served to the machine, again until acked; never to the unsigned session poll, and
+        // never to another machine.
+        for _ in 0..2 {
+            let (s, v) = call("GET", &poll, Some(&token), None);
+            assert_eq!(s, 200);
+            assert_eq!(v["messages"], json!([env]));
+        }
+        let session_poll = format!("{u}{CONTROL}?session={SESSION}&wait=0");
+        assert_eq!(call("GET", &session_poll, Some(SINK), None).0, 204);
+        let other_poll = format!("{u}{CONTROL}?machine={other}&wait=0");
+        assert_eq!(call("GET", &other_poll, Some(&other_token), None).0, 204);
+
+        // The sink token (or another machine's) cannot ack it away.
+        let id = env["id"].as_str().unwrap();
+        let at = "2026-10-08T09:14:02.110Z";
+        let refused =
+            json!({"acks": [{"id": id, "outcome": "refused", "code": "replay", "at": at}]});
+        for t in [SINK, other_token.as_str()] {
+            assert_eq!(
+                call(
+                    "POST",
+                    &format!("{u}{CONTROL}/ack"),
+                    Some(t),
+                    Some(&refused)
+                )
+                .0,
+                202
+            );
+        }
+        assert_eq!(call("GET", &poll, Some(&token), None).0, 200);
+        // refused needs its code.
+        let bare = json!({"acks": [{"id": id, "outcome": "refused", "at": at}]});
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/ack"),
+                Some(&token),
+                Some(&bare)
+            )
+            .0,
+            400
+        );
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/ack"),
+                Some(&token),
+                Some(&refused)
+            )
+            .0,
+            202
+        );
+        assert_eq!(call("GET", &poll, Some(&token), None).0, 204);
+        assert_eq!(
+            r.wait_ack(id, Duration::from_secs(1)).unwrap()["code"],
+            "replay"
+        );
+
+        // off: the machine and its token are gone.
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/off"),
+                Some(SINK),
+                Some(&json!({}))
+            )
+            .0,
+            401
+        );
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/off"),
+                Some(&token),
+                Some(&json!({}))
+            )
+            .0,
+            200
+        );
+        assert_eq!(call("GET", &poll, Some(&token), None).0, 401);
+    }
+
+    #[test]
+    fn a_public_url_names_the_rp_id_and_the_pairing_link() {
+        let r = Receiver::start(ReceiverOptions {
+            login_token: Some(LOGIN.into()),
+            rp_id: Some("pipe.example.org".into()),
+            public_url: Some("https://pipe.example.org".into()),
+            ..ReceiverOptions::default()
+        })
+        .unwrap();
+        assert_eq!(
+            r.well_known()["control"]["signing"]["rp_id"],
+            "pipe.example.org"
+        );
+        let (s, v) = call(
+            "POST",
+            &format!("{}{CONTROL}/pair", r.url()),
+            Some(SINK),
+            Some(&json!({})),
+        );
+        assert_eq!(s, 201);
+        let code = v["code"].as_str().unwrap();
+        assert_eq!(
+            v["url"],
+            json!(format!("https://pipe.example.org/pair?code={code}"))
+        );
+    }
+
+    #[test]
+    fn without_an_rp_id_the_receiver_is_unsigned_as_before() {
+        let r = start(None);
+        let u = r.url();
+        assert!(r.well_known()["control"].get("signing").is_none());
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/pair"),
+                Some(SINK),
+                Some(&json!({}))
+            )
+            .0,
+            404
+        );
+        assert_eq!(
+            call(
+                "GET",
+                &format!("{u}{CONTROL}?machine=m_x&wait=0"),
+                Some(SINK),
+                None
+            )
+            .0,
+            404
+        );
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{u}{CONTROL}/off"),
+                Some(SINK),
+                Some(&json!({}))
+            )
+            .0,
+            404
+        );
+    }
+}
