@@ -1071,13 +1071,27 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
     assert!(b.text(&prompt).contains(text));
 
-    // Stop on a Claude Code session: unsupported (it has no API to stop a turn).
+    // Stop on a Claude Code session: it stops at the next hook seam (DECISIONS 26), here the
+    // turn's end, with continue:false, and the page shows which seam delivered it.
     b.click(&format!("{card} button.stop"));
     let cancel = format!("{card} li.msg[data-kind=\"cancel\"]");
-    b.wait(&format!("{cancel}[data-status=\"unsupported\"]"));
+    b.wait(&format!("{cancel}[data-status=\"sent\"]"));
+    let id = b.call(json!({"op": "attr", "selector": cancel, "name": "data-message"}))["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(
-        b.text(&cancel).contains("claude-code"),
-        "the detail names the harness"
+        until(Duration::from_secs(15), || machine.has_message(&id)),
+        "sp-sync stored {id}"
+    );
+    let out = machine.hook("sp-stop", &payload(CC_STOP));
+    let v: Value = serde_json::from_str(stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    assert_eq!(v["continue"], false);
+    b.wait(&format!("{cancel}[data-status=\"delivered\"]"));
+    assert!(
+        b.text(&cancel).contains("claude-code Stop hook"),
+        "the detail names the seam"
     );
     assert!(receiver.log().contains("listening on"));
     // For a look after the fact (not part of the docs).
