@@ -405,6 +405,30 @@ fn sink_add_refuses_control_the_receiver_does_not_offer() {
     .success());
 }
 
+/// `--signed` is refused for a receiver that does not declare control.signing (the test
+/// receiver speaks only the unsigned mode), and nothing is saved.
+#[test]
+fn sink_add_signed_needs_a_receiver_that_signs() {
+    let env = Env::new();
+    std::fs::remove_file(&env.config).unwrap();
+    let tf = token_file(&env, 0o600);
+    let out = sp(
+        &env,
+        &[
+            "sink",
+            "add",
+            &env.receiver.url(),
+            "--token-file",
+            tf.to_str().unwrap(),
+            "--signed",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not speak signed control"), "{err}");
+    assert!(!env.config.exists(), "nothing saved");
+}
+
 #[test]
 fn sink_add_refuses_a_readable_token_file_and_bad_urls() {
     let env = Env::new();

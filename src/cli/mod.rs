@@ -22,8 +22,9 @@ USAGE:
                            STATE: queued, delivering, done, delivered, expired, unsupported, failed
   sp doctor                checks config, sinks, hook registrations, cron, database and
                            hook latency; says how to fix each problem; exits 1 if any
-  sp sink add URL --token-file FILE [--control] [--tier N] [--name NAME] [--no-check]
-                           adds a receiver; --control only if its well-known offers control
+  sp sink add URL --token-file FILE [--control|--signed] [--tier N] [--name NAME] [--no-check]
+                           adds a receiver; --control only if its well-known offers control,
+                           --signed (then `sp pair NAME`) only if it speaks signed control
   sp sink list [--json]
   sp sink remove NAME
   sp setup install [--dry-run] [--bin-dir DIR] [--no-cron]
@@ -202,6 +203,7 @@ pub fn run(args: Vec<String>) -> Result<Done> {
                 "add" => {
                     let opts = sink::AddOptions {
                         control: args.flag("--control"),
+                        signed: args.flag("--signed"),
                         no_check: args.flag("--no-check"),
                         token_file: args.value("--token-file")?,
                         tier: match args.value("--tier")? {

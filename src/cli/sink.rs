@@ -15,6 +15,8 @@ pub struct AddOptions {
     pub url: String,
     pub token_file: Option<String>,
     pub control: bool,
+    /// Signed control (DECISIONS 22): implies control; `sp pair` enrolls the passkey.
+    pub signed: bool,
     pub tier: u8,
     pub name: Option<String>,
     pub no_check: bool,
@@ -209,7 +211,8 @@ fn token_file(f: &str) -> Result<PathBuf> {
     Ok(path)
 }
 
-pub fn add(o: AddOptions) -> Result<Done> {
+pub fn add(mut o: AddOptions) -> Result<Done> {
+    o.control |= o.signed;
     let path = crate::paths::config_file();
     config::check_url(&o.url).with_context(|| format!("cannot add {}", o.url))?;
     let Some(token_file_arg) = &o.token_file else {
@@ -256,6 +259,12 @@ pub fn add(o: AddOptions) -> Result<Done> {
                         found.capabilities.join(", ")
                     );
                 }
+                if o.signed && found.discovered.rp_id.is_none() {
+                    bail!(
+                        "the receiver does not speak signed control (its well-known declares no control.signing), so nothing \
+                         was saved; use --control for its unsigned mode (sp doctor will warn), or a receiver that signs"
+                    );
+                }
                 if tier > found.max_tier {
                     println!("It accepts events up to tier {}; using tier {} instead of {tier}.", found.max_tier, found.max_tier);
                     tier = found.max_tier;
@@ -282,17 +291,27 @@ pub fn add(o: AddOptions) -> Result<Done> {
         "name": name,
         "url": o.url,
         "tier": tier,
-        "control": o.control,
+        "control": if o.signed { json!("signed") } else { json!(o.control) },
         "token_file": token_file.to_string_lossy(),
     }));
     write_config(&path, &raw)?;
     println!(
         "Added sink {name:?} ({}, tier {tier}, control {}) to {}.",
         o.url,
-        if o.control { "on" } else { "off" },
+        if o.signed {
+            "signed"
+        } else if o.control {
+            "on"
+        } else {
+            "off"
+        },
         show(&path)
     );
-    if o.control {
+    if o.signed {
+        println!(
+            "Nothing it carries runs until you pair: sp pair {name} (prints a link and six digits; approve on your phone)."
+        );
+    } else if o.control {
         println!(
             "sp-sync polls it for every live session; run `sp doctor` to check the whole set-up."
         );
