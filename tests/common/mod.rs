@@ -1,3 +1,4 @@
 pub mod chaos;
 pub mod env;
+pub mod fixtures;
 pub mod schema;
