@@ -432,6 +432,12 @@ pub enum Action {
     Restore {
         bytes: Vec<u8>,
     },
+    /// Uninstall of a file edited since install: write `text` (the file as it is, less our
+    /// entries) and delete the backup, which no longer matches it (putting it back would undo
+    /// the edits).
+    Strip {
+        text: String,
+    },
     /// The file holds nothing but what we created: delete it.
     Delete,
     /// The file cannot be read as the harness's format; it is left as it is.
@@ -605,6 +611,12 @@ fn plan_json(
         plan.action = Action::Delete;
         return Ok(());
     }
+    if old_backup.is_some() {
+        plan.action = Action::Strip {
+            text: style.render(&root),
+        };
+        return Ok(());
+    }
     plan.action = Action::Write {
         text: style.render(&root),
         created: false,
@@ -626,6 +638,11 @@ pub fn apply(plan: &Plan) -> Result<()> {
         }
         Action::Restore { bytes } => {
             json::write_atomic(path, bytes, None)?;
+            std::fs::remove_file(backup_path(path))
+                .with_context(|| format!("cannot remove {}", backup_path(path).display()))
+        }
+        Action::Strip { text } => {
+            json::write_atomic(path, text.as_bytes(), None)?;
             std::fs::remove_file(backup_path(path))
                 .with_context(|| format!("cannot remove {}", backup_path(path).display()))
         }
