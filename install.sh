@@ -34,6 +34,8 @@ ENVIRONMENT:
   SP_NO_RECEIVER set to 1 for --no-receiver
   SP_CRONTAB     crontab program to use (tests); a path that does not exist acts as a
                  machine without crontab, which prints a systemd timer instead
+  SP_SYSTEMCTL   systemctl program to use (tests); a path that does not exist acts as a
+                 machine without a systemd user manager
   SESSIONPIPE_CONFIG, SESSIONPIPE_STATE_DIR, CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_CONFIG_HOME
                  are honoured as by the binaries (see sp --help)
 EOF
@@ -103,7 +105,7 @@ receiver_port=8787
 receiver_log=${XDG_STATE_HOME:-$HOME/.local/state}/sessionpipe/sp-receiver.log
 
 receiver_up() { (exec 3<>"/dev/tcp/127.0.0.1/$receiver_port") 2>/dev/null; }
-user_systemd() { command -v systemctl >/dev/null 2>&1 && systemctl --user show-environment >/dev/null 2>&1; }
+user_systemd() { local s=${SP_SYSTEMCTL:-systemctl}; command -v "$s" >/dev/null 2>&1 && "$s" --user show-environment >/dev/null 2>&1; }
 have_crontab() {
     if [ -n "${SP_CRONTAB:-}" ]; then [ -x "$SP_CRONTAB" ]; else command -v crontab >/dev/null 2>&1; fi
 }
