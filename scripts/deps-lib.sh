@@ -15,11 +15,14 @@ deps_missing=()
 deps_say() { printf '%s: %s\n' "${deps_me:-deps}" "$*"; }
 
 # Runs a command with HOME, XDG_* and npm's cache inside .deps/, so no tool writes into the
-# user's own HOME (npm's cache and update check, a CLI's first-run config, ...).
+# user's own HOME (npm's cache and update check, a CLI's first-run config, ...). npm still
+# reads the user's own ~/.npmrc (registry, proxy, CA file), and never writes it.
+deps_user_npmrc=${npm_config_userconfig:-${NPM_CONFIG_USERCONFIG:-${HOME:-/nonexistent}/.npmrc}}
 deps_sandboxed() {
     local h="$deps_dir/home"
     mkdir -p "$h" "$deps_dir/npm-cache"
-    HOME="$h" XDG_CONFIG_HOME="$h/.config" XDG_DATA_HOME="$h/.local/share" \
+    npm_config_userconfig="$deps_user_npmrc" \
+        HOME="$h" XDG_CONFIG_HOME="$h/.config" XDG_DATA_HOME="$h/.local/share" \
         XDG_STATE_HOME="$h/.local/state" XDG_CACHE_HOME="$h/.cache" \
         npm_config_cache="$deps_dir/npm-cache" npm_config_update_notifier=false \
         npm_config_fund=false npm_config_audit=false "$@"
