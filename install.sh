@@ -118,6 +118,11 @@ receiver_restart_hint() {
     fi
 }
 has_sinks() { "$1" sink list --json 2>/dev/null | grep -q '"name"'; }
+# Whether the receiver on the port is ours: our systemd unit, or our binary running.
+receiver_ours() {
+    [ -f "$unit" ] && return 0
+    command -v pgrep >/dev/null 2>&1 && pgrep -f "^$bin/sp-receiver" >/dev/null 2>&1
+}
 
 # --dry-run: every step receiver_install would take.
 receiver_plan() {
@@ -126,8 +131,11 @@ receiver_plan() {
         say "would create the receiver's token files $token_file and $login_file (sp-receiver --init)"
     fi
     [ -f "$receiver_db" ] || say "would create the receiver's database $receiver_db"
-    if receiver_up; then
-        say "a receiver already answers on 127.0.0.1:$receiver_port: would start none"
+    if receiver_up && ! receiver_ours; then
+        say "something else answers on 127.0.0.1:$receiver_port (not $bin/sp-receiver): would start none and add no sink for it"
+        return 0
+    elif receiver_up; then
+        say "sp-receiver already answers on 127.0.0.1:$receiver_port: would start none"
     elif user_systemd; then
         say "would write $unit and start it: systemctl --user enable --now sp-receiver.service"
     else
@@ -148,7 +156,13 @@ receiver_install() {
     "$bin/sp-receiver" --init >/dev/null || { say "sp-receiver --init failed; skipping the local receiver"; return 1; }
     [ -z "$fresh" ] || say "created the receiver's token files $token_file and $login_file"
     if receiver_up; then
-        say "a receiver already answers on 127.0.0.1:$receiver_port"
+        if ! receiver_ours; then
+            # Not ours: our token would not open it, so no sink for it either.
+            say "something else answers on 127.0.0.1:$receiver_port (not $bin/sp-receiver): not starting the local receiver, nor adding a sink for it"
+            say "  free the port and run ./install.sh again, or add your receiver: sp sink add URL --token-file FILE --control"
+            return 0
+        fi
+        say "sp-receiver already answers on 127.0.0.1:$receiver_port"
     elif user_systemd; then
         mkdir -p "$unit_dir"
         printf '[Unit]\nDescription=sessionpipe receiver (page at http://127.0.0.1:%s/)\n[Service]\nExecStart=%s\nRestart=on-failure\nRestartSec=2\n[Install]\nWantedBy=default.target\n' \
