@@ -15,6 +15,8 @@ cd "$here"
 start=$(date +%s)
 
 "$here/scripts/e2e-deps.sh" || { echo "e2e/run.sh: scripts/e2e-deps.sh failed" >&2; exit 1; }
+# Node.js 22 from .deps/ when the system's is older (scripts/deps-lib.sh).
+[ -d "$here/.deps/bin" ] && export PATH="$here/.deps/bin:$PATH"
 cargo build --release --locked --bins || { echo "e2e/run.sh: the release build failed" >&2; exit 1; }
 
 log="$(mktemp)"

@@ -4,34 +4,34 @@
 #   - the three CLIs at the versions pinned in e2e/package.json and e2e/package-lock.json,
 #     into e2e/node_modules (their native binaries come inside the npm packages):
 #       @anthropic-ai/claude-code 2.1.332, @openai/codex 0.171.0, opencode-ai 1.18.33
-#   - Node.js and npm (codex's launcher is a Node script), `unshare` (util-linux) and `ip`
-#     (iproute2) for the loopback-only network namespace each scenario runs in, python3 for
-#     the model stand-in (e2e/model.py) and tmux for Claude Code's interactive UI, from
-#     Debian when missing (root only).
+#   - Node.js 22 or later (the system's, or the pinned build into .deps/node; see
+#     scripts/deps-lib.sh) and npm, `unshare` (util-linux) and `ip` (iproute2) for the
+#     loopback-only network namespace each scenario runs in, python3 for the model stand-in
+#     (e2e/model.py) and tmux for Claude Code's interactive UI, from Debian when missing
+#     (root, or password-less sudo; scripts/test-deps.sh does these for it).
 #
+# Nothing goes into your HOME: npm, its cache and the CLIs' `--version` checks run with HOME
+# and XDG_* inside .deps/ (a CLI's first start creates its config folder, e.g.
+# ~/.config/opencode, which install.sh would then take for an installed harness).
 # Safe to run again: when e2e/node_modules already holds the pinned versions it does nothing.
 # About 1.2 GB on disk; the install takes about 40 s.
 set -euo pipefail
 
-here="$(cd "$(dirname "$0")/.." && pwd)"
+deps_me=scripts/e2e-deps.sh
+# shellcheck source=scripts/deps-lib.sh
+. "$(dirname "$0")/deps-lib.sh"
+here="$deps_root"
 e2e="$here/e2e"
-export DEBIAN_FRONTEND=noninteractive
 
-need_apt=()
-command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
-command -v npm >/dev/null 2>&1 || need_apt+=(npm)
-command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
-command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
-command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
-command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
-if [ "${#need_apt[@]}" -gt 0 ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "scripts/e2e-deps.sh: missing ${need_apt[*]}; run as root (it uses apt-get)" >&2
+if [ -z "${SP_DEPS_NO_APT:-}" ]; then
+    deps_apt node:nodejs npm:npm unshare:util-linux ip:iproute2 python3:python3 tmux:tmux
+    if [ "${#deps_missing[@]}" -gt 0 ]; then
+        deps_say "missing ${deps_missing[*]}: as root, apt-get install ${deps_missing[*]}" >&2
         exit 1
     fi
-    apt-get update
-    apt-get install -y "${need_apt[@]}"
 fi
+command -v npm >/dev/null 2>&1 || { deps_say "npm is missing (apt-get install npm, as root)" >&2; exit 1; }
+deps_node22
 
 # The installed version of one package, or nothing.
 installed() {
@@ -61,12 +61,12 @@ else
     # `npm install --no-save` installs exactly the locked versions (package.json pins them
     # exactly too) and leaves both files as they are. The CLIs' postinstall scripts put their
     # native binaries in place; the version checks below fail if they did not.
-    npm install --prefix "$e2e" --no-audit --no-fund --no-save
+    deps_sandboxed npm install --prefix "$e2e" --no-audit --no-fund --no-save
 fi
 
 # Each must start and print its version, and be the pinned one.
 up_to_date || { echo "scripts/e2e-deps.sh: e2e/node_modules does not hold the pinned CLIs after install" >&2; exit 1; }
 for c in claude codex opencode; do
     printf '%s: ' "$c"
-    "$e2e/node_modules/.bin/$c" --version
+    deps_sandboxed "$e2e/node_modules/.bin/$c" --version
 done

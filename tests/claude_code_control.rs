@@ -222,7 +222,7 @@ fn terminal_answering_first_stops_the_wait() {
 fn sigterm_while_waiting_clears_answered() {
     let env = env_with_wait(60);
     let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION_OTHER));
-    let id = "perm-1bb18c870624a063";
+    let id = CC_PERMISSION_OTHER_ID;
     wait_needed(&env, id);
     unsafe { libc::kill(hook.id() as i32, libc::SIGTERM) };
     let out = finish(hook, Duration::from_secs(5));
@@ -790,4 +790,50 @@ fn steer_and_interrupt_land_at_the_next_tool_boundary() {
         ack["detail"],
         "invalid: mode must be queue, steer or interrupt"
     );
+}
+
+/// Cross-check with the reference's recorded Claude Code payloads: our hook announces the
+/// recorded prompt under the attention_id the reference computes, takes the answer, and the
+/// recorded Stop delivers a queued prompt.
+#[test]
+fn peer_recorded_payloads_get_the_reference_attention_id() {
+    let (Some(permission), Some(stop)) =
+        (peer_payload(PEER_CC_PERMISSION), peer_payload(PEER_CC_STOP))
+    else {
+        return;
+    };
+    let env = env_with_wait(30);
+    let hook = env.spawn_hook("sp-permission", &permission);
+    let needed = env
+        .wait_event(
+            "attention.needed",
+            json!({"attention_id": PEER_CC_PERMISSION_ID}),
+            Duration::from_secs(15),
+        )
+        .expect("attention.needed with the reference's attention_id");
+    assert_eq!(needed["session"]["id"], PEER_CC_SESSION);
+    assert_eq!(needed["data"]["tool"], "Bash");
+    let key = format!("claude-code:{PEER_CC_SESSION}");
+    env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": PEER_CC_PERMISSION_ID, "decision": "allow"}),
+    );
+    let out = finish(hook, Duration::from_secs(20));
+    assert_eq!(stdout(&out), format!("{ALLOW}\n"));
+    let m = env.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "and the changelog", "expires_in_s": 60}),
+    );
+    let id = m["id"].as_str().unwrap().to_string();
+    assert!(
+        until(Duration::from_secs(10), || env.query::<i64>(&format!(
+            "select count(*) from messages where id='{id}'"
+        ))[0]
+            == 1),
+        "sp-sync stored {id}"
+    );
+    let out = env.hook_json("sp-stop", &stop);
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(v["decision"], "block");
+    assert!(v["reason"].as_str().unwrap().ends_with("and the changelog"));
 }

@@ -17,12 +17,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------------
-// Payloads: the recorded ones where they exist (Claude Code, Codex Stop), otherwise built from
-// the cited documentation (harness-contracts §2-§7 and the sources it names).
+// Payloads: our fixtures in tests/fixtures/hook-payloads (Claude Code, Codex Stop), otherwise
+// built from the cited documentation (harness-contracts §2-§7 and the sources it names).
 
-const CODEX_STOP: &str = "codex/stop.9138259c54ffd58dec54344b02c62ffb8494ad8e.json";
-const CODEX_SESSION: &str = "01a0e5c5-5b2f-7c60-9287-31f9f0aa9f65";
-const CODEX_TURN: &str = "01a0e5c5-5bf6-7233-8f1a-2c5e4d560849";
+const CODEX_STOP: &str = "codex/stop.json";
+const CODEX_SESSION: &str = "0196f2a4-7c1e-7d35-b8a0-5e2c94f1d6b7";
+const CODEX_TURN: &str = "0196f2a4-7d02-7a91-9c3e-1f8b6d40e2a5";
 
 /// The session id each harness's payloads below use.
 fn session_of(h: &str) -> &'static str {
@@ -340,26 +340,34 @@ const BLOCKING: &[&str] = &[
 // ---------------------------------------------------------------------------------------------
 // Codex's own schemas (draft-07, additionalProperties:false everywhere).
 
-fn codex_schema(name: &str) -> Value {
-    let all = common::schema::load_json(
-        &common::schema::peer_schema_dir().join("codex-hooks.0.171.0.json"),
-    );
-    all.get(name)
-        .unwrap_or_else(|| panic!("no {name} in the Codex schemas"))
-        .clone()
+/// One of Codex's own hook schemas, from the reference's copy of them: a cross-check that
+/// runs when `../shared/peer-data` is present (CI requires it), None otherwise.
+fn codex_schema(name: &str) -> Option<Value> {
+    let dir = common::fixtures::peer_dir()?;
+    let all = common::schema::load_json(&dir.join("schemas/codex-hooks.0.171.0.json"));
+    Some(
+        all.get(name)
+            .unwrap_or_else(|| panic!("no {name} in the Codex schemas"))
+            .clone(),
+    )
 }
 
-fn codex_errors(name: &str, v: &Value) -> Vec<String> {
-    let schema = codex_schema(name);
+/// Codex schema errors of `v`; None when Codex's schemas are not here.
+fn codex_errors(name: &str, v: &Value) -> Option<Vec<String>> {
+    let schema = codex_schema(name)?;
     let validator = jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{name}: {e}"));
-    validator
-        .iter_errors(v)
-        .map(|e| format!("{}: {e}", e.instance_path))
-        .collect()
+    Some(
+        validator
+            .iter_errors(v)
+            .map(|e| format!("{}: {e}", e.instance_path))
+            .collect(),
+    )
 }
 
 fn assert_codex_valid(name: &str, v: &Value) {
-    let errs = codex_errors(name, v);
+    let Some(errs) = codex_errors(name, v) else {
+        return;
+    };
     assert!(
         errs.is_empty(),
         "not valid under Codex {name}: {errs:?}\n{v}"
@@ -743,8 +751,20 @@ fn permission_allow_deny_and_no_answer() {
 }
 
 #[test]
-fn codex_outputs_are_exactly_its_schema() {
+fn peer_codex_outputs_are_exactly_its_schema() {
     // Every answer we print for Codex validates; the Claude superset it must never get does not.
+    if common::fixtures::peer_or_skip("Codex's hook schemas").is_none() {
+        return;
+    }
+    // And every payload we feed our hooks as Codex is valid Codex input.
+    for h in Harness::ALL.iter().filter(|h| h.name() == "codex") {
+        for (event, _) in h.hook_events() {
+            assert_codex_valid(
+                &format!("{}.command.input", codex_schema_name(event)),
+                &event_payload("codex", event),
+            );
+        }
+    }
     assert_codex_valid(
         "permission-request.command.output",
         &serde_json::from_str(allow_shape("codex")).unwrap(),
@@ -759,9 +779,15 @@ fn codex_outputs_are_exactly_its_schema() {
     );
     let superset = json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
         "decision": {"behavior": "allow", "updatedPermissions": []}}, "extra": 1});
-    assert!(!codex_errors("permission-request.command.output", &superset).is_empty());
+    assert!(
+        !codex_errors("permission-request.command.output", &superset)
+            .unwrap()
+            .is_empty()
+    );
     let stop_extra = json!({"decision": "block", "reason": "x", "hookSpecificOutput": {"hookEventName": "Stop"}});
-    assert!(!codex_errors("stop.command.output", &stop_extra).is_empty());
+    assert!(!codex_errors("stop.command.output", &stop_extra)
+        .unwrap()
+        .is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------

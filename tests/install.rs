@@ -393,7 +393,15 @@ fn uninstall_after_the_user_edited_the_file_removes_only_ours() {
         ".claude/settings.json",
         &(serde_json::to_string_pretty(&v).unwrap() + "\n"),
     );
-    assert!(h.install(&["--uninstall"]).status.success());
+    let out = h.install(&["--uninstall"]);
+    assert!(out.status.success());
+    // The backup is out of date (putting it back would undo the edit): it goes too.
+    assert!(!h.home.join(".claude/settings.json.sp-backup").exists());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("remove the backup"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let mut expected: Value = serde_json::from_str(CLAUDE).unwrap();
     expected["theme"] = json!("dark");
     assert_eq!(
@@ -499,6 +507,7 @@ fn fresh_machine_without_crontab_gets_the_timer_printed() {
         .env("SP_NO_RECEIVER", "1")
         .env("SP_BUILD_DIR", bin_dir())
         .env("SP_CRONTAB", h.root.join("no-such-crontab"))
+        .env("SP_SYSTEMCTL", fake_systemctl(&h.root))
         .stdin(Stdio::null());
     let out = c.output().unwrap();
     let stdout = text(&out.stdout);
@@ -592,4 +601,93 @@ fn opencode_plugin_hands_events_to_sp_event() {
         )],
         "only forwarded events arrive"
     );
+}
+
+/// A systemctl whose `--user show-environment` answers, as on a desktop with a user manager.
+fn fake_systemctl(dir: &Path) -> PathBuf {
+    let p = dir.join("systemctl");
+    std::fs::write(&p, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+fn no_crontab_and_no_user_systemd_advises_nothing_that_cannot_work() {
+    let h = Home::new();
+    let mut c = Command::new("bash");
+    c.arg(format!("{ROOT}/install.sh"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &h.home)
+        .env("SP_SKIP_BUILD", "1")
+        .env("SP_NO_RECEIVER", "1")
+        .env("SP_BUILD_DIR", bin_dir())
+        .env("SP_CRONTAB", h.root.join("no-such-crontab"))
+        .env("SP_SYSTEMCTL", h.root.join("no-such-systemctl"))
+        .stdin(Stdio::null());
+    let out = c.output().unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("nothing runs sp-sync on a schedule"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--daemon"), "{stdout}");
+    assert!(!stdout.contains("systemctl"), "{stdout}");
+    assert!(!stdout.contains("crontab -e"), "{stdout}");
+    let doctor = Command::new(h.home.join(".local/bin/sp"))
+        .arg("doctor")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &h.home)
+        .env("SP_CRONTAB", h.root.join("no-such-crontab"))
+        .env("SP_SYSTEMCTL", h.root.join("no-such-systemctl"))
+        .output()
+        .unwrap();
+    let report = text(&doctor.stdout);
+    assert!(
+        report.contains("no crontab and no systemd user manager here"),
+        "{report}"
+    );
+    assert!(!report.contains("crontab -e"), "{report}");
+    assert!(
+        !report.contains("follow what it prints for the timer"),
+        "{report}"
+    );
+}
+
+/// install.sh finds the build where cargo puts it (CARGO_TARGET_DIR honoured), and blames
+/// the option that was used when binaries are missing.
+#[test]
+fn install_sh_looks_for_the_build_where_cargo_puts_it() {
+    let h = Home::new();
+    let target = h.root.join("elsewhere");
+    let run = |envs: &[(&str, &Path)]| {
+        let mut c = Command::new("bash");
+        c.arg(format!("{ROOT}/install.sh"))
+            .arg("--dry-run")
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &h.home)
+            .env("SP_SKIP_BUILD", "1")
+            .env("SP_NO_RECEIVER", "1")
+            .env("SP_CRONTAB", &h.crontab)
+            .stdin(Stdio::null());
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = run(&[("CARGO_TARGET_DIR", &target)]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("{}/release/sp is missing", target.display())),
+        "{err}"
+    );
+    assert!(err.contains("SP_SKIP_BUILD=1"), "{err}");
+    assert!(!err.contains("--no-build"), "{err}");
+    // SP_BUILD_DIR wins.
+    let out = run(&[("CARGO_TARGET_DIR", &target), ("SP_BUILD_DIR", &bin_dir())]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }

@@ -10,7 +10,7 @@
 //! scenario with what to run.
 //!
 //! Run: `e2e/run.sh` (deps, release build, this suite, a `N passed, M failed` line), or
-//! `scripts/e2e-deps.sh && cargo build --release --locked --bins && cargo test --test real_agents`.
+//! `scripts/test.sh --test real_agents` (the same, through the README's test command).
 //! `SP_E2E_KEEP=1` keeps every scenario's folder (otherwise only a failed one's is kept).
 use serde_json::{json, Value};
 use spctl::receiver::{Receiver, ReceiverOptions};
@@ -100,6 +100,24 @@ fn preflight(clis: &[&str]) {
             "{t} is not on PATH: run {DEPS} (as root)"
         );
     }
+    // Claude Code 2.1.332 asks for Node.js 22; scripts/test.sh puts a pinned one from
+    // .deps/ first on PATH when the system's is older.
+    let major = Command::new("node")
+        .args(["-p", "process.versions.node.split('.')[0]"])
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<u32>()
+                .ok()
+        })
+        .unwrap_or(0);
+    assert!(
+        major >= 22,
+        "node on PATH is Node.js {major}; the pinned CLIs need 22 or later: run scripts/test.sh \
+         (it installs Node.js 22 into .deps/ and puts .deps/bin first on PATH), or add .deps/bin to PATH"
+    );
     // SAFETY: geteuid has no preconditions.
     assert_eq!(
         unsafe { libc::geteuid() },

@@ -7,11 +7,13 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use std::path::Path;
+
 use serde_json::{json, Value};
 use spctl::receiver::{Fault, Receiver, ReceiverOptions, Route};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peer-data/delivery");
-const SCHEMAS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peer-data/schemas");
+mod common;
+use common::fixtures;
 const TOKEN: &str = "sink-token-for-tests";
 
 // ---------------------------------------------------------------------------------------
@@ -142,23 +144,98 @@ fn run_id() -> String {
     )
 }
 
-fn schema(name_prefix: &str) -> jsonschema::Validator {
-    let dir = std::fs::read_dir(SCHEMAS).expect("schemas dir");
-    let path = dir
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(name_prefix))
-        })
-        .unwrap_or_else(|| panic!("no schema {name_prefix}*"));
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    jsonschema::validator_for(&v).expect("compiling schema")
+/// The protocol schemas these tests check the receiver's answers with: ours (`schemas/`, and
+/// `tests/fixtures/schemas/` for the ones we never write ourselves) and, when the reference's
+/// fixtures are here, the reference's copy of the same schema too.
+struct Schema {
+    name: &'static str,
+    own: jsonschema::Validator,
+    peer: Option<jsonschema::Validator>,
 }
 
-fn assert_valid(v: &jsonschema::Validator, instance: &Value) {
-    let errors: Vec<String> = v.iter_errors(instance).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{instance} is invalid: {errors:?}");
+/// Ours assert `format` (a date that does not exist is refused); the reference's are read as
+/// they always were here (draft default).
+fn compile(path: &Path, formats: bool) -> jsonschema::Validator {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let built = if formats {
+        jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(&v)
+    } else {
+        jsonschema::validator_for(&v)
+    };
+    built.unwrap_or_else(|e| panic!("compiling {}: {e}", path.display()))
+}
+
+/// `name` is one of well-known, batch-response, error, control, control-poll, event.
+fn schema(name: &'static str) -> Schema {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (own, peer_prefix) = match name {
+        "well-known" => (fixtures::own("schemas/well-known.json"), "well-known."),
+        "batch-response" => (
+            fixtures::own("schemas/batch-response.json"),
+            "batch-response.",
+        ),
+        "error" => (fixtures::own("schemas/error.json"), "error."),
+        "control" => (root.join("schemas/control-message.json"), "control.e918475"),
+        "control-poll" => (
+            root.join("schemas/control-poll.json"),
+            "control-poll.9138259",
+        ),
+        "event" => (fixtures::own("schemas/event.json"), "event.e918475"),
+        other => panic!("no schema {other}"),
+    };
+    let peer = fixtures::peer_dir().map(|dir| {
+        let path = std::fs::read_dir(dir.join("schemas"))
+            .expect("peer schemas dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(peer_prefix))
+            })
+            .unwrap_or_else(|| panic!("no peer schema {peer_prefix}*"));
+        compile(&path, false)
+    });
+    Schema {
+        name,
+        own: compile(&own, true),
+        peer,
+    }
+}
+
+impl Schema {
+    fn is_valid(&self, instance: &Value) -> bool {
+        let own = self.own.is_valid(instance);
+        if let Some(p) = &self.peer {
+            assert_eq!(
+                p.is_valid(instance),
+                own,
+                "{}: our schema and the reference's disagree on {instance}",
+                self.name
+            );
+        }
+        own
+    }
+}
+
+fn assert_valid(v: &Schema, instance: &Value) {
+    let errors: Vec<String> = v.own.iter_errors(instance).map(|e| e.to_string()).collect();
+    assert!(
+        errors.is_empty(),
+        "{instance} is invalid ({}): {errors:?}",
+        v.name
+    );
+    if let Some(p) = &v.peer {
+        let errors: Vec<String> = p.iter_errors(instance).map(|e| e.to_string()).collect();
+        assert!(
+            errors.is_empty(),
+            "{instance} is invalid under the reference's {}: {errors:?}",
+            v.name
+        );
+    }
 }
 
 fn event(session: &str, seq: u64, tier: u8) -> Value {
@@ -220,15 +297,16 @@ fn endpoint(base: &str, ep: &str) -> String {
     }
 }
 
-fn run_fixture(file: &str) {
-    let raw = std::fs::read_to_string(format!("{FIXTURES}/{file}"))
-        .unwrap_or_else(|e| panic!("reading fixture {file}: {e}"));
+fn run_fixture(path: &Path) {
+    let file = path.display().to_string();
+    let raw =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading fixture {file}: {e}"));
     let run = run_id();
     let raw = raw
         .replace("{run12}", &run.chars().take(12).collect::<String>())
         .replace("{run}", &run);
     let fx: Value = serde_json::from_str(&raw).expect("fixture JSON");
-    let name = fx["name"].as_str().unwrap_or(file).to_owned();
+    let name = fx["name"].as_str().unwrap_or(&file).to_owned();
 
     let r = start();
     let a = agent(Duration::from_secs(30));
@@ -338,18 +416,40 @@ fn run_fixture(file: &str) {
 }
 
 #[test]
-fn fixture_09_control() {
-    run_fixture("09-control.9138259c54ffd58dec54344b02c62ffb8494ad8e.json");
+fn fixture_control_prompt() {
+    run_fixture(&fixtures::own("delivery/control-prompt.json"));
 }
 
 #[test]
-fn fixture_10_control_expired() {
-    run_fixture("10-control-expired.e918475f4a7284f20cc7b4877aa20e59ce10a343.json");
+fn fixture_control_expired() {
+    run_fixture(&fixtures::own("delivery/control-expired.json"));
 }
 
 #[test]
-fn fixture_11_control_double_ack() {
-    run_fixture("11-control-double-ack.e918475f4a7284f20cc7b4877aa20e59ce10a343.json");
+fn fixture_control_double_ack() {
+    run_fixture(&fixtures::own("delivery/control-double-ack.json"));
+}
+
+/// The reference's seed-era delivery fixtures (09, 10, 11), as a cross-check.
+fn peer_fixture(file: &str) {
+    if let Some(dir) = fixtures::peer_or_skip(file) {
+        run_fixture(&dir.join("delivery").join(file));
+    }
+}
+
+#[test]
+fn peer_fixture_09_control() {
+    peer_fixture("09-control.9138259c54ffd58dec54344b02c62ffb8494ad8e.json");
+}
+
+#[test]
+fn peer_fixture_10_control_expired() {
+    peer_fixture("10-control-expired.e918475f4a7284f20cc7b4877aa20e59ce10a343.json");
+}
+
+#[test]
+fn peer_fixture_11_control_double_ack() {
+    peer_fixture("11-control-double-ack.e918475f4a7284f20cc7b4877aa20e59ce10a343.json");
 }
 
 #[test]
@@ -368,7 +468,7 @@ fn subset_matcher_follows_the_conformance_rules() {
 
 #[test]
 fn well_known_validates_with_and_without_control() {
-    let v = schema("well-known.");
+    let v = schema("well-known");
     let r = start_with(|o| o.wait_max_s = 7);
     let a = agent(Duration::from_secs(5));
     let wk = get(&a, &format!("{}/.well-known/sessionpipe", r.url()), None);
@@ -480,7 +580,7 @@ fn a_held_long_poll_answers_within_300ms_of_an_enqueue() {
     );
     assert_eq!(resp.status, 200);
     let body = resp.json();
-    assert_valid(&schema("control-poll.9138259"), &body);
+    assert_valid(&schema("control-poll"), &body);
     assert_eq!(body["messages"], json!([msg]));
     assert_eq!(r.poll_sessions(), vec![s]);
 }
@@ -533,7 +633,7 @@ fn messages_are_redelivered_until_acked() {
     let m2 = r.enqueue(&s, json!({"kind": "cancel"}));
     let id1 = m1["id"].as_str().unwrap().to_owned();
     let id2 = m2["id"].as_str().unwrap().to_owned();
-    let control_schema = schema("control.e918475");
+    let control_schema = schema("control");
     assert_valid(&control_schema, &m1);
     assert_valid(&control_schema, &m2);
     assert_eq!(
@@ -636,7 +736,7 @@ fn acks_are_validated() {
         assert_eq!(resp.status, 400, "{body}");
         let reason = resp.json()["reason"].as_str().unwrap().to_owned();
         assert!(reason.contains(word), "{body}: reason {reason:?}");
-        assert_valid(&schema("error."), &resp.json());
+        assert_valid(&schema("error"), &resp.json());
     }
     let resp = try_post(&a, &ack_url(&r), Some(TOKEN), &json!(null)).unwrap();
     assert_eq!(resp.status, 400);
@@ -723,7 +823,7 @@ fn test_door_enqueues_and_lists() {
     );
     assert_eq!(resp.status, 200);
     let m = resp.json();
-    assert_valid(&schema("control.e918475"), &m);
+    assert_valid(&schema("control"), &m);
     assert_eq!(r.pending(&s), vec![m.clone()]);
     let bad = post(
         &a,
@@ -757,7 +857,7 @@ fn test_door_enqueues_and_lists() {
 fn events_are_deduplicated_on_harness_session_seq() {
     let r = start();
     let a = agent(Duration::from_secs(5));
-    let response_schema = schema("batch-response.");
+    let response_schema = schema("batch-response");
     let batch = json!({"events": [event("s-1", 0, 0), event("s-1", 1, 1), event("s-2", 0, 0)]});
     let resp = post(&a, &events_url(&r), Some(TOKEN), &batch);
     assert_eq!(resp.status, 202);
@@ -831,7 +931,7 @@ fn events_errors() {
     });
     let a = agent(Duration::from_secs(5));
     let url = events_url(&r);
-    let err = schema("error.");
+    let err = schema("error");
 
     let tier = post(
         &a,
@@ -907,7 +1007,7 @@ fn events_errors() {
     );
     assert_eq!(resp.status, 202);
     let body = resp.json();
-    assert_valid(&schema("batch-response."), &body);
+    assert_valid(&schema("batch-response"), &body);
     assert_eq!(body["accepted"], 1);
     assert_eq!(body["rejected"][0]["id"], bad_id);
     assert_eq!(r.rejected().len(), 1);
@@ -917,7 +1017,7 @@ fn events_errors() {
 
 #[test]
 fn the_receivers_event_check_agrees_with_the_schema() {
-    let v = schema("event.");
+    let v = schema("event");
     let good = event("x", 3, 1);
     assert_valid(&v, &good);
     let mutations: Vec<(&str, Value)> = vec![

@@ -26,7 +26,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peer-data/delivery");
 const BROWSER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
 const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/receiver-phone.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
@@ -226,8 +225,9 @@ fn subset_match(expected: &Value, actual: &Value, path: &str) -> Result<(), Stri
 
 /// Runs one fixture. The fixtures' `enqueue` step goes through the page's enqueue action,
 /// authenticated with the login token, as a script would; the rest is the sender's side.
-fn run_fixture(r: &SpReceiver, file: &str) {
-    let raw = std::fs::read_to_string(format!("{FIXTURES}/{file}")).unwrap();
+fn run_fixture(r: &SpReceiver, path: &Path) {
+    let file = path.display().to_string();
+    let raw = std::fs::read_to_string(path).unwrap();
     let run = format!(
         "{}-{}",
         std::process::id(),
@@ -235,7 +235,7 @@ fn run_fixture(r: &SpReceiver, file: &str) {
     );
     let raw = raw.replace("{run12}", &run[..12]).replace("{run}", &run);
     let fx: Value = serde_json::from_str(&raw).unwrap();
-    let name = fx["name"].as_str().unwrap_or(file).to_owned();
+    let name = fx["name"].as_str().unwrap_or(&file).to_owned();
     let wk = get(&format!("{}/.well-known/sessionpipe", r.url), &[]);
     assert_eq!(wk.status, 200, "{name}: well-known");
     let wk = wk.json();
@@ -328,8 +328,12 @@ fn run_fixture(r: &SpReceiver, file: &str) {
     }
 }
 
+/// The reference's seed-era delivery fixtures against the binary, as a cross-check.
 #[test]
-fn delivery_fixtures_pass_against_sp_receiver() {
+fn peer_delivery_fixtures_pass_against_sp_receiver() {
+    let Some(peer) = common::fixtures::peer_or_skip("the delivery fixtures 09-11") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let r = SpReceiver::start(dir.path(), &[]);
     for f in [
@@ -337,7 +341,20 @@ fn delivery_fixtures_pass_against_sp_receiver() {
         "10-control-expired.e918475f4a7284f20cc7b4877aa20e59ce10a343.json",
         "11-control-double-ack.e918475f4a7284f20cc7b4877aa20e59ce10a343.json",
     ] {
-        run_fixture(&r, f);
+        run_fixture(&r, &peer.join("delivery").join(f));
+    }
+}
+
+#[test]
+fn delivery_fixtures_pass_against_sp_receiver() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = SpReceiver::start(dir.path(), &[]);
+    for f in [
+        "control-prompt.json",
+        "control-expired.json",
+        "control-double-ack.json",
+    ] {
+        run_fixture(&r, &common::fixtures::own(&format!("delivery/{f}")));
     }
     // The binary has no test door.
     let door = post_json(
@@ -759,7 +776,7 @@ fn state_survives_a_restart() {
 // ---------------------------------------------------------------------------------------
 
 fn missing_browser_deps() -> Option<String> {
-    let how = "install them with: sudo scripts/test-deps.sh (apt-get install chromium, npm ci in tests/browser)";
+    let how = "scripts/test.sh installs them (apt-get install chromium as root, npm ci in tests/browser), or run scripts/test-deps.sh";
     if !Path::new("/usr/bin/chromium").exists() {
         return Some(format!("/usr/bin/chromium is missing; {how}"));
     }
@@ -1013,7 +1030,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     assert!(machine.hook("sp-event", &other).status.success());
 
     // 1. A Claude Code PermissionRequest hook waits; the prompt appears on the page.
-    // The recorded payloads' cwd is another machine's; put the session in this HOME.
+    // The fixture's cwd is another machine's; put the session in this HOME.
     let mut ask = payload(CC_PERMISSION);
     ask["cwd"] = json!(format!("{}/src/api", machine.home.display()));
     let hook = machine.spawn_hook("sp-permission", &ask);

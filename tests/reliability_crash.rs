@@ -168,12 +168,14 @@ fn one_run(run: usize, seed: u64, tally: &Tally) {
     );
     enqueue(
         STOP_SESSIONS[0],
-        json!({"kind": "cancel"}),
+        // A kind no harness knows: decided at once. (A cancel now waits for a hook seam.)
+        json!({"kind": "pause"}),
         Planned::AtOnce("unsupported"),
     );
     enqueue(
         STOP_SESSIONS[1],
-        json!({"kind": "cancel"}),
+        // A kind no harness knows: decided at once. (A cancel now waits for a hook seam.)
+        json!({"kind": "pause"}),
         Planned::AtOnce("unsupported"),
     );
     enqueue(

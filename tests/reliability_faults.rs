@@ -315,12 +315,13 @@ fn ack_faults_are_retried_until_the_receiver_takes_them() {
     let mut ids = Vec::new();
     for (i, f) in faults.iter().enumerate() {
         r.env.receiver.push_fault(Route::Ack, f.clone());
-        let m = r.env.receiver.enqueue(
-            &cc_key(S),
-            json!({"kind": "cancel", "note": format!("{i}")}),
-        );
+        let m = r
+            .env
+            .receiver
+            .enqueue(&cc_key(S), json!({"kind": "pause", "note": format!("{i}")}));
         let id = m["id"].as_str().unwrap().to_string();
-        // Cancel is decided at once (unsupported): the ack is the only thing to deliver.
+        // A kind no harness knows is decided at once (unsupported): the ack is the only thing
+        // to deliver. (A cancel would wait for Claude Code's next hook seam.)
         let ack = r
             .env
             .receiver
@@ -407,7 +408,7 @@ fn event_faults_are_retried_and_every_event_arrives_once() {
 }
 
 /// Random faults on every route, the receiver going down and coming back, while prompts,
-/// answers and cancels flow; afterwards the outcome of everything is what it would have been
+/// answers and messages decided at once flow; afterwards the outcome of everything is what it would have been
 /// without a single fault.
 #[test]
 fn a_storm_of_faults_changes_no_outcome() {
@@ -444,7 +445,7 @@ fn a_storm_of_faults_changes_no_outcome() {
     let routes = [Route::Poll, Route::Ack, Route::Events];
     let mut injected = 0;
     let mut prompts = Vec::new();
-    let mut cancels = Vec::new();
+    let mut at_once = Vec::new();
     let mut early: Vec<(String, String)> = Vec::new();
     let answer = env.receiver.enqueue(&cc_key("storm-c"), json!({"kind": "permission.answer", "for": attention, "decision": "deny", "note": "storm says no"}));
     let end = Instant::now() + Duration::from_secs(20);
@@ -466,8 +467,9 @@ fn a_storm_of_faults_changes_no_outcome() {
         );
         prompts.push((m["id"].as_str().unwrap().to_string(), s, text));
         if rng.chance(0.3) {
-            let m = env.receiver.enqueue(&cc_key(s), json!({"kind": "cancel"}));
-            cancels.push(m["id"].as_str().unwrap().to_string());
+            // Decided at once (unsupported): a kind no harness knows.
+            let m = env.receiver.enqueue(&cc_key(s), json!({"kind": "pause"}));
+            at_once.push(m["id"].as_str().unwrap().to_string());
         }
         if rng.chance(0.15) {
             env.receiver.set_down(true);
@@ -532,7 +534,7 @@ fn a_storm_of_faults_changes_no_outcome() {
         assert_eq!(got.len(), 1, "{text} reached a Stop exactly once");
         assert_eq!(got[0].0, *s, "{text} reached its own session");
     }
-    for id in &cancels {
+    for id in &at_once {
         assert_eq!(env.acks_for(id)[0]["outcome"], "unsupported");
     }
     assert_eq!(

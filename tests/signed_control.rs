@@ -1,7 +1,7 @@
 //! Signed control's verifier (DECISIONS 22) through the real `sp control verify`: our own
 //! conformance cases, written from the spec with our own keys, and every reference vector in
-//! `../shared/peer-data/signed-control/vectors` as a cross-check when that folder is there
-//! (required when SP_REQUIRE_PEER_DATA is set, as CI sets it).
+//! the reference's `signed-control/vectors` (in `../shared/peer-data` or `$SP_PEER_DATA`) as a
+//! `peer_*` cross-check when they are there (required with SP_REQUIRE_PEER_DATA=1, as in CI).
 mod common;
 use common::signing::*;
 use serde_json::{json, Value};
@@ -857,22 +857,14 @@ fn our_conformance_cases_come_out_as_the_spec_says() {
 }
 
 fn reference_vectors() -> Option<PathBuf> {
-    let dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/peer-data/signed-control/vectors");
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var_os("SP_REQUIRE_PEER_DATA").is_none(),
-        "SP_REQUIRE_PEER_DATA is set but {} is missing",
-        dir.display()
-    );
-    eprintln!("skipping the cross-check: {} is not there", dir.display());
-    None
+    let dir = common::fixtures::peer_or_skip("the reference's signed-control vectors")?
+        .join("signed-control/vectors");
+    assert!(dir.is_dir(), "{} is missing", dir.display());
+    Some(dir)
 }
 
 #[test]
-fn every_reference_vector_comes_out_as_it_expects() {
+fn peer_every_reference_vector_comes_out_as_it_expects() {
     let Some(dir) = reference_vectors() else {
         return;
     };

@@ -18,9 +18,11 @@ fn session_start(env: &Env, id: &str) {
 fn once_polls_without_waiting_and_sends_everything() {
     let env = Env::new();
     session_start(&env, "s-once");
-    let cancel = env
-        .receiver
-        .enqueue("claude-code:s-once", json!({"kind": "cancel"}));
+    // An answer for a prompt never asked: decided at once (failed), so one pass acks it.
+    let cancel = env.receiver.enqueue(
+        "claude-code:s-once",
+        json!({"kind": "permission.answer", "for": "perm-never-asked", "decision": "deny"}),
+    );
     let started = Instant::now();
     let out = env.sync_once();
     assert!(
@@ -34,7 +36,8 @@ fn once_polls_without_waiting_and_sends_everything() {
     assert_eq!(env.events_of("session.started").len(), 1);
     let acks = env.acks_for(cancel["id"].as_str().unwrap());
     assert_eq!(acks.len(), 1);
-    assert_eq!(acks[0]["outcome"], "unsupported");
+    assert_eq!(acks[0]["outcome"], "failed");
+    assert_eq!(acks[0]["detail"], "unknown attention");
     let polls: Vec<String> = env
         .receiver
         .requests()
@@ -198,16 +201,17 @@ fn unauthorized_pauses_control_until_the_config_changes() {
         !env.log().contains("wrong-token"),
         "the token never reaches the log"
     );
-    // The person fixes the token: the pause lifts and a queued cancel gets its ack.
-    let m = env
-        .receiver
-        .enqueue("claude-code:s-paused", json!({"kind": "cancel"}));
+    // The person fixes the token: the pause lifts and a message decided at once gets its ack.
+    let m = env.receiver.enqueue(
+        "claude-code:s-paused",
+        json!({"kind": "permission.answer", "for": "perm-never-asked", "decision": "deny"}),
+    );
     std::thread::sleep(Duration::from_millis(1100)); // a new mtime second
     env.write_config(json!({"sinks": [{"name": "phone", "url": url, "tier": 1, "control": true, "token": env.receiver.token()}]}));
     let ack = env
         .receiver
         .wait_ack(m["id"].as_str().unwrap(), Duration::from_secs(20));
-    assert_eq!(ack.expect("ack after the fix")["outcome"], "unsupported");
+    assert_eq!(ack.expect("ack after the fix")["outcome"], "failed");
     assert_eq!(
         env.query::<Option<String>>("select control_paused from sinks"),
         vec![None]

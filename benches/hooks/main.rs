@@ -25,13 +25,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
-const PEER: &str = concat!(
+/// Our Claude Code payload fixtures (tests/fixtures/hook-payloads/claude-code).
+const PAYLOADS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/peer-data/hook-payloads/claude-code"
+    "/tests/fixtures/hook-payloads/claude-code"
 );
-const CC_STOP: &str = "stop-2.fa49c802f73f9c80fc85099cab8b49ae8771bb54.json";
-const CC_PERMISSION: &str =
-    "permission-request-bash-2.fa49c802f73f9c80fc85099cab8b49ae8771bb54.json";
+const CC_STOP: &str = "stop.json";
+const CC_PERMISSION: &str = "permission-request.json";
 
 const HELP: &str = "\
 hooks benchmark (issue 7)
@@ -130,11 +130,10 @@ pub struct Bins {
 }
 
 fn payload(name: &str) -> Value {
-    let text = std::fs::read_to_string(format!("{PEER}/{name}")).unwrap_or_else(|e| {
-        panic!("reading the peer-data payload {name}: {e} (shared/ must sit beside the repo)")
-    });
+    let text = std::fs::read_to_string(format!("{PAYLOADS}/{name}"))
+        .unwrap_or_else(|e| panic!("reading the payload fixture {name}: {e}"));
     let fixture: Value = serde_json::from_str(&text).unwrap();
-    serde_json::from_str(fixture["input"]["stdin"].as_str().unwrap()).unwrap()
+    fixture["stdin"].clone()
 }
 
 /// The recorded payloads, and the other non-waiting events made from them.

@@ -299,6 +299,12 @@ fn check_schedule(f: &mut Findings) {
         ),
         Err(_) => match cron::alternative_installed() {
             Some(p) => f.ok(format!("no crontab; sp-sync is scheduled by {}", show(&p))),
+            // Nothing that could schedule it here: advise nothing that cannot work.
+            None if !cfg!(target_os = "macos") && !cron::user_systemd() => f.info(format!(
+                "no crontab and no systemd user manager here: hooks start sp-sync when they need it \
+                 (to keep it running, start `{} --daemon` from your login script)",
+                show(&sync)
+            )),
             None => f.warn(
                 "no crontab on this machine and no systemd timer or launchd agent for sp-sync",
                 "run sp setup install and follow what it prints for the timer",

@@ -78,6 +78,18 @@ fn print_plan(p: &Plan, dry_run: bool) -> bool {
             );
             list(p);
         }
+        Action::Strip { .. } => {
+            println!(
+                "  {name:<12} {file}: {} (it was edited since install, so the backup is not put back)",
+                would("update")
+            );
+            list(p);
+            println!(
+                "    {} {}: it is out of date",
+                would("remove the backup"),
+                show(&setup::backup_path(&p.path))
+            );
+        }
     }
     true
 }
@@ -85,7 +97,7 @@ fn print_plan(p: &Plan, dry_run: bool) -> bool {
 fn changed(p: &Plan) -> bool {
     matches!(
         p.action,
-        Action::Write { .. } | Action::Restore { .. } | Action::Delete
+        Action::Write { .. } | Action::Restore { .. } | Action::Strip { .. } | Action::Delete
     )
 }
 

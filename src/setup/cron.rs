@@ -217,10 +217,37 @@ pub fn launchd_plist() -> PathBuf {
         .join(format!("{LAUNCHD_LABEL}.plist"))
 }
 
-/// The systemd user timer (Linux) or launchd agent (macOS) doing what the cron line does.
+/// Whether a systemd user manager answers here: `systemctl --user show-environment`, with
+/// `$SP_SYSTEMCTL` in place of systemctl when set (tests; a path that does not exist means
+/// "no systemd").
+pub fn user_systemd() -> bool {
+    let systemctl = std::env::var_os("SP_SYSTEMCTL")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "systemctl".into());
+    let mut c = Command::new(systemctl);
+    c.args(["--user", "show-environment"]);
+    matches!(run(c, None, TIMEOUT), Ok((true, _, _)))
+}
+
+/// What to do without a scheduler: nothing here can run sp-sync every minute.
+pub fn no_scheduler(sync_bin: &Path) -> String {
+    format!(
+        "No crontab and no systemd user manager here, so nothing runs sp-sync on a schedule.\n\
+The hooks start sp-sync when they need it, so prompts still reach the receiver at once;\n\
+replies wait for the next hook. To keep it running, start it from your login script:\n  {} --daemon &\n",
+        sync_bin.display()
+    )
+}
+
+/// The systemd user timer (Linux) or launchd agent (macOS) doing what the cron line does, or
+/// [`no_scheduler`] on a Linux without a systemd user manager.
 pub fn alternative(sync_bin: &Path) -> String {
     let bin = sync_bin.display();
     let env = env_prefix();
+    if !cfg!(target_os = "macos") && !user_systemd() {
+        return no_scheduler(sync_bin);
+    }
     if cfg!(target_os = "macos") {
         let plist = launchd_plist();
         format!(

@@ -440,6 +440,12 @@ pub enum Action {
     Restore {
         bytes: Vec<u8>,
     },
+    /// Uninstall of a file edited since install: write `text` (the file as it is, less our
+    /// entries) and delete the backup, which no longer matches it (putting it back would undo
+    /// the edits).
+    Strip {
+        text: String,
+    },
     /// The file holds nothing but what we created: delete it.
     Delete,
     /// The file cannot be read as the harness's format; it is left as it is.
@@ -613,6 +619,12 @@ fn plan_json(
         plan.action = Action::Delete;
         return Ok(());
     }
+    if old_backup.is_some() {
+        plan.action = Action::Strip {
+            text: style.render(&root),
+        };
+        return Ok(());
+    }
     plan.action = Action::Write {
         text: style.render(&root),
         created: false,
@@ -634,6 +646,11 @@ pub fn apply(plan: &Plan) -> Result<()> {
         }
         Action::Restore { bytes } => {
             json::write_atomic(path, bytes, None)?;
+            std::fs::remove_file(backup_path(path))
+                .with_context(|| format!("cannot remove {}", backup_path(path).display()))
+        }
+        Action::Strip { text } => {
+            json::write_atomic(path, text.as_bytes(), None)?;
             std::fs::remove_file(backup_path(path))
                 .with_context(|| format!("cannot remove {}", backup_path(path).display()))
         }

@@ -54,6 +54,16 @@ async function run(cmd) {
         isMobile: true,
         hasTouch: true,
         timeout: 60000,
+        // Chromium keeps some files outside its profile (crash reports under
+        // $XDG_CONFIG_HOME/chromium, caches): point all of them into the temp profile, so the
+        // test never writes into the user's HOME.
+        env: {
+          ...process.env,
+          HOME: profile,
+          XDG_CONFIG_HOME: join(profile, '.config'),
+          XDG_CACHE_HOME: join(profile, '.cache'),
+          XDG_DATA_HOME: join(profile, '.local', 'share'),
+        },
       });
       page = context.pages()[0] || await context.newPage();
       page.setDefaultTimeout(20000);

@@ -8,8 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub const PEER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/peer-data");
-
 pub fn bin(name: &str) -> PathBuf {
     match name {
         "sp-sync" => env!("CARGO_BIN_EXE_sp-sync").into(),
@@ -21,22 +19,42 @@ pub fn bin(name: &str) -> PathBuf {
     }
 }
 
-/// The recorded stdin of a peer-data hook payload fixture.
+/// The hook's stdin in one of our own payload fixtures (`tests/fixtures/hook-payloads/`).
 pub fn payload(rel: &str) -> Value {
-    let text =
-        std::fs::read_to_string(format!("{PEER}/hook-payloads/{rel}")).expect("peer-data payload");
+    let path = super::fixtures::own(&format!("hook-payloads/{rel}"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let fixture: Value = serde_json::from_str(&text).unwrap();
-    serde_json::from_str(fixture["input"]["stdin"].as_str().unwrap()).unwrap()
+    fixture["stdin"].clone()
 }
 
-pub const CC_PERMISSION: &str =
+/// The recorded stdin of one of the reference's hook payloads (`<peer-data>/hook-payloads/`),
+/// or None when they are absent (see [`super::fixtures::peer_or_skip`]).
+pub fn peer_payload(rel: &str) -> Option<Value> {
+    let dir = super::fixtures::peer_or_skip(rel)?;
+    let text =
+        std::fs::read_to_string(dir.join("hook-payloads").join(rel)).expect("peer-data payload");
+    let fixture: Value = serde_json::from_str(&text).unwrap();
+    Some(serde_json::from_str(fixture["input"]["stdin"].as_str().unwrap()).unwrap())
+}
+
+/// Our Claude Code PermissionRequest (Bash `echo hi > out.txt`).
+pub const CC_PERMISSION: &str = "claude-code/permission-request.json";
+/// The same session and prompt, another command.
+pub const CC_PERMISSION_OTHER: &str = "claude-code/permission-request-other.json";
+pub const CC_STOP: &str = "claude-code/stop.json";
+/// The attention_id DECISIONS 9 mints for CC_PERMISSION (and for CC_PERMISSION_OTHER).
+pub const CC_PERMISSION_ID: &str = "perm-9633ea781128eacb";
+pub const CC_PERMISSION_OTHER_ID: &str = "perm-d9074870bb15aa3c";
+pub const CC_SESSION: &str = "9c41e7d2-58b3-4f0a-a6e1-3d72c08b5f94";
+
+/// The reference's recorded Claude Code payloads, and the attention_id the reference computes
+/// for the first.
+pub const PEER_CC_PERMISSION: &str =
     "claude-code/permission-request-bash-2.fa49c802f73f9c80fc85099cab8b49ae8771bb54.json";
-pub const CC_PERMISSION_OTHER: &str =
-    "claude-code/permission-request-bash.259aa8a51a53fc97fe7c9fb895c3d213767fa685.json";
-pub const CC_STOP: &str = "claude-code/stop-2.fa49c802f73f9c80fc85099cab8b49ae8771bb54.json";
-/// attention_id the reference computes for CC_PERMISSION.
-pub const CC_PERMISSION_ID: &str = "perm-17af3749ab63d37e";
-pub const CC_SESSION: &str = "ed6c7665-589f-40c7-b7b4-e38ee662b7bc";
+pub const PEER_CC_STOP: &str = "claude-code/stop-2.fa49c802f73f9c80fc85099cab8b49ae8771bb54.json";
+pub const PEER_CC_PERMISSION_ID: &str = "perm-17af3749ab63d37e";
+pub const PEER_CC_SESSION: &str = "ed6c7665-589f-40c7-b7b4-e38ee662b7bc";
 
 pub struct Env {
     pub dir: tempfile::TempDir,

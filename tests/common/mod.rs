@@ -1,4 +1,5 @@
 pub mod chaos;
 pub mod env;
+pub mod fixtures;
 pub mod schema;
 pub mod signing;

@@ -2,8 +2,8 @@
 //! `common::schema::assert_valid("control-message.json", &value)`.
 //!
 //! Schemas are read from `schemas/` under the crate root. A `schema_file` that is an absolute
-//! path is used as is, which is how tests reach the protocol's own schemas in
-//! `../shared/peer-data/schemas/` (see [`peer_schema`]).
+//! path is used as is, which is how tests reach the reference's copies of the protocol's
+//! schemas when they are here (see `fixtures.rs`).
 //!
 //! Validators are draft 2020-12 with `format` asserted (not only annotated), so
 //! `"format": "date-time"` and `"format": "uri"` are checked too. Compiled validators are
@@ -19,16 +19,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// `schemas/` in this crate.
 pub fn schema_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas")
-}
-
-/// The protocol's schemas as copied into the shared peer data (read-only).
-pub fn peer_schema_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/peer-data/schemas")
-}
-
-/// Absolute path of a peer schema, usable as `schema_file` in every function here.
-pub fn peer_schema(file: &str) -> String {
-    peer_schema_dir().join(file).to_string_lossy().into_owned()
 }
 
 /// Where `schema_file` is read from: `schemas/<schema_file>`, or the path itself when absolute.
