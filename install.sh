@@ -145,7 +145,7 @@ receiver_plan() {
     if has_sinks "$sp"; then
         say "you already have sinks: would add none for the local receiver"
     else
-        say "would add the sink 'local' (http://127.0.0.1:$receiver_port, control on, tier 1, token file $token_file) to $config_file"
+        say "would add the sink 'local' (http://127.0.0.1:$receiver_port, signed control, tier 1, token file $token_file) to $config_file"
     fi
     say "would print the page's login link once, when the receiver is first set up (later: sp-receiver --login-url)"
 }
@@ -181,13 +181,16 @@ receiver_install() {
     if has_sinks "$bin/sp"; then
         say "you already have sinks; not adding one for the local receiver"
     else
-        "$bin/sp" sink add "http://127.0.0.1:$receiver_port" --token-file "$token_file" --control --tier 1 --name local
+        # Signed control (DECISIONS 22): nothing the page sends runs until `sp pair local`
+        # enrolls a passkey from this terminal.
+        "$bin/sp" sink add "http://127.0.0.1:$receiver_port" --token-file "$token_file" --signed --tier 1 --name local
         added=1
     fi
     if [ -n "$fresh" ] || [ -n "$added" ]; then
         # The link holds the login token: printed when the receiver is first set up only.
         say "answer your agents at: $("$bin/sp-receiver" --login-url)"
         say "(that link logs you in; print it again with: sp-receiver --login-url)"
+        say "then pair once, from this terminal: sp pair local (approve on the page with a passkey; until then nothing the page sends runs)"
     else
         say "the receiver's page: http://127.0.0.1:$receiver_port/ (your login link: sp-receiver --login-url)"
     fi
