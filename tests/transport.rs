@@ -596,6 +596,9 @@ fn a_stop_block_carries_at_most_100000_characters_and_the_rest_comes_at_the_next
             &key,
             json!({"kind": "prompt", "text": t, "expires_in_s": 3600}),
         );
+        // "Oldest first" is by `at`, in milliseconds; two prompts queued in the same
+        // millisecond are ordered by their (random) ULIDs, so give each its own millisecond.
+        std::thread::sleep(Duration::from_millis(2));
     }
     assert_eq!(env.sync_once().status.code(), Some(0));
     assert_eq!(

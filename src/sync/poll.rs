@@ -159,11 +159,20 @@ fn ingest(
             items.len()
         ));
     }
+    let new = log_results(key, &ctx.name, &results);
+    if new {
+        shared.notify();
+    }
+    Ok(new)
+}
+
+/// Logs what one poll answer did, one line a message, or one summary line for a big answer
+/// so a flood cannot fill the log; returns whether anything new arrived.
+pub(super) fn log_results(key: &str, sink: &str, results: &[Ingested]) -> bool {
     let mut new = false;
-    // A big answer is summed up in one line, so a flood cannot fill the log either.
     let quiet = results.len() > 10;
     let (mut queued, mut finals, mut dropped) = (0usize, 0usize, 0usize);
-    for r in &results {
+    for r in results {
         match r {
             Ingested::Queued { .. } if quiet => {
                 new = true;
@@ -176,11 +185,7 @@ fn ingest(
             Ingested::Dropped { .. } if quiet => dropped += 1,
             Ingested::Queued { id, kind } => {
                 new = true;
-                crate::logging::info(&format!(
-                    "{key}: queued {} {id} from {}",
-                    kind.as_str(),
-                    ctx.name
-                ));
+                crate::logging::info(&format!("{key}: queued {} {id} from {sink}", kind.as_str()));
             }
             Ingested::Final {
                 id,
@@ -196,22 +201,17 @@ fn ingest(
             }
             Ingested::Duplicate { .. } => {}
             Ingested::Dropped { reason } => crate::logging::warn(&format!(
-                "{key}: dropped a message from {} that cannot be acked: {reason}",
-                ctx.name
+                "{key}: dropped a message from {sink} that cannot be acked: {reason}"
             )),
         }
     }
     if quiet {
         crate::logging::info(&format!(
-            "{key}: from {}: {queued} queued, {finals} acked at once, {dropped} dropped (no usable id), {} already held",
-            ctx.name,
+            "{key}: from {sink}: {queued} queued, {finals} acked at once, {dropped} dropped (no usable id), {} already held",
             results.len() - queued - finals - dropped
         ));
     }
-    if new {
-        shared.notify();
-    }
-    Ok(new)
+    new
 }
 
 /// Polls until the session ends, the sink pauses, or sp-sync stops.

@@ -6,7 +6,7 @@ use super::poll::{self, Next};
 use super::{backoff, Shared, SinkCtx};
 use crate::clock::{self, Millis};
 use crate::store::trust::PairedMachine;
-use crate::store::{Ingested, Store};
+use crate::store::Store;
 use crate::wire::control::{self, Checked, ControlMessage, Decided, Kind, Outcome};
 use crate::wire::signed::{self, CmdKind, SignedCommand, TrustedKey, VerifyOptions};
 use serde_json::Value;
@@ -301,7 +301,7 @@ fn ingest(
         .map(|k| k.key)
         .collect();
     let now = clock::now_ms();
-    let mut new = false;
+    let mut results = Vec::new();
     for item in items.iter().take(PER_POLL_MAX) {
         let (session, checked) = {
             let known = |s: &str| store.session_known(s).unwrap_or(false);
@@ -309,36 +309,14 @@ fn ingest(
         };
         let harness = session.split(':').next().unwrap_or("").to_string();
         let route = |m: &ControlMessage| crate::harness::route(&harness, m.kind);
-        for r in store.ingest(&ctx.name, &session, std::slice::from_ref(&checked), &route)? {
-            match r {
-                Ingested::Queued { id, kind } => {
-                    new = true;
-                    crate::logging::info(&format!(
-                        "{session}: queued signed {} {id} from {}",
-                        kind.as_str(),
-                        ctx.name
-                    ));
-                }
-                Ingested::Final {
-                    id,
-                    outcome,
-                    detail,
-                } => {
-                    new = true;
-                    crate::logging::info(&format!(
-                        "{session}: signed {id} acked {} at once ({})",
-                        outcome.as_str(),
-                        detail.as_deref().unwrap_or("")
-                    ));
-                }
-                Ingested::Duplicate { .. } => {}
-                Ingested::Dropped { reason } => crate::logging::warn(&format!(
-                    "machine poll {}: dropped a message that cannot be acked: {reason}",
-                    ctx.name
-                )),
-            }
-        }
+        results.extend(store.ingest(
+            &ctx.name,
+            &session,
+            std::slice::from_ref(&checked),
+            &route,
+        )?);
     }
+    let new = poll::log_results("signed", &ctx.name, &results);
     if new {
         shared.notify();
     }
