@@ -115,6 +115,10 @@ impl<'de> Deserialize<'de> for ControlMode {
 pub struct ControlTunables {
     #[serde(default)]
     pub permission_wait_s: Option<u64>,
+    /// Signed control's folder allowlist (CONTROL.md §5 step 6): when set, a command acts only
+    /// on a session whose own folder is inside one of these absolute paths.
+    #[serde(default)]
+    pub folders: Option<Vec<PathBuf>>,
     /// `"always"`: the person counts as away for good (DECISIONS 27).
     #[serde(default, deserialize_with = "away_always")]
     pub away: bool,
@@ -229,6 +233,14 @@ impl Config {
             }
             if s.control.is_on() && s.token.is_none() && s.token_file.is_none() {
                 bail!("config {p}: sink {:?} has control on but no token; add \"token\" or \"token_file\"", s.name);
+            }
+        }
+        if let Some(folders) = &self.control.folders {
+            if let Some(f) = folders.iter().find(|f| !f.is_absolute()) {
+                bail!(
+                    "config {p}: control.folders has {:?}; use absolute paths",
+                    f.display().to_string()
+                );
             }
         }
         if let Some(w) = self.control.wait_max_s {

@@ -240,10 +240,14 @@ impl Device {
 }
 
 fn paired_env(r: &SignedReceiver, wait_s: u64) -> Env {
+    paired_env_with(r, json!({"permission_wait_s": wait_s}))
+}
+
+fn paired_env_with(r: &SignedReceiver, control: Value) -> Env {
     let env = Env::new();
     env.write_config(json!({
         "sinks": [{"name": "phone", "url": r.url, "tier": 1, "control": "signed", "token": SINK_TOKEN}],
-        "control": {"permission_wait_s": wait_s}
+        "control": control
     }));
     let mut c = env.cmd("sp");
     c.args(["pair", "phone", "--timeout", "30"])
@@ -368,5 +372,31 @@ fn an_allow_for_no_open_prompt_is_refused_and_a_removed_key_stops_counting() {
     );
     let out = finish(hook, Duration::from_secs(20));
     assert!(out.status.success());
+    assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
+}
+
+/// CONTROL.md §5 step 6: with `control.folders`, a signed allow for a session whose own folder
+/// (as its hooks reported it, never as the command says) is outside them is refused `folder`.
+#[test]
+fn a_session_outside_the_folder_allowlist_is_refused() {
+    let passkey = Passkey::es256(65);
+    let r = SignedReceiver::start(Passkey::es256(65));
+    let mut env = paired_env_with(
+        &r,
+        json!({"permission_wait_s": 3, "folders": ["/srv/allowed"]}),
+    );
+    env.start_sync();
+    let device = Device::new(&passkey);
+    // The hook reports cwd /tmp.
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo outside"));
+    let attention = open_attention(&env);
+    let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        (ack["outcome"].as_str(), ack["code"].as_str()),
+        (Some("refused"), Some("folder")),
+        "{ack}"
+    );
+    let out = finish(hook, Duration::from_secs(20));
     assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
 }

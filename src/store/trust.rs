@@ -150,14 +150,14 @@ impl Store {
         Ok((keys, machine))
     }
 
-    /// Whether a session of this key has ever reported on this machine.
-    pub fn session_known(&self, key: &str) -> Result<bool> {
+    /// The folder a session reported from its own hooks (never from a command): `None` when no
+    /// session of this key has run on this machine, `Some(None)` when it named no folder.
+    pub fn session_cwd(&self, key: &str) -> Result<Option<Option<String>>> {
         Ok(self
             .conn
-            .prepare_cached("SELECT 1 FROM sessions WHERE key = ?1")?
-            .query_row([key], |_| Ok(()))
-            .optional()?
-            .is_some())
+            .prepare_cached("SELECT cwd FROM sessions WHERE key = ?1")?
+            .query_row([key], |r| r.get(0))
+            .optional()?)
     }
 
     /// CONTROL.md §5 step 5: answers whether `nonce` was seen in the last 25 h, recording it

@@ -121,6 +121,8 @@ pub(crate) struct Shared {
     pub deadline: Option<Instant>,
     pub live_ms: i64,
     pub wait_max_s: u64,
+    /// Signed control's folder allowlist (empty: every folder).
+    pub folders: Vec<std::path::PathBuf>,
     stop: AtomicBool,
     wake: (Mutex<u64>, Condvar),
 }
@@ -244,6 +246,7 @@ pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
             deadline,
             live_ms: config.live_ms(),
             wait_max_s: config.control.wait_max_s.unwrap_or(25).min(25),
+            folders: config.control.folders.clone().unwrap_or_default(),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(0), Condvar::new()),
         });

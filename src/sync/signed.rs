@@ -109,9 +109,19 @@ pub fn check(
     item: &Value,
     paired: &PairedMachine,
     keys: &[TrustedKey],
-    known_session: &dyn Fn(&str) -> bool,
+    session_cwd: &dyn Fn(&str) -> Option<Option<String>>,
+    folders: &[std::path::PathBuf],
     now: Millis,
 ) -> (String, Checked) {
+    // CONTROL.md §5 step 6: with an allowlist, only inside its folders.
+    let allowed = |cwd: Option<&str>| {
+        folders.is_empty()
+            || cwd.is_some_and(|c| {
+                folders
+                    .iter()
+                    .any(|f| std::path::Path::new(c).starts_with(f))
+            })
+    };
     let no_session = || NO_SESSION.to_string();
     let id = match item.get("id").and_then(Value::as_str) {
         Some(id) if crate::wire::is_ulid(id) => id,
@@ -197,6 +207,17 @@ pub fn check(
                 )),
             )
         }
+        CmdKind::Start if !allowed(c.cwd.as_deref()) => {
+            return (
+                c.session.clone(),
+                refused(
+                    id,
+                    "start",
+                    "folder",
+                    "the folder is not on this machine's allowlist (control.folders)".into(),
+                ),
+            )
+        }
         CmdKind::Start => {
             let d = decided(
                 id,
@@ -229,7 +250,7 @@ pub fn check(
             return (c.session.clone(), with_nonce(d));
         }
     };
-    if !known_session(&c.session) {
+    let Some(cwd) = session_cwd(&c.session) else {
         return (
             c.session.clone(),
             refused(
@@ -237,6 +258,17 @@ pub fn check(
                 kind.as_str(),
                 "no_session",
                 "no session of that name has run on this machine".into(),
+            ),
+        );
+    };
+    if !allowed(cwd.as_deref()) {
+        return (
+            c.session.clone(),
+            refused(
+                id,
+                kind.as_str(),
+                "folder",
+                "the session's folder is not on this machine's allowlist (control.folders)".into(),
             ),
         );
     }
@@ -304,8 +336,20 @@ fn ingest(
     let mut results = Vec::new();
     for item in items.iter().take(PER_POLL_MAX) {
         let (session, checked) = {
-            let known = |s: &str| store.session_known(s).unwrap_or(false);
-            check(item, paired, &keys, &known, now)
+            // A read error is not a verdict: the poll fails and the receiver redelivers.
+            let failed = std::cell::RefCell::new(None);
+            let cwd = |s: &str| match store.session_cwd(s) {
+                Ok(c) => c,
+                Err(e) => {
+                    failed.replace(Some(e));
+                    None
+                }
+            };
+            let out = check(item, paired, &keys, &cwd, &shared.folders, now);
+            if let Some(e) = failed.into_inner() {
+                return Err(e);
+            }
+            out
         };
         let harness = session.split(':').next().unwrap_or("").to_string();
         let route = |m: &ControlMessage| crate::harness::route(&harness, m.kind);
