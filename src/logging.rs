@@ -18,7 +18,9 @@ pub fn init(program: &str) {
 }
 
 fn write(level: u8, tag: &str, msg: &str) {
-    if level > *LEVEL.get().unwrap_or(&2) {
+    // Only our programs, which call `init`, write the log: the library used elsewhere (the
+    // tests, the benchmark) never writes into the user's state folder.
+    if PROGRAM.get().is_none() || level > *LEVEL.get().unwrap_or(&2) {
         return;
     }
     let line = format_line(tag, msg);

@@ -15,9 +15,20 @@ const IAT: i64 = 1_800_000_000_000;
 const NOW: i64 = IAT + 90_000;
 const HOUR: i64 = 3_600_000;
 
+/// `sp` with HOME, config and state in a temp dir of the test's, never the user's.
+fn sp() -> Command {
+    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let home = HOME.get_or_init(|| tempfile::tempdir().unwrap()).path();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sp"));
+    c.env("HOME", home)
+        .env("SESSIONPIPE_CONFIG", home.join("config.json"))
+        .env("SESSIONPIPE_STATE_DIR", home.join("state"));
+    c
+}
+
 /// Runs `sp control verify` on one vector file; returns the verdict and the exit code.
 fn sp_verify(path: &Path) -> (Value, i32) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sp"))
+    let out = sp()
         .args(["control", "verify"])
         .arg(path)
         .output()
@@ -901,17 +912,10 @@ fn unreadable_input_is_an_error_not_a_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("x.json");
     std::fs::write(&p, "not json").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sp"))
-        .args(["control", "verify"])
-        .arg(&p)
-        .output()
-        .unwrap();
+    let out = sp().args(["control", "verify"]).arg(&p).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not JSON"));
-    let out = Command::new(env!("CARGO_BIN_EXE_sp"))
-        .args(["control", "verify"])
-        .output()
-        .unwrap();
+    let out = sp().args(["control", "verify"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }

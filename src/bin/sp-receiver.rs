@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    spctl::logging::init("sp-receiver");
     let args: Vec<String> = std::env::args().skip(1).collect();
     match spctl::receiver::cli::run(&args) {
         Ok(()) => ExitCode::SUCCESS,
