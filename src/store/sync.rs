@@ -220,16 +220,7 @@ impl Store {
             };
             // CONTROL.md §5 step 5: the nonce is recorded in this transaction, before anything
             // can act on the message; false when it was seen in the last 25 h.
-            let fresh_nonce = |nonce: &str| -> Result<bool> {
-                tx.prepare_cached("DELETE FROM control_nonces WHERE seen_ms < ?1")?
-                    .execute(params![now - crate::wire::signed::NONCE_TTL_MS])?;
-                Ok(tx
-                    .prepare_cached(
-                        "INSERT OR IGNORE INTO control_nonces(nonce, seen_ms) VALUES (?1, ?2)",
-                    )?
-                    .execute(params![nonce, now])?
-                    == 1)
-            };
+            let fresh_nonce = |nonce: &str| super::trust::fresh_nonce(&tx, nonce, now);
             match m {
                 Checked::Invalid { kind, detail, .. } => {
                     insert(kind.as_deref().unwrap_or("invalid"), None, None)?;
@@ -254,11 +245,13 @@ impl Store {
                         }
                     }
                     if let Some((key, name)) = &d.add_key {
-                        tx.prepare_cached(
-                            "INSERT OR IGNORE INTO control_keys (sink, id, alg, spki, name, added_at, added_via) \
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'key.add')",
-                        )?
-                        .execute(params![sink, key.id, key.alg, key.spki, name, received_at])?;
+                        super::trust::enroll_vouched_key(
+                            &tx,
+                            sink,
+                            key,
+                            name.as_deref(),
+                            &received_at,
+                        )?;
                     }
                     match &d.code {
                         Some(code) => out.push(refused(code, d.detail.clone())?),

@@ -5,7 +5,7 @@ use super::Store;
 use crate::clock::{self, Millis};
 use crate::wire::signed::{TrustedKey, NONCE_TTL_MS};
 use anyhow::Result;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, OptionalExtension, Transaction};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PairedMachine {
@@ -99,20 +99,6 @@ impl Store {
         Ok(())
     }
 
-    /// A key a trusted device vouched for with a verified `key.add`.
-    pub fn add_vouched_key(
-        &mut self,
-        sink: &str,
-        key: &TrustedKey,
-        name: Option<&str>,
-    ) -> Result<()> {
-        self.conn.execute(
-            "INSERT OR IGNORE INTO control_keys (sink, id, alg, spki, name, added_at, added_via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'key.add')",
-            params![sink, key.id, key.alg, key.spki, name, clock::now_rfc3339()],
-        )?;
-        Ok(())
-    }
-
     pub fn enrolled_keys(&self, sink: Option<&str>) -> Result<Vec<EnrolledKey>> {
         let mut st = self.conn.prepare(
             "SELECT sink, id, alg, spki, name, added_at, added_via FROM control_keys
@@ -159,22 +145,33 @@ impl Store {
             .query_row([key], |r| r.get(0))
             .optional()?)
     }
+}
 
-    /// CONTROL.md §5 step 5: answers whether `nonce` was seen in the last 25 h, recording it
-    /// (durably, before anything acts on the command) when it was not.
-    pub fn record_nonce(&mut self, nonce: &str, now: Millis) -> Result<bool> {
-        let tx = self.conn.transaction()?;
-        tx.execute(
-            "DELETE FROM control_nonces WHERE seen_ms < ?1",
-            [now - NONCE_TTL_MS],
-        )?;
-        let inserted = tx.execute(
-            "INSERT OR IGNORE INTO control_nonces (nonce, seen_ms) VALUES (?1, ?2)",
-            params![nonce, now],
-        )?;
-        tx.commit()?;
-        Ok(inserted == 0)
-    }
+/// CONTROL.md §5 step 5, inside the transaction that stores the command: whether `nonce` is
+/// new (recording it) or was seen in the last 25 h.
+pub(crate) fn fresh_nonce(tx: &Transaction, nonce: &str, now: Millis) -> Result<bool> {
+    tx.prepare_cached("DELETE FROM control_nonces WHERE seen_ms < ?1")?
+        .execute(params![now - NONCE_TTL_MS])?;
+    Ok(tx
+        .prepare_cached("INSERT OR IGNORE INTO control_nonces(nonce, seen_ms) VALUES (?1, ?2)")?
+        .execute(params![nonce, now])?
+        == 1)
+}
+
+/// A key a trusted device vouched for with a verified `key.add`, in the same transaction.
+pub(crate) fn enroll_vouched_key(
+    tx: &Transaction,
+    sink: &str,
+    key: &TrustedKey,
+    name: Option<&str>,
+    at: &str,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO control_keys (sink, id, alg, spki, name, added_at, added_via) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'key.add')",
+    )?
+    .execute(params![sink, key.id, key.alg, key.spki, name, at])?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -191,10 +188,11 @@ mod tests {
     #[test]
     fn a_nonce_is_seen_for_25_hours_then_forgotten() {
         let (_d, mut s) = store();
-        assert!(!s.record_nonce("n1", 1_000).unwrap());
-        assert!(s.record_nonce("n1", 2_000).unwrap());
-        assert!(s.record_nonce("n1", 1_000 + NONCE_TTL_MS).unwrap());
-        assert!(!s.record_nonce("n1", 1_001 + NONCE_TTL_MS).unwrap());
+        let tx = s.conn.transaction().unwrap();
+        assert!(fresh_nonce(&tx, "n1", 1_000).unwrap());
+        assert!(!fresh_nonce(&tx, "n1", 2_000).unwrap());
+        assert!(!fresh_nonce(&tx, "n1", 1_000 + NONCE_TTL_MS).unwrap());
+        assert!(fresh_nonce(&tx, "n1", 1_001 + NONCE_TTL_MS).unwrap());
     }
 
     #[test]

@@ -228,7 +228,18 @@ pub fn check(
             return (c.session.clone(), with_nonce(d));
         }
         CmdKind::KeyAdd => {
-            let key = c.key.clone().expect("a verified key.add carries its key");
+            let Some(key) = c.key.clone() else {
+                // parse_command never lets a key.add through without its key.
+                return (
+                    c.session.clone(),
+                    refused(
+                        id,
+                        "key.add",
+                        "bad_fields",
+                        "a key.add without a key".into(),
+                    ),
+                );
+            };
             let d = if expired {
                 decided(
                     id,
