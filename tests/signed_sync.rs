@@ -400,3 +400,46 @@ fn a_session_outside_the_folder_allowlist_is_refused() {
     let out = finish(hook, Duration::from_secs(20));
     assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
 }
+
+/// CONTROL.md §2: a device the machine trusts vouches for a new one with a signed `key.add`;
+/// the key is enrolled (acked delivered) and then signs like the first; a replay of the
+/// `key.add` is refused.
+#[test]
+fn a_trusted_device_vouches_for_a_new_passkey_with_key_add() {
+    let first = Passkey::es256(67);
+    let phone = Passkey::es256(68);
+    let r = SignedReceiver::start(Passkey::es256(67));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let cmd = command(
+        MACHINE,
+        "key.add",
+        "sessionpipe:keys",
+        &[("key", phone.trusted()), ("name", json!("phone"))],
+        &nonce(),
+        now_ms(),
+    );
+    let signed = Device::new(&first).day.sign(&cmd);
+    let id = r.enqueue(signed.clone());
+    let ack = r
+        .ack(&id, Duration::from_secs(20))
+        .expect("ack for key.add");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    let keys: Vec<String> = env.query("SELECT id FROM control_keys WHERE added_via='key.add'");
+    assert_eq!(keys, vec![phone.id.clone()]);
+    let replay = r.enqueue(signed);
+    let ack = r
+        .ack(&replay, Duration::from_secs(20))
+        .expect("ack for the replay");
+    assert_eq!(
+        (ack["outcome"].as_str(), ack["code"].as_str()),
+        (Some("refused"), Some("replay"))
+    );
+
+    // The new passkey's day key now signs an allow the hook acts on.
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo from the phone"));
+    let attention = open_attention(&env);
+    r.enqueue(Device::new(&phone).answer(MACHINE, &attention, "allow").1);
+    let out = finish(hook, Duration::from_secs(20));
+    assert_eq!(stdout(&out).trim_end(), ALLOW);
+}
