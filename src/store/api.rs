@@ -118,34 +118,8 @@ impl Store {
     pub fn api_take_prompts(&mut self, key: &str, pid: u32) -> Result<Vec<PromptClaim>> {
         let now = now_ms();
         let tx = self.write_tx()?;
-        let rows: Vec<(String, String, Option<String>, Option<String>)> = tx
-            .prepare_cached(
-                "SELECT id, sink, text, at FROM messages \
-                 WHERE session_key=?1 AND kind='prompt' AND state='queued' AND deadline_ms > ?2 ORDER BY at, id",
-            )?
-            .query_map(params![key, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut claims = Vec::new();
-        let mut block = super::hooks::BlockBudget::default();
-        for (id, sink, text, at) in rows {
-            let Some(text) = text else {
-                finish(&tx, &id, "failed", Some("stored prompt has no text"), now)?;
-                continue;
-            };
-            if !block.take(&sink, &text) {
-                break;
-            }
-            tx.execute(
-                "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
-                params![id, pid, now],
-            )?;
-            claims.push(PromptClaim {
-                id,
-                sink,
-                text,
-                at: at.unwrap_or_default(),
-            });
-        }
+        // The same claim a Stop makes (every mode: the API has no tool boundary to wait for).
+        let claims = super::hooks::claim_prompts(&tx, key, pid, now, 0)?;
         tx.commit()?;
         Ok(claims)
     }

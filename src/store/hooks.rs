@@ -112,7 +112,7 @@ const MODE_RANK: &str = "CASE mode WHEN 'interrupt' THEN 2 WHEN 'steer' THEN 1 E
 
 /// Claims the session's queued prompts of at least `min_rank`, oldest first, within one
 /// block's budget (state `delivering`); expired ones are acked `expired`.
-fn claim_prompts(
+pub(super) fn claim_prompts(
     tx: &Transaction,
     key: &str,
     pid: u32,
