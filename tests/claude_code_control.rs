@@ -252,15 +252,30 @@ fn queue_prompts(env: &Env, texts: &[&str], expires_in_s: u64) -> Vec<String> {
         })
         .collect();
     for id in &ids {
-        assert!(
-            until(Duration::from_secs(10), || env.query::<i64>(&format!(
-                "select count(*) from messages where id='{id}'"
-            ))[0]
-                == 1),
-            "sp-sync stored {id}"
-        );
+        stored(env, id);
     }
     ids
+}
+
+/// Waits until sp-sync stored the message.
+fn stored(env: &Env, id: &str) {
+    assert!(
+        until(Duration::from_secs(10), || env.query::<i64>(&format!(
+            "select count(*) from messages where id='{id}'"
+        ))[0]
+            == 1),
+        "sp-sync stored {id}"
+    );
+}
+
+/// Queues one message for the session and waits until sp-sync stored it.
+fn queue(env: &Env, message: serde_json::Value) -> String {
+    let id = env.receiver.enqueue(&session_key(), message)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    stored(env, &id);
+    id
 }
 
 /// Makes the session live so sp-sync polls for it.
@@ -349,18 +364,7 @@ fn queue_cancel(env: &Env, note: Option<&str>) -> String {
     if let Some(n) = note {
         m["note"] = json!(n);
     }
-    let id = env.receiver.enqueue(&session_key(), m)["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        until(Duration::from_secs(10), || env.query::<i64>(&format!(
-            "select count(*) from messages where id='{id}' and state='queued'"
-        ))[0]
-            == 1),
-        "sp-sync stored {id}"
-    );
-    id
+    queue(env, m)
 }
 
 fn post_tool_use() -> serde_json::Value {
@@ -703,21 +707,7 @@ fn forty_concurrent_stops_deliver_one_prompt_once() {
 
 /// Queues a prompt with a `mode` and waits until sp-sync stored it.
 fn queue_mode(env: &Env, text: &str, mode: &str) -> String {
-    let id = env.receiver.enqueue(
-        &session_key(),
-        json!({"kind": "prompt", "text": text, "mode": mode}),
-    )["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        until(Duration::from_secs(10), || env.query::<i64>(&format!(
-            "select count(*) from messages where id='{id}'"
-        ))[0]
-            == 1),
-        "sp-sync stored {id}"
-    );
-    id
+    queue(env, json!({"kind": "prompt", "text": text, "mode": mode}))
 }
 
 fn tool_event(event: &str) -> serde_json::Value {
