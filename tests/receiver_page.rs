@@ -16,17 +16,17 @@
 //! installs them. Without them it fails (it never passes silently).
 mod common;
 
+use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
-const BROWSER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
 const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/receiver-phone.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 
@@ -774,127 +774,6 @@ fn state_survives_a_restart() {
 // ---------------------------------------------------------------------------------------
 // 1 and 2. The browser test
 // ---------------------------------------------------------------------------------------
-
-fn missing_browser_deps() -> Option<String> {
-    let how = "scripts/test.sh installs them (apt-get install chromium as root, npm ci in tests/browser), or run scripts/test-deps.sh";
-    if !Path::new("/usr/bin/chromium").exists() {
-        return Some(format!("/usr/bin/chromium is missing; {how}"));
-    }
-    match Command::new("node")
-        .arg("-p")
-        .arg("process.versions.node.split('.')[0]")
-        .output()
-    {
-        Ok(o) if o.status.success() => {
-            let major: u32 = String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .parse()
-                .unwrap_or(0);
-            if major < 20 {
-                return Some(format!(
-                    "Node.js {major} is too old (20 or later needed); {how}"
-                ));
-            }
-        }
-        _ => return Some(format!("node is not on PATH; {how}")),
-    }
-    if !Path::new(BROWSER_DIR)
-        .join("node_modules/playwright-core/package.json")
-        .exists()
-    {
-        return Some(format!(
-            "tests/browser/node_modules/playwright-core is missing; {how}"
-        ));
-    }
-    None
-}
-
-/// The driver process (`tests/browser/driver.mjs`).
-struct Browser {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Browser {
-    fn launch() -> Browser {
-        if let Some(why) = missing_browser_deps() {
-            panic!("the browser test cannot run: {why}");
-        }
-        let mut child = Command::new("node")
-            .arg(Path::new(BROWSER_DIR).join("driver.mjs"))
-            .current_dir(BROWSER_DIR)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting node (see scripts/test-deps.sh)");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut b = Browser {
-            child,
-            stdin,
-            stdout,
-        };
-        let v = b.call(json!({"op": "launch", "width": 390, "height": 844, "scale": 2}));
-        eprintln!("chromium {}", v["version"]);
-        b
-    }
-
-    fn try_call(&mut self, cmd: Value) -> Result<Value, Value> {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{cmd}").unwrap();
-        stdin.flush().unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        let v: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("driver said {line:?}: {e}"));
-        if v["ok"] == true {
-            Ok(v)
-        } else {
-            Err(v)
-        }
-    }
-
-    fn call(&mut self, cmd: Value) -> Value {
-        let shown = cmd.to_string();
-        self.try_call(cmd).unwrap_or_else(|e| {
-            panic!(
-                "browser: {shown} failed: {}\n--- page text ---\n{}",
-                e["error"],
-                e["page"].as_str().unwrap_or("")
-            )
-        })
-    }
-
-    fn wait(&mut self, selector: &str) {
-        self.call(json!({"op": "wait", "selector": selector, "timeout": 30000}));
-    }
-    fn gone(&mut self, selector: &str) {
-        self.call(
-            json!({"op": "wait", "selector": selector, "state": "detached", "timeout": 30000}),
-        );
-    }
-    fn text(&mut self, selector: &str) -> String {
-        self.call(json!({"op": "text", "selector": selector}))["text"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    }
-    fn click(&mut self, selector: &str) {
-        self.call(json!({"op": "click", "selector": selector}));
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        if wait_timeout(&mut self.child, Duration::from_secs(15)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// A machine: temp HOME and state, a config whose one sink is the sp-receiver with control on.
 struct Machine {

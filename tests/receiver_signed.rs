@@ -20,17 +20,17 @@
 //! them the test fails (it never passes silently).
 mod common;
 
+use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
-const BROWSER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
 const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/receiver-pairing.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 const TOKEN: &str = "sender-bearer-token-0123456789";
@@ -151,93 +151,6 @@ impl Drop for SpReceiver {
                 let _ = c.kill();
             }
             let _ = c.wait();
-        }
-    }
-}
-
-fn missing_browser_deps() -> Option<String> {
-    let how = "install them with: sudo scripts/test-deps.sh";
-    if !Path::new("/usr/bin/chromium").exists() {
-        return Some(format!("/usr/bin/chromium is missing; {how}"));
-    }
-    if !Path::new(BROWSER_DIR)
-        .join("node_modules/playwright-core/package.json")
-        .exists()
-    {
-        return Some(format!(
-            "tests/browser/node_modules/playwright-core is missing; {how}"
-        ));
-    }
-    None
-}
-
-/// The driver process (`tests/browser/driver.mjs`).
-struct Browser {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Browser {
-    fn launch() -> Browser {
-        let mut child = Command::new("node")
-            .arg(Path::new(BROWSER_DIR).join("driver.mjs"))
-            .current_dir(BROWSER_DIR)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting node (see scripts/test-deps.sh)");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut b = Browser {
-            child,
-            stdin,
-            stdout,
-        };
-        b.call(json!({"op": "launch", "width": 390, "height": 844, "scale": 2}));
-        b
-    }
-
-    fn call(&mut self, cmd: Value) -> Value {
-        let shown = cmd.to_string();
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{cmd}").unwrap();
-        stdin.flush().unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        let v: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("driver said {line:?}: {e}"));
-        if v["ok"] != true {
-            panic!(
-                "browser: {shown} failed: {}\n--- page text ---\n{}",
-                v["error"],
-                v["page"].as_str().unwrap_or("")
-            );
-        }
-        v
-    }
-
-    fn wait(&mut self, selector: &str) {
-        self.call(json!({"op": "wait", "selector": selector, "timeout": 30000}));
-    }
-    fn text(&mut self, selector: &str) -> String {
-        self.call(json!({"op": "text", "selector": selector}))["text"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    }
-    fn click(&mut self, selector: &str) {
-        self.call(json!({"op": "click", "selector": selector}));
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        if wait_timeout(&mut self.child, Duration::from_secs(15)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
         }
     }
 }

@@ -1,3 +1,4 @@
+pub mod browser;
 pub mod chaos;
 pub mod env;
 pub mod fixtures;
