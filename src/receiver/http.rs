@@ -605,13 +605,25 @@ fn poll(ex: &Exchange<'_>) -> Option<Reply> {
         Some(Err(())) => return Some(Reply::error(400, "malformed wait")),
     };
     let deadline = Instant::now() + Duration::from_secs_f64(wait);
+    hold_poll(ex, deadline, None, |st| st.pending_rows(&session))
+}
 
+/// Holds a long poll until `pending` finds messages (served, and marked polled for the
+/// page) or `deadline` passes (204). The hold wakes on every change of the state, and at
+/// least every `recheck` when rows may come from another process. `None` when the server
+/// stopped or restarted meanwhile.
+pub(super) fn hold_poll(
+    ex: &Exchange<'_>,
+    deadline: Instant,
+    recheck: Option<Duration>,
+    mut pending: impl FnMut(&super::state::State) -> rusqlite::Result<Vec<(i64, Value)>>,
+) -> Option<Reply> {
     let mut st = ex.shared.lock();
     loop {
         if st.generation != ex.generation || st.stopped {
             return None;
         }
-        let rows = match st.pending_rows(&session) {
+        let rows = match pending(&st) {
             Ok(r) => r,
             Err(e) => return Some(Reply::db_failed(&e)),
         };
@@ -630,10 +642,11 @@ fn poll(ex: &Exchange<'_>) -> Option<Reply> {
         if now >= deadline {
             return Some(Reply::no_content());
         }
+        let left = deadline - now;
         st = ex
             .shared
             .changed
-            .wait_timeout(st, deadline - now)
+            .wait_timeout(st, recheck.map_or(left, |r| left.min(r)))
             .unwrap_or_else(|e| e.into_inner())
             .0;
     }

@@ -200,36 +200,9 @@ pub(crate) fn machine_poll(ex: &Exchange<'_>, machine: &str, wait: f64) -> Optio
         Ok(_) => return Some(Reply::error(401, "unauthorized")),
     }
     let deadline = Instant::now() + Duration::from_secs_f64(wait);
-    let mut st = ex.shared.lock();
-    loop {
-        if st.generation != ex.generation || st.stopped {
-            return None;
-        }
-        let now_ms = st.now_ms();
-        let rows = match st.db.machine_pending(machine, now_ms) {
-            Ok(r) => r,
-            Err(e) => return Some(Reply::db_failed(&e)),
-        };
-        if !rows.is_empty() {
-            let ns: Vec<i64> = rows.iter().map(|(n, _)| *n).collect();
-            if st.db.mark_polled(&ns, now_ms).unwrap_or(0) > 0 {
-                st.bump();
-                ex.shared.changed.notify_all();
-            }
-            let messages: Vec<Value> = rows.into_iter().map(|(_, v)| v).collect();
-            return Some(Reply::json(200, json!({ "messages": messages })));
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Some(Reply::no_content());
-        }
-        st = ex
-            .shared
-            .changed
-            .wait_timeout(st, (deadline - now).min(RECHECK))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
+    super::http::hold_poll(ex, deadline, Some(RECHECK), |st| {
+        st.db.machine_pending(machine, st.now_ms())
+    })
 }
 
 /// `POST {control}/off`.
