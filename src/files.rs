@@ -174,6 +174,24 @@ pub fn create_or_check(path: &Path) -> io::Result<Option<Tightened>> {
     }
 }
 
+/// A SQLite database file before SQLite opens it (DECISIONS 24): created with `create_or_check`,
+/// and its `-wal`, `-shm` and `-journal`, where they exist, checked with `check_existing`.
+/// Returns what was tightened, for the caller to log; the error names the file.
+pub fn prepare_sqlite_file(path: &Path) -> io::Result<Vec<Tightened>> {
+    let named = |p: &Path, e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", p.display()));
+    let mut notes: Vec<Tightened> = create_or_check(path)
+        .map_err(|e| named(path, e))?
+        .into_iter()
+        .collect();
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        let side = std::path::PathBuf::from(side);
+        notes.extend(check_existing(&side).map_err(|e| named(&side, e))?);
+    }
+    Ok(notes)
+}
+
 /// The folder of the config file: nobody else may be able to replace the config (that would
 /// choose the receivers allowed to answer). Our own `sessionpipe` folder is tightened to
 /// 0700; any other folder (a custom `SESSIONPIPE_CONFIG`) is never chmodded, only refused

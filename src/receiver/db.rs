@@ -246,20 +246,7 @@ impl Db {
         }
         // DECISIONS 24: created without following a symlink, never opened through one, at
         // most 0600 (tightened and logged when looser); its -wal/-shm likewise.
-        let mut notes: Vec<_> = crate::files::create_or_check(path)
-            .with_context(|| format!("cannot create the database {}", path.display()))?
-            .into_iter()
-            .collect();
-        for suffix in ["-wal", "-shm"] {
-            let mut side = path.as_os_str().to_owned();
-            side.push(suffix);
-            let side = std::path::PathBuf::from(side);
-            notes.extend(
-                crate::files::check_existing(&side)
-                    .with_context(|| format!("cannot use {}", side.display()))?,
-            );
-        }
-        for t in notes {
+        for t in crate::files::prepare_sqlite_file(path).context("cannot create the database")? {
             crate::logging::info(&t.0);
         }
         let conn = Connection::open_with_flags(

@@ -39,19 +39,7 @@ pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
     }
     // Never opened here once it exists (see `files::check_existing`: closing a descriptor
     // would drop this process's SQLite locks on it).
-    let t = crate::files::create_or_check(path)
-        .with_context(|| format!("cannot use database {}", path.display()))?;
-    let mut notes: Vec<_> = t.into_iter().collect();
-    for suffix in ["-wal", "-shm", "-journal"] {
-        let mut side = path.as_os_str().to_owned();
-        side.push(suffix);
-        let side = std::path::PathBuf::from(side);
-        notes.extend(
-            crate::files::check_existing(&side)
-                .with_context(|| format!("cannot use {}", side.display()))?,
-        );
-    }
-    for t in notes {
+    for t in crate::files::prepare_sqlite_file(path).context("cannot use the database")? {
         crate::logging::info(&t.0);
     }
     let conn = Connection::open_with_flags(
