@@ -31,8 +31,8 @@ fi
 # Node.js 22 from .deps/ when the system's is older (scripts/deps-lib.sh).
 [ -d "$here/.deps/bin" ] && export PATH="$here/.deps/bin:$PATH"
 
-say "building the release binaries the real-agent suite drives (cargo build --release --locked --bins)"
-if ! cargo build --release --locked --bins; then
+say "building every binary, debug for the suites and release for the real-agent suite (cargo build [--release] --locked --bins)"
+if ! cargo build --locked --bins || ! cargo build --release --locked --bins; then
     say "the release build failed"
     echo "0 passed, 1 failed"
     exit 1

@@ -3,14 +3,12 @@
 //! Inbound:  receiver → [`sync`] (HTTP, [`wire`] types, validation) → [`store`] → [`hook`] → [`harness`] adapter → stdout.
 //! Outbound: [`hook`] → [`store`] (events, acks) → [`sync`] → receiver.
 pub mod cli;
-pub mod clock;
+pub use spwire::{clock, files};
 pub mod config;
-pub mod files;
 pub mod harness;
 pub mod hook;
 pub mod logging;
 pub mod paths;
-pub mod receiver;
 pub mod setup;
 pub mod store;
 pub mod sync;

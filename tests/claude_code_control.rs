@@ -558,7 +558,7 @@ fn invalid_messages_are_acked_failed_naming_the_rule() {
         .receiver
         .requests()
         .iter()
-        .filter(|r| r.route == Some(spctl::receiver::Route::Ack))
+        .filter(|r| r.route == Some(spreceiver::Route::Ack))
     {
         let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         common::schema::assert_valid("ack-body.json", &body);
@@ -573,8 +573,8 @@ fn a_redelivered_message_is_acted_on_once_and_acked_again() {
     let ids = queue_prompts(&env, &["only once"], 60);
     // The receiver is slow to take the ack, so it redelivers the prompt meanwhile.
     env.receiver.push_fault(
-        spctl::receiver::Route::Ack,
-        spctl::receiver::Fault::Delay(Duration::from_secs(2)),
+        spreceiver::Route::Ack,
+        spreceiver::Fault::Delay(Duration::from_secs(2)),
     );
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(stdout(&out).contains("only once"));

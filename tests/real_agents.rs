@@ -13,7 +13,7 @@
 //! `scripts/test.sh --test real_agents` (the same, through the README's test command).
 //! `SP_E2E_KEEP=1` keeps every scenario's folder (otherwise only a failed one's is kept).
 use serde_json::{json, Value};
-use spctl::receiver::{Receiver, ReceiverOptions};
+use spreceiver::{Receiver, ReceiverOptions};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

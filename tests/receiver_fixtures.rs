@@ -1,4 +1,4 @@
-//! The test receiver (`spctl::receiver`) over real loopback HTTP, driven by a ureq 3 client:
+//! The test receiver (`spreceiver`) over real loopback HTTP, driven by a ureq 3 client:
 //! the seed-era delivery fixtures (09, 10, 11) through an interpreter of their steps, then the
 //! receiver's own behaviours (auth, long poll, redelivery, dedup, faults, going down).
 
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use std::path::Path;
 
 use serde_json::{json, Value};
-use spctl::receiver::{Fault, Receiver, ReceiverOptions, Route};
+use spreceiver::{Fault, Receiver, ReceiverOptions, Route};
 
 mod common;
 use common::fixtures;

@@ -26,7 +26,6 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
 const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/receiver-phone.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 
@@ -54,7 +53,7 @@ impl SpReceiver {
     fn start(dir: &Path, extra: &[&str]) -> SpReceiver {
         write_secret(&dir.join("token"), TOKEN);
         write_secret(&dir.join("login-token"), LOGIN);
-        let mut c = Command::new(SP_RECEIVER);
+        let mut c = Command::new(bin("sp-receiver"));
         c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", dir)
@@ -583,7 +582,7 @@ fn page_and_actions_need_the_login_token() {
 // ---------------------------------------------------------------------------------------
 
 fn sp_receiver(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(SP_RECEIVER)
+    Command::new(bin("sp-receiver"))
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", dir)

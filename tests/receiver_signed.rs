@@ -30,7 +30,6 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
 const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/receiver-pairing.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 const TOKEN: &str = "sender-bearer-token-0123456789";
@@ -58,7 +57,7 @@ impl SpReceiver {
         write_secret(&dir.join("token"), TOKEN);
         write_secret(&dir.join("login-token"), LOGIN);
         let db = dir.join("receiver.db");
-        let mut c = Command::new(SP_RECEIVER);
+        let mut c = Command::new(bin("sp-receiver"));
         c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", dir)
@@ -419,7 +418,7 @@ mod http {
     use super::common::schema::assert_valid;
     use super::common::signing::*;
     use serde_json::{json, Value};
-    use spctl::receiver::{Receiver, ReceiverOptions};
+    use spreceiver::{Receiver, ReceiverOptions};
     use std::time::Duration;
 
     const SINK: &str = "test-token";

@@ -10,7 +10,7 @@ mod common;
 use common::chaos::*;
 use common::env::*;
 use serde_json::{json, Value};
-use spctl::receiver::ReceiverOptions;
+use spreceiver::ReceiverOptions;
 use std::collections::{BTreeMap, HashMap};
 use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -8,7 +8,7 @@ mod common;
 use common::chaos::*;
 use common::env::*;
 use serde_json::json;
-use spctl::receiver::{Fault, ReceiverOptions, Route};
+use spreceiver::{Fault, ReceiverOptions, Route};
 use std::time::{Duration, Instant};
 
 const S: &str = "faults-session";

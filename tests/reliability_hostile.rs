@@ -15,7 +15,7 @@ use common::chaos::*;
 use common::env::*;
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use spctl::receiver::ReceiverOptions;
+use spreceiver::ReceiverOptions;
 use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;

@@ -10,7 +10,7 @@ mod common;
 use common::chaos::*;
 use common::env::*;
 use serde_json::json;
-use spctl::receiver::ReceiverOptions;
+use spreceiver::ReceiverOptions;
 use std::collections::HashMap;
 use std::process::Child;
 use std::sync::Mutex;

@@ -6,7 +6,7 @@ mod common;
 use common::chaos::*;
 use common::env::*;
 use serde_json::json;
-use spctl::receiver::{Fault, ReceiverOptions, Route};
+use spreceiver::{Fault, ReceiverOptions, Route};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Command;

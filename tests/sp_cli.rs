@@ -3,7 +3,7 @@
 mod common;
 use common::env::*;
 use serde_json::{json, Value};
-use spctl::receiver::ReceiverOptions;
+use spreceiver::ReceiverOptions;
 use std::process::{Command, Output};
 use std::time::Duration;
 

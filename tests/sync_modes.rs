@@ -42,7 +42,7 @@ fn once_polls_without_waiting_and_sends_everything() {
         .receiver
         .requests()
         .iter()
-        .filter(|r| r.route == Some(spctl::receiver::Route::Poll))
+        .filter(|r| r.route == Some(spreceiver::Route::Poll))
         .map(|r| r.url.clone())
         .collect();
     assert_eq!(polls.len(), 1);
@@ -96,7 +96,7 @@ fn bounded_run_exits_by_itself() {
         .receiver
         .requests()
         .iter()
-        .filter(|r| r.route == Some(spctl::receiver::Route::Poll))
+        .filter(|r| r.route == Some(spreceiver::Route::Poll))
     {
         let wait: u64 = r.url.rsplit("wait=").next().unwrap().parse().unwrap();
         assert!(wait <= 2, "{}", r.url);

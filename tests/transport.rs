@@ -10,7 +10,7 @@ mod common;
 use common::chaos::*;
 use common::env::*;
 use serde_json::{json, Value};
-use spctl::receiver::{Fault, ReceiverOptions, Route};
+use spreceiver::{Fault, ReceiverOptions, Route};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -806,7 +806,7 @@ fn sp_receivers_database_is_never_opened_through_a_symlink() {
     std::fs::write(&victim, b"untouched\n").unwrap();
     let link = dir.path().join("receiver.db");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
-    let r = spctl::receiver::Receiver::start(ReceiverOptions {
+    let r = spreceiver::Receiver::start(ReceiverOptions {
         db_path: Some(link.clone()),
         ..Default::default()
     });

@@ -9,7 +9,7 @@ use crate::run::{self, Home};
 use crate::stats::verdict;
 use crate::{sink_config, Bins, Opts};
 use serde_json::{json, Value};
-use spctl::receiver::{Receiver, ReceiverOptions};
+use spreceiver::{Receiver, ReceiverOptions};
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@ use crate::run::{self, Home};
 use crate::stats::{median, ms, percentile, verdict};
 use crate::{sink_config, Bins, Opts, Payloads};
 use serde_json::{json, Value};
-use spctl::receiver::{Receiver, ReceiverOptions, Route};
+use spreceiver::{Receiver, ReceiverOptions, Route};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Stdio};

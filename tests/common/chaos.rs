@@ -395,7 +395,7 @@ pub fn with_env(mut c: Command, vars: &[(&str, &str)]) -> Command {
 /// Watches the receiver's request log from a thread and stamps each request with the time it
 /// was first seen (the log itself has no times). Good to ±5 ms.
 pub struct Watch {
-    stamps: std::sync::Arc<Mutex<Vec<(Instant, spctl::receiver::RequestRecord)>>>,
+    stamps: std::sync::Arc<Mutex<Vec<(Instant, spreceiver::RequestRecord)>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
@@ -403,7 +403,7 @@ pub struct Watch {
 use std::sync::Mutex;
 
 impl Watch {
-    pub fn start(receiver: &spctl::receiver::Receiver) -> Watch {
+    pub fn start(receiver: &spreceiver::Receiver) -> Watch {
         let stamps = std::sync::Arc::new(Mutex::new(Vec::new()));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (r, s, st) = (receiver.clone(), stamps.clone(), stop.clone());
@@ -430,10 +430,7 @@ impl Watch {
     }
 
     /// Requests to `route` seen so far, with their times.
-    pub fn of(
-        &self,
-        route: spctl::receiver::Route,
-    ) -> Vec<(Instant, spctl::receiver::RequestRecord)> {
+    pub fn of(&self, route: spreceiver::Route) -> Vec<(Instant, spreceiver::RequestRecord)> {
         self.stamps
             .lock()
             .unwrap()
@@ -443,12 +440,12 @@ impl Watch {
             .collect()
     }
 
-    pub fn count(&self, route: spctl::receiver::Route) -> usize {
+    pub fn count(&self, route: spreceiver::Route) -> usize {
         self.of(route).len()
     }
 
     /// Waits until at least `n` requests to `route` were seen.
-    pub fn wait_count(&self, route: spctl::receiver::Route, n: usize, d: Duration) -> bool {
+    pub fn wait_count(&self, route: spreceiver::Route, n: usize, d: Duration) -> bool {
         eventually(d, || self.count(route) >= n)
     }
 }

@@ -2,7 +2,7 @@
 //! the real binaries in it the way a harness does.
 #![allow(dead_code)]
 use serde_json::{json, Value};
-use spctl::receiver::{Receiver, ReceiverOptions};
+use spreceiver::{Receiver, ReceiverOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -15,6 +15,18 @@ pub fn bin(name: &str) -> PathBuf {
         "sp-stop" => env!("CARGO_BIN_EXE_sp-stop").into(),
         "sp-event" => env!("CARGO_BIN_EXE_sp-event").into(),
         "sp" => env!("CARGO_BIN_EXE_sp").into(),
+        // The receiver is its own crate (crates/receiver); cargo puts its binary beside
+        // ours. `cargo test` builds it for that crate's own tests; scripts/test.sh builds
+        // every binary first.
+        "sp-receiver" => {
+            let p = Path::new(env!("CARGO_BIN_EXE_sp")).with_file_name("sp-receiver");
+            assert!(
+                p.exists(),
+                "{} is missing: build it with `cargo build --bins` (scripts/test.sh does)",
+                p.display()
+            );
+            p
+        }
         other => panic!("no binary {other}"),
     }
 }

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 
 use super::http::{parse_json, query_param, Exchange, Reply};
 use super::validate::{format_ms_timestamp, parse_session_key};
-use crate::wire::signed::{self as wire, Assertion, TrustedKey};
+use spwire::signed::{self as wire, Assertion, TrustedKey};
 
 /// How long a pairing code is good for.
 const PAIR_TTL: Duration = Duration::from_secs(10 * 60);

@@ -233,7 +233,7 @@ impl Control {
             let (server, stopping, shared) =
                 (server.clone(), stopping.clone(), self.shared.clone());
             std::thread::Builder::new()
-                .name("spctl-receiver-accept".into())
+                .name("sp-receiver-accept".into())
                 .spawn(move || {
                     // Ends on unblock() from go_down(), or when tiny_http's accept loop dies.
                     while let Ok(rq) = server.recv() {
@@ -246,7 +246,7 @@ impl Control {
                         // If no thread can be spawned, the request (moved into the failed
                         // closure) is dropped, which makes tiny_http answer 500.
                         let _ = std::thread::Builder::new()
-                            .name("spctl-receiver-req".into())
+                            .name("sp-receiver-req".into())
                             .spawn(move || http::handle(&shared, rq, generation));
                     }
                 })

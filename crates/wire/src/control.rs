@@ -153,7 +153,7 @@ pub struct Decided {
     /// Recorded with the decision when the command verified (so a replay is refused).
     pub nonce: Option<String>,
     /// A verified `key.add`: the key and its name, enrolled in the same transaction.
-    pub add_key: Option<(crate::wire::signed::TrustedKey, Option<String>)>,
+    pub add_key: Option<(crate::signed::TrustedKey, Option<String>)>,
 }
 
 impl Checked {
@@ -187,7 +187,7 @@ pub fn check(value: &Value) -> Checked {
         };
     };
     let id = match obj.get("id") {
-        Some(Value::String(s)) if crate::wire::is_ulid(s) => s.clone(),
+        Some(Value::String(s)) if crate::is_ulid(s) => s.clone(),
         Some(Value::String(s)) => {
             return Checked::Unackable {
                 reason: format!("id {:?} is not a ULID", truncate(s, 40)),

@@ -246,8 +246,8 @@ impl Db {
         }
         // DECISIONS 24: created without following a symlink, never opened through one, at
         // most 0600 (tightened and logged when looser); its -wal/-shm likewise.
-        for t in crate::files::prepare_sqlite_file(path).context("cannot create the database")? {
-            crate::logging::info(&t.0);
+        for t in spwire::files::prepare_sqlite_file(path).context("cannot create the database")? {
+            eprintln!("sp-receiver: {}", t.0);
         }
         let conn = Connection::open_with_flags(
             path,

@@ -381,7 +381,7 @@ fn is_uuid(id: &str) -> bool {
 
 /// `<harness>:<id>` with the id's adapter rule (Claude Code ids are UUIDs).
 pub fn session_ok(session: &str) -> bool {
-    match crate::wire::split_session_key(session) {
+    match crate::split_session_key(session) {
         Some(("claude-code", id)) => is_uuid(id),
         Some(_) => true,
         None => false,
