@@ -24,7 +24,12 @@ the model's last output):
   4. It contains "SP-RUN:<command>" (to the end of the line) and the request offers a shell
      tool: a call of that tool running <command>. With "SP-ESCALATE" too, a Codex call asks
      to run outside the sandbox (sandbox_permissions "require_escalated").
-  5. Anything else (titles, summaries, side requests): the text "SP-OK".
+  5. The conversation's first text contains "SP-STEPS:<n> SP-GATE:<dir>" and the request
+     offers a shell tool: a turn of <n> slow tool calls. Call k (k = tool results so far + 1)
+     runs `echo step-k >> steps.txt` and prints SP-HOLD:<dir>/go-k, so after each call the stand-in
+     holds its next answer until the test creates <dir>/go-k (the test puts a steer, an
+     interrupt or a cancel in between). After <n> results: "SP-FINAL: tool result seen.".
+  6. Anything else (titles, summaries, side requests): the text "SP-OK".
 Before any of these, "SP-HOLD:<path>" in that text holds the answer back until <path> exists
 (--hold-s at most), so a test can prepare something while the agent waits on its model.
 Codex's automatic approval review (Guardian) is answered with a text that is no assessment.
@@ -83,9 +88,8 @@ def texts_of(content):
     return out
 
 
-def last_turn(api, body):
-    """(kind, text) of the conversation's last input: every message after the model's last
-    output. kind is "tool_result" when that input holds a tool result, else "text"."""
+def conversation(api, body):
+    """The conversation as (role, type, content) triples; a tool result's role is "tool"."""
     if api == "responses":
         items = body.get("input") or []
         if isinstance(items, str):
@@ -109,6 +113,31 @@ def last_turn(api, body):
                     isinstance(p, dict) and p.get("type") == "tool_result" for p in content):
                 role = "tool"
             msgs.append((role, None, content))
+    return msgs
+
+
+def steps_of(api, body):
+    """(n, gate dir, tool results so far) of an SP-STEPS turn, or None."""
+    msgs = conversation(api, body)
+    first = "\n".join(t for r, _, c in msgs if r in ("user", "system", "developer") for t in texts_of(c))
+    m = re.search(r"SP-STEPS:(\d+) SP-GATE:(\S+)", first)
+    if not m:
+        return None
+    done = 0
+    for role, _, content in msgs:
+        if role != "tool":
+            continue
+        if api == "anthropic" and isinstance(content, list):
+            done += sum(1 for p in content if isinstance(p, dict) and p.get("type") == "tool_result")
+        else:
+            done += 1
+    return int(m.group(1)), m.group(2), done
+
+
+def last_turn(api, body):
+    """(kind, text) of the conversation's last input: every message after the model's last
+    output. kind is "tool_result" when that input holds a tool result, else "text"."""
+    msgs = conversation(api, body)
     tail = []
     for role, _, content in reversed(msgs):
         if role == "assistant":
@@ -153,6 +182,9 @@ def hold(text):
         return
     end = time.time() + ARGS.hold_s
     import os
+    if not os.path.exists(m.group(1)):
+        # The agent's hooks before this request have all run: a test may act now.
+        log({"note": "holding", "path": m.group(1)})
     while not os.path.exists(m.group(1)) and time.time() < end:
         time.sleep(0.05)
 
@@ -163,6 +195,13 @@ def decide(api, body):
         return ("text", "SP-GUARDIAN: no assessment from the stand-in.", False)
     kind, text = last_turn(api, body)
     hold(text)
+    steps = steps_of(api, body) if shell_tool(api, body) else None
+    if steps and steps[2] < steps[0]:
+        n, gate, done = steps
+        k = done + 1
+        # The hold is spelled by printf, so only the call's output holds it, not an agent's
+        # echo of the command (Codex quotes a blocked command back to the model).
+        return tool_call(api, body, "echo step-%d >> steps.txt; printf 'SP-%%s:%%s\\n' HOLD %s/go-%d" % (k, gate, k), "")
     if kind == "tool_result":
         return ("text", "SP-FINAL: tool result seen.", False)
     m = re.search(r"SP-ECHO:([A-Za-z0-9_-]+)", text)
@@ -171,23 +210,26 @@ def decide(api, body):
     if "SP-SLOW" in text and body.get("tools"):
         return ("text", "SP-SLOW reply. ", True)
     m = re.search(r"SP-RUN:(.*)", text)
-    tool = shell_tool(api, body)
-    if m and tool:
-        cmd = m.group(1).strip()
-        name, spec = tool
-        if name in ("Bash", "bash"):
-            return ("tool", name, {"command": cmd, "description": "Write the marker file"})
-        if name == "exec_command":
-            args = {"cmd": cmd}
-        elif name == "shell_command":
-            args = {"command": cmd}
-        else:  # "shell": argv form
-            args = {"command": ["bash", "-lc", cmd]}
-        if "SP-ESCALATE" in text:
-            args["sandbox_permissions"] = "require_escalated"
-            args["justification"] = "The test needs this command to run outside the sandbox."
-        return ("tool", name, args)
+    if m and shell_tool(api, body):
+        return tool_call(api, body, m.group(1).strip(), text)
     return ("text", "SP-OK", False)
+
+
+def tool_call(api, body, cmd, text):
+    """A call of the request's shell tool running cmd."""
+    name, _ = shell_tool(api, body)
+    if name in ("Bash", "bash"):
+        return ("tool", name, {"command": cmd, "description": "Write the marker file"})
+    if name == "exec_command":
+        args = {"cmd": cmd}
+    elif name == "shell_command":
+        args = {"command": cmd}
+    else:  # "shell": argv form
+        args = {"command": ["bash", "-lc", cmd]}
+    if "SP-ESCALATE" in text:
+        args["sandbox_permissions"] = "require_escalated"
+        args["justification"] = "The test needs this command to run outside the sandbox."
+    return ("tool", name, args)
 
 
 # ---------------------------------------------------------------------------------------

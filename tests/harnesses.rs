@@ -1380,7 +1380,7 @@ fn every_kind_for_every_harness() {
             "codex",
             "cancel",
             "delivered",
-            "codex PostToolUse hook (continue:false)",
+            "codex PostToolUse hook (continue:false; the turn's later tools are denied)",
         ),
         (
             "cursor",
@@ -1684,4 +1684,39 @@ fn codex_steer_interrupt_and_cancel_land_at_its_seams() {
         ack_of(&env, &cancel)["detail"],
         "codex Stop hook (continue:false)"
     );
+
+    // A cancel before a tool: that tool is denied, and so is every later tool of the turn
+    // (the real 0.171 goes on after continue:false), until the person's next prompt.
+    let cancel = queue(json!({"kind": "cancel"}));
+    let v = hook("PreToolUse", "pre-tool-use");
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert_eq!(
+        ack_of(&env, &cancel)["detail"],
+        "codex PreToolUse hook (tool denied; the turn's later tools are denied too)"
+    );
+    for _ in 0..2 {
+        let v = hook("PreToolUse", "pre-tool-use");
+        assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+        assert!(
+            v["hookSpecificOutput"]["permissionDecisionReason"]
+                .as_str()
+                .unwrap()
+                .contains("stopped this session"),
+            "{v}"
+        );
+    }
+    let out = run_ok(
+        &env,
+        "codex",
+        "sp-event",
+        &event_payload("codex", "UserPromptSubmit"),
+    );
+    assert_eq!(out.trim(), "", "the next prompt is the person's own");
+    let out = run_ok(
+        &env,
+        "codex",
+        "sp-event",
+        &event_payload("codex", "PreToolUse"),
+    );
+    assert_eq!(out.trim(), "", "a new turn's tools run again");
 }

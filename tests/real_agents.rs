@@ -451,6 +451,15 @@ impl Scene {
             .collect()
     }
 
+    /// The lines of the stand-in's steps file (SP-STEPS), in order.
+    fn steps(&self) -> Vec<String> {
+        std::fs::read_to_string(self.work.join("steps.txt"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
     fn marker(&self) -> Option<String> {
         std::fs::read_to_string(self.work.join("marker.txt")).ok()
     }
@@ -616,6 +625,10 @@ fn claude_setup(scene: &Scene, permission_wait_s: u64) {
 }
 
 fn claude(scene: &Scene, prompt: &str) -> Child {
+    claude_with(scene, prompt, &[])
+}
+
+fn claude_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
     let mut c = Command::new(cli_path("claude"));
     scene.base_env(&mut c);
     c.env("ANTHROPIC_BASE_URL", &scene.model_url)
@@ -624,8 +637,9 @@ fn claude(scene: &Scene, prompt: &str) -> Child {
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("DISABLE_ERROR_REPORTING", "1")
-        .args(["-p", prompt, "--output-format", "stream-json", "--verbose"]);
-    scene.say(&format!("claude -p {prompt:?}"));
+        .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
+        .args(extra);
+    scene.say(&format!("claude -p {prompt:?} {extra:?}"));
     spawn_logged(scene, c, "claude")
 }
 
@@ -1126,6 +1140,233 @@ fn claude_code_interactive_terminal_answer_first_ends_the_wait() {
 }
 
 // ------------------------------------------------------------------------------------------
+// Steer, interrupt and cancel at the hook seams (DECISIONS 25, 26), Claude Code and Codex
+
+/// A turn of three slow tool calls (the stand-in's SP-STEPS): after each call the stand-in
+/// holds its next answer until the test creates `gate/go-k`. Returns the session key and the
+/// running CLI once the first call has run, so the test can put something in between.
+fn steps_turn(
+    s: &Scene,
+    harness: &str,
+    spawn: impl FnOnce(&Scene, &str) -> Child,
+) -> (String, Child) {
+    let gate = s.dir.join("gate");
+    std::fs::create_dir_all(&gate).unwrap();
+    let child = spawn(
+        s,
+        &format!("Run the steps. SP-STEPS:3 SP-GATE:{}", gate.display()),
+    );
+    let started = s.wait_event(
+        "session.started",
+        |e| e["harness"]["name"] == harness,
+        Duration::from_secs(60),
+    );
+    // The stand-in holds its answer after call 1 only once the agent asked again, so every
+    // hook of call 1 (its PostToolUse too) has run: the next seam is call 2's.
+    let go1 = gate.join("go-1").to_string_lossy().to_string();
+    assert!(
+        until(Duration::from_secs(60), || s
+            .model_requests()
+            .iter()
+            .any(|r| r["note"] == "holding" && r["path"] == go1.as_str())),
+        "the agent asked the model again after call 1: steps {:?}",
+        s.steps()
+    );
+    assert_eq!(s.steps(), ["step-1"]);
+    (session_key_of(&started), child)
+}
+
+/// Lets the stand-in answer after call `k`.
+fn open_gate(s: &Scene, k: u32) {
+    std::fs::write(s.dir.join(format!("gate/go-{k}")), "").unwrap();
+}
+
+/// Queues `m` and waits until sp-sync has stored it on the machine.
+fn queue_stored(s: &Scene, key: &str, m: Value) -> Value {
+    let m = s.enqueue(key, m);
+    let id = m["id"].as_str().unwrap().to_string();
+    assert!(
+        until(Duration::from_secs(30), || s.stored(&id)),
+        "sp-sync stored {id}"
+    );
+    m
+}
+
+/// Index of the first agent request whose conversation holds `word`.
+fn first_request_with(s: &Scene, word: &str) -> Option<usize> {
+    s.agent_requests().iter().position(|r| {
+        (all_text(&r["body"]["messages"]) + &all_text(&r["body"]["input"])).contains(word)
+    })
+}
+
+/// Steer: the message reaches the model within the same turn, after the next tool call and
+/// before the turn's last one; every step still runs.
+fn steer_lands_in_the_same_turn(
+    s: &Scene,
+    harness: &str,
+    spawn: impl FnOnce(&Scene, &str) -> Child,
+) {
+    let (key, child) = steps_turn(s, harness, spawn);
+    let m = queue_stored(
+        s,
+        &key,
+        json!({"kind": "prompt", "mode": "steer", "text": "Also name the fruit. SP-STEER:TANGERINE", "expires_in_s": 300}),
+    );
+    for k in 1..=3 {
+        open_gate(s, k);
+    }
+    finish_ok(s, child, cli_label(harness));
+    let ack = s.ack(&m, Duration::from_secs(30));
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap_or("").contains("PostToolUse"),
+        "the ack names the seam: {ack}"
+    );
+    assert_eq!(s.steps(), ["step-1", "step-2", "step-3"]);
+    let reqs = s.agent_requests();
+    let at = first_request_with(s, "SP-STEER:TANGERINE").expect("the steer reached the model");
+    assert!(
+        reqs[at..].iter().any(|r| r["answer"][0] == "tool"),
+        "the steer reached the model before the turn's last tool call (request {at} of {})",
+        reqs.len()
+    );
+    assert_eq!(reqs.len(), 4, "one turn: three calls and the final answer");
+}
+
+/// Interrupt: the pending tool never runs, the model reads the message next, the turn goes on.
+fn interrupt_keeps_the_pending_tool_from_running(
+    s: &Scene,
+    harness: &str,
+    spawn: impl FnOnce(&Scene, &str) -> Child,
+) {
+    let (key, child) = steps_turn(s, harness, spawn);
+    let m = queue_stored(
+        s,
+        &key,
+        json!({"kind": "prompt", "mode": "interrupt", "text": "Not that one. SP-INTERRUPT:LIMESTONE", "expires_in_s": 300}),
+    );
+    for k in 1..=3 {
+        open_gate(s, k);
+    }
+    finish_ok(s, child, cli_label(harness));
+    let ack = s.ack(&m, Duration::from_secs(30));
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap_or("").contains("PreToolUse"),
+        "the ack names the seam: {ack}"
+    );
+    assert_eq!(
+        s.steps(),
+        ["step-1", "step-3"],
+        "call 2 was kept from running"
+    );
+    let at = first_request_with(s, "SP-INTERRUPT:LIMESTONE").expect("the model read the message");
+    assert_eq!(at, 2, "the model read it right after the interrupted call");
+}
+
+/// Cancel: the agent stops at the next tool boundary, no further tool runs, the process ends.
+fn cancel_stops_at_the_next_tool_boundary(
+    s: &Scene,
+    harness: &str,
+    spawn: impl FnOnce(&Scene, &str) -> Child,
+) {
+    let (key, child) = steps_turn(s, harness, spawn);
+    let m = queue_stored(s, &key, json!({"kind": "cancel"}));
+    open_gate(s, 1);
+    // Ends without the other gates: a run that went on would wait for go-2 (up to the
+    // stand-in's hold) and then run step 3.
+    let run = finish_logged(s, child, cli_label(harness), Duration::from_secs(60));
+    let ack = s.ack(&m, Duration::from_secs(30));
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert_eq!(s.steps(), ["step-1"], "no further tool ran; {}", run.stderr);
+    assert!(
+        ack["detail"].as_str().unwrap_or("").contains("PreToolUse"),
+        "stopped before call 2: {ack}"
+    );
+    if harness == "claude-code" {
+        assert_eq!(s.agent_requests().len(), 2, "the model was not asked again");
+    }
+}
+
+#[test]
+fn claude_code_steer_lands_in_the_same_turn() {
+    scenario(
+        "claude_code_steer_lands_in_the_same_turn",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            steer_lands_in_the_same_turn(s, "claude-code", claude_steps);
+        },
+    );
+}
+
+#[test]
+fn claude_code_interrupt_keeps_the_pending_tool_from_running() {
+    scenario(
+        "claude_code_interrupt_keeps_the_pending_tool_from_running",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            interrupt_keeps_the_pending_tool_from_running(s, "claude-code", claude_steps);
+        },
+    );
+}
+
+#[test]
+fn claude_code_cancel_stops_at_the_next_tool_boundary() {
+    scenario(
+        "claude_code_cancel_stops_at_the_next_tool_boundary",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            cancel_stops_at_the_next_tool_boundary(s, "claude-code", claude_steps);
+        },
+    );
+}
+
+/// Claude Code allowed to run Bash without asking, so only our seams stand in the turn's way.
+fn claude_steps(scene: &Scene, prompt: &str) -> Child {
+    claude_with(scene, prompt, &["--allowedTools", "Bash"])
+}
+
+#[test]
+fn codex_steer_lands_in_the_same_turn() {
+    scenario("codex_steer_lands_in_the_same_turn", &["codex"], |s| {
+        codex_setup(s, 60);
+        steer_lands_in_the_same_turn(s, "codex", codex_steps);
+    });
+}
+
+#[test]
+fn codex_interrupt_keeps_the_pending_tool_from_running() {
+    scenario(
+        "codex_interrupt_keeps_the_pending_tool_from_running",
+        &["codex"],
+        |s| {
+            codex_setup(s, 60);
+            interrupt_keeps_the_pending_tool_from_running(s, "codex", codex_steps);
+        },
+    );
+}
+
+#[test]
+fn codex_cancel_stops_at_the_next_tool_boundary() {
+    scenario(
+        "codex_cancel_stops_at_the_next_tool_boundary",
+        &["codex"],
+        |s| {
+            codex_setup(s, 60);
+            cancel_stops_at_the_next_tool_boundary(s, "codex", codex_steps);
+        },
+    );
+}
+
+/// `codex exec` that may write in its folder (the steps file) without asking.
+fn codex_steps(scene: &Scene, prompt: &str) -> Child {
+    codex_with(scene, prompt, false, &["--sandbox", "workspace-write"])
+}
+
+// ------------------------------------------------------------------------------------------
 // Codex
 
 fn codex_home(scene: &Scene) -> PathBuf {
@@ -1192,6 +1433,10 @@ enabled = false
 /// `codex exec`; with `approve` it runs with `--approve-for-me`, the only way it asks for
 /// approval (and so fires PermissionRequest) when the model asks to leave the sandbox.
 fn codex(scene: &Scene, prompt: &str, approve: bool) -> Child {
+    codex_with(scene, prompt, approve, &[])
+}
+
+fn codex_with(scene: &Scene, prompt: &str, approve: bool, extra: &[&str]) -> Child {
     let mut c = Command::new(cli_path("codex"));
     scene.base_env(&mut c);
     c.env("CODEX_HOME", codex_home(scene))
@@ -1204,8 +1449,8 @@ fn codex(scene: &Scene, prompt: &str, approve: bool) -> Child {
     if approve {
         c.arg("--approve-for-me");
     }
-    c.arg(prompt);
-    scene.say(&format!("codex exec {prompt:?}"));
+    c.args(extra).arg(prompt);
+    scene.say(&format!("codex exec {prompt:?} {extra:?}"));
     spawn_logged(scene, c, "codex")
 }
 

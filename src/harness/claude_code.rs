@@ -95,10 +95,23 @@ pub fn render_block(reason: &str) -> String {
     json!({ "decision": "block", "reason": reason }).to_string()
 }
 
-/// Stops Claude entirely from any hook: `continue:false` beats every decision; `stopReason`
-/// is shown to the person only.
-pub fn render_cancel(reason: &str) -> String {
-    json!({ "continue": false, "stopReason": reason }).to_string()
+/// Stops Claude from any hook: `continue:false`; `stopReason` is shown to the person only.
+/// Before a tool, 2.1.332 still runs that tool after `continue:false` (seen with the real
+/// CLI), so there the tool is denied as well.
+pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
+    if event == "PreToolUse" {
+        return (
+            json!({ "continue": false, "stopReason": reason,
+                "hookSpecificOutput": { "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny", "permissionDecisionReason": reason } })
+            .to_string(),
+            "continue:false, tool denied",
+        );
+    }
+    (
+        json!({ "continue": false, "stopReason": reason }).to_string(),
+        "continue:false",
+    )
 }
 
 /// A PermissionRequest denied because the person stopped the session: `interrupt` stops

@@ -248,11 +248,23 @@ impl Harness {
         }
     }
 
-    /// The stdout that stops the agent at a seam; `None` where the harness has none.
-    pub fn render_cancel(self, reason: &str) -> Option<String> {
+    /// The stdout that stops the agent at this seam, and how (for the ack); `None` where the
+    /// harness has none.
+    pub fn render_cancel(self, event: &str, reason: &str) -> Option<(String, &'static str)> {
         match self {
-            Harness::ClaudeCode => Some(claude_code::render_cancel(reason)),
-            Harness::Codex => Some(codex::render_cancel(reason)),
+            Harness::ClaudeCode => Some(claude_code::render_cancel(event, reason)),
+            Harness::Codex => Some(codex::render_cancel(event, reason)),
+            _ => None,
+        }
+    }
+
+    /// Before a tool of a session that was stopped at an earlier seam of this turn: the
+    /// stdout that keeps the tool from running (DECISIONS 26: no further tool runs).
+    pub fn render_stopped_tool(self, event: &str, reason: &str) -> Option<String> {
+        match (self, event) {
+            (Harness::ClaudeCode | Harness::Codex, "PreToolUse") => {
+                claude_code::render_seam_prompt(event, reason).map(|(out, _)| out)
+            }
             _ => None,
         }
     }

@@ -99,6 +99,10 @@ pub fn run(harness: Harness) -> Result<()> {
     act(harness, &config, &mut store, input)
 }
 
+/// What the model reads when a tool is denied because the person stopped the session.
+const STOPPED_REASON: &str =
+    "The person stopped this session through sessionpipe: run no more tools and end your turn.";
+
 /// DECISIONS 26: at a seam where this harness can stop the agent, a queued `cancel` is
 /// delivered (printed, flushed, then marked delivered); where its turn is over, it expires.
 /// Returns whether the agent was told to stop.
@@ -111,6 +115,8 @@ fn cancel_at_seam(
     match harness.cancel_seam(&session.event) {
         CancelSeam::Deliver => {}
         CancelSeam::Expire => {
+            // The person's next prompt (or a new start): a stop of the last turn is over.
+            store.clear_stopped(&session.key())?;
             let n = store.expire_cancels(
                 session,
                 "the turn it was meant for had ended; the person's next prompt came first",
@@ -122,19 +128,27 @@ fn cancel_at_seam(
         }
         CancelSeam::None | CancelSeam::DenyPermission => return Ok(false),
     }
-    if harness.render_cancel("").is_none() || !store.cancel_queued(&session.key())? {
+    if harness.render_cancel(&session.event, "").is_none()
+        || !store.cancel_queued(&session.key())?
+    {
         return Ok(false);
     }
     let Some(claim) = store.take_cancels(session, std::process::id())? else {
         return Ok(false);
     };
-    let Some(out) = harness.render_cancel(&claim.reason()) else {
+    let Some((out, how)) = harness.render_cancel(&session.event, &claim.reason()) else {
         return Ok(false);
     };
+    // Marked before the answer is printed: a crash between the two leaves a session whose
+    // later tools are denied and a cancel that is delivered again, never a stop that lets
+    // the next tool run.
+    if harness.prompt_seam(&session.event).is_some() {
+        store.mark_stopped(&session.key())?;
+    }
     print_answer(&out)?;
     store.confirm_delivered(
         &claim.ids,
-        &format!("{} {} hook (continue:false)", harness.name(), session.event),
+        &format!("{} {} hook ({how})", harness.name(), session.event),
     )?;
     crate::logging::info(&format!(
         "{}: stopped at {} ({} cancel(s))",
@@ -152,6 +166,17 @@ fn at_tool_boundary(
     store: &mut crate::store::Store,
     session: &crate::store::SessionRef,
 ) -> Result<bool> {
+    if store.stopped(&session.key())? {
+        if let Some(out) = harness.render_stopped_tool(&session.event, STOPPED_REASON) {
+            print_answer(&out)?;
+            crate::logging::info(&format!(
+                "{}: {} denied, the session was stopped in this turn",
+                session.key(),
+                session.event
+            ));
+            return Ok(true);
+        }
+    }
     if cancel_at_seam(harness, store, session)? {
         return Ok(true);
     }
@@ -212,6 +237,7 @@ fn act(
             if start_sync {
                 crate::sync::lock::ensure_running();
             }
+            store.clear_stopped(&session.key())?;
             // A stop beats queued prompts: they wait for the next turn's end.
             if !cancel_at_seam(harness, store, &session)? {
                 stop::run(harness, store, &session)?;

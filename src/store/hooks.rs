@@ -71,6 +71,9 @@ impl CancelClaim {
 type QueuedRow = (String, String, Option<String>, Option<String>, Option<i64>);
 
 /// Marks a message final and writes its ack in the same transaction (DECISIONS 3).
+/// How long a stop at a tool seam keeps denying tools when the turn's end never shows.
+const STOPPED_FOR_MS: i64 = 30 * 60 * 1000;
+
 pub(crate) fn finish(
     tx: &Transaction,
     id: &str,
@@ -647,6 +650,36 @@ impl Store {
         }
         tx.commit()?;
         Ok(ids.len())
+    }
+
+    /// The session was stopped at a tool seam: its later tools of this turn are denied.
+    pub fn mark_stopped(&mut self, key: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("UPDATE sessions SET stopped_ms=?2 WHERE key=?1")?
+            .execute(params![key, now_ms()])?;
+        Ok(())
+    }
+
+    /// Whether the session was stopped in this turn. A mark older than `STOPPED_FOR_MS` is
+    /// ignored, so a turn that never reported its end cannot block tools for good.
+    pub fn stopped(&self, key: &str) -> Result<bool> {
+        let since: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT stopped_ms FROM sessions WHERE key=?1")?
+            .query_row(params![key], |r| r.get(0))
+            .optional()?
+            .flatten();
+        Ok(since.is_some_and(|t| now_ms() - t < STOPPED_FOR_MS))
+    }
+
+    /// The turn ended (or a new one began): the stop is over.
+    pub fn clear_stopped(&mut self, key: &str) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "UPDATE sessions SET stopped_ms=NULL WHERE key=?1 AND stopped_ms IS NOT NULL",
+            )?
+            .execute(params![key])?;
+        Ok(())
     }
 
     /// After the block answer is written and flushed.

@@ -252,4 +252,9 @@ ALTER TABLE sessions ADD COLUMN api_seq INTEGER;
     r#"
 ALTER TABLE messages ADD COLUMN mode TEXT NOT NULL DEFAULT 'queue' CHECK (mode IN ('queue','steer','interrupt'));
 "#,
+    // 9: a session stopped at a tool seam (DECISIONS 26): until its turn ends, every further
+    // tool is denied (Codex 0.171 goes on after `continue:false`).
+    r#"
+ALTER TABLE sessions ADD COLUMN stopped_ms INTEGER;
+"#,
 ];
