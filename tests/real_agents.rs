@@ -12,6 +12,8 @@
 //! Run: `e2e/run.sh` (deps, release build, this suite, a `N passed, M failed` line), or
 //! `scripts/test.sh --test real_agents` (the same, through the README's test command).
 //! `SP_E2E_KEEP=1` keeps every scenario's folder (otherwise only a failed one's is kept).
+mod common;
+
 use serde_json::{json, Value};
 use spreceiver::{Receiver, ReceiverOptions};
 use std::io::{BufRead, BufReader, Read};
@@ -87,7 +89,11 @@ fn preflight(clis: &[&str]) {
     let built = std::fs::metadata(release_dir().join("sp-permission"))
         .and_then(|m| m.modified())
         .unwrap();
-    if let Some(newer) = newest_source(&Path::new(ROOT).join("src")).filter(|(t, _)| *t > built) {
+    let newest = ["src", "crates/wire/src", "crates/receiver/src"]
+        .iter()
+        .filter_map(|d| common::env::newest_source(&Path::new(ROOT).join(d)))
+        .max();
+    if let Some(newer) = newest.filter(|(t, _)| *t > built) {
         panic!(
             "{} is newer than the release binaries in {}: rebuild them (cargo build --release --locked --bins; e2e/run.sh does)",
             newer.1.display(),
@@ -124,25 +130,6 @@ fn preflight(clis: &[&str]) {
         0,
         "the real-agent scenarios need root for their network namespace (CI runs as root)"
     );
-}
-
-/// The most recently changed file under `dir`, with its time.
-fn newest_source(dir: &Path) -> Option<(std::time::SystemTime, PathBuf)> {
-    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
-        let cand = if p.is_dir() {
-            newest_source(&p)
-        } else {
-            e.metadata().and_then(|m| m.modified()).ok().map(|t| (t, p))
-        };
-        if let Some(c) = cand {
-            if best.as_ref().is_none_or(|b| c.0 > b.0) {
-                best = Some(c);
-            }
-        }
-    }
-    best
 }
 
 /// Runs one scenario: here, re-runs this test binary for `name` alone inside a fresh network

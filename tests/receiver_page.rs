@@ -966,6 +966,61 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
     assert!(b.text(&prompt).contains(text));
 
+    // "Send now" (steer) lands at the next tool boundary as context beside the tool's result;
+    // "Interrupt" in place of the next tool call (DECISIONS 25); the page names each seam.
+    for (button, mode, event, seam) in [
+        (
+            "steer",
+            "steer",
+            "PostToolUse",
+            "claude-code PostToolUse hook (additionalContext)",
+        ),
+        (
+            "interrupt",
+            "interrupt",
+            "PreToolUse",
+            "claude-code PreToolUse hook (deny)",
+        ),
+    ] {
+        let text = format!("use the staging database ({mode})");
+        b.call(
+            json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}),
+        );
+        b.click(&format!("{card} button.{button}"));
+        let msg = format!("{card} li.msg[data-kind=\"prompt\"]:has(span.what[title=\"{text}\"])");
+        b.wait(&format!("{msg}[data-status=\"sent\"]"));
+        assert!(b.text(&msg).contains(&text), "{}", b.text(&msg));
+        let id = b.call(json!({"op": "attr", "selector": msg, "name": "data-message"}))["value"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            until(Duration::from_secs(15), || machine.has_message(&id)),
+            "sp-sync stored {id}"
+        );
+        let mut input = payload(CC_STOP);
+        input["hook_event_name"] = json!(event);
+        input["tool_name"] = json!("Bash");
+        input["tool_input"] = json!({"command": "ls"});
+        input["tool_use_id"] = json!("toolu_01");
+        if event == "PostToolUse" {
+            input["tool_response"] = json!({});
+        }
+        let out = machine.hook("sp-event", &input);
+        let v: Value = serde_json::from_str(stdout(&out).trim())
+            .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+        let handed = if event == "PostToolUse" {
+            &v["hookSpecificOutput"]["additionalContext"]
+        } else {
+            assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+            &v["hookSpecificOutput"]["permissionDecisionReason"]
+        };
+        assert!(handed.as_str().unwrap().ends_with(&text), "{v}");
+        let done = format!("{card} li.msg[data-message=\"{id}\"][data-status=\"delivered\"]");
+        b.wait(&done);
+        assert!(b.text(&done).contains(seam), "{}", b.text(&done));
+    }
+
     // Stop on a Claude Code session: it stops at the next hook seam (DECISIONS 26), here the
     // turn's end, with continue:false, and the page shows which seam delivered it.
     b.click(&format!("{card} button.stop"));

@@ -739,6 +739,47 @@ mod http {
             "replay"
         );
 
+        // A prompt's timing rides in the envelope beside the signed cmd (DECISIONS 25); only
+        // prompts have one, and only queue, steer or interrupt.
+        let steer = command(
+            &machine,
+            "prompt",
+            SESSION,
+            &[("text", json!("use staging"))],
+            &nonce(),
+            now,
+        );
+        let mut body = day.sign(&steer);
+        body["mode"] = json!("steer");
+        let (s, env) = call(
+            "POST",
+            &format!("{u}/page/api/signed"),
+            Some(LOGIN),
+            Some(&body),
+        );
+        assert_eq!(s, 200, "{env}");
+        assert_eq!(
+            (env["mode"].as_str(), env["cmd"].as_str()),
+            (Some("steer"), Some(steer.as_str()))
+        );
+        let (s, v) = call("GET", &poll, Some(&token), None);
+        assert_eq!((s, &v["messages"]), (200, &json!([env])));
+        for (kind, fields, mode) in [
+            ("prompt", vec![("text", json!("x"))], "now"),
+            ("cancel", vec![], "steer"),
+        ] {
+            let c = command(&machine, kind, SESSION, &fields, &nonce(), now);
+            let mut body = day.sign(&c);
+            body["mode"] = json!(mode);
+            let (s, v) = call(
+                "POST",
+                &format!("{u}/page/api/signed"),
+                Some(LOGIN),
+                Some(&body),
+            );
+            assert_eq!(s, 400, "{kind} with mode {mode}: {v}");
+        }
+
         // off: the machine and its token are gone.
         assert_eq!(
             call(

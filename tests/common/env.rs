@@ -20,15 +20,49 @@ pub fn bin(name: &str) -> PathBuf {
         // every binary first.
         "sp-receiver" => {
             let p = Path::new(env!("CARGO_BIN_EXE_sp")).with_file_name("sp-receiver");
-            assert!(
-                p.exists(),
-                "{} is missing: build it with `cargo build --bins` (scripts/test.sh does)",
-                p.display()
-            );
+            let built = std::fs::metadata(&p).and_then(|m| m.modified());
+            let Ok(built) = built else {
+                panic!(
+                    "{} is missing: build it with `cargo build --bins` (scripts/test.sh does)",
+                    p.display()
+                );
+            };
+            // Never the proof of an older build (cargo test builds it only for its own crate).
+            let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+            let newest = ["wire/src", "receiver/src"]
+                .iter()
+                .filter_map(|d| newest_source(&crates.join(d)))
+                .max();
+            if let Some((_, newer)) = newest.filter(|(t, _)| *t > built) {
+                panic!(
+                    "{} is newer than {}: rebuild it with `cargo build --bins`",
+                    newer.display(),
+                    p.display()
+                );
+            }
             p
         }
         other => panic!("no binary {other}"),
     }
+}
+
+/// The most recently changed file under `dir`, with its time.
+pub fn newest_source(dir: &Path) -> Option<(std::time::SystemTime, PathBuf)> {
+    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        let cand = if p.is_dir() {
+            newest_source(&p)
+        } else {
+            e.metadata().and_then(|m| m.modified()).ok().map(|t| (t, p))
+        };
+        if let Some(c) = cand {
+            if best.as_ref().is_none_or(|b| c.0 > b.0) {
+                best = Some(c);
+            }
+        }
+    }
+    best
 }
 
 /// The hook's stdin in one of our own payload fixtures (`tests/fixtures/hook-payloads/`).

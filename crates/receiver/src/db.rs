@@ -189,7 +189,7 @@ fn message_view(
     // A signed envelope: what it says is in its command string.
     if let Some(cmd) = m.get("cmd").and_then(Value::as_str) {
         if let Ok(Value::Object(mut c)) = serde_json::from_str::<Value>(cmd) {
-            for k in ["id", "at", "expires_at"] {
+            for k in ["id", "at", "expires_at", "mode"] {
                 if let Some(x) = m.get(k) {
                     c.insert(k.into(), x.clone());
                 }
@@ -202,6 +202,7 @@ fn message_view(
         "id",
         "kind",
         "text",
+        "mode",
         "for",
         "decision",
         "note",

@@ -482,6 +482,15 @@ fn str_field<'a>(m: &'a Map<String, Value>, k: &str) -> Result<Option<&'a str>, 
     }
 }
 
+/// A prompt's `mode` (DECISIONS 25): `queue` (the default, left out), `steer` or `interrupt`.
+pub(crate) fn prompt_mode(m: &Map<String, Value>) -> Result<Option<&str>, String> {
+    match str_field(m, "mode")? {
+        None | Some("queue") => Ok(None),
+        Some(mode @ ("steer" | "interrupt")) => Ok(Some(mode)),
+        Some(_) => Err("mode must be queue, steer or interrupt".into()),
+    }
+}
+
 /// Checks a message a page client wants queued and builds the partial `State::enqueue`
 /// completes. Returns it with its default expiry in ms.
 fn page_message(
@@ -492,7 +501,7 @@ fn page_message(
     for k in m.keys() {
         if !matches!(
             k.as_str(),
-            "kind" | "text" | "for" | "decision" | "note" | "expires_in_s"
+            "kind" | "text" | "for" | "decision" | "note" | "expires_in_s" | "mode"
         ) {
             return Err(format!("unknown field {}", clip(k, 40)));
         }
@@ -510,6 +519,9 @@ fn page_message(
                 return Err("text must be at most 20000 characters".into());
             }
             out.insert("text".into(), text.into());
+            if let Some(mode) = prompt_mode(m)? {
+                out.insert("mode".into(), mode.into());
+            }
             prompt_s
         }
         "permission.answer" => {
@@ -530,6 +542,9 @@ fn page_message(
     };
     if kind != "prompt" && m.get("text").is_some_and(|t| !t.is_null()) {
         return Err("text is for prompts only".into());
+    }
+    if kind != "prompt" && m.get("mode").is_some_and(|t| !t.is_null()) {
+        return Err("mode is for prompts only".into());
     }
     if kind != "permission.answer" && (m.contains_key("for") || m.contains_key("decision")) {
         return Err("for and decision are for permission.answer only".into());
@@ -554,8 +569,8 @@ fn page_message(
     Ok((out, default_s as i64 * 1000))
 }
 
-/// `POST /page/api/enqueue` `{"session": "<harness>:<id>", "message": {kind, text?, for?,
-/// decision?, note?, expires_in_s?}}`.
+/// `POST /page/api/enqueue` `{"session": "<harness>:<id>", "message": {kind, text?, mode?,
+/// for?, decision?, note?, expires_in_s?}}`.
 fn enqueue(ex: &Exchange<'_>) -> Reply {
     let body = match parse_json(&ex.body) {
         Ok(v) => v,
@@ -643,6 +658,19 @@ mod tests {
             json!({"kind":"permission.answer","for":"perm-1","decision":"allow"})
         );
         assert_eq!(d, 120_000);
+        for (mode, kept) in [
+            ("queue", None),
+            ("steer", Some("steer")),
+            ("interrupt", Some("interrupt")),
+        ] {
+            let (p, _) = page_message(
+                &m(json!({"kind":"prompt","text":"x","mode":mode})),
+                120,
+                3600,
+            )
+            .unwrap();
+            assert_eq!(p.get("mode").and_then(Value::as_str), kept, "{mode}");
+        }
         let (_, d) = page_message(&m(json!({"kind":"prompt","text":"hi"})), 120, 3600).unwrap();
         assert_eq!(d, 3_600_000);
         for bad in [
@@ -651,6 +679,8 @@ mod tests {
             json!({"kind":"permission.answer","for":"x","decision":"maybe"}),
             json!({"kind":"permission.answer","decision":"allow"}),
             json!({"kind":"cancel","text":"x"}),
+            json!({"kind":"cancel","mode":"steer"}),
+            json!({"kind":"prompt","text":"x","mode":"now"}),
             json!({"kind":"start"}),
             json!({"kind":"prompt","text":"x","id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ"}),
             json!({"kind":"prompt","text":"x","expires_in_s":0}),

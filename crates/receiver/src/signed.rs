@@ -319,9 +319,9 @@ fn shape_ok(v: &Value, keys: &[&str]) -> bool {
     })
 }
 
-/// `POST /page/api/signed` `{cmd, csig, grant}` (or `{cmd, confirm}`): a command the page
-/// signed, queued for the machine it names as an envelope `{id, cmd, csig, grant, at,
-/// expires_at}` with `cmd` byte for byte.
+/// `POST /page/api/signed` `{cmd, csig, grant}` (or `{cmd, confirm}`), and a prompt's `mode`:
+/// a command the page signed, queued for the machine it names as an envelope `{id, cmd, csig,
+/// grant, mode?, at, expires_at}` with `cmd` byte for byte.
 pub(crate) fn page_signed(ex: &Exchange<'_>) -> Reply {
     let body = match parse_json(&ex.body) {
         Ok(v) => v,
@@ -350,6 +350,18 @@ pub(crate) fn page_signed(ex: &Exchange<'_>) -> Reply {
         return Reply::error(400, "malformed session: want <harness>:<id>");
     }
     let mut env = serde_json::Map::new();
+    // DECISIONS 25: a prompt's timing rides in the envelope, beside `cmd`.
+    let mode = match body.as_object().map(super::page::prompt_mode) {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => return Reply::error(400, &e),
+        None => None,
+    };
+    if let Some(mode) = mode {
+        if kind != "prompt" {
+            return Reply::error(400, "mode is for prompts only");
+        }
+        env.insert("mode".into(), mode.into());
+    }
     match (body.get("csig"), body.get("grant"), body.get("confirm")) {
         (Some(Value::String(csig)), Some(grant), None)
             if csig.len() <= 200 && shape_ok(grant, &["str", "cred", "ad", "cd", "sig"]) =>

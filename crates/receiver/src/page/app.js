@@ -171,7 +171,10 @@
     c.iat = Date.now();
     const cmd = JSON.stringify(c);
     const sig = await crypto.subtle.sign({ name: 'ECDSA', hash: 'SHA-256' }, day.priv, enc.encode(cmd));
-    return post('/page/api/signed', { cmd, csig: b64u(sig), grant: day.grant });
+    const body = { cmd, csig: b64u(sig), grant: day.grant };
+    // A prompt's timing rides beside the signed command (DECISIONS 25).
+    if (message.mode) body.mode = message.mode;
+    return post('/page/api/signed', body);
   }
 
   function enqueue(session, message) {
@@ -231,13 +234,20 @@
     });
   }
 
+  const MODE_LABEL = { steer: 'Send now', interrupt: 'Interrupt', queue: 'After this turn' };
+  const MODE_SENT = {
+    queue: 'Queued for the end of the turn.',
+    steer: 'Sent for the next tool boundary.',
+    interrupt: 'Sent in place of the next tool call.',
+  };
+
   function describe(m) {
     if (m.kind === 'permission.answer') {
       const tool = tools.get(m.for);
       const verb = m.decision === 'allow' ? 'Allow' : 'Deny';
       return verb + ' ' + (tool || m.for) + (m.note ? ' — “' + short(m.note, 40) + '”' : '');
     }
-    if (m.kind === 'prompt') return 'Prompt “' + short(m.text, 60) + '”';
+    if (m.kind === 'prompt') return (MODE_LABEL[m.mode] || 'Prompt') + ' “' + short(m.text, 60) + '”';
     if (m.kind === 'cancel') return 'Stop';
     return m.kind || 'message';
   }
@@ -347,16 +357,20 @@
       ev.preventDefault();
       const t = text.value;
       if (!t.trim()) return say('Write a message first.', true);
-      const btn = $('.queue', card);
-      btn.disabled = true;
+      // Which button: After this turn (queue), Send now (steer) or Interrupt.
+      const mode = (ev.submitter && ev.submitter.value) || 'queue';
+      const btns = form.querySelectorAll('button[type=submit]');
+      for (const b of btns) b.disabled = true;
       try {
-        await enqueue(key, { kind: 'prompt', text: t });
+        const m = { kind: 'prompt', text: t };
+        if (mode !== 'queue') m.mode = mode;
+        await enqueue(key, m);
         text.value = '';
-        say('Queued for the next turn.');
+        say(MODE_SENT[mode]);
       } catch (e) {
-        say('Not queued: ' + e.message, true);
+        say('Not sent: ' + e.message, true);
       } finally {
-        btn.disabled = false;
+        for (const b of btns) b.disabled = false;
       }
     });
     text.addEventListener('keydown', (ev) => {
