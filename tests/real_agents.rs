@@ -89,7 +89,7 @@ fn preflight(clis: &[&str]) {
     let built = std::fs::metadata(release_dir().join("sp-permission"))
         .and_then(|m| m.modified())
         .unwrap();
-    let newest = ["src", "crates/wire/src", "crates/receiver/src"]
+    let newest = ["src", "crates/wire/src"]
         .iter()
         .filter_map(|d| common::env::newest_source(&Path::new(ROOT).join(d)))
         .max();
@@ -317,6 +317,17 @@ impl Scene {
         std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    /// Sets one value of our config (a JSON pointer whose parent exists).
+    fn set_config(&self, pointer: &str, value: Value) {
+        let path = self.home.join(".config/sessionpipe/config.json");
+        let mut config: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        *config
+            .pointer_mut(pointer)
+            .unwrap_or_else(|| panic!("no {pointer} in the config")) = value;
+        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
     }
 
     /// The environment every program here gets: nothing of ours leaks in from outside.
@@ -1520,6 +1531,59 @@ fn codex_remote_deny_keeps_the_command_from_running() {
             let out = codex_tool_output(s);
             assert!(out.contains(note), "the model saw the note; it saw:\n{out}");
             assert_no_automatic_review(s);
+        },
+    );
+}
+
+#[test]
+fn codex_at_the_desk_shows_its_own_approval_without_our_delay() {
+    scenario(
+        "codex_at_the_desk_shows_its_own_approval_without_our_delay",
+        &["codex"],
+        |s| {
+            // DECISIONS 27: the person is at the desk (the default: nobody said away), so our
+            // permission hook returns at once and Codex goes on to its own approval, here its
+            // automatic reviewer (exec --approve-for-me), which the stand-in answers.
+            codex_setup(s, 60);
+            s.set_config("/control/away", json!(false));
+            let child = codex(
+                s,
+                "Write the marker. SP-ESCALATE SP-RUN:echo at-the-desk > marker.txt",
+                true,
+            );
+            finish_logged(s, child, "codex", Duration::from_secs(60));
+            let reqs = s.model_requests();
+            let call = reqs
+                .iter()
+                .find(|r| r["answer"][0] == "tool")
+                .expect("the model asked to run the command");
+            let review = reqs
+                .iter()
+                .find(|r| {
+                    r["answer"][1]
+                        .as_str()
+                        .unwrap_or("")
+                        .starts_with("SP-GUARDIAN")
+                })
+                .expect("Codex asked its own reviewer: our hook gave no answer");
+            let waited = review["t"].as_f64().unwrap() - call["t"].as_f64().unwrap();
+            assert!(
+                waited < 5.0,
+                "Codex's own approval came {waited:.2} s after the call (our wait is 60 s)"
+            );
+            assert!(
+                !s.receiver
+                    .events()
+                    .iter()
+                    .any(|e| e["type"] == "attention.needed"),
+                "no prompt the phone cannot answer"
+            );
+            let log = std::fs::read_to_string(s.home.join(".local/state/sessionpipe/sp.log"))
+                .unwrap_or_default();
+            assert!(
+                log.contains("the person is at the desk"),
+                "our PermissionRequest hook ran and stood aside:\n{log}"
+            );
         },
     );
 }
