@@ -354,6 +354,9 @@ fn print_row(label: &str, s: &Summary, extra: &str) {
     );
 }
 
+/// Live sessions sp-sync polls while the "beside" hooks run (issue 15).
+const BESIDE_SESSIONS: usize = 20;
+
 fn hooks(o: &Opts, bins: &Bins, root: &Path, p: &Payloads) {
     println!("\n== Hooks: one process per event, nothing queued ==");
     let empty = Home::new(&root.join("empty"));
@@ -362,7 +365,10 @@ fn hooks(o: &Opts, bins: &Bins, root: &Path, p: &Payloads) {
     let config = sink_config("http://127.0.0.1:9", "bench-token", json!({}));
     empty.write_config(&config);
     big.write_config(&config);
-    beside.write_config(&config);
+    // Beside: a real sp-sync long-polling a real receiver on loopback for 20 live sessions.
+    let rx = spreceiver::Receiver::start(spreceiver::ReceiverOptions::default())
+        .expect("the bench receiver");
+    beside.write_config(&sink_config(&rx.url(), &rx.token(), json!({})));
     std::fs::create_dir_all(&big.state).unwrap();
     print!("filling {} rows of history ... ", o.rows);
     use std::io::Write;
@@ -470,11 +476,40 @@ fn hooks(o: &Opts, bins: &Bins, root: &Path, p: &Payloads) {
         );
         s.once(false);
     }
-    // As when sp-sync runs: another process keeps the database open the whole time.
-    let holder = rusqlite::Connection::open(beside.db_path()).unwrap();
-    holder
-        .query_row("SELECT count(*) FROM sessions", [], |r| r.get::<_, i64>(0))
-        .unwrap();
+    // 19 more live sessions beside the one under test, then sp-sync, holding a poll for each.
+    for i in 1..BESIDE_SESSIONS {
+        let mut start = p.event("SessionStart");
+        start["session_id"] = json!(format!("0000beef-0000-4000-8000-{i:012}"));
+        let mut c = beside.command(&bins.event);
+        c.args(["--harness", "claude-code"]);
+        assert!(
+            run::run(c, start.to_string().as_bytes()).ok,
+            "a live session beside"
+        );
+    }
+    let sync = latency::start_sync(&beside, &bins.sync);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // Sessions sp-sync has polled (each poll is held up to the receiver's wait, then again).
+    let polled = || {
+        rx.requests()
+            .iter()
+            .filter(|r| r.route == Some(spreceiver::Route::Poll))
+            .filter_map(|r| {
+                r.url
+                    .split("session=")
+                    .nth(1)
+                    .map(|q| q.split('&').next().unwrap_or("").to_string())
+            })
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    };
+    while polled() < BESIDE_SESSIONS && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    println!(
+        "beside: sp-sync long-polls {} live sessions on the receiver",
+        polled()
+    );
     let warmup = 10.min(o.runs);
     let rounds = warmup + o.runs;
     print!(
@@ -606,23 +641,24 @@ fn hooks(o: &Opts, bins: &Bins, root: &Path, p: &Payloads) {
         }
     }
     drop(base_homes);
-    println!(
-        "  -- beside a running sp-sync (another process holds the database open, as in use) --"
-    );
+    println!("  -- beside a running sp-sync long-polling {BESIDE_SESSIONS} live sessions --");
     for (id, label, ..) in events {
         let s = get(&format!("{id}-beside")).unwrap();
         let ratio = s.median / floor.median;
-        let ok = ratio <= 3.0 && s.median < 3.0;
+        // Issue 15: the hooks that run on every tool call stay within 1.5x of the floor.
+        let (ok, target) = if matches!(id, "pre" | "post") {
+            (ratio <= 1.5, "<= 1.5x")
+        } else {
+            (ratio <= 3.0 && s.median < 3.0, "<= 3x and < 3 ms")
+        };
         print_row(
             label,
             &s,
-            &format!(
-                "{ratio:.2}x floor; target <= 3x and < 3 ms: {}",
-                verdict(ok)
-            ),
+            &format!("{ratio:.2}x floor; target {target}: {}", verdict(ok)),
         );
     }
-    drop(holder);
+    drop(sync);
+    drop(rx);
     let max_rss = sc
         .iter()
         .filter(|s| !s.id.starts_with("node") && s.id != "floor" && !s.id.ends_with("-base"))
