@@ -587,13 +587,14 @@ fn commit() -> String {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
     let head = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty =
-        git(&["status", "--porcelain", "--", "src", "Cargo.toml"]).is_some_and(|s| !s.is_empty());
-    if dirty {
-        format!("{head} + uncommitted changes in crates/receiver")
-    } else {
-        head
-    }
+    // The receiver's own last change, which is what the binary is built from.
+    let src = git(&["log", "-1", "--format=%h %cs", "--abbrev=12", "--", "src"])
+        .unwrap_or_else(|| "unknown".into());
+    let dirty = git(&["status", "--porcelain", "--", "src"]).is_some_and(|s| !s.is_empty());
+    format!(
+        "receiver source at {src}{}, checkout at {head}",
+        if dirty { " + uncommitted changes" } else { "" }
+    )
 }
 
 fn mib(kib: u64) -> String {
