@@ -612,7 +612,12 @@ fn run() -> anyhow::Result<()> {
 }
 
 fn measure(o: &Opts, dir: &Path, nofile: u64) -> anyhow::Result<()> {
-    println!("receiver_load: {} ({})", o.bin.display(), commit());
+    let built = if std::env::var_os("SP_RECEIVER_BIN").is_some() {
+        "SP_RECEIVER_BIN: built elsewhere, say from which commit".to_owned()
+    } else {
+        commit()
+    };
+    println!("receiver_load: {} ({built})", o.bin.display());
     println!(
         "machines {}, page rounds {}, enqueue samples {}, open files {nofile}",
         o.machines, o.page_requests, o.samples
