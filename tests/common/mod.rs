@@ -2,5 +2,6 @@ pub mod browser;
 pub mod chaos;
 pub mod env;
 pub mod fixtures;
+pub mod receiver;
 pub mod schema;
 pub mod signing;

@@ -1,0 +1,212 @@
+//! The real `sp-receiver` as a child process, and a machine (temp HOME, `sp-sync`, the hooks)
+//! whose one sink is that receiver with control on.
+#![allow(dead_code)]
+use super::env::{bin, run_with_stdin, set_mode, wait_timeout};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The senders' bearer token and the page's login token the receivers here run with.
+pub const TOKEN: &str = "sender-bearer-token-0123456789";
+pub const LOGIN: &str = "page-login-token-9876543210abcdef";
+
+pub fn write_secret(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, format!("{text}\n")).unwrap();
+    set_mode(path, 0o600);
+}
+
+/// A running `sp-receiver --listen 127.0.0.1:0` with its files in `dir`.
+pub struct SpReceiver {
+    child: Option<Child>,
+    /// `http://127.0.0.1:PORT`, as it says it listens.
+    pub url: String,
+    pub dir: PathBuf,
+    log: Arc<Mutex<String>>,
+}
+
+impl SpReceiver {
+    /// The command line `start` runs, without `--listen` (for `--login-url` and the like).
+    pub fn command(dir: &Path) -> Command {
+        write_secret(&dir.join("token"), TOKEN);
+        write_secret(&dir.join("login-token"), LOGIN);
+        let mut c = Command::new(bin("sp-receiver"));
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", dir)
+            .arg("--token-file")
+            .arg(dir.join("token"))
+            .arg("--login-token-file")
+            .arg(dir.join("login-token"))
+            .arg("--db")
+            .arg(dir.join("receiver.db"));
+        c
+    }
+
+    pub fn start(dir: &Path, extra: &[&str]) -> SpReceiver {
+        let mut c = SpReceiver::command(dir);
+        c.args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("starting sp-receiver");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    let url = rest.split_whitespace().next().unwrap_or("").to_owned();
+                    let _ = tx.send(url);
+                }
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        let url = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(u) => u,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("sp-receiver did not start: {}", log.lock().unwrap());
+            }
+        };
+        SpReceiver {
+            child: Some(child),
+            url,
+            dir: dir.to_owned(),
+            log,
+        }
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn addr(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, as a service manager stops it; returns the exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut c = self.child.take()?;
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let status = wait_timeout(&mut c, Duration::from_secs(10));
+        if status.is_none() {
+            let _ = c.kill();
+        }
+        c.wait().ok().and_then(|s| s.code())
+    }
+}
+
+impl Drop for SpReceiver {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A machine: temp HOME and state, a config whose one sink is the receiver with control on.
+pub struct Machine {
+    pub home: PathBuf,
+    pub config: PathBuf,
+    pub state: PathBuf,
+    sync: Option<Child>,
+}
+
+impl Machine {
+    /// `url`: the receiver as this machine reaches it.
+    pub fn new(dir: &Path, url: &str, token_file: &Path) -> Machine {
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let config = home.join(".config/sessionpipe/config.json");
+        std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+        let sink = json!({"sinks": [{"name": "phone", "url": url, "tier": 1, "control": true, "token_file": token_file}]});
+        std::fs::write(&config, serde_json::to_string_pretty(&sink).unwrap()).unwrap();
+        set_mode(&config, 0o600);
+        Machine {
+            state: home.join(".local/state/sessionpipe"),
+            home,
+            config,
+            sync: None,
+        }
+    }
+
+    pub fn cmd(&self, name: &str) -> Command {
+        let mut c = Command::new(bin(name));
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("SESSIONPIPE_CONFIG", &self.config)
+            .env("SESSIONPIPE_STATE_DIR", &self.state)
+            .env("SESSIONPIPE_LOG", "debug")
+            .env("SESSIONPIPE_NO_SPAWN", "1")
+            .current_dir(&self.home);
+        c
+    }
+
+    pub fn start_sync(&mut self) {
+        let mut c = self.cmd("sp-sync");
+        c.arg("--daemon")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        self.sync = Some(c.spawn().unwrap());
+    }
+
+    pub fn hook(&self, name: &str, stdin: &Value) -> std::process::Output {
+        let mut c = self.cmd(name);
+        c.args(["--harness", "claude-code"]);
+        run_with_stdin(c, stdin.to_string().as_bytes())
+    }
+
+    pub fn spawn_hook(&self, name: &str, stdin: &Value) -> Child {
+        let mut c = self.cmd(name);
+        c.args(["--harness", "claude-code"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.to_string().as_bytes())
+            .unwrap();
+        child
+    }
+
+    /// Whether the sender's store holds message `id`.
+    pub fn has_message(&self, id: &str) -> bool {
+        let Ok(db) = rusqlite::Connection::open(self.state.join("control.db")) else {
+            return false;
+        };
+        let _ = db.busy_timeout(Duration::from_secs(5));
+        db.query_row("select count(*) from messages where id = ?1", [id], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|n| n == 1)
+        .unwrap_or(false)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.state.join("sp.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.sync.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            if wait_timeout(&mut c, Duration::from_secs(20)).is_none() {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
