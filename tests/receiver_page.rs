@@ -1043,6 +1043,29 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         b.text(&cancel).contains("claude-code Stop hook"),
         "the detail names the seam"
     );
+    // The Away switch: the machine hears it in its next poll answer (the held one answers
+    // at once), and `sp away status` says who said it.
+    let away_status = || {
+        let out = machine.cmd("sp").args(["away", "status"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(away_status().starts_with("at the desk"), "{}", away_status());
+    for (expect, word) in [
+        (true, "away (said by sink:phone"),
+        (false, "at the desk (said by sink:phone"),
+    ] {
+        b.click("#away");
+        b.wait(&format!(
+            "#away{}",
+            if expect { ":checked" } else { ":not(:checked)" }
+        ));
+        assert!(
+            until(Duration::from_secs(10), || away_status().starts_with(word)),
+            "sp away status: {}",
+            away_status()
+        );
+    }
+
     assert!(receiver.log().contains("listening on"));
     // For a look after the fact (not part of the docs).
     let after = concat!(env!("CARGO_TARGET_TMPDIR"), "/receiver-page-after.png");

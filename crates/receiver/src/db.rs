@@ -136,6 +136,14 @@ CREATE TABLE pairings(
     token_given  INTEGER NOT NULL DEFAULT 0
 );
 "#,
+    // The person's word from the page: away (DECISIONS 27), passed to every machine.
+    r#"
+CREATE TABLE settings(
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+"#,
 ];
 
 /// Session fields a page shows; merged so an empty or absent field never blanks an earlier one.
@@ -579,6 +587,26 @@ impl Db {
     // -----------------------------------------------------------------------------------
 
     /// Whether `id` is a paired machine.
+    /// Whether the person said on the page that they are away (false until they do).
+    pub fn away(&self) -> rusqlite::Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT value FROM settings WHERE name='away'")?
+            .query_row([], |r| r.get::<_, String>(0))
+            .optional()?
+            .is_some_and(|v| v == "1"))
+    }
+
+    pub fn set_away(&self, away: bool, now_ms: i64) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO settings(name, value, at_ms) VALUES ('away', ?1, ?2) \
+                 ON CONFLICT(name) DO UPDATE SET value=excluded.value, at_ms=excluded.at_ms",
+            )?
+            .execute(params![if away { "1" } else { "0" }, now_ms])?;
+        Ok(())
+    }
+
     pub fn machine_known(&self, id: &str) -> rusqlite::Result<bool> {
         self.conn
             .query_row("SELECT 1 FROM machines WHERE id = ?1", params![id], |_| {

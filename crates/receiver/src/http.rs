@@ -619,9 +619,18 @@ pub(super) fn hold_poll(
     mut pending: impl FnMut(&super::state::State) -> rusqlite::Result<Vec<(i64, Value)>>,
 ) -> Option<Reply> {
     let mut st = ex.shared.lock();
+    // DECISIONS 27: every poll answer carries the person's Away switch; a change answers
+    // the polls held now, so a machine hears it at once.
+    let away_then = st.db.away().unwrap_or(false);
+    let with_away =
+        |r: Reply, away: bool| r.header("sessionpipe-away", if away { "1" } else { "0" });
     loop {
         if st.generation != ex.generation || st.stopped {
             return None;
+        }
+        let away = st.db.away().unwrap_or(false);
+        if away != away_then {
+            return Some(with_away(Reply::no_content(), away));
         }
         let rows = match pending(&st) {
             Ok(r) => r,
@@ -636,11 +645,14 @@ pub(super) fn hold_poll(
                 ex.shared.changed.notify_all();
             }
             let messages: Vec<Value> = rows.into_iter().map(|(_, v)| v).collect();
-            return Some(Reply::json(200, json!({ "messages": messages })));
+            return Some(with_away(
+                Reply::json(200, json!({ "messages": messages })),
+                away,
+            ));
         }
         let now = Instant::now();
         if now >= deadline {
-            return Some(Reply::no_content());
+            return Some(with_away(Reply::no_content(), away));
         }
         let left = deadline - now;
         st = ex

@@ -10,6 +10,7 @@
 //! | `GET /assets/{app.css,app.js,login.js}` | none | the static files (nothing secret) |
 //! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts, messages and outcomes; held up to S (≤ 25) seconds until the state's version differs from V |
 //! | `POST /page/api/enqueue` | login + CSRF | 200 the queued message; 400 naming what is wrong |
+//! | `POST /page/api/away` | login + CSRF | `{"away": bool}`: the Away switch; 200 `{"away"}` |
 //! | `GET /pair?code=` | login | the page, opened on its pairing view (signed control) |
 //! | `/page/api/pairing`, `/page/api/signed` | login (+ CSRF to post) | signed control: see `signed.rs` |
 //!
@@ -73,6 +74,8 @@ pub(crate) enum PageRoute {
     Pairing,
     Approve,
     Signed,
+    /// The person's Away switch (DECISIONS 27).
+    Away,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -106,6 +109,7 @@ pub(crate) fn classify(method: &str, path: &str) -> Option<Result<PageRoute, &'s
         ),
         ("/page/api/state", m) => ("GET", (m == "GET").then_some(PageRoute::State)),
         ("/page/api/enqueue", m) => ("POST", (m == "POST").then_some(PageRoute::Enqueue)),
+        ("/page/api/away", m) => ("POST", (m == "POST").then_some(PageRoute::Away)),
         _ => return None,
     };
     Some(route.ok_or(allowed))
@@ -273,18 +277,21 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Option<Reply> {
             Ok(None) => unauthorized(),
             Ok(Some(w)) => return state(ex, &w).map(with_page_headers),
         },
-        PageRoute::Enqueue | PageRoute::Approve | PageRoute::Signed => match who(ex) {
-            Err(r) => r,
-            Ok(None) => unauthorized(),
-            Ok(Some(w)) => match check_csrf(ex, &w) {
+        PageRoute::Enqueue | PageRoute::Approve | PageRoute::Signed | PageRoute::Away => {
+            match who(ex) {
                 Err(r) => r,
-                Ok(()) => match route {
-                    PageRoute::Approve => super::signed::page_approve(ex),
-                    PageRoute::Signed => super::signed::page_signed(ex),
-                    _ => enqueue(ex),
+                Ok(None) => unauthorized(),
+                Ok(Some(w)) => match check_csrf(ex, &w) {
+                    Err(r) => r,
+                    Ok(()) => match route {
+                        PageRoute::Approve => super::signed::page_approve(ex),
+                        PageRoute::Signed => super::signed::page_signed(ex),
+                        PageRoute::Away => away(ex),
+                        _ => enqueue(ex),
+                    },
                 },
-            },
-        },
+            }
+        }
         PageRoute::Pairing => match who(ex) {
             Err(r) => r,
             Ok(None) => unauthorized(),
@@ -455,6 +462,7 @@ fn state(ex: &Exchange<'_>, who: &Who) -> Option<Reply> {
     };
     let mut body = Map::new();
     body.insert("version".into(), st.version.into());
+    body.insert("away".into(), st.db.away().unwrap_or(false).into());
     body.insert(
         "now".into(),
         super::validate::format_ms_timestamp(st.now()).into(),
@@ -567,6 +575,27 @@ fn page_message(
         out.insert("expires_in_s".into(), v.clone());
     }
     Ok((out, default_s as i64 * 1000))
+}
+
+/// `POST /page/api/away` `{"away": true|false}`: the person's Away switch. Every machine
+/// hears it in its next poll answer (`sessionpipe-away`); polls held now answer at once.
+fn away(ex: &Exchange<'_>) -> Reply {
+    let body = match parse_json(&ex.body) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let Some(away) = body.get("away").and_then(Value::as_bool) else {
+        return Reply::error(400, "away must be true or false");
+    };
+    let mut st = ex.shared.lock();
+    let now = st.now_ms();
+    if let Err(e) = st.db.set_away(away, now) {
+        return Reply::db_failed(&e);
+    }
+    st.bump();
+    drop(st);
+    ex.shared.changed.notify_all();
+    Reply::json(200, serde_json::json!({ "away": away }))
 }
 
 /// `POST /page/api/enqueue` `{"session": "<harness>:<id>", "message": {kind, text?, mode?,

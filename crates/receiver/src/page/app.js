@@ -412,6 +412,8 @@
     version = state.version;
     if (state.csrf) csrf = state.csrf;
     skew = Date.parse(state.now) - Date.now();
+    const away = $('#away');
+    if (away.dataset.busy !== '1') away.checked = !!state.away;
     const sg = state.signing && state.signing.machine ? state.signing : null;
     const badge = $('#signed');
     badge.hidden = !sg;
@@ -468,6 +470,19 @@
     $('#logout').addEventListener('click', async () => {
       try { await post('/logout', {}); } catch (e) { /* logged out either way */ }
       location.href = '/login';
+    });
+    // The Away switch: machines wait for answers from here only while it is on.
+    $('#away').addEventListener('change', async (ev) => {
+      const box = ev.currentTarget;
+      box.dataset.busy = '1';
+      try {
+        const r = await post('/page/api/away', { away: box.checked });
+        box.checked = !!r.away;
+      } catch (e) {
+        box.checked = !box.checked;
+      } finally {
+        delete box.dataset.busy;
+      }
     });
     // Relative times age without new data.
     setInterval(() => {
