@@ -1043,13 +1043,43 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         b.text(&cancel).contains("claude-code Stop hook"),
         "the detail names the seam"
     );
+    // A session of another machine: the page groups sessions under each machine's name.
+    let started = json!({
+        "protocol": 1,
+        "id": ulid::Ulid::new().to_string(),
+        "type": "session.started",
+        "time": now_ms(),
+        "tier": 1,
+        "harness": {"name": "codex", "version": "0.171.0", "event": "SessionStart"},
+        "session": {"id": "build-box-session-1", "seq": 0, "cwd": "~/src/ci", "machine": "build-box"},
+        "privacy": {"rulesets": ["secrets@1"], "pii": false},
+        "data": {"source": "startup"}
+    });
+    let resp = post(
+        &format!("{}/api/sessionpipe/v1/events", receiver.url),
+        &[
+            ("authorization", &bearer(TOKEN)),
+            ("sessionpipe-protocol", "1"),
+        ],
+        "application/json",
+        &json!({"events": [started]}).to_string(),
+    );
+    assert_eq!(resp.status, 202, "{}", resp.text);
+    b.wait("#sessions h2.machine[data-machine=\"build-box\"] + article[data-session=\"codex:build-box-session-1\"]");
+    let headings = b.call(json!({"op": "count", "selector": "#sessions h2.machine"}));
+    assert_eq!(headings["count"], 2, "one heading per machine: {headings}");
+
     // The Away switch: the machine hears it in its next poll answer (the held one answers
     // at once), and `sp away status` says who said it.
     let away_status = || {
         let out = machine.cmd("sp").args(["away", "status"]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    assert!(away_status().starts_with("at the desk"), "{}", away_status());
+    assert!(
+        away_status().starts_with("at the desk"),
+        "{}",
+        away_status()
+    );
     for (expect, word) in [
         (true, "away (said by sink:phone"),
         (false, "at the desk (said by sink:phone"),

@@ -90,6 +90,8 @@ async function run(cmd) {
       return {};
     case 'text':
       return { text: await page.locator(cmd.selector).first().innerText({ timeout }) };
+    case 'count':
+      return { count: await page.locator(cmd.selector).count() };
     case 'attr':
       return { value: await page.locator(cmd.selector).first().getAttribute(cmd.name, { timeout }) };
     case 'screenshot':

@@ -16,6 +16,7 @@
   let skew = 0; // server clock minus local clock, ms
   let current = null;
   const cards = new Map(); // session key -> element
+  const headings = new Map(); // machine name -> its heading
   const tools = new Map(); // attention_id -> tool, remembered for the message list
 
   const FINAL = new Set(['delivered', 'expired', 'unsupported', 'failed', 'refused']);
@@ -419,8 +420,11 @@
     badge.hidden = !sg;
     badge.title = sg ? 'Answers are signed on this device for ' + (sg.name || sg.machine) + ' (' + sg.machine + ')' : '';
     const list = $('#sessions');
-    const sessions = [...state.sessions].sort(
-      (a, b) => (b.attentions.length > 0) - (a.attentions.length > 0));
+    // One group per machine (the name its events carry), a session that needs you first.
+    const machineOf = (s) => s.machine || 'unnamed machine';
+    const sessions = [...state.sessions].sort((a, b) =>
+      machineOf(a).localeCompare(machineOf(b)) ||
+      (b.attentions.length > 0) - (a.attentions.length > 0));
     const keep = new Set(sessions.map((s) => s.key));
     for (const [k, el] of cards) {
       if (!keep.has(k)) {
@@ -428,15 +432,39 @@
         cards.delete(k);
       }
     }
-    sessions.forEach((s, i) => {
+    const grouped = new Set(sessions.map(machineOf)).size > 1;
+    const want = [];
+    let last = null;
+    for (const s of sessions) {
+      if (grouped && machineOf(s) !== last) {
+        last = machineOf(s);
+        let h = headings.get(last);
+        if (!h) {
+          h = document.createElement('h2');
+          h.className = 'machine';
+          h.dataset.machine = last;
+          h.textContent = last;
+          headings.set(last, h);
+        }
+        want.push(h);
+      }
       let card = cards.get(s.key);
       if (!card) {
         card = createCard(s.key);
         cards.set(s.key, card);
       }
       updateCard(card, s);
-      // Move only when out of place, so a card being typed in keeps its focus.
-      if (list.children[i] !== card) list.insertBefore(card, list.children[i] || null);
+      want.push(card);
+    }
+    for (const [m, h] of headings) {
+      if (!want.includes(h)) {
+        h.remove();
+        headings.delete(m);
+      }
+    }
+    // Move only when out of place, so a card being typed in keeps its focus.
+    want.forEach((el, i) => {
+      if (list.children[i] !== el) list.insertBefore(el, list.children[i] || null);
     });
     $('#empty').hidden = sessions.length > 0;
   }
