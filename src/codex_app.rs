@@ -38,6 +38,29 @@ pub fn attached_file() -> PathBuf {
     dir().join("attached.json")
 }
 
+/// sp-sync's report is this fresh or it is not believed (it rewrites it every 2 s).
+const ATTACHED_FRESH_MS: i64 = 10_000;
+
+/// Whether sp-sync follows this thread now, by its report (a file read: hooks may call it).
+pub fn followed(thread: &str) -> bool {
+    let Ok(text) = std::fs::read_to_string(attached_file()) else {
+        return false;
+    };
+    if text.len() > 1 << 20 {
+        return false;
+    }
+    let Ok(v) = serde_json::from_str::<Value>(&text) else {
+        return false;
+    };
+    v["connected"] == true
+        && v["at_ms"]
+            .as_i64()
+            .is_some_and(|t| (crate::clock::now_ms() - t).abs() < ATTACHED_FRESH_MS)
+        && v["threads"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == thread))
+}
+
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }

@@ -142,6 +142,19 @@ impl Store {
         Ok(())
     }
 
+    /// The session's open attentions, newest first (an app-server approval request is matched
+    /// to the attention its PermissionRequest hook opened just before).
+    pub fn api_open_attentions(&self, key: &str) -> Result<Vec<String>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT attention_id FROM attention WHERE session_key=?1 AND state='open' \
+                 ORDER BY opened_at DESC, rowid DESC",
+            )?
+            .query_map(params![key], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Final outcome of claimed messages after the API call (delivered or failed).
     pub fn api_finish(
         &mut self,

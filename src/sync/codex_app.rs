@@ -7,7 +7,7 @@
 //! | prompt (`queue`) | `turn/start` | stays queued: the Stop hook, or `turn/start` once the turn ends |
 //! | prompt (`steer`, `interrupt`) | `turn/start` | `turn/steer` with the running turn's id |
 //! | cancel | acked `expired` (nothing to stop) | `turn/interrupt`; `delivered` when the turn ends interrupted |
-//! | permission.answer | the PermissionRequest hook, as today | |
+//! | permission.answer | (no request can be open) | the answer to the app-server's approval request, if the terminal has not answered first |
 //!
 //! The session key's id is Codex's thread id (hooks' `session_id` is the thread id). Only
 //! threads the app-server already has loaded are followed: `thread/resume` of anything else
@@ -16,8 +16,9 @@
 //! so a hook seam and this path never both act on one message.
 use super::Shared;
 use crate::codex_app::{self, Client, RpcError};
-use crate::store::{ApiMessage, Store};
-use crate::wire::control::Outcome;
+use crate::store::{ApiMessage, SessionRef, Store};
+use crate::wire::control::{Decision, Outcome};
+use crate::wire::event::How;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -42,6 +43,29 @@ const MAX_MESSAGES_PER_ROUND: usize = 500;
 struct Thread {
     key: String,
     active_turn: Option<String>,
+}
+
+/// An approval request of the app-server, matched to the attention its hook opened.
+struct Approval {
+    thread: String,
+    key: String,
+    request_id: Value,
+    method: String,
+}
+
+/// The approval requests we can answer with allow/deny (`accept` / `decline`).
+const APPROVALS: &[&str] = &[
+    "item/commandExecution/requestApproval",
+    "item/fileChange/requestApproval",
+];
+
+fn session_ref(thread: &str, event: &str) -> SessionRef {
+    SessionRef {
+        harness: HARNESS.into(),
+        session_id: thread.into(),
+        cwd: None,
+        event: event.into(),
+    }
 }
 
 struct PendingCancel {
@@ -83,6 +107,7 @@ pub(crate) fn follow_loop(shared: &Shared) {
                     threads: HashMap::new(),
                     retry: HashMap::new(),
                     pending: Vec::new(),
+                    approvals: HashMap::new(),
                     pid: std::process::id(),
                 };
                 if let Err(e) = f.run(shared, &mut store) {
@@ -142,6 +167,8 @@ struct Follower {
     /// Threads whose resume failed: not before this again.
     retry: HashMap<String, Instant>,
     pending: Vec<PendingCancel>,
+    /// Open approval requests by attention id.
+    approvals: HashMap<String, Approval>,
     pid: u32,
 }
 
@@ -330,12 +357,102 @@ impl Follower {
             }
             "thread/closed" => {
                 self.threads.remove(thread);
+                self.approvals.retain(|_, a| a.thread != thread);
             }
-            _ => {
-                // Approval requests go to every client; the terminal answers them (the
-                // PermissionRequest hook carries remote answers), so ours stay unanswered.
+            "serverRequest/resolved" => {
+                // Resolved while still ours to answer: the terminal answered first.
+                let id = &m["params"]["requestId"];
+                let found = self
+                    .approvals
+                    .iter()
+                    .find(|(_, a)| a.thread == thread && &a.request_id == id)
+                    .map(|(k, _)| k.clone());
+                if let Some(attention) = found {
+                    self.approvals.remove(&attention);
+                    let s = session_ref(thread, "serverRequest/resolved");
+                    if store.close_attention(&s, &attention, How::Answered)? {
+                        crate::logging::info(&format!(
+                            "{}: {attention} answered in the terminal first",
+                            s.key()
+                        ));
+                    }
+                }
             }
+            m_method if APPROVALS.contains(&m_method) && m.get("id").is_some() => {
+                self.on_approval(store, m, thread)?;
+            }
+            _ => {}
         }
+        Ok(())
+    }
+
+    /// The app-server asks every client to approve; ours is matched to the attention the
+    /// PermissionRequest hook opened just before (the newest open one not yet matched).
+    fn on_approval(&mut self, store: &mut Store, m: &Value, thread: &str) -> Result<()> {
+        let Some(key) = self.threads.get(thread).map(|t| t.key.clone()) else {
+            return Ok(());
+        };
+        let open = store.api_open_attentions(&key)?;
+        let Some(attention) = open.into_iter().find(|a| !self.approvals.contains_key(a)) else {
+            crate::logging::debug(&format!(
+                "{key}: approval request {} has no open attention (at the desk?); the terminal answers it",
+                m["id"]
+            ));
+            return Ok(());
+        };
+        crate::logging::info(&format!(
+            "{key}: approval request {} is attention {attention}",
+            m["id"]
+        ));
+        self.approvals.insert(
+            attention,
+            Approval {
+                thread: thread.to_string(),
+                key,
+                request_id: m["id"].clone(),
+                method: m["method"].as_str().unwrap_or("").to_string(),
+            },
+        );
+        // An answer may be queued already.
+        self.deliver(store)
+    }
+
+    fn answer(&mut self, store: &mut Store, m: &ApiMessage) -> Result<()> {
+        let Some(attention) = m.attention_id.as_deref() else {
+            return Ok(());
+        };
+        let Some(a) = self.approvals.get(attention) else {
+            // No request yet (or the terminal took it): the hook's attention rules apply.
+            return Ok(());
+        };
+        let Some(claimed) = store.claim_answer(&a.key, attention, self.pid)? else {
+            return Ok(());
+        };
+        let decision = match claimed.decision {
+            Decision::Allow => "accept",
+            Decision::Deny => "decline",
+        };
+        let a = self.approvals.remove(attention).expect("looked up above");
+        if let Err(e) = self
+            .client
+            .respond(&a.request_id, json!({"decision": decision}))
+        {
+            let detail = format!("codex app-server {}: {e:#}", a.method);
+            store.api_finish(std::slice::from_ref(&claimed.id), Outcome::Failed, &detail)?;
+            return Err(e);
+        }
+        let mut detail = format!("codex app-server {}: {decision}", a.method);
+        if claimed.decision == Decision::Deny
+            && claimed
+                .note
+                .as_deref()
+                .is_some_and(|n| !n.trim().is_empty())
+        {
+            detail.push_str(" (Codex's decline carries no message; the note was not shown)");
+        }
+        let s = session_ref(&a.thread, "permission.answer");
+        store.confirm_answer(&s, attention, &claimed, &detail)?;
+        crate::logging::info(&format!("{}: {attention}: {detail}", a.key));
         Ok(())
     }
 
@@ -352,6 +469,7 @@ impl Follower {
             match m.kind.as_str() {
                 "cancel" => self.cancel(store, &m)?,
                 "prompt" if prompted.insert(id.clone()) => self.prompt(store, &id)?,
+                "permission.answer" => self.answer(store, &m)?,
                 _ => {}
             }
         }

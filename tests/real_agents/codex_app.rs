@@ -390,3 +390,83 @@ fn codex_app_server_cancel_latency() {
         },
     );
 }
+
+#[test]
+fn codex_app_server_permission_remote_answer_and_terminal_first() {
+    scenario(
+        "codex_app::codex_app_server_permission_remote_answer_and_terminal_first",
+        &["codex"],
+        |s| {
+            let mut t = start(s);
+            let key = t.key();
+
+            // The phone answers first: the hook returned at once, the approval request went to
+            // both clients, ours carries the allow.
+            let turn =
+                t.turn("Write the marker. SP-ESCALATE SP-RUN:echo allowed-by-phone > marker.txt");
+            let (k, attention, needed) = wait_permission(s, "codex");
+            assert_eq!(k, key);
+            assert!(
+                all_text(&needed).contains("echo allowed-by-phone > marker.txt"),
+                "{needed}"
+            );
+            let req = t.wait("item/commandExecution/requestApproval", CALL, |_| true);
+            assert_eq!(req["turnId"], turn.as_str());
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"],
+                "codex app-server item/commandExecution/requestApproval: accept"
+            );
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+
+            // The terminal answers first: its decline wins, the late phone answer expires.
+            let turn = t.turn("Once more. SP-ESCALATE SP-RUN:echo should-not-run > marker.txt");
+            let needed = s.wait_event(
+                "attention.needed",
+                |e| {
+                    e["data"]["kind"] == "permission"
+                        && e["data"]["attention_id"] != attention.as_str()
+                },
+                Duration::from_secs(60),
+            );
+            let second = needed["data"]["attention_id"].as_str().unwrap().to_string();
+            let req = approval_request(&mut t);
+            t.c.respond(&req, json!({"decision": "decline"})).unwrap();
+            assert_eq!(cleared(s, &second)["data"]["how"], "answered");
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": second, "decision": "allow"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "expired", "{ack}");
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            assert_eq!(
+                s.marker().as_deref(),
+                Some("allowed-by-phone\n"),
+                "the declined command never ran"
+            );
+        },
+    );
+}
+
+/// The id of the terminal's next approval request.
+fn approval_request(t: &mut Terminal) -> Value {
+    let end = Instant::now() + CALL;
+    while Instant::now() < end {
+        if let Some(m) = t.c.next_message(Duration::from_millis(200)).unwrap() {
+            if m["method"] == "item/commandExecution/requestApproval" && m.get("id").is_some() {
+                return m["id"].clone();
+            }
+        }
+    }
+    panic!("no approval request reached the terminal");
+}
