@@ -248,3 +248,57 @@ impl Client {
 pub fn probe(path: &Path) -> Result<()> {
     Client::connect(path, "sessionpipe-probe").map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
+
+    fn chmod(p: &Path, mode: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn only_a_private_socket_in_private_folders_is_accepted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let theirs = tmp.path().join("daemon");
+        let ours = tmp.path().join("ours");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::create_dir(&ours).unwrap();
+        chmod(&theirs, 0o700);
+        chmod(&ours, 0o700);
+        let real = theirs.join("s");
+        let _l = UnixListener::bind(&real).unwrap();
+        chmod(&real, 0o600);
+        let link = ours.join("app-server.sock");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+
+        assert_eq!(checked_socket(&link).unwrap(), real.canonicalize().unwrap());
+        assert_eq!(checked_socket(&real).unwrap(), real);
+
+        chmod(&real, 0o666);
+        let e = format!("{:#}", checked_socket(&link).unwrap_err());
+        assert!(e.contains("is not private to this user") && e.contains("666"), "{e}");
+        chmod(&real, 0o600);
+
+        chmod(&theirs, 0o755);
+        let e = format!("{:#}", checked_socket(&link).unwrap_err());
+        assert!(e.contains("folder") && e.contains("755"), "{e}");
+        chmod(&theirs, 0o700);
+
+        chmod(&ours, 0o711);
+        assert!(checked_socket(&link).is_err(), "our own folder must be private too");
+        chmod(&ours, 0o700);
+
+        // Not a socket, or nothing there: refused with the reason.
+        let plain = theirs.join("plain");
+        std::fs::write(&plain, b"x").unwrap();
+        chmod(&plain, 0o600);
+        let e = format!("{:#}", checked_socket(&plain).unwrap_err());
+        assert!(e.contains("is not a socket"), "{e}");
+        std::fs::remove_file(&real).unwrap();
+        let e = format!("{:#}", checked_socket(&link).unwrap_err());
+        assert!(e.contains("points nowhere"), "{e}");
+    }
+}
