@@ -279,7 +279,10 @@ mod tests {
 
         chmod(&real, 0o666);
         let e = format!("{:#}", checked_socket(&link).unwrap_err());
-        assert!(e.contains("is not private to this user") && e.contains("666"), "{e}");
+        assert!(
+            e.contains("is not private to this user") && e.contains("666"),
+            "{e}"
+        );
         chmod(&real, 0o600);
 
         chmod(&theirs, 0o755);
@@ -288,7 +291,10 @@ mod tests {
         chmod(&theirs, 0o700);
 
         chmod(&ours, 0o711);
-        assert!(checked_socket(&link).is_err(), "our own folder must be private too");
+        assert!(
+            checked_socket(&link).is_err(),
+            "our own folder must be private too"
+        );
         chmod(&ours, 0o700);
 
         // Not a socket, or nothing there: refused with the reason.

@@ -470,3 +470,112 @@ fn approval_request(t: &mut Terminal) -> Value {
     }
     panic!("no approval request reached the terminal");
 }
+
+/// The real terminal UI: `sp codex PROMPT` in tmux, as a person runs it (hooks trusted once
+/// beforehand, as `/hooks` does). A cancel from the phone stops its slow turn, then a prompt
+/// from the phone starts the next one, and the terminal shows both.
+#[test]
+fn codex_app_server_real_tui_cancel_then_prompt() {
+    scenario(
+        "codex_app::codex_app_server_real_tui_cancel_then_prompt",
+        &["codex"],
+        |s| {
+            codex_setup(s, 60);
+            let out = sp_codex(s, &["--version"]);
+            assert!(out.status.success(), "{out:?}");
+            drop(Terminal::open(s)); // trusts the hooks; its empty thread is never used
+            let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
+            let path = format!(
+                "{}:{}",
+                s.bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            let mut script = format!(
+                "#!/bin/sh\ncd {}\nexec env -i",
+                q(&s.work.to_string_lossy())
+            );
+            for (k, v) in [
+                ("PATH", path.as_str()),
+                ("HOME", &*s.home.to_string_lossy()),
+                ("USER", "root"),
+                ("LANG", "C.UTF-8"),
+                ("TERM", "xterm-256color"),
+                ("SESSIONPIPE_LOG", "debug"),
+                ("CODEX_HOME", &*codex_home(s).to_string_lossy()),
+                ("STANDIN_API_KEY", "e2e-dummy"),
+                ("SP_CODEX", &*cli_path("codex").to_string_lossy()),
+            ] {
+                script.push(' ');
+                script.push_str(&q(&format!("{k}={v}")));
+            }
+            script.push_str(&format!(
+                " {} codex {}\n",
+                q(&s.bin.join("sp").to_string_lossy()),
+                q("Take your time. SP-SLOW")
+            ));
+            let launcher = s.dir.join("codex-tui.sh");
+            std::fs::write(&launcher, script).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let tui = Tui {
+                sock: s.dir.join("tmux.sock"),
+            };
+            let st = tui
+                .tmux()
+                .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
+                .arg(&launcher)
+                .status()
+                .expect("tmux new-session");
+            assert!(st.success());
+            // The TUI's thread: its hooks report it, sp-sync follows it, the model streams.
+            let started = s.wait_event(
+                "session.started",
+                |e| e["harness"]["name"] == "codex",
+                Duration::from_secs(60),
+            );
+            let key = session_key_of(&started);
+            let thread = key.strip_prefix("codex:").unwrap().to_string();
+            assert!(
+                until(Duration::from_secs(30), || attached(s, &thread)),
+                "sp-sync follows the TUI's thread {thread}"
+            );
+            assert!(
+                until(Duration::from_secs(30), || s
+                    .agent_requests()
+                    .iter()
+                    .any(|r| r["answer"][2] == json!(true))),
+                "the slow turn is streaming"
+            );
+            tui.wait_screen("Take your time. SP-SLOW", Duration::from_secs(10));
+
+            let m = s.enqueue(&key, json!({"kind": "cancel"}));
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert!(
+                ack["detail"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("ended interrupted"),
+                "{ack}"
+            );
+            let screen = tui.wait_screen("Conversation interrupted", Duration::from_secs(15));
+            s.say(&format!("the terminal after the cancel:\n{screen}"));
+
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "From the phone. SP-ECHO:FIG"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert!(
+                ack["detail"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("codex app-server turn/start"),
+                "{ack}"
+            );
+            let screen = tui.wait_screen("SP-SAW:FIG", Duration::from_secs(30));
+            s.say(&format!("the terminal after the prompt:\n{screen}"));
+        },
+    );
+}
