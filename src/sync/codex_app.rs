@@ -32,6 +32,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_SLICE: Duration = Duration::from_millis(20);
 /// Live sessions and loaded threads are compared this often (and on every store change).
 const REFRESH_EVERY: Duration = Duration::from_millis(500);
+/// A live Codex session whose thread is not on our app-server is looked for again after this.
+const NOT_LOADED_RETRY: Duration = Duration::from_secs(2);
 /// A turn/interrupt whose turn has not ended after this is acked `failed`.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(30);
 const REPORT_EVERY: Duration = Duration::from_secs(2);
@@ -214,11 +216,13 @@ impl Follower {
             .filter(|(_, h)| h == HARNESS)
             .map(|(k, _)| k)
             .collect();
+        let now = Instant::now();
         let wanted: Vec<(String, String)> = live
             .iter()
             .filter_map(|k| {
                 let id = k.strip_prefix("codex:")?;
-                (!self.threads.contains_key(id)).then(|| (k.clone(), id.to_string()))
+                let due = self.retry.get(id).is_none_or(|t| now >= *t);
+                (due && !self.threads.contains_key(id)).then(|| (k.clone(), id.to_string()))
             })
             .collect();
         // Forget threads whose session ended or went quiet.
@@ -248,9 +252,11 @@ impl Follower {
                     return Ok(());
                 }
             };
-        let now = Instant::now();
+        self.retry.retain(|id, _| live_ids.contains(id.as_str()));
         for (key, id) in wanted {
-            if !loaded.contains(&id) || self.retry.get(&id).is_some_and(|t| now < *t) {
+            if !loaded.contains(&id) {
+                // A Codex not started with `sp codex` (or not yet loaded): look again later.
+                self.retry.insert(id, now + NOT_LOADED_RETRY);
                 continue;
             }
             if self.threads.len() >= MAX_THREADS {
