@@ -144,14 +144,15 @@ impl Store {
 
     /// The session's open attentions, newest first (an app-server approval request is matched
     /// to the attention its PermissionRequest hook opened just before).
-    pub fn api_open_attentions(&self, key: &str) -> Result<Vec<String>> {
+    /// Each with the message `attention.needed` carried.
+    pub fn api_open_attentions(&self, key: &str) -> Result<Vec<(String, Option<String>)>> {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT attention_id FROM attention WHERE session_key=?1 AND state='open' \
+                "SELECT attention_id, message FROM attention WHERE session_key=?1 AND state='open' \
                  ORDER BY opened_at DESC, rowid DESC",
             )?
-            .query_map(params![key], |r| r.get(0))?
+            .query_map(params![key], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?)
     }
 

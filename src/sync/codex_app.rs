@@ -398,8 +398,24 @@ impl Follower {
         let Some(key) = self.threads.get(thread).map(|t| t.key.clone()) else {
             return Ok(());
         };
-        let open = store.api_open_attentions(&key)?;
-        let Some(attention) = open.into_iter().find(|a| !self.approvals.contains_key(a)) else {
+        let open: Vec<(String, Option<String>)> = store
+            .api_open_attentions(&key)?
+            .into_iter()
+            .filter(|(a, _)| !self.approvals.contains_key(a))
+            .collect();
+        // The one whose message shows this command (parallel calls), else the newest.
+        let command = m["params"]["commandActions"][0]["command"]
+            .as_str()
+            .unwrap_or("");
+        let shows = |msg: &Option<String>| {
+            !command.is_empty() && msg.as_deref().is_some_and(|t| t.contains(command))
+        };
+        let pick = open
+            .iter()
+            .find(|(_, msg)| shows(msg))
+            .or(open.first())
+            .map(|(a, _)| a.clone());
+        let Some(attention) = pick else {
             crate::logging::debug(&format!(
                 "{key}: approval request {} has no open attention (at the desk?); the terminal answers it",
                 m["id"]
@@ -510,16 +526,17 @@ impl Follower {
             p.ids.push(m.id.clone());
             return Ok(());
         }
+        // Logged as it goes out (the benchmark reads this line's time).
+        crate::logging::info(&format!(
+            "{}: turn/interrupt sent for cancel {} (turn {turn})",
+            m.session.key, m.id
+        ));
         let r = self.call(
             store,
             std::slice::from_ref(&m.id),
             "turn/interrupt",
             json!({"threadId": thread, "turnId": turn}),
         )?;
-        crate::logging::info(&format!(
-            "{}: turn/interrupt sent for cancel {} (turn {turn})",
-            m.session.key, m.id
-        ));
         match r {
             Ok(_) => self.pending.push(PendingCancel {
                 ids: vec![m.id.clone()],

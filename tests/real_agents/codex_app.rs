@@ -336,7 +336,7 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
 }
 
 /// Benchmark (BENCHMARKS.md): receiver enqueue → sp-sync's `turn/interrupt` sent, from the
-/// enqueue's wall clock to the log line sp-sync writes right after the request is answered.
+/// enqueue's wall clock to the log line sp-sync writes as it sends the request.
 #[test]
 fn codex_app_server_cancel_latency() {
     scenario(
@@ -350,6 +350,7 @@ fn codex_app_server_cancel_latency() {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(20);
             let mut enqueued = Vec::new();
+            let mut polls_after_ack = 0;
             for i in 0..rounds {
                 let slow = t.turn("Take your time. SP-SLOW");
                 assert!(
@@ -359,9 +360,17 @@ fn codex_app_server_cancel_latency() {
                         .any(|r| turn_of(r) == slow)),
                     "round {i}: the slow turn reached the model"
                 );
+                // As when a person taps seconds later: sp-sync's next long poll is held (a
+                // session is polled at most every 250 ms, DECISIONS 24).
+                assert!(
+                    until(Duration::from_secs(10), || s.receiver.polls()
+                        > polls_after_ack),
+                    "round {i}: sp-sync polls again"
+                );
                 let at = spctl::clock::now_ms();
                 let m = s.enqueue(&key, json!({"kind": "cancel"}));
                 let ack = s.ack(&m, Duration::from_secs(30));
+                polls_after_ack = s.receiver.polls();
                 assert_eq!(ack["outcome"], "delivered", "round {i}: {ack}");
                 assert_eq!(t.completed(&slow)["status"], "interrupted");
                 enqueued.push((m["id"].as_str().unwrap().to_string(), at));
