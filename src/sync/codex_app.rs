@@ -29,7 +29,7 @@ const CLIENT_NAME: &str = "sessionpipe";
 /// Every request's answer comes within this, or the connection is dropped and made again.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one read of the socket waits before the queue is looked at again.
-const READ_SLICE: Duration = Duration::from_millis(20);
+const READ_SLICE: Duration = Duration::from_millis(5);
 /// Live sessions and loaded threads are compared this often (and on every store change).
 const REFRESH_EVERY: Duration = Duration::from_millis(500);
 /// A live Codex session whose thread is not on our app-server is looked for again after this.

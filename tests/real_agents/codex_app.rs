@@ -389,6 +389,34 @@ fn codex_app_server_cancel_latency() {
                 .collect();
             ms.sort();
             let pct = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
+            // What following an idle thread costs: sp-sync's CPU over 5 s with nothing to do
+            // (this namespace's /proc shows only this scenario's processes).
+            let cpu_ms = || -> i64 {
+                let mut total = 0;
+                for e in std::fs::read_dir("/proc").unwrap().flatten() {
+                    let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+                    if comm.trim() == "sp-sync" {
+                        let stat =
+                            std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                        let f: Vec<&str> = stat
+                            .rsplit(')')
+                            .next()
+                            .unwrap_or("")
+                            .split_whitespace()
+                            .collect();
+                        // utime, stime: fields 14 and 15, in clock ticks (100 a second here).
+                        total += f.get(11).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
+                            + f.get(12).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+                    }
+                }
+                total * 10
+            };
+            let before = cpu_ms();
+            std::thread::sleep(Duration::from_secs(5));
+            println!(
+                "BENCH codex follower idle: sp-sync used {} ms CPU in 5 s",
+                cpu_ms() - before
+            );
             println!(
             "BENCH codex cancel: enqueue -> turn/interrupt sent, n={} p50={} ms p99={} ms max={} ms",
             ms.len(),
