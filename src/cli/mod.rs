@@ -75,6 +75,7 @@ fn help_text() -> String {
          \x20                        a machine without crontab (tests)\n\
          \x20 SP_SYSTEMCTL           systemctl program to use; a path that does not exist acts as\n\
          \x20                        a machine without a systemd user manager (tests)\n\
+         \x20 SP_CODEX               the Codex program `sp codex` runs (default: codex on PATH)\n\
          \x20 CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_CONFIG_HOME move Claude Code's, Codex's, OpenCode's files\n\n\
          HARNESS FILES (hooks are registered here when the folder exists):\n{}\n",
         env!("CARGO_PKG_VERSION"),
