@@ -35,7 +35,8 @@ const REFRESH_EVERY: Duration = Duration::from_millis(500);
 /// A live Codex session whose thread is not on our app-server is looked for again after this.
 const NOT_LOADED_RETRY: Duration = Duration::from_secs(2);
 /// A turn/interrupt whose turn has not ended after this is acked `failed`.
-const INTERRUPT_WAIT: Duration = Duration::from_secs(30);
+/// (Under the sweep's 30 s for a claim left `delivering`, so this detail is the one sent.)
+const INTERRUPT_WAIT: Duration = Duration::from_secs(20);
 const REPORT_EVERY: Duration = Duration::from_secs(2);
 /// At most this many threads followed at once.
 const MAX_THREADS: usize = 256;
@@ -53,6 +54,7 @@ struct Approval {
     key: String,
     request_id: Value,
     method: String,
+    turn: String,
 }
 
 /// The approval requests we can answer with allow/deny (`accept` / `decline`).
@@ -433,6 +435,7 @@ impl Follower {
                 key,
                 request_id: m["id"].clone(),
                 method: m["method"].as_str().unwrap_or("").to_string(),
+                turn: m["params"]["turnId"].as_str().unwrap_or("").to_string(),
             },
         );
         // An answer may be queued already.
@@ -464,13 +467,30 @@ impl Follower {
             return Err(e);
         }
         let mut detail = format!("codex app-server {}: {decision}", a.method);
-        if claimed.decision == Decision::Deny
-            && claimed
-                .note
-                .as_deref()
-                .is_some_and(|n| !n.trim().is_empty())
+        // Codex's decline carries no message: the note follows into the same turn as a steer,
+        // so the model reads it as it would the hook's deny reason.
+        if let Some(note) = claimed
+            .note
+            .as_deref()
+            .filter(|n| claimed.decision == Decision::Deny && !n.trim().is_empty())
         {
-            detail.push_str(" (Codex's decline carries no message; the note was not shown)");
+            let text = format!("The person denied that through sessionpipe: {note}");
+            let steer = self.client.request(
+                "turn/steer",
+                json!({"threadId": a.thread, "expectedTurnId": a.turn,
+                       "input": [{"type": "text", "text": text}]}),
+                CALL_TIMEOUT,
+            );
+            match steer {
+                Ok(Ok(_)) => detail.push_str("; the note followed as turn/steer"),
+                Ok(Err(e)) => detail.push_str(&format!("; the note could not follow: {e}")),
+                Err(e) => {
+                    detail.push_str("; the note could not follow: the connection ended");
+                    let s = session_ref(&a.thread, "permission.answer");
+                    store.confirm_answer(&s, attention, &claimed, &detail)?;
+                    return Err(e);
+                }
+            }
         }
         let s = session_ref(&a.thread, "permission.answer");
         store.confirm_answer(&s, attention, &claimed, &detail)?;

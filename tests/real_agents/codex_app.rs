@@ -491,6 +491,40 @@ fn codex_app_server_permission_remote_answer_and_terminal_first() {
                 Some("allowed-by-phone\n"),
                 "the declined command never ran"
             );
+
+            // The phone denies with a note: declined, and the model reads the note in that turn.
+            let turn = t.turn("And again. SP-ESCALATE SP-RUN:echo denied-by-phone > marker.txt");
+            let needed = s.wait_event(
+                "attention.needed",
+                |e| {
+                    e["data"]["kind"] == "permission"
+                        && e["data"]["attention_id"] != attention.as_str()
+                        && e["data"]["attention_id"] != second.as_str()
+                },
+                Duration::from_secs(60),
+            );
+            let third = needed["data"]["attention_id"].as_str().unwrap().to_string();
+            approval_request(&mut t);
+            let note = "Not on main, please (note SP-NOTE-4711).";
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": third, "decision": "deny", "note": note}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"],
+                "codex app-server item/commandExecution/requestApproval: decline; the note followed as turn/steer"
+            );
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+            assert!(
+                s.agent_requests()
+                    .iter()
+                    .any(|r| turn_of(r) == turn && all_text(&r["body"]["input"]).contains(note)),
+                "the model read the note within the turn"
+            );
         },
     );
 }
