@@ -22,6 +22,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Issue 19: Codex through its app-server (`sp codex`).
+#[path = "real_agents/codex_app.rs"]
+mod codex_app;
+
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// The variable that tells a re-run test binary it is inside its scenario's namespace.
 const INSIDE: &str = "SP_E2E_SCENARIO";

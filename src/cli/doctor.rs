@@ -62,6 +62,7 @@ pub fn doctor() -> anyhow::Result<Done> {
         check_sinks(&mut f, c);
     }
     check_harnesses(&mut f, config.as_ref());
+    check_codex_app(&mut f, config.as_ref());
     check_schedule(&mut f);
     check_database(&mut f);
     check_latency(&mut f);
@@ -499,5 +500,89 @@ fn control_trust(
                 ));
             }
         }
+    }
+}
+
+/// Issue 19: whether Codex sessions are attached through `sp codex`'s app-server.
+fn check_codex_app(f: &mut Findings, config: Option<&Config>) {
+    use crate::codex_app;
+    let socket = codex_app::socket_path();
+    let shown = show(&socket);
+    let live: Vec<String> = config
+        .and_then(|c| open_store().and_then(|st| st.live_sessions(c.live_ms()).ok()))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(_, h)| h == "codex")
+        .map(|(k, _)| k)
+        .collect();
+    if std::fs::symlink_metadata(&socket).is_err() {
+        let how = "start Codex with `sp codex` so prompts and cancels reach a running turn at once";
+        if live.is_empty() {
+            f.info(format!("codex: no app-server at {shown} ({how})"));
+        } else {
+            f.info(format!(
+                "codex: {} live session(s), none attached: no app-server at {shown} ({how}); \
+                 until then cancels and prompts wait for a hook seam",
+                live.len()
+            ));
+        }
+        return;
+    }
+    if let Err(e) = codex_app::checked_socket(&socket) {
+        f.fail(
+            format!("codex: app-server socket refused: {e:#}"),
+            format!("remove {shown}; the next `sp codex` starts a private one"),
+        );
+        return;
+    }
+    if let Err(e) = codex_app::probe(&socket) {
+        f.warn(
+            format!("codex: no app-server answers at {shown}: {e:#}"),
+            "the next `sp codex` starts one",
+        );
+        return;
+    }
+    let report: Option<serde_json::Value> = std::fs::read_to_string(codex_app::attached_file())
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let fresh = report.as_ref().is_some_and(|r| {
+        r["connected"] == true
+            && r["at_ms"]
+                .as_i64()
+                .is_some_and(|t| crate::clock::now_ms() - t < 10_000)
+    });
+    if !fresh {
+        f.info(format!(
+            "codex: app-server up at {shown}; sp-sync is not attached (it attaches when a Codex hook starts it)"
+        ));
+        return;
+    }
+    let threads: Vec<String> = report.as_ref().map_or(Vec::new(), |r| {
+        r["threads"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    f.ok(format!(
+        "codex: sp-sync follows {} thread(s) of the app-server at {shown}",
+        threads.len()
+    ));
+    let unattached = live
+        .iter()
+        .filter(|k| {
+            !threads
+                .iter()
+                .any(|t| k.strip_prefix("codex:") == Some(t.as_str()))
+        })
+        .count();
+    if unattached > 0 {
+        f.info(format!(
+            "codex: {unattached} live session(s) not on that app-server (not started with `sp codex`): \
+             their cancels and prompts wait for a hook seam"
+        ));
     }
 }

@@ -1,6 +1,7 @@
 //! `sp`: set-up and everyday use. Each subcommand is a function that prints its result and
 //! returns whether everything was fine; errors go back to `main`, which alone turns them
 //! into text and exit codes.
+mod codex;
 mod control;
 mod doctor;
 mod pair;
@@ -47,6 +48,9 @@ USAGE:
   sp hooks list            each harness's hook file and whether our hooks are in it
   sp hooks print HARNESS [--bin-dir DIR]
                            the registration `sp setup install` merges into that file
+  sp codex [ARGS…]         Codex's terminal UI on this user's app-server (started if need
+                           be, socket private to you), so prompts and cancels from the phone
+                           reach the running turn; ARGS go to codex ($SP_CODEX, else codex)
 
 OPTIONS:
   -h, --help     this text
@@ -71,6 +75,7 @@ fn help_text() -> String {
          \x20                        a machine without crontab (tests)\n\
          \x20 SP_SYSTEMCTL           systemctl program to use; a path that does not exist acts as\n\
          \x20                        a machine without a systemd user manager (tests)\n\
+         \x20 SP_CODEX               the Codex program `sp codex` runs (default: codex on PATH)\n\
          \x20 CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_CONFIG_HOME move Claude Code's, Codex's, OpenCode's files\n\n\
          HARNESS FILES (hooks are registered here when the folder exists):\n{}\n",
         env!("CARGO_PKG_VERSION"),
@@ -146,6 +151,10 @@ impl Args {
 pub(crate) const DB_BUSY: Duration = Duration::from_secs(5);
 
 pub fn run(args: Vec<String>) -> Result<Done> {
+    // Everything after `sp codex` is Codex's, --help included.
+    if args.first().is_some_and(|a| a == "codex") {
+        return codex::run(args[1..].to_vec());
+    }
     let mut args = Args(args);
     if args.flag("-V") | args.flag("--version") {
         println!("sp {}", env!("CARGO_PKG_VERSION"));

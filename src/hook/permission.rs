@@ -81,13 +81,18 @@ pub fn run(
     ] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    let wait = wait_for(config, store, harness);
-    let pid = std::process::id();
-    let open_for = if harness.answered_by_api() {
-        API_ATTENTION_OPEN
+    // Issue 19: a Codex thread sp-sync follows on `sp codex`'s app-server gets its approval
+    // there (the terminal's dialog and ours race; the first answer wins), so the hook does
+    // not hold the terminal back.
+    let by_api = harness.answered_by_api()
+        || (harness == Harness::Codex && crate::codex_app::followed(&session.session_id));
+    let wait = if by_api {
+        Duration::ZERO
     } else {
-        wait
+        wait_for(config, store, harness)
     };
+    let pid = std::process::id();
+    let open_for = if by_api { API_ATTENTION_OPEN } else { wait };
     store.open_attention(
         session,
         attention_id,

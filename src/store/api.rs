@@ -116,10 +116,21 @@ impl Store {
     /// Claims the queued, unexpired prompts of the session, oldest `at` first, as many as fit
     /// one message of `BLOCK_MAX_CHARS` (the rest go next time), to send as one message.
     pub fn api_take_prompts(&mut self, key: &str, pid: u32) -> Result<Vec<PromptClaim>> {
+        // The same claim a Stop makes (every mode: the API has no tool boundary to wait for).
+        self.api_take_prompts_ranked(key, pid, 0)
+    }
+
+    /// [`Store::api_take_prompts`] for prompts of at least `min_rank` (0 every mode, 1 `steer`
+    /// and `interrupt`, 2 `interrupt`): what may go into a turn that is already running.
+    pub fn api_take_prompts_ranked(
+        &mut self,
+        key: &str,
+        pid: u32,
+        min_rank: i64,
+    ) -> Result<Vec<PromptClaim>> {
         let now = now_ms();
         let tx = self.write_tx()?;
-        // The same claim a Stop makes (every mode: the API has no tool boundary to wait for).
-        let claims = super::hooks::claim_prompts(&tx, key, pid, now, 0)?;
+        let claims = super::hooks::claim_prompts(&tx, key, pid, now, min_rank)?;
         tx.commit()?;
         Ok(claims)
     }
@@ -129,6 +140,20 @@ impl Store {
         self.conn
             .execute("UPDATE sessions SET api_idle=0 WHERE key=?1", params![key])?;
         Ok(())
+    }
+
+    /// The session's open attentions, newest first (an app-server approval request is matched
+    /// to the attention its PermissionRequest hook opened just before).
+    /// Each with the message `attention.needed` carried.
+    pub fn api_open_attentions(&self, key: &str) -> Result<Vec<(String, Option<String>)>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT attention_id, message FROM attention WHERE session_key=?1 AND state='open' \
+                 ORDER BY opened_at DESC, rowid DESC",
+            )?
+            .query_map(params![key], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?)
     }
 
     /// Final outcome of claimed messages after the API call (delivered or failed).

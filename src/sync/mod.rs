@@ -3,6 +3,7 @@
 //! poll, one ack sender and one event sender per sink, and a supervisor.
 mod api;
 pub mod backoff;
+mod codex_app;
 mod discover;
 pub mod http;
 pub mod lock;
@@ -527,6 +528,10 @@ impl Supervisor {
         let shared = Arc::clone(&self.shared);
         self.senders
             .push(std::thread::spawn(move || api::api_loop(&shared)));
+        // Codex sessions started with `sp codex`: a second client of their app-server.
+        let shared = Arc::clone(&self.shared);
+        self.senders
+            .push(std::thread::spawn(move || codex_app::follow_loop(&shared)));
         while !self.shared.stopping() {
             if self.signal.load(Ordering::Relaxed) {
                 self.shared.stop.store(true, Ordering::Relaxed);

@@ -1,0 +1,652 @@
+//! Issue 19: Codex 0.171 under `sp codex`, its app-server on our Unix socket, sp-sync as a
+//! second client. The first client stands in for the terminal UI (a scripted client speaking
+//! the same protocol as `codex --remote`); the model is the scripted stand-in, offline.
+use super::*;
+use spctl::codex_app::Client;
+
+const CALL: Duration = Duration::from_secs(15);
+
+fn state_dir(s: &Scene) -> PathBuf {
+    s.home.join(".local/state/sessionpipe")
+}
+
+fn socket(s: &Scene) -> PathBuf {
+    state_dir(s).join("codex/app-server.sock")
+}
+
+/// `sp codex --version` as a person runs `sp codex`: it starts the app-server on our socket,
+/// then execs `codex --remote unix://… --version` (which prints and ends).
+fn sp_codex(s: &Scene, args: &[&str]) -> std::process::Output {
+    let mut c = Command::new(s.bin.join("sp"));
+    s.base_env(&mut c);
+    c.env("CODEX_HOME", codex_home(s))
+        .env("STANDIN_API_KEY", "e2e-dummy")
+        .env("SP_CODEX", cli_path("codex"))
+        .arg("codex")
+        .args(args)
+        .stdin(Stdio::null());
+    c.output().expect("running sp codex")
+}
+
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Only this user can reach the socket: our folder 0700, Codex's socket 0600 in its own 0700
+/// folder; and another local user (`nobody`) cannot connect.
+fn assert_socket_private(s: &Scene) {
+    let sock = socket(s);
+    assert_eq!(mode_of(sock.parent().unwrap()), 0o700, "our codex folder");
+    assert_eq!(mode_of(&state_dir(s)), 0o700, "the state folder");
+    let real = std::fs::canonicalize(&sock).unwrap();
+    assert_eq!(mode_of(&real), 0o600, "the socket {}", real.display());
+    assert_eq!(mode_of(real.parent().unwrap()), 0o700, "{}", real.display());
+    // The system's python3: a per-user one (pyenv under /root) is out of nobody's reach.
+    let python = Path::new("/usr/bin/python3");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 && which("setpriv").is_some() && python.exists() {
+        for path in [&sock, &real] {
+            let out = Command::new("setpriv")
+                .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+                .arg(python)
+                .arg("-c")
+                .arg(
+                    // Through the folder, relative: the full path is longer than sun_path.
+                    "import os,socket,sys\ns=socket.socket(socket.AF_UNIX)\n\
+                     try:\n  os.chdir(os.path.dirname(sys.argv[1]))\n  \
+                     s.connect(os.path.basename(sys.argv[1])); print('CONNECTED')\n\
+                     except OSError as e: print('REFUSED', e)",
+                )
+                .arg(path)
+                .output()
+                .expect("setpriv");
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                text.starts_with("REFUSED") && text.contains("Permission denied"),
+                "nobody must not reach {}: {text} {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// The terminal stand-in: connects, trusts our hooks as the person does once in Codex's
+/// /hooks review, starts a thread.
+struct Terminal {
+    c: Client,
+    thread: String,
+}
+
+impl Terminal {
+    fn open(s: &Scene) -> Terminal {
+        let mut c = Client::connect(&socket(s), "terminal-standin").expect("terminal connects");
+        let hooks = c
+            .request("hooks/list", json!({"cwds": [s.work]}), CALL)
+            .unwrap()
+            .expect("hooks/list");
+        let mut state = serde_json::Map::new();
+        for h in hooks["data"][0]["hooks"].as_array().expect("hooks") {
+            state.insert(
+                h["key"].as_str().unwrap().to_string(),
+                json!({"trusted_hash": h["currentHash"]}),
+            );
+        }
+        assert!(!state.is_empty(), "our hooks are registered: {hooks}");
+        c.request(
+            "config/batchWrite",
+            json!({"edits": [{"keyPath": "hooks.state", "value": state, "mergeStrategy": "upsert"}],
+                   "reloadUserConfig": true}),
+            CALL,
+        )
+        .unwrap()
+        .expect("trusting the hooks");
+        let t = c
+            .request("thread/start", json!({"cwd": s.work}), CALL)
+            .unwrap()
+            .expect("thread/start");
+        let thread = t["thread"]["id"].as_str().unwrap().to_string();
+        Terminal { c, thread }
+    }
+
+    fn key(&self) -> String {
+        format!("codex:{}", self.thread)
+    }
+
+    fn turn(&mut self, text: &str) -> String {
+        let r = self
+            .c
+            .request(
+                "turn/start",
+                json!({"threadId": self.thread, "input": [{"type": "text", "text": text}]}),
+                CALL,
+            )
+            .unwrap()
+            .expect("turn/start");
+        r["turn"]["id"].as_str().unwrap().to_string()
+    }
+
+    /// The next notification `method` of this thread matching `pred`.
+    fn wait(&mut self, method: &str, limit: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if let Some(m) = self.c.next_message(Duration::from_millis(200)).unwrap() {
+                if m["method"] == method
+                    && m["params"]["threadId"] == self.thread.as_str()
+                    && pred(&m)
+                {
+                    return m["params"].clone();
+                }
+            }
+        }
+        panic!("no {method} for thread {} within {limit:?}", self.thread)
+    }
+
+    fn completed(&mut self, turn: &str) -> Value {
+        self.wait("turn/completed", Duration::from_secs(60), |m| {
+            m["params"]["turn"]["id"] == turn
+        })["turn"]
+            .clone()
+    }
+}
+
+/// Whether sp-sync says it follows this thread (its attached.json, what `sp doctor` reads).
+fn attached(s: &Scene, thread: &str) -> bool {
+    std::fs::read_to_string(state_dir(s).join("codex/attached.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .is_some_and(|v| {
+            v["connected"] == true
+                && v["threads"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|x| x == thread))
+        })
+}
+
+fn turn_of(request: &Value) -> String {
+    request["headers"]["x-codex-turn-metadata"]
+        .as_str()
+        .and_then(|h| serde_json::from_str::<Value>(h).ok())
+        .and_then(|m| m["turn_id"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Starts everything and the terminal's first turn; returns once sp-sync follows the thread.
+fn start(s: &Scene) -> Terminal {
+    codex_setup(s, 60);
+    let out = sp_codex(s, &["--version"]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("0.171.0"),
+        "sp codex --version: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_socket_private(s);
+    let mut t = Terminal::open(s);
+    let first = t.turn("Hello.");
+    let done = t.completed(&first);
+    assert_eq!(done["status"], "completed", "{done}");
+    // The hooks made the session live; sp-sync (started by them) follows the thread.
+    assert!(
+        until(Duration::from_secs(30), || attached(s, &t.thread)),
+        "sp-sync follows thread {}",
+        t.thread
+    );
+    // A second `sp codex` reuses the same app-server.
+    let again = sp_codex(s, &["--version"]);
+    assert!(again.status.success());
+    let doctor = {
+        let mut c = Command::new(s.bin.join("sp"));
+        s.base_env(&mut c);
+        c.arg("doctor").output().unwrap()
+    };
+    let text = String::from_utf8_lossy(&doctor.stdout).to_string();
+    assert!(
+        text.contains("codex: sp-sync follows 1 thread"),
+        "sp doctor says the session is attached:\n{text}"
+    );
+    t
+}
+
+#[test]
+fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
+    scenario(
+        "codex_app::codex_app_server_prompt_steer_and_cancel_reach_the_running_thread",
+        &["codex"],
+        |s| {
+            let mut t = start(s);
+            let key = t.key();
+
+            // 1. Idle: a remote prompt starts a turn.
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "From the phone. SP-ECHO:DAMSON"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            let detail = ack["detail"].as_str().unwrap();
+            assert!(
+                detail.starts_with("codex app-server turn/start (turn "),
+                "{detail}"
+            );
+            let turn = detail
+                .trim_end_matches(')')
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .to_string();
+            let done = t.completed(&turn);
+            assert!(
+                all_text(&done).contains("SP-SAW:DAMSON"),
+                "the turn answered it: {done}"
+            );
+
+            // 2. Busy: a steer lands in the running turn, and the model reads it in that turn.
+            let slow = t.turn("Take your time. SP-SLOW");
+            assert!(
+                until(Duration::from_secs(30), || s
+                    .agent_requests()
+                    .iter()
+                    .any(|r| turn_of(r) == slow)),
+                "the slow turn reached the model"
+            );
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "Also say it. SP-ECHO:QUINCE", "mode": "steer"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"],
+                json!(format!("codex app-server turn/steer (turn {slow})")),
+                "{ack}"
+            );
+            let done = t.completed(&slow);
+            assert_eq!(done["status"], "completed", "{done}");
+            let steered: Vec<Value> = s
+                .agent_requests()
+                .into_iter()
+                .filter(|r| all_text(&r["body"]["input"]).contains("SP-ECHO:QUINCE"))
+                .collect();
+            assert!(!steered.is_empty(), "the steer reached the model");
+            assert!(
+                steered.iter().all(|r| turn_of(r) == slow),
+                "within the same turn {slow}"
+            );
+            assert!(all_text(&done).contains("SP-SAW:QUINCE"), "{done}");
+
+            // 3. Busy: a cancel stops the running turn; nothing runs after it.
+            let slow = t.turn("Take your time again. SP-SLOW");
+            assert!(
+                until(Duration::from_secs(30), || s
+                    .agent_requests()
+                    .iter()
+                    .any(|r| turn_of(r) == slow && r["answer"][2] == json!(true))),
+                "the slow turn is streaming"
+            );
+            let n = s
+                .agent_requests()
+                .into_iter()
+                .find(|r| turn_of(r) == slow)
+                .unwrap()["n"]
+                .clone();
+            let started = Instant::now();
+            let m = s.enqueue(&key, json!({"kind": "cancel"}));
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"],
+                json!(format!(
+                    "codex app-server turn/interrupt: turn {slow} ended interrupted"
+                )),
+            );
+            let done = t.completed(&slow);
+            assert_eq!(done["status"], "interrupted", "{done}");
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "well before the 60 s answer"
+            );
+            assert!(
+                until(Duration::from_secs(10), || s.model_requests().iter().any(
+                    |r| r["note"] == "client closed the stream" && r["n"] == n
+                )),
+                "Codex closed the slow model stream"
+            );
+            let before = s.model_requests().len();
+            std::thread::sleep(Duration::from_secs(2));
+            let after: Vec<Value> = s.model_requests().into_iter().skip(before).collect();
+            assert!(
+                after.iter().all(|r| r["method"].is_null()),
+                "no model request (so no tool) after the interrupt: {after:?}"
+            );
+            assert!(
+                !s.model_requests()
+                    .iter()
+                    .any(|r| r["note"] == "stream sent" && r["n"] == n),
+                "the slow answer never completed"
+            );
+
+            // 4. Idle again: a cancel has nothing to stop.
+            let m = s.enqueue(&key, json!({"kind": "cancel"}));
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "expired", "{ack}");
+        },
+    );
+}
+
+/// Benchmark (BENCHMARKS.md): receiver enqueue → sp-sync's `turn/interrupt` sent, from the
+/// enqueue's wall clock to the log line sp-sync writes as it sends the request.
+#[test]
+fn codex_app_server_cancel_latency() {
+    scenario(
+        "codex_app::codex_app_server_cancel_latency",
+        &["codex"],
+        |s| {
+            let mut t = start(s);
+            let key = t.key();
+            let rounds: usize = std::env::var("SP_BENCH_ROUNDS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(20);
+            let mut enqueued = Vec::new();
+            let mut polls_after_ack = 0;
+            for i in 0..rounds {
+                let slow = t.turn("Take your time. SP-SLOW");
+                assert!(
+                    until(Duration::from_secs(30), || s
+                        .agent_requests()
+                        .iter()
+                        .any(|r| turn_of(r) == slow)),
+                    "round {i}: the slow turn reached the model"
+                );
+                // As when a person taps seconds later: sp-sync's next long poll is held (a
+                // session is polled at most every 250 ms, DECISIONS 24).
+                assert!(
+                    until(Duration::from_secs(10), || s.receiver.polls()
+                        > polls_after_ack),
+                    "round {i}: sp-sync polls again"
+                );
+                let at = spctl::clock::now_ms();
+                let m = s.enqueue(&key, json!({"kind": "cancel"}));
+                let ack = s.ack(&m, Duration::from_secs(30));
+                polls_after_ack = s.receiver.polls();
+                assert_eq!(ack["outcome"], "delivered", "round {i}: {ack}");
+                assert_eq!(t.completed(&slow)["status"], "interrupted");
+                enqueued.push((m["id"].as_str().unwrap().to_string(), at));
+            }
+            let log = std::fs::read_to_string(state_dir(s).join("sp.log")).unwrap();
+            let mut ms: Vec<i64> = enqueued
+                .iter()
+                .map(|(id, at)| {
+                    let line = log
+                        .lines()
+                        .find(|l| l.contains(&format!("turn/interrupt sent for cancel {id}")))
+                        .unwrap_or_else(|| panic!("no log line for {id}"));
+                    let ts = line.split(' ').next().unwrap();
+                    spctl::clock::parse_wire(ts).unwrap() - at
+                })
+                .collect();
+            ms.sort();
+            let pct = |p: f64| ms[((ms.len() as f64 - 1.0) * p).round() as usize];
+            // What following an idle thread costs: sp-sync's CPU over 5 s with nothing to do
+            // (this namespace's /proc shows only this scenario's processes).
+            let cpu_ms = || -> i64 {
+                let mut total = 0;
+                for e in std::fs::read_dir("/proc").unwrap().flatten() {
+                    let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+                    if comm.trim() == "sp-sync" {
+                        let stat =
+                            std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                        let f: Vec<&str> = stat
+                            .rsplit(')')
+                            .next()
+                            .unwrap_or("")
+                            .split_whitespace()
+                            .collect();
+                        // utime, stime: fields 14 and 15, in clock ticks (100 a second here).
+                        total += f.get(11).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
+                            + f.get(12).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+                    }
+                }
+                total * 10
+            };
+            let before = cpu_ms();
+            std::thread::sleep(Duration::from_secs(5));
+            println!(
+                "BENCH codex follower idle: sp-sync used {} ms CPU in 5 s",
+                cpu_ms() - before
+            );
+            println!(
+            "BENCH codex cancel: enqueue -> turn/interrupt sent, n={} p50={} ms p99={} ms max={} ms",
+            ms.len(),
+            pct(0.5),
+            pct(0.99),
+            ms[ms.len() - 1]
+        );
+        },
+    );
+}
+
+#[test]
+fn codex_app_server_permission_remote_answer_and_terminal_first() {
+    scenario(
+        "codex_app::codex_app_server_permission_remote_answer_and_terminal_first",
+        &["codex"],
+        |s| {
+            let mut t = start(s);
+            let key = t.key();
+
+            // The phone answers first: the hook returned at once, the approval request went to
+            // both clients, ours carries the allow.
+            let turn =
+                t.turn("Write the marker. SP-ESCALATE SP-RUN:echo allowed-by-phone > marker.txt");
+            let (k, attention, needed) = wait_permission(s, "codex");
+            assert_eq!(k, key);
+            assert!(
+                all_text(&needed).contains("echo allowed-by-phone > marker.txt"),
+                "{needed}"
+            );
+            let req = t.wait("item/commandExecution/requestApproval", CALL, |_| true);
+            assert_eq!(req["turnId"], turn.as_str());
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"],
+                "codex app-server item/commandExecution/requestApproval: accept"
+            );
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+
+            // The terminal answers first: its decline wins, the late phone answer expires.
+            let turn = t.turn("Once more. SP-ESCALATE SP-RUN:echo should-not-run > marker.txt");
+            let needed = s.wait_event(
+                "attention.needed",
+                |e| {
+                    e["data"]["kind"] == "permission"
+                        && e["data"]["attention_id"] != attention.as_str()
+                },
+                Duration::from_secs(60),
+            );
+            let second = needed["data"]["attention_id"].as_str().unwrap().to_string();
+            let req = approval_request(&mut t);
+            t.c.respond(&req, json!({"decision": "decline"})).unwrap();
+            assert_eq!(cleared(s, &second)["data"]["how"], "answered");
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": second, "decision": "allow"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "expired", "{ack}");
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            assert_eq!(
+                s.marker().as_deref(),
+                Some("allowed-by-phone\n"),
+                "the declined command never ran"
+            );
+
+            // The phone denies with a note: declined, and the model reads the note in that turn.
+            let turn = t.turn("And again. SP-ESCALATE SP-RUN:echo denied-by-phone > marker.txt");
+            let needed = s.wait_event(
+                "attention.needed",
+                |e| {
+                    e["data"]["kind"] == "permission"
+                        && e["data"]["attention_id"] != attention.as_str()
+                        && e["data"]["attention_id"] != second.as_str()
+                },
+                Duration::from_secs(60),
+            );
+            let third = needed["data"]["attention_id"].as_str().unwrap().to_string();
+            approval_request(&mut t);
+            let note = "Not on main, please (note SP-NOTE-4711).";
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": third, "decision": "deny", "note": note}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"],
+                "codex app-server item/commandExecution/requestApproval: decline; the note followed as turn/steer"
+            );
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+            assert!(
+                s.agent_requests()
+                    .iter()
+                    .any(|r| turn_of(r) == turn && all_text(&r["body"]["input"]).contains(note)),
+                "the model read the note within the turn"
+            );
+        },
+    );
+}
+
+/// The id of the terminal's next approval request.
+fn approval_request(t: &mut Terminal) -> Value {
+    let end = Instant::now() + CALL;
+    while Instant::now() < end {
+        if let Some(m) = t.c.next_message(Duration::from_millis(200)).unwrap() {
+            if m["method"] == "item/commandExecution/requestApproval" && m.get("id").is_some() {
+                return m["id"].clone();
+            }
+        }
+    }
+    panic!("no approval request reached the terminal");
+}
+
+/// The real terminal UI: `sp codex PROMPT` in tmux, as a person runs it (hooks trusted once
+/// beforehand, as `/hooks` does). A cancel from the phone stops its slow turn, then a prompt
+/// from the phone starts the next one, and the terminal shows both.
+#[test]
+fn codex_app_server_real_tui_cancel_then_prompt() {
+    scenario(
+        "codex_app::codex_app_server_real_tui_cancel_then_prompt",
+        &["codex"],
+        |s| {
+            codex_setup(s, 60);
+            let out = sp_codex(s, &["--version"]);
+            assert!(out.status.success(), "{out:?}");
+            drop(Terminal::open(s)); // trusts the hooks; its empty thread is never used
+            let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
+            let path = format!(
+                "{}:{}",
+                s.bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            let mut script = format!(
+                "#!/bin/sh\ncd {}\nexec env -i",
+                q(&s.work.to_string_lossy())
+            );
+            for (k, v) in [
+                ("PATH", path.as_str()),
+                ("HOME", &*s.home.to_string_lossy()),
+                ("USER", "root"),
+                ("LANG", "C.UTF-8"),
+                ("TERM", "xterm-256color"),
+                ("SESSIONPIPE_LOG", "debug"),
+                ("CODEX_HOME", &*codex_home(s).to_string_lossy()),
+                ("STANDIN_API_KEY", "e2e-dummy"),
+                ("SP_CODEX", &*cli_path("codex").to_string_lossy()),
+            ] {
+                script.push(' ');
+                script.push_str(&q(&format!("{k}={v}")));
+            }
+            script.push_str(&format!(
+                " {} codex {}\n",
+                q(&s.bin.join("sp").to_string_lossy()),
+                q("Take your time. SP-SLOW")
+            ));
+            let launcher = s.dir.join("codex-tui.sh");
+            std::fs::write(&launcher, script).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let tui = Tui {
+                sock: s.dir.join("tmux.sock"),
+            };
+            let st = tui
+                .tmux()
+                .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
+                .arg(&launcher)
+                .status()
+                .expect("tmux new-session");
+            assert!(st.success());
+            // The TUI's thread: its hooks report it, sp-sync follows it, the model streams.
+            let started = s.wait_event(
+                "session.started",
+                |e| e["harness"]["name"] == "codex",
+                Duration::from_secs(60),
+            );
+            let key = session_key_of(&started);
+            let thread = key.strip_prefix("codex:").unwrap().to_string();
+            assert!(
+                until(Duration::from_secs(30), || attached(s, &thread)),
+                "sp-sync follows the TUI's thread {thread}"
+            );
+            assert!(
+                until(Duration::from_secs(30), || s
+                    .agent_requests()
+                    .iter()
+                    .any(|r| r["answer"][2] == json!(true))),
+                "the slow turn is streaming"
+            );
+            tui.wait_screen("Take your time. SP-SLOW", Duration::from_secs(10));
+
+            let m = s.enqueue(&key, json!({"kind": "cancel"}));
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert!(
+                ack["detail"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("ended interrupted"),
+                "{ack}"
+            );
+            let screen = tui.wait_screen("Conversation interrupted", Duration::from_secs(15));
+            s.say(&format!("the terminal after the cancel:\n{screen}"));
+
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "From the phone. SP-ECHO:FIG"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert!(
+                ack["detail"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("codex app-server turn/start"),
+                "{ack}"
+            );
+            let screen = tui.wait_screen("SP-SAW:FIG", Duration::from_secs(30));
+            s.say(&format!("the terminal after the prompt:\n{screen}"));
+        },
+    );
+}
