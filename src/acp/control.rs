@@ -532,24 +532,18 @@ impl Controller<'_> {
                 }
                 let text = crate::hook::compose_reason(&claims);
                 let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
-                let mut st = self.shared.lock();
-                let id = st.own_id();
-                st.own.insert(
-                    id.clone(),
-                    Own::Inject {
-                        sid: sid.to_string(),
-                        ids: ids.clone(),
-                        mode,
-                    },
-                );
-                drop(st);
+                let id = self.shared.lock().own_id(Own::Inject {
+                    sid: sid.to_string(),
+                    ids: ids.clone(),
+                    mode,
+                });
                 let frame = json!({"jsonrpc": "2.0", "id": id, "method": "session/inject",
                     "params": {"sessionId": sid, "mode": mode,
                                "content": [{"type": "text", "text": text}]}});
                 if let Err(e) =
                     super::frame::write_frame(&self.shared.to_agent, line(&frame).as_bytes())
                 {
-                    self.shared.lock().own.remove(&id);
+                    self.shared.lock().own.remove(&super::id_key(&id));
                     let detail = format!("cannot write session/inject to the agent: {e}");
                     self.with_store("failing prompts", |st| {
                         for id in &ids {
@@ -573,14 +567,9 @@ impl Controller<'_> {
         let id = {
             let mut st = self.shared.lock();
             st.sessions.entry(sid.to_string()).or_default().prompts += 1;
-            let id = st.own_id();
-            st.own.insert(
-                id.clone(),
-                Own::Prompt {
-                    sid: sid.to_string(),
-                },
-            );
-            id
+            st.own_id(Own::Prompt {
+                sid: sid.to_string(),
+            })
         };
         // The editor did not send this prompt: show it in its thread as the user's message.
         let shown = json!({"jsonrpc": "2.0", "method": "session/update", "params": {
@@ -603,7 +592,7 @@ impl Controller<'_> {
             Err(e) => {
                 {
                     let mut st = self.shared.lock();
-                    st.own.remove(&id);
+                    st.own.remove(&super::id_key(&id));
                     super::end_prompt(&mut st, sid);
                 }
                 let detail = format!("cannot write session/prompt to the agent: {e}");

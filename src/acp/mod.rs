@@ -102,9 +102,12 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub fn own_id(&mut self) -> String {
+    /// A fresh id for a request of the proxy's own, and `own`'s key for it.
+    pub fn own_id(&mut self, own: Own) -> Value {
         self.next_id += 1;
-        format!("{OWN_ID_PREFIX}{}", self.next_id)
+        let id = Value::String(format!("{OWN_ID_PREFIX}{}", self.next_id));
+        self.own.insert(id_key(&id), own);
+        id
     }
 }
 
