@@ -391,22 +391,29 @@ fn a_remote_allow_answers_allow_once_and_the_editors_late_answer_is_swallowed() 
         &key,
         json!({"kind": "permission.answer", "for": "call_1", "decision": "allow"}),
     );
-    // The editor is told to drop its request, and the agent reports the option it got.
-    let (cancel, _) = ed.until(Duration::from_secs(30), |v| {
-        v["method"] == "$/cancel_request"
-    });
-    assert_eq!(cancel["params"]["requestId"], req["id"]);
-    let (said, _) = ed.until(Duration::from_secs(20), |v| {
-        v["method"] == "session/update"
-            && v["params"]["update"]["content"]["text"]
+    // The editor is told to drop its request, then the agent reports the option it got.
+    let (_, seen) = ed.response(p);
+    let cancel = seen
+        .iter()
+        .position(|v| v["method"] == "$/cancel_request")
+        .expect("the editor was sent $/cancel_request");
+    assert_eq!(seen[cancel]["params"]["requestId"], req["id"]);
+    let said = seen
+        .iter()
+        .position(|v| {
+            v["params"]["update"]["content"]["text"]
                 .as_str()
                 .is_some_and(|t| t.starts_with("permission"))
-    });
+        })
+        .expect("the agent said which option it got");
+    assert!(
+        cancel < said,
+        "the editor heard of it before the agent acted"
+    );
     assert_eq!(
-        said["params"]["update"]["content"]["text"],
+        seen[said]["params"]["update"]["content"]["text"],
         r#"permission {"outcome": "selected", "optionId": "yes-once"}"#
     );
-    ed.response(p);
     // The editor answers late: the agent must never see it.
     ed.send(&json!({"jsonrpc": "2.0", "id": req["id"],
         "result": {"outcome": {"outcome": "selected", "optionId": "no-always"}}}));

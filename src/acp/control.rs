@@ -392,6 +392,13 @@ impl Controller<'_> {
                 });
                 continue;
             };
+            // The editor still shows the request: ask it to drop it (ACP `$/cancel_request`)
+            // before the agent acts on the answer; whatever it answers to that id is swallowed.
+            let note = json!({"jsonrpc": "2.0", "method": "$/cancel_request",
+                "params": {"requestId": p.id}});
+            if let Err(e) = super::frame::write_frame(&shared.to_editor, line(&note).as_bytes()) {
+                crate::logging::warn(&format!("sp-acp: cannot tell the editor: {e}"));
+            }
             let reply = json!({"jsonrpc": "2.0", "id": p.id,
                 "result": {"outcome": {"outcome": "selected", "optionId": option}}});
             if let Err(e) = super::frame::write_frame(&shared.to_agent, line(&reply).as_bytes()) {
@@ -405,13 +412,6 @@ impl Controller<'_> {
             st.perms.remove(&req_key);
             st.answered.insert(req_key);
             drop(st);
-            // The editor still shows the request: ask it to drop it (ACP `$/cancel_request`);
-            // whatever it answers to that id is swallowed.
-            let note = json!({"jsonrpc": "2.0", "method": "$/cancel_request",
-                "params": {"requestId": p.id}});
-            if let Err(e) = super::frame::write_frame(&shared.to_editor, line(&note).as_bytes()) {
-                crate::logging::warn(&format!("sp-acp: cannot tell the editor: {e}"));
-            }
             let detail = format!("acp session/request_permission ({want} option {option:?})");
             self.with_store("confirming an answer", |db| {
                 db.confirm_answer(&s, &p.attention, &answer, &detail)

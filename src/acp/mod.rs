@@ -350,8 +350,13 @@ impl Shared {
             .filter(|t| is_tool_name(t))
             .or(kind.filter(|k| is_tool_name(k)))
             .map(str::to_string);
-        let name = title.or(kind).unwrap_or("tool");
-        let message = Some(crate::harness::describe_tool(name, &input));
+        // OpenCode titles a call by its command ("echo hi > out.txt"), others by the tool.
+        let name = tool.as_deref().unwrap_or("tool");
+        let described = crate::harness::describe_tool(name, &input);
+        let message = Some(match title {
+            Some(t) if described == name && t != name => format!("{name} {t}"),
+            _ => described,
+        });
         let options = params
             .get("options")
             .and_then(Value::as_array)
