@@ -585,3 +585,24 @@ fn steer_goes_as_session_inject_when_the_agent_offers_it() {
     let (r, _) = ed.response(p);
     assert_eq!(r["result"]["stopReason"], "cancelled");
 }
+
+#[test]
+fn sp_hooks_print_acp_prints_the_zed_agent_servers_entry() {
+    let env = Env::new();
+    let out = env
+        .cmd("sp")
+        .args(["hooks", "print", "acp", "--bin-dir", "/opt/sp/bin"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let json: String = text
+        .lines()
+        .filter(|l| !l.starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let v: Value = serde_json::from_str(&json).expect("JSON after the comment lines");
+    let entry = &v["agent_servers"]["OpenCode (sessionpipe)"];
+    assert_eq!(entry["command"], "/opt/sp/bin/sp-acp");
+    assert_eq!(entry["args"], json!(["--", "opencode", "acp"]));
+}

@@ -46,7 +46,8 @@ USAGE:
                            (a control-vector file, or - for stdin) as JSON; exits 1 if refused
   sp hooks list            each harness's hook file and whether our hooks are in it
   sp hooks print HARNESS [--bin-dir DIR]
-                           the registration `sp setup install` merges into that file
+                           the registration `sp setup install` merges into that file;
+                           `acp` prints Zed's agent_servers entry for sp-acp
 
 OPTIONS:
   -h, --help     this text
