@@ -119,6 +119,11 @@ fn write_agent(dir: &Path) -> PathBuf {
 
 impl Editor {
     fn start(env: &Env, agent_env: &[(&str, &str)]) -> Editor {
+        Self::start_with(env, agent_env, &[])
+    }
+
+    /// With `proxy_env` set on sp-acp after the usual environment (e.g. a broken state dir).
+    fn start_with(env: &Env, agent_env: &[(&str, &str)], proxy_env: &[(&str, &Path)]) -> Editor {
         let agent = write_agent(env.dir.path());
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -139,6 +144,9 @@ impl Editor {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         for (k, v) in agent_env {
+            cmd.env(k, v);
+        }
+        for (k, v) in proxy_env {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("sp-acp starts");
@@ -605,4 +613,29 @@ fn sp_hooks_print_acp_prints_the_zed_agent_servers_entry() {
     let entry = &v["agent_servers"]["OpenCode (sessionpipe)"];
     assert_eq!(entry["command"], "/opt/sp/bin/sp-acp");
     assert_eq!(entry["args"], json!(["--", "opencode", "acp"]));
+}
+
+#[test]
+fn an_unusable_store_is_logged_and_every_frame_still_passes() {
+    let env = Env::new();
+    // The state folder is a file: the store cannot be opened, and neither can the log.
+    let broken = env.dir.path().join("not-a-folder");
+    std::fs::write(&broken, "x").unwrap();
+    let mut ed = Editor::start_with(&env, &[], &[("SESSIONPIPE_STATE_DIR", &broken)]);
+    let sid = ed.init_and_new();
+    let p = ed.prompt(&sid, "ask");
+    let (req, _) = ed.until(Duration::from_secs(20), |v| {
+        v["method"] == "session/request_permission"
+    });
+    ed.send(&json!({"jsonrpc": "2.0", "id": req["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "yes-once"}}}));
+    let (r, seen) = ed.response(p);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert!(seen.iter().any(|v| v["params"]["update"]["content"]["text"]
+        == r#"permission {"outcome": "selected", "optionId": "yes-once"}"#));
+    let out = ed.close();
+    assert!(out.status.success());
+    // With no log file, the reason goes to stderr, which the editor keeps as the agent's.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the store is unusable"), "{err}");
 }
