@@ -11,12 +11,13 @@
 //! - `prompt` → `session/prompt` from the proxy when the session is idle; while a turn runs,
 //!   `steer` / `interrupt` go as Harn's `session/inject` when the agent offers it, and
 //!   everything else waits for the turn to end.
+use super::wire::{self, PermissionOptionKind, StopReason};
 use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
 use crate::store::{SessionRef, Store};
 use crate::wire::control::{Decision, Outcome};
 use crate::wire::event::How;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -194,13 +195,13 @@ impl Controller<'_> {
                     st.close_attention(&s, &attention, How::Answered)
                 });
             }
-            Ev::TurnEnded { sid, stop } => self.turn_ended(&sid, stop.as_deref()),
+            Ev::TurnEnded { sid, stop } => self.turn_ended(&sid, stop),
             Ev::OwnDone { own, result } => self.own_done(own, result),
             Ev::Closed => {}
         }
     }
 
-    fn turn_ended(&mut self, sid: &str, stop: Option<&str>) {
+    fn turn_ended(&mut self, sid: &str, stop: Option<StopReason>) {
         let busy = self
             .shared
             .lock()
@@ -228,12 +229,12 @@ impl Controller<'_> {
             });
         }
         if let Some(c) = self.cancels.remove(sid) {
-            let stop = stop.unwrap_or("(no stopReason)");
-            if stop == "cancelled" {
+            if stop == Some(StopReason::Cancelled) {
                 self.with_store("confirming a cancel", |st| {
                     st.confirm_delivered(&c.ids, "acp session/cancel (the prompt ended cancelled)")
                 });
             } else {
+                let stop = stop.map_or("without a stopReason".into(), wire::stop_word);
                 let detail = format!("the turn ended {stop} before session/cancel took effect");
                 self.with_store("expiring a cancel", |st| {
                     for id in &c.ids {
@@ -372,14 +373,14 @@ impl Controller<'_> {
             }) else {
                 continue;
             };
-            let want = match answer.decision {
-                Decision::Allow => "allow_once",
-                Decision::Deny => "reject_once",
+            let (want, kind) = match answer.decision {
+                Decision::Allow => ("allow_once", PermissionOptionKind::AllowOnce),
+                Decision::Deny => ("reject_once", PermissionOptionKind::RejectOnce),
             };
             let Some(option) = p
                 .options
                 .iter()
-                .find(|(_, k)| k == want)
+                .find(|(_, k)| *k == kind)
                 .map(|o| o.0.clone())
             else {
                 drop(st);
@@ -394,14 +395,12 @@ impl Controller<'_> {
             };
             // The editor still shows the request: ask it to drop it (ACP `$/cancel_request`)
             // before the agent acts on the answer; whatever it answers to that id is swallowed.
-            let note = json!({"jsonrpc": "2.0", "method": "$/cancel_request",
-                "params": {"requestId": p.id}});
-            if let Err(e) = super::frame::write_frame(&shared.to_editor, line(&note).as_bytes()) {
+            let note = wire::cancel_request(&p.id);
+            if let Err(e) = super::frame::write_frame(&shared.to_editor, note.as_bytes()) {
                 crate::logging::warn(&format!("sp-acp: cannot tell the editor: {e}"));
             }
-            let reply = json!({"jsonrpc": "2.0", "id": p.id,
-                "result": {"outcome": {"outcome": "selected", "optionId": option}}});
-            if let Err(e) = super::frame::write_frame(&shared.to_agent, line(&reply).as_bytes()) {
+            let reply = wire::permission_selected(&p.id, &option);
+            if let Err(e) = super::frame::write_frame(&shared.to_agent, reply.as_bytes()) {
                 drop(st);
                 let detail = format!("cannot write to the agent: {e}");
                 self.with_store("failing an answer", |db| {
@@ -468,10 +467,8 @@ impl Controller<'_> {
             let mut out = Vec::new();
             for k in keys {
                 if let Some(p) = st.perms.remove(&k) {
-                    let reply = json!({"jsonrpc": "2.0", "id": p.id,
-                        "result": {"outcome": {"outcome": "cancelled"}}});
-                    let _ =
-                        super::frame::write_frame(&self.shared.to_agent, line(&reply).as_bytes());
+                    let reply = wire::permission_cancelled(&p.id);
+                    let _ = super::frame::write_frame(&self.shared.to_agent, reply.as_bytes());
                     st.answered.insert(k);
                     out.push(p);
                 }
@@ -479,16 +476,14 @@ impl Controller<'_> {
             out
         };
         for p in &pending {
-            let note = json!({"jsonrpc": "2.0", "method": "$/cancel_request",
-                "params": {"requestId": p.id}});
-            let _ = super::frame::write_frame(&self.shared.to_editor, line(&note).as_bytes());
+            let note = wire::cancel_request(&p.id);
+            let _ = super::frame::write_frame(&self.shared.to_editor, note.as_bytes());
             self.with_store("clearing a cancelled permission", |st| {
                 st.close_attention(&s, &p.attention, How::Cancelled)
             });
         }
-        let frame = json!({"jsonrpc": "2.0", "method": "session/cancel",
-            "params": {"sessionId": sid}});
-        match super::frame::write_frame(&self.shared.to_agent, line(&frame).as_bytes()) {
+        let frame = wire::session_cancel(sid);
+        match super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
             Ok(()) => {
                 crate::logging::info(&format!(
                     "sp-acp: {key}: session/cancel sent ({} cancel(s))",
@@ -537,12 +532,8 @@ impl Controller<'_> {
                     ids: ids.clone(),
                     mode,
                 });
-                let frame = json!({"jsonrpc": "2.0", "id": id, "method": "session/inject",
-                    "params": {"sessionId": sid, "mode": mode,
-                               "content": [{"type": "text", "text": text}]}});
-                if let Err(e) =
-                    super::frame::write_frame(&self.shared.to_agent, line(&frame).as_bytes())
-                {
+                let frame = wire::session_inject(&id, sid, mode, &text);
+                if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
                     self.shared.lock().own.remove(&super::id_key(&id));
                     let detail = format!("cannot write session/inject to the agent: {e}");
                     self.with_store("failing prompts", |st| {
@@ -572,13 +563,10 @@ impl Controller<'_> {
             })
         };
         // The editor did not send this prompt: show it in its thread as the user's message.
-        let shown = json!({"jsonrpc": "2.0", "method": "session/update", "params": {
-            "sessionId": sid,
-            "update": {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}}});
-        let _ = super::frame::write_frame(&self.shared.to_editor, line(&shown).as_bytes());
-        let frame = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}});
-        match super::frame::write_frame(&self.shared.to_agent, line(&frame).as_bytes()) {
+        let shown = wire::user_message(sid, &text);
+        let _ = super::frame::write_frame(&self.shared.to_editor, shown.as_bytes());
+        let frame = wire::session_prompt(&id, sid, &text);
+        match super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
             Ok(()) => {
                 self.with_store("confirming prompts", |st| {
                     st.confirm_delivered(&ids, "acp session/prompt (sent by sp-acp)")
@@ -627,10 +615,4 @@ impl Controller<'_> {
             self.with_store("ending the session", |st| st.end_session(&s));
         }
     }
-}
-
-fn line(v: &Value) -> String {
-    let mut s = v.to_string();
-    s.push('\n');
-    s
 }

@@ -16,8 +16,10 @@
 //! never delays or breaks a frame.
 mod control;
 pub mod frame;
+pub mod wire;
 
 use frame::{Sink, Verdict};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::process::{Command, ExitCode, Stdio};
@@ -66,7 +68,7 @@ pub(crate) struct Perm {
     pub sid: String,
     pub attention: String,
     /// `(optionId, kind)` as offered.
-    pub options: Vec<(String, String)>,
+    pub options: Vec<(String, wire::PermissionOptionKind)>,
 }
 
 /// A request the proxy sent to the agent itself.
@@ -126,13 +128,10 @@ pub(crate) enum Ev {
         message: Option<String>,
     },
     /// The editor answered a permission before any remote answer did.
-    EditorAnswered {
-        sid: String,
-        attention: String,
-    },
+    EditorAnswered { sid: String, attention: String },
     TurnEnded {
         sid: String,
-        stop: Option<String>,
+        stop: Option<wire::StopReason>,
     },
     OwnDone {
         own: Own,
@@ -142,17 +141,22 @@ pub(crate) enum Ev {
     Closed,
 }
 
-/// The shape every frame is read as; only these fields are looked at.
+/// The shape every frame is read as; only these fields are looked at, and the payloads are
+/// kept raw (borrowed from the frame) until one turns out to matter.
 #[derive(serde::Deserialize)]
-struct Msg {
+struct Msg<'a> {
     id: Option<Value>,
-    method: Option<String>,
-    params: Option<Value>,
-    result: Option<Value>,
-    error: Option<Value>,
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
 }
 
-fn parse(frame: &[u8]) -> Option<Msg> {
+fn parse(frame: &[u8]) -> Option<Msg<'_>> {
     serde_json::from_slice::<Msg>(frame).ok()
 }
 
@@ -161,8 +165,18 @@ fn id_key(id: &Value) -> String {
     id.to_string()
 }
 
-fn str_at<'a>(v: &'a Option<Value>, key: &str) -> Option<&'a str> {
-    v.as_ref()?.get(key)?.as_str()
+/// The few request fields sp-acp reads from the editor; everything else is skipped unread.
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Fields {
+    session_id: Option<String>,
+    cwd: Option<String>,
+}
+
+fn fields(params: Option<&RawValue>) -> Fields {
+    params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_default()
 }
 
 pub(crate) struct Shared {
@@ -211,20 +225,17 @@ impl Shared {
                 }
             }
             Some(method) => {
+                let f = || fields(m.params);
                 let req = match method {
                     "initialize" => Some(ClientReq::Initialize),
-                    "session/new" => Some(ClientReq::New {
-                        cwd: str_at(&m.params, "cwd").map(str::to_string),
-                    }),
-                    "session/load" => str_at(&m.params, "sessionId").map(|sid| ClientReq::Load {
-                        sid: sid.to_string(),
-                        cwd: str_at(&m.params, "cwd").map(str::to_string),
-                    }),
-                    "session/prompt" => str_at(&m.params, "sessionId").map(|sid| {
-                        st.sessions.entry(sid.to_string()).or_default().prompts += 1;
-                        ClientReq::Prompt {
-                            sid: sid.to_string(),
-                        }
+                    "session/new" => Some(ClientReq::New { cwd: f().cwd }),
+                    "session/load" => {
+                        let f = f();
+                        f.session_id.map(|sid| ClientReq::Load { sid, cwd: f.cwd })
+                    }
+                    "session/prompt" => f().session_id.map(|sid| {
+                        st.sessions.entry(sid.clone()).or_default().prompts += 1;
+                        ClientReq::Prompt { sid }
                     }),
                     _ => None,
                 };
@@ -260,21 +271,21 @@ impl Shared {
                 end_prompt(&mut st, sid);
             }
             drop(st);
-            let result = match (&m.result, &m.error) {
-                (Some(r), _) => Ok(r.clone()),
-                (None, Some(e)) => Err(e
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map_or_else(|| e.to_string(), str::to_string)),
+            let result = match (m.result, m.error) {
+                (Some(r), _) => Ok(serde_json::from_str(r.get()).unwrap_or(Value::Null)),
+                (None, Some(e)) => {
+                    let e: Value = serde_json::from_str(e.get()).unwrap_or(Value::Null);
+                    Err(e
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| e.to_string(), str::to_string))
+                }
                 (None, None) => Err("the agent answered with neither result nor error".into()),
             };
-            if let (Own::Prompt { sid }, Ok(r)) = (&own, &result) {
+            if let (Own::Prompt { sid }, Some(r)) = (&own, m.result) {
                 self.send(Ev::TurnEnded {
                     sid: sid.clone(),
-                    stop: r
-                        .get("stopReason")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
+                    stop: wire::stop_reason(r),
                 });
             }
             self.send(Ev::OwnDone { own, result });
@@ -283,35 +294,32 @@ impl Shared {
         let Some(req) = st.client_requests.remove(key) else {
             return Verdict::Forward;
         };
-        let ok = m.error.is_none();
         match req {
             ClientReq::Initialize => {
-                if let Some(r) = &m.result {
-                    st.agent_name = r
-                        .pointer("/agentInfo/name")
-                        .and_then(Value::as_str)
-                        .map(str::to_string);
-                    st.inject = r.get("agentCapabilities").is_some_and(offers_inject);
+                if let Some(r) = m.result {
+                    st.agent_name = wire::agent_name(r);
+                    let v: Value = serde_json::from_str(r.get()).unwrap_or(Value::Null);
+                    st.inject = v.get("agentCapabilities").is_some_and(offers_inject);
                     crate::logging::info(&format!(
                         "sp-acp: agent {:?}, protocol {}, session/inject {}",
                         st.agent_name.as_deref().unwrap_or("(unnamed)"),
-                        r.get("protocolVersion").unwrap_or(&Value::Null),
+                        v.get("protocolVersion").unwrap_or(&Value::Null),
                         if st.inject { "offered" } else { "not offered" }
                     ));
                 }
             }
             ClientReq::New { cwd } => {
-                if let Some(sid) = str_at(&m.result, "sessionId") {
-                    st.sessions.entry(sid.to_string()).or_default();
+                if let Some(sid) = m.result.and_then(wire::new_session_id) {
+                    st.sessions.entry(sid.clone()).or_default();
                     drop(st);
                     self.send(Ev::Session {
-                        sid: sid.to_string(),
+                        sid,
                         cwd,
                         source: "startup",
                     });
                 }
             }
-            ClientReq::Load { sid, cwd } if ok => {
+            ClientReq::Load { sid, cwd } if m.error.is_none() => {
                 st.sessions.entry(sid.clone()).or_default();
                 drop(st);
                 self.send(Ev::Session {
@@ -326,7 +334,7 @@ impl Shared {
                 drop(st);
                 self.send(Ev::TurnEnded {
                     sid,
-                    stop: str_at(&m.result, "stopReason").map(str::to_string),
+                    stop: m.result.and_then(wire::stop_reason),
                 });
             }
         }
@@ -334,60 +342,51 @@ impl Shared {
     }
 
     fn permission(&self, id: &Value, m: &Msg) {
-        let Some(params) = &m.params else { return };
-        let Some(sid) = params.get("sessionId").and_then(Value::as_str) else {
-            return;
+        let Some(params) = m.params else { return };
+        let ask = match wire::permission_ask(params) {
+            Ok(a) => a,
+            Err(e) => {
+                crate::logging::warn(&format!(
+                    "sp-acp: a session/request_permission that does not match the ACP schema ({e}); not announced"
+                ));
+                return;
+            }
         };
-        let call = params.get("toolCall").cloned().unwrap_or(Value::Null);
-        let title = call.get("title").and_then(Value::as_str);
-        let kind = call.get("kind").and_then(Value::as_str);
-        let input = call.get("rawInput").cloned().unwrap_or(Value::Null);
-        let attention = match call.get("toolCallId").and_then(Value::as_str) {
-            Some(t) if crate::wire::is_session_id(t) => t.to_string(),
-            _ => crate::harness::minted_attention_id(sid, title.unwrap_or(""), &input),
+        let sid = ask.session_id;
+        let title = ask.title.as_deref();
+        let attention = if crate::wire::is_session_id(&ask.tool_call_id) {
+            ask.tool_call_id.clone()
+        } else {
+            crate::harness::minted_attention_id(&sid, title.unwrap_or(""), &ask.raw_input)
         };
         let tool = title
             .filter(|t| is_tool_name(t))
-            .or(kind.filter(|k| is_tool_name(k)))
+            .or(ask.kind.as_deref().filter(|k| is_tool_name(k)))
             .map(str::to_string);
         // OpenCode titles a call by its command ("echo hi > out.txt"), others by the tool.
         let name = tool.as_deref().unwrap_or("tool");
-        let described = crate::harness::describe_tool(name, &input);
+        let described = crate::harness::describe_tool(name, &ask.raw_input);
         let message = Some(match title {
             Some(t) if described == name && t != name => format!("{name} {t}"),
             _ => described,
         });
-        let options = params
-            .get("options")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|o| {
-                        Some((
-                            o.get("optionId")?.as_str()?.to_string(),
-                            o.get("kind")?.as_str()?.to_string(),
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
         let mut st = self.lock();
         if st.perms.len() >= TRACK_MAX {
             return;
         }
-        st.sessions.entry(sid.to_string()).or_default();
+        st.sessions.entry(sid.clone()).or_default();
         st.perms.insert(
             id_key(id),
             Perm {
                 id: id.clone(),
-                sid: sid.to_string(),
+                sid: sid.clone(),
                 attention: attention.clone(),
-                options,
+                options: ask.options,
             },
         );
         drop(st);
         self.send(Ev::Permission {
-            sid: sid.to_string(),
+            sid,
             attention,
             tool,
             message,
