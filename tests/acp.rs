@@ -71,8 +71,10 @@ while True:
                             {"optionId": "no-once", "name": "No", "kind": "reject_once"},
                             {"optionId": "no-always", "name": "Never", "kind": "reject_always"}]}})
             r = wait_response(900 + n)
-            update(sid, "permission " + json.dumps(r.get("result", {}).get("outcome")))
-            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+            outcome = r.get("result", {}).get("outcome")
+            update(sid, "permission " + json.dumps(outcome))
+            stop = "cancelled" if outcome == {"outcome": "cancelled"} else "end_turn"
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": stop}})
         elif "wait" in text:
             update(sid, "working")
             while True:
@@ -638,4 +640,116 @@ fn an_unusable_store_is_logged_and_every_frame_still_passes() {
     // With no log file, the reason goes to stderr, which the editor keeps as the agent's.
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the store is unusable"), "{err}");
+}
+
+/// Starts a prompt that asks permission; returns the prompt's id and the permission request.
+fn ask(env: &Env, ed: &mut Editor, sid: &str) -> (u64, Value) {
+    let p = ed.prompt(sid, "ask");
+    let (req, _) = ed.until(Duration::from_secs(20), |v| {
+        v["method"] == "session/request_permission"
+    });
+    env.wait_event(
+        "attention.needed",
+        json!({"attention_id": "call_1"}),
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|| panic!("no attention.needed\n{}", env.log()));
+    (p, req)
+}
+
+fn outcome_said(seen: &[Value]) -> Option<String> {
+    seen.iter().find_map(|v| {
+        v["params"]["update"]["content"]["text"]
+            .as_str()
+            .filter(|t| t.starts_with("permission "))
+            .map(str::to_string)
+    })
+}
+
+#[test]
+fn a_remote_deny_answers_reject_once() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[]);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    wait_polled(&env, &key);
+    let (p, _) = ask(&env, &mut ed, &sid);
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": "call_1", "decision": "deny", "note": "not now"}),
+    );
+    let (_, seen) = ed.response(p);
+    assert_eq!(
+        outcome_said(&seen).as_deref(),
+        Some(r#"permission {"outcome": "selected", "optionId": "no-once"}"#)
+    );
+    assert_eq!(
+        ack_of(&env, msg["id"].as_str().unwrap())["outcome"],
+        "delivered"
+    );
+}
+
+#[test]
+fn a_remote_cancel_answers_a_pending_permission_cancelled_and_ends_the_turn() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[]);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    wait_polled(&env, &key);
+    let (p, req) = ask(&env, &mut ed, &sid);
+    let msg = env.receiver.enqueue(&key, json!({"kind": "cancel"}));
+    let (r, seen) = ed.response(p);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    assert_eq!(
+        outcome_said(&seen).as_deref(),
+        Some(r#"permission {"outcome": "cancelled"}"#)
+    );
+    assert!(seen
+        .iter()
+        .any(|v| v["method"] == "$/cancel_request" && v["params"]["requestId"] == req["id"]));
+    let ack = ack_of(&env, msg["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    let cleared = env
+        .wait_event(
+            "attention.cleared",
+            json!({"attention_id": "call_1"}),
+            Duration::from_secs(20),
+        )
+        .unwrap();
+    assert_eq!(cleared["data"]["how"], "cancelled");
+}
+
+#[test]
+fn a_prompt_while_a_turn_runs_waits_for_its_end_without_session_inject() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[]);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    wait_polled(&env, &key);
+    let p = ed.prompt(&sid, "wait");
+    ed.until(Duration::from_secs(20), |v| {
+        v["params"]["update"]["content"]["text"] == "working"
+    });
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "after this turn", "mode": "steer"}),
+    );
+    let id = msg["id"].as_str().unwrap().to_string();
+    // Stored, and still queued while the turn runs (the agent offers no session/inject).
+    assert!(until(Duration::from_secs(20), || env
+        .query::<String>(&format!("select state from messages where id='{id}'"))
+        .first()
+        .is_some_and(|s| s == "queued")));
+    assert!(!ed.agent_log().contains("after this turn"));
+    ed.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+    let (r, _) = ed.response(p);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    // Then it starts the next turn.
+    let (echo, _) = ed.until(Duration::from_secs(30), |v| {
+        v["params"]["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("echo: ") && t.ends_with("after this turn"))
+    });
+    assert_eq!(echo["params"]["sessionId"], sid.as_str());
+    assert_eq!(ack_of(&env, &id)["outcome"], "delivered");
 }
