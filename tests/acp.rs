@@ -753,3 +753,23 @@ fn a_prompt_while_a_turn_runs_waits_for_its_end_without_session_inject() {
     assert_eq!(echo["params"]["sessionId"], sid.as_str());
     assert_eq!(ack_of(&env, &id)["outcome"], "delivered");
 }
+
+#[test]
+fn sigterm_to_sp_acp_reaches_the_agent_and_ends_the_session() {
+    let env = Env::new();
+    let mut ed = Editor::start(&env, &[]);
+    let sid = ed.init_and_new();
+    assert!(until(Duration::from_secs(20), || env
+        .query::<String>(&format!("select key from sessions where key='acp:{sid}'"))
+        .len()
+        == 1));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(ed.child.id() as i32, libc::SIGTERM) };
+    let status = wait_timeout(&mut ed.child, Duration::from_secs(20)).expect("sp-acp exits");
+    // The agent (Python) died of the SIGTERM it was passed: 128 + 15.
+    assert_eq!(status.code(), Some(143));
+    let ended: Vec<Option<String>> = env.query(&format!(
+        "select ended_at from sessions where key='acp:{sid}'"
+    ));
+    assert!(ended[0].is_some(), "the session ended with the agent");
+}

@@ -467,6 +467,9 @@ impl Controller<'_> {
             let mut out = Vec::new();
             for k in keys {
                 if let Some(p) = st.perms.remove(&k) {
+                    // The editor first, as for a remote answer (see `answers`).
+                    let note = wire::cancel_request(&p.id);
+                    let _ = super::frame::write_frame(&self.shared.to_editor, note.as_bytes());
                     let reply = wire::permission_cancelled(&p.id);
                     let _ = super::frame::write_frame(&self.shared.to_agent, reply.as_bytes());
                     st.answered.insert(k);
@@ -476,8 +479,6 @@ impl Controller<'_> {
             out
         };
         for p in &pending {
-            let note = wire::cancel_request(&p.id);
-            let _ = super::frame::write_frame(&self.shared.to_editor, note.as_bytes());
             self.with_store("clearing a cancelled permission", |st| {
                 st.close_attention(&s, &p.attention, How::Cancelled)
             });

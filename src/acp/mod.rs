@@ -517,6 +517,7 @@ pub fn run(agent: &[String]) -> ExitCode {
         let s = Arc::clone(&shared);
         std::thread::spawn(move || control::run(&s, rx))
     };
+    pass_signals_to(child.id());
     // Editor → agent. At the editor's EOF the agent's stdin is closed, which ends the agent.
     {
         let s = Arc::clone(&shared);
@@ -560,6 +561,38 @@ pub fn run(agent: &[String]) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// SIGTERM, SIGINT or SIGHUP to sp-acp (an editor closing the agent) goes to the agent, so
+/// it ends as if signalled itself and sp-acp still ends this proxy's sessions on the way out;
+/// an agent still running 5 s later is killed.
+fn pass_signals_to(pid: u32) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let got = Arc::new(AtomicUsize::new(0));
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
+        if let Err(e) = signal_hook::flag::register_usize(sig, Arc::clone(&got), sig as usize) {
+            crate::logging::warn(&format!("sp-acp: cannot watch signal {sig}: {e}"));
+        }
+    }
+    std::thread::spawn(move || {
+        let sig = loop {
+            match got.load(Ordering::Relaxed) {
+                0 => std::thread::sleep(std::time::Duration::from_millis(50)),
+                s => break s as libc::c_int,
+            }
+        };
+        crate::logging::info(&format!("sp-acp: signal {sig}; passing it to the agent"));
+        // SAFETY: kill has no memory-safety preconditions; pid is our child, not yet reaped
+        // (the main thread reaps it only after its stdout closed).
+        unsafe { libc::kill(pid as libc::pid_t, sig) };
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    });
 }
 
 fn log_oversize(from: &str, n: usize) {
