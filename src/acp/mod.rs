@@ -363,12 +363,13 @@ impl Shared {
             .filter(|t| is_tool_name(t))
             .or(ask.kind.as_deref().filter(|k| is_tool_name(k)))
             .map(str::to_string);
-        // OpenCode titles a call by its command ("echo hi > out.txt"), others by the tool.
+        // ACP titles are for people: OpenCode and Codex title a call by its command ("echo hi >
+        // out.txt"), and Codex's rawInput holds ids and an argv. A title that is not just the
+        // tool's name says best what the call does; otherwise the input does.
         let name = tool.as_deref().unwrap_or("tool");
-        let described = crate::harness::describe_tool(name, &ask.raw_input);
         let message = Some(match title {
-            Some(t) if described == name && t != name => format!("{name} {t}"),
-            _ => described,
+            Some(t) if t != name && !t.trim().is_empty() => format!("{name} {t}"),
+            _ => crate::harness::describe_tool(name, &ask.raw_input),
         });
         let mut st = self.lock();
         if st.perms.len() >= TRACK_MAX {

@@ -1,11 +1,11 @@
-//! Issue 16, against a real agent: `opencode acp` (OpenCode 1.18.33 from e2e/node_modules,
-//! offline, on the model stand-in e2e/model.py) behind sp-acp, driven by a scripted ACP
-//! client (this test), with a real receiver and the sp-sync that sp-acp starts itself
+//! Issue 16, against real ACP agents: `opencode acp` (OpenCode 1.18.33) and `codex-acp`
+//! (Zed's ACP adapter of Codex, 0.16.0), from e2e/node_modules, offline on the model stand-in
+//! e2e/model.py, behind sp-acp, driven by a scripted ACP client (this test), with a real receiver and the sp-sync that sp-acp starts itself
 //! (DECISIONS 28). Set up as tests/real_agents.rs does: the scenario re-runs this test
 //! binary inside its own network namespace with only loopback, and its own pid namespace.
 //! Nothing is skipped: a missing CLI or tool fails with what to run.
 //!
-//! Run: `cargo test --test acp_opencode` as root, after scripts/e2e-deps.sh.
+//! Run: `cargo test --test acp_agents` as root, after scripts/e2e-deps.sh.
 use serde_json::{json, Value};
 use spreceiver::{Receiver, ReceiverOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -18,8 +18,8 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const INSIDE: &str = "SP_E2E_SCENARIO";
 const SCENARIO_LIMIT: Duration = Duration::from_secs(240);
 
-fn opencode() -> PathBuf {
-    Path::new(ROOT).join("e2e/node_modules/.bin/opencode")
+fn cli(name: &str) -> PathBuf {
+    Path::new(ROOT).join("e2e/node_modules/.bin").join(name)
 }
 
 fn which(program: &str) -> bool {
@@ -29,16 +29,16 @@ fn which(program: &str) -> bool {
 
 /// Re-runs this test binary for `name` alone inside a fresh network and pid namespace with
 /// only loopback up; inside, runs `body`.
-fn scenario(name: &str, body: fn(&Scene)) {
+fn scenario(name: &str, agent: &str, body: fn(&Scene)) {
     if std::env::var(INSIDE).as_deref() == Ok(name) {
         let scene = Scene::new(name);
         body(&scene);
         return;
     }
     assert!(
-        opencode().exists(),
+        cli(agent).exists(),
         "{} is missing: run scripts/e2e-deps.sh (it installs the pinned CLIs into e2e/node_modules)",
-        opencode().display()
+        cli(agent).display()
     );
     for t in ["unshare", "ip", "python3"] {
         assert!(
@@ -183,8 +183,7 @@ impl Scene {
         }
     }
 
-    /// Our config (one sink with control, away for good) and OpenCode's (the stand-in as its
-    /// model, bash and edit asking), as tests/real_agents.rs writes them; no plugin.
+    /// Our config: one sink with control, away for good.
     fn configure(&self) {
         let path = self.home.join(".config/sessionpipe/config.json");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -195,6 +194,11 @@ impl Scene {
         std::fs::write(&path, config.to_string()).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    /// OpenCode's config (the stand-in as its model, bash and edit asking), as
+    /// tests/real_agents.rs writes it; no plugin.
+    fn configure_opencode(&self) {
         let oc = self.home.join(".config/opencode");
         std::fs::create_dir_all(oc.join("node_modules")).unwrap();
         let config = json!({
@@ -226,6 +230,41 @@ impl Scene {
             json!({"name": "opencode", "lockfileVersion": 3, "requires": true, "packages": {"": {"dependencies": deps}}}).to_string(),
         )
         .unwrap();
+    }
+
+    /// Codex's config (the stand-in over the Responses API, asking before leaving the
+    /// read-only sandbox), as tests/real_agents.rs writes it.
+    fn configure_codex(&self) -> PathBuf {
+        let ch = self.home.join(".codex");
+        std::fs::create_dir_all(&ch).unwrap();
+        std::fs::write(
+            ch.join("config.toml"),
+            format!(
+                r#"model = "gpt-standin"
+model_provider = "standin"
+approval_policy = "on-request"
+sandbox_mode = "read-only"
+check_for_update_on_startup = false
+
+[model_providers.standin]
+name = "sessionpipe model stand-in"
+base_url = "{}/v1"
+wire_api = "responses"
+env_key = "STANDIN_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+"#,
+                self.model_url
+            ),
+        )
+        .unwrap();
+        ch
     }
 
     fn model_requests(&self) -> Vec<Value> {
@@ -278,7 +317,7 @@ struct Client {
 }
 
 impl Client {
-    fn start(s: &Scene) -> Client {
+    fn start(s: &Scene, agent: &[&str], env: &[(&str, &Path)]) -> Client {
         let mut c = Command::new(env!("CARGO_BIN_EXE_sp-acp"));
         c.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -295,12 +334,15 @@ impl Client {
         ] {
             c.env(v, "1");
         }
+        for (k, v) in env {
+            c.env(k, v);
+        }
         c.arg("--")
-            .arg(opencode())
-            .arg("acp")
+            .arg(cli(agent[0]))
+            .args(&agent[1..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(s.dir.join("opencode.stderr")).unwrap());
+            .stderr(std::fs::File::create(s.dir.join("agent.stderr")).unwrap());
         let mut child = c.spawn().expect("sp-acp starts");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -385,123 +427,159 @@ fn chunk_text(v: &Value) -> String {
         .to_string()
 }
 
+/// The four checks, the same for every agent: the session reaches the receiver; a remote allow
+/// lets the tool run (`run` is the prompt that asks for it); a remote prompt while idle starts
+/// a turn that reaches the model; a remote cancel ends a running prompt `cancelled`.
+fn drive(s: &Scene, mut ed: Client, run: &str) {
+    let id = ed.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}}),
+    );
+    let (init, _) = ed.response(id);
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let id = ed.request(
+        "session/new",
+        json!({"cwd": s.work.to_string_lossy(), "mcpServers": []}),
+    );
+    let (new, _) = ed.response(id);
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let key = format!("acp:{sid}");
+
+    // 1. The session shows up at the receiver (sp-acp started sp-sync itself).
+    let started = s.event("session.started", |e| e["session"]["id"] == sid.as_str());
+    assert_eq!(started["harness"]["name"], "acp");
+
+    // 2. A remote allow lets the tool run.
+    let p = ed.prompt(&sid, run);
+    let (req, _) = ed.until(Duration::from_secs(90), |v| {
+        v["method"] == "session/request_permission"
+    });
+    let attention = req["params"]["toolCall"]["toolCallId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let needed = s.event("attention.needed", |e| {
+        e["data"]["attention_id"] == attention.as_str()
+    });
+    assert!(
+        needed["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("echo allowed-by-phone > marker.txt"),
+        "{needed}"
+    );
+    assert!(
+        !s.work.join("marker.txt").exists(),
+        "nothing ran before the answer"
+    );
+    let m = s.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+    );
+    assert_eq!(s.ack(&m)["outcome"], "delivered");
+    let (cancel, _) = ed.until(Duration::from_secs(30), |v| {
+        v["method"] == "$/cancel_request"
+    });
+    assert_eq!(cancel["params"]["requestId"], req["id"]);
+    let (done, _) = ed.response(p);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(s.work.join("marker.txt"))
+            .ok()
+            .as_deref(),
+        Some("allowed-by-phone\n"),
+        "the tool ran"
+    );
+    // The editor's late answer (a rejection) is swallowed: OpenCode never sees it.
+    ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "reject"}}}));
+
+    // 3. A remote prompt while idle starts a turn that reaches the model.
+    let m = s.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "Please say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}),
+    );
+    assert_eq!(s.ack(&m)["outcome"], "delivered");
+    let (said, _) = ed.until(Duration::from_secs(90), |v| {
+        v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            && chunk_text(v).contains("SP-SAW:MARMALADE")
+    });
+    assert_eq!(said["params"]["sessionId"], sid.as_str());
+    assert!(
+        s.model_requests().iter().any(|r| r["body"]
+            .to_string()
+            .contains("Please say the word. SP-ECHO:MARMALADE")),
+        "the model got the prompt"
+    );
+
+    // 4. A remote cancel ends the running prompt `cancelled`. First the remote
+    // prompt's turn ends (its response goes to sp-acp, which logs it).
+    assert!(
+        until(Duration::from_secs(60), || s
+            .log()
+            .contains("the remote prompt's turn ended")),
+        "the remote prompt's turn ended\n{}",
+        s.log()
+    );
+    let slow = ed.prompt(&sid, "Take your time. SP-SLOW");
+    assert!(
+        until(Duration::from_secs(60), || s
+            .model_requests()
+            .iter()
+            .any(|r| r["answer"][2] == json!(true))),
+        "the slow turn reached the model"
+    );
+    let started = Instant::now();
+    let m = s.receiver.enqueue(&key, json!({"kind": "cancel"}));
+    let (end, _) = ed.response(slow);
+    assert_eq!(end["result"]["stopReason"], "cancelled", "{end}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "well before the 60 s slow answer"
+    );
+    let ack = s.ack(&m);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+}
+
 #[test]
 fn opencode_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
     scenario(
         "opencode_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel",
+        "opencode",
         |s| {
             s.configure();
-            let mut ed = Client::start(s);
-            let id = ed.request(
-                "initialize",
-                json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}}),
-            );
-            let (init, _) = ed.response(id);
-            assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
-            let id = ed.request(
-                "session/new",
-                json!({"cwd": s.work.to_string_lossy(), "mcpServers": []}),
-            );
-            let (new, _) = ed.response(id);
-            let sid = new["result"]["sessionId"].as_str().unwrap().to_string();
-            let key = format!("acp:{sid}");
-
-            // 1. The session shows up at the receiver (sp-acp started sp-sync itself).
-            let started = s.event("session.started", |e| e["session"]["id"] == sid.as_str());
-            assert_eq!(started["harness"]["name"], "acp");
-
-            // 2. A remote allow lets the tool run.
-            let p = ed.prompt(
-                &sid,
+            s.configure_opencode();
+            let ed = Client::start(s, &["opencode", "acp"], &[]);
+            drive(
+                s,
+                ed,
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
             );
-            let (req, _) = ed.until(Duration::from_secs(90), |v| {
-                v["method"] == "session/request_permission"
-            });
-            let attention = req["params"]["toolCall"]["toolCallId"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            let needed = s.event("attention.needed", |e| {
-                e["data"]["attention_id"] == attention.as_str()
-            });
-            assert!(
-                needed["data"]["message"]
-                    .as_str()
-                    .unwrap()
-                    .contains("echo allowed-by-phone > marker.txt"),
-                "{needed}"
-            );
-            assert!(
-                !s.work.join("marker.txt").exists(),
-                "nothing ran before the answer"
-            );
-            let m = s.receiver.enqueue(
-                &key,
-                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
-            );
-            assert_eq!(s.ack(&m)["outcome"], "delivered");
-            let (cancel, _) = ed.until(Duration::from_secs(30), |v| {
-                v["method"] == "$/cancel_request"
-            });
-            assert_eq!(cancel["params"]["requestId"], req["id"]);
-            let (done, _) = ed.response(p);
-            assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
-            assert_eq!(
-                std::fs::read_to_string(s.work.join("marker.txt"))
-                    .ok()
-                    .as_deref(),
-                Some("allowed-by-phone\n"),
-                "the tool ran"
-            );
-            // The editor's late answer (a rejection) is swallowed: OpenCode never sees it.
-            ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "reject"}}}));
+        },
+    );
+}
 
-            // 3. A remote prompt while idle starts a turn that reaches the model.
-            let m = s.receiver.enqueue(
-                &key,
-                json!({"kind": "prompt", "text": "Please say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}),
+#[test]
+fn codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
+    scenario(
+        "codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel",
+        "codex-acp",
+        |s| {
+            s.configure();
+            let ch = s.configure_codex();
+            let ed = Client::start(
+                s,
+                &["codex-acp"],
+                &[
+                    ("CODEX_HOME", &ch),
+                    ("STANDIN_API_KEY", Path::new("e2e-dummy")),
+                ],
             );
-            assert_eq!(s.ack(&m)["outcome"], "delivered");
-            let (said, _) = ed.until(Duration::from_secs(90), |v| {
-                v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-                    && chunk_text(v).contains("SP-SAW:MARMALADE")
-            });
-            assert_eq!(said["params"]["sessionId"], sid.as_str());
-            assert!(
-                s.model_requests().iter().any(|r| r["body"]
-                    .to_string()
-                    .contains("Please say the word. SP-ECHO:MARMALADE")),
-                "the model got the prompt"
+            // Codex asks only when the command would leave its read-only sandbox.
+            drive(
+                s,
+                ed,
+                "Write the marker. SP-ESCALATE SP-RUN:echo allowed-by-phone > marker.txt",
             );
-
-            // 4. A remote cancel ends the running prompt `cancelled`. First the remote
-            // prompt's turn ends (its response goes to sp-acp, which logs it).
-            assert!(
-                until(Duration::from_secs(60), || s
-                    .log()
-                    .contains("the remote prompt's turn ended")),
-                "the remote prompt's turn ended\n{}",
-                s.log()
-            );
-            let slow = ed.prompt(&sid, "Take your time. SP-SLOW");
-            assert!(
-                until(Duration::from_secs(60), || s
-                    .model_requests()
-                    .iter()
-                    .any(|r| r["answer"][2] == json!(true))),
-                "the slow turn reached the model"
-            );
-            let started = Instant::now();
-            let m = s.receiver.enqueue(&key, json!({"kind": "cancel"}));
-            let (end, _) = ed.response(slow);
-            assert_eq!(end["result"]["stopReason"], "cancelled", "{end}");
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "well before the 60 s slow answer"
-            );
-            let ack = s.ack(&m);
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
         },
     );
 }
