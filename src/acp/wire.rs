@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn reads_opencodes_permission_request() {
-        // As OpenCode 1.18.33 `acp` sends it (tests/acp_opencode.rs drives the real one).
+        // As OpenCode 1.18.33 `acp` sends it (tests/acp_agents.rs drives the real one).
         let p = RawValue::from_string(
             r#"{"sessionId":"ses_1","toolCall":{"toolCallId":"call_1","title":"echo hi > marker.txt","kind":"execute","status":"pending","locations":[],"rawInput":{"command":"echo hi > marker.txt"}},"options":[{"optionId":"once","kind":"allow_once","name":"Allow once"},{"optionId":"always","kind":"allow_always","name":"Always allow"},{"optionId":"reject","kind":"reject_once","name":"Reject"}]}"#.into(),
         )
