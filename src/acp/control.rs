@@ -409,7 +409,7 @@ impl Controller<'_> {
                 continue;
             }
             st.perms.remove(&req_key);
-            st.answered.insert(req_key);
+            st.swallow_later(req_key);
             drop(st);
             let detail = format!("acp session/request_permission ({want} option {option:?})");
             self.with_store("confirming an answer", |db| {
@@ -472,7 +472,7 @@ impl Controller<'_> {
                     let _ = super::frame::write_frame(&self.shared.to_editor, note.as_bytes());
                     let reply = wire::permission_cancelled(&p.id);
                     let _ = super::frame::write_frame(&self.shared.to_agent, reply.as_bytes());
-                    st.answered.insert(k);
+                    st.swallow_later(k);
                     out.push(p);
                 }
             }

@@ -104,6 +104,17 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Remembers that the proxy answered this agent request, so the editor's own answer to it
+    /// is swallowed. Bounded: past the cap a late editor answer reaches the agent, which then
+    /// gets a second answer for an id it already had one for.
+    pub fn swallow_later(&mut self, key: String) {
+        if self.answered.len() < TRACK_MAX {
+            self.answered.insert(key);
+        } else {
+            crate::logging::warn("sp-acp: too many unanswered requests to track; not swallowing");
+        }
+    }
+
     /// A fresh id for a request of the proxy's own, and `own`'s key for it.
     pub fn own_id(&mut self, own: Own) -> Value {
         self.next_id += 1;
