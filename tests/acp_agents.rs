@@ -304,7 +304,14 @@ impl Drop for Scene {
     fn drop(&mut self) {
         let _ = self.model.kill();
         let _ = self.model.wait();
-        println!("[scene] kept: {}", self.dir.display());
+        // A failed scenario's folder is kept for inspection (its sp.log, agent.stderr,
+        // editor.jsonl, model.jsonl); SP_E2E_KEEP=1 keeps every one.
+        let keep = std::env::var_os("SP_E2E_KEEP").is_some_and(|v| !v.is_empty());
+        if std::thread::panicking() || keep {
+            println!("[scene] kept for inspection: {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
