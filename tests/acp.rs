@@ -88,6 +88,8 @@ while True:
         else:
             update(sid, "echo: " + text)
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+    elif meth == "session/load":
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
     elif meth == "test/raw":
         for line in m["params"]["lines"]:
             out.write(line.encode() + b"\n")
@@ -772,4 +774,62 @@ fn sigterm_to_sp_acp_reaches_the_agent_and_ends_the_session() {
         "select ended_at from sessions where key='acp:{sid}'"
     ));
     assert!(ended[0].is_some(), "the session ended with the agent");
+}
+
+#[test]
+fn a_loaded_session_becomes_live_as_resumed() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[]);
+    let id = ed.request("initialize", json!({"protocolVersion": 1}));
+    ed.response(id);
+    let id = ed.request(
+        "session/load",
+        json!({"sessionId": "old-1", "cwd": "/tmp", "mcpServers": []}),
+    );
+    ed.response(id);
+    let started = env
+        .receiver
+        .wait_event(Duration::from_secs(30), |e| {
+            e["type"] == "session.started" && e["session"]["id"] == "old-1"
+        })
+        .unwrap_or_else(|| panic!("no session.started\n{}", env.log()));
+    assert_eq!(started["data"]["source"], "resume");
+    assert_eq!(started["harness"]["name"], "acp");
+}
+
+#[test]
+fn interrupt_goes_as_session_inject_interrupt_immediate() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[("AGENT_INJECT", "1")]);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    wait_polled(&env, &key);
+    let p = ed.prompt(&sid, "wait");
+    ed.until(Duration::from_secs(20), |v| {
+        v["params"]["update"]["content"]["text"] == "working"
+    });
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "stop and read this", "mode": "interrupt"}),
+    );
+    let (said, _) = ed.until(Duration::from_secs(30), |v| {
+        v["params"]["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("injected"))
+    });
+    let text = said["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.starts_with("injected interrupt_immediate: ") && text.ends_with("stop and read this"),
+        "{text}"
+    );
+    let ack = ack_of(&env, msg["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "delivered");
+    assert!(ack["detail"]
+        .as_str()
+        .unwrap()
+        .contains("session/inject mode interrupt_immediate"));
+    ed.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+    ed.response(p);
 }
