@@ -68,7 +68,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ -n "${HOME:-}" ] || die "HOME is not set"
 prefix=${PREFIX:-$HOME/.local}
 bin="$prefix/bin"
-binaries="sp sp-sync sp-permission sp-stop sp-event sp-receiver"
+binaries="sp sp-sync sp-permission sp-stop sp-event sp-acp sp-receiver"
 
 # Where cargo puts this folder's build: its own answer (which honours CARGO_TARGET_DIR and
 # any build.target-dir), else CARGO_TARGET_DIR, else target/ here.

@@ -46,11 +46,11 @@ pinned() {
 }
 
 up_to_date() {
-    for p in @anthropic-ai/claude-code @openai/codex opencode-ai; do
+    for p in @anthropic-ai/claude-code @openai/codex opencode-ai @zed-industries/codex-acp; do
         [ "$(installed "$p")" = "$(pinned "$p")" ] || return 1
     done
     [ -x "$e2e/node_modules/.bin/claude" ] && [ -x "$e2e/node_modules/.bin/codex" ] \
-        && [ -x "$e2e/node_modules/.bin/opencode" ]
+        && [ -x "$e2e/node_modules/.bin/opencode" ] && [ -x "$e2e/node_modules/.bin/codex-acp" ]
 }
 
 if up_to_date; then

@@ -2,6 +2,7 @@
 //!
 //! Inbound:  receiver → [`sync`] (HTTP, [`wire`] types, validation) → [`store`] → [`hook`] → [`harness`] adapter → stdout.
 //! Outbound: [`hook`] → [`store`] (events, acks) → [`sync`] → receiver.
+pub mod acp;
 pub mod cli;
 pub mod codex_app;
 pub use spwire::{clock, files};

@@ -47,7 +47,8 @@ USAGE:
                            (a control-vector file, or - for stdin) as JSON; exits 1 if refused
   sp hooks list            each harness's hook file and whether our hooks are in it
   sp hooks print HARNESS [--bin-dir DIR]
-                           the registration `sp setup install` merges into that file
+                           the registration `sp setup install` merges into that file;
+                           `acp` prints Zed's agent_servers entry for sp-acp
   sp codex [ARGS…]         Codex's terminal UI on this user's app-server (started if need
                            be, socket private to you), so prompts and cancels from the phone
                            reach the running turn; ARGS go to codex ($SP_CODEX, else codex)

@@ -274,10 +274,15 @@ pub fn list() -> Result<Done> {
 }
 
 pub fn print(harness: &str, bin_dir_arg: Option<String>) -> Result<Done> {
+    // ACP agents are not hooked: the editor runs them behind sp-acp (src/acp).
+    if harness == crate::acp::HARNESS {
+        print!("{}", crate::acp::zed_snippet(&bin_dir(bin_dir_arg)?));
+        return Ok(Done::Ok);
+    }
     let Some(h) = Harness::parse(harness) else {
         let names: Vec<&str> = Harness::ALL.iter().map(|h| h.name()).collect();
         return usage(format!(
-            "unknown harness {harness:?}; use one of {}",
+            "unknown harness {harness:?}; use one of {}, acp",
             names.join(", ")
         ));
     };

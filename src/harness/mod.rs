@@ -412,6 +412,8 @@ pub fn route(harness: &str, kind: Kind) -> Option<(Outcome, String)> {
         ("claude-code" | "codex" | "cursor" | "copilot-cli" | "droid", Kind::PermissionAnswer | Kind::Prompt) => None,
         ("gemini-cli", Kind::Prompt) => None,
         ("opencode", _) => None,
+        // sp-acp sessions: the proxy on the agent's stdio delivers all three (src/acp).
+        ("acp", _) => None,
         ("claude-code", Kind::Cancel) => None,
         ("codex", Kind::Cancel) => None,
         ("cursor" | "copilot-cli" | "droid" | "gemini-cli", Kind::Cancel) => Some((

@@ -1,0 +1,619 @@
+//! The controller: the one thread of sp-acp that touches the store. It records what the
+//! forwarders saw (sessions, permission requests, turn ends) with the hooks' store functions,
+//! and acts on the messages sp-sync stored for this proxy's sessions:
+//!
+//! - `permission.answer` → the agent gets its `allow_once` / `reject_once` option (never an
+//!   `always` one) if the editor has not answered yet; the editor is sent `$/cancel_request`
+//!   for that request and its late response is swallowed.
+//! - `cancel` → `session/cancel` while a prompt runs (pending permissions are answered
+//!   `cancelled`, as ACP requires of whoever cancels); acked `delivered` when the prompt ends
+//!   `cancelled`, `expired` when it ends otherwise first or no turn was running.
+//! - `prompt` → `session/prompt` from the proxy when the session is idle; while a turn runs,
+//!   `steer` / `interrupt` go as Harn's `session/inject` when the agent offers it, and
+//!   everything else waits for the turn to end.
+use super::wire::{self, PermissionOptionKind, StopReason};
+use super::{Ev, Own, Shared};
+use crate::clock::now_ms;
+use crate::store::{SessionRef, Store};
+use crate::wire::control::{Decision, Outcome};
+use crate::wire::event::How;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// How often the store is looked at for messages when no frame woke the controller.
+const TICK: Duration = Duration::from_millis(50);
+/// How often an unusable store is tried again.
+const REOPEN_EVERY: Duration = Duration::from_secs(5);
+/// How often sp-sync is checked for (DECISIONS 28) and sessions kept live (DECISIONS 5).
+const KEEPALIVE_EVERY: Duration = Duration::from_secs(5);
+/// A `session/cancel` whose prompt has not ended by then is acked `failed`.
+const CANCEL_WAIT: Duration = Duration::from_secs(25);
+/// An ACP permission request stays open this long in the store unless answered or ended.
+const PERMISSION_OPEN: Duration = Duration::from_secs(3600);
+const BUSY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A `session/cancel` sent, waiting for its prompt to end.
+struct PendingCancel {
+    ids: Vec<String>,
+    sent: Instant,
+}
+
+struct Controller<'a> {
+    shared: &'a Shared,
+    store: Option<Store>,
+    last_open_try: Option<Instant>,
+    start_sync: bool,
+    /// Sessions recorded in the store: session id → cwd.
+    live: HashMap<String, Option<String>>,
+    cancels: HashMap<String, PendingCancel>,
+    last_keepalive: Instant,
+    pid: u32,
+}
+
+pub(super) fn run(shared: &Shared, rx: Receiver<Ev>) {
+    let config = crate::config::Config::load().unwrap_or_else(|e| {
+        crate::logging::warn(&format!(
+            "sp-acp: {e:#}; acting as if no sink were configured"
+        ));
+        crate::config::Config::default()
+    });
+    let mut c = Controller {
+        shared,
+        store: None,
+        last_open_try: None,
+        start_sync: !config.sinks.is_empty(),
+        live: HashMap::new(),
+        cancels: HashMap::new(),
+        last_keepalive: Instant::now(),
+        pid: std::process::id(),
+    };
+    loop {
+        let mut closed = false;
+        match rx.recv_timeout(TICK) {
+            Ok(Ev::Closed) | Err(RecvTimeoutError::Disconnected) => closed = true,
+            Ok(ev) => c.event(ev),
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        while let Ok(ev) = rx.try_recv() {
+            match ev {
+                Ev::Closed => closed = true,
+                ev => c.event(ev),
+            }
+        }
+        if closed {
+            break;
+        }
+        c.pass();
+    }
+    c.finish();
+}
+
+fn session_ref(sid: &str, cwd: Option<&str>, event: &str) -> SessionRef {
+    SessionRef {
+        harness: super::HARNESS.to_string(),
+        session_id: sid.to_string(),
+        cwd: cwd.map(str::to_string),
+        event: event.to_string(),
+    }
+}
+
+impl Controller<'_> {
+    /// The store, opened on first use and again after it failed; None while unusable.
+    fn store(&mut self) -> Option<&mut Store> {
+        if self.store.is_none()
+            && self
+                .last_open_try
+                .is_none_or(|t| t.elapsed() >= REOPEN_EVERY)
+        {
+            self.last_open_try = Some(Instant::now());
+            match crate::store::open(&crate::paths::database_file(), BUSY_TIMEOUT) {
+                Ok(s) => self.store = Some(s),
+                Err(e) => crate::logging::error(&format!(
+                    "sp-acp: the store is unusable ({e:#}); frames still pass through"
+                )),
+            }
+        }
+        self.store.as_mut()
+    }
+
+    /// Runs one store action; a failure is logged and the session goes on.
+    fn with_store<T>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&mut Store) -> anyhow::Result<T>,
+    ) -> Option<T> {
+        let store = self.store()?;
+        match f(store) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                crate::logging::error(&format!("sp-acp: {what}: {e:#}"));
+                None
+            }
+        }
+    }
+
+    fn sref(&self, sid: &str, event: &str) -> SessionRef {
+        session_ref(sid, self.live.get(sid).and_then(|c| c.as_deref()), event)
+    }
+
+    fn ensure_sync(&self) {
+        if self.start_sync {
+            crate::sync::lock::ensure_running();
+        }
+    }
+
+    fn event(&mut self, ev: Ev) {
+        match ev {
+            Ev::Session { sid, cwd, source } => {
+                if !crate::wire::is_session_id(&sid) {
+                    crate::logging::warn(&format!("sp-acp: session id {sid:?} is not usable"));
+                    return;
+                }
+                let s = session_ref(&sid, cwd.as_deref(), "session/new");
+                if self
+                    .with_store("recording the session", |st| {
+                        st.record_event(&s, Some(source))
+                    })
+                    .is_some()
+                {
+                    crate::logging::info(&format!("sp-acp: {} live ({source})", s.key()));
+                }
+                self.live.insert(sid, cwd);
+                self.ensure_sync();
+            }
+            Ev::Permission {
+                sid,
+                attention,
+                tool,
+                message,
+            } => {
+                if !crate::wire::is_session_id(&sid) {
+                    return;
+                }
+                self.live.entry(sid.clone()).or_insert(None);
+                let s = self.sref(&sid, "session/request_permission");
+                let until = now_ms() + PERMISSION_OPEN.as_millis() as i64;
+                let pid = self.pid;
+                self.with_store("recording a permission request", |st| {
+                    st.open_attention(
+                        &s,
+                        &attention,
+                        tool.as_deref(),
+                        message.as_deref(),
+                        until,
+                        pid,
+                    )
+                });
+                self.ensure_sync();
+            }
+            Ev::EditorAnswered { sid, attention } => {
+                let s = self.sref(&sid, "session/request_permission");
+                // Clearing it acks any remote answer still queued for it `expired`.
+                self.with_store("clearing an answered permission", |st| {
+                    st.close_attention(&s, &attention, How::Answered)
+                });
+            }
+            Ev::TurnEnded { sid, stop } => self.turn_ended(&sid, stop),
+            Ev::OwnDone { own, result } => self.own_done(own, result),
+            Ev::Closed => {}
+        }
+    }
+
+    fn turn_ended(&mut self, sid: &str, stop: Option<StopReason>) {
+        let busy = self
+            .shared
+            .lock()
+            .sessions
+            .get(sid)
+            .is_some_and(|s| s.prompts > 0);
+        if busy {
+            return;
+        }
+        // Permission requests of a finished turn will not be answered any more.
+        let stale: Vec<super::Perm> = {
+            let mut st = self.shared.lock();
+            let keys: Vec<String> = st
+                .perms
+                .iter()
+                .filter(|(_, p)| p.sid == sid)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter().filter_map(|k| st.perms.remove(k)).collect()
+        };
+        let s = self.sref(sid, "session/prompt");
+        for p in stale {
+            self.with_store("clearing a permission of an ended turn", |st| {
+                st.close_attention(&s, &p.attention, How::Cancelled)
+            });
+        }
+        if let Some(c) = self.cancels.remove(sid) {
+            if stop == Some(StopReason::Cancelled) {
+                self.with_store("confirming a cancel", |st| {
+                    st.confirm_delivered(&c.ids, "acp session/cancel (the prompt ended cancelled)")
+                });
+            } else {
+                let stop = stop.map_or("without a stopReason".into(), wire::stop_word);
+                let detail = format!("the turn ended {stop} before session/cancel took effect");
+                self.with_store("expiring a cancel", |st| {
+                    for id in &c.ids {
+                        st.finish_message(id, Outcome::Expired, &detail)?;
+                    }
+                    Ok(())
+                });
+            }
+        }
+        if self.live.contains_key(sid) {
+            self.with_store("noting the turn's end", |st| st.record_event(&s, None));
+        }
+    }
+
+    fn own_done(&mut self, own: Own, result: Result<Value, String>) {
+        match own {
+            Own::Prompt { sid } => match result {
+                Ok(r) => crate::logging::info(&format!(
+                    "sp-acp: acp:{sid}: the remote prompt's turn ended {}",
+                    r.get("stopReason").unwrap_or(&Value::Null)
+                )),
+                Err(e) => {
+                    crate::logging::warn(&format!(
+                        "sp-acp: acp:{sid}: the remote prompt failed: {e}"
+                    ));
+                    self.turn_ended(&sid, None);
+                }
+            },
+            Own::Inject { sid, ids, mode } => {
+                let accepted = result
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| r.get("status"))
+                    .and_then(Value::as_str)
+                    .is_none_or(|s| s == "accepted");
+                match result {
+                    Ok(_) if accepted => {
+                        let detail = format!("acp session/inject mode {mode} (accepted)");
+                        self.with_store("confirming an inject", |st| {
+                            st.confirm_delivered(&ids, &detail)
+                        });
+                    }
+                    other => {
+                        let detail = match other {
+                            Ok(r) => format!("session/inject answered {r}"),
+                            Err(e) => format!("session/inject failed: {e}"),
+                        };
+                        crate::logging::warn(&format!("sp-acp: acp:{sid}: {detail}"));
+                        self.with_store("failing an inject", |st| {
+                            for id in &ids {
+                                st.finish_message(id, Outcome::Failed, &detail)?;
+                            }
+                            Ok(())
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// One look at the store for every session of this proxy.
+    fn pass(&mut self) {
+        if self.store().is_none() {
+            return;
+        }
+        let keepalive = self.last_keepalive.elapsed() >= KEEPALIVE_EVERY;
+        if keepalive {
+            self.last_keepalive = Instant::now();
+            self.ensure_sync();
+        }
+        let sids: Vec<String> = self.live.keys().cloned().collect();
+        for sid in sids {
+            if keepalive {
+                let s = self.sref(&sid, "keepalive");
+                self.with_store("keeping the session live", |st| st.record_event(&s, None));
+            }
+            self.answers(&sid);
+            self.cancel(&sid);
+            self.prompts(&sid);
+        }
+        // A cancel whose prompt never ended.
+        let overdue: Vec<String> = self
+            .cancels
+            .iter()
+            .filter(|(_, c)| c.sent.elapsed() >= CANCEL_WAIT)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for sid in overdue {
+            if let Some(c) = self.cancels.remove(&sid) {
+                let detail = format!(
+                    "session/cancel was sent but the prompt had not ended {}s later",
+                    CANCEL_WAIT.as_secs()
+                );
+                self.with_store("failing a cancel", |st| {
+                    for id in &c.ids {
+                        st.finish_message(id, Outcome::Failed, &detail)?;
+                    }
+                    Ok(())
+                });
+            }
+        }
+    }
+
+    /// Remote answers to this session's open permission requests.
+    fn answers(&mut self, sid: &str) {
+        let perms: Vec<super::Perm> = self
+            .shared
+            .lock()
+            .perms
+            .values()
+            .filter(|p| p.sid == sid)
+            .cloned()
+            .collect();
+        let s = self.sref(sid, "session/request_permission");
+        let key = s.key();
+        for p in perms {
+            let Some((_, queued)) = self.with_store("looking for answers", |st| {
+                st.attention_poll(&key, &p.attention)
+            }) else {
+                return;
+            };
+            if !queued {
+                continue;
+            }
+            // Held while claiming and answering: the editor's answer either came before (the
+            // request is gone and nothing is claimed) or is swallowed after.
+            let shared = self.shared;
+            let mut st = shared.lock();
+            let req_key = super::id_key(&p.id);
+            if !st.perms.contains_key(&req_key) {
+                continue;
+            }
+            let pid = self.pid;
+            let Some(Some(answer)) = self.with_store("claiming an answer", |db| {
+                db.claim_answer(&key, &p.attention, pid)
+            }) else {
+                continue;
+            };
+            let (want, kind) = match answer.decision {
+                Decision::Allow => ("allow_once", PermissionOptionKind::AllowOnce),
+                Decision::Deny => ("reject_once", PermissionOptionKind::RejectOnce),
+            };
+            let Some(option) = p
+                .options
+                .iter()
+                .find(|(_, k)| *k == kind)
+                .map(|o| o.0.clone())
+            else {
+                drop(st);
+                let detail = format!(
+                    "the agent offered no {want} option (an always option is never chosen)"
+                );
+                crate::logging::warn(&format!("sp-acp: {key} {}: {detail}", p.attention));
+                self.with_store("failing an answer", |db| {
+                    db.finish_message(&answer.id, Outcome::Failed, &detail)
+                });
+                continue;
+            };
+            // The editor still shows the request: ask it to drop it (ACP `$/cancel_request`)
+            // before the agent acts on the answer; whatever it answers to that id is swallowed.
+            let note = wire::cancel_request(&p.id);
+            if let Err(e) = super::frame::write_frame(&shared.to_editor, note.as_bytes()) {
+                crate::logging::warn(&format!("sp-acp: cannot tell the editor: {e}"));
+            }
+            let reply = wire::permission_selected(&p.id, &option);
+            if let Err(e) = super::frame::write_frame(&shared.to_agent, reply.as_bytes()) {
+                drop(st);
+                let detail = format!("cannot write to the agent: {e}");
+                self.with_store("failing an answer", |db| {
+                    db.finish_message(&answer.id, Outcome::Failed, &detail)
+                });
+                continue;
+            }
+            st.perms.remove(&req_key);
+            st.swallow_later(req_key);
+            drop(st);
+            let detail = format!("acp session/request_permission ({want} option {option:?})");
+            self.with_store("confirming an answer", |db| {
+                db.confirm_answer(&s, &p.attention, &answer, &detail)
+            });
+            crate::logging::info(&format!(
+                "sp-acp: {key} {}: {} delivered ({})",
+                p.attention,
+                answer.decision.as_str(),
+                answer.id
+            ));
+        }
+    }
+
+    fn busy(&self, sid: &str) -> bool {
+        self.shared
+            .lock()
+            .sessions
+            .get(sid)
+            .is_some_and(|s| s.prompts > 0)
+    }
+
+    fn cancel(&mut self, sid: &str) {
+        let s = self.sref(sid, "session/cancel");
+        let key = s.key();
+        let Some(true) = self.with_store("looking for cancels", |st| st.cancel_queued(&key)) else {
+            return;
+        };
+        if self.cancels.contains_key(sid) {
+            return; // one already on its way; later ones wait for the next turn
+        }
+        if !self.busy(sid) {
+            self.with_store("expiring cancels", |st| {
+                st.expire_cancels(
+                    &s,
+                    "no turn was running when it arrived; there was nothing to stop",
+                )
+            });
+            return;
+        }
+        let pid = self.pid;
+        let Some(Some(claim)) = self.with_store("claiming cancels", |st| st.take_cancels(&s, pid))
+        else {
+            return;
+        };
+        // Whoever cancels answers the session's pending permission requests `cancelled`.
+        let pending: Vec<super::Perm> = {
+            let mut st = self.shared.lock();
+            let keys: Vec<String> = st
+                .perms
+                .iter()
+                .filter(|(_, p)| p.sid == sid)
+                .map(|(k, _)| k.clone())
+                .collect();
+            let mut out = Vec::new();
+            for k in keys {
+                if let Some(p) = st.perms.remove(&k) {
+                    // The editor first, as for a remote answer (see `answers`).
+                    let note = wire::cancel_request(&p.id);
+                    let _ = super::frame::write_frame(&self.shared.to_editor, note.as_bytes());
+                    let reply = wire::permission_cancelled(&p.id);
+                    let _ = super::frame::write_frame(&self.shared.to_agent, reply.as_bytes());
+                    st.swallow_later(k);
+                    out.push(p);
+                }
+            }
+            out
+        };
+        for p in &pending {
+            self.with_store("clearing a cancelled permission", |st| {
+                st.close_attention(&s, &p.attention, How::Cancelled)
+            });
+        }
+        let frame = wire::session_cancel(sid);
+        match super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
+            Ok(()) => {
+                crate::logging::info(&format!(
+                    "sp-acp: {key}: session/cancel sent ({} cancel(s))",
+                    claim.ids.len()
+                ));
+                self.cancels.insert(
+                    sid.to_string(),
+                    PendingCancel {
+                        ids: claim.ids,
+                        sent: Instant::now(),
+                    },
+                );
+            }
+            Err(e) => {
+                let detail = format!("cannot write session/cancel to the agent: {e}");
+                self.with_store("failing a cancel", |st| {
+                    for id in &claim.ids {
+                        st.finish_message(id, Outcome::Failed, &detail)?;
+                    }
+                    Ok(())
+                });
+            }
+        }
+    }
+
+    fn prompts(&mut self, sid: &str) {
+        let s = self.sref(sid, "session/prompt");
+        let pid = self.pid;
+        if self.busy(sid) {
+            if !self.shared.lock().inject {
+                return; // at the turn's end
+            }
+            for (rank, mode) in [(2, "interrupt_immediate"), (1, "steer")] {
+                let Some(claims) =
+                    self.with_store("claiming prompts", |st| st.take_seam_prompts(&s, pid, rank))
+                else {
+                    return;
+                };
+                if claims.is_empty() {
+                    continue;
+                }
+                let text = crate::hook::compose_reason(&claims);
+                let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
+                let id = self.shared.lock().own_id(Own::Inject {
+                    sid: sid.to_string(),
+                    ids: ids.clone(),
+                    mode,
+                });
+                let frame = wire::session_inject(&id, sid, mode, &text);
+                if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
+                    self.shared.lock().own.remove(&super::id_key(&id));
+                    let detail = format!("cannot write session/inject to the agent: {e}");
+                    self.with_store("failing prompts", |st| {
+                        for id in &ids {
+                            st.finish_message(id, Outcome::Failed, &detail)?;
+                        }
+                        Ok(())
+                    });
+                }
+            }
+            return;
+        }
+        let Some(claims) = self.with_store("claiming prompts", |st| st.take_prompts(&s, pid))
+        else {
+            return;
+        };
+        if claims.is_empty() {
+            return;
+        }
+        let text = crate::hook::compose_reason(&claims);
+        let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
+        let id = {
+            let mut st = self.shared.lock();
+            st.sessions.entry(sid.to_string()).or_default().prompts += 1;
+            st.own_id(Own::Prompt {
+                sid: sid.to_string(),
+            })
+        };
+        // The editor did not send this prompt: show it in its thread as the user's message.
+        let shown = wire::user_message(sid, &text);
+        let _ = super::frame::write_frame(&self.shared.to_editor, shown.as_bytes());
+        let frame = wire::session_prompt(&id, sid, &text);
+        match super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
+            Ok(()) => {
+                self.with_store("confirming prompts", |st| {
+                    st.confirm_delivered(&ids, "acp session/prompt (sent by sp-acp)")
+                });
+                crate::logging::info(&format!(
+                    "sp-acp: {}: {} prompt(s) sent as {id}",
+                    s.key(),
+                    ids.len()
+                ));
+            }
+            Err(e) => {
+                {
+                    let mut st = self.shared.lock();
+                    st.own.remove(&super::id_key(&id));
+                    super::end_prompt(&mut st, sid);
+                }
+                let detail = format!("cannot write session/prompt to the agent: {e}");
+                self.with_store("failing prompts", |st| {
+                    for id in &ids {
+                        st.finish_message(id, Outcome::Failed, &detail)?;
+                    }
+                    Ok(())
+                });
+            }
+        }
+    }
+
+    /// The agent is gone: open cancels fail, every session of this proxy ends.
+    fn finish(&mut self) {
+        let cancels: Vec<PendingCancel> = self.cancels.drain().map(|(_, c)| c).collect();
+        for c in cancels {
+            self.with_store("failing a cancel", |st| {
+                for id in &c.ids {
+                    st.finish_message(
+                        id,
+                        Outcome::Failed,
+                        "the agent exited before the prompt ended",
+                    )?;
+                }
+                Ok(())
+            });
+        }
+        let sids: Vec<String> = self.live.keys().cloned().collect();
+        for sid in sids {
+            let s = self.sref(&sid, "exit");
+            self.with_store("ending the session", |st| st.end_session(&s));
+        }
+    }
+}

@@ -1,0 +1,655 @@
+//! sp-acp (DECISIONS 29): a transparent stdio proxy an ACP client (an editor) launches in
+//! place of the agent. Every frame passes through unchanged and in order, both ways; the
+//! proxy only reads the few frames that matter to sessionpipe:
+//!
+//! | frame | what the proxy does |
+//! |---|---|
+//! | `initialize` result | notes `agentInfo.name` and whether Harn's `session/inject` is offered |
+//! | `session/new` result, `session/load` result | the session becomes live in the store (harness `acp`) |
+//! | `session/prompt` request / result | the session is busy until the result (its `stopReason`) |
+//! | `session/request_permission` | `attention.needed`; a remote answer that comes first answers the agent |
+//! | the editor's response to a permission the proxy answered | swallowed |
+//! | responses to the proxy's own requests (`sp-acp-N` ids) | swallowed |
+//!
+//! Frames go through on the forwarding threads; everything that touches the store happens
+//! on one controller thread ([`control`]), fed by a bounded queue, so a slow or broken store
+//! never delays or breaks a frame.
+mod control;
+pub mod frame;
+pub mod wire;
+
+use frame::{Sink, Verdict};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
+
+/// The harness name of every ACP session in the store (see `harness::route`).
+pub const HARNESS: &str = "acp";
+/// Events waiting for the controller; past this the forwarders drop them (and log), never wait.
+const QUEUE_BOUND: usize = 4096;
+/// At most this many requests of each kind are tracked; more are forwarded untracked.
+const TRACK_MAX: usize = 10_000;
+/// Prefix of the ids of the proxy's own requests to the agent.
+pub const OWN_ID_PREFIX: &str = "sp-acp-";
+
+pub const HELP: &str = "\
+sp-acp: a transparent stdio proxy between an ACP client (an editor) and an ACP agent
+
+USAGE:
+  sp-acp -- AGENT [ARGS...]
+
+The editor runs sp-acp in place of the agent, e.g. in Zed's settings.json:
+  \"agent_servers\": { \"OpenCode (sessionpipe)\": { \"command\": \"sp-acp\", \"args\": [\"--\", \"opencode\", \"acp\"] } }
+(`sp hooks print acp` prints that snippet with the full path.)
+
+Every frame passes through unchanged. Sessions become live sessions of harness `acp` in the
+sessionpipe store, permission requests are announced to the receivers, and their answers,
+cancels and prompts reach the agent. The agent's stderr and exit status pass through; a
+failure of sp-acp itself is logged and never stops the session.
+";
+
+/// What the editor asked that the proxy waits to see answered.
+#[derive(Debug, Clone)]
+enum ClientReq {
+    Initialize,
+    New { cwd: Option<String> },
+    Load { sid: String, cwd: Option<String> },
+    Prompt { sid: String },
+}
+
+/// A `session/request_permission` of the agent that nobody has answered yet.
+#[derive(Debug, Clone)]
+pub(crate) struct Perm {
+    /// The request's id exactly as the agent sent it.
+    pub id: Value,
+    pub sid: String,
+    pub attention: String,
+    /// `(optionId, kind)` as offered.
+    pub options: Vec<(String, wire::PermissionOptionKind)>,
+}
+
+/// A request the proxy sent to the agent itself.
+#[derive(Debug, Clone)]
+pub(crate) enum Own {
+    Prompt {
+        sid: String,
+    },
+    Inject {
+        sid: String,
+        ids: Vec<String>,
+        mode: &'static str,
+    },
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Sess {
+    /// Prompts in flight (the editor's and the proxy's).
+    pub prompts: u32,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    client_requests: HashMap<String, ClientReq>,
+    pub perms: HashMap<String, Perm>,
+    /// Agent requests the proxy answered: the editor's later response is swallowed.
+    pub answered: HashSet<String>,
+    pub own: HashMap<String, Own>,
+    pub sessions: HashMap<String, Sess>,
+    pub inject: bool,
+    pub agent_name: Option<String>,
+    next_id: u64,
+}
+
+impl State {
+    /// Remembers that the proxy answered this agent request, so the editor's own answer to it
+    /// is swallowed. Bounded: past the cap a late editor answer reaches the agent, which then
+    /// gets a second answer for an id it already had one for.
+    pub fn swallow_later(&mut self, key: String) {
+        if self.answered.len() < TRACK_MAX {
+            self.answered.insert(key);
+        } else {
+            crate::logging::warn("sp-acp: too many unanswered requests to track; not swallowing");
+        }
+    }
+
+    /// A fresh id for a request of the proxy's own, and `own`'s key for it.
+    pub fn own_id(&mut self, own: Own) -> Value {
+        self.next_id += 1;
+        let id = Value::String(format!("{OWN_ID_PREFIX}{}", self.next_id));
+        self.own.insert(id_key(&id), own);
+        id
+    }
+}
+
+/// What the forwarders tell the controller.
+#[derive(Debug)]
+pub(crate) enum Ev {
+    Session {
+        sid: String,
+        cwd: Option<String>,
+        source: &'static str,
+    },
+    Permission {
+        sid: String,
+        attention: String,
+        tool: Option<String>,
+        message: Option<String>,
+    },
+    /// The editor answered a permission before any remote answer did.
+    EditorAnswered { sid: String, attention: String },
+    TurnEnded {
+        sid: String,
+        stop: Option<wire::StopReason>,
+    },
+    OwnDone {
+        own: Own,
+        result: Result<Value, String>,
+    },
+    /// The agent exited: end this proxy's sessions.
+    Closed,
+}
+
+/// The shape every frame is read as; only these fields are looked at, and the payloads are
+/// kept raw (borrowed from the frame) until one turns out to matter.
+#[derive(serde::Deserialize)]
+struct Msg<'a> {
+    id: Option<Value>,
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+fn parse(frame: &[u8]) -> Option<Msg<'_>> {
+    serde_json::from_slice::<Msg>(frame).ok()
+}
+
+/// A JSON-RPC id as a map key: `1` and `"1"` stay different.
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+/// The few request fields sp-acp reads from the editor; everything else is skipped unread.
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Fields {
+    session_id: Option<String>,
+    cwd: Option<String>,
+}
+
+fn fields(params: Option<&RawValue>) -> Fields {
+    params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_default()
+}
+
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    events: SyncSender<Ev>,
+    pub to_agent: Sink,
+    pub to_editor: Sink,
+}
+
+impl Shared {
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send(&self, ev: Ev) {
+        if let Err(e) = self.events.try_send(ev) {
+            crate::logging::warn(&format!("sp-acp: event dropped ({e}); the store is behind"));
+        }
+    }
+
+    /// A frame from the editor, before it is forwarded to the agent.
+    fn editor_frame(&self, frame: &[u8]) -> Verdict {
+        let Some(m) = parse(frame) else {
+            return Verdict::Forward;
+        };
+        let Some(id) = &m.id else {
+            return Verdict::Forward;
+        };
+        let key = id_key(id);
+        let mut st = self.lock();
+        match m.method.as_deref() {
+            None => {
+                // A response to one of the agent's requests.
+                if st.answered.remove(&key) {
+                    crate::logging::info(&format!(
+                        "sp-acp: the editor's answer to {key} swallowed (answered remotely)"
+                    ));
+                    return Verdict::Swallow;
+                }
+                if let Some(p) = st.perms.remove(&key) {
+                    drop(st);
+                    self.send(Ev::EditorAnswered {
+                        sid: p.sid,
+                        attention: p.attention,
+                    });
+                }
+            }
+            Some(method) => {
+                let f = || fields(m.params);
+                let req = match method {
+                    "initialize" => Some(ClientReq::Initialize),
+                    "session/new" => Some(ClientReq::New { cwd: f().cwd }),
+                    "session/load" => {
+                        let f = f();
+                        f.session_id.map(|sid| ClientReq::Load { sid, cwd: f.cwd })
+                    }
+                    "session/prompt" => f().session_id.map(|sid| {
+                        st.sessions.entry(sid.clone()).or_default().prompts += 1;
+                        ClientReq::Prompt { sid }
+                    }),
+                    _ => None,
+                };
+                if let Some(req) = req {
+                    if st.client_requests.len() < TRACK_MAX {
+                        st.client_requests.insert(key, req);
+                    }
+                }
+            }
+        }
+        Verdict::Forward
+    }
+
+    /// A frame from the agent, before it is forwarded to the editor.
+    fn agent_frame(&self, frame: &[u8]) -> Verdict {
+        let Some(m) = parse(frame) else {
+            return Verdict::Forward;
+        };
+        match (&m.id, m.method.as_deref()) {
+            (Some(id), None) => self.agent_response(&id_key(id), &m),
+            (Some(id), Some("session/request_permission")) => {
+                self.permission(id, &m);
+                Verdict::Forward
+            }
+            _ => Verdict::Forward,
+        }
+    }
+
+    fn agent_response(&self, key: &str, m: &Msg) -> Verdict {
+        let mut st = self.lock();
+        if let Some(own) = st.own.remove(key) {
+            if let Own::Prompt { sid } = &own {
+                end_prompt(&mut st, sid);
+            }
+            drop(st);
+            let result = match (m.result, m.error) {
+                (Some(r), _) => Ok(serde_json::from_str(r.get()).unwrap_or(Value::Null)),
+                (None, Some(e)) => {
+                    let e: Value = serde_json::from_str(e.get()).unwrap_or(Value::Null);
+                    Err(e
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| e.to_string(), str::to_string))
+                }
+                (None, None) => Err("the agent answered with neither result nor error".into()),
+            };
+            if let (Own::Prompt { sid }, Some(r)) = (&own, m.result) {
+                self.send(Ev::TurnEnded {
+                    sid: sid.clone(),
+                    stop: wire::stop_reason(r),
+                });
+            }
+            self.send(Ev::OwnDone { own, result });
+            return Verdict::Swallow;
+        }
+        let Some(req) = st.client_requests.remove(key) else {
+            return Verdict::Forward;
+        };
+        match req {
+            ClientReq::Initialize => {
+                if let Some(r) = m.result {
+                    st.agent_name = wire::agent_name(r);
+                    let v: Value = serde_json::from_str(r.get()).unwrap_or(Value::Null);
+                    st.inject = v.get("agentCapabilities").is_some_and(offers_inject);
+                    crate::logging::info(&format!(
+                        "sp-acp: agent {:?}, protocol {}, session/inject {}",
+                        st.agent_name.as_deref().unwrap_or("(unnamed)"),
+                        v.get("protocolVersion").unwrap_or(&Value::Null),
+                        if st.inject { "offered" } else { "not offered" }
+                    ));
+                }
+            }
+            ClientReq::New { cwd } => {
+                if let Some(sid) = m.result.and_then(wire::new_session_id) {
+                    st.sessions.entry(sid.clone()).or_default();
+                    drop(st);
+                    self.send(Ev::Session {
+                        sid,
+                        cwd,
+                        source: "startup",
+                    });
+                }
+            }
+            ClientReq::Load { sid, cwd } if m.error.is_none() => {
+                st.sessions.entry(sid.clone()).or_default();
+                drop(st);
+                self.send(Ev::Session {
+                    sid,
+                    cwd,
+                    source: "resume",
+                });
+            }
+            ClientReq::Load { .. } => {}
+            ClientReq::Prompt { sid } => {
+                end_prompt(&mut st, &sid);
+                drop(st);
+                self.send(Ev::TurnEnded {
+                    sid,
+                    stop: m.result.and_then(wire::stop_reason),
+                });
+            }
+        }
+        Verdict::Forward
+    }
+
+    fn permission(&self, id: &Value, m: &Msg) {
+        let Some(params) = m.params else { return };
+        let ask = match wire::permission_ask(params) {
+            Ok(a) => a,
+            Err(e) => {
+                crate::logging::warn(&format!(
+                    "sp-acp: a session/request_permission that does not match the ACP schema ({e}); not announced"
+                ));
+                return;
+            }
+        };
+        let sid = ask.session_id;
+        let title = ask.title.as_deref();
+        let attention = if crate::wire::is_session_id(&ask.tool_call_id) {
+            ask.tool_call_id.clone()
+        } else {
+            crate::harness::minted_attention_id(&sid, title.unwrap_or(""), &ask.raw_input)
+        };
+        let tool = title
+            .filter(|t| is_tool_name(t))
+            .or(ask.kind.as_deref().filter(|k| is_tool_name(k)))
+            .map(str::to_string);
+        // ACP titles are for people: OpenCode and Codex title a call by its command ("echo hi >
+        // out.txt"), and Codex's rawInput holds ids and an argv. A title that is not just the
+        // tool's name says best what the call does; otherwise the input does.
+        let name = tool.as_deref().unwrap_or("tool");
+        let message = Some(match title {
+            Some(t) if t != name && !t.trim().is_empty() => format!("{name} {t}"),
+            _ => crate::harness::describe_tool(name, &ask.raw_input),
+        });
+        let mut st = self.lock();
+        if st.perms.len() >= TRACK_MAX {
+            return;
+        }
+        st.sessions.entry(sid.clone()).or_default();
+        st.perms.insert(
+            id_key(id),
+            Perm {
+                id: id.clone(),
+                sid: sid.clone(),
+                attention: attention.clone(),
+                options: ask.options,
+            },
+        );
+        drop(st);
+        self.send(Ev::Permission {
+            sid,
+            attention,
+            tool,
+            message,
+        });
+    }
+}
+
+fn end_prompt(st: &mut State, sid: &str) {
+    if let Some(s) = st.sessions.get_mut(sid) {
+        s.prompts = s.prompts.saturating_sub(1);
+    }
+}
+
+/// `^[A-Za-z0-9_.:-]{1,120}$`, what an event's `tool` may be.
+fn is_tool_name(t: &str) -> bool {
+    !t.is_empty()
+        && t.len() <= 120
+        && t.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b':' | b'-'))
+}
+
+/// Whether the agent's capabilities offer Harn's `session/inject`. Harn has no published
+/// capability key for it yet, so any of these counts: a key `inject` or `sessionInject` that
+/// is true or an object/array, or the method name `session/inject` anywhere in them.
+pub fn offers_inject(caps: &Value) -> bool {
+    match caps {
+        Value::Object(o) => o.iter().any(|(k, v)| {
+            ((k == "inject" || k == "sessionInject")
+                && (v.as_bool() == Some(true) || v.is_object() || v.is_array()))
+                || offers_inject(v)
+        }),
+        Value::Array(a) => a.iter().any(offers_inject),
+        Value::String(s) => s == "session/inject",
+        _ => false,
+    }
+}
+
+/// The Zed `agent_servers` entry for an agent behind sp-acp (`sp hooks print acp`).
+pub fn zed_snippet(bin_dir: &std::path::Path) -> String {
+    let v = serde_json::json!({
+        "agent_servers": {
+            "OpenCode (sessionpipe)": {
+                "command": bin_dir.join("sp-acp").to_string_lossy(),
+                "args": ["--", "opencode", "acp"],
+                "env": {}
+            }
+        }
+    });
+    format!(
+        "// Zed settings.json: merge into your settings. Any ACP agent works the same way:\n\
+         // put its command after \"--\" (e.g. [\"--\", \"gemini\", \"--experimental-acp\"]).\n{}\n",
+        serde_json::to_string_pretty(&v).unwrap_or_default()
+    )
+}
+
+pub enum Args {
+    Run(Vec<String>),
+    Help,
+    Version,
+}
+
+pub fn parse_args(args: &[String]) -> Result<Args, String> {
+    match args.first().map(String::as_str) {
+        Some("-h" | "--help") => Ok(Args::Help),
+        Some("-V" | "--version") => Ok(Args::Version),
+        Some("--") if args.len() > 1 => Ok(Args::Run(args[1..].to_vec())),
+        Some(a) if !a.starts_with('-') => Ok(Args::Run(args.to_vec())),
+        Some("--") | None => Err("no agent given: sp-acp -- AGENT [ARGS...]".into()),
+        Some(a) => Err(format!("unknown option {a:?}; see sp-acp --help")),
+    }
+}
+
+/// The whole of sp-acp's `main`.
+pub fn main() -> ExitCode {
+    crate::logging::init("sp-acp");
+    std::panic::set_hook(Box::new(|info| {
+        crate::logging::error(&format!("sp-acp panic: {info}"))
+    }));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match parse_args(&args) {
+        Ok(Args::Help) => {
+            print!("{HELP}");
+            ExitCode::SUCCESS
+        }
+        Ok(Args::Version) => {
+            println!("sp-acp {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Ok(Args::Run(agent)) => run(&agent),
+        Err(e) => {
+            eprintln!("sp-acp: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs the agent behind the proxy until it exits; returns its exit status.
+pub fn run(agent: &[String]) -> ExitCode {
+    let mut child = match Command::new(&agent[0])
+        .args(&agent[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sp-acp: cannot start {:?}: {e}", agent[0]);
+            crate::logging::error(&format!("cannot start {:?}: {e}", agent[0]));
+            return ExitCode::from(127);
+        }
+    };
+    crate::logging::info(&format!("sp-acp: started {agent:?} (pid {})", child.id()));
+    let (tx, rx) = sync_channel(QUEUE_BOUND);
+    let agent_in = child.stdin.take().map(frame::sink);
+    let agent_out = child.stdout.take();
+    let (Some(agent_in), Some(agent_out)) = (agent_in, agent_out) else {
+        let _ = child.kill();
+        return ExitCode::from(1);
+    };
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::default()),
+        events: tx,
+        to_agent: agent_in,
+        to_editor: frame::sink(std::io::stdout()),
+    });
+    let controller = {
+        let s = Arc::clone(&shared);
+        std::thread::spawn(move || control::run(&s, rx))
+    };
+    pass_signals_to(child.id());
+    // Editor → agent. At the editor's EOF the agent's stdin is closed, which ends the agent.
+    {
+        let s = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            let r = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin());
+            let res = frame::pump(
+                r,
+                &s.to_agent,
+                frame::FRAME_CAP,
+                |f| s.editor_frame(f),
+                |n| log_oversize("editor", n),
+            );
+            if let Err(e) = res {
+                crate::logging::info(&format!("sp-acp: editor → agent ended: {e}"));
+            }
+            let mut w = s.to_agent.lock().unwrap_or_else(|e| e.into_inner());
+            *w = Box::new(std::io::sink());
+        });
+    }
+    // Agent → editor, on this thread: when the agent closes stdout the session is over.
+    let res = frame::pump(
+        std::io::BufReader::with_capacity(64 * 1024, agent_out),
+        &shared.to_editor,
+        frame::FRAME_CAP,
+        |f| shared.agent_frame(f),
+        |n| log_oversize("agent", n),
+    );
+    if let Err(e) = res {
+        crate::logging::info(&format!("sp-acp: agent → editor ended: {e}"));
+    }
+    let status = child.wait();
+    // Blocking, unlike the forwarders' events: the controller drains the queue, and the
+    // sessions must end before we exit.
+    if shared.events.send(Ev::Closed).is_ok() {
+        let _ = controller.join();
+    }
+    match status {
+        Ok(s) => exit_code(s),
+        Err(e) => {
+            crate::logging::error(&format!("sp-acp: waiting for the agent: {e}"));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// SIGTERM, SIGINT or SIGHUP to sp-acp (an editor closing the agent) goes to the agent, so
+/// it ends as if signalled itself and sp-acp still ends this proxy's sessions on the way out;
+/// an agent still running 5 s later is killed.
+fn pass_signals_to(pid: u32) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let got = Arc::new(AtomicUsize::new(0));
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
+        if let Err(e) = signal_hook::flag::register_usize(sig, Arc::clone(&got), sig as usize) {
+            crate::logging::warn(&format!("sp-acp: cannot watch signal {sig}: {e}"));
+        }
+    }
+    std::thread::spawn(move || {
+        let sig = loop {
+            match got.load(Ordering::Relaxed) {
+                0 => std::thread::sleep(std::time::Duration::from_millis(50)),
+                s => break s as libc::c_int,
+            }
+        };
+        crate::logging::info(&format!("sp-acp: signal {sig}; passing it to the agent"));
+        // SAFETY: kill has no memory-safety preconditions; pid is our child, not yet reaped
+        // (the main thread reaps it only after its stdout closed).
+        unsafe { libc::kill(pid as libc::pid_t, sig) };
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    });
+}
+
+fn log_oversize(from: &str, n: usize) {
+    crate::logging::warn(&format!(
+        "sp-acp: a {n}-byte frame from the {from} is over the {} byte cap; forwarded unparsed",
+        frame::FRAME_CAP
+    ));
+}
+
+/// The agent's exit status as ours: its code, or 128 + the signal that ended it.
+fn exit_code(s: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => ExitCode::from(c as u8),
+        (None, Some(sig)) => ExitCode::from((128 + sig) as u8),
+        _ => ExitCode::from(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn inject_is_found_where_an_agent_may_put_it() {
+        assert!(offers_inject(
+            &json!({"_meta":{"harn":{"sessionInject":["steer"]}}})
+        ));
+        assert!(offers_inject(&json!({"methods":["session/inject"]})));
+        assert!(!offers_inject(
+            &json!({"loadSession":true,"promptCapabilities":{"image":true}})
+        ));
+        assert!(!offers_inject(&json!({"inject":false})));
+    }
+
+    #[test]
+    fn args() {
+        let a = |v: &[&str]| parse_args(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert!(
+            matches!(a(&["--", "opencode", "acp"]), Ok(Args::Run(v)) if v == ["opencode", "acp"])
+        );
+        assert!(matches!(a(&["opencode"]), Ok(Args::Run(_))));
+        assert!(a(&["--"]).is_err());
+        assert!(a(&[]).is_err());
+        assert!(a(&["--bogus"]).is_err());
+    }
+}

@@ -1,0 +1,592 @@
+//! Issue 16, against real ACP agents: `opencode acp` (OpenCode 1.18.33) and `codex-acp`
+//! (Zed's ACP adapter of Codex, 0.16.0), from e2e/node_modules, offline on the model stand-in
+//! e2e/model.py, behind sp-acp, driven by a scripted ACP client (this test), with a real receiver and the sp-sync that sp-acp starts itself
+//! (DECISIONS 28). Set up as tests/real_agents.rs does: the scenario re-runs this test
+//! binary inside its own network namespace with only loopback, and its own pid namespace.
+//! Nothing is skipped: a missing CLI or tool fails with what to run.
+//!
+//! Run: `cargo test --test acp_agents` as root, after scripts/e2e-deps.sh.
+use serde_json::{json, Value};
+use spreceiver::{Receiver, ReceiverOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver as Rx};
+use std::time::{Duration, Instant};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const INSIDE: &str = "SP_E2E_SCENARIO";
+const SCENARIO_LIMIT: Duration = Duration::from_secs(240);
+
+fn cli(name: &str) -> PathBuf {
+    Path::new(ROOT).join("e2e/node_modules/.bin").join(name)
+}
+
+fn which(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+/// Re-runs this test binary for `name` alone inside a fresh network and pid namespace with
+/// only loopback up; inside, runs `body`.
+fn scenario(name: &str, agent: &str, body: fn(&Scene)) {
+    if std::env::var(INSIDE).as_deref() == Ok(name) {
+        let scene = Scene::new(name);
+        body(&scene);
+        return;
+    }
+    assert!(
+        cli(agent).exists(),
+        "{} is missing: run scripts/e2e-deps.sh (it installs the pinned CLIs into e2e/node_modules)",
+        cli(agent).display()
+    );
+    for t in ["unshare", "ip", "python3"] {
+        assert!(
+            which(t),
+            "{t} is not on PATH: run scripts/e2e-deps.sh (as root)"
+        );
+    }
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "the real-agent scenarios need root for their network namespace (CI runs as root)"
+    );
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = Command::new("unshare");
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .args([
+            "--net",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(r#"ip link set lo up || exit 97; "$@"; exit $?"#)
+        .arg("sh")
+        .arg(&exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(INSIDE, name)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting unshare");
+    let mut out = String::new();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut s);
+        s
+    });
+    let end = Instant::now() + SCENARIO_LIMIT;
+    let status = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break Some(s);
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    out.push_str(&reader.join().unwrap());
+    print!("{out}");
+    let status = status.unwrap_or_else(|| panic!("scenario {name} ran over {SCENARIO_LIMIT:?}"));
+    assert_ne!(
+        status.code(),
+        Some(97),
+        "could not bring up lo in the namespace"
+    );
+    assert!(
+        status.success(),
+        "scenario {name} failed ({status}); output above"
+    );
+    assert!(
+        out.contains("test result: ok. 1 passed"),
+        "scenario {name} ran no test inside its namespace"
+    );
+}
+
+fn until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+struct Scene {
+    dir: PathBuf,
+    home: PathBuf,
+    work: PathBuf,
+    receiver: Receiver,
+    model: Child,
+    model_url: String,
+    model_log: PathBuf,
+}
+
+impl Scene {
+    fn new(name: &str) -> Scene {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("sp-e2e-{name}-"))
+            .tempdir()
+            .unwrap()
+            .keep();
+        let home = dir.join("home");
+        let work = dir.join("work");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        let model_log = dir.join("model.jsonl");
+        let mut model = Command::new("python3")
+            .arg(Path::new(ROOT).join("e2e/model.py"))
+            .args(["--port", "0", "--slow-s", "60", "--log"])
+            .arg(&model_log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("model.stderr")).unwrap())
+            .spawn()
+            .expect("starting e2e/model.py");
+        let mut line = String::new();
+        BufReader::new(model.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line
+            .strip_prefix("PORT ")
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("the model stand-in did not start: {line:?}"));
+        let receiver = Receiver::start(ReceiverOptions::default()).expect("receiver");
+        println!("[{name}] folder {}", dir.display());
+        Scene {
+            dir,
+            home,
+            work,
+            receiver,
+            model,
+            model_url: format!("http://127.0.0.1:{port}"),
+            model_log,
+        }
+    }
+
+    /// Our config: one sink with control, away for good.
+    fn configure(&self) {
+        let path = self.home.join(".config/sessionpipe/config.json");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let config = json!({
+            "sinks": [{"name": "phone", "url": self.receiver.url(), "tier": 1, "control": true, "token": self.receiver.token()}],
+            "control": {"away": "always"},
+        });
+        std::fs::write(&path, config.to_string()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    /// OpenCode's config (the stand-in as its model, bash and edit asking), as
+    /// tests/real_agents.rs writes it; no plugin.
+    fn configure_opencode(&self) {
+        let oc = self.home.join(".config/opencode");
+        std::fs::create_dir_all(oc.join("node_modules")).unwrap();
+        let config = json!({
+            "$schema": "https://opencode.ai/config.json",
+            "autoupdate": false,
+            "share": "disabled",
+            "model": "standin/standin",
+            "small_model": "standin/standin",
+            "provider": {"standin": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "sessionpipe model stand-in",
+                "options": {"baseURL": format!("{}/v1", self.model_url), "apiKey": "e2e-dummy"},
+                "models": {"standin": {"name": "Stand-in", "tool_call": true}}
+            }},
+            "permission": {"bash": "ask", "edit": "ask"},
+            "agent": {"build": {"permission": {"bash": "ask", "edit": "ask"}}}
+        });
+        std::fs::write(oc.join("opencode.json"), config.to_string()).unwrap();
+        // Offline, OpenCode's background install of @opencode-ai/plugin would stall its first
+        // request; a folder that looks installed skips it (see tests/real_agents.rs).
+        let deps = json!({"@opencode-ai/plugin": "1.18.33"});
+        std::fs::write(
+            oc.join("package.json"),
+            json!({"dependencies": deps}).to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            oc.join("package-lock.json"),
+            json!({"name": "opencode", "lockfileVersion": 3, "requires": true, "packages": {"": {"dependencies": deps}}}).to_string(),
+        )
+        .unwrap();
+    }
+
+    /// Codex's config (the stand-in over the Responses API, asking before leaving the
+    /// read-only sandbox), as tests/real_agents.rs writes it.
+    fn configure_codex(&self) -> PathBuf {
+        let ch = self.home.join(".codex");
+        std::fs::create_dir_all(&ch).unwrap();
+        std::fs::write(
+            ch.join("config.toml"),
+            format!(
+                r#"model = "gpt-standin"
+model_provider = "standin"
+approval_policy = "on-request"
+sandbox_mode = "read-only"
+check_for_update_on_startup = false
+
+[model_providers.standin]
+name = "sessionpipe model stand-in"
+base_url = "{}/v1"
+wire_api = "responses"
+env_key = "STANDIN_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+"#,
+                self.model_url
+            ),
+        )
+        .unwrap();
+        ch
+    }
+
+    fn model_requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.model_log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn ack(&self, msg: &Value) -> Value {
+        let id = msg["id"].as_str().unwrap();
+        self.receiver
+            .wait_ack(id, Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("no ack for {id}\n{}", self.log()))
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.home.join(".local/state/sessionpipe/sp.log"))
+            .unwrap_or_default()
+    }
+
+    fn event(&self, kind: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.receiver
+            .wait_event(Duration::from_secs(60), |e| e["type"] == kind && pred(e))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {kind}; events {:#?}\n{}",
+                    self.receiver.events(),
+                    self.log()
+                )
+            })
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        let _ = self.model.kill();
+        let _ = self.model.wait();
+        // A failed scenario's folder is kept for inspection (its sp.log, agent.stderr,
+        // editor.jsonl, model.jsonl); SP_E2E_KEEP=1 keeps every one.
+        let keep = std::env::var_os("SP_E2E_KEEP").is_some_and(|v| !v.is_empty());
+        if std::thread::panicking() || keep {
+            println!("[scene] kept for inspection: {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The scripted ACP client: sp-acp's stdin and the frames it writes.
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    frames: Rx<Value>,
+    next: u64,
+}
+
+impl Client {
+    fn start(s: &Scene, agent: &[&str], env: &[(&str, &Path)]) -> Client {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_sp-acp"));
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &s.home)
+            .env("LANG", "C.UTF-8")
+            .env("SESSIONPIPE_LOG", "debug")
+            .current_dir(&s.work);
+        for v in [
+            "OPENCODE_DISABLE_AUTOUPDATE",
+            "OPENCODE_DISABLE_MODELS_FETCH",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD",
+            "OPENCODE_DISABLE_SHARE",
+        ] {
+            c.env(v, "1");
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.arg("--")
+            .arg(cli(agent[0]))
+            .args(&agent[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(s.dir.join("agent.stderr")).unwrap());
+        let mut child = c.spawn().expect("sp-acp starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let log = s.dir.join("editor.jsonl");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let mut f = std::fs::File::create(log).unwrap();
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let _ = writeln!(f, "{line}");
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    if tx.send(v).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Client {
+            child,
+            stdin,
+            frames: rx,
+            next: 0,
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        self.next += 1;
+        let id = self.next;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Reads frames until one matches; returns it and the frames read on the way.
+    fn until(&self, limit: Duration, pred: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
+        let end = Instant::now() + limit;
+        let mut seen = Vec::new();
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let Ok(v) = self.frames.recv_timeout(left) else {
+                panic!(
+                    "no matching frame within {limit:?}; saw {:#?}",
+                    seen.iter().rev().take(5).collect::<Vec<_>>()
+                );
+            };
+            if pred(&v) {
+                return (v, seen);
+            }
+            seen.push(v);
+        }
+    }
+
+    fn response(&self, id: u64) -> (Value, Vec<Value>) {
+        self.until(Duration::from_secs(90), |v| {
+            v["id"] == id && v.get("method").is_none()
+        })
+    }
+
+    fn prompt(&mut self, sid: &str, text: &str) -> u64 {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
+        )
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn chunk_text(v: &Value) -> String {
+    v["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The four checks, the same for every agent: the session reaches the receiver; a remote allow
+/// lets the tool run (`run` is the prompt that asks for it); a remote prompt while idle starts
+/// a turn that reaches the model; a remote cancel ends a running prompt `cancelled`.
+fn drive(s: &Scene, mut ed: Client, run: &str) {
+    let id = ed.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}}),
+    );
+    let (init, _) = ed.response(id);
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let id = ed.request(
+        "session/new",
+        json!({"cwd": s.work.to_string_lossy(), "mcpServers": []}),
+    );
+    let (new, _) = ed.response(id);
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let key = format!("acp:{sid}");
+
+    // 1. The session shows up at the receiver (sp-acp started sp-sync itself).
+    let started = s.event("session.started", |e| e["session"]["id"] == sid.as_str());
+    assert_eq!(started["harness"]["name"], "acp");
+
+    // 2. A remote allow lets the tool run.
+    let p = ed.prompt(&sid, run);
+    let (req, _) = ed.until(Duration::from_secs(90), |v| {
+        v["method"] == "session/request_permission"
+    });
+    let attention = req["params"]["toolCall"]["toolCallId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let needed = s.event("attention.needed", |e| {
+        e["data"]["attention_id"] == attention.as_str()
+    });
+    assert!(
+        needed["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("echo allowed-by-phone > marker.txt"),
+        "{needed}"
+    );
+    assert!(
+        !s.work.join("marker.txt").exists(),
+        "nothing ran before the answer"
+    );
+    let m = s.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+    );
+    assert_eq!(s.ack(&m)["outcome"], "delivered");
+    let (cancel, _) = ed.until(Duration::from_secs(30), |v| {
+        v["method"] == "$/cancel_request"
+    });
+    assert_eq!(cancel["params"]["requestId"], req["id"]);
+    let (done, _) = ed.response(p);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(s.work.join("marker.txt"))
+            .ok()
+            .as_deref(),
+        Some("allowed-by-phone\n"),
+        "the tool ran"
+    );
+    // The editor's late answer (a rejection) is swallowed: OpenCode never sees it.
+    ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "reject"}}}));
+
+    // 3. A remote prompt while idle starts a turn that reaches the model.
+    let m = s.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "Please say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}),
+    );
+    assert_eq!(s.ack(&m)["outcome"], "delivered");
+    let (said, _) = ed.until(Duration::from_secs(90), |v| {
+        v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            && chunk_text(v).contains("SP-SAW:MARMALADE")
+    });
+    assert_eq!(said["params"]["sessionId"], sid.as_str());
+    assert!(
+        s.model_requests().iter().any(|r| r["body"]
+            .to_string()
+            .contains("Please say the word. SP-ECHO:MARMALADE")),
+        "the model got the prompt"
+    );
+
+    // 4. A remote cancel ends the running prompt `cancelled`. First the remote
+    // prompt's turn ends (its response goes to sp-acp, which logs it).
+    assert!(
+        until(Duration::from_secs(60), || s
+            .log()
+            .contains("the remote prompt's turn ended")),
+        "the remote prompt's turn ended\n{}",
+        s.log()
+    );
+    let slow = ed.prompt(&sid, "Take your time. SP-SLOW");
+    assert!(
+        until(Duration::from_secs(60), || s
+            .model_requests()
+            .iter()
+            .any(|r| r["answer"][2] == json!(true))),
+        "the slow turn reached the model"
+    );
+    let started = Instant::now();
+    let m = s.receiver.enqueue(&key, json!({"kind": "cancel"}));
+    let (end, _) = ed.response(slow);
+    assert_eq!(end["result"]["stopReason"], "cancelled", "{end}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "well before the 60 s slow answer"
+    );
+    let ack = s.ack(&m);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+}
+
+#[test]
+fn opencode_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
+    scenario(
+        "opencode_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel",
+        "opencode",
+        |s| {
+            s.configure();
+            s.configure_opencode();
+            let ed = Client::start(s, &["opencode", "acp"], &[]);
+            drive(
+                s,
+                ed,
+                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+            );
+        },
+    );
+}
+
+#[test]
+fn codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
+    scenario(
+        "codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel",
+        "codex-acp",
+        |s| {
+            s.configure();
+            let ch = s.configure_codex();
+            let ed = Client::start(
+                s,
+                &["codex-acp"],
+                &[
+                    ("CODEX_HOME", &ch),
+                    ("STANDIN_API_KEY", Path::new("e2e-dummy")),
+                ],
+            );
+            // Codex asks only when the command would leave its read-only sandbox.
+            drive(
+                s,
+                ed,
+                "Write the marker. SP-ESCALATE SP-RUN:echo allowed-by-phone > marker.txt",
+            );
+        },
+    );
+}
