@@ -47,6 +47,7 @@ USAGE:
   sp hooks list            each harness's hook file and whether our hooks are in it
   sp hooks print HARNESS [--bin-dir DIR]
                            the registration `sp setup install` merges into that file
+  sp hooks table           what each harness supports, as the README's table (markdown)
 
 OPTIONS:
   -h, --help     this text
@@ -314,11 +315,16 @@ pub fn run(args: Vec<String>) -> Result<Done> {
             }
         }
         "hooks" => {
-            let sub = args.positional("hooks command (list, print)")?;
+            let sub = args.positional("hooks command (list, print, table)")?;
             match sub.as_str() {
                 "list" => {
                     args.finish()?;
                     setup::list()
+                }
+                "table" => {
+                    args.finish()?;
+                    print!("{}", crate::harness::caps::readme_table());
+                    Ok(Done::Ok)
                 }
                 "print" => {
                     let bin_dir = args.value("--bin-dir")?;
@@ -327,7 +333,7 @@ pub fn run(args: Vec<String>) -> Result<Done> {
                     setup::print(&harness, bin_dir)
                 }
                 other => usage(format!(
-                    "unknown hooks command {other:?}; use list or print"
+                    "unknown hooks command {other:?}; use list, print or table"
                 )),
             }
         }

@@ -83,28 +83,9 @@ pub fn render_permission(decision: Decision, message: &str) -> String {
         .to_string()
 }
 
-/// Where a queued `cancel` meets a Codex session (DECISIONS 26; 0.171's schemas): `continue`
-/// is accepted after a tool (`post-tool-use.command.output`) and at the turn's end, not
-/// before a tool; a waiting PermissionRequest can only be denied, not interrupted, so the
-/// cancel then stays queued for the next seam.
-pub fn cancel_seam(event: &str) -> super::CancelSeam {
-    match event {
-        "PostToolUse" | "Stop" => super::CancelSeam::Deliver,
-        "PermissionRequest" => super::CancelSeam::DenyPermission,
-        "UserPromptSubmit" | "SessionStart" => super::CancelSeam::Expire,
-        _ => super::CancelSeam::None,
-    }
-}
-
 /// `{"continue":false,"stopReason":…}`: valid in `post-tool-use` and `stop` outputs.
 pub fn render_cancel(reason: &str) -> String {
     json!({ "continue": false, "stopReason": reason }).to_string()
-}
-
-/// Prompt seams as Claude Code's: after a tool `additionalContext`, before one a deny whose
-/// reason the model reads (`pre-tool-use`: only deny works in 0.171).
-pub fn prompt_seam(event: &str) -> Option<i64> {
-    super::claude_code::prompt_seam(event)
 }
 
 /// `stop.command.output`: a block with a non-empty reason; no hookSpecificOutput on Stop.
