@@ -299,7 +299,9 @@ pub const CAPS: &[Caps] = &[
         },
         default_wait_s: 30,
         silence: Silence {
-            means: "the command runs, so the hook answers `{\"permission\":\"ask\"}` instead",
+            // A Cursor forum report (3.21.16) says Auto-review mode runs the command even on
+            // `ask`; Allowlist and Run Everything modes prompt. Deny is honoured in all three.
+            means: "the command runs, so the hook answers `{\"permission\":\"ask\"}` instead (reported ignored in Cursor's Auto-review mode)",
             ask: Some(r#"{"permission":"ask"}"#),
         },
         waits_at_desk: false,
