@@ -1322,6 +1322,8 @@ fn codex_prompt_is_delivered_at_stop() {
 struct OpenCode {
     url: String,
     agent: ureq::Agent,
+    /// When `opencode serve` was started.
+    spawned: Instant,
 }
 
 impl OpenCode {
@@ -1380,22 +1382,8 @@ fn opencode_start(scene: &mut Scene) -> OpenCode {
         serde_json::to_string_pretty(&config).unwrap(),
     )
     .unwrap();
-    // OpenCode installs @opencode-ai/plugin into every config folder in the background, and
-    // with a plugin there (ours) its first request waits for that install. Offline it fails
-    // only after about 70 s (FetchError), so leave the folder as an online first start does:
-    // it skips the install when node_modules exists and the lock names the package.
-    std::fs::create_dir_all(cfg_dir.join("node_modules")).unwrap();
-    let deps = json!({"@opencode-ai/plugin": "1.18.33"});
-    std::fs::write(
-        cfg_dir.join("package.json"),
-        json!({"dependencies": deps}).to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        cfg_dir.join("package-lock.json"),
-        json!({"name": "opencode", "lockfileVersion": 3, "requires": true, "packages": {"": {"dependencies": deps}}}).to_string(),
-    )
-    .unwrap();
+    // Nothing else is set up in the config folder: install.sh leaves it so that OpenCode
+    // does not try to install @opencode-ai/plugin at start (src/setup: opencode_stub).
     let out = scene.install(&[]);
     assert!(out.contains("opencode"), "{out}");
     let plugin = std::fs::read_to_string(cfg_dir.join("plugins/sessionpipe.js"))
@@ -1426,9 +1414,11 @@ fn opencode_start(scene: &mut Scene) -> OpenCode {
         "--log-level",
         "INFO",
     ]);
+    let spawned = Instant::now();
     let child = spawn_logged(scene, c, "opencode");
     scene.extra.push(child);
     let oc = OpenCode {
+        spawned,
         url: format!("http://127.0.0.1:{port}"),
         agent: ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(2)))
@@ -1490,6 +1480,44 @@ fn opencode_texts(oc: &OpenCode, q: &str, id: &str) -> String {
     oc.get(&format!("/session/{id}/message{q}"))
         .map(|v| all_text(&v))
         .unwrap_or_default()
+}
+
+/// Issue 17: with our plugin in its config folder, OpenCode 1.18.33 would first try to install
+/// `@opencode-ai/plugin` there and hold its first request until npm gave up (about 70 s
+/// offline). After install.sh, the first session is created and reported by our plugin within
+/// a few seconds of `opencode serve` starting, and OpenCode never tried an install.
+#[test]
+fn opencode_starts_at_once_offline_with_our_plugin() {
+    scenario(
+        "opencode_starts_at_once_offline_with_our_plugin",
+        &["opencode"],
+        |s| {
+            let oc = opencode_start(s);
+            let (id, _) = opencode_session(s, &oc);
+            let took = oc.spawned.elapsed();
+            s.say(&format!(
+                "session {id} created and reported {took:?} after the start"
+            ));
+            assert!(
+                took < Duration::from_secs(20),
+                "the first session took {took:?}: OpenCode waited for an install"
+            );
+            let cfg = s.home.join(".config/opencode");
+            let modules: Vec<_> = std::fs::read_dir(cfg.join("node_modules"))
+                .expect("install.sh made node_modules/")
+                .collect();
+            assert!(
+                modules.is_empty(),
+                "OpenCode installed nothing: {modules:?}"
+            );
+            let log = std::fs::read_to_string(s.dir.join("opencode.stderr")).unwrap_or_default()
+                + &std::fs::read_to_string(s.dir.join("opencode.stdout")).unwrap_or_default();
+            assert!(
+                !log.contains("dependency install failed"),
+                "OpenCode tried an install:\n{log}"
+            );
+        },
+    );
 }
 
 #[test]

@@ -310,6 +310,86 @@ pub struct Plan {
     pub path: PathBuf,
     pub action: Action,
     pub changes: Changes,
+    /// OpenCode: what to do with the dependency stub beside the plugin ([`opencode_stub`]).
+    pub stub: Stub,
+}
+
+/// What registration does to OpenCode's dependency stub: `node_modules/` and a
+/// `package-lock.json` naming `@opencode-ai/plugin` in its config folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stub {
+    None,
+    Create,
+    Remove,
+}
+
+/// The `package-lock.json` of the stub. OpenCode 1.18 installs `@opencode-ai/plugin` into each
+/// config folder at every start (`Npm.install`), and once any plugin is configured its first
+/// request waits for that install: offline, npm fails only after about 70 s. It installs
+/// nothing when `node_modules/` exists and `package-lock.json`'s root lists every package it
+/// would add. Our plugin imports nothing from that package, so a config folder that has no
+/// `node_modules/`, `package.json` or `package-lock.json` yet gets this lock and an empty
+/// `node_modules/`; a folder with any of them is OpenCode's (or yours) and left as it is.
+pub fn opencode_stub_lock() -> String {
+    let lock = json!({
+        "name": "opencode",
+        "lockfileVersion": 3,
+        "requires": true,
+        "packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}
+    });
+    format!(
+        "{}\n",
+        serde_json::to_string_pretty(&lock).expect("a lock serialises")
+    )
+}
+
+/// The stub's paths in OpenCode's config folder: (node_modules, package-lock.json, package.json).
+fn stub_paths(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    (
+        dir.join("node_modules"),
+        dir.join("package-lock.json"),
+        dir.join("package.json"),
+    )
+}
+
+/// Whether install should create the stub, or uninstall remove it (only when it is still
+/// exactly ours: the lock byte for byte, and `node_modules/` empty).
+pub fn opencode_stub(dir: &Path, install: bool) -> Stub {
+    let (modules, lock, package) = stub_paths(dir);
+    let exists = |p: &Path| p.symlink_metadata().is_ok();
+    if install {
+        if !exists(&modules) && !exists(&lock) && !exists(&package) {
+            return Stub::Create;
+        }
+        return Stub::None;
+    }
+    let ours = std::fs::read(&lock).is_ok_and(|b| b == opencode_stub_lock().as_bytes())
+        && !exists(&package)
+        && modules.symlink_metadata().is_ok_and(|m| m.is_dir())
+        && std::fs::read_dir(&modules).is_ok_and(|mut d| d.next().is_none());
+    if ours {
+        Stub::Remove
+    } else {
+        Stub::None
+    }
+}
+
+fn apply_stub(dir: &Path, stub: Stub) -> Result<()> {
+    let (modules, lock, _) = stub_paths(dir);
+    match stub {
+        Stub::None => Ok(()),
+        Stub::Create => {
+            std::fs::create_dir(&modules)
+                .with_context(|| format!("cannot create {}", modules.display()))?;
+            json::write_atomic(&lock, opencode_stub_lock().as_bytes(), None)
+        }
+        Stub::Remove => {
+            std::fs::remove_file(&lock)
+                .with_context(|| format!("cannot remove {}", lock.display()))?;
+            std::fs::remove_dir(&modules)
+                .with_context(|| format!("cannot remove {}", modules.display()))
+        }
+    }
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
@@ -343,6 +423,7 @@ pub fn plan(t: &Target, bin_dir: &Path, config: &Config, install: bool) -> Plan 
         path: path.clone(),
         action: Action::Unchanged,
         changes: Changes::default(),
+        stub: Stub::None,
     };
     if !t.dir.is_dir() {
         plan.action = Action::NotInstalled;
@@ -356,7 +437,13 @@ pub fn plan(t: &Target, bin_dir: &Path, config: &Config, install: bool) -> Plan 
         }
     };
     match t.format {
-        Format::Plugin => plan_plugin(&mut plan, existing, bin_dir, install),
+        Format::Plugin => {
+            plan_plugin(&mut plan, existing, bin_dir, install);
+            // Only beside a plugin of ours.
+            if !matches!(plan.action, Action::Malformed(_)) {
+                plan.stub = opencode_stub(&t.dir, install);
+            }
+        }
         Format::Json(layout) => {
             if let Err(e) = plan_json(&mut plan, layout, existing, bin_dir, config, install) {
                 plan.action = Action::Malformed(format!("{e:#}"));
@@ -486,6 +573,11 @@ fn plan_json(
 
 /// Carries out a plan.
 pub fn apply(plan: &Plan) -> Result<()> {
+    apply_action(plan)?;
+    apply_stub(&plan.target.dir, plan.stub)
+}
+
+fn apply_action(plan: &Plan) -> Result<()> {
     let path = &plan.path;
     match &plan.action {
         Action::NotInstalled | Action::Unchanged | Action::Malformed(_) => Ok(()),
