@@ -1,7 +1,8 @@
-//! Issue 8: proof against the real agents. Claude Code, Codex and OpenCode, at the versions
-//! pinned in e2e/package-lock.json (installed by scripts/e2e-deps.sh), run for real, offline,
-//! against a scripted model stand-in (e2e/model.py) and our test receiver, with our hooks
-//! registered by install.sh into a temp HOME pointing at the release binaries.
+//! Issue 8: proof against the real agents. Claude Code, Codex, OpenCode, Gemini CLI and Copilot
+//! CLI (issue 17), at the versions pinned in e2e/package-lock.json (installed by
+//! scripts/e2e-deps.sh), run for real, offline, against a scripted model stand-in
+//! (e2e/model.py) and our test receiver, with our hooks registered by install.sh into a temp
+//! HOME pointing at the release binaries.
 //!
 //! Each scenario runs in its own network namespace that has only loopback (and its own pid
 //! namespace, so nothing it started outlives it): the test re-runs itself for that one
@@ -1008,7 +1009,10 @@ fn prompt_queued_during_first_answer(
     let run = finish_ok(s, child, cli_label(harness));
     let ack = s.ack(&m, Duration::from_secs(30));
     assert_eq!(ack["outcome"], "delivered");
-    assert_eq!(ack["detail"], format!("{harness} Stop hook"));
+    let stop = spctl::harness::Harness::parse(harness)
+        .unwrap()
+        .stop_event();
+    assert_eq!(ack["detail"], format!("{harness} {stop} hook"));
     let reqs = s.agent_requests();
     assert_eq!(
         reqs.len(),
@@ -1314,6 +1318,196 @@ fn codex_prompt_is_delivered_at_stop() {
             run.stdout
         );
     });
+}
+
+// ------------------------------------------------------------------------------------------
+// Gemini CLI (issue 17): 0.61.0 talks to the stand-in's Gemini API through
+// GOOGLE_GEMINI_BASE_URL. It has no permission answer channel (its ToolPermission notification
+// only announces), so what a real run can prove is that it obeys our AfterAgent answer.
+
+fn gemini_setup(scene: &Scene) {
+    scene.write_config("gemini-cli", 60);
+    let dir = scene.home.join(".gemini");
+    std::fs::create_dir_all(&dir).unwrap();
+    let settings = json!({
+        "hooksConfig": {"enabled": true},
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false},
+        "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+        "security": {"auth": {"selectedType": "gemini-api-key"}}
+    });
+    std::fs::write(
+        dir.join("settings.json"),
+        serde_json::to_string_pretty(&settings).unwrap(),
+    )
+    .unwrap();
+    let out = scene.install(&[]);
+    assert!(out.contains("gemini-cli"), "{out}");
+    let merged: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("settings.json")).expect("install.sh kept settings.json"),
+    )
+    .unwrap();
+    assert_eq!(
+        merged["privacy"]["usageStatisticsEnabled"], false,
+        "ours merged, theirs kept"
+    );
+    let after = merged["hooks"]["AfterAgent"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        after.starts_with(&*scene.bin.join("sp-stop").to_string_lossy()),
+        "{merged}"
+    );
+}
+
+/// `gemini -p` with a fixed model (its automatic model choice would ask the stand-in for a
+/// routing verdict first).
+fn gemini(scene: &Scene, prompt: &str) -> Child {
+    let mut c = Command::new(cli_path("gemini"));
+    scene.base_env(&mut c);
+    c.env("GEMINI_API_KEY", "e2e-dummy")
+        .env("GOOGLE_GEMINI_BASE_URL", &scene.model_url)
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+        .args(["-m", "gemini-2.5-flash", "-p", prompt]);
+    scene.say(&format!("gemini -p {prompt:?}"));
+    spawn_logged(scene, c, "gemini-cli")
+}
+
+#[test]
+fn gemini_cli_prompt_is_delivered_at_after_agent() {
+    scenario(
+        "gemini_cli_prompt_is_delivered_at_after_agent",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            let (run, reqs) = prompt_queued_during_first_answer(s, "gemini-cli", gemini);
+            assert!(
+                all_text(&reqs[1]["body"]["contents"])
+                    .contains("Please also say the word. SP-ECHO:MARMALADE"),
+                "the delivered prompt reached the model: {}",
+                reqs[1]["body"]["contents"]
+            );
+            assert!(!all_text(&reqs[0]["body"]["contents"]).contains("MARMALADE"));
+            assert!(
+                run.stdout.contains("SP-SAW:MARMALADE"),
+                "gemini's answer: {}",
+                run.stdout
+            );
+        },
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// Copilot CLI (issue 17): 1.0.102 runs offline with its own model provider (BYOK:
+// COPILOT_PROVIDER_BASE_URL, the stand-in's Chat Completions) and COPILOT_OFFLINE, without
+// GitHub sign-in. Its permissionRequest hook fires before its rules and prompt, so in `-p`
+// our answer decides (without the hook, `-p` does not run the command at all: checked by hand
+// on 1.0.102).
+
+fn copilot_setup(scene: &Scene) {
+    scene.write_config("copilot-cli", 60);
+    std::fs::create_dir_all(scene.home.join(".copilot")).unwrap();
+    let out = scene.install(&[]);
+    assert!(out.contains("copilot-cli"), "{out}");
+    let hooks: Value = serde_json::from_str(
+        &std::fs::read_to_string(scene.home.join(".copilot/hooks/sessionpipe.json"))
+            .expect("install.sh wrote hooks/sessionpipe.json"),
+    )
+    .unwrap();
+    let perm = &hooks["hooks"]["permissionRequest"][0];
+    assert!(
+        perm["bash"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&*scene.bin.join("sp-permission").to_string_lossy()),
+        "{hooks}"
+    );
+    assert_eq!(perm["timeoutSec"], 70);
+}
+
+fn copilot(scene: &Scene, prompt: &str) -> Child {
+    let mut c = Command::new(cli_path("copilot"));
+    scene.base_env(&mut c);
+    c.env("COPILOT_OFFLINE", "true")
+        .env(
+            "COPILOT_PROVIDER_BASE_URL",
+            format!("{}/v1", scene.model_url),
+        )
+        .env("COPILOT_PROVIDER_API_KEY", "e2e-dummy")
+        .env("COPILOT_MODEL", "standin")
+        .args(["-p", prompt]);
+    scene.say(&format!("copilot -p {prompt:?}"));
+    spawn_logged(scene, c, "copilot-cli")
+}
+
+#[test]
+fn copilot_cli_remote_allow_runs_the_tool() {
+    scenario(
+        "copilot_cli_remote_allow_runs_the_tool",
+        &["copilot"],
+        |s| {
+            copilot_setup(s);
+            let child = copilot(
+                s,
+                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+            );
+            let (key, attention, needed) = wait_permission(s, "copilot-cli");
+            assert_eq!(needed["data"]["tool"], "bash");
+            assert!(
+                needed["data"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("echo allowed-by-phone > marker.txt"),
+                "{needed}"
+            );
+            answer_and_finish(
+                s,
+                "copilot-cli",
+                child,
+                &key,
+                &attention,
+                json!({"decision": "allow"}),
+            );
+            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+            assert_eq!(
+                s.agent_requests().len(),
+                2,
+                "the tool's result went back to the model once"
+            );
+        },
+    );
+}
+
+#[test]
+fn copilot_cli_remote_deny_keeps_the_tool_from_running() {
+    scenario(
+        "copilot_cli_remote_deny_keeps_the_tool_from_running",
+        &["copilot"],
+        |s| {
+            copilot_setup(s);
+            let child = copilot(
+                s,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
+            let (key, attention, _) = wait_permission(s, "copilot-cli");
+            let note = "Not on main, please (note SP-NOTE-4711).";
+            answer_and_finish(
+                s,
+                "copilot-cli",
+                child,
+                &key,
+                &attention,
+                json!({"decision": "deny", "note": note}),
+            );
+            assert_eq!(s.marker(), None, "the denied command never ran");
+            let seen = tool_result_text(s);
+            assert!(
+                seen.contains(note),
+                "the model saw the note; it saw:\n{seen}"
+            );
+        },
+    );
 }
 
 // ------------------------------------------------------------------------------------------
