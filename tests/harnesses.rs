@@ -605,9 +605,10 @@ fn every_registered_event_of_every_harness() {
                     })
                     .expect("gemini attention.needed");
                 assert_eq!(needed["data"]["tool"], "rm");
+                // What would run, from `details` (Gemini's own message names no command).
                 assert_eq!(
                     needed["data"]["message"],
-                    "Allow shell command: rm -rf build?"
+                    "Confirm Shell Command: rm -rf build"
                 );
             }
             if name == "opencode" && *event == "permission.asked" {

@@ -1374,6 +1374,105 @@ fn gemini(scene: &Scene, prompt: &str) -> Child {
     spawn_logged(scene, c, "gemini-cli")
 }
 
+/// Gemini CLI interactive in tmux (its ToolPermission notification fires only there), under
+/// the session name the [`Tui`] helpers use.
+fn gemini_tui(scene: &Scene, prompt: &str) -> Tui {
+    let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
+    let path = format!(
+        "{}:{}",
+        scene.bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut script = format!(
+        "#!/bin/sh\ncd {}\nexec env -i",
+        q(&scene.work.to_string_lossy())
+    );
+    for (k, v) in [
+        ("PATH", path.as_str()),
+        ("HOME", &*scene.home.to_string_lossy()),
+        ("USER", "root"),
+        ("LANG", "C.UTF-8"),
+        ("SHELL", "/bin/bash"),
+        ("TERM", "xterm-256color"),
+        ("SESSIONPIPE_LOG", "debug"),
+        ("GEMINI_API_KEY", "e2e-dummy"),
+        ("GOOGLE_GEMINI_BASE_URL", &scene.model_url),
+        ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
+    ] {
+        script.push(' ');
+        script.push_str(&q(&format!("{k}={v}")));
+    }
+    script.push_str(&format!(
+        " {} -m gemini-2.5-flash -i {}\n",
+        q(&cli_path("gemini").to_string_lossy()),
+        q(prompt)
+    ));
+    let launcher = scene.dir.join("gemini-tui.sh");
+    std::fs::write(&launcher, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tui = Tui {
+        sock: scene.dir.join("tmux.sock"),
+    };
+    let st = tui
+        .tmux()
+        .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
+        .arg(&launcher)
+        .status()
+        .expect("tmux new-session");
+    assert!(st.success(), "tmux started");
+    scene.say(&format!("gemini (interactive, tmux) {prompt:?}"));
+    tui
+}
+
+/// The row's promise on the real CLI: Gemini's permission prompt is announced (its
+/// ToolPermission notification runs our sp-permission), a remote answer is acked
+/// `unsupported` and runs nothing, and the person's own answer in the terminal does.
+#[test]
+fn gemini_cli_permission_is_announced_and_only_the_terminal_answers() {
+    scenario(
+        "gemini_cli_permission_is_announced_and_only_the_terminal_answers",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            let tui = gemini_tui(
+                s,
+                "Write the marker. SP-RUN:echo from-the-terminal > marker.txt",
+            );
+            let (key, attention, needed) = wait_permission(s, "gemini-cli");
+            assert!(
+                needed["data"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("Confirm Shell Command: echo from-the-terminal > marker.txt"),
+                "{needed}"
+            );
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "unsupported");
+            assert!(
+                ack["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("no permission answer channel"),
+                "{ack}"
+            );
+            tui.wait_screen("Allow once", Duration::from_secs(30));
+            assert_eq!(s.marker(), None, "the remote allow ran nothing");
+            tui.keys(&["Enter"]);
+            assert!(
+                until(Duration::from_secs(30), || s.marker().is_some()),
+                "the terminal's answer ran it; the screen:\n{}",
+                tui.screen()
+            );
+            assert_eq!(s.marker().as_deref(), Some("from-the-terminal\n"));
+        },
+    );
+}
+
 #[test]
 fn gemini_cli_prompt_is_delivered_at_after_agent() {
     scenario(

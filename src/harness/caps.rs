@@ -344,7 +344,7 @@ pub const CAPS: &[Caps] = &[
         },
         default_wait_s: 30,
         silence: Silence {
-            means: "its rules and its own prompt (empty output falls through)",
+            means: "its rules and its own prompt (empty output falls through; `-p` then does not run the tool)",
             ask: None,
         },
         waits_at_desk: false,
