@@ -1579,6 +1579,29 @@ fn copilot_cli_remote_allow_runs_the_tool() {
 }
 
 #[test]
+fn copilot_cli_prompt_is_delivered_at_agent_stop() {
+    scenario(
+        "copilot_cli_prompt_is_delivered_at_agent_stop",
+        &["copilot"],
+        |s| {
+            copilot_setup(s);
+            let (run, reqs) = prompt_queued_during_first_answer(s, "copilot-cli", copilot);
+            let second = all_text(&reqs[1]["body"]["messages"]);
+            assert!(
+                second.contains("Please also say the word. SP-ECHO:MARMALADE"),
+                "the delivered prompt reached the model:\n{second}"
+            );
+            assert!(!all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"));
+            assert!(
+                run.stdout.contains("SP-SAW:MARMALADE"),
+                "copilot's answer: {}",
+                run.stdout
+            );
+        },
+    );
+}
+
+#[test]
 fn copilot_cli_remote_deny_keeps_the_tool_from_running() {
     scenario(
         "copilot_cli_remote_deny_keeps_the_tool_from_running",
