@@ -7,6 +7,9 @@ Speaks just enough of:
   - the OpenAI Responses API: POST /v1/responses (server-sent events)   (Codex)
   - OpenAI Chat Completions: POST /v1/chat/completions (SSE or JSON)    (OpenCode's
     openai-compatible provider)
+  - the Gemini API: POST /v1beta/models/<model>:generateContent (JSON),
+    :streamGenerateContent (server-sent events) and :countTokens   (Gemini CLI, pointed here
+    by GOOGLE_GEMINI_BASE_URL)
   - GET /v1/models (a one-model list), anything else: 404 JSON.
 
 Every request is appended to the log (--log, one JSON object a line: method, path, headers,
@@ -93,7 +96,7 @@ def conversation(api, body):
     if api == "responses":
         items = body.get("input") or []
         if isinstance(items, str):
-            return ("text", items)
+            return [("user", "message", items)]
         msgs = []
         for it in items:
             if not isinstance(it, dict):
@@ -105,6 +108,23 @@ def conversation(api, body):
                 msgs.append(("tool", t, it.get("output")))
             elif t.endswith("_call") or t == "reasoning":
                 msgs.append(("assistant", t, None))
+    elif api == "gemini":
+        msgs = []
+        for c in body.get("contents") or []:
+            parts = c.get("parts") or []
+            if c.get("role") == "model":
+                role = "assistant"
+            elif any(isinstance(p, dict) and "functionResponse" in p for p in parts):
+                role = "tool"
+            else:
+                role = "user"
+            content = []
+            for p in parts:
+                if isinstance(p, dict) and "functionResponse" in p:
+                    content.append({"text": json.dumps(p["functionResponse"])})
+                elif isinstance(p, dict):
+                    content.append(p)
+            msgs.append((role, None, content))
     else:  # anthropic and chat completions: role/content messages
         msgs = []
         for m in body.get("messages") or []:
@@ -151,13 +171,15 @@ def last_turn(api, body):
 def shell_tool(api, body):
     """The name and kind of the shell tool the request offers, or None."""
     tools = body.get("tools") or []
+    if api == "gemini":
+        tools = [f for t in tools if isinstance(t, dict) for f in (t.get("functionDeclarations") or [])]
     names = []
     for t in tools:
         if not isinstance(t, dict):
             continue
         name = t.get("name") or (t.get("function") or {}).get("name")
         names.append((name, t))
-    for want in ("Bash", "bash", "shell", "exec_command", "shell_command"):
+    for want in ("Bash", "bash", "shell", "exec_command", "shell_command", "run_shell_command"):
         for name, t in names:
             if name == want:
                 return name, t
@@ -218,7 +240,7 @@ def decide(api, body):
 def tool_call(api, body, cmd, text):
     """A call of the request's shell tool running cmd."""
     name, _ = shell_tool(api, body)
-    if name in ("Bash", "bash"):
+    if name in ("Bash", "bash", "run_shell_command"):
         return ("tool", name, {"command": cmd, "description": "Write the marker file"})
     if name == "exec_command":
         args = {"cmd": cmd}
@@ -373,6 +395,32 @@ def chat_json(body, answer):
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
 
 
+def gemini_response(answer):
+    if answer[0] == "tool":
+        parts = [{"functionCall": {"name": answer[1], "args": answer[2]}}]
+    else:
+        parts = [{"text": answer[1]}]
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+            "modelVersion": "standin"}
+
+
+def gemini_stream(answer):
+    if answer[0] == "tool":
+        yield ("data: %s\r\n\r\n" % json.dumps(gemini_response(answer))).encode()
+        return
+    _, text, slow = answer
+    chunks = list(text_chunks(text, slow)) if not slow else text_chunks(text, slow)
+    last = None
+    for chunk in chunks:
+        if last is not None:
+            r = gemini_response(("text", last, False))
+            del r["candidates"][0]["finishReason"]
+            yield ("data: %s\r\n\r\n" % json.dumps(r)).encode()
+        last = chunk
+    yield ("data: %s\r\n\r\n" % json.dumps(gemini_response(("text", last or "", False)))).encode()
+
+
 # ---------------------------------------------------------------------------------------
 # HTTP
 
@@ -466,6 +514,16 @@ class Handler(BaseHTTPRequestHandler):
             entry["answer"] = answer
             log(entry)
             return self.send_events(responses_stream(body, answer), n)
+        if path.endswith(":countTokens"):
+            log(entry)
+            return self.send_json(200, {"totalTokens": 10})
+        if path.endswith(":generateContent") or path.endswith(":streamGenerateContent"):
+            answer = decide("gemini", body)
+            entry["answer"] = answer
+            log(entry)
+            if path.endswith(":streamGenerateContent"):
+                return self.send_events(gemini_stream(answer), n)
+            return self.send_json(200, gemini_response(answer))
         if path.endswith("/chat/completions"):
             answer = decide("chat", body)
             entry["answer"] = answer

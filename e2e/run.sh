@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The real-agent suite in one command (issue 8): Claude Code, Codex and OpenCode, at the
-# versions pinned in e2e/package-lock.json, driven offline by our release binaries.
+# The real-agent suite in one command (issue 8): Claude Code, Codex, OpenCode, Gemini CLI and
+# Copilot CLI, at the versions pinned in e2e/package-lock.json, driven offline by our release
+# binaries.
 #
 #   e2e/run.sh [FILTER]        FILTER picks scenarios by name, e.g. `e2e/run.sh codex`
 #

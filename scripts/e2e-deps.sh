@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what tests/real_agents.rs needs to drive the real agent CLIs offline:
 #
-#   - the three CLIs at the versions pinned in e2e/package.json and e2e/package-lock.json,
+#   - the five CLIs at the versions pinned in e2e/package.json and e2e/package-lock.json,
 #     into e2e/node_modules (their native binaries come inside the npm packages):
-#       @anthropic-ai/claude-code 2.1.332, @openai/codex 0.171.0, opencode-ai 1.18.33
+#       @anthropic-ai/claude-code 2.1.332, @openai/codex 0.171.0, opencode-ai 1.18.33,
+#       @google/gemini-cli 0.61.0, @github/copilot 1.0.102
 #   - Node.js 22 or later (the system's, or the pinned build into .deps/node; see
 #     scripts/deps-lib.sh) and npm, `unshare` (util-linux) and `ip` (iproute2) for the
 #     loopback-only network namespace each scenario runs in, python3 for the model stand-in
@@ -46,11 +47,12 @@ pinned() {
 }
 
 up_to_date() {
-    for p in @anthropic-ai/claude-code @openai/codex opencode-ai @zed-industries/codex-acp; do
+    for p in @anthropic-ai/claude-code @openai/codex opencode-ai @zed-industries/codex-acp @google/gemini-cli @github/copilot; do
         [ "$(installed "$p")" = "$(pinned "$p")" ] || return 1
     done
     [ -x "$e2e/node_modules/.bin/claude" ] && [ -x "$e2e/node_modules/.bin/codex" ] \
-        && [ -x "$e2e/node_modules/.bin/opencode" ] && [ -x "$e2e/node_modules/.bin/codex-acp" ]
+        && [ -x "$e2e/node_modules/.bin/opencode" ] && [ -x "$e2e/node_modules/.bin/codex-acp" ] \
+        && [ -x "$e2e/node_modules/.bin/gemini" ] && [ -x "$e2e/node_modules/.bin/copilot" ]
 }
 
 if up_to_date; then
@@ -66,7 +68,7 @@ fi
 
 # Each must start and print its version, and be the pinned one.
 up_to_date || { echo "scripts/e2e-deps.sh: e2e/node_modules does not hold the pinned CLIs after install" >&2; exit 1; }
-for c in claude codex opencode; do
+for c in claude codex opencode gemini copilot; do
     printf '%s: ' "$c"
     deps_sandboxed "$e2e/node_modules/.bin/$c" --version
 done

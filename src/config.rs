@@ -137,15 +137,6 @@ pub struct HarnessTunables {
     pub permission_wait_s: Option<u64>,
 }
 
-/// Built-in permission waits (DECISIONS 10): Claude Code's dialog races the hook, so waiting
-/// costs nothing; Codex shows its own approval only after the hook returns.
-pub fn default_permission_wait_s(harness: &str) -> u64 {
-    match harness {
-        "claude-code" => 120,
-        _ => 30,
-    }
-}
-
 impl Config {
     /// Reads the config at the resolved path. A missing file is an empty config (no sinks).
     pub fn load() -> Result<Config> {
@@ -260,14 +251,20 @@ impl Config {
         self.sinks.iter().filter(|s| s.control.is_on())
     }
 
-    /// Per harness beats global beats the built-in default.
-    pub fn permission_wait_s(&self, harness: &str) -> u64 {
+    /// How long `harness`'s permission hook waits for an answer (DECISIONS 10): per harness
+    /// beats global beats the built-in default of its row in the capability table. 0 for a
+    /// harness whose hook never waits, whatever the config says.
+    pub fn permission_wait_s(&self, harness: crate::harness::Harness) -> u64 {
+        let default = harness.default_permission_wait_s();
+        if default == 0 {
+            return 0;
+        }
         self.control
             .harness
-            .get(harness)
+            .get(harness.name())
             .and_then(|h| h.permission_wait_s)
             .or(self.control.permission_wait_s)
-            .unwrap_or_else(|| default_permission_wait_s(harness))
+            .unwrap_or(default)
     }
 
     pub fn live_ms(&self) -> i64 {
@@ -467,9 +464,14 @@ mod tests {
             r#"{"sinks":[],"control":{"permission_wait_s":60,"harness":{"codex":{"permission_wait_s":20}}}}"#,
         )
         .unwrap();
-        assert_eq!(c.permission_wait_s("codex"), 20);
-        assert_eq!(c.permission_wait_s("claude-code"), 60);
-        assert_eq!(Config::default().permission_wait_s("claude-code"), 120);
-        assert_eq!(Config::default().permission_wait_s("codex"), 30);
+        use crate::harness::Harness;
+        assert_eq!(c.permission_wait_s(Harness::Codex), 20);
+        assert_eq!(c.permission_wait_s(Harness::ClaudeCode), 60);
+        assert_eq!(c.permission_wait_s(Harness::GeminiCli), 0);
+        assert_eq!(
+            Config::default().permission_wait_s(Harness::ClaudeCode),
+            120
+        );
+        assert_eq!(Config::default().permission_wait_s(Harness::Codex), 30);
     }
 }

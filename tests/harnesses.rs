@@ -9,6 +9,8 @@
 //! - `prompt_blocks_only_when_queued`: every harness that takes a prompt at turn end.
 //! - `opencode_*`: prompt, cancel and permission reply through the server API, and failures.
 //! - `every_kind_for_every_harness`: the README table, one row per kind × harness.
+//! - `silent_permission_paths_answer_each_harness_own_way`: bad config, no sink, a paused sink
+//!   print each harness's "silence" answer (Cursor's `ask`, nothing elsewhere).
 mod common;
 use common::env::*;
 use serde_json::{json, Value};
@@ -603,9 +605,10 @@ fn every_registered_event_of_every_harness() {
                     })
                     .expect("gemini attention.needed");
                 assert_eq!(needed["data"]["tool"], "rm");
+                // What would run, from `details` (Gemini's own message names no command).
                 assert_eq!(
                     needed["data"]["message"],
-                    "Allow shell command: rm -rf build?"
+                    "Confirm Shell Command: rm -rf build"
                 );
             }
             if name == "opencode" && *event == "permission.asked" {
@@ -1719,4 +1722,101 @@ fn codex_steer_interrupt_and_cancel_land_at_its_seams() {
         &event_payload("codex", "PreToolUse"),
     );
     assert_eq!(out.trim(), "", "a new turn's tools run again");
+}
+
+/// Issue 17: on each silent path of a permission hook (bad config, no sink, a paused sink)
+/// every harness with one gets exactly its row's "silence" answer (src/harness/caps.rs): the
+/// harness's own "ask the person" where its silence means "run" (Cursor), nothing where
+/// silence already leaves the decision to the person (its dialog, its approval, its rules).
+/// Each run is the real binary on a real permission payload of that harness, and each path is
+/// checked to be the one meant (the log's config error; the prompt recorded, so the payload was
+/// read as a permission and no answer could come).
+#[test]
+fn silent_permission_paths_answer_each_harness_own_way() {
+    for caps in spctl::harness::caps::CAPS {
+        let h = caps.name;
+        let events: Vec<&str> = caps
+            .hooks
+            .iter()
+            .filter(|(_, bin)| *bin == spctl::harness::SP_PERMISSION)
+            .map(|(e, _)| *e)
+            .collect();
+        if events.is_empty() {
+            continue; // Kiro, OpenCode: no permission hook is registered.
+        }
+        // What each harness does with an empty answer, from its contract (harness-contracts
+        // §1.3, §2.2, §4, §5, §6, §7), written out here so a wrong row fails.
+        let want = match h {
+            // Cursor runs the command on silence (failClosed is off by default): ask instead.
+            "cursor" => "{\"permission\":\"ask\"}\n",
+            // Its dialog (`-p`: deny) / its approval / falls through to its rules and prompt /
+            // its normal permission flow / `Notification` only announces.
+            "claude-code" | "codex" | "copilot-cli" | "droid" | "gemini-cli" => "",
+            other => panic!("{other}: say what its silence means"),
+        };
+        assert_eq!(
+            caps.silence.ask.map_or(String::new(), |a| format!("{a}\n")),
+            want,
+            "{h}: the table's silence row"
+        );
+        for event in events.iter().copied() {
+            let payload = event_payload(h, event).to_string();
+            let run = |env: &Env, why: &str| {
+                let out = env.hook_as(h, "sp-permission", payload.as_bytes());
+                assert_eq!(out.status.code(), Some(0), "{h} {event} {why}: exit");
+                assert_eq!(
+                    stdout(&out),
+                    want,
+                    "{h} {event} {why}: stdout\n{}",
+                    env.log()
+                );
+                assert!(out.stderr.is_empty(), "{h} {why}: stderr");
+            };
+            let recorded = |env: &Env, why: &str| {
+                assert_eq!(
+                    env.query::<i64>(&format!(
+                        "select count(*) from attention where session_key='{}'",
+                        key(h)
+                    ))[0],
+                    1,
+                    "{h} {why}: the prompt was recorded\n{}",
+                    env.log()
+                );
+            };
+
+            let env = Env::new();
+            std::fs::write(&env.config, "{ not json").unwrap();
+            run(&env, "bad config");
+            assert!(env.log().contains("config"), "{h}: {}", env.log());
+
+            // Away for good, so the hook would wait if anything could answer.
+            let env = Env::with(Default::default(), json!({"away": "always"}));
+            env.write_config(json!({"sinks": [], "control": {"away": "always"}}));
+            run(&env, "no sink");
+            recorded(&env, "no sink");
+
+            let env = Env::with(
+                Default::default(),
+                json!({"away": "always", "permission_wait_s": 60}),
+            );
+            let config = std::fs::read(&env.config).unwrap();
+            env.write_config(json!({"sinks": []}));
+            env.hook_as(
+                h,
+                "sp-event",
+                event_payload(h, start_event(h)).to_string().as_bytes(),
+            );
+            std::fs::write(&env.config, config).unwrap();
+            env.db()
+                .execute("INSERT INTO sinks(name, control_paused) VALUES ('phone', 'HTTP 401') ON CONFLICT(name) DO UPDATE SET control_paused='HTTP 401'", [])
+                .unwrap();
+            let started = Instant::now();
+            run(&env, "paused sink");
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{h}: a paused sink cannot answer, so the hook does not wait"
+            );
+            recorded(&env, "paused sink");
+        }
+    }
 }

@@ -691,3 +691,65 @@ fn install_sh_looks_for_the_build_where_cargo_puts_it() {
     let out = run(&[("CARGO_TARGET_DIR", &target), ("SP_BUILD_DIR", &bin_dir())]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// Issue 17: OpenCode installs `@opencode-ai/plugin` into its config folder at every start and,
+/// with a plugin there, waits for it (offline: ~70 s). Install leaves a fresh config folder as a
+/// finished install would (an empty node_modules/ and a lock naming the package), never touches
+/// a folder that already has any of them, and uninstall takes the stub back only while it is
+/// still exactly ours.
+#[test]
+fn opencode_gets_a_dependency_stub_only_in_a_fresh_config_folder() {
+    let cfg = ".config/opencode";
+    let h = Home::new();
+    h.write(&format!("{cfg}/opencode.json"), "{\"autoupdate\": false}\n");
+    let original = h.snapshot();
+    let out = h.install(&[]);
+    assert!(out.status.success());
+    assert!(
+        text(&out.stdout).contains("package-lock.json"),
+        "{}",
+        text(&out.stdout)
+    );
+    let dir = h.home.join(cfg);
+    assert!(dir.join("plugins/sessionpipe.js").is_file());
+    assert_eq!(
+        h.read(&format!("{cfg}/package-lock.json")),
+        setup::opencode_stub_lock()
+    );
+    let lock: Value = h.json(&format!("{cfg}/package-lock.json"));
+    assert!(lock["packages"][""]["dependencies"]["@opencode-ai/plugin"].is_string());
+    assert!(dir.join("node_modules").is_dir());
+    assert!(!dir.join("package.json").exists());
+    let first = h.snapshot();
+    assert!(h.install(&[]).status.success());
+    assert_eq!(h.snapshot(), first, "a second install changes nothing");
+    assert!(h.install(&["--uninstall"]).status.success());
+    assert_eq!(h.snapshot(), original);
+    assert!(
+        !dir.join("node_modules").exists(),
+        "our empty node_modules/ is taken back"
+    );
+
+    // A folder OpenCode (or the person) already set up keeps what it has.
+    let h = Home::new();
+    let package = "{\"dependencies\": {\"left-pad\": \"1.3.0\"}}\n";
+    h.write(&format!("{cfg}/package.json"), package);
+    let original = h.snapshot();
+    assert!(h.install(&[]).status.success());
+    let dir = h.home.join(cfg);
+    assert!(dir.join("plugins/sessionpipe.js").is_file());
+    assert!(!dir.join("node_modules").exists() && !dir.join("package-lock.json").exists());
+    assert_eq!(h.read(&format!("{cfg}/package.json")), package);
+    assert!(h.install(&["--uninstall"]).status.success());
+    assert_eq!(h.snapshot(), original);
+
+    // Once something was installed into node_modules/, uninstall leaves the stub alone.
+    let h = Home::new();
+    std::fs::create_dir_all(h.home.join(cfg)).unwrap();
+    assert!(h.install(&[]).status.success());
+    h.write(&format!("{cfg}/node_modules/left-pad/package.json"), "{}");
+    assert!(h.install(&["--uninstall"]).status.success());
+    assert!(h.home.join(cfg).join("package-lock.json").is_file());
+    assert!(h.home.join(cfg).join("node_modules/left-pad").is_dir());
+    assert!(!h.home.join(cfg).join("plugins/sessionpipe.js").exists());
+}

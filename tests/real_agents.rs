@@ -1,7 +1,8 @@
-//! Issue 8: proof against the real agents. Claude Code, Codex and OpenCode, at the versions
-//! pinned in e2e/package-lock.json (installed by scripts/e2e-deps.sh), run for real, offline,
-//! against a scripted model stand-in (e2e/model.py) and our test receiver, with our hooks
-//! registered by install.sh into a temp HOME pointing at the release binaries.
+//! Issue 8: proof against the real agents. Claude Code, Codex, OpenCode, Gemini CLI and Copilot
+//! CLI (issue 17), at the versions pinned in e2e/package-lock.json (installed by
+//! scripts/e2e-deps.sh), run for real, offline, against a scripted model stand-in
+//! (e2e/model.py) and our test receiver, with our hooks registered by install.sh into a temp
+//! HOME pointing at the release binaries.
 //!
 //! Each scenario runs in its own network namespace that has only loopback (and its own pid
 //! namespace, so nothing it started outlives it): the test re-runs itself for that one
@@ -1024,7 +1025,10 @@ fn prompt_queued_during_first_answer(
     let run = finish_ok(s, child, cli_label(harness));
     let ack = s.ack(&m, Duration::from_secs(30));
     assert_eq!(ack["outcome"], "delivered");
-    assert_eq!(ack["detail"], format!("{harness} Stop hook"));
+    let stop = spctl::harness::Harness::parse(harness)
+        .unwrap()
+        .stop_event();
+    assert_eq!(ack["detail"], format!("{harness} {stop} hook"));
     let reqs = s.agent_requests();
     assert_eq!(
         reqs.len(),
@@ -1617,11 +1621,325 @@ fn codex_prompt_is_delivered_at_stop() {
 }
 
 // ------------------------------------------------------------------------------------------
+// Gemini CLI (issue 17): 0.61.0 talks to the stand-in's Gemini API through
+// GOOGLE_GEMINI_BASE_URL. It has no permission answer channel (its ToolPermission notification
+// only announces), so what a real run can prove is that it obeys our AfterAgent answer.
+
+fn gemini_setup(scene: &Scene) {
+    scene.write_config("gemini-cli", 60);
+    let dir = scene.home.join(".gemini");
+    std::fs::create_dir_all(&dir).unwrap();
+    let settings = json!({
+        "hooksConfig": {"enabled": true},
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false},
+        "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+        "security": {"auth": {"selectedType": "gemini-api-key"}}
+    });
+    std::fs::write(
+        dir.join("settings.json"),
+        serde_json::to_string_pretty(&settings).unwrap(),
+    )
+    .unwrap();
+    let out = scene.install(&[]);
+    assert!(out.contains("gemini-cli"), "{out}");
+    let merged: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("settings.json")).expect("install.sh kept settings.json"),
+    )
+    .unwrap();
+    assert_eq!(
+        merged["privacy"]["usageStatisticsEnabled"], false,
+        "ours merged, theirs kept"
+    );
+    let after = merged["hooks"]["AfterAgent"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        after.starts_with(&*scene.bin.join("sp-stop").to_string_lossy()),
+        "{merged}"
+    );
+}
+
+/// `gemini -p` with a fixed model (its automatic model choice would ask the stand-in for a
+/// routing verdict first).
+fn gemini(scene: &Scene, prompt: &str) -> Child {
+    let mut c = Command::new(cli_path("gemini"));
+    scene.base_env(&mut c);
+    c.env("GEMINI_API_KEY", "e2e-dummy")
+        .env("GOOGLE_GEMINI_BASE_URL", &scene.model_url)
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+        .args(["-m", "gemini-2.5-flash", "-p", prompt]);
+    scene.say(&format!("gemini -p {prompt:?}"));
+    spawn_logged(scene, c, "gemini-cli")
+}
+
+/// Gemini CLI interactive in tmux (its ToolPermission notification fires only there), under
+/// the session name the [`Tui`] helpers use.
+fn gemini_tui(scene: &Scene, prompt: &str) -> Tui {
+    let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
+    let path = format!(
+        "{}:{}",
+        scene.bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut script = format!(
+        "#!/bin/sh\ncd {}\nexec env -i",
+        q(&scene.work.to_string_lossy())
+    );
+    for (k, v) in [
+        ("PATH", path.as_str()),
+        ("HOME", &*scene.home.to_string_lossy()),
+        ("USER", "root"),
+        ("LANG", "C.UTF-8"),
+        ("SHELL", "/bin/bash"),
+        ("TERM", "xterm-256color"),
+        ("SESSIONPIPE_LOG", "debug"),
+        ("GEMINI_API_KEY", "e2e-dummy"),
+        ("GOOGLE_GEMINI_BASE_URL", &scene.model_url),
+        ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
+    ] {
+        script.push(' ');
+        script.push_str(&q(&format!("{k}={v}")));
+    }
+    script.push_str(&format!(
+        " {} -m gemini-2.5-flash -i {}\n",
+        q(&cli_path("gemini").to_string_lossy()),
+        q(prompt)
+    ));
+    let launcher = scene.dir.join("gemini-tui.sh");
+    std::fs::write(&launcher, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tui = Tui {
+        sock: scene.dir.join("tmux.sock"),
+    };
+    let st = tui
+        .tmux()
+        .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
+        .arg(&launcher)
+        .status()
+        .expect("tmux new-session");
+    assert!(st.success(), "tmux started");
+    scene.say(&format!("gemini (interactive, tmux) {prompt:?}"));
+    tui
+}
+
+/// The row's promise on the real CLI: Gemini's permission prompt is announced (its
+/// ToolPermission notification runs our sp-permission), a remote answer is acked
+/// `unsupported` and runs nothing, and the person's own answer in the terminal does.
+#[test]
+fn gemini_cli_permission_is_announced_and_only_the_terminal_answers() {
+    scenario(
+        "gemini_cli_permission_is_announced_and_only_the_terminal_answers",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            let tui = gemini_tui(
+                s,
+                "Write the marker. SP-RUN:echo from-the-terminal > marker.txt",
+            );
+            let (key, attention, needed) = wait_permission(s, "gemini-cli");
+            assert!(
+                needed["data"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("Confirm Shell Command: echo from-the-terminal > marker.txt"),
+                "{needed}"
+            );
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "unsupported");
+            assert!(
+                ack["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("no permission answer channel"),
+                "{ack}"
+            );
+            tui.wait_screen("Allow once", Duration::from_secs(30));
+            assert_eq!(s.marker(), None, "the remote allow ran nothing");
+            tui.keys(&["Enter"]);
+            assert!(
+                until(Duration::from_secs(30), || s.marker().is_some()),
+                "the terminal's answer ran it; the screen:\n{}",
+                tui.screen()
+            );
+            assert_eq!(s.marker().as_deref(), Some("from-the-terminal\n"));
+        },
+    );
+}
+
+#[test]
+fn gemini_cli_prompt_is_delivered_at_after_agent() {
+    scenario(
+        "gemini_cli_prompt_is_delivered_at_after_agent",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            let (run, reqs) = prompt_queued_during_first_answer(s, "gemini-cli", gemini);
+            assert!(
+                all_text(&reqs[1]["body"]["contents"])
+                    .contains("Please also say the word. SP-ECHO:MARMALADE"),
+                "the delivered prompt reached the model: {}",
+                reqs[1]["body"]["contents"]
+            );
+            assert!(!all_text(&reqs[0]["body"]["contents"]).contains("MARMALADE"));
+            assert!(
+                run.stdout.contains("SP-SAW:MARMALADE"),
+                "gemini's answer: {}",
+                run.stdout
+            );
+        },
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// Copilot CLI (issue 17): 1.0.102 runs offline with its own model provider (BYOK:
+// COPILOT_PROVIDER_BASE_URL, the stand-in's Chat Completions) and COPILOT_OFFLINE, without
+// GitHub sign-in. Its permissionRequest hook fires before its rules and prompt, so in `-p`
+// our answer decides (without the hook, `-p` does not run the command at all: checked by hand
+// on 1.0.102).
+
+fn copilot_setup(scene: &Scene) {
+    scene.write_config("copilot-cli", 60);
+    std::fs::create_dir_all(scene.home.join(".copilot")).unwrap();
+    let out = scene.install(&[]);
+    assert!(out.contains("copilot-cli"), "{out}");
+    let hooks: Value = serde_json::from_str(
+        &std::fs::read_to_string(scene.home.join(".copilot/hooks/sessionpipe.json"))
+            .expect("install.sh wrote hooks/sessionpipe.json"),
+    )
+    .unwrap();
+    let perm = &hooks["hooks"]["permissionRequest"][0];
+    assert!(
+        perm["bash"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&*scene.bin.join("sp-permission").to_string_lossy()),
+        "{hooks}"
+    );
+    assert_eq!(perm["timeoutSec"], 70);
+}
+
+fn copilot(scene: &Scene, prompt: &str) -> Child {
+    let mut c = Command::new(cli_path("copilot"));
+    scene.base_env(&mut c);
+    c.env("COPILOT_OFFLINE", "true")
+        .env(
+            "COPILOT_PROVIDER_BASE_URL",
+            format!("{}/v1", scene.model_url),
+        )
+        .env("COPILOT_PROVIDER_API_KEY", "e2e-dummy")
+        .env("COPILOT_MODEL", "standin")
+        .args(["-p", prompt]);
+    scene.say(&format!("copilot -p {prompt:?}"));
+    spawn_logged(scene, c, "copilot-cli")
+}
+
+#[test]
+fn copilot_cli_remote_allow_runs_the_tool() {
+    scenario(
+        "copilot_cli_remote_allow_runs_the_tool",
+        &["copilot"],
+        |s| {
+            copilot_setup(s);
+            let child = copilot(
+                s,
+                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+            );
+            let (key, attention, needed) = wait_permission(s, "copilot-cli");
+            assert_eq!(needed["data"]["tool"], "bash");
+            assert!(
+                needed["data"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("echo allowed-by-phone > marker.txt"),
+                "{needed}"
+            );
+            answer_and_finish(
+                s,
+                "copilot-cli",
+                child,
+                &key,
+                &attention,
+                json!({"decision": "allow"}),
+            );
+            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+            assert_eq!(
+                s.agent_requests().len(),
+                2,
+                "the tool's result went back to the model once"
+            );
+        },
+    );
+}
+
+#[test]
+fn copilot_cli_prompt_is_delivered_at_agent_stop() {
+    scenario(
+        "copilot_cli_prompt_is_delivered_at_agent_stop",
+        &["copilot"],
+        |s| {
+            copilot_setup(s);
+            let (run, reqs) = prompt_queued_during_first_answer(s, "copilot-cli", copilot);
+            let second = all_text(&reqs[1]["body"]["messages"]);
+            assert!(
+                second.contains("Please also say the word. SP-ECHO:MARMALADE"),
+                "the delivered prompt reached the model:\n{second}"
+            );
+            assert!(!all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"));
+            assert!(
+                run.stdout.contains("SP-SAW:MARMALADE"),
+                "copilot's answer: {}",
+                run.stdout
+            );
+        },
+    );
+}
+
+#[test]
+fn copilot_cli_remote_deny_keeps_the_tool_from_running() {
+    scenario(
+        "copilot_cli_remote_deny_keeps_the_tool_from_running",
+        &["copilot"],
+        |s| {
+            copilot_setup(s);
+            let child = copilot(
+                s,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
+            let (key, attention, _) = wait_permission(s, "copilot-cli");
+            let note = "Not on main, please (note SP-NOTE-4711).";
+            answer_and_finish(
+                s,
+                "copilot-cli",
+                child,
+                &key,
+                &attention,
+                json!({"decision": "deny", "note": note}),
+            );
+            assert_eq!(s.marker(), None, "the denied command never ran");
+            let seen = tool_result_text(s);
+            assert!(
+                seen.contains(note),
+                "the model saw the note; it saw:\n{seen}"
+            );
+        },
+    );
+}
+
+// ------------------------------------------------------------------------------------------
 // OpenCode
 
 struct OpenCode {
     url: String,
     agent: ureq::Agent,
+    /// When `opencode serve` was started.
+    spawned: Instant,
 }
 
 impl OpenCode {
@@ -1680,22 +1998,8 @@ fn opencode_start(scene: &mut Scene) -> OpenCode {
         serde_json::to_string_pretty(&config).unwrap(),
     )
     .unwrap();
-    // OpenCode installs @opencode-ai/plugin into every config folder in the background, and
-    // with a plugin there (ours) its first request waits for that install. Offline it fails
-    // only after about 70 s (FetchError), so leave the folder as an online first start does:
-    // it skips the install when node_modules exists and the lock names the package.
-    std::fs::create_dir_all(cfg_dir.join("node_modules")).unwrap();
-    let deps = json!({"@opencode-ai/plugin": "1.18.33"});
-    std::fs::write(
-        cfg_dir.join("package.json"),
-        json!({"dependencies": deps}).to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        cfg_dir.join("package-lock.json"),
-        json!({"name": "opencode", "lockfileVersion": 3, "requires": true, "packages": {"": {"dependencies": deps}}}).to_string(),
-    )
-    .unwrap();
+    // Nothing else is set up in the config folder: install.sh leaves it so that OpenCode
+    // does not try to install @opencode-ai/plugin at start (src/setup: opencode_stub).
     let out = scene.install(&[]);
     assert!(out.contains("opencode"), "{out}");
     let plugin = std::fs::read_to_string(cfg_dir.join("plugins/sessionpipe.js"))
@@ -1726,9 +2030,11 @@ fn opencode_start(scene: &mut Scene) -> OpenCode {
         "--log-level",
         "INFO",
     ]);
+    let spawned = Instant::now();
     let child = spawn_logged(scene, c, "opencode");
     scene.extra.push(child);
     let oc = OpenCode {
+        spawned,
         url: format!("http://127.0.0.1:{port}"),
         agent: ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(2)))
@@ -1790,6 +2096,44 @@ fn opencode_texts(oc: &OpenCode, q: &str, id: &str) -> String {
     oc.get(&format!("/session/{id}/message{q}"))
         .map(|v| all_text(&v))
         .unwrap_or_default()
+}
+
+/// Issue 17: with our plugin in its config folder, OpenCode 1.18.33 would first try to install
+/// `@opencode-ai/plugin` there and hold its first request until npm gave up (about 70 s
+/// offline). After install.sh, the first session is created and reported by our plugin within
+/// a few seconds of `opencode serve` starting, and OpenCode never tried an install.
+#[test]
+fn opencode_starts_at_once_offline_with_our_plugin() {
+    scenario(
+        "opencode_starts_at_once_offline_with_our_plugin",
+        &["opencode"],
+        |s| {
+            let oc = opencode_start(s);
+            let (id, _) = opencode_session(s, &oc);
+            let took = oc.spawned.elapsed();
+            s.say(&format!(
+                "session {id} created and reported {took:?} after the start"
+            ));
+            assert!(
+                took < Duration::from_secs(20),
+                "the first session took {took:?}: OpenCode waited for an install"
+            );
+            let cfg = s.home.join(".config/opencode");
+            let modules: Vec<_> = std::fs::read_dir(cfg.join("node_modules"))
+                .expect("install.sh made node_modules/")
+                .collect();
+            assert!(
+                modules.is_empty(),
+                "OpenCode installed nothing: {modules:?}"
+            );
+            let log = std::fs::read_to_string(s.dir.join("opencode.stderr")).unwrap_or_default()
+                + &std::fs::read_to_string(s.dir.join("opencode.stdout")).unwrap_or_default();
+            assert!(
+                !log.contains("dependency install failed"),
+                "OpenCode tried an install:\n{log}"
+            );
+        },
+    );
 }
 
 #[test]

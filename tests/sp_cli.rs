@@ -492,3 +492,40 @@ fn every_binary_has_help_and_version() {
     let out = sp(&env, &["bogus"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// README's harness tables are what `sp hooks table` renders from the capability table
+/// (src/harness/caps.rs), byte for byte between the markers. Regenerate with:
+/// SP_BLESS=1 cargo test --test sp_cli readme_harness_table
+#[test]
+fn readme_harness_table_is_the_rendered_one() {
+    use spctl::harness::caps::{README_BEGIN, README_END};
+    let env = Env::new();
+    let out = sp(&env, &["hooks", "table"]);
+    assert!(out.status.success());
+    let rendered = stdout(&out);
+    assert!(rendered.starts_with(README_BEGIN) && rendered.ends_with(&format!("{README_END}\n")));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let begin = readme
+        .find(README_BEGIN)
+        .expect("README has the begin marker");
+    let end = readme[begin..]
+        .find(README_END)
+        .expect("README has the end marker")
+        + begin
+        + README_END.len()
+        + 1;
+    if std::env::var_os("SP_BLESS").is_some() {
+        std::fs::write(
+            &path,
+            format!("{}{rendered}{}", &readme[..begin], &readme[end..]),
+        )
+        .unwrap();
+        return;
+    }
+    assert_eq!(
+        &readme[begin..end],
+        rendered,
+        "README.md's harness table differs from `sp hooks table`"
+    );
+}

@@ -49,6 +49,7 @@ USAGE:
   sp hooks print HARNESS [--bin-dir DIR]
                            the registration `sp setup install` merges into that file;
                            `acp` prints Zed's agent_servers entry for sp-acp
+  sp hooks table           what each harness supports, as the README's table (markdown)
   sp codex [ARGS…]         Codex's terminal UI on this user's app-server (started if need
                            be, socket private to you), so prompts and cancels from the phone
                            reach the running turn; ARGS go to codex ($SP_CODEX, else codex)
@@ -324,11 +325,16 @@ pub fn run(args: Vec<String>) -> Result<Done> {
             }
         }
         "hooks" => {
-            let sub = args.positional("hooks command (list, print)")?;
+            let sub = args.positional("hooks command (list, print, table)")?;
             match sub.as_str() {
                 "list" => {
                     args.finish()?;
                     setup::list()
+                }
+                "table" => {
+                    args.finish()?;
+                    print!("{}", crate::harness::caps::readme_table());
+                    Ok(Done::Ok)
                 }
                 "print" => {
                     let bin_dir = args.value("--bin-dir")?;
@@ -337,7 +343,7 @@ pub fn run(args: Vec<String>) -> Result<Done> {
                     setup::print(&harness, bin_dir)
                 }
                 other => usage(format!(
-                    "unknown hooks command {other:?}; use list or print"
+                    "unknown hooks command {other:?}; use list, print or table"
                 )),
             }
         }

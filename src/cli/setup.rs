@@ -91,14 +91,27 @@ fn print_plan(p: &Plan, dry_run: bool) -> bool {
             );
         }
     }
+    let stub = show(&p.target.dir);
+    match p.stub {
+        setup::Stub::None => {}
+        setup::Stub::Create => println!(
+            "    {} {stub}/node_modules/ and package-lock.json, so OpenCode does not install @opencode-ai/plugin at every start",
+            would("create")
+        ),
+        setup::Stub::Remove => println!(
+            "    {} {stub}/node_modules/ and package-lock.json (created by install)",
+            would("remove")
+        ),
+    }
     true
 }
 
 fn changed(p: &Plan) -> bool {
-    matches!(
-        p.action,
-        Action::Write { .. } | Action::Restore { .. } | Action::Strip { .. } | Action::Delete
-    )
+    p.stub != setup::Stub::None
+        || matches!(
+            p.action,
+            Action::Write { .. } | Action::Restore { .. } | Action::Strip { .. } | Action::Delete
+        )
 }
 
 pub fn install(dry_run: bool, bin_dir_arg: Option<String>, no_cron: bool) -> Result<Done> {

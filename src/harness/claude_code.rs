@@ -122,16 +122,6 @@ pub fn render_cancel_permission(message: &str) -> String {
     .to_string()
 }
 
-/// Which prompts a tool boundary takes (DECISIONS 25), by rank: after a tool, `steer` and
-/// `interrupt` (1) as context beside the result; before a tool, `interrupt` (2) in its place.
-pub fn prompt_seam(event: &str) -> Option<i64> {
-    match event {
-        "PostToolUse" | "PostToolUseFailure" => Some(1),
-        "PreToolUse" => Some(2),
-        _ => None,
-    }
-}
-
 /// The stdout that hands `text` to the model at this tool boundary, and what the ack says.
 pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static str)> {
     match event {
@@ -147,17 +137,6 @@ pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static s
             "deny",
         )),
         _ => None,
-    }
-}
-
-/// Where a queued `cancel` meets this session (DECISIONS 26): a tool boundary or the turn's
-/// end stops it; the person's own next prompt means the turn it was meant for has ended.
-pub fn cancel_seam(event: &str) -> super::CancelSeam {
-    match event {
-        "PreToolUse" | "PostToolUse" | "PostToolUseFailure" | "Stop" => super::CancelSeam::Deliver,
-        "PermissionRequest" => super::CancelSeam::DenyPermission,
-        "UserPromptSubmit" | "SessionStart" => super::CancelSeam::Expire,
-        _ => super::CancelSeam::None,
     }
 }
 

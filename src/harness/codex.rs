@@ -83,24 +83,10 @@ pub fn render_permission(decision: Decision, message: &str) -> String {
         .to_string()
 }
 
-/// Where a queued `cancel` meets a Codex session (DECISIONS 26; 0.171's schemas): `continue`
-/// is accepted after a tool (`post-tool-use.command.output`) and at the turn's end, not
-/// before a tool, where only a deny is; a waiting PermissionRequest can only be denied, not
-/// interrupted, so the cancel then stays queued for the next seam.
-///
 /// Seen with the real 0.171.0 (`codex exec`): after a PostToolUse `continue:false` it prints
 /// "PostToolUse Stopped" and then asks the model again and runs the next tool. So a stop is
 /// delivered as a denial of every further tool of the turn (the hook runtime keeps the
-/// session stopped until the turn ends), and the model is told why.
-pub fn cancel_seam(event: &str) -> super::CancelSeam {
-    match event {
-        "PreToolUse" | "PostToolUse" | "Stop" => super::CancelSeam::Deliver,
-        "PermissionRequest" => super::CancelSeam::DenyPermission,
-        "UserPromptSubmit" | "SessionStart" => super::CancelSeam::Expire,
-        _ => super::CancelSeam::None,
-    }
-}
-
+/// session stopped until the turn ends), and the model is told why (caps.rs: its seams).
 /// Before a tool, a deny with the reason (`pre-tool-use` takes nothing else); after a tool
 /// and at the turn's end `{"continue":false,"stopReason":…}` (`post-tool-use`, `stop`).
 pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
@@ -118,12 +104,6 @@ pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
         json!({ "continue": false, "stopReason": reason }).to_string(),
         how,
     )
-}
-
-/// Prompt seams as Claude Code's: after a tool `additionalContext`, before one a deny whose
-/// reason the model reads (`pre-tool-use`: only deny works in 0.171).
-pub fn prompt_seam(event: &str) -> Option<i64> {
-    super::claude_code::prompt_seam(event)
 }
 
 /// `stop.command.output`: a block with a non-empty reason; no hookSpecificOutput on Stop.

@@ -4,6 +4,8 @@
 //! payload has. PascalCase registrations (snake_case fields with `hook_event_name`) parse too.
 //! Answers are flat: `{"behavior":…}` for permissionRequest, `{"decision":"block",…}` for
 //! agentStop. Copilot has no stop loop guard, so a block happens only with a queued message.
+//! Recorded on 1.0.102 (tests/real_agents.rs runs it offline): permissionRequest carries
+//! `hookName`, `toolName` and an object `toolInput`; agentStop carries `stop_hook_active`.
 use super::{
     describe_tool, field, minted_attention_id, object, session_ref, text, tool_args, Harness,
     HookInput,
@@ -13,7 +15,7 @@ use serde_json::{json, Value};
 
 /// The event a payload belongs to: its own name when it has one, else by its fields.
 fn event_of(v: &Value) -> &'static str {
-    if let Some(name) = text(v, &["hook_event_name", "hookEventName"]) {
+    if let Some(name) = text(v, &["hook_event_name", "hookEventName", "hookName"]) {
         return match name {
             "permissionRequest" | "PermissionRequest" => "permissionRequest",
             "agentStop" | "Stop" => "agentStop",
@@ -195,6 +197,19 @@ mod tests {
             parse(br#"{"timestamp":1,"stopReason":"end_turn"}"#),
             HookInput::Skip(_)
         ));
+    }
+
+    /// As Copilot CLI 1.0.102 sent them in a real offline run (session id shortened).
+    #[test]
+    fn recorded_1_0_102_payloads() {
+        let perm = br#"{"hookName":"permissionRequest","sessionId":"797a1dbf-1504","timestamp":1796326000414,"cwd":"/w","toolName":"bash","toolInput":{"command":"echo hi > /w/marker.txt"},"permissionSuggestions":[]}"#;
+        let HookInput::Permission { message, tool, .. } = parse(perm) else {
+            panic!()
+        };
+        assert_eq!(tool.as_deref(), Some("bash"));
+        assert_eq!(message.as_deref(), Some("bash echo hi > /w/marker.txt"));
+        let stop = br#"{"sessionId":"797a1dbf-1504","timestamp":1796326000472,"cwd":"/w","transcriptPath":"/h/events.jsonl","stopReason":"end_turn","stop_hook_active":false}"#;
+        assert!(matches!(parse(stop), HookInput::Stop { .. }));
     }
 
     #[test]

@@ -31,9 +31,15 @@ pub fn parse(stdin: &[u8]) -> HookInput {
                 &["toolName", "tool_name", "rootCommand", "name", "type"],
             )
             .unwrap_or("tool");
-            let message = text(&v, &["message"])
-                .map(str::to_string)
-                .or_else(|| text(&details, &["title", "command"]).map(str::to_string));
+            // 0.61's `message` names no command ("Tool Confirm Shell Command requires
+            // execution", recorded); `details` has it, so the person sees what would run.
+            let message = match (text(&details, &["title"]), text(&details, &["command"])) {
+                (Some(t), Some(c)) => Some(format!("{t}: {c}")),
+                (None, Some(c)) => Some(c.to_string()),
+                _ => text(&v, &["message"])
+                    .or_else(|| text(&details, &["title"]))
+                    .map(str::to_string),
+            };
             HookInput::Permission {
                 // No tool-call id is sent: minted from the notification's time and details.
                 attention_id: minted_attention_id(
@@ -81,8 +87,20 @@ mod tests {
             panic!()
         };
         assert_eq!(tool.as_deref(), Some("rm"));
-        assert_eq!(message.as_deref(), Some("Allow shell: rm -rf build?"));
+        assert_eq!(
+            message.as_deref(),
+            Some("Confirm Shell Command: rm -rf build")
+        );
         assert!(attention_id.starts_with("perm-"));
+        // As 0.61.0 sent it in a real interactive run (tests/real_agents.rs).
+        let recorded = br#"{"session_id":"a539e26b-e9f8-4ba5-ae6f-c6bde00aa539","transcript_path":"/h/.gemini/tmp/work/chats/session-a539e26b.jsonl","cwd":"/w","hook_event_name":"Notification","timestamp":"2026-12-03T19:31:40.388Z","notification_type":"ToolPermission","message":"Tool Confirm Shell Command requires execution","details":{"type":"exec","title":"Confirm Shell Command","command":"echo hi > /w/marker.txt","rootCommand":"echo, redirection (>)"}}"#;
+        let HookInput::Permission { message, .. } = parse(recorded) else {
+            panic!()
+        };
+        assert_eq!(
+            message.as_deref(),
+            Some("Confirm Shell Command: echo hi > /w/marker.txt")
+        );
         assert!(matches!(
             parse(br#"{"session_id":"g1","hook_event_name":"Notification","notification_type":"Other"}"#),
             HookInput::Alive { .. }

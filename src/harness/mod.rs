@@ -1,5 +1,6 @@
 //! Harness adapters: each module parses its harness's hook stdin into a [`HookInput`] and
 //! renders our answers in that harness's exact output shape. Nothing here knows HTTP or SQL.
+pub mod caps;
 pub mod claude_code;
 pub mod codex;
 pub mod copilot_cli;
@@ -44,142 +45,55 @@ impl Harness {
     ];
 
     pub fn parse(name: &str) -> Option<Harness> {
-        Harness::ALL.iter().copied().find(|h| h.name() == name)
+        caps::named(name).map(|c| c.harness)
     }
 
     /// The protocol's registry name (DECISIONS 4): the `<harness>` of the session key.
     pub fn name(self) -> &'static str {
-        match self {
-            Harness::ClaudeCode => "claude-code",
-            Harness::Codex => "codex",
-            Harness::Cursor => "cursor",
-            Harness::CopilotCli => "copilot-cli",
-            Harness::Kiro => "kiro",
-            Harness::Droid => "droid",
-            Harness::GeminiCli => "gemini-cli",
-            Harness::OpenCode => "opencode",
-        }
+        self.caps().name
     }
 
-    /// Exactly which hook events must be registered, spelled as the harness's config spells
-    /// them, and which of our binaries each runs (`sp-permission`, `sp-stop` or `sp-event`).
-    /// Registration (hooks/<harness>/, install) is generated from this table.
-    ///
-    /// - Copilot CLI: the camelCase names, which also select camelCase payload fields.
-    /// - Kiro: the v3 trigger names (`.kiro/hooks/*.json`); the legacy agent-config names
-    ///   (`agentSpawn`, `userPromptSubmit`, `postToolUse`, `stop`) are parsed as well.
-    /// - Gemini CLI: `Notification` should carry the matcher `ToolPermission`.
-    /// - OpenCode has no shell hooks: these are the plugin's event names
-    ///   (`hooks/opencode/sessionpipe.js` runs `sp-event --harness opencode` for each).
+    /// This harness's row of the capability table.
+    pub fn caps(self) -> &'static caps::Caps {
+        caps::of(self)
+    }
+
+    /// Exactly which hook events must be registered, and which of our binaries each runs
+    /// ([`caps::Caps::hooks`]).
     pub fn hook_events(self) -> &'static [(&'static str, &'static str)] {
-        match self {
-            Harness::ClaudeCode => &[
-                ("PermissionRequest", SP_PERMISSION),
-                ("Stop", SP_STOP),
-                ("SessionStart", SP_EVENT),
-                ("UserPromptSubmit", SP_EVENT),
-                ("PreToolUse", SP_EVENT),
-                ("PostToolUse", SP_EVENT),
-                ("PostToolUseFailure", SP_EVENT),
-                ("SessionEnd", SP_EVENT),
-            ],
-            Harness::Codex => &[
-                ("PermissionRequest", SP_PERMISSION),
-                ("Stop", SP_STOP),
-                ("SessionStart", SP_EVENT),
-                ("UserPromptSubmit", SP_EVENT),
-                ("PreToolUse", SP_EVENT),
-                ("PostToolUse", SP_EVENT),
-                ("SessionEnd", SP_EVENT),
-            ],
-            Harness::Cursor => &[
-                ("beforeShellExecution", SP_PERMISSION),
-                ("beforeMCPExecution", SP_PERMISSION),
-                ("stop", SP_STOP),
-                ("sessionStart", SP_EVENT),
-                ("beforeSubmitPrompt", SP_EVENT),
-                ("afterShellExecution", SP_EVENT),
-                ("afterMCPExecution", SP_EVENT),
-                ("sessionEnd", SP_EVENT),
-            ],
-            Harness::CopilotCli => &[
-                ("permissionRequest", SP_PERMISSION),
-                ("agentStop", SP_STOP),
-                ("sessionStart", SP_EVENT),
-                ("userPromptSubmitted", SP_EVENT),
-                ("postToolUse", SP_EVENT),
-                ("postToolUseFailure", SP_EVENT),
-                ("sessionEnd", SP_EVENT),
-            ],
-            Harness::Kiro => &[
-                ("SessionStart", SP_EVENT),
-                ("UserPromptSubmit", SP_EVENT),
-                ("PostToolUse", SP_EVENT),
-                ("Stop", SP_EVENT),
-            ],
-            Harness::Droid => &[
-                ("PreToolUse", SP_PERMISSION),
-                ("Stop", SP_STOP),
-                ("SessionStart", SP_EVENT),
-                ("UserPromptSubmit", SP_EVENT),
-                ("PostToolUse", SP_EVENT),
-                ("SessionEnd", SP_EVENT),
-            ],
-            Harness::GeminiCli => &[
-                ("Notification", SP_PERMISSION),
-                ("AfterAgent", SP_STOP),
-                ("SessionStart", SP_EVENT),
-                ("BeforeAgent", SP_EVENT),
-                ("AfterTool", SP_EVENT),
-                ("SessionEnd", SP_EVENT),
-            ],
-            Harness::OpenCode => &[
-                ("session.created", SP_EVENT),
-                ("session.status", SP_EVENT),
-                ("session.idle", SP_EVENT),
-                ("permission.asked", SP_EVENT),
-                ("permission.replied", SP_EVENT),
-                ("session.deleted", SP_EVENT),
-            ],
-        }
+        self.caps().hooks
     }
 
     /// The matcher a registration should put on `event`, when one narrows it to what we use.
-    /// Everything else is registered for all tools / types (our adapters ignore the rest).
     pub fn hook_matcher(self, event: &str) -> Option<&'static str> {
-        match (self, event) {
-            (Harness::GeminiCli, "Notification") => Some("ToolPermission"),
-            _ => None,
-        }
+        self.caps()
+            .matchers
+            .iter()
+            .find(|(e, _)| *e == event)
+            .map(|(_, m)| *m)
     }
 
     /// The built-in permission wait in seconds (DECISIONS 10); the config may override it.
-    /// Registration sets the harness's timeout for `sp-permission` to this + 10 s (in the
-    /// harness's unit). 0 means the hook never waits: the harness has no answer channel
-    /// (Gemini CLI, Kiro) or the answer goes through an API, not a waiting hook (OpenCode).
+    /// 0 means the hook never waits.
     pub fn default_permission_wait_s(self) -> u64 {
-        match self {
-            Harness::GeminiCli | Harness::Kiro | Harness::OpenCode => 0,
-            h => crate::config::default_permission_wait_s(h.name()),
-        }
+        self.caps().default_wait_s
     }
 
     /// Whether a waiting permission hook can answer at all (else it announces and returns).
     pub fn answers_permission(self) -> bool {
-        route(self.name(), Kind::PermissionAnswer).is_none() && self != Harness::OpenCode
+        matches!(self.caps().permission, caps::Path::Hook(_))
     }
 
-    /// Whether this harness shows its own approval while our permission hook waits, so a wait
-    /// costs the person at the desk nothing (Claude Code's dialog). The others show theirs only
-    /// after the hook returns: their hooks wait only while the person is away (DECISIONS 27).
+    /// Whether this harness shows its own approval while our permission hook waits
+    /// ([`caps::Caps::waits_at_desk`], DECISIONS 27).
     pub fn waits_at_desk(self) -> bool {
-        self == Harness::ClaudeCode
+        self.caps().waits_at_desk
     }
 
     /// Whether sp-sync answers this harness's permission prompts through its server API
     /// (OpenCode) rather than a waiting hook.
     pub fn answered_by_api(self) -> bool {
-        self == Harness::OpenCode
+        matches!(self.caps().permission, caps::Path::Api(_))
     }
 
     /// Parses hook stdin. Anything we do not understand is `Skip`, never an error.
@@ -210,33 +124,30 @@ impl Harness {
         }
     }
 
-    /// What to print when a permission hook ends without a remote answer (its wait ran out,
-    /// or the prompt was cleared elsewhere). None prints nothing, so the harness's own
-    /// behaviour stands; Cursor gets `ask`, its own prompt, because its silence means "run".
+    /// What to print when a permission hook ends without a remote answer: the harness's own
+    /// "ask the person" where its silence means "run" (Cursor); None prints nothing, so the
+    /// harness's own behaviour stands.
     pub fn render_no_answer(self) -> Option<String> {
-        match self {
-            Harness::Cursor => Some(cursor::render_ask()),
-            _ => None,
-        }
+        self.caps().silence.ask.map(str::to_string)
     }
 
     /// What a queued `cancel` does at this hook event of this harness (DECISIONS 26).
     pub fn cancel_seam(self, event: &str) -> CancelSeam {
-        match self {
-            Harness::ClaudeCode => claude_code::cancel_seam(event),
-            Harness::Codex => codex::cancel_seam(event),
-            _ => CancelSeam::None,
-        }
+        self.caps()
+            .cancel_seams
+            .iter()
+            .find(|(e, _)| *e == event)
+            .map_or(CancelSeam::None, |(_, s)| *s)
     }
 
     /// The lowest prompt rank this hook event takes (DECISIONS 25), `None` where it is no
     /// tool boundary of this harness.
     pub fn prompt_seam(self, event: &str) -> Option<i64> {
-        match self {
-            Harness::ClaudeCode => claude_code::prompt_seam(event),
-            Harness::Codex => codex::prompt_seam(event),
-            _ => None,
-        }
+        self.caps()
+            .prompt_seams
+            .iter()
+            .find(|(e, _)| *e == event)
+            .map(|(_, r)| *r)
     }
 
     /// The stdout that hands prompts to the model at a tool boundary, and the seam's name.
@@ -272,7 +183,7 @@ impl Harness {
     /// Whether denying a waiting permission also stops the agent (Claude Code's `interrupt`);
     /// where it does not (Codex), the cancel stays queued for the next seam.
     pub fn permission_deny_stops(self) -> bool {
-        self == Harness::ClaudeCode
+        self.caps().deny_stops
     }
 
     /// The stdout of a permission hook that denies because the session was stopped.
@@ -299,24 +210,11 @@ impl Harness {
 
     /// The hook event name that delivers prompts, for ack details.
     pub fn stop_event(self) -> &'static str {
-        match self {
-            Harness::ClaudeCode | Harness::Codex | Harness::Droid | Harness::Kiro => "Stop",
-            Harness::Cursor => "stop",
-            Harness::CopilotCli => "agentStop",
-            Harness::GeminiCli => "AfterAgent",
-            Harness::OpenCode => "session.idle",
-        }
+        self.caps().stop_event
     }
 
     pub fn permission_event(self) -> &'static str {
-        match self {
-            Harness::ClaudeCode | Harness::Codex | Harness::Kiro => "PermissionRequest",
-            Harness::Cursor => "beforeShellExecution",
-            Harness::CopilotCli => "permissionRequest",
-            Harness::Droid => "PreToolUse",
-            Harness::GeminiCli => "Notification",
-            Harness::OpenCode => "permission.asked",
-        }
+        self.caps().permission_event
     }
 }
 
@@ -403,32 +301,22 @@ impl HookInput {
     }
 }
 
-/// Which control kinds a harness can take, and by which path (README table).
+/// Which control kinds a harness can take, and by which path ([`caps::CAPS`]).
 /// Returns the final outcome for a kind the harness has no path for; None means "deliver":
 /// by the harness's hook answer, or for OpenCode by sp-sync through its server API.
 pub fn route(harness: &str, kind: Kind) -> Option<(Outcome, String)> {
-    let unsupported = |why: &str| Some((Outcome::Unsupported, why.to_string()));
-    match (harness, kind) {
-        ("claude-code" | "codex" | "cursor" | "copilot-cli" | "droid", Kind::PermissionAnswer | Kind::Prompt) => None,
-        ("gemini-cli", Kind::Prompt) => None,
-        ("opencode", _) => None,
-        // sp-acp sessions: the proxy on the agent's stdio delivers all three (src/acp).
-        ("acp", _) => None,
-        ("claude-code", Kind::Cancel) => None,
-        ("codex", Kind::Cancel) => None,
-        ("cursor" | "copilot-cli" | "droid" | "gemini-cli", Kind::Cancel) => Some((
+    // sp-acp sessions: the proxy on the agent's stdio delivers all three (src/acp); `acp` is
+    // no hook harness, so it has no row in the table.
+    if harness == "acp" {
+        return None;
+    }
+    match caps::named(harness).map(|c| c.path(kind)) {
+        Some(caps::Path::Hook(_) | caps::Path::Api(_)) => None,
+        Some(caps::Path::Unsupported(why)) => Some((Outcome::Unsupported, why.to_string())),
+        None => Some((
             Outcome::Unsupported,
-            format!("{harness} has no API to cancel a running turn; never a signal to a pid"),
+            format!("no adapter for harness {harness:?} in this build"),
         )),
-        ("gemini-cli", Kind::PermissionAnswer) => unsupported(
-            "gemini-cli has no permission answer channel (its ToolPermission notification is observe-only)",
-        ),
-        ("kiro", Kind::PermissionAnswer) => unsupported(
-            "kiro documents no hook answer that allows or denies a permission prompt",
-        ),
-        ("kiro", Kind::Prompt) => unsupported("kiro's Stop hook cannot block, so a prompt has no path into the session"),
-        ("kiro", Kind::Cancel) => unsupported("kiro has no API to cancel a running turn; never a signal to a pid"),
-        (h, _) => unsupported(&format!("no adapter for harness {h:?} in this build")),
     }
 }
 

@@ -55,7 +55,7 @@ fn wait_for(config: &Config, store: &Store, harness: Harness) -> Duration {
         }
     }
     if any {
-        Duration::from_secs(config.permission_wait_s(harness.name()))
+        Duration::from_secs(config.permission_wait_s(harness))
     } else {
         Duration::ZERO
     }

@@ -1,6 +1,6 @@
 //! Registering our hooks with each harness: where its file is, how it nests hooks, which
-//! unit its timeouts use. The events come from [`Harness::hook_events`]; this table adds the
-//! per-harness file details, and both `sp setup` and the `hooks/<harness>/` snippets are
+//! unit its timeouts use, all read from the harness's row of the capability table
+//! ([`crate::harness::caps::CAPS`]); both `sp setup` and the `hooks/<harness>/` snippets are
 //! generated from it, so they cannot drift apart.
 pub mod cron;
 pub mod json;
@@ -26,50 +26,8 @@ pub const PERMISSION_MARGIN_S: u64 = 10;
 /// The bin folder written into the checked-in `hooks/<harness>/` snippets.
 pub const SNIPPET_BIN_DIR: &str = "/home/you/.local/bin";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    Seconds,
-    Millis,
-}
-
-impl Unit {
-    pub fn of(self, seconds: u64) -> u64 {
-        match self {
-            Unit::Seconds => seconds,
-            Unit::Millis => seconds * 1000,
-        }
-    }
-    pub fn label(self, seconds: u64) -> String {
-        match self {
-            Unit::Seconds => format!("{seconds} s"),
-            Unit::Millis => format!("{} ms", seconds * 1000),
-        }
-    }
-}
-
-/// How a handler names the command it runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Form {
-    /// Claude Code's exec form: `"command": <abs path>, "args": ["--harness", NAME]`, no shell.
-    Exec,
-    /// `"type":"command","command":"<path> --harness NAME"` (Codex, Droid).
-    Command,
-    /// Gemini CLI: as `Command`, plus a `name` shown in its hook listings.
-    NamedCommand,
-    /// Cursor: `{"command": …, "timeout": …}`.
-    Bare,
-    /// Copilot CLI: `"type":"command","bash": …`.
-    Bash,
-    /// Kiro v3: one item per hook with `trigger` and `action`.
-    KiroItem,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Json(Layout),
-    /// A whole file of ours: the OpenCode plugin.
-    Plugin,
-}
+use crate::harness::caps::{Dir, Form, Skeleton};
+pub use crate::harness::caps::{Format, Unit};
 
 /// Where and how one harness takes our hooks.
 #[derive(Debug, Clone)]
@@ -83,7 +41,7 @@ pub struct Target {
     timeout_key: &'static str,
     pub unit: Unit,
     /// Top-level fields of a file we create.
-    skeleton: fn() -> Value,
+    skeleton: Skeleton,
     /// Said after registering: what the user must still do, or what to know.
     pub note: Option<&'static str>,
 }
@@ -102,131 +60,36 @@ fn env_dir(var: &str, default: &str) -> PathBuf {
         .unwrap_or_else(|| home().join(default))
 }
 
-fn empty() -> Value {
-    json!({})
-}
-fn version_1() -> Value {
-    json!({"version": 1})
-}
-fn version_v1() -> Value {
-    json!({"version": "v1"})
+fn skeleton(s: Skeleton) -> Value {
+    match s {
+        Skeleton::Empty => json!({}),
+        Skeleton::Version1 => json!({"version": 1}),
+        Skeleton::VersionV1 => json!({"version": "v1"}),
+    }
 }
 
-/// The registration table.
+/// The registration of `h`, from its row of the capability table.
 pub fn target(h: Harness) -> Target {
-    let t = |dir: PathBuf,
-             file: &str,
-             format,
-             form,
-             timeout_key,
-             unit,
-             skeleton: fn() -> Value,
-             note| Target {
-        harness: h,
-        file: dir.join(file),
-        dir,
-        format,
-        form,
-        timeout_key,
-        unit,
-        skeleton,
-        note,
+    let r = &h.caps().registration;
+    let dir = match r.dir {
+        Dir::Env(var, default) => env_dir(var, default),
+        Dir::Home(sub) => home().join(sub),
+        Dir::XdgConfig(sub) => std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home().join(".config"))
+            .join(sub),
     };
-    use Layout::*;
-    match h {
-        Harness::ClaudeCode => t(
-            env_dir("CLAUDE_CONFIG_DIR", ".claude"),
-            "settings.json",
-            Format::Json(Grouped),
-            Form::Exec,
-            "timeout",
-            Unit::Seconds,
-            empty,
-            Some("Running sessions pick up hook changes from Claude Code 2.1.280 on; restart older ones."),
-        ),
-        Harness::Codex => t(
-            env_dir("CODEX_HOME", ".codex"),
-            "hooks.json",
-            Format::Json(Grouped),
-            Form::Command,
-            "timeout",
-            Unit::Seconds,
-            empty,
-            Some(
-                "Codex runs these hooks only after you trust them. Start `codex`, type `/hooks`, and trust \
-                 each sessionpipe hook (sp-permission, sp-stop, sp-event). Trust covers the exact definition, \
-                 so do it again whenever this install changes the file.",
-            ),
-        ),
-        Harness::Cursor => t(
-            home().join(".cursor"),
-            "hooks.json",
-            Format::Json(Flat),
-            Form::Bare,
-            "timeout",
-            // Cursor does not document the unit (ms or s; harness-contracts §4). Its plugin
-            // examples read as seconds, so seconds it is; check this on a real Cursor.
-            Unit::Seconds,
-            version_1,
-            Some("Cursor's timeout unit is undocumented; these are written as seconds."),
-        ),
-        Harness::CopilotCli => t(
-            home().join(".copilot"),
-            "hooks/sessionpipe.json",
-            Format::Json(Flat),
-            Form::Bash,
-            "timeoutSec",
-            Unit::Seconds,
-            version_1,
-            None,
-        ),
-        Harness::Kiro => t(
-            home().join(".kiro"),
-            "hooks/sessionpipe.json",
-            Format::Json(List),
-            Form::KiroItem,
-            "timeout",
-            Unit::Seconds,
-            version_v1,
-            Some("Kiro has no remote permission answer; its sessions show as live and take prompts where it allows."),
-        ),
-        Harness::Droid => t(
-            home().join(".factory"),
-            "hooks.json",
-            Format::Json(Grouped),
-            Form::Command,
-            "timeout",
-            Unit::Seconds,
-            empty,
-            Some("Droid reads hooks at start-up and asks you to review changed hooks in `/hooks`."),
-        ),
-        Harness::GeminiCli => t(
-            home().join(".gemini"),
-            "settings.json",
-            Format::Json(Grouped),
-            Form::NamedCommand,
-            "timeout",
-            Unit::Millis,
-            empty,
-            Some(
-                "Gemini CLI has no permission answer channel: prompts are announced, never answered remotely. \
-                 On its Stable channel hooks may be off: set \"hooksConfig\": {\"enabled\": true} in settings.json.",
-            ),
-        ),
-        Harness::OpenCode => t(
-            std::env::var_os("XDG_CONFIG_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .unwrap_or_else(|| home().join(".config"))
-                .join("opencode"),
-            "plugins/sessionpipe.js",
-            Format::Plugin,
-            Form::Bare,
-            "",
-            Unit::Millis,
-            empty,
-            Some("OpenCode loads plugins at start: restart running OpenCode sessions."),
-        ),
+    Target {
+        harness: h,
+        file: dir.join(r.file),
+        dir,
+        format: r.format,
+        form: r.form,
+        timeout_key: r.timeout_key,
+        unit: r.unit,
+        skeleton: r.skeleton,
+        note: r.note,
     }
 }
 
@@ -236,11 +99,7 @@ pub fn targets() -> Vec<Target> {
 
 /// How long the permission hook may wait for this harness (DECISIONS 10); 0 when it never waits.
 pub fn permission_wait_s(h: Harness, config: &Config) -> u64 {
-    if h.default_permission_wait_s() == 0 {
-        0
-    } else {
-        config.permission_wait_s(h.name())
-    }
+    config.permission_wait_s(h)
 }
 
 /// The harness timeout for one hook event, in seconds.
@@ -248,19 +107,11 @@ pub fn timeout_s(h: Harness, event: &str, binary: &str, config: &Config) -> u64 
     if binary == SP_PERMISSION {
         return permission_wait_s(h, config) + PERMISSION_MARGIN_S;
     }
-    match (h, event) {
-        // Codex clamps these to 3 s whatever is asked (harness-contracts §2.1).
-        (Harness::Codex, "SessionEnd") => 3,
-        _ => EVENT_TIMEOUT_S,
-    }
-}
-
-fn matcher(h: Harness, event: &str) -> Option<&'static str> {
-    match (h, event) {
-        // Only permission notifications: others would announce a prompt that is not one.
-        (Harness::GeminiCli, "Notification") => Some("ToolPermission"),
-        _ => None,
-    }
+    h.caps()
+        .event_timeouts
+        .iter()
+        .find(|(e, _)| *e == event)
+        .map_or(EVENT_TIMEOUT_S, |(_, s)| *s)
 }
 
 /// Our entries for this harness, pointing at the binaries in `bin_dir`.
@@ -312,7 +163,7 @@ pub fn entries(t: &Target, bin_dir: &Path, config: &Config) -> Vec<Entry> {
             if t.form == Form::KiroItem {
                 m.insert("enabled".into(), true.into());
             }
-            let matcher = matcher(h, event).map(str::to_string);
+            let matcher = h.hook_matcher(event).map(str::to_string);
             if t.form == Form::KiroItem {
                 if let Some(mt) = &matcher {
                     m.insert("matcher".into(), mt.clone().into());
@@ -402,7 +253,7 @@ pub fn snippet(t: &Target, bin_dir: &Path, config: &Config) -> String {
     match t.format {
         Format::Plugin => opencode_plugin(bin_dir),
         Format::Json(layout) => {
-            let mut v = (t.skeleton)();
+            let mut v = skeleton(t.skeleton);
             json::merge(&mut v, layout, &entries(t, bin_dir, config))
                 .expect("a skeleton is an object");
             Style::default().render(&v)
@@ -459,6 +310,86 @@ pub struct Plan {
     pub path: PathBuf,
     pub action: Action,
     pub changes: Changes,
+    /// OpenCode: what to do with the dependency stub beside the plugin ([`opencode_stub`]).
+    pub stub: Stub,
+}
+
+/// What registration does to OpenCode's dependency stub: `node_modules/` and a
+/// `package-lock.json` naming `@opencode-ai/plugin` in its config folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stub {
+    None,
+    Create,
+    Remove,
+}
+
+/// The `package-lock.json` of the stub. OpenCode 1.18 installs `@opencode-ai/plugin` into each
+/// config folder at every start (`Npm.install`), and once any plugin is configured its first
+/// request waits for that install: offline, npm fails only after about 70 s. It installs
+/// nothing when `node_modules/` exists and `package-lock.json`'s root lists every package it
+/// would add. Our plugin imports nothing from that package, so a config folder that has no
+/// `node_modules/`, `package.json` or `package-lock.json` yet gets this lock and an empty
+/// `node_modules/`; a folder with any of them is OpenCode's (or yours) and left as it is.
+pub fn opencode_stub_lock() -> String {
+    let lock = json!({
+        "name": "opencode",
+        "lockfileVersion": 3,
+        "requires": true,
+        "packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}
+    });
+    format!(
+        "{}\n",
+        serde_json::to_string_pretty(&lock).expect("a lock serialises")
+    )
+}
+
+/// The stub's paths in OpenCode's config folder: (node_modules, package-lock.json, package.json).
+fn stub_paths(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    (
+        dir.join("node_modules"),
+        dir.join("package-lock.json"),
+        dir.join("package.json"),
+    )
+}
+
+/// Whether install should create the stub, or uninstall remove it (only when it is still
+/// exactly ours: the lock byte for byte, and `node_modules/` empty).
+pub fn opencode_stub(dir: &Path, install: bool) -> Stub {
+    let (modules, lock, package) = stub_paths(dir);
+    let exists = |p: &Path| p.symlink_metadata().is_ok();
+    if install {
+        if !exists(&modules) && !exists(&lock) && !exists(&package) {
+            return Stub::Create;
+        }
+        return Stub::None;
+    }
+    let ours = std::fs::read(&lock).is_ok_and(|b| b == opencode_stub_lock().as_bytes())
+        && !exists(&package)
+        && modules.symlink_metadata().is_ok_and(|m| m.is_dir())
+        && std::fs::read_dir(&modules).is_ok_and(|mut d| d.next().is_none());
+    if ours {
+        Stub::Remove
+    } else {
+        Stub::None
+    }
+}
+
+fn apply_stub(dir: &Path, stub: Stub) -> Result<()> {
+    let (modules, lock, _) = stub_paths(dir);
+    match stub {
+        Stub::None => Ok(()),
+        Stub::Create => {
+            std::fs::create_dir(&modules)
+                .with_context(|| format!("cannot create {}", modules.display()))?;
+            json::write_atomic(&lock, opencode_stub_lock().as_bytes(), None)
+        }
+        Stub::Remove => {
+            std::fs::remove_file(&lock)
+                .with_context(|| format!("cannot remove {}", lock.display()))?;
+            std::fs::remove_dir(&modules)
+                .with_context(|| format!("cannot remove {}", modules.display()))
+        }
+    }
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
@@ -492,6 +423,7 @@ pub fn plan(t: &Target, bin_dir: &Path, config: &Config, install: bool) -> Plan 
         path: path.clone(),
         action: Action::Unchanged,
         changes: Changes::default(),
+        stub: Stub::None,
     };
     if !t.dir.is_dir() {
         plan.action = Action::NotInstalled;
@@ -505,7 +437,13 @@ pub fn plan(t: &Target, bin_dir: &Path, config: &Config, install: bool) -> Plan 
         }
     };
     match t.format {
-        Format::Plugin => plan_plugin(&mut plan, existing, bin_dir, install),
+        Format::Plugin => {
+            plan_plugin(&mut plan, existing, bin_dir, install);
+            // Only beside a plugin of ours.
+            if !matches!(plan.action, Action::Malformed(_)) {
+                plan.stub = opencode_stub(&t.dir, install);
+            }
+        }
         Format::Json(layout) => {
             if let Err(e) = plan_json(&mut plan, layout, existing, bin_dir, config, install) {
                 plan.action = Action::Malformed(format!("{e:#}"));
@@ -576,7 +514,7 @@ fn plan_json(
     };
     let (mut root, style) = match &text {
         Some(s) => (json::parse(&path, s)?, Style::detect(s)),
-        None if install => ((t.skeleton)(), Style::default()),
+        None if install => (skeleton(t.skeleton), Style::default()),
         None => return Ok(()),
     };
     let changes = json::merge(&mut root, layout, &want).with_context(|| {
@@ -615,7 +553,7 @@ fn plan_json(
             return Ok(());
         }
     }
-    if old_backup.is_none() && root == (t.skeleton)() {
+    if old_backup.is_none() && root == skeleton(t.skeleton) {
         plan.action = Action::Delete;
         return Ok(());
     }
@@ -635,6 +573,11 @@ fn plan_json(
 
 /// Carries out a plan.
 pub fn apply(plan: &Plan) -> Result<()> {
+    apply_action(plan)?;
+    apply_stub(&plan.target.dir, plan.stub)
+}
+
+fn apply_action(plan: &Plan) -> Result<()> {
     let path = &plan.path;
     match &plan.action {
         Action::NotInstalled | Action::Unchanged | Action::Malformed(_) => Ok(()),

@@ -1,0 +1,703 @@
+//! What we know about each harness, in one place: one row per harness. Routing (which control
+//! kinds it takes and how), the permission wait, the hook events and their seams, where and in
+//! which shape `sp setup` registers them, and the README's harness table are all read from
+//! [`CAPS`]; the adapters (`src/harness/<name>.rs`) only parse payloads and render answers.
+use super::{CancelSeam, Harness, SP_EVENT, SP_PERMISSION, SP_STOP};
+use crate::setup::json::Layout;
+use crate::wire::control::Kind;
+
+/// How one control kind reaches a harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// A hook of ours prints the answer; the text names the event and shape (README).
+    Hook(&'static str),
+    /// sp-sync answers through the harness's server API; the text names the call (README).
+    Api(&'static str),
+    /// No path: acked `unsupported` with this detail.
+    Unsupported(&'static str),
+}
+
+/// The unit of a harness's hook timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Seconds,
+    Millis,
+}
+
+impl Unit {
+    pub fn of(self, seconds: u64) -> u64 {
+        match self {
+            Unit::Seconds => seconds,
+            Unit::Millis => seconds * 1000,
+        }
+    }
+    pub fn label(self, seconds: u64) -> String {
+        match self {
+            Unit::Seconds => format!("{seconds} s"),
+            Unit::Millis => format!("{} ms", seconds * 1000),
+        }
+    }
+}
+
+/// How a handler names the command it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Claude Code's exec form: `"command": <abs path>, "args": ["--harness", NAME]`, no shell.
+    Exec,
+    /// `"type":"command","command":"<path> --harness NAME"` (Codex, Droid).
+    Command,
+    /// Gemini CLI: as `Command`, plus a `name` shown in its hook listings.
+    NamedCommand,
+    /// Cursor: `{"command": …, "timeout": …}`.
+    Bare,
+    /// Copilot CLI: `"type":"command","bash": …`.
+    Bash,
+    /// Kiro v3: one item per hook with `trigger` and `action`.
+    KiroItem,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json(Layout),
+    /// A whole file of ours: the OpenCode plugin.
+    Plugin,
+}
+
+/// The harness's own folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    /// `$VAR`, else `~/<default>`.
+    Env(&'static str, &'static str),
+    /// `~/<sub>`.
+    Home(&'static str),
+    /// `$XDG_CONFIG_HOME/<sub>`, else `~/.config/<sub>`.
+    XdgConfig(&'static str),
+}
+
+/// Top-level fields of a hook file we create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skeleton {
+    Empty,
+    /// `{"version": 1}` (Cursor, Copilot CLI).
+    Version1,
+    /// `{"version": "v1"}` (Kiro v3).
+    VersionV1,
+}
+
+/// Where and how a harness takes our hooks.
+#[derive(Debug, Clone, Copy)]
+pub struct Registration {
+    pub dir: Dir,
+    /// The file, relative to `dir`.
+    pub file: &'static str,
+    pub format: Format,
+    pub form: Form,
+    /// The handler's timeout field ("" when the harness has none).
+    pub timeout_key: &'static str,
+    pub unit: Unit,
+    /// False where the harness does not document its unit (Cursor).
+    pub unit_documented: bool,
+    pub skeleton: Skeleton,
+    /// Said after registering: what the user must still do, or what to know.
+    pub note: Option<&'static str>,
+}
+
+/// What the harness does when our permission hook prints nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct Silence {
+    /// README text.
+    pub means: &'static str,
+    /// Where silence means "run", the harness's own "ask the person" answer, which the
+    /// permission hook prints on every path without a remote answer (DECISIONS 27).
+    pub ask: Option<&'static str>,
+}
+
+/// One harness's row.
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    pub harness: Harness,
+    /// The protocol's registry name (DECISIONS 4): the `<harness>` of the session key.
+    pub name: &'static str,
+    pub permission: Path,
+    /// The hook event that asks for permission (for ack details).
+    pub permission_event: &'static str,
+    pub prompt: Path,
+    /// The hook event that delivers queued prompts at the turn's end (for ack details).
+    pub stop_event: &'static str,
+    /// Tool boundaries that take prompts before the turn's end, with the lowest rank each
+    /// takes (DECISIONS 25: 1 = `steer` and `interrupt`, 2 = `interrupt` only).
+    pub prompt_seams: &'static [(&'static str, i64)],
+    pub cancel: Path,
+    /// What a queued `cancel` does at each hook event (DECISIONS 26); others: none.
+    pub cancel_seams: &'static [(&'static str, CancelSeam)],
+    /// Whether denying a waiting permission also stops the agent (Claude Code's `interrupt`).
+    pub deny_stops: bool,
+    /// Exactly the hook events registered, spelled as the harness's config spells them, and
+    /// which of our binaries each runs.
+    pub hooks: &'static [(&'static str, &'static str)],
+    /// Matchers that narrow an event to what we use; the rest are registered for everything.
+    pub matchers: &'static [(&'static str, &'static str)],
+    /// Hook timeouts other than [`crate::setup::EVENT_TIMEOUT_S`], in seconds.
+    pub event_timeouts: &'static [(&'static str, u64)],
+    pub registration: Registration,
+    /// The built-in permission wait in seconds (DECISIONS 10); the config may override it.
+    /// 0: the hook never waits (no answer channel, or the answer goes through an API).
+    pub default_wait_s: u64,
+    pub silence: Silence,
+    /// Whether the harness shows its own approval while our permission hook waits, so a wait
+    /// costs the person at the desk nothing. The others show theirs only after the hook
+    /// returns: their hooks wait only while the person is away (DECISIONS 27).
+    pub waits_at_desk: bool,
+}
+
+const CLAUDE_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}`, before a tool with a `PreToolUse` deny too (2.1.332 runs that tool otherwise); a waiting permission is denied with `interrupt`; expired when the person's next prompt comes first";
+const TOOL_SEAMS: &[(&str, i64)] = &[
+    ("PostToolUse", 1),
+    ("PostToolUseFailure", 1),
+    ("PreToolUse", 2),
+];
+
+/// The table. Order is [`Harness::ALL`]'s.
+pub const CAPS: &[Caps] = &[
+    Caps {
+        harness: Harness::ClaudeCode,
+        name: "claude-code",
+        permission: Path::Hook("`PermissionRequest` (`hookSpecificOutput.decision`)"),
+        permission_event: "PermissionRequest",
+        prompt: Path::Hook("`Stop` block"),
+        stop_event: "Stop",
+        prompt_seams: TOOL_SEAMS,
+        cancel: Path::Hook(CLAUDE_CANCEL),
+        cancel_seams: &[
+            ("PreToolUse", CancelSeam::Deliver),
+            ("PostToolUse", CancelSeam::Deliver),
+            ("PostToolUseFailure", CancelSeam::Deliver),
+            ("Stop", CancelSeam::Deliver),
+            ("PermissionRequest", CancelSeam::DenyPermission),
+            ("UserPromptSubmit", CancelSeam::Expire),
+            ("SessionStart", CancelSeam::Expire),
+        ],
+        deny_stops: true,
+        hooks: &[
+            ("PermissionRequest", SP_PERMISSION),
+            ("Stop", SP_STOP),
+            ("SessionStart", SP_EVENT),
+            ("UserPromptSubmit", SP_EVENT),
+            ("PreToolUse", SP_EVENT),
+            ("PostToolUse", SP_EVENT),
+            ("PostToolUseFailure", SP_EVENT),
+            ("SessionEnd", SP_EVENT),
+        ],
+        matchers: &[],
+        event_timeouts: &[],
+        registration: Registration {
+            dir: Dir::Env("CLAUDE_CONFIG_DIR", ".claude"),
+            file: "settings.json",
+            format: Format::Json(Layout::Grouped),
+            form: Form::Exec,
+            timeout_key: "timeout",
+            unit: Unit::Seconds,
+            unit_documented: true,
+            skeleton: Skeleton::Empty,
+            note: Some("Running sessions pick up hook changes from Claude Code 2.1.280 on; restart older ones."),
+        },
+        default_wait_s: 120,
+        silence: Silence {
+            means: "its own dialog, which stays up while the hook waits (`-p`: deny)",
+            ask: None,
+        },
+        waits_at_desk: true,
+    },
+    Caps {
+        harness: Harness::Codex,
+        name: "codex",
+        permission: Path::Hook("`PermissionRequest` (exact 0.171 schema). Under `sp codex`: sp-sync answers the app-server's approval request (`accept`/`decline`)"),
+        permission_event: "PermissionRequest",
+        prompt: Path::Hook("`Stop` block (under `sp codex`: `turn/start` when idle, `turn/steer` when busy)"),
+        stop_event: "Stop",
+        prompt_seams: TOOL_SEAMS,
+        cancel: Path::Hook("at the next tool boundary or the turn's end: a `PreToolUse` deny, or `{\"continue\":false}` after a tool; every later tool of that turn is then denied, as 0.171 goes on after `continue:false` (a waiting permission is denied first). Under `sp codex`: `turn/interrupt`, delivered when the turn ends interrupted"),
+        cancel_seams: &[
+            ("PreToolUse", CancelSeam::Deliver),
+            ("PostToolUse", CancelSeam::Deliver),
+            ("Stop", CancelSeam::Deliver),
+            ("PermissionRequest", CancelSeam::DenyPermission),
+            ("UserPromptSubmit", CancelSeam::Expire),
+            ("SessionStart", CancelSeam::Expire),
+        ],
+        deny_stops: false,
+        hooks: &[
+            ("PermissionRequest", SP_PERMISSION),
+            ("Stop", SP_STOP),
+            ("SessionStart", SP_EVENT),
+            ("UserPromptSubmit", SP_EVENT),
+            ("PreToolUse", SP_EVENT),
+            ("PostToolUse", SP_EVENT),
+            ("SessionEnd", SP_EVENT),
+        ],
+        matchers: &[],
+        // Codex clamps these to 3 s whatever is asked (harness-contracts §2.1).
+        event_timeouts: &[("SessionEnd", 3)],
+        registration: Registration {
+            dir: Dir::Env("CODEX_HOME", ".codex"),
+            file: "hooks.json",
+            format: Format::Json(Layout::Grouped),
+            form: Form::Command,
+            timeout_key: "timeout",
+            unit: Unit::Seconds,
+            unit_documented: true,
+            skeleton: Skeleton::Empty,
+            note: Some(
+                "Codex runs these hooks only after you trust them. Start `codex`, type `/hooks`, and trust \
+                 each sessionpipe hook (sp-permission, sp-stop, sp-event). Trust covers the exact definition, \
+                 so do it again whenever this install changes the file.",
+            ),
+        },
+        default_wait_s: 30,
+        silence: Silence {
+            means: "its own approval, shown when the hook returns",
+            ask: None,
+        },
+        waits_at_desk: false,
+    },
+    Caps {
+        harness: Harness::Cursor,
+        name: "cursor",
+        permission: Path::Hook("`beforeShellExecution` / `beforeMCPExecution` `{\"permission\":…}`"),
+        permission_event: "beforeShellExecution",
+        prompt: Path::Hook("`stop` `followup_message`"),
+        stop_event: "stop",
+        prompt_seams: &[],
+        cancel: Path::Unsupported(
+            "cursor has no API to cancel a running turn; never a signal to a pid",
+        ),
+        cancel_seams: &[],
+        deny_stops: false,
+        hooks: &[
+            ("beforeShellExecution", SP_PERMISSION),
+            ("beforeMCPExecution", SP_PERMISSION),
+            ("stop", SP_STOP),
+            ("sessionStart", SP_EVENT),
+            ("beforeSubmitPrompt", SP_EVENT),
+            ("afterShellExecution", SP_EVENT),
+            ("afterMCPExecution", SP_EVENT),
+            ("sessionEnd", SP_EVENT),
+        ],
+        matchers: &[],
+        event_timeouts: &[],
+        registration: Registration {
+            dir: Dir::Home(".cursor"),
+            file: "hooks.json",
+            format: Format::Json(Layout::Flat),
+            form: Form::Bare,
+            timeout_key: "timeout",
+            // Cursor does not document the unit (ms or s; harness-contracts §4). Its plugin
+            // examples read as seconds, so seconds it is; check this on a real Cursor.
+            unit: Unit::Seconds,
+            unit_documented: false,
+            skeleton: Skeleton::Version1,
+            note: Some("Cursor's timeout unit is undocumented; these are written as seconds."),
+        },
+        default_wait_s: 30,
+        silence: Silence {
+            // A Cursor forum report (3.21.16) says Auto-review mode runs the command even on
+            // `ask`; Allowlist and Run Everything modes prompt. Deny is honoured in all three.
+            means: "the command runs, so the hook answers `{\"permission\":\"ask\"}` instead (reported ignored in Cursor's Auto-review mode)",
+            ask: Some(r#"{"permission":"ask"}"#),
+        },
+        waits_at_desk: false,
+    },
+    Caps {
+        harness: Harness::CopilotCli,
+        name: "copilot-cli",
+        permission: Path::Hook("`permissionRequest` flat `{\"behavior\":…}`"),
+        permission_event: "permissionRequest",
+        prompt: Path::Hook("`agentStop` block"),
+        stop_event: "agentStop",
+        prompt_seams: &[],
+        cancel: Path::Unsupported(
+            "copilot-cli has no API to cancel a running turn; never a signal to a pid",
+        ),
+        cancel_seams: &[],
+        deny_stops: false,
+        // The camelCase names, which also select camelCase payload fields.
+        hooks: &[
+            ("permissionRequest", SP_PERMISSION),
+            ("agentStop", SP_STOP),
+            ("sessionStart", SP_EVENT),
+            ("userPromptSubmitted", SP_EVENT),
+            ("postToolUse", SP_EVENT),
+            ("postToolUseFailure", SP_EVENT),
+            ("sessionEnd", SP_EVENT),
+        ],
+        matchers: &[],
+        event_timeouts: &[],
+        registration: Registration {
+            dir: Dir::Home(".copilot"),
+            file: "hooks/sessionpipe.json",
+            format: Format::Json(Layout::Flat),
+            form: Form::Bash,
+            timeout_key: "timeoutSec",
+            unit: Unit::Seconds,
+            unit_documented: true,
+            skeleton: Skeleton::Version1,
+            note: None,
+        },
+        default_wait_s: 30,
+        silence: Silence {
+            means: "its rules and its own prompt (empty output falls through; `-p` then does not run the tool)",
+            ask: None,
+        },
+        waits_at_desk: false,
+    },
+    Caps {
+        harness: Harness::Kiro,
+        name: "kiro",
+        permission: Path::Unsupported(
+            "kiro documents no hook answer that allows or denies a permission prompt",
+        ),
+        permission_event: "PermissionRequest",
+        prompt: Path::Unsupported(
+            "kiro's Stop hook cannot block, so a prompt has no path into the session",
+        ),
+        stop_event: "Stop",
+        prompt_seams: &[],
+        cancel: Path::Unsupported(
+            "kiro has no API to cancel a running turn; never a signal to a pid",
+        ),
+        cancel_seams: &[],
+        deny_stops: false,
+        // The v3 trigger names (`.kiro/hooks/*.json`); the legacy agent-config names
+        // (`agentSpawn`, `userPromptSubmit`, `postToolUse`, `stop`) are parsed as well.
+        hooks: &[
+            ("SessionStart", SP_EVENT),
+            ("UserPromptSubmit", SP_EVENT),
+            ("PostToolUse", SP_EVENT),
+            ("Stop", SP_EVENT),
+        ],
+        matchers: &[],
+        event_timeouts: &[],
+        registration: Registration {
+            dir: Dir::Home(".kiro"),
+            file: "hooks/sessionpipe.json",
+            format: Format::Json(Layout::List),
+            form: Form::KiroItem,
+            timeout_key: "timeout",
+            unit: Unit::Seconds,
+            unit_documented: true,
+            skeleton: Skeleton::VersionV1,
+            note: Some("Kiro has no remote permission answer; its sessions show as live and take prompts where it allows."),
+        },
+        default_wait_s: 0,
+        silence: Silence {
+            means: "n/a: no permission hook is registered",
+            ask: None,
+        },
+        waits_at_desk: false,
+    },
+    Caps {
+        harness: Harness::Droid,
+        name: "droid",
+        permission: Path::Hook("`PreToolUse` `permissionDecision`"),
+        permission_event: "PreToolUse",
+        prompt: Path::Hook("`Stop` block"),
+        stop_event: "Stop",
+        prompt_seams: &[],
+        cancel: Path::Unsupported(
+            "droid has no API to cancel a running turn; never a signal to a pid",
+        ),
+        cancel_seams: &[],
+        deny_stops: false,
+        hooks: &[
+            ("PreToolUse", SP_PERMISSION),
+            ("Stop", SP_STOP),
+            ("SessionStart", SP_EVENT),
+            ("UserPromptSubmit", SP_EVENT),
+            ("PostToolUse", SP_EVENT),
+            ("SessionEnd", SP_EVENT),
+        ],
+        matchers: &[],
+        event_timeouts: &[],
+        registration: Registration {
+            dir: Dir::Home(".factory"),
+            file: "hooks.json",
+            format: Format::Json(Layout::Grouped),
+            form: Form::Command,
+            timeout_key: "timeout",
+            unit: Unit::Seconds,
+            unit_documented: true,
+            skeleton: Skeleton::Empty,
+            note: Some("Droid reads hooks at start-up and asks you to review changed hooks in `/hooks`."),
+        },
+        default_wait_s: 30,
+        silence: Silence {
+            means: "its normal permission flow (no decision)",
+            ask: None,
+        },
+        waits_at_desk: false,
+    },
+    Caps {
+        harness: Harness::GeminiCli,
+        name: "gemini-cli",
+        permission: Path::Unsupported(
+            "gemini-cli has no permission answer channel (its ToolPermission notification is observe-only)",
+        ),
+        permission_event: "Notification",
+        prompt: Path::Hook("`AfterAgent` block"),
+        stop_event: "AfterAgent",
+        prompt_seams: &[],
+        cancel: Path::Unsupported(
+            "gemini-cli has no API to cancel a running turn; never a signal to a pid",
+        ),
+        cancel_seams: &[],
+        deny_stops: false,
+        hooks: &[
+            ("Notification", SP_PERMISSION),
+            ("AfterAgent", SP_STOP),
+            ("SessionStart", SP_EVENT),
+            ("BeforeAgent", SP_EVENT),
+            ("AfterTool", SP_EVENT),
+            ("SessionEnd", SP_EVENT),
+        ],
+        // Only permission notifications: others would announce a prompt that is not one.
+        matchers: &[("Notification", "ToolPermission")],
+        event_timeouts: &[],
+        registration: Registration {
+            dir: Dir::Home(".gemini"),
+            file: "settings.json",
+            format: Format::Json(Layout::Grouped),
+            form: Form::NamedCommand,
+            timeout_key: "timeout",
+            unit: Unit::Millis,
+            unit_documented: true,
+            skeleton: Skeleton::Empty,
+            note: Some(
+                "Gemini CLI has no permission answer channel: prompts are announced, never answered remotely. \
+                 On its Stable channel hooks may be off: set \"hooksConfig\": {\"enabled\": true} in settings.json.",
+            ),
+        },
+        default_wait_s: 0,
+        silence: Silence {
+            means: "nothing: `Notification` only announces (`attention.needed` is still sent); its own dialog asks",
+            ask: None,
+        },
+        waits_at_desk: false,
+    },
+    Caps {
+        harness: Harness::OpenCode,
+        name: "opencode",
+        permission: Path::Api("sp-sync `POST /permission/:id/reply` (`once`/`reject`, never `always`)"),
+        permission_event: "permission.asked",
+        prompt: Path::Api("sp-sync `POST /session/:id/prompt_async` when idle"),
+        stop_event: "session.idle",
+        prompt_seams: &[],
+        cancel: Path::Api("sp-sync `POST /session/:id/abort`"),
+        cancel_seams: &[],
+        deny_stops: false,
+        // No shell hooks: these are the plugin's event names (it runs `sp-event --harness
+        // opencode` for each).
+        hooks: &[
+            ("session.created", SP_EVENT),
+            ("session.status", SP_EVENT),
+            ("session.idle", SP_EVENT),
+            ("permission.asked", SP_EVENT),
+            ("permission.replied", SP_EVENT),
+            ("session.deleted", SP_EVENT),
+        ],
+        matchers: &[],
+        event_timeouts: &[],
+        registration: Registration {
+            dir: Dir::XdgConfig("opencode"),
+            file: "plugins/sessionpipe.js",
+            format: Format::Plugin,
+            form: Form::Bare,
+            timeout_key: "",
+            unit: Unit::Millis,
+            unit_documented: true,
+            skeleton: Skeleton::Empty,
+            note: Some("OpenCode loads plugins at start: restart running OpenCode sessions."),
+        },
+        default_wait_s: 0,
+        silence: Silence {
+            means: "n/a: the plugin only reports; its own dialog asks until sp-sync replies",
+            ask: None,
+        },
+        waits_at_desk: false,
+    },
+];
+
+/// The row of `h`.
+pub fn of(h: Harness) -> &'static Caps {
+    CAPS.iter()
+        .find(|c| c.harness == h)
+        .expect("every harness has a row in CAPS")
+}
+
+/// The row named `name` (the registry name a session key carries).
+pub fn named(name: &str) -> Option<&'static Caps> {
+    CAPS.iter().find(|c| c.name == name)
+}
+
+impl Caps {
+    pub fn path(&self, kind: Kind) -> Path {
+        match kind {
+            Kind::PermissionAnswer => self.permission,
+            Kind::Prompt => self.prompt,
+            Kind::Cancel => self.cancel,
+        }
+    }
+}
+
+/// Markers around the generated table in README.md.
+pub const README_BEGIN: &str = "<!-- harness-table: generated by `sp hooks table`; do not edit -->";
+pub const README_END: &str = "<!-- harness-table end -->";
+
+fn cell(p: Path) -> String {
+    match p {
+        Path::Hook(s) => format!("delivered: {s}"),
+        Path::Api(s) => format!("delivered: {s}"),
+        Path::Unsupported(why) => format!("unsupported: {why}"),
+    }
+}
+
+fn where_(r: &Registration) -> String {
+    let dir = match r.dir {
+        Dir::Env(_, d) | Dir::Home(d) => format!("~/{d}"),
+        Dir::XdgConfig(d) => format!("~/.config/{d}"),
+    };
+    let shape = match (r.format, r.form) {
+        (Format::Plugin, _) => "a JS plugin of ours",
+        (_, Form::Exec) => "`hooks.<Event>[].hooks[]`, exec form (no shell)",
+        (_, Form::Command) => "`hooks.<Event>[].hooks[]`, `command`",
+        (_, Form::NamedCommand) => "`hooks.<Event>[].hooks[]`, named `command`",
+        (_, Form::Bare) => "`{\"version\":1,\"hooks\":{event:[…]}}`, `command`",
+        (_, Form::Bash) => "`{\"version\":1,\"hooks\":{event:[…]}}`, `bash`",
+        (_, Form::KiroItem) => "v3 `hooks[]` items with `trigger`",
+    };
+    format!("`{dir}/{}`: {shape}", r.file)
+}
+
+fn unit(r: &Registration) -> &'static str {
+    match (r.format, r.unit, r.unit_documented) {
+        (Format::Plugin, _, _) => "n/a",
+        (_, Unit::Seconds, false) => "written as seconds (undocumented)",
+        (_, Unit::Seconds, true) => "seconds",
+        (_, Unit::Millis, _) => "milliseconds",
+    }
+}
+
+fn wait(c: &Caps) -> String {
+    if c.default_wait_s == 0 {
+        return "never waits".into();
+    }
+    let timeout = c
+        .registration
+        .unit
+        .label(c.default_wait_s + crate::setup::PERMISSION_MARGIN_S);
+    let when = if c.waits_at_desk {
+        "always (its dialog stays up)"
+    } else {
+        "only while you are away"
+    };
+    format!("{} s, {when}; timeout {timeout}", c.default_wait_s)
+}
+
+fn prompt_cell(c: &Caps) -> String {
+    let mut s = cell(c.prompt);
+    // Seams of events this harness registers, grouped by the modes they take.
+    let mut seams: Vec<(i64, Vec<String>)> = Vec::new();
+    for (e, rank) in c.prompt_seams {
+        if !c.hooks.iter().any(|(h, _)| h == e) {
+            continue;
+        }
+        match seams.iter_mut().find(|(r, _)| r == rank) {
+            Some((_, events)) => events.push(format!("`{e}`")),
+            None => seams.push((*rank, vec![format!("`{e}`")])),
+        }
+    }
+    for (rank, events) in seams {
+        let modes = if rank <= 1 {
+            "`steer`/`interrupt`"
+        } else {
+            "`interrupt`"
+        };
+        s.push_str(&format!("; {modes} at {}", events.join("/")));
+    }
+    s
+}
+
+/// The README's harness tables, markers included: what each harness supports, and the hook
+/// events registered for it.
+pub fn readme_table() -> String {
+    let esc = |s: String| s.replace('|', "\\|");
+    let mut out = String::new();
+    out.push_str(README_BEGIN);
+    out.push_str("\n\n| harness | hooks go into | permission.answer | prompt | cancel | permission wait | a silent permission hook means | timeout unit |\n|---|---|---|---|---|---|---|---|\n");
+    for c in CAPS {
+        let row = [
+            c.name.to_string(),
+            where_(&c.registration),
+            cell(c.permission),
+            prompt_cell(c),
+            cell(c.cancel),
+            wait(c),
+            c.silence.means.to_string(),
+            unit(&c.registration).to_string(),
+        ];
+        out.push_str("| ");
+        out.push_str(&row.map(esc).join(" | "));
+        out.push_str(" |\n");
+    }
+    out.push_str("\n| harness | hook events registered (binary) |\n|---|---|\n");
+    for c in CAPS {
+        let events: Vec<String> = c
+            .hooks
+            .iter()
+            .map(|(e, b)| match c.matchers.iter().find(|(m, _)| m == e) {
+                Some((_, m)) => format!("`{e}` [{m}] ({b})"),
+                None => format!("`{e}` ({b})"),
+            })
+            .collect();
+        out.push_str(&format!("| {} | {} |\n", c.name, esc(events.join(", "))));
+    }
+    out.push('\n');
+    out.push_str(README_END);
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_row_per_harness_in_order() {
+        let rows: Vec<Harness> = CAPS.iter().map(|c| c.harness).collect();
+        assert_eq!(rows, Harness::ALL);
+        for c in CAPS {
+            assert_eq!(named(c.name).map(|r| r.harness), Some(c.harness));
+        }
+    }
+
+    #[test]
+    fn cursor_ask_is_its_adapters_answer() {
+        assert_eq!(
+            of(Harness::Cursor).silence.ask,
+            Some(super::super::cursor::render_ask().as_str())
+        );
+    }
+
+    #[test]
+    fn every_seam_is_a_registered_event() {
+        for c in CAPS {
+            let registered = |e: &str| c.hooks.iter().any(|(h, _)| *h == e);
+            for (e, seam) in c.cancel_seams {
+                assert!(registered(e), "{} {e} {seam:?}", c.name);
+            }
+            let named = c.matchers.iter().map(|(e, _)| *e);
+            for e in named.chain(c.event_timeouts.iter().map(|(e, _)| *e)) {
+                assert!(registered(e), "{} {e}", c.name);
+            }
+        }
+    }
+}
