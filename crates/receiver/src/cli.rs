@@ -497,6 +497,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         permission_expiry_s: a.permission_expiry_s,
         prompt_expiry_s: a.prompt_expiry_s,
         test_door: false,
+        request_log: false,
         db_path: Some(s.db.clone()),
         rp_id: Some(match &a.public_url {
             Some(u) => rp_id_of(u)?,

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::http::{clip, parse_json, percent_decode, query_param, Exchange, Reply};
+use super::http::{clip, parse_json, percent_decode, query_param, Answer, Exchange, Hold, Reply};
 use super::state::Refused;
 use super::validate::parse_session_key;
 
@@ -241,9 +241,8 @@ fn with_page_headers(mut r: Reply) -> Reply {
         .header("referrer-policy", "same-origin")
 }
 
-/// Handles a page route. `None` only when the receiver went down while a state request was
-/// held (its connection is cut, nothing is answered).
-pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Option<Reply> {
+/// Handles a page route.
+pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Answer {
     let reply = match route {
         PageRoute::Asset(a) => {
             let (ty, body) = match a {
@@ -271,7 +270,7 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Option<Reply> {
         PageRoute::State => match who(ex) {
             Err(r) => r,
             Ok(None) => unauthorized(),
-            Ok(Some(w)) => return state(ex, &w).map(with_page_headers),
+            Ok(Some(w)) => return state(ex, &w),
         },
         PageRoute::Enqueue | PageRoute::Approve | PageRoute::Signed => match who(ex) {
             Err(r) => r,
@@ -291,7 +290,7 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Option<Reply> {
             Ok(Some(_)) => super::signed::page_pairing(ex),
         },
     };
-    Some(with_page_headers(reply))
+    Answer::Now(with_page_headers(reply))
 }
 
 fn check_csrf(ex: &Exchange<'_>, who: &Who) -> Result<(), Reply> {
@@ -407,51 +406,56 @@ fn logout(ex: &Exchange<'_>, who: Who) -> Reply {
     )
 }
 
-/// `GET /page/api/state?since=V&wait=S`.
-fn state(ex: &Exchange<'_>, who: &Who) -> Option<Reply> {
+/// `GET /page/api/state?since=V&wait=S`: held (asynchronously) until the version differs
+/// from V, a message expires, or S seconds pass.
+fn state(ex: &Exchange<'_>, who: &Who) -> Answer {
     let since = match query_param(&ex.query, "since") {
         None => None,
         Some(Ok(v)) => match v.trim().parse::<u64>() {
             Ok(v) => Some(v),
-            Err(_) => return Some(Reply::error(400, "malformed since")),
+            Err(_) => return with_page_headers(Reply::error(400, "malformed since")).into(),
         },
-        Some(Err(())) => return Some(Reply::error(400, "malformed since")),
+        Some(Err(())) => return with_page_headers(Reply::error(400, "malformed since")).into(),
     };
     let wait = match query_param(&ex.query, "wait") {
         None => 0.0,
         Some(Ok(w)) => match w.trim().parse::<f64>() {
             Ok(w) if w.is_finite() => w.clamp(0.0, STATE_WAIT_MAX_S),
-            _ => return Some(Reply::error(400, "malformed wait")),
+            _ => return with_page_headers(Reply::error(400, "malformed wait")).into(),
         },
-        Some(Err(())) => return Some(Reply::error(400, "malformed wait")),
+        Some(Err(())) => return with_page_headers(Reply::error(400, "malformed wait")).into(),
     };
     let started = Instant::now();
     let mut deadline = started + Duration::from_secs_f64(wait);
-    let mut st = ex.shared.lock();
-    // A message's view changes by itself when it expires unacknowledged: answer then too.
-    if let Ok(Some(next)) = st.db.next_expiry(st.now_ms()) {
-        let until = Duration::from_millis((next - st.now_ms()).max(0) as u64 + 50);
-        deadline = deadline.min(started + until);
-    }
-    loop {
-        if st.generation != ex.generation || st.stopped {
-            return None;
+    {
+        let st = ex.shared.lock();
+        // A message's view changes by itself when it expires unacknowledged: answer then too.
+        if let Ok(Some(next)) = st.db.next_expiry(st.now_ms()) {
+            let until = Duration::from_millis((next - st.now_ms()).max(0) as u64 + 50);
+            deadline = deadline.min(started + until);
         }
-        let now = Instant::now();
-        if since != Some(st.version) || now >= deadline {
-            break;
-        }
-        st = ex
-            .shared
-            .changed
-            .wait_timeout(st, deadline - now)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
     }
+    let csrf = match who {
+        Who::Cookie { csrf, .. } => Some(csrf.clone()),
+        Who::Bearer => None,
+    };
+    Answer::Hold(Hold {
+        deadline,
+        recheck: None,
+        check: Box::new(move |st, last| {
+            if since == Some(st.version) && !last {
+                return None;
+            }
+            Some(with_page_headers(state_body(st, csrf.as_deref())))
+        }),
+    })
+}
+
+fn state_body(st: &super::state::State, csrf: Option<&str>) -> Reply {
     let now_ms = st.now_ms();
     let sessions = match st.db.page_sessions(now_ms, LIVE.as_millis() as i64) {
         Ok(s) => s,
-        Err(e) => return Some(Reply::db_failed(&e)),
+        Err(e) => return Reply::db_failed(&e),
     };
     let mut body = Map::new();
     body.insert("version".into(), st.version.into());
@@ -464,14 +468,14 @@ fn state(ex: &Exchange<'_>, who: &Who) -> Option<Reply> {
         st.opts.permission_expiry_s.into(),
     );
     body.insert("prompt_expiry_s".into(), st.opts.prompt_expiry_s.into());
-    if let Who::Cookie { csrf, .. } = who {
-        body.insert("csrf".into(), csrf.clone().into());
+    if let Some(csrf) = csrf {
+        body.insert("csrf".into(), csrf.into());
     }
-    if let Some(signing) = super::signed::page_signing(&st) {
+    if let Some(signing) = super::signed::page_signing(st) {
         body.insert("signing".into(), signing);
     }
     body.insert("sessions".into(), Value::Array(sessions));
-    Some(Reply::json(200, Value::Object(body)))
+    Reply::json(200, Value::Object(body))
 }
 
 fn str_field<'a>(m: &'a Map<String, Value>, k: &str) -> Result<Option<&'a str>, String> {
@@ -580,7 +584,7 @@ fn enqueue(ex: &Exchange<'_>) -> Reply {
     drop(st);
     match result {
         Ok(msg) => {
-            ex.shared.changed.notify_all();
+            ex.shared.notify();
             Reply::json(200, msg)
         }
         Err(Refused::Bad(reason)) => Reply::error(400, &reason),

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::http::{parse_json, query_param, Exchange, Reply};
+use super::http::{parse_json, query_param, Answer, Exchange, Reply};
 use super::validate::{format_ms_timestamp, parse_session_key};
 use spwire::signed::{self as wire, Assertion, TrustedKey};
 
@@ -190,18 +190,19 @@ pub(crate) fn pair_status(ex: &Exchange<'_>) -> Reply {
 }
 
 /// `GET {control}?machine=&wait=`: the one poll per machine. `wait` is already clamped.
-pub(crate) fn machine_poll(ex: &Exchange<'_>, machine: &str, wait: f64) -> Option<Reply> {
+pub(crate) fn machine_poll(ex: &Exchange<'_>, machine: &str, wait: f64) -> Answer {
     if !ex.shared.lock().signed() {
-        return Some(Reply::error(404, "not_found"));
+        return Reply::error(404, "not_found").into();
     }
     match bearer_machine(ex) {
-        Err(r) => return Some(r),
+        Err(r) => return r.into(),
         Ok(Some(m)) if m == machine => {}
-        Ok(_) => return Some(Reply::error(401, "unauthorized")),
+        Ok(_) => return Reply::error(401, "unauthorized").into(),
     }
     let deadline = Instant::now() + Duration::from_secs_f64(wait);
-    super::http::hold_poll(ex, deadline, Some(RECHECK), |st| {
-        st.db.machine_pending(machine, st.now_ms())
+    let machine = machine.to_owned();
+    super::http::hold_poll(deadline, Some(RECHECK), move |st| {
+        st.db.machine_pending(&machine, st.now_ms())
     })
 }
 
@@ -221,7 +222,7 @@ pub(crate) fn off(ex: &Exchange<'_>) -> Reply {
     }
     st.bump();
     drop(st);
-    ex.shared.changed.notify_all();
+    ex.shared.notify();
     Reply::json(200, json!({}))
 }
 
@@ -307,7 +308,7 @@ pub(crate) fn page_approve(ex: &Exchange<'_>) -> Reply {
     }
     st.bump();
     drop(st);
-    ex.shared.changed.notify_all();
+    ex.shared.notify();
     Reply::json(200, json!({"status": "paired", "machine": p.machine}))
 }
 
@@ -419,6 +420,6 @@ pub(crate) fn page_signed(ex: &Exchange<'_>) -> Reply {
     }
     st.bump();
     drop(st);
-    ex.shared.changed.notify_all();
+    ex.shared.notify();
     Reply::json(200, value)
 }
