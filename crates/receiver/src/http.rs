@@ -21,10 +21,11 @@ use super::signed;
 #[cfg(feature = "testing")]
 use super::state::Refused;
 use super::state::{Shared, State};
-use super::validate::{as_integer, check_ack_body, check_event, is_ulid, parse_session_key};
+use super::validate::{as_integer, check_ack_body, check_event};
 #[cfg(feature = "testing")]
 use super::{Fault, RequestRecord};
 use super::{Route, ACK_PATH, CONTROL_PATH, EVENTS_PATH, OFF_PATH, PAIR_PATH, WELL_KNOWN_PATH};
+use spwire::{is_ulid, split_session_key};
 
 /// Largest body read on routes other than events (whose cap is `batch.max_bytes`).
 const OTHER_BODY_CAP: usize = 1 << 20;
@@ -646,7 +647,7 @@ fn poll(ex: &Exchange<'_>) -> Answer {
         Some(Err(())) => return Answer::Now(Reply::error(400, "malformed session")),
         Some(Ok(s)) => s,
     };
-    if parse_session_key(&session).is_none() {
+    if split_session_key(&session).is_none() {
         return Answer::Now(Reply::error(400, "malformed session: want <harness>:<id>"));
     }
     let wait = match query_param(&ex.query, "wait") {
@@ -755,7 +756,7 @@ fn test_enqueue(ex: &Exchange<'_>) -> Reply {
     let Some(session) = body.get("session").and_then(Value::as_str) else {
         return Reply::error(400, "missing session");
     };
-    if parse_session_key(session).is_none() {
+    if split_session_key(session).is_none() {
         return Reply::error(400, "malformed session: want <harness>:<id>");
     }
     let empty = Map::new();

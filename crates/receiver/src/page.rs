@@ -37,7 +37,7 @@ use sha2::{Digest, Sha256};
 
 use super::http::{clip, parse_json, percent_decode, query_param, Answer, Exchange, Hold, Reply};
 use super::state::Refused;
-use super::validate::parse_session_key;
+use spwire::split_session_key;
 
 const INDEX_HTML: &str = include_str!("page/index.html");
 const LOGIN_HTML: &str = include_str!("page/login.html");
@@ -568,7 +568,7 @@ fn enqueue(ex: &Exchange<'_>) -> Reply {
     let Some(session) = body.get("session").and_then(Value::as_str) else {
         return Reply::error(400, "session is required");
     };
-    if parse_session_key(session).is_none() {
+    if split_session_key(session).is_none() {
         return Reply::error(400, "malformed session: want <harness>:<id>");
     }
     let Some(m) = body.get("message").and_then(Value::as_object) else {

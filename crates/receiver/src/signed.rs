@@ -23,8 +23,9 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::http::{parse_json, query_param, Answer, Exchange, Reply};
-use super::validate::{format_ms_timestamp, parse_session_key};
+use super::validate::format_ms_timestamp;
 use spwire::signed::{self as wire, Assertion, TrustedKey};
+use spwire::split_session_key;
 
 /// How long a pairing code is good for.
 const PAIR_TTL: Duration = Duration::from_secs(10 * 60);
@@ -347,7 +348,7 @@ pub(crate) fn page_signed(ex: &Exchange<'_>) -> Reply {
     if !matches!(kind, "prompt" | "permission.answer" | "cancel") {
         return Reply::error(400, "kind must be prompt, permission.answer or cancel");
     }
-    if parse_session_key(session).is_none() {
+    if split_session_key(session).is_none() {
         return Reply::error(400, "malformed session: want <harness>:<id>");
     }
     let mut env = serde_json::Map::new();
