@@ -206,7 +206,6 @@ pub(crate) struct Exchange<'a> {
     pub body: Vec<u8>,
     pub query: String,
     /// The client's address as the socket says (not `X-Forwarded-For`).
-    #[allow(dead_code)]
     pub peer: Option<SocketAddr>,
 }
 

@@ -102,8 +102,15 @@ pub struct ReceiverOptions {
     /// pairing and machine routes answer 404 (the unsigned mode alone, as before).
     pub rp_id: Option<String>,
     /// Where people open the page (`https://host` behind a proxy); pairing links start with
-    /// it. `None`: `http://localhost:PORT` (WebAuthn rp ids cannot be IP addresses).
+    /// it. `None`: `http://localhost:PORT` (WebAuthn rp ids cannot be IP addresses). The page
+    /// answers only requests whose `Host` is this URL's, or localhost / an IP address with
+    /// the listening port (no DNS rebinding).
     pub public_url: Option<String>,
+    /// Trust `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-For` (a TLS proxy in
+    /// front). Off: they are ignored.
+    pub trust_proxy: bool,
+    /// Serve HTTPS with this PEM certificate chain and private key.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl Default for ReceiverOptions {
@@ -125,6 +132,8 @@ impl Default for ReceiverOptions {
             db_path: None,
             rp_id: None,
             public_url: None,
+            trust_proxy: false,
+            tls: None,
         }
     }
 }
@@ -198,6 +207,7 @@ struct Control {
     serving: Mutex<Option<server::Serving>>,
     /// The runtime the server runs on (its own worker threads).
     rt: Option<tokio::runtime::Runtime>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Handle to a running test receiver. Clones share the same receiver.
@@ -237,7 +247,13 @@ impl Control {
     /// Starts serving on `listener` under the current generation.
     fn serve(&self, listener: TcpListener) -> anyhow::Result<server::Serving> {
         let generation = self.shared.lock().generation;
-        server::serve(self.rt(), self.shared.clone(), listener, generation)
+        server::serve(
+            self.rt(),
+            self.shared.clone(),
+            listener,
+            generation,
+            self.tls.clone(),
+        )
     }
 
     /// Takes the receiver off the network: refuses new connections, cuts open ones, and
@@ -282,6 +298,10 @@ impl Receiver {
             Some(p) => db::Db::open_file(p)?,
             None => db::Db::open_memory()?,
         };
+        let tls = match &opts.tls {
+            Some((cert, key)) => Some(server::tls_acceptor(cert, key)?),
+            None => None,
+        };
         let listener = TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
         let addr = listener.local_addr()?;
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -295,6 +315,7 @@ impl Receiver {
             shared: Arc::new(Shared::new(opts, db, addr)),
             serving: Mutex::new(None),
             rt: Some(rt),
+            tls,
         };
         let serving = control.serve(listener)?;
         *control.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(serving);

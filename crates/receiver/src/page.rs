@@ -15,21 +15,30 @@
 //!
 //! **Security.** The login token is separate from the sender's bearer token (the two must
 //! differ; the bearer token never opens the page). A successful `POST /login` sets a random
-//! 256-bit cookie `sessionpipe_<port>` (`HttpOnly; SameSite=Strict; Path=/`, `Secure` behind a
-//! proxy that says `x-forwarded-proto: https`), kept 30 days; the database stores only its
-//! SHA-256, tied to the login token (changing the token logs everyone out). "Login" in the
-//! table means that cookie, or `Authorization: Bearer <login token>` for scripts (no cookie, so
-//! no CSRF exposure). Every state-changing request made with the cookie must carry
-//! `x-sessionpipe-csrf` with the value the state answer gives (derived from the cookie, so a
-//! cross-site page cannot know it, and a custom header cannot be sent cross-site without a
-//! CORS preflight, which is never granted), and is refused (403 `csrf`) when its `Origin` is
-//! not this host or `Sec-Fetch-Site` says cross-site. `POST /login` checks the same. Every
-//! answer carries `cache-control: no-store`; HTML adds a strict Content-Security-Policy
-//! (scripts from this origin only, no framing), `x-frame-options: DENY`,
-//! `x-content-type-options: nosniff` and `referrer-policy: same-origin` (not `no-referrer`, which makes
-//! browsers send `Origin: null` on form posts). A wrong login token
-//! costs half a second. Tokens are compared in constant time.
+//! 256-bit cookie (`HttpOnly; SameSite=Strict; Path=/`): over https (built-in TLS, or a proxy
+//! trusted with `--trust-proxy` that says `x-forwarded-proto: https`) it is `__Host-sessionpipe`
+//! with `Secure`; over plain http its name carries the port and a fingerprint of this
+//! instance's login token (`sessionpipe_<port>_<8 hex>`), so two receivers on one host keep
+//! their logins apart. It is kept 30 days; the database stores only its SHA-256, tied to the
+//! login token (changing the token logs everyone out). "Login" in the table means that
+//! cookie, or `Authorization: Bearer <login token>` for scripts (no cookie, so no CSRF
+//! exposure). Every state-changing request made with the cookie must carry
+//! `x-sessionpipe-csrf` with the value the state answer gives: a random secret per login,
+//! kept only in the server's memory (nothing derives it from the cookie), and a custom header
+//! cannot be sent cross-site without a CORS preflight, which is never granted. Such requests
+//! are refused (403 `csrf`) when their `Origin` is not this host or `Sec-Fetch-Site` says
+//! cross-site. `POST /login` checks the same. Every page route answers only a `Host` this
+//! receiver is (`--public-url`'s, or localhost / an IP address with its port; 403
+//! `host_not_allowed` otherwise), so a DNS-rebound name cannot reach it. Login attempts are
+//! limited per client (5 a minute) and overall (30 a minute), answering 429 with
+//! `retry-after`; a wrong login token also costs half a second. Every answer carries
+//! `cache-control: no-store`; HTML adds a strict Content-Security-Policy (scripts from this
+//! origin only, no framing), `x-frame-options: DENY`, `x-content-type-options: nosniff` and
+//! `referrer-policy: same-origin` (not `no-referrer`, which makes browsers send `Origin: null`
+//! on form posts). Tokens are compared in constant time.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -128,16 +137,101 @@ fn token_fp(login_token: &str) -> String {
     sha256_hex(&format!("sessionpipe login token|{login_token}"))[..32].to_owned()
 }
 
-fn csrf_for(cookie: &str) -> String {
-    sha256_hex(&format!("sessionpipe csrf|{cookie}"))
+/// 32 random bytes (the OS's CSPRNG), hex.
+fn random_hex() -> String {
+    let b: [u8; 32] = rand::random();
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// 32 bytes from the kernel's CSPRNG, hex.
-fn random_hex() -> std::io::Result<String> {
-    use std::io::Read;
-    let mut b = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+/// CSRF secrets kept at most (past this the oldest logins get a new one on their next state
+/// request, which the page picks up).
+const CSRF_KEPT: usize = 4096;
+
+/// Login attempts: per client and overall, token buckets.
+const LOGIN_PER_CLIENT: Bucket = Bucket::new(5.0, 60.0);
+const LOGIN_OVERALL: Bucket = Bucket::new(30.0, 60.0);
+/// Clients tracked at most (past this, those back at full allowance are forgotten).
+const CLIENTS_KEPT: usize = 10_000;
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bucket {
+    cap: f64,
+    /// Seconds to refill from empty.
+    per_s: f64,
+    tokens: f64,
+    at: Option<Instant>,
+}
+
+impl Bucket {
+    const fn new(cap: f64, refill_s: f64) -> Bucket {
+        Bucket {
+            cap,
+            per_s: cap / refill_s,
+            tokens: cap,
+            at: None,
+        }
+    }
+    fn refill(&mut self, now: Instant) {
+        if let Some(at) = self.at {
+            let gained = now.saturating_duration_since(at).as_secs_f64() * self.per_s;
+            self.tokens = (self.tokens + gained).min(self.cap);
+        }
+        self.at = Some(now);
+    }
+    /// Seconds until one attempt is allowed (0: now).
+    fn wait_s(&self) -> u64 {
+        if self.tokens >= 1.0 {
+            0
+        } else {
+            ((1.0 - self.tokens) / self.per_s).ceil().max(1.0) as u64
+        }
+    }
+}
+
+/// The login rate limit: an attempt takes one from its client's bucket and the overall one;
+/// a successful login gives them back (only guesses count).
+#[derive(Debug)]
+pub(crate) struct LoginLimits {
+    overall: Bucket,
+    clients: HashMap<IpAddr, Bucket>,
+}
+
+impl Default for LoginLimits {
+    fn default() -> Self {
+        LoginLimits {
+            overall: LOGIN_OVERALL,
+            clients: HashMap::new(),
+        }
+    }
+}
+
+impl LoginLimits {
+    /// Takes an attempt, or says in how many seconds one is allowed.
+    fn take(&mut self, client: IpAddr, now: Instant) -> Result<(), u64> {
+        if self.clients.len() >= CLIENTS_KEPT {
+            self.clients.retain(|_, b| {
+                b.refill(now);
+                b.tokens < b.cap
+            });
+        }
+        let mine = self.clients.entry(client).or_insert(LOGIN_PER_CLIENT);
+        mine.refill(now);
+        self.overall.refill(now);
+        let wait = mine.wait_s().max(self.overall.wait_s());
+        if wait > 0 {
+            return Err(wait);
+        }
+        mine.tokens -= 1.0;
+        self.overall.tokens -= 1.0;
+        Ok(())
+    }
+
+    fn give_back(&mut self, client: IpAddr) {
+        if let Some(b) = self.clients.get_mut(&client) {
+            b.tokens = (b.tokens + 1.0).min(b.cap);
+        }
+        self.overall.tokens = (self.overall.tokens + 1.0).min(self.overall.cap);
+    }
 }
 
 fn html_escape(s: &str) -> String {
@@ -166,8 +260,37 @@ enum Who {
     Bearer,
 }
 
+/// The cookie's name over https: the `__Host-` prefix makes browsers refuse it unless it is
+/// `Secure`, `Path=/` and set by this very host.
+const HTTPS_COOKIE: &str = "__Host-sessionpipe";
+
+/// Whether the browser talks https to us: built-in TLS, or a trusted proxy that says so.
+fn is_https(ex: &Exchange<'_>) -> bool {
+    let (tls, trust) = {
+        let st = ex.shared.lock();
+        (st.opts.tls.is_some(), st.opts.trust_proxy)
+    };
+    tls || (trust
+        && ex
+            .header("x-forwarded-proto")
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https")))
+}
+
+/// The login cookie's name over plain http: per port and per instance (its login token).
+fn http_cookie_name(ex: &Exchange<'_>) -> String {
+    let fp = match &ex.shared.lock().opts.login_token {
+        Some(l) => sha256_hex(&format!("sessionpipe cookie name|{l}"))[..8].to_owned(),
+        None => "none".to_owned(),
+    };
+    format!("sessionpipe_{}_{fp}", ex.shared.addr.port())
+}
+
 fn cookie_name(ex: &Exchange<'_>) -> String {
-    format!("sessionpipe_{}", ex.shared.addr.port())
+    if is_https(ex) {
+        HTTPS_COOKIE.to_owned()
+    } else {
+        http_cookie_name(ex)
+    }
 }
 
 fn cookie_value(ex: &Exchange<'_>) -> Option<String> {
@@ -182,25 +305,106 @@ fn cookie_value(ex: &Exchange<'_>) -> Option<String> {
         .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// The client's address: the socket's, or with `--trust-proxy` the last `X-Forwarded-For`
+/// entry (the one the proxy added).
+fn client_ip(ex: &Exchange<'_>) -> Option<IpAddr> {
+    let trust = ex.shared.lock().opts.trust_proxy;
+    if trust {
+        if let Some(ip) = ex
+            .header("x-forwarded-for")
+            .and_then(|v| v.rsplit(',').next())
+            .and_then(|v| v.trim().parse::<IpAddr>().ok())
+        {
+            return Some(ip);
+        }
+    }
+    ex.peer.map(|p| p.ip())
+}
+
+/// The host the browser asked for: `Host`, or with `--trust-proxy` `X-Forwarded-Host`.
+fn asked_host(ex: &Exchange<'_>) -> Option<String> {
+    let trust = ex.shared.lock().opts.trust_proxy;
+    let forwarded = if trust {
+        ex.header("x-forwarded-host")
+            .and_then(|v| v.split(',').next())
+    } else {
+        None
+    };
+    forwarded
+        .or_else(|| ex.header("host"))
+        .map(|h| h.trim().to_ascii_lowercase())
+}
+
+/// Splits `host[:port]` (`[v6]:port` too).
+fn split_host(authority: &str) -> (&str, Option<u16>) {
+    if let Some(rest) = authority.strip_prefix('[') {
+        if let Some((h, after)) = rest.split_once(']') {
+            return (h, after.strip_prefix(':').and_then(|p| p.parse().ok()));
+        }
+    }
+    match authority.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, p.parse().ok()),
+        _ => (authority, None),
+    }
+}
+
+/// Whether `host` (a `Host` header value, lower-case) names this receiver: the authority of
+/// `--public-url`, or localhost / an IP address literal with the listening port. A name
+/// anyone else controls (DNS rebinding) is none of these.
+pub(crate) fn host_allowed(host: &str, public_url: Option<&str>, port: u16) -> bool {
+    if let Some(u) = public_url {
+        let rest = u.split_once("://").map_or(u, |(_, r)| r);
+        let authority = rest
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let https = u.to_ascii_lowercase().starts_with("https://");
+        let (ph, pp) = split_host(&authority);
+        let default = if https { 443 } else { 80 };
+        let (h, p) = split_host(host);
+        if h == ph && p.unwrap_or(default) == pp.unwrap_or(default) {
+            return true;
+        }
+    }
+    let (h, p) = split_host(host);
+    (h == "localhost" || h.parse::<IpAddr>().is_ok()) && p == Some(port)
+}
+
+fn host_ok(ex: &Exchange<'_>) -> bool {
+    let public_url = ex.shared.lock().opts.public_url.clone();
+    asked_host(ex).is_some_and(|h| host_allowed(&h, public_url.as_deref(), ex.shared.addr.port()))
+}
+
 fn who(ex: &Exchange<'_>) -> Result<Option<Who>, Reply> {
-    let st = ex.shared.lock();
-    let Some(login) = st.opts.login_token.as_deref() else {
+    // Before taking the lock: the cookie's name depends on the options (it locks too).
+    let cookie = cookie_value(ex);
+    let mut st = ex.shared.lock();
+    let Some(login) = st.opts.login_token.clone() else {
         return Ok(None);
     };
+    let login = login.as_str();
     if let Some(t) = ex.bearer() {
         // A bearer given is judged alone: the sender's token never opens the page.
         return Ok(same_secret(t.as_bytes(), login.as_bytes()).then_some(Who::Bearer));
     }
-    let Some(cookie) = cookie_value(ex) else {
+    let Some(cookie) = cookie else {
         return Ok(None);
     };
     let hash = sha256_hex(&cookie);
     let since = st.now_ms() - LOGIN_TTL.as_millis() as i64;
     match st.db.login_valid(&hash, &token_fp(login), since) {
-        Ok(true) => Ok(Some(Who::Cookie {
-            hash,
-            csrf: csrf_for(&cookie),
-        })),
+        Ok(true) => {
+            if st.csrf.len() >= CSRF_KEPT && !st.csrf.contains_key(&hash) {
+                st.csrf.clear();
+            }
+            let csrf = st
+                .csrf
+                .entry(hash.clone())
+                .or_insert_with(random_hex)
+                .clone();
+            Ok(Some(Who::Cookie { hash, csrf }))
+        }
         Ok(false) => Ok(None),
         Err(e) => Err(Reply::db_failed(&e)),
     }
@@ -217,12 +421,11 @@ fn same_origin(ex: &Exchange<'_>) -> bool {
     match ex.header("origin") {
         None => true,
         Some(origin) => {
-            let Some(host) = ex.header("host") else {
+            let Some(host) = asked_host(ex) else {
                 return false;
             };
-            let origin = origin.trim();
-            origin == format!("http://{}", host.trim())
-                || origin == format!("https://{}", host.trim())
+            let origin = origin.trim().to_ascii_lowercase();
+            origin == format!("http://{host}") || origin == format!("https://{host}")
         }
     }
 }
@@ -243,6 +446,16 @@ fn with_page_headers(mut r: Reply) -> Reply {
 
 /// Handles a page route.
 pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Answer {
+    if !host_ok(ex) {
+        ex.shared.limits.hit(
+            "host",
+            &format_args!(
+                "page request for host {:?} refused (not this receiver's)",
+                ex.header("host").unwrap_or("")
+            ),
+        );
+        return with_page_headers(Reply::error(403, "host_not_allowed")).into();
+    }
     let reply = match route {
         PageRoute::Asset(a) => {
             let (ty, body) = match a {
@@ -348,6 +561,21 @@ fn login(ex: &Exchange<'_>) -> Reply {
     if !same_origin(ex) {
         return Reply::error(403, "csrf");
     }
+    let client = client_ip(ex).unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    let allowed = ex.shared.lock().login_limits.take(client, Instant::now());
+    if let Err(wait) = allowed {
+        ex.shared.limits.hit(
+            "login",
+            &format_args!("login attempt from {client} over the limit: 429"),
+        );
+        return login_page(
+            429,
+            Some(&format!(
+                "Too many login attempts; try again in {wait} seconds."
+            )),
+        )
+        .header("retry-after", wait.to_string());
+    }
     let login = ex.shared.lock().opts.login_token.clone();
     let given = submitted_token(ex).unwrap_or_default();
     let Some(login) = login.filter(|l| same_secret(given.as_bytes(), l.as_bytes())) else {
@@ -359,15 +587,10 @@ fn login(ex: &Exchange<'_>) -> Reply {
         };
         return login_page(401, Some(why));
     };
-    let cookie = match random_hex() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("sp-receiver: cannot read /dev/urandom: {e}");
-            return Reply::error(500, "internal_error");
-        }
-    };
+    let cookie = random_hex();
     {
         let mut st = ex.shared.lock();
+        st.login_limits.give_back(client);
         let now = st.now_ms();
         if let Err(e) = st
             .db
@@ -376,9 +599,7 @@ fn login(ex: &Exchange<'_>) -> Reply {
             return Reply::db_failed(&e);
         }
     }
-    let secure = ex
-        .header("x-forwarded-proto")
-        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    let secure = is_https(ex);
     let set = format!(
         "{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
         cookie_name(ex),
@@ -393,15 +614,18 @@ fn login(ex: &Exchange<'_>) -> Reply {
 
 fn logout(ex: &Exchange<'_>, who: Who) -> Reply {
     if let Who::Cookie { hash, .. } = &who {
-        if let Err(e) = ex.shared.lock().db.remove_login(hash) {
+        let mut st = ex.shared.lock();
+        st.csrf.remove(hash);
+        if let Err(e) = st.db.remove_login(hash) {
             return Reply::db_failed(&e);
         }
     }
     Reply::no_content().header(
         "set-cookie",
         format!(
-            "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
-            cookie_name(ex)
+            "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}",
+            cookie_name(ex),
+            if is_https(ex) { "; Secure" } else { "" }
         ),
     )
 }
@@ -625,12 +849,53 @@ mod tests {
     }
 
     #[test]
+    fn hosts() {
+        let p = Some("https://pipe.example.org");
+        assert!(host_allowed("pipe.example.org", p, 8787));
+        assert!(host_allowed("pipe.example.org:443", p, 8787));
+        assert!(!host_allowed("pipe.example.org:8443", p, 8787));
+        assert!(!host_allowed("evil.example", p, 8787));
+        assert!(host_allowed("127.0.0.1:8787", None, 8787));
+        assert!(host_allowed("localhost:8787", None, 8787));
+        assert!(host_allowed("[::1]:8787", None, 8787));
+        assert!(!host_allowed("127.0.0.1:8788", None, 8787));
+        // A rebound name with the right port is still refused.
+        assert!(!host_allowed("rebind.evil.example:8787", None, 8787));
+        assert!(!host_allowed("localhost", None, 8787));
+    }
+
+    #[test]
+    fn login_attempts_are_limited_per_client_and_overall() {
+        let mut l = LoginLimits::default();
+        let t = Instant::now();
+        let a = IpAddr::from([10, 0, 0, 1]);
+        for _ in 0..5 {
+            assert_eq!(l.take(a, t), Ok(()));
+        }
+        let wait = l.take(a, t).unwrap_err();
+        assert!((1..=12).contains(&wait), "{wait}");
+        // A success gives its attempt back.
+        l.give_back(a);
+        assert_eq!(l.take(a, t), Ok(()));
+        // Overall: 30 a minute, whoever asks.
+        let mut l = LoginLimits::default();
+        for i in 0..30u8 {
+            assert_eq!(l.take(IpAddr::from([10, 1, 0, i]), t), Ok(()));
+        }
+        assert!(l.take(IpAddr::from([10, 2, 0, 1]), t).is_err());
+        assert_eq!(
+            l.take(IpAddr::from([10, 2, 0, 1]), t + Duration::from_secs(2)),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn secrets_compare() {
         assert!(same_secret(b"abc", b"abc"));
         assert!(!same_secret(b"abc", b"abd"));
         assert!(!same_secret(b"abc", b"abcd"));
-        assert_ne!(csrf_for("a"), csrf_for("b"));
-        assert_eq!(random_hex().unwrap().len(), 64);
+        assert_ne!(random_hex(), random_hex());
+        assert_eq!(random_hex().len(), 64);
     }
 
     #[test]

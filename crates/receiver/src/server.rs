@@ -132,12 +132,39 @@ impl Serving {
     }
 }
 
-/// Starts serving `listener` on `rt` under `generation`.
+/// The TLS acceptor for `--tls-cert`/`--tls-key` (rustls with ring; TLS 1.2 and 1.3).
+pub(crate) fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use anyhow::Context;
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| anyhow::anyhow!("reading the certificate {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        anyhow::bail!("{} holds no PEM certificate", cert.display());
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| anyhow::anyhow!("reading the private key {}: {e}", key.display()))?;
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("the certificate and key do not make a TLS identity")?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Starts serving `listener` on `rt` under `generation` (HTTPS when `tls` is given).
 pub(crate) fn serve(
     rt: &tokio::runtime::Runtime,
     shared: Arc<Shared>,
     listener: std::net::TcpListener,
     generation: u64,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) -> anyhow::Result<Serving> {
     listener.set_nonblocking(true)?;
     let listener = {
@@ -147,7 +174,7 @@ pub(crate) fn serve(
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     rt.spawn(async move {
-        accept_loop(listener, shared, generation, stop_rx).await;
+        accept_loop(listener, shared, generation, tls, stop_rx).await;
         let _ = done_tx.send(());
     });
     Ok(Serving {
@@ -184,6 +211,7 @@ async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     generation: u64,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let cap = connection_cap(shared.lock().opts.max_connections);
@@ -210,9 +238,26 @@ async fn accept_loop(
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let (app, shared) = (app.clone(), shared.clone());
+                let (app, shared, tls) = (app.clone(), shared.clone(), tls.clone());
                 conns.spawn(async move {
-                    serve_connection(stream, peer, app, &shared).await;
+                    match tls {
+                        None => serve_connection(stream, peer, app, &shared).await,
+                        Some(tls) => {
+                            // The handshake has the head's deadline (slowloris over TLS).
+                            match tokio::time::timeout(HEADER_READ_TIMEOUT, tls.accept(stream))
+                                .await
+                            {
+                                Ok(Ok(s)) => serve_connection(s, peer, app, &shared).await,
+                                Ok(Err(e)) => tracing::debug!("TLS handshake from {peer}: {e}"),
+                                Err(_) => shared.limits.hit(
+                                    "tls_timeout",
+                                    &format_args!(
+                                        "no TLS handshake within {HEADER_READ_TIMEOUT:?} from {peer}: closed"
+                                    ),
+                                ),
+                            }
+                        }
+                    }
                     drop(permit);
                 });
             }
@@ -234,12 +279,10 @@ async fn accept_loop(
     conns.shutdown().await;
 }
 
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
-    peer: SocketAddr,
-    app: Router,
-    shared: &Shared,
-) {
+async fn serve_connection<S>(stream: S, peer: SocketAddr, app: Router, shared: &Shared)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         req.extensions_mut().insert(Peer(peer));
         let app = app.clone();

@@ -7,8 +7,9 @@
 //! [`Shared::notify`], which wakes the held long polls (async tasks waiting on a `watch`) and
 //! the in-process test API's waits (threads on a condvar).
 
+use std::collections::HashMap;
 #[cfg(feature = "testing")]
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -51,6 +52,10 @@ pub(crate) struct State {
     /// older generation gives up without answering (its connection has been cut).
     pub generation: u64,
     pub stopped: bool,
+    /// Each login's CSRF secret (random, kept only here), by the login cookie's hash.
+    pub csrf: HashMap<String, String>,
+    /// Login attempts allowed per client and overall.
+    pub login_limits: super::page::LoginLimits,
 }
 
 pub(crate) struct Shared {
@@ -83,6 +88,8 @@ impl Shared {
                 requests: Vec::new(),
                 generation: 0,
                 stopped: false,
+                csrf: HashMap::new(),
+                login_limits: Default::default(),
             }),
             changed: Condvar::new(),
             watch: tokio::sync::watch::Sender::new(0),
