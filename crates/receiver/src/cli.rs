@@ -472,6 +472,59 @@ fn stamp() -> String {
     super::validate::format_ms_timestamp(time::OffsetDateTime::now_utc())
 }
 
+/// Whether the server answers: `GET /healthz` over loopback gets a 200 (the database answers
+/// too). Over TLS, a loopback connection being accepted is what is checked.
+fn answers_healthz(addr: SocketAddr, tls: bool) -> bool {
+    use std::io::Read;
+    let mut a = addr;
+    if a.ip().is_unspecified() {
+        a.set_ip(if a.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&a, Duration::from_secs(5)) else {
+        return false;
+    };
+    if tls {
+        return true;
+    }
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+    let req = format!("GET /healthz HTTP/1.1\r\nhost: {a}\r\nconnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}
+
+/// Under systemd with `WatchdogSec=`: pings the watchdog at half its interval, but only while
+/// the server answers `/healthz`, so a server that stops answering is restarted.
+fn start_watchdog(addr: SocketAddr, tls: bool, stop: Arc<AtomicBool>) {
+    let mut usec = 0;
+    if !sd_notify::watchdog_enabled(false, &mut usec) || usec == 0 {
+        return;
+    }
+    let every = Duration::from_micros(usec / 2).max(Duration::from_millis(500));
+    let spawned = std::thread::Builder::new()
+        .name("sp-receiver-watchdog".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if answers_healthz(addr, tls) {
+                    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+                } else {
+                    tracing::error!("watchdog: GET /healthz over loopback did not answer 200");
+                }
+                std::thread::sleep(every);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the watchdog thread: {e}");
+    }
+}
+
 /// Logs (limits hit, errors) go to stderr, which the systemd unit's journal keeps.
 fn init_logging() {
     let _ = tracing_subscriber::fmt()
@@ -587,6 +640,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         public_page_url(addr, a.public_url.as_deref()),
         page_url(addr)
     );
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    start_watchdog(addr, a.tls.is_some(), Arc::clone(&stop));
     let mut last_sweep = Instant::now() - SWEEP_EVERY;
     while !stop.load(Ordering::Relaxed) {
         if last_sweep.elapsed() >= SWEEP_EVERY {
@@ -600,6 +655,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("{} sp-receiver: stopping", stamp());
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     receiver.stop();
     Ok(())
 }

@@ -38,11 +38,19 @@ fn write_secret(path: &Path, text: &str) {
 /// Starts `bin` on 127.0.0.1:0, under `ulimit -n NOFILE` when given, and waits for its
 /// "listening on" line.
 fn start(bin: &Path, nofile: Option<u32>) -> Running {
+    start_with_env(bin, nofile, &[])
+}
+
+fn start_with_env(bin: &Path, nofile: Option<u32>, env: &[(&str, &str)]) -> Running {
     let dir = tempfile::tempdir().unwrap();
     write_secret(&dir.path().join("token"), TOKEN);
     write_secret(&dir.path().join("login"), LOGIN);
     let mut c = Command::new("sh");
-    let ulimit = nofile.map_or(String::new(), |n| format!("ulimit -n {n} && "));
+    let mut ulimit = nofile.map_or(String::new(), |n| format!("ulimit -n {n} && "));
+    if env.iter().any(|(k, _)| *k == "WATCHDOG_USEC") {
+        // systemd names the pid the watchdog is for: the shell's, which exec keeps.
+        ulimit.push_str("export WATCHDOG_PID=$$ && ");
+    }
     c.arg("-c")
         .arg(format!("{ulimit}exec \"$0\" \"$@\""))
         .arg(bin)
@@ -53,6 +61,7 @@ fn start(bin: &Path, nofile: Option<u32>) -> Running {
         .arg("--db")
         .arg(dir.path().join("receiver.db"))
         .env("HOME", dir.path())
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -460,4 +469,31 @@ fn a_foreign_host_is_refused() {
     )
     .unwrap();
     assert_eq!(resp.status, 403);
+}
+
+#[test]
+fn under_systemd_it_says_ready_and_pings_the_watchdog() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let r = start_with_env(
+        Path::new(SP_RECEIVER),
+        None,
+        &[
+            ("NOTIFY_SOCKET", sock_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "1000000"),
+        ],
+    );
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !(seen.iter().any(|m: &String| m.contains("READY=1"))
+        && seen.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 2)
+    {
+        let n = sock
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("{e}; got {seen:?}; log:\n{}", r.log.lock().unwrap()));
+        seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
 }
