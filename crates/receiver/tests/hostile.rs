@@ -42,7 +42,16 @@ fn start(bin: &Path, nofile: Option<u32>) -> Running {
 }
 
 fn start_with_env(bin: &Path, nofile: Option<u32>, env: &[(&str, &str)]) -> Running {
-    let dir = tempfile::tempdir().unwrap();
+    start_full(bin, nofile, env, &[], tempfile::tempdir().unwrap())
+}
+
+fn start_full(
+    bin: &Path,
+    nofile: Option<u32>,
+    env: &[(&str, &str)],
+    extra: &[&str],
+    dir: tempfile::TempDir,
+) -> Running {
     write_secret(&dir.path().join("token"), TOKEN);
     write_secret(&dir.path().join("login"), LOGIN);
     let mut c = Command::new("sh");
@@ -60,6 +69,7 @@ fn start_with_env(bin: &Path, nofile: Option<u32>, env: &[(&str, &str)]) -> Runn
         .arg(dir.path().join("login"))
         .arg("--db")
         .arg(dir.path().join("receiver.db"))
+        .args(extra)
         .env("HOME", dir.path())
         .envs(env.iter().copied())
         .stdin(Stdio::null())
@@ -72,7 +82,8 @@ fn start_with_env(bin: &Path, nofile: Option<u32>, env: &[(&str, &str)]) -> Runn
     let sink = Arc::clone(&log);
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on http://").nth(1) {
+            if let Some(rest) = line.split("listening on http").nth(1) {
+                let rest = rest.trim_start_matches('s').trim_start_matches("://");
                 let a = rest.split_whitespace().next().unwrap_or("").to_owned();
                 let _ = tx.send(a);
             }
@@ -496,4 +507,64 @@ fn under_systemd_it_says_ready_and_pings_the_watchdog() {
             .unwrap_or_else(|e| panic!("{e}; got {seen:?}; log:\n{}", r.log.lock().unwrap()));
         seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
     }
+}
+
+#[test]
+fn with_tls_it_serves_https_and_a_host_only_secure_cookie() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (Debian's openssl package) makes the test certificate");
+    assert!(made.status.success(), "{made:?}");
+    let (c, k) = (
+        cert.to_str().unwrap().to_owned(),
+        key.to_str().unwrap().to_owned(),
+    );
+    let r = start_full(
+        Path::new(SP_RECEIVER),
+        None,
+        &[],
+        &["--tls-cert", &c, "--tls-key", &k],
+        dir,
+    );
+    assert!(r.log.lock().unwrap().contains("listening on https://"));
+    let url = format!("https://{}", r.addr);
+    let curl = |args: &[&str]| {
+        let out = Command::new("curl")
+            .args(["-sk", "--max-time", "10", "-D", "-", "-o", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let health = curl(&[&format!("{url}/healthz")]);
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let login = curl(&["--data", &format!("token={LOGIN}"), &format!("{url}/login")]);
+    assert!(login.starts_with("HTTP/1.1 303"), "{login}");
+    let cookie = login
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .expect("a cookie");
+    assert!(cookie.contains("__Host-sessionpipe="), "{cookie}");
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    // Plain HTTP on the TLS port gets no HTTP answer.
+    assert!(get(r.addr, "/healthz").is_none_or(|r| r.status != 200));
 }
