@@ -40,7 +40,7 @@ reach 127.0.0.1). Log in once per browser with the token, or with the --login-ur
 login is an HttpOnly, SameSite=Strict cookie kept 30 days. Scripts may send
 `Authorization: Bearer <login token>` to /page/api/* instead. The bearer token never opens
 the page. The page answers only requests addressed to this receiver (the --public-url host,
-or localhost / an IP address with its port); login attempts are limited per client and
+or localhost / an IP address); login attempts are limited per client and
 overall (429 with retry-after).
 
 Limits: request heads of at most 16 KiB and 64 headers, read within 10 s (also the idle

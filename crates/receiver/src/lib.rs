@@ -103,8 +103,8 @@ pub struct ReceiverOptions {
     pub rp_id: Option<String>,
     /// Where people open the page (`https://host` behind a proxy); pairing links start with
     /// it. `None`: `http://localhost:PORT` (WebAuthn rp ids cannot be IP addresses). The page
-    /// answers only requests whose `Host` is this URL's, or localhost / an IP address with
-    /// the listening port (no DNS rebinding).
+    /// answers only requests whose `Host` is this URL's, or localhost / an IP address (no DNS
+    /// rebinding).
     pub public_url: Option<String>,
     /// Trust `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-For` (a TLS proxy in
     /// front). Off: they are ignored.

@@ -28,7 +28,7 @@
 //! cannot be sent cross-site without a CORS preflight, which is never granted. Such requests
 //! are refused (403 `csrf`) when their `Origin` is not this host or `Sec-Fetch-Site` says
 //! cross-site. `POST /login` checks the same. Every page route answers only a `Host` this
-//! receiver is (`--public-url`'s, or localhost / an IP address with its port; 403
+//! receiver is (`--public-url`'s, or localhost / an IP address; 403
 //! `host_not_allowed` otherwise), so a DNS-rebound name cannot reach it. Login attempts are
 //! limited per client (5 a minute) and overall (30 a minute), answering 429 with
 //! `retry-after`; a wrong login token also costs half a second. Every answer carries
@@ -349,9 +349,9 @@ fn split_host(authority: &str) -> (&str, Option<u16>) {
 }
 
 /// Whether `host` (a `Host` header value, lower-case) names this receiver: the authority of
-/// `--public-url`, or localhost / an IP address literal with the listening port. A name
-/// anyone else controls (DNS rebinding) is none of these.
-pub(crate) fn host_allowed(host: &str, public_url: Option<&str>, port: u16) -> bool {
+/// `--public-url`, or localhost / an IP address literal. A name anyone else controls (DNS
+/// rebinding) is none of these.
+pub(crate) fn host_allowed(host: &str, public_url: Option<&str>) -> bool {
     if let Some(u) = public_url {
         let rest = u.split_once("://").map_or(u, |(_, r)| r);
         let authority = rest
@@ -367,13 +367,15 @@ pub(crate) fn host_allowed(host: &str, public_url: Option<&str>, port: u16) -> b
             return true;
         }
     }
-    let (h, p) = split_host(host);
-    (h == "localhost" || h.parse::<IpAddr>().is_ok()) && p == Some(port)
+    // localhost and address literals cannot be rebound to this machine by someone else's DNS;
+    // any port (a TLS proxy on this machine forwards its own `Host`).
+    let (h, _) = split_host(host);
+    h == "localhost" || h.parse::<IpAddr>().is_ok()
 }
 
 fn host_ok(ex: &Exchange<'_>) -> bool {
     let public_url = ex.shared.lock().opts.public_url.clone();
-    asked_host(ex).is_some_and(|h| host_allowed(&h, public_url.as_deref(), ex.shared.addr.port()))
+    asked_host(ex).is_some_and(|h| host_allowed(&h, public_url.as_deref()))
 }
 
 fn who(ex: &Exchange<'_>) -> Result<Option<Who>, Reply> {
@@ -851,17 +853,18 @@ mod tests {
     #[test]
     fn hosts() {
         let p = Some("https://pipe.example.org");
-        assert!(host_allowed("pipe.example.org", p, 8787));
-        assert!(host_allowed("pipe.example.org:443", p, 8787));
-        assert!(!host_allowed("pipe.example.org:8443", p, 8787));
-        assert!(!host_allowed("evil.example", p, 8787));
-        assert!(host_allowed("127.0.0.1:8787", None, 8787));
-        assert!(host_allowed("localhost:8787", None, 8787));
-        assert!(host_allowed("[::1]:8787", None, 8787));
-        assert!(!host_allowed("127.0.0.1:8788", None, 8787));
+        assert!(host_allowed("pipe.example.org", p));
+        assert!(host_allowed("pipe.example.org:443", p));
+        assert!(!host_allowed("pipe.example.org:8443", p));
+        assert!(!host_allowed("evil.example", p));
+        assert!(host_allowed("127.0.0.1:8787", None));
+        assert!(host_allowed("localhost:8787", None));
+        assert!(host_allowed("[::1]:8787", None));
+        // A local proxy on another port forwards its own Host.
+        assert!(host_allowed("localhost:8443", None));
         // A rebound name with the right port is still refused.
-        assert!(!host_allowed("rebind.evil.example:8787", None, 8787));
-        assert!(!host_allowed("localhost", None, 8787));
+        assert!(!host_allowed("rebind.evil.example:8787", None));
+        assert!(!host_allowed("localhost.evil.example", None));
     }
 
     #[test]
