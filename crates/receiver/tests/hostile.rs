@@ -427,6 +427,7 @@ fn login_guesses_are_limited_overall() {
         .iter()
         .filter(|a| matches!(a, Some((401, _))))
         .count();
+    eprintln!("100 parallel guesses: {limited} got 429, {wrong} got 401");
     assert!(
         limited >= 90,
         "{limited} of 100 guesses got 429 with retry-after ({wrong} got 401)"
