@@ -569,3 +569,48 @@ fn with_tls_it_serves_https_and_a_host_only_secure_cookie() {
     // Plain HTTP on the TLS port gets no HTTP answer.
     assert!(get(r.addr, "/healthz").is_none_or(|r| r.status != 200));
 }
+
+#[test]
+fn two_thousand_held_long_polls_cost_no_threads() {
+    let have = raise_nofile(8192);
+    assert!(
+        have >= 2200,
+        "need 2200 open files for this test, the hard limit allows {have}"
+    );
+    let r = start(Path::new(SP_RECEIVER), None);
+    let pid = r.child.id();
+    let threads_before = status_kb(pid, "Threads:");
+    let mut held = Vec::new();
+    for i in 0..2000 {
+        let mut s = TcpStream::connect_timeout(&r.addr, Duration::from_secs(5)).unwrap();
+        let req = format!(
+            "GET /api/sessionpipe/v1/control?session=codex:held{i}&wait=20 HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\n\r\n",
+            r.addr
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        held.push(s);
+    }
+    // All 2000 are held (none answered yet) while the page answers at once.
+    let t = Instant::now();
+    assert_eq!(get(r.addr, "/healthz").unwrap().status, 200);
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    let page = get(r.addr, "/login").expect("the page answers");
+    assert_eq!(page.status, 200);
+    let threads = status_kb(pid, "Threads:");
+    eprintln!("threads: {threads_before} before, {threads} with 2000 polls held");
+    // Under the blocking pool's cap (64): a poll holding a thread would fill it.
+    assert!(threads < 60, "{threads} threads for 2000 held polls");
+    // They are really held: one answers 204 only when its wait runs out.
+    held[0]
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut b = [0u8; 64];
+    assert!(
+        held[0].read(&mut b).is_err(),
+        "a poll answered before its wait ran out"
+    );
+}
