@@ -105,6 +105,15 @@ receiver_port=8787
 receiver_log=${XDG_STATE_HOME:-$HOME/.local/state}/sessionpipe/sp-receiver.log
 
 receiver_up() { (exec 3<>"/dev/tcp/127.0.0.1/$receiver_port") 2>/dev/null; }
+# Whether it serves: GET /healthz answers 200 only when the server and its database answer.
+receiver_healthy() {
+    (
+        exec 3<>"/dev/tcp/127.0.0.1/$receiver_port" || exit 1
+        printf 'GET /healthz HTTP/1.0\r\nHost: 127.0.0.1:%s\r\n\r\n' "$receiver_port" >&3
+        IFS= read -r -t 2 line <&3 || exit 1
+        case $line in "HTTP/1."?" 200"*) exit 0 ;; *) exit 1 ;; esac
+    ) 2>/dev/null
+}
 user_systemd() { local s=${SP_SYSTEMCTL:-systemctl}; command -v "$s" >/dev/null 2>&1 && "$s" --user show-environment >/dev/null 2>&1; }
 have_crontab() {
     if [ -n "${SP_CRONTAB:-}" ]; then [ -x "$SP_CRONTAB" ]; else command -v crontab >/dev/null 2>&1; fi
@@ -165,7 +174,9 @@ receiver_install() {
         say "sp-receiver already answers on 127.0.0.1:$receiver_port"
     elif user_systemd; then
         mkdir -p "$unit_dir"
-        printf '[Unit]\nDescription=sessionpipe receiver (page at http://127.0.0.1:%s/)\n[Service]\nExecStart=%s\nRestart=on-failure\nRestartSec=2\n[Install]\nWantedBy=default.target\n' \
+        # Type=notify: it says READY=1, then pings the watchdog while GET /healthz answers
+        # over loopback; a hung server is restarted. Each connection costs a descriptor.
+        printf '[Unit]\nDescription=sessionpipe receiver (page at http://127.0.0.1:%s/)\n[Service]\nType=notify\nNotifyAccess=main\nExecStart=%s\nRestart=always\nRestartSec=2\nWatchdogSec=30\nLimitNOFILE=65536\n[Install]\nWantedBy=default.target\n' \
             "$receiver_port" "$bin/sp-receiver" >"$unit"
         systemctl --user daemon-reload && systemctl --user enable --now sp-receiver.service
         say "started sp-receiver as the systemd user service sp-receiver.service"
@@ -176,8 +187,8 @@ receiver_install() {
         receiver_restart_hint
     fi
     i=0
-    until receiver_up || [ "$i" -ge 50 ]; do sleep 0.1; i=$((i + 1)); done
-    receiver_up || { say "sp-receiver did not come up; see $receiver_log"; return 1; }
+    until receiver_healthy || [ "$i" -ge 50 ]; do sleep 0.1; i=$((i + 1)); done
+    receiver_healthy || { say "sp-receiver did not come up (GET /healthz); see $receiver_log"; return 1; }
     if has_sinks "$bin/sp"; then
         say "you already have sinks; not adding one for the local receiver"
     else

@@ -96,6 +96,7 @@ fn start() -> Receiver {
 fn start_with(f: impl FnOnce(&mut ReceiverOptions)) -> Receiver {
     let mut o = ReceiverOptions {
         token: TOKEN.to_owned(),
+        test_door: true,
         ..ReceiverOptions::default()
     };
     f(&mut o);

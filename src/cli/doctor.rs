@@ -186,6 +186,7 @@ fn check_sinks(f: &mut Findings, config: &Config) {
                     ));
                 }
                 control_trust(f, s, &found.discovered, store.as_ref());
+                check_local_health(f, &client, &s.name, &s.url);
                 if s.tier > found.max_tier {
                     f.warn(
                         format!(
@@ -208,6 +209,33 @@ fn check_sinks(f: &mut Findings, config: &Config) {
                 );
             }
         }
+    }
+}
+
+/// A sink on loopback is likely the local sp-receiver: its `/healthz` says whether its
+/// database answers too (another receiver answers 404 there, which says nothing).
+fn check_local_health(f: &mut Findings, client: &Client, name: &str, url: &str) {
+    if !crate::sync::http::is_loopback_url(url) {
+        return;
+    }
+    let Some(origin) = crate::sync::http::origin_of(url) else {
+        return;
+    };
+    let health = format!("{origin}/healthz");
+    match client.get(&health, None, Duration::from_secs(5)) {
+        Ok(r) if r.status == 200 => f.ok(format!("sink {name}: sp-receiver healthy ({health})")),
+        Ok(r) if r.status == 404 => {}
+        Ok(r) => f.fail(
+            format!(
+                "sink {name}: GET {health} answered {}: the receiver's database does not answer",
+                r.status
+            ),
+            "see the receiver's log: journalctl --user -u sp-receiver",
+        ),
+        Err(e) => f.fail(
+            format!("sink {name}: GET {health}: {e}"),
+            "see the receiver's log: journalctl --user -u sp-receiver",
+        ),
     }
 }
 

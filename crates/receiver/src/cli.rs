@@ -20,54 +20,33 @@ const TOKEN_MIN: usize = 16;
 const KEEP: Duration = Duration::from_secs(30 * 24 * 3600);
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
-pub fn help() -> String {
-    format!(
-        "\
-sp-receiver {version}: a small self-hosted sessionpipe receiver, with a page to answer from a phone
-
-USAGE:
-  sp-receiver [OPTIONS]          serve until SIGTERM or SIGINT
-  sp-receiver --init [OPTIONS]   create the token files and the database if missing, print
-                                 where they are, and exit
-  sp-receiver --login-url [OPTIONS]
-                                 print the page's address with the login token in its
-                                 fragment (a link that logs in at once), and exit
-
-It serves the sessionpipe protocol (GET /.well-known/sessionpipe; POST {{events}}; the control
-long poll GET {{control}}?session=&wait= and POST {{control}}/ack, with the bearer token) and,
-at /, a page that shows live sessions and their open permission prompts, answers them
-(Allow / Deny, with an optional note), queues a prompt for a session's next turn, asks a
-session to stop, and shows each message's outcome (delivered, expired, unsupported, failed).
+/// What `--help` says after the options.
+const AFTER_HELP: &str = "\
+It serves the sessionpipe protocol (GET /.well-known/sessionpipe; POST {events}; the control
+long poll GET {control}?session=&wait= and POST {control}/ack, with the bearer token), GET
+/healthz (200 when the server and its database answer) and, at /, a page that shows live
+sessions and their open permission prompts, answers them (Allow / Deny, with an optional
+note), queues a prompt for a session's next turn, asks a session to stop, and shows each
+message's outcome (delivered, expired, unsupported, failed).
 
 Signed control: `sp pair SINK` on a machine (its sink set to \"control\": \"signed\") prints a
 pairing link and six check digits; the page shows the same digits and approves with a
 passkey, and from then on signs every answer, message and stop on the device (a day key
 under a passkey grant). The receiver carries them per machine
-(GET {{control}}?machine=&wait= with the machine's own token) and can never sign one.
-
-OPTIONS:
-  --listen ADDR              address to listen on (default 127.0.0.1:{port}; port 0 picks a
-                             free one). Anything but loopback exposes the receiver: the page
-                             then still needs the login token, but is plain HTTP, so put a
-                             TLS proxy in front of it
-  --token-file FILE          the senders' bearer token (events, control, acks)
-  --login-token-file FILE    the page's login token; must differ from the bearer token
-  --db PATH                  the SQLite database
-  --permission-expiry-s N    how long an Allow / Deny from the page stays valid (default 120)
-  --prompt-expiry-s N        how long a queued prompt stays valid (default 3600); a Stop
-                             stays valid as long as a permission answer
-  --public-url URL           where people open the page (https://HOST behind a TLS proxy);
-                             its host is the passkeys' rp id for signed control. Default:
-                             http://localhost:PORT, rp id localhost (open the page as
-                             localhost, not 127.0.0.1: rp ids cannot be IP addresses)
-  -h, --help                 this text
-  -V, --version              the version
+(GET {control}?machine=&wait= with the machine's own token) and can never sign one.
 
 The page always needs the login token, on loopback too (any local user or program can
 reach 127.0.0.1). Log in once per browser with the token, or with the --login-url link; the
 login is an HttpOnly, SameSite=Strict cookie kept 30 days. Scripts may send
 `Authorization: Bearer <login token>` to /page/api/* instead. The bearer token never opens
-the page.
+the page. The page answers only requests addressed to this receiver (the --public-url host,
+or localhost / an IP address); login attempts are limited per client and
+overall (429 with retry-after).
+
+Limits: request heads of at most 16 KiB and 64 headers, read within 10 s (also the idle
+keep-alive limit); bodies of at most batch.max_bytes (events) or 1 MiB; open connections at
+most --max-connections and never more than the open-file limit allows (past it new ones
+are closed at once). Every limit hit is logged to stderr.
 
 ENVIRONMENT AND FILES (a flag beats its variable, which beats the default):
   SESSIONPIPE_RECEIVER_TOKEN_FILE        --token-file (default: $XDG_CONFIG_HOME/sessionpipe/
@@ -78,23 +57,75 @@ ENVIRONMENT AND FILES (a flag beats its variable, which beats the default):
                                          else ~/.local/state/sessionpipe/receiver.db; WAL, 0600)
 A token file at its default path is created (random, mode 600) when missing; a token file
 given by flag or variable must exist. Token files must not be readable by group or others,
-and hold one token of at least {min} characters. The database keeps {days} days.
+and hold one token of at least 16 characters. The database keeps 30 days.
 
 Exit status: 0 stopped by a signal (or --init / --login-url done), 2 bad usage or setup,
-1 other failure (e.g. the address is taken).
-",
-        version = env!("CARGO_PKG_VERSION"),
-        port = DEFAULT_PORT,
-        min = TOKEN_MIN,
-        days = KEEP.as_secs() / 86400,
-    )
-}
+1 other failure (e.g. the address is taken).";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Serve,
     Init,
     LoginUrl,
+}
+
+/// sp-receiver: a small self-hosted sessionpipe receiver, with a page to answer from a phone.
+/// Serves until SIGTERM or SIGINT.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "sp-receiver",
+    version,
+    after_help = AFTER_HELP,
+    disable_help_subcommand = true
+)]
+struct Cli {
+    /// Create the token files and the database if missing, print where they are, and exit.
+    #[arg(long, conflicts_with = "login_url")]
+    init: bool,
+    /// Print the page's address with the login token in its fragment (a link that logs in
+    /// at once), and exit.
+    #[arg(long)]
+    login_url: bool,
+    /// Address to listen on (port 0 picks a free one). Anything but loopback exposes the
+    /// receiver: the page then still needs the login token, but use --tls-cert/--tls-key or
+    /// a TLS proxy in front of it.
+    #[arg(long, value_name = "HOST:PORT", default_value_t = SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)), value_parser = parse_listen_arg)]
+    listen: SocketAddr,
+    /// The senders' bearer token (events, control, acks).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// The page's login token; must differ from the bearer token.
+    #[arg(long, value_name = "FILE")]
+    login_token_file: Option<PathBuf>,
+    /// The SQLite database.
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// How long an Allow / Deny from the page stays valid.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    permission_expiry_s: u64,
+    /// How long a queued prompt stays valid; a Stop stays valid as long as a permission
+    /// answer.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    prompt_expiry_s: u64,
+    /// Where people open the page (https://HOST behind a TLS proxy); its host is the
+    /// passkeys' rp id for signed control, and the Host the page answers to. Default:
+    /// http://localhost:PORT, rp id localhost (open the page as localhost, not 127.0.0.1:
+    /// rp ids cannot be IP addresses).
+    #[arg(long, value_name = "URL", value_parser = parse_public_url)]
+    public_url: Option<String>,
+    /// Trust X-Forwarded-Proto, -Host and -For from a TLS proxy in front (only then: without
+    /// it they are ignored).
+    #[arg(long)]
+    trust_proxy: bool,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key for --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The most connections open at once (also capped by the open-file limit).
+    #[arg(long, value_name = "N", default_value_t = 8192, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
+    max_connections: u64,
 }
 
 #[derive(Debug)]
@@ -108,12 +139,15 @@ struct Args {
     prompt_expiry_s: u64,
     /// `--public-url`: where people open the page; its host is the WebAuthn rp id.
     public_url: Option<String>,
+    trust_proxy: bool,
+    tls: Option<(PathBuf, PathBuf)>,
+    max_connections: usize,
 }
 
 enum Parsed {
     Run(Args),
-    Help,
-    Version,
+    /// `--help` or `--version`: print this and exit 0.
+    Print(String),
 }
 
 /// A failure `main` reports with exit status 2 (usage and setup) rather than 1.
@@ -146,63 +180,52 @@ fn parse_listen(s: &str) -> anyhow::Result<SocketAddr> {
     }
 }
 
+fn parse_listen_arg(s: &str) -> Result<SocketAddr, String> {
+    parse_listen(s).map_err(|e| e.to_string())
+}
+
+fn parse_public_url(s: &str) -> Result<String, String> {
+    rp_id_of(s).map_err(|e| e.to_string())?;
+    Ok(s.trim_end_matches('/').to_owned())
+}
+
 fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
-    let mut a = Args {
-        mode: Mode::Serve,
-        listen: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
-        token_file: None,
-        login_token_file: None,
-        db: None,
-        permission_expiry_s: 120,
-        prompt_expiry_s: 3600,
-        public_url: None,
-    };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |what: &str| -> anyhow::Result<String> {
-            match inline.clone().or_else(|| it.next().cloned()) {
-                Some(v) if !v.is_empty() => Ok(v),
-                _ => setup(format!("{name} needs {what}; see sp-receiver --help")),
-            }
-        };
-        let secs = |v: String, name: &str| -> anyhow::Result<u64> {
-            match v.parse::<u64>() {
-                Ok(n) if (1..=7 * 24 * 3600).contains(&n) => Ok(n),
-                _ => setup(format!(
-                    "{name} takes whole seconds from 1 to 604800, not {v:?}"
-                )),
-            }
-        };
-        match name {
-            "-h" | "--help" => return Ok(Parsed::Help),
-            "-V" | "--version" => return Ok(Parsed::Version),
-            "--init" => a.mode = Mode::Init,
-            "--login-url" => a.mode = Mode::LoginUrl,
-            "--listen" => a.listen = parse_listen(&value("HOST:PORT")?)?,
-            "--token-file" => a.token_file = Some(value("a file")?.into()),
-            "--login-token-file" => a.login_token_file = Some(value("a file")?.into()),
-            "--db" => a.db = Some(value("a path")?.into()),
-            "--permission-expiry-s" => {
-                a.permission_expiry_s = secs(value("seconds")?, name)?;
-            }
-            "--prompt-expiry-s" => a.prompt_expiry_s = secs(value("seconds")?, name)?,
-            "--public-url" => {
-                let u = value("a URL")?;
-                rp_id_of(&u)?;
-                a.public_url = Some(u.trim_end_matches('/').to_owned());
-            }
-            other => {
-                return setup(format!(
-                    "unknown argument {other:?}; see sp-receiver --help"
-                ))
-            }
+    use clap::error::ErrorKind;
+    use clap::Parser;
+    let argv = std::iter::once("sp-receiver".to_owned()).chain(args.iter().cloned());
+    let c = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            return Ok(Parsed::Print(e.render().to_string()))
         }
-    }
-    Ok(Parsed::Run(a))
+        Err(e) => {
+            return setup(
+                e.render()
+                    .to_string()
+                    .trim_end()
+                    .trim_start_matches("error: "),
+            )
+        }
+    };
+    Ok(Parsed::Run(Args {
+        mode: if c.init {
+            Mode::Init
+        } else if c.login_url {
+            Mode::LoginUrl
+        } else {
+            Mode::Serve
+        },
+        listen: c.listen,
+        token_file: c.token_file,
+        login_token_file: c.login_token_file,
+        db: c.db,
+        permission_expiry_s: c.permission_expiry_s,
+        prompt_expiry_s: c.prompt_expiry_s,
+        public_url: c.public_url,
+        trust_proxy: c.trust_proxy,
+        tls: c.tls_cert.zip(c.tls_key),
+        max_connections: usize::try_from(c.max_connections).unwrap_or(usize::MAX),
+    }))
 }
 
 fn home() -> PathBuf {
@@ -449,15 +472,93 @@ fn stamp() -> String {
     super::validate::format_ms_timestamp(time::OffsetDateTime::now_utc())
 }
 
+/// Whether the server answers: `GET /healthz` over loopback gets a 200 (the database answers
+/// too). Over TLS, a loopback connection being accepted is what is checked.
+fn answers_healthz(addr: SocketAddr, tls: bool) -> bool {
+    use std::io::Read;
+    let mut a = addr;
+    if a.ip().is_unspecified() {
+        a.set_ip(if a.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&a, Duration::from_secs(5)) else {
+        return false;
+    };
+    if tls {
+        return true;
+    }
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+    let req = format!("GET /healthz HTTP/1.1\r\nhost: {a}\r\nconnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}
+
+/// Under systemd with `WatchdogSec=`: pings the watchdog at half its interval, but only while
+/// the server answers `/healthz`, so a server that stops answering is restarted.
+fn start_watchdog(addr: SocketAddr, tls: bool, stop: Arc<AtomicBool>) {
+    let mut usec = 0;
+    if !sd_notify::watchdog_enabled(false, &mut usec) || usec == 0 {
+        return;
+    }
+    let every = Duration::from_micros(usec / 2).max(Duration::from_millis(500));
+    let spawned = std::thread::Builder::new()
+        .name("sp-receiver-watchdog".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if answers_healthz(addr, tls) {
+                    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+                } else {
+                    tracing::error!("watchdog: GET /healthz over loopback did not answer 200");
+                }
+                std::thread::sleep(every);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the watchdog thread: {e}");
+    }
+}
+
+/// Logs (limits hit, errors) go to stderr, which the systemd unit's journal keeps.
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_target(false)
+        .try_init();
+}
+
+/// Raises the soft open-file limit to the hard one (at most 65536): each connection costs a
+/// descriptor, and the connection cap is sized under this limit.
+fn raise_nofile() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            let want = lim.rlim_max.min(65_536);
+            if lim.rlim_cur < want {
+                lim.rlim_cur = want;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
+        }
+    }
+}
+
 /// Runs the command line; errors wrapping [`Setup`] are usage or setup problems.
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let a = match parse_args(args)? {
-        Parsed::Help => {
-            print!("{}", help());
-            return Ok(());
-        }
-        Parsed::Version => {
-            println!("sp-receiver {}", env!("CARGO_PKG_VERSION"));
+        Parsed::Print(text) => {
+            print!("{text}");
             return Ok(());
         }
         Parsed::Run(a) => a,
@@ -486,6 +587,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         Mode::Serve => {}
     }
 
+    init_logging();
+    raise_nofile();
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
@@ -497,12 +600,16 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         permission_expiry_s: a.permission_expiry_s,
         prompt_expiry_s: a.prompt_expiry_s,
         test_door: false,
+        request_log: false,
         db_path: Some(s.db.clone()),
         rp_id: Some(match &a.public_url {
             Some(u) => rp_id_of(u)?,
             None => "localhost".to_owned(),
         }),
         public_url: a.public_url.clone(),
+        trust_proxy: a.trust_proxy,
+        tls: a.tls.clone(),
+        max_connections: a.max_connections,
         ..ReceiverOptions::default()
     };
     let receiver = match Receiver::start_on(a.listen, opts) {
@@ -513,13 +620,14 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         Err(e) => return Err(e),
     };
     let addr = receiver.addr();
-    if !addr.ip().is_loopback() {
+    if !addr.ip().is_loopback() && a.tls.is_none() {
         eprintln!(
-            "sp-receiver: {addr} is reachable from other machines; the page needs the login token, but this is plain HTTP: put a TLS proxy in front of it"
+            "sp-receiver: {addr} is reachable from other machines; the page needs the login token, but this is plain HTTP: use --tls-cert/--tls-key or put a TLS proxy in front of it"
         );
     }
+    let scheme = if a.tls.is_some() { "https" } else { "http" };
     eprintln!(
-        "{} sp-receiver {}: listening on http://{addr} (database {}, bearer token {}, login token {})",
+        "{} sp-receiver {}: listening on {scheme}://{addr} (database {}, bearer token {}, login token {})",
         stamp(),
         env!("CARGO_PKG_VERSION"),
         s.db.display(),
@@ -532,6 +640,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         public_page_url(addr, a.public_url.as_deref()),
         page_url(addr)
     );
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    start_watchdog(addr, a.tls.is_some(), Arc::clone(&stop));
     let mut last_sweep = Instant::now() - SWEEP_EVERY;
     while !stop.load(Ordering::Relaxed) {
         if last_sweep.elapsed() >= SWEEP_EVERY {
@@ -545,6 +655,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(100));
     }
     eprintln!("{} sp-receiver: stopping", stamp());
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     receiver.stop();
     Ok(())
 }
@@ -584,13 +695,15 @@ mod tests {
         assert_eq!(a.permission_expiry_s, 120);
         assert!(matches!(
             parse_args(&args(&["--help"])).unwrap(),
-            Parsed::Help
+            Parsed::Print(_)
         ));
         for bad in [
             &["--nope"][..],
             &["--listen"],
             &["--listen", "nohost"],
             &["--prompt-expiry-s", "0"],
+            &["--tls-cert", "/c.pem"],
+            &["--init", "--login-url"],
         ] {
             let e = parse_args(&args(bad)).err().unwrap();
             assert!(e.downcast_ref::<Setup>().is_some(), "{bad:?}");

@@ -336,6 +336,12 @@ impl Db {
     }
 
     /// Every accepted event, in arrival order.
+    /// A read the health check makes: the database answers (schema there, file readable).
+    pub fn ping(&self) -> rusqlite::Result<()> {
+        self.conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
+    }
+
     pub fn events(&self) -> rusqlite::Result<Vec<Value>> {
         let mut st = self
             .conn

@@ -1,70 +1,81 @@
-//! Request handling: routing, auth, the four protocol routes, the test door, and fault
-//! injection.
+//! Request handling: routing, auth, the four protocol routes, and (test builds only) the test
+//! door and fault injection. `server.rs` owns the sockets; this file turns one read request
+//! into an [`Outcome`]. How the faults look on the wire:
 //!
-//! Responses are written as raw HTTP/1.1 bytes through `Request::into_writer()` rather than
-//! `Request::respond()`: the status line, headers and body go out in one write, so a held long
-//! poll reaches the client in one segment (no Nagle/delayed-ACK stall between headers and body,
-//! and tiny_http sets no TCP_NODELAY), and the faults can put exactly the bytes they need on the
-//! wire. Taking the writer also disarms tiny_http's `Drop for Request`, which would otherwise
-//! answer 500 to any request that is dropped unanswered. How the faults look on the wire:
-//!
-//! * `Reset`: the server side of that connection is `shutdown(2)` (see `net.rs`) and nothing is
-//!   written, so the client reads EOF where the status line should be.
+//! * `Reset`: the connection is closed and nothing is written, so the client reads EOF where
+//!   the status line should be.
 //! * `Truncated`: a 200 head with `content-length` 64 bytes larger than the body written, then
-//!   the server's write side is shut down (FIN after the partial body).
-//! * `Hang`: the writer is parked in `State::hung` and never written; the connection stays open
-//!   until `set_down(true)`/`stop()` cut it.
+//!   the connection is closed.
+//! * `Hang`: nothing is written; the connection stays open until `set_down(true)`/`stop()`.
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Map, Value};
-use tiny_http::{Method, Request};
+#[cfg(feature = "testing")]
+use serde_json::Map;
+use serde_json::{json, Value};
 
-use super::net;
 use super::page::{self, PageRoute};
 use super::signed;
-use super::state::{Refused, Shared};
-use super::validate::{as_integer, check_ack_body, check_event, is_ulid, parse_session_key};
-use super::{
-    Fault, RequestRecord, Route, ACK_PATH, CONTROL_PATH, EVENTS_PATH, OFF_PATH, PAIR_PATH,
-    WELL_KNOWN_PATH,
-};
+#[cfg(feature = "testing")]
+use super::state::Refused;
+use super::state::{Shared, State};
+use super::validate::{as_integer, check_ack_body, check_event};
+#[cfg(feature = "testing")]
+use super::{Fault, RequestRecord};
+use super::{Route, ACK_PATH, CONTROL_PATH, EVENTS_PATH, OFF_PATH, PAIR_PATH, WELL_KNOWN_PATH};
+use spwire::{is_ulid, split_session_key};
 
 /// Largest body read on routes other than events (whose cap is `batch.max_bytes`).
-const OTHER_BODY_CAP: usize = 4 << 20;
+const OTHER_BODY_CAP: usize = 1 << 20;
+
+/// The most body bytes a request to `path` may carry; one more is read to tell "too large".
+pub(crate) fn body_cap(shared: &Shared, path: &str) -> usize {
+    if path == EVENTS_PATH {
+        shared.lock().opts.max_bytes
+    } else {
+        OTHER_BODY_CAP
+    }
+}
 
 /// What a request is aimed at.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Target {
     Route(Route),
+    #[cfg(feature = "testing")]
     TestEnqueue,
+    #[cfg(feature = "testing")]
     TestEvents,
+    #[cfg(feature = "testing")]
     TestAcks,
     /// Signed control: `POST {control}/pair`, `GET {control}/pair?code=`, `POST {control}/off`.
     PairStart,
     PairStatus,
     Off,
+    Healthz,
     Page(PageRoute),
     /// A known path with the wrong method; carries the allowed method(s).
     WrongMethod(&'static str),
     NotFound,
 }
 
-fn classify(method: &Method, path: &str, test_door: bool) -> Target {
-    if let Some(p) = page::classify(method.as_str(), path) {
+#[cfg_attr(not(feature = "testing"), allow(unused_variables))]
+fn classify(method: &str, path: &str, test_door: bool) -> Target {
+    if let Some(p) = page::classify(method, path) {
         return match p {
             Ok(route) => Target::Page(route),
             Err(allow) => Target::WrongMethod(allow),
         };
     }
-    match (path, method.as_str()) {
+    match (path, method) {
         (PAIR_PATH, "POST") => return Target::PairStart,
         (PAIR_PATH, "GET") => return Target::PairStatus,
         (PAIR_PATH, _) => return Target::WrongMethod("GET, POST"),
         (OFF_PATH, "POST") => return Target::Off,
         (OFF_PATH, _) => return Target::WrongMethod("POST"),
+        ("/healthz", "GET") => return Target::Healthz,
+        ("/healthz", _) => return Target::WrongMethod("GET"),
         _ => {}
     }
     let (want, target) = match path {
@@ -72,12 +83,15 @@ fn classify(method: &Method, path: &str, test_door: bool) -> Target {
         EVENTS_PATH => ("POST", Target::Route(Route::Events)),
         CONTROL_PATH => ("GET", Target::Route(Route::Poll)),
         ACK_PATH => ("POST", Target::Route(Route::Ack)),
+        #[cfg(feature = "testing")]
         "/test/enqueue" if test_door => ("POST", Target::TestEnqueue),
+        #[cfg(feature = "testing")]
         "/test/events" if test_door => ("GET", Target::TestEvents),
+        #[cfg(feature = "testing")]
         "/test/acks" if test_door => ("GET", Target::TestAcks),
         _ => return Target::NotFound,
     };
-    if method.as_str() == want {
+    if method == want {
         target
     } else {
         Target::WrongMethod(want)
@@ -118,7 +132,7 @@ impl Reply {
     }
     /// 500 for a database failure, which is logged to stderr (the reason stays generic).
     pub fn db_failed(e: &dyn std::fmt::Display) -> Reply {
-        eprintln!("sp-receiver: database error: {e}");
+        tracing::error!("database error: {e}");
         Reply::error(500, "internal_error")
     }
     pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
@@ -131,29 +145,8 @@ pub(crate) fn clip(s: &str, max: usize) -> String {
     s.chars().take(max).collect()
 }
 
-fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        202 => "Accepted",
-        204 => "No Content",
-        303 => "See Other",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        413 => "Content Too Large",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Status",
-    }
-}
-
 /// The `reason` an injected `Fault::Status` carries.
+#[cfg(feature = "testing")]
 fn fault_reason(status: u16) -> &'static str {
     match status {
         400 => "malformed",
@@ -169,41 +162,6 @@ fn fault_reason(status: u16) -> &'static str {
         504 => "gateway_timeout",
         _ => "injected_fault",
     }
-}
-
-/// Serialises a whole response (head and body) so it can go out in one write.
-fn encode(reply: &Reply, close: bool, declared_len: Option<usize>) -> Vec<u8> {
-    let mut head = format!(
-        "HTTP/1.1 {} {}\r\n",
-        reply.status,
-        reason_phrase(reply.status)
-    );
-    let no_body = matches!(reply.status, 100..=199 | 204 | 304);
-    if !no_body {
-        let body_len = reply.body.as_ref().map_or(0, Vec::len);
-        if reply.body.is_some() {
-            head.push_str(&format!("content-type: {}\r\n", reply.content_type));
-        }
-        head.push_str(&format!(
-            "content-length: {}\r\n",
-            declared_len.unwrap_or(body_len)
-        ));
-    }
-    for (k, v) in &reply.headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("cache-control: no-store\r\n");
-    if close {
-        head.push_str("connection: close\r\n");
-    }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    if !no_body {
-        if let Some(b) = &reply.body {
-            out.extend_from_slice(b);
-        }
-    }
-    out
 }
 
 /// Decodes one `application/x-www-form-urlencoded` component.
@@ -243,14 +201,12 @@ pub(crate) fn query_param(query: &str, key: &str) -> Option<Result<String, ()>> 
 /// One request in flight.
 pub(crate) struct Exchange<'a> {
     pub shared: &'a Shared,
-    pub generation: u64,
     /// Header names lower-cased.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub query: String,
-    peer: Option<SocketAddr>,
-    /// Index in the request log (test door only).
-    log_index: Option<usize>,
+    /// The client's address as the socket says (not `X-Forwarded-For`).
+    pub peer: Option<SocketAddr>,
 }
 
 impl Exchange<'_> {
@@ -274,134 +230,97 @@ impl Exchange<'_> {
         self.bearer()
             .is_some_and(|t| page::same_secret(t.as_bytes(), token.as_bytes()))
     }
+}
 
-    fn set_status(&self, status: Option<u16>) {
-        let Some(i) = self.log_index else { return };
-        if let Some(r) = self.shared.lock().requests.get_mut(i) {
-            r.status = status;
-        }
-    }
+/// What a handler answers: a reply now, or a hold (a long poll) the server waits out
+/// asynchronously, so held requests cost no thread.
+pub(crate) enum Answer {
+    Now(Reply),
+    Hold(Hold),
+}
 
-    /// Cuts this request's connection at the socket (see `net.rs`).
-    fn cut(&self, how: Shutdown) {
-        if let Some(peer) = self.peer {
-            net::shutdown_connections(self.shared.addr, Some(peer), how);
-        }
+/// A held request: `check` runs on every change of the state (and every `recheck`); it
+/// answers `Some` when the reply is ready, and must answer `Some` when `last` (the deadline
+/// has passed).
+pub(crate) struct Hold {
+    pub deadline: Instant,
+    pub recheck: Option<Duration>,
+    #[allow(clippy::type_complexity)]
+    pub check: Box<dyn FnMut(&mut State, bool) -> Option<Reply> + Send>,
+}
+
+impl From<Reply> for Answer {
+    fn from(r: Reply) -> Answer {
+        Answer::Now(r)
     }
 }
 
-/// Handles one request on its own thread. `generation` is the serving generation the
-/// request was accepted under.
-pub(crate) fn handle(shared: &Shared, mut rq: Request, generation: u64) {
-    let url = rq.url().to_owned();
+/// How a request ends on the wire.
+pub(crate) enum Outcome {
+    Reply(Reply),
+    /// Close the connection without answering (also: the receiver went down meanwhile).
+    Cut,
+    /// `Fault::Truncated`: this head and partial body, then the connection is closed.
+    #[cfg(feature = "testing")]
+    Truncated(Reply, usize),
+}
+
+/// Handles one request. `generation` is the serving generation it was accepted under;
+/// `body` is what was read (at most the route's cap + 1 byte).
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    generation: u64,
+    peer: Option<SocketAddr>,
+    method: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+) -> Outcome {
     let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
-    let test_door = shared.lock().opts.test_door;
-    let target = classify(rq.method(), path, test_door);
-    let headers: Vec<(String, String)> = rq
-        .headers()
-        .iter()
-        .map(|h| {
-            (
-                h.field.as_str().as_str().to_ascii_lowercase(),
-                h.value.as_str().to_owned(),
-            )
-        })
-        .collect();
-    let close = headers
-        .iter()
-        .any(|(k, v)| k == "connection" && v.to_ascii_lowercase().contains("close"));
-    let peer = rq.remote_addr().copied();
-    let method = rq.method().as_str().to_owned();
-
-    // Read the whole body first (at most the route's cap + 1 byte, to detect "too large"):
-    // a connection is never cut with unread request bytes pending, which would turn the
-    // FIN into an RST and could discard a partial response the client has not read yet.
-    let cap = match target {
-        Target::Route(Route::Events) => shared.lock().opts.max_bytes,
-        _ => OTHER_BODY_CAP,
-    };
-    let mut body = Vec::new();
-    if rq
-        .as_reader()
-        .take(cap as u64 + 1)
-        .read_to_end(&mut body)
-        .is_err()
-    {
-        // The client went away mid-body; nothing to answer.
-        drop(rq.into_writer());
-        return;
-    }
-    // Drops the body reader too (tiny_http discards any unread rest of the body).
-    let mut writer = rq.into_writer();
-
+    let target = classify(&method, path, test_door(&shared));
     let route = match target {
         Target::Route(r) => Some(r),
         _ => None,
     };
+    #[cfg_attr(not(feature = "testing"), allow(unused_variables))]
     let (log_index, fault) = {
         let mut st = shared.lock();
         match route {
             Some(Route::Events) => st.event_posts += 1,
-            Some(Route::Poll) => {
-                st.polls += 1;
-                if st.opts.test_door {
-                    if let Some(Ok(s)) = query_param(query, "session") {
-                        st.poll_sessions.push(s);
-                    }
-                }
-            }
+            Some(Route::Poll) => st.polls += 1,
             _ => {}
         }
-        let fault = route.and_then(|r| st.take_fault(r));
-        let log_index = st.opts.test_door.then(|| {
-            st.requests.push(RequestRecord {
-                method,
-                url: url.clone(),
-                route,
-                headers: headers.clone(),
-                body: body.clone(),
-                status: None,
-                fault: fault.clone(),
-            });
-            st.requests.len() - 1
-        });
-        (log_index, fault)
+        record(&mut st, route, &method, &url, query, &headers, &body)
     };
-    let ex = Exchange {
-        shared,
-        generation,
-        headers,
-        body,
-        query: query.to_owned(),
-        peer,
-        log_index,
-    };
+    let query = query.to_owned();
 
-    let reply = match fault {
+    #[cfg(feature = "testing")]
+    match fault {
         Some(Fault::Delay(d)) => {
-            std::thread::sleep(d);
-            None
+            tokio::time::sleep(d).await;
+            if !same_generation(&shared, generation) {
+                return Outcome::Cut;
+            }
         }
         Some(Fault::Status(code)) => {
             let mut r = Reply::error(code, fault_reason(code));
             if matches!(code, 100..=199 | 204 | 304) {
                 r.body = None;
             }
-            Some(r)
+            set_status(&shared, log_index, Some(r.status));
+            return Outcome::Reply(r);
         }
         Some(Fault::TooManyRequests { retry_after_s }) => {
             let mut r = Reply::error(429, "too_many_requests");
             r.headers.push(("retry-after", retry_after_s.to_string()));
-            Some(r)
+            set_status(&shared, log_index, Some(429));
+            return Outcome::Reply(r);
         }
         Some(Fault::InvalidJson) => {
-            Some(Reply::typed(200, "application/json", b"{not json".to_vec()))
+            set_status(&shared, log_index, Some(200));
+            return Outcome::Reply(Reply::typed(200, "application/json", b"{not json".to_vec()));
         }
-        Some(Fault::Reset) => {
-            ex.cut(Shutdown::Both);
-            drop(writer);
-            return;
-        }
+        Some(Fault::Reset) => return Outcome::Cut,
         Some(Fault::Truncated) => {
             let partial = Reply::typed(
                 200,
@@ -409,55 +328,189 @@ pub(crate) fn handle(shared: &Shared, mut rq: Request, generation: u64) {
                 br#"{"messages":[{"id":"01K6"#.to_vec(),
             );
             let declared = partial.body.as_ref().map_or(0, Vec::len) + 64;
-            let bytes = encode(&partial, true, Some(declared));
-            let _ = writer.write_all(&bytes).and_then(|_| writer.flush());
-            ex.set_status(Some(200));
-            ex.cut(Shutdown::Write);
-            drop(writer);
-            return;
+            set_status(&shared, log_index, Some(200));
+            return Outcome::Truncated(partial, declared);
         }
         Some(Fault::Hang) => {
-            let mut st = shared.lock();
-            if st.generation == generation && !st.stopped {
-                st.hung.push(writer);
-            }
-            // else: the connection has been cut already; let the writer go.
-            return;
+            // Held until the receiver goes down or stops, then cut.
+            wait_generation_end(&shared, generation).await;
+            return Outcome::Cut;
         }
-        None => None,
-    };
+        None => {}
+    }
 
-    let reply = match reply {
-        Some(r) => Some(r),
-        None => dispatch(&ex, target),
+    let answer = {
+        let shared = shared.clone();
+        // Handlers touch SQLite (and a wrong login sleeps): off the async workers.
+        tokio::task::spawn_blocking(move || {
+            let ex = Exchange {
+                shared: &shared,
+                headers,
+                body,
+                query,
+                peer,
+            };
+            dispatch(&ex, target)
+        })
+        .await
+    };
+    let reply = match answer {
+        Ok(Answer::Now(r)) => Some(r),
+        Ok(Answer::Hold(h)) => run_hold(&shared, generation, h).await,
+        Err(e) => {
+            tracing::error!("request handler failed: {e}");
+            Some(Reply::error(500, "internal_error"))
+        }
     };
     match reply {
-        Some(reply) => {
-            ex.set_status(Some(reply.status));
-            let bytes = encode(&reply, close, None);
-            // Write errors mean the client left; there is nobody to tell.
-            let _ = writer.write_all(&bytes).and_then(|_| writer.flush());
+        Some(r) if same_generation(&shared, generation) => {
+            set_status(&shared, log_index, Some(r.status));
+            Outcome::Reply(r)
         }
-        // The receiver went down while this request was held: its connection was cut, and
-        // it goes away unanswered.
-        None => drop(writer),
+        // The receiver went down while this request was in flight: it goes unanswered.
+        _ => Outcome::Cut,
     }
 }
 
-fn dispatch(ex: &Exchange<'_>, target: Target) -> Option<Reply> {
-    Some(match target {
+fn test_door(shared: &Shared) -> bool {
+    cfg!(feature = "testing") && shared.lock().opts.test_door
+}
+
+fn same_generation(shared: &Shared, generation: u64) -> bool {
+    let st = shared.lock();
+    st.generation == generation && !st.stopped
+}
+
+/// Resolves once the receiver has gone down or stopped since `generation`.
+#[cfg(feature = "testing")]
+async fn wait_generation_end(shared: &Shared, generation: u64) {
+    let mut rx = shared.watch.subscribe();
+    loop {
+        rx.borrow_and_update();
+        if !same_generation(shared, generation) {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Waits out a hold: `None` when the receiver went down or stopped meanwhile.
+async fn run_hold(shared: &Shared, generation: u64, mut hold: Hold) -> Option<Reply> {
+    let mut rx = shared.watch.subscribe();
+    loop {
+        rx.borrow_and_update();
+        let now = Instant::now();
+        let last = now >= hold.deadline;
+        {
+            let mut st = shared.lock();
+            if st.generation != generation || st.stopped {
+                return None;
+            }
+            let version = st.version;
+            if let Some(r) = (hold.check)(&mut st, last) {
+                let changed = st.version != version;
+                drop(st);
+                if changed {
+                    shared.notify();
+                }
+                return Some(r);
+            }
+        }
+        if last {
+            return Some(Reply::no_content());
+        }
+        let until = hold
+            .recheck
+            .map_or(hold.deadline, |r| hold.deadline.min(now + r));
+        tokio::select! {
+            _ = rx.changed() => {}
+            _ = tokio::time::sleep_until(until.into()) => {}
+        }
+    }
+}
+
+/// Counts the request in the test log and takes its fault (test builds only).
+#[cfg(feature = "testing")]
+fn record(
+    st: &mut State,
+    route: Option<Route>,
+    method: &str,
+    url: &str,
+    query: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> (Option<usize>, Option<Fault>) {
+    if route == Some(Route::Poll) && st.opts.request_log {
+        if let Some(Ok(s)) = query_param(query, "session") {
+            st.poll_sessions.push(s);
+        }
+    }
+    let fault = route.and_then(|r| st.take_fault(r));
+    let log_index = st.opts.request_log.then(|| {
+        st.requests.push(RequestRecord {
+            method: method.to_owned(),
+            url: url.to_owned(),
+            route,
+            headers: headers.to_vec(),
+            body: body.to_vec(),
+            status: None,
+            fault: fault.clone(),
+        });
+        st.requests.len() - 1
+    });
+    (log_index, fault)
+}
+
+#[cfg(not(feature = "testing"))]
+fn record(
+    _st: &mut State,
+    _route: Option<Route>,
+    _method: &str,
+    _url: &str,
+    _query: &str,
+    _headers: &[(String, String)],
+    _body: &[u8],
+) -> (Option<usize>, Option<()>) {
+    (None, None)
+}
+
+fn set_status(shared: &Shared, log_index: Option<usize>, status: Option<u16>) {
+    #[cfg(feature = "testing")]
+    if let Some(i) = log_index {
+        if let Some(r) = shared.lock().requests.get_mut(i) {
+            r.status = status;
+        }
+    }
+    #[cfg(not(feature = "testing"))]
+    let _ = (shared, log_index, status);
+}
+
+fn dispatch(ex: &Exchange<'_>, target: Target) -> Answer {
+    Answer::Now(match target {
         Target::Route(Route::WellKnown) => Reply::json(200, ex.shared.lock().well_known()),
         Target::Route(Route::Events) => events(ex),
         Target::Route(Route::Poll) => return poll(ex),
         Target::Route(Route::Ack) => ack(ex),
+        #[cfg(feature = "testing")]
         Target::TestEnqueue => test_enqueue(ex),
         Target::PairStart => signed::pair_start(ex),
         Target::PairStatus => signed::pair_status(ex),
         Target::Off => signed::off(ex),
+        Target::Healthz => match ex.shared.lock().db.ping() {
+            Ok(()) => Reply::json(200, json!({"status": "ok"})),
+            Err(e) => {
+                tracing::error!("healthz: the database does not answer: {e}");
+                Reply::error(503, "database_unavailable")
+            }
+        },
+        #[cfg(feature = "testing")]
         Target::TestEvents => match ex.shared.lock().db.events() {
             Ok(v) => Reply::json(200, Value::Array(v)),
             Err(e) => Reply::db_failed(&e),
         },
+        #[cfg(feature = "testing")]
         Target::TestAcks => match ex.shared.lock().db.acks() {
             Ok(v) => Reply::json(200, Value::Array(v)),
             Err(e) => Reply::db_failed(&e),
@@ -554,7 +607,7 @@ fn events(ex: &Exchange<'_>) -> Reply {
         st.bump();
     }
     drop(st);
-    ex.shared.changed.notify_all();
+    ex.shared.notify();
     Reply::json(
         202,
         json!({"accepted": accepted, "duplicates": duplicates, "rejected": rejected, "max_tier": max_tier}),
@@ -562,106 +615,89 @@ fn events(ex: &Exchange<'_>) -> Reply {
 }
 
 /// `GET {control}?session=<harness>:<id>&wait=<s>`: the long poll.
-fn poll(ex: &Exchange<'_>) -> Option<Reply> {
+fn poll(ex: &Exchange<'_>) -> Answer {
     let (token, wait_max_s, control) = {
         let st = ex.shared.lock();
         (st.opts.token.clone(), st.opts.wait_max_s, st.has_control())
     };
     if !control {
-        return Some(Reply::error(404, "not_found"));
+        return Answer::Now(Reply::error(404, "not_found"));
     }
     // Signed control: the one poll per machine, with that machine's token.
     if let Some(machine) = query_param(&ex.query, "machine") {
         let Ok(machine) = machine else {
-            return Some(Reply::error(400, "malformed machine"));
+            return Answer::Now(Reply::error(400, "malformed machine"));
         };
         let wait = match query_param(&ex.query, "wait") {
             None => wait_max_s as f64,
             Some(Ok(w)) => match w.trim().parse::<f64>() {
                 Ok(w) if w.is_finite() => w.clamp(0.0, wait_max_s as f64),
-                _ => return Some(Reply::error(400, "malformed wait")),
+                _ => return Answer::Now(Reply::error(400, "malformed wait")),
             },
-            Some(Err(())) => return Some(Reply::error(400, "malformed wait")),
+            Some(Err(())) => return Answer::Now(Reply::error(400, "malformed wait")),
         };
         return signed::machine_poll(ex, &machine, wait);
     }
     if !ex.authorized(&token) {
-        return Some(Reply::error(401, "unauthorized"));
+        return Answer::Now(Reply::error(401, "unauthorized"));
     }
     let session = match query_param(&ex.query, "session") {
-        None => return Some(Reply::error(400, "missing session")),
-        Some(Err(())) => return Some(Reply::error(400, "malformed session")),
+        None => return Answer::Now(Reply::error(400, "missing session")),
+        Some(Err(())) => return Answer::Now(Reply::error(400, "malformed session")),
         Some(Ok(s)) => s,
     };
-    if parse_session_key(&session).is_none() {
-        return Some(Reply::error(400, "malformed session: want <harness>:<id>"));
+    if split_session_key(&session).is_none() {
+        return Answer::Now(Reply::error(400, "malformed session: want <harness>:<id>"));
     }
     let wait = match query_param(&ex.query, "wait") {
         None => wait_max_s as f64,
         Some(Ok(w)) => match w.trim().parse::<f64>() {
             Ok(w) if w.is_finite() => w.clamp(0.0, wait_max_s as f64),
-            _ => return Some(Reply::error(400, "malformed wait")),
+            _ => return Answer::Now(Reply::error(400, "malformed wait")),
         },
-        Some(Err(())) => return Some(Reply::error(400, "malformed wait")),
+        Some(Err(())) => return Answer::Now(Reply::error(400, "malformed wait")),
     };
     let deadline = Instant::now() + Duration::from_secs_f64(wait);
-    hold_poll(ex, deadline, None, |st| st.pending_rows(&session))
+    hold_poll(deadline, None, move |st| st.pending_rows(&session))
 }
 
 /// Holds a long poll until `pending` finds messages (served, and marked polled for the
 /// page) or `deadline` passes (204). The hold wakes on every change of the state, and at
-/// least every `recheck` when rows may come from another process. `None` when the server
-/// stopped or restarted meanwhile.
+/// least every `recheck` when rows may come from another process.
 pub(super) fn hold_poll(
-    ex: &Exchange<'_>,
     deadline: Instant,
     recheck: Option<Duration>,
-    mut pending: impl FnMut(&super::state::State) -> rusqlite::Result<Vec<(i64, Value)>>,
-) -> Option<Reply> {
-    let mut st = ex.shared.lock();
+    mut pending: impl FnMut(&State) -> rusqlite::Result<Vec<(i64, Value)>> + Send + 'static,
+) -> Answer {
     // DECISIONS 27: every poll answer carries the person's Away switch; a change answers
-    // the polls held now, so a machine hears it at once.
-    let away_then = st.db.away().unwrap_or(false);
-    let with_away =
-        |r: Reply, away: bool| r.header("sessionpipe-away", if away { "1" } else { "0" });
-    loop {
-        if st.generation != ex.generation || st.stopped {
-            return None;
-        }
-        let away = st.db.away().unwrap_or(false);
-        if away != away_then {
-            return Some(with_away(Reply::no_content(), away));
-        }
-        let rows = match pending(&st) {
-            Ok(r) => r,
-            Err(e) => return Some(Reply::db_failed(&e)),
-        };
-        if !rows.is_empty() {
+    // the polls held at that moment, so a machine hears it at once.
+    let mut away_then: Option<bool> = None;
+    Answer::Hold(Hold {
+        deadline,
+        recheck,
+        check: Box::new(move |st, last| {
+            let away = st.db.away().unwrap_or(false);
+            let with_away = |r: Reply| r.header("sessionpipe-away", if away { "1" } else { "0" });
+            if *away_then.get_or_insert(away) != away {
+                return Some(with_away(Reply::no_content()));
+            }
+            let rows = match pending(st) {
+                Ok(r) => r,
+                Err(e) => return Some(Reply::db_failed(&e)),
+            };
+            if rows.is_empty() {
+                return last.then(|| with_away(Reply::no_content()));
+            }
             let ns: Vec<i64> = rows.iter().map(|(n, _)| *n).collect();
             let now = st.now_ms();
             // Only the page looks at this; a failure here must not cost the sender its poll.
             if st.db.mark_polled(&ns, now).unwrap_or(0) > 0 {
                 st.bump();
-                ex.shared.changed.notify_all();
             }
             let messages: Vec<Value> = rows.into_iter().map(|(_, v)| v).collect();
-            return Some(with_away(
-                Reply::json(200, json!({ "messages": messages })),
-                away,
-            ));
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Some(with_away(Reply::no_content(), away));
-        }
-        let left = deadline - now;
-        st = ex
-            .shared
-            .changed
-            .wait_timeout(st, recheck.map_or(left, |r| left.min(r)))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
+            Some(with_away(Reply::json(200, json!({ "messages": messages }))))
+        }),
+    })
 }
 
 /// `POST {control}/ack`.
@@ -713,10 +749,11 @@ fn ack(ex: &Exchange<'_>) -> Reply {
     }
     st.bump();
     drop(st);
-    ex.shared.changed.notify_all();
+    ex.shared.notify();
     Reply::json(202, json!({}))
 }
 
+#[cfg(feature = "testing")]
 /// `POST /test/enqueue` `{"session": "<harness>:<id>", "message": {partial}}`.
 fn test_enqueue(ex: &Exchange<'_>) -> Reply {
     let body = match parse_json(&ex.body) {
@@ -726,7 +763,7 @@ fn test_enqueue(ex: &Exchange<'_>) -> Reply {
     let Some(session) = body.get("session").and_then(Value::as_str) else {
         return Reply::error(400, "missing session");
     };
-    if parse_session_key(session).is_none() {
+    if split_session_key(session).is_none() {
         return Reply::error(400, "malformed session: want <harness>:<id>");
     }
     let empty = Map::new();
@@ -738,7 +775,7 @@ fn test_enqueue(ex: &Exchange<'_>) -> Reply {
     let result = ex.shared.lock().enqueue(session, partial, 60_000);
     match result {
         Ok(msg) => {
-            ex.shared.changed.notify_all();
+            ex.shared.notify();
             Reply::json(200, msg)
         }
         Err(Refused::Bad(reason)) => Reply::error(400, &reason),
@@ -758,17 +795,5 @@ mod tests {
         assert_eq!(query_param(q, "x"), Some(Ok(String::new())));
         assert_eq!(query_param(q, "y"), None);
         assert_eq!(query_param("session=%zz", "session"), Some(Err(())));
-    }
-
-    #[test]
-    fn encoding() {
-        let r = Reply::json(202, json!({}));
-        let s = String::from_utf8(encode(&r, false, None)).unwrap();
-        assert!(s.starts_with("HTTP/1.1 202 Accepted\r\n"));
-        assert!(s.contains("content-length: 2\r\n"));
-        assert!(s.ends_with("\r\n\r\n{}"));
-        let s = String::from_utf8(encode(&Reply::no_content(), true, None)).unwrap();
-        assert!(!s.contains("content-length"));
-        assert!(s.contains("connection: close\r\n"));
     }
 }

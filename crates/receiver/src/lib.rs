@@ -1,4 +1,4 @@
-//! A sessionpipe receiver over HTTP (tiny_http): the test receiver the sender's tests drive,
+//! A sessionpipe receiver over HTTP (axum on hyper and tokio): the test receiver the sender's tests drive,
 //! and, with a database file and a login token, the real `sp-receiver` and its page.
 //!
 //! It speaks the seed-era protocol (`HTTP.md` @ e918475, `CONTROL.md` @ e918475; see
@@ -17,29 +17,33 @@
 //! | `POST /api/sessionpipe/v1/control/ack` | Bearer | 202 `{}`; 400 with the violated rule; 401; 404 without `control` |
 //! | `POST /api/sessionpipe/v1/control/pair`, `GET …/control/pair?code=` | Bearer | signed control's pairing (only with `rp_id`; `signed.rs`) |
 //! | `GET /api/sessionpipe/v1/control?machine=&wait=`, `POST …/control/off` | machine token | signed control's per-machine queue and leaving (only with `rp_id`) |
-//! | `POST /test/enqueue`, `GET /test/events`, `GET /test/acks` | none | the test door (only with `test_door`) |
+//! | `GET /healthz` | none | 200 `{"status":"ok"}` when the server and its database answer; 503 otherwise |
+//! | `POST /test/enqueue`, `GET /test/events`, `GET /test/acks` | none | the test door (only built with the `testing` feature, and on with `test_door`) |
 //! | `/`, `/login`, `/logout`, `/assets/*`, `/page/api/*` | login | the page (`page.rs`) |
 //! | anything else | | 404 `{"reason":"not_found"}` (405 for a known path with the wrong method) |
 //!
-//! Each request runs on its own thread. Errors carry `error.json` bodies (`{"reason"}`).
+//! Requests run as tokio tasks (`server.rs`, with its limits); a held long poll is an async
+//! wait that costs no thread. Errors carry `error.json` bodies (`{"reason"}`).
+//!
+//! Fault injection ([`Fault`], [`Receiver::push_fault`]), the request log and the test door
+//! exist only with the cargo feature `testing` (the sender's tests turn it on); a release
+//! build of `sp-receiver` has none of them.
 
 pub mod cli;
 mod db;
 mod http;
-mod net;
 mod page;
+mod server;
 mod signed;
 mod state;
 mod validate;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
+use anyhow::Context;
 use serde_json::Value;
 
 use state::Shared;
@@ -83,9 +87,14 @@ pub struct ReceiverOptions {
     pub permission_expiry_s: u64,
     /// How long a `prompt` queued from the page stays valid (s).
     pub prompt_expiry_s: u64,
-    /// The test door (`/test/*`) and the in-memory request log ([`Receiver::requests`],
-    /// [`Receiver::poll_sessions`]). On for tests; `sp-receiver` turns it off.
+    /// The test door (`/test/*`). Off by default; only built with the `testing` feature.
     pub test_door: bool,
+    /// The in-memory request log ([`Receiver::requests`], [`Receiver::poll_sessions`]); only
+    /// built with the `testing` feature. `sp-receiver` turns it off.
+    pub request_log: bool,
+    /// The most connections open at once (further ones are closed at once); never more than
+    /// the open-file limit allows.
+    pub max_connections: usize,
     /// The database file; `None` keeps everything in a private in-memory database.
     pub db_path: Option<PathBuf>,
     /// Signed control (DECISIONS 22): the WebAuthn rp id declared as
@@ -93,8 +102,15 @@ pub struct ReceiverOptions {
     /// pairing and machine routes answer 404 (the unsigned mode alone, as before).
     pub rp_id: Option<String>,
     /// Where people open the page (`https://host` behind a proxy); pairing links start with
-    /// it. `None`: `http://localhost:PORT` (WebAuthn rp ids cannot be IP addresses).
+    /// it. `None`: `http://localhost:PORT` (WebAuthn rp ids cannot be IP addresses). The page
+    /// answers only requests whose `Host` is this URL's, or localhost / an IP address (no DNS
+    /// rebinding).
     pub public_url: Option<String>,
+    /// Trust `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-For` (a TLS proxy in
+    /// front). Off: they are ignored.
+    pub trust_proxy: bool,
+    /// Serve HTTPS with this PEM certificate chain and private key.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl Default for ReceiverOptions {
@@ -110,10 +126,14 @@ impl Default for ReceiverOptions {
             login_token: None,
             permission_expiry_s: 120,
             prompt_expiry_s: 3600,
-            test_door: true,
+            test_door: false,
+            request_log: true,
+            max_connections: 8192,
             db_path: None,
             rp_id: None,
             public_url: None,
+            trust_proxy: false,
+            tls: None,
         }
     }
 }
@@ -132,6 +152,7 @@ pub enum Route {
 }
 
 /// A misbehaviour for the next request to a route (see [`Receiver::push_fault`]).
+#[cfg(feature = "testing")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
     /// Answer this status with a small JSON body `{"reason":"…"}` (no body for 1xx/204/304).
@@ -151,6 +172,7 @@ pub enum Fault {
 }
 
 /// One request as the receiver saw it (any route, any status).
+#[cfg(feature = "testing")]
 #[derive(Debug, Clone)]
 pub struct RequestRecord {
     pub method: String,
@@ -168,6 +190,7 @@ pub struct RequestRecord {
     pub fault: Option<Fault>,
 }
 
+#[cfg(feature = "testing")]
 impl RequestRecord {
     /// First value of a header (name case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
@@ -179,18 +202,12 @@ impl RequestRecord {
     }
 }
 
-/// The listening half of one "up" period.
-struct Serving {
-    server: Arc<tiny_http::Server>,
-    /// Duplicate of the listener tiny_http owns, so it can be shut down from here.
-    listener: TcpListener,
-    stopping: Arc<AtomicBool>,
-    accept: JoinHandle<()>,
-}
-
 struct Control {
     shared: Arc<Shared>,
-    serving: Mutex<Option<Serving>>,
+    serving: Mutex<Option<server::Serving>>,
+    /// The runtime the server runs on (its own worker threads).
+    rt: Option<tokio::runtime::Runtime>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Handle to a running test receiver. Clones share the same receiver.
@@ -221,87 +238,50 @@ fn bind_listener(addr: SocketAddr, patience: Duration) -> anyhow::Result<TcpList
 }
 
 impl Control {
+    fn rt(&self) -> &tokio::runtime::Runtime {
+        self.rt
+            .as_ref()
+            .expect("the runtime lives as long as the receiver")
+    }
+
     /// Starts serving on `listener` under the current generation.
-    fn serve(&self, listener: TcpListener) -> anyhow::Result<Serving> {
-        let dup = listener.try_clone().context("duplicating the listener")?;
-        let server = tiny_http::Server::from_listener(listener, None)
-            .map_err(|e| anyhow!("starting tiny_http: {e}"))?;
-        let server = Arc::new(server);
-        let stopping = Arc::new(AtomicBool::new(false));
+    fn serve(&self, listener: TcpListener) -> anyhow::Result<server::Serving> {
         let generation = self.shared.lock().generation;
-        let accept = {
-            let (server, stopping, shared) =
-                (server.clone(), stopping.clone(), self.shared.clone());
-            std::thread::Builder::new()
-                .name("sp-receiver-accept".into())
-                .spawn(move || {
-                    // Ends on unblock() from go_down(), or when tiny_http's accept loop dies.
-                    while let Ok(rq) = server.recv() {
-                        if stopping.load(Ordering::SeqCst) {
-                            // Accepted just as the receiver went down: no answer.
-                            drop(rq.into_writer());
-                            continue;
-                        }
-                        let shared = shared.clone();
-                        // If no thread can be spawned, the request (moved into the failed
-                        // closure) is dropped, which makes tiny_http answer 500.
-                        let _ = std::thread::Builder::new()
-                            .name("sp-receiver-req".into())
-                            .spawn(move || http::handle(&shared, rq, generation));
-                    }
-                })
-                .context("spawning the accept thread")?
-        };
-        Ok(Serving {
-            server,
-            listener: dup,
-            stopping,
-            accept,
-        })
+        server::serve(
+            self.rt(),
+            self.shared.clone(),
+            listener,
+            generation,
+            self.tls.clone(),
+        )
     }
 
     /// Takes the receiver off the network: refuses new connections, cuts open ones, and
     /// makes held requests give up unanswered. State is kept.
-    fn go_down(&self, serving: &mut Option<Serving>) {
+    fn go_down(&self, serving: &mut Option<server::Serving>) {
         let Some(s) = serving.take() else { return };
-        let addr = self.shared.addr;
-        s.stopping.store(true, Ordering::SeqCst);
         self.shared.lock().generation += 1;
-        // No new connections (on Linux the listener leaves LISTEN right here) ...
-        net::shutdown_listener(&s.listener);
-        // ... and none of the open ones survive, keep-alive pool included.
-        net::shutdown_connections(addr, None, std::net::Shutdown::Both);
-        s.server.unblock();
-        let _ = s.accept.join();
-        // Dropping the server closes tiny_http's listener (its Drop wakes its accept loop).
-        drop(s.server);
-        drop(s.listener);
-        // Wait until the port really refuses (immediate on Linux; elsewhere tiny_http's
-        // accept thread needs a moment to notice).
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline
-            && TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
-        {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        // Anything accepted in between.
-        net::shutdown_connections(addr, None, std::net::Shutdown::Both);
-        let hung = std::mem::take(&mut self.shared.lock().hung);
-        drop(hung);
-        self.shared.changed.notify_all();
+        self.shared.notify();
+        // Returns once the listener is closed and every connection task has been dropped
+        // (which closes its socket).
+        s.stop();
+        self.shared.notify();
     }
 
     fn shutdown(&self) {
         let mut serving = self.serving.lock().unwrap_or_else(|e| e.into_inner());
         self.shared.lock().stopped = true;
         self.go_down(&mut serving);
-        self.shared.changed.notify_all();
+        self.shared.notify();
     }
 }
 
 impl Drop for Control {
     fn drop(&mut self) {
         self.shutdown();
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
     }
 }
 
@@ -318,11 +298,24 @@ impl Receiver {
             Some(p) => db::Db::open_file(p)?,
             None => db::Db::open_memory()?,
         };
+        let tls = match &opts.tls {
+            Some((cert, key)) => Some(server::tls_acceptor(cert, key)?),
+            None => None,
+        };
         let listener = TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
         let addr = listener.local_addr()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(64)
+            .thread_name("sp-receiver")
+            .enable_all()
+            .build()
+            .context("starting the tokio runtime")?;
         let control = Control {
             shared: Arc::new(Shared::new(opts, db, addr)),
             serving: Mutex::new(None),
+            rt: Some(rt),
+            tls,
         };
         let serving = control.serve(listener)?;
         *control.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(serving);
@@ -389,7 +382,7 @@ impl Receiver {
     /// answer 404).
     pub fn set_capabilities(&self, capabilities: Vec<String>) {
         self.shared().lock().opts.capabilities = capabilities;
-        self.shared().changed.notify_all();
+        self.shared().notify();
     }
 
     /// Enqueues a message for session `"<harness>:<id>"` from a partial one, like the
@@ -410,7 +403,7 @@ impl Receiver {
             .lock()
             .enqueue(session, &partial, 60_000)
             .unwrap_or_else(|e| panic!("Receiver::enqueue: {e:?}"));
-        self.shared().changed.notify_all();
+        self.shared().notify();
         msg
     }
 
@@ -422,7 +415,7 @@ impl Receiver {
             .lock()
             .enqueue_raw(session, message)
             .unwrap_or_else(|e| panic!("Receiver::enqueue_raw: {e}"));
-        self.shared().changed.notify_all();
+        self.shared().notify();
     }
 
     /// Messages a poll of `session` would get now (not acked, not expired), oldest first.
@@ -466,11 +459,13 @@ impl Receiver {
         self.shared().lock().polls
     }
 
+    #[cfg(feature = "testing")]
     /// The `session` query value of each poll that had one (decoded), in order.
     pub fn poll_sessions(&self) -> Vec<String> {
         self.shared().lock().poll_sessions.clone()
     }
 
+    #[cfg(feature = "testing")]
     /// Every request received (all routes), in arrival order.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared().lock().requests.clone()
@@ -521,6 +516,7 @@ impl Receiver {
         }
     }
 
+    #[cfg(feature = "testing")]
     /// Queues a fault for the next request to `route` (FIFO per route). The request is still
     /// counted (`event_posts`, `polls`, `poll_sessions`, `requests`).
     pub fn push_fault(&self, route: Route, fault: Fault) {
@@ -532,6 +528,7 @@ impl Receiver {
             .push_back(fault);
     }
 
+    #[cfg(feature = "testing")]
     /// How many faults are still queued for `route`.
     pub fn pending_faults(&self, route: Route) -> usize {
         self.shared()
@@ -541,6 +538,7 @@ impl Receiver {
             .map_or(0, |q| q.len())
     }
 
+    #[cfg(feature = "testing")]
     /// Drops every queued fault: the receiver is healthy from the next request on.
     pub fn clear_faults(&self) {
         self.shared().lock().faults.clear();

@@ -16,29 +16,38 @@
 //!
 //! **Security.** The login token is separate from the sender's bearer token (the two must
 //! differ; the bearer token never opens the page). A successful `POST /login` sets a random
-//! 256-bit cookie `sessionpipe_<port>` (`HttpOnly; SameSite=Strict; Path=/`, `Secure` behind a
-//! proxy that says `x-forwarded-proto: https`), kept 30 days; the database stores only its
-//! SHA-256, tied to the login token (changing the token logs everyone out). "Login" in the
-//! table means that cookie, or `Authorization: Bearer <login token>` for scripts (no cookie, so
-//! no CSRF exposure). Every state-changing request made with the cookie must carry
-//! `x-sessionpipe-csrf` with the value the state answer gives (derived from the cookie, so a
-//! cross-site page cannot know it, and a custom header cannot be sent cross-site without a
-//! CORS preflight, which is never granted), and is refused (403 `csrf`) when its `Origin` is
-//! not this host or `Sec-Fetch-Site` says cross-site. `POST /login` checks the same. Every
-//! answer carries `cache-control: no-store`; HTML adds a strict Content-Security-Policy
-//! (scripts from this origin only, no framing), `x-frame-options: DENY`,
-//! `x-content-type-options: nosniff` and `referrer-policy: same-origin` (not `no-referrer`, which makes
-//! browsers send `Origin: null` on form posts). A wrong login token
-//! costs half a second. Tokens are compared in constant time.
+//! 256-bit cookie (`HttpOnly; SameSite=Strict; Path=/`): over https (built-in TLS, or a proxy
+//! trusted with `--trust-proxy` that says `x-forwarded-proto: https`) it is `__Host-sessionpipe`
+//! with `Secure`; over plain http its name carries the port and a fingerprint of this
+//! instance's login token (`sessionpipe_<port>_<8 hex>`), so two receivers on one host keep
+//! their logins apart. It is kept 30 days; the database stores only its SHA-256, tied to the
+//! login token (changing the token logs everyone out). "Login" in the table means that
+//! cookie, or `Authorization: Bearer <login token>` for scripts (no cookie, so no CSRF
+//! exposure). Every state-changing request made with the cookie must carry
+//! `x-sessionpipe-csrf` with the value the state answer gives: a random secret per login,
+//! kept only in the server's memory (nothing derives it from the cookie), and a custom header
+//! cannot be sent cross-site without a CORS preflight, which is never granted. Such requests
+//! are refused (403 `csrf`) when their `Origin` is not this host or `Sec-Fetch-Site` says
+//! cross-site. `POST /login` checks the same. Every page route answers only a `Host` this
+//! receiver is (`--public-url`'s, or localhost / an IP address; 403
+//! `host_not_allowed` otherwise), so a DNS-rebound name cannot reach it. Login attempts are
+//! limited per client (5 a minute) and overall (30 a minute), answering 429 with
+//! `retry-after`; a wrong login token also costs half a second. Every answer carries
+//! `cache-control: no-store`; HTML adds a strict Content-Security-Policy (scripts from this
+//! origin only, no framing), `x-frame-options: DENY`, `x-content-type-options: nosniff` and
+//! `referrer-policy: same-origin` (not `no-referrer`, which makes browsers send `Origin: null`
+//! on form posts). Tokens are compared in constant time.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::http::{clip, parse_json, percent_decode, query_param, Exchange, Reply};
+use super::http::{clip, parse_json, percent_decode, query_param, Answer, Exchange, Hold, Reply};
 use super::state::Refused;
-use super::validate::parse_session_key;
+use spwire::split_session_key;
 
 const INDEX_HTML: &str = include_str!("page/index.html");
 const LOGIN_HTML: &str = include_str!("page/login.html");
@@ -132,16 +141,101 @@ fn token_fp(login_token: &str) -> String {
     sha256_hex(&format!("sessionpipe login token|{login_token}"))[..32].to_owned()
 }
 
-fn csrf_for(cookie: &str) -> String {
-    sha256_hex(&format!("sessionpipe csrf|{cookie}"))
+/// 32 random bytes (the OS's CSPRNG), hex.
+fn random_hex() -> String {
+    let b: [u8; 32] = rand::random();
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// 32 bytes from the kernel's CSPRNG, hex.
-fn random_hex() -> std::io::Result<String> {
-    use std::io::Read;
-    let mut b = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+/// CSRF secrets kept at most (past this the oldest logins get a new one on their next state
+/// request, which the page picks up).
+const CSRF_KEPT: usize = 4096;
+
+/// Login attempts: per client and overall, token buckets.
+const LOGIN_PER_CLIENT: Bucket = Bucket::new(5.0, 60.0);
+const LOGIN_OVERALL: Bucket = Bucket::new(30.0, 60.0);
+/// Clients tracked at most (past this, those back at full allowance are forgotten).
+const CLIENTS_KEPT: usize = 10_000;
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bucket {
+    cap: f64,
+    /// Seconds to refill from empty.
+    per_s: f64,
+    tokens: f64,
+    at: Option<Instant>,
+}
+
+impl Bucket {
+    const fn new(cap: f64, refill_s: f64) -> Bucket {
+        Bucket {
+            cap,
+            per_s: cap / refill_s,
+            tokens: cap,
+            at: None,
+        }
+    }
+    fn refill(&mut self, now: Instant) {
+        if let Some(at) = self.at {
+            let gained = now.saturating_duration_since(at).as_secs_f64() * self.per_s;
+            self.tokens = (self.tokens + gained).min(self.cap);
+        }
+        self.at = Some(now);
+    }
+    /// Seconds until one attempt is allowed (0: now).
+    fn wait_s(&self) -> u64 {
+        if self.tokens >= 1.0 {
+            0
+        } else {
+            ((1.0 - self.tokens) / self.per_s).ceil().max(1.0) as u64
+        }
+    }
+}
+
+/// The login rate limit: an attempt takes one from its client's bucket and the overall one;
+/// a successful login gives them back (only guesses count).
+#[derive(Debug)]
+pub(crate) struct LoginLimits {
+    overall: Bucket,
+    clients: HashMap<IpAddr, Bucket>,
+}
+
+impl Default for LoginLimits {
+    fn default() -> Self {
+        LoginLimits {
+            overall: LOGIN_OVERALL,
+            clients: HashMap::new(),
+        }
+    }
+}
+
+impl LoginLimits {
+    /// Takes an attempt, or says in how many seconds one is allowed.
+    fn take(&mut self, client: IpAddr, now: Instant) -> Result<(), u64> {
+        if self.clients.len() >= CLIENTS_KEPT {
+            self.clients.retain(|_, b| {
+                b.refill(now);
+                b.tokens < b.cap
+            });
+        }
+        let mine = self.clients.entry(client).or_insert(LOGIN_PER_CLIENT);
+        mine.refill(now);
+        self.overall.refill(now);
+        let wait = mine.wait_s().max(self.overall.wait_s());
+        if wait > 0 {
+            return Err(wait);
+        }
+        mine.tokens -= 1.0;
+        self.overall.tokens -= 1.0;
+        Ok(())
+    }
+
+    fn give_back(&mut self, client: IpAddr) {
+        if let Some(b) = self.clients.get_mut(&client) {
+            b.tokens = (b.tokens + 1.0).min(b.cap);
+        }
+        self.overall.tokens = (self.overall.tokens + 1.0).min(self.overall.cap);
+    }
 }
 
 fn html_escape(s: &str) -> String {
@@ -170,8 +264,37 @@ enum Who {
     Bearer,
 }
 
+/// The cookie's name over https: the `__Host-` prefix makes browsers refuse it unless it is
+/// `Secure`, `Path=/` and set by this very host.
+const HTTPS_COOKIE: &str = "__Host-sessionpipe";
+
+/// Whether the browser talks https to us: built-in TLS, or a trusted proxy that says so.
+fn is_https(ex: &Exchange<'_>) -> bool {
+    let (tls, trust) = {
+        let st = ex.shared.lock();
+        (st.opts.tls.is_some(), st.opts.trust_proxy)
+    };
+    tls || (trust
+        && ex
+            .header("x-forwarded-proto")
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https")))
+}
+
+/// The login cookie's name over plain http: per port and per instance (its login token).
+fn http_cookie_name(ex: &Exchange<'_>) -> String {
+    let fp = match &ex.shared.lock().opts.login_token {
+        Some(l) => sha256_hex(&format!("sessionpipe cookie name|{l}"))[..8].to_owned(),
+        None => "none".to_owned(),
+    };
+    format!("sessionpipe_{}_{fp}", ex.shared.addr.port())
+}
+
 fn cookie_name(ex: &Exchange<'_>) -> String {
-    format!("sessionpipe_{}", ex.shared.addr.port())
+    if is_https(ex) {
+        HTTPS_COOKIE.to_owned()
+    } else {
+        http_cookie_name(ex)
+    }
 }
 
 fn cookie_value(ex: &Exchange<'_>) -> Option<String> {
@@ -186,25 +309,108 @@ fn cookie_value(ex: &Exchange<'_>) -> Option<String> {
         .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// The client's address: the socket's, or with `--trust-proxy` the last `X-Forwarded-For`
+/// entry (the one the proxy added).
+fn client_ip(ex: &Exchange<'_>) -> Option<IpAddr> {
+    let trust = ex.shared.lock().opts.trust_proxy;
+    if trust {
+        if let Some(ip) = ex
+            .header("x-forwarded-for")
+            .and_then(|v| v.rsplit(',').next())
+            .and_then(|v| v.trim().parse::<IpAddr>().ok())
+        {
+            return Some(ip);
+        }
+    }
+    ex.peer.map(|p| p.ip())
+}
+
+/// The host the browser asked for: `Host`, or with `--trust-proxy` `X-Forwarded-Host`.
+fn asked_host(ex: &Exchange<'_>) -> Option<String> {
+    let trust = ex.shared.lock().opts.trust_proxy;
+    let forwarded = if trust {
+        ex.header("x-forwarded-host")
+            .and_then(|v| v.split(',').next())
+    } else {
+        None
+    };
+    forwarded
+        .or_else(|| ex.header("host"))
+        .map(|h| h.trim().to_ascii_lowercase())
+}
+
+/// Splits `host[:port]` (`[v6]:port` too).
+fn split_host(authority: &str) -> (&str, Option<u16>) {
+    if let Some(rest) = authority.strip_prefix('[') {
+        if let Some((h, after)) = rest.split_once(']') {
+            return (h, after.strip_prefix(':').and_then(|p| p.parse().ok()));
+        }
+    }
+    match authority.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, p.parse().ok()),
+        _ => (authority, None),
+    }
+}
+
+/// Whether `host` (a `Host` header value, lower-case) names this receiver: the authority of
+/// `--public-url`, or localhost / an IP address literal. A name anyone else controls (DNS
+/// rebinding) is none of these.
+pub(crate) fn host_allowed(host: &str, public_url: Option<&str>) -> bool {
+    if let Some(u) = public_url {
+        let rest = u.split_once("://").map_or(u, |(_, r)| r);
+        let authority = rest
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let https = u.to_ascii_lowercase().starts_with("https://");
+        let (ph, pp) = split_host(&authority);
+        let default = if https { 443 } else { 80 };
+        let (h, p) = split_host(host);
+        if h == ph && p.unwrap_or(default) == pp.unwrap_or(default) {
+            return true;
+        }
+    }
+    // localhost and address literals cannot be rebound to this machine by someone else's DNS;
+    // any port (a TLS proxy on this machine forwards its own `Host`).
+    let (h, _) = split_host(host);
+    h == "localhost" || h.parse::<IpAddr>().is_ok()
+}
+
+fn host_ok(ex: &Exchange<'_>) -> bool {
+    let public_url = ex.shared.lock().opts.public_url.clone();
+    asked_host(ex).is_some_and(|h| host_allowed(&h, public_url.as_deref()))
+}
+
 fn who(ex: &Exchange<'_>) -> Result<Option<Who>, Reply> {
-    let st = ex.shared.lock();
-    let Some(login) = st.opts.login_token.as_deref() else {
+    // Before taking the lock: the cookie's name depends on the options (it locks too).
+    let cookie = cookie_value(ex);
+    let mut st = ex.shared.lock();
+    let Some(login) = st.opts.login_token.clone() else {
         return Ok(None);
     };
+    let login = login.as_str();
     if let Some(t) = ex.bearer() {
         // A bearer given is judged alone: the sender's token never opens the page.
         return Ok(same_secret(t.as_bytes(), login.as_bytes()).then_some(Who::Bearer));
     }
-    let Some(cookie) = cookie_value(ex) else {
+    let Some(cookie) = cookie else {
         return Ok(None);
     };
     let hash = sha256_hex(&cookie);
     let since = st.now_ms() - LOGIN_TTL.as_millis() as i64;
     match st.db.login_valid(&hash, &token_fp(login), since) {
-        Ok(true) => Ok(Some(Who::Cookie {
-            hash,
-            csrf: csrf_for(&cookie),
-        })),
+        Ok(true) => {
+            if st.csrf.len() >= CSRF_KEPT && !st.csrf.contains_key(&hash) {
+                st.csrf.clear();
+            }
+            let csrf = st
+                .csrf
+                .entry(hash.clone())
+                .or_insert_with(random_hex)
+                .clone();
+            Ok(Some(Who::Cookie { hash, csrf }))
+        }
         Ok(false) => Ok(None),
         Err(e) => Err(Reply::db_failed(&e)),
     }
@@ -221,12 +427,11 @@ fn same_origin(ex: &Exchange<'_>) -> bool {
     match ex.header("origin") {
         None => true,
         Some(origin) => {
-            let Some(host) = ex.header("host") else {
+            let Some(host) = asked_host(ex) else {
                 return false;
             };
-            let origin = origin.trim();
-            origin == format!("http://{}", host.trim())
-                || origin == format!("https://{}", host.trim())
+            let origin = origin.trim().to_ascii_lowercase();
+            origin == format!("http://{host}") || origin == format!("https://{host}")
         }
     }
 }
@@ -245,9 +450,18 @@ fn with_page_headers(mut r: Reply) -> Reply {
         .header("referrer-policy", "same-origin")
 }
 
-/// Handles a page route. `None` only when the receiver went down while a state request was
-/// held (its connection is cut, nothing is answered).
-pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Option<Reply> {
+/// Handles a page route.
+pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Answer {
+    if !host_ok(ex) {
+        ex.shared.limits.hit(
+            "host",
+            &format_args!(
+                "page request for host {:?} refused (not this receiver's)",
+                ex.header("host").unwrap_or("")
+            ),
+        );
+        return with_page_headers(Reply::error(403, "host_not_allowed")).into();
+    }
     let reply = match route {
         PageRoute::Asset(a) => {
             let (ty, body) = match a {
@@ -275,7 +489,7 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Option<Reply> {
         PageRoute::State => match who(ex) {
             Err(r) => r,
             Ok(None) => unauthorized(),
-            Ok(Some(w)) => return state(ex, &w).map(with_page_headers),
+            Ok(Some(w)) => return state(ex, &w),
         },
         PageRoute::Enqueue | PageRoute::Approve | PageRoute::Signed | PageRoute::Away => {
             match who(ex) {
@@ -298,7 +512,7 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Option<Reply> {
             Ok(Some(_)) => super::signed::page_pairing(ex),
         },
     };
-    Some(with_page_headers(reply))
+    Answer::Now(with_page_headers(reply))
 }
 
 fn check_csrf(ex: &Exchange<'_>, who: &Who) -> Result<(), Reply> {
@@ -356,6 +570,21 @@ fn login(ex: &Exchange<'_>) -> Reply {
     if !same_origin(ex) {
         return Reply::error(403, "csrf");
     }
+    let client = client_ip(ex).unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    let allowed = ex.shared.lock().login_limits.take(client, Instant::now());
+    if let Err(wait) = allowed {
+        ex.shared.limits.hit(
+            "login",
+            &format_args!("login attempt from {client} over the limit: 429"),
+        );
+        return login_page(
+            429,
+            Some(&format!(
+                "Too many login attempts; try again in {wait} seconds."
+            )),
+        )
+        .header("retry-after", wait.to_string());
+    }
     let login = ex.shared.lock().opts.login_token.clone();
     let given = submitted_token(ex).unwrap_or_default();
     let Some(login) = login.filter(|l| same_secret(given.as_bytes(), l.as_bytes())) else {
@@ -367,15 +596,10 @@ fn login(ex: &Exchange<'_>) -> Reply {
         };
         return login_page(401, Some(why));
     };
-    let cookie = match random_hex() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("sp-receiver: cannot read /dev/urandom: {e}");
-            return Reply::error(500, "internal_error");
-        }
-    };
+    let cookie = random_hex();
     {
         let mut st = ex.shared.lock();
+        st.login_limits.give_back(client);
         let now = st.now_ms();
         if let Err(e) = st
             .db
@@ -384,9 +608,7 @@ fn login(ex: &Exchange<'_>) -> Reply {
             return Reply::db_failed(&e);
         }
     }
-    let secure = ex
-        .header("x-forwarded-proto")
-        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    let secure = is_https(ex);
     let set = format!(
         "{}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
         cookie_name(ex),
@@ -401,64 +623,72 @@ fn login(ex: &Exchange<'_>) -> Reply {
 
 fn logout(ex: &Exchange<'_>, who: Who) -> Reply {
     if let Who::Cookie { hash, .. } = &who {
-        if let Err(e) = ex.shared.lock().db.remove_login(hash) {
+        let mut st = ex.shared.lock();
+        st.csrf.remove(hash);
+        if let Err(e) = st.db.remove_login(hash) {
             return Reply::db_failed(&e);
         }
     }
     Reply::no_content().header(
         "set-cookie",
         format!(
-            "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
-            cookie_name(ex)
+            "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{}",
+            cookie_name(ex),
+            if is_https(ex) { "; Secure" } else { "" }
         ),
     )
 }
 
-/// `GET /page/api/state?since=V&wait=S`.
-fn state(ex: &Exchange<'_>, who: &Who) -> Option<Reply> {
+/// `GET /page/api/state?since=V&wait=S`: held (asynchronously) until the version differs
+/// from V, a message expires, or S seconds pass.
+fn state(ex: &Exchange<'_>, who: &Who) -> Answer {
     let since = match query_param(&ex.query, "since") {
         None => None,
         Some(Ok(v)) => match v.trim().parse::<u64>() {
             Ok(v) => Some(v),
-            Err(_) => return Some(Reply::error(400, "malformed since")),
+            Err(_) => return with_page_headers(Reply::error(400, "malformed since")).into(),
         },
-        Some(Err(())) => return Some(Reply::error(400, "malformed since")),
+        Some(Err(())) => return with_page_headers(Reply::error(400, "malformed since")).into(),
     };
     let wait = match query_param(&ex.query, "wait") {
         None => 0.0,
         Some(Ok(w)) => match w.trim().parse::<f64>() {
             Ok(w) if w.is_finite() => w.clamp(0.0, STATE_WAIT_MAX_S),
-            _ => return Some(Reply::error(400, "malformed wait")),
+            _ => return with_page_headers(Reply::error(400, "malformed wait")).into(),
         },
-        Some(Err(())) => return Some(Reply::error(400, "malformed wait")),
+        Some(Err(())) => return with_page_headers(Reply::error(400, "malformed wait")).into(),
     };
     let started = Instant::now();
     let mut deadline = started + Duration::from_secs_f64(wait);
-    let mut st = ex.shared.lock();
-    // A message's view changes by itself when it expires unacknowledged: answer then too.
-    if let Ok(Some(next)) = st.db.next_expiry(st.now_ms()) {
-        let until = Duration::from_millis((next - st.now_ms()).max(0) as u64 + 50);
-        deadline = deadline.min(started + until);
-    }
-    loop {
-        if st.generation != ex.generation || st.stopped {
-            return None;
+    {
+        let st = ex.shared.lock();
+        // A message's view changes by itself when it expires unacknowledged: answer then too.
+        if let Ok(Some(next)) = st.db.next_expiry(st.now_ms()) {
+            let until = Duration::from_millis((next - st.now_ms()).max(0) as u64 + 50);
+            deadline = deadline.min(started + until);
         }
-        let now = Instant::now();
-        if since != Some(st.version) || now >= deadline {
-            break;
-        }
-        st = ex
-            .shared
-            .changed
-            .wait_timeout(st, deadline - now)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
     }
+    let csrf = match who {
+        Who::Cookie { csrf, .. } => Some(csrf.clone()),
+        Who::Bearer => None,
+    };
+    Answer::Hold(Hold {
+        deadline,
+        recheck: None,
+        check: Box::new(move |st, last| {
+            if since == Some(st.version) && !last {
+                return None;
+            }
+            Some(with_page_headers(state_body(st, csrf.as_deref())))
+        }),
+    })
+}
+
+fn state_body(st: &super::state::State, csrf: Option<&str>) -> Reply {
     let now_ms = st.now_ms();
     let sessions = match st.db.page_sessions(now_ms, LIVE.as_millis() as i64) {
         Ok(s) => s,
-        Err(e) => return Some(Reply::db_failed(&e)),
+        Err(e) => return Reply::db_failed(&e),
     };
     let mut body = Map::new();
     body.insert("version".into(), st.version.into());
@@ -472,14 +702,14 @@ fn state(ex: &Exchange<'_>, who: &Who) -> Option<Reply> {
         st.opts.permission_expiry_s.into(),
     );
     body.insert("prompt_expiry_s".into(), st.opts.prompt_expiry_s.into());
-    if let Who::Cookie { csrf, .. } = who {
-        body.insert("csrf".into(), csrf.clone().into());
+    if let Some(csrf) = csrf {
+        body.insert("csrf".into(), csrf.into());
     }
-    if let Some(signing) = super::signed::page_signing(&st) {
+    if let Some(signing) = super::signed::page_signing(st) {
         body.insert("signing".into(), signing);
     }
     body.insert("sessions".into(), Value::Array(sessions));
-    Some(Reply::json(200, Value::Object(body)))
+    Reply::json(200, Value::Object(body))
 }
 
 fn str_field<'a>(m: &'a Map<String, Value>, k: &str) -> Result<Option<&'a str>, String> {
@@ -594,7 +824,7 @@ fn away(ex: &Exchange<'_>) -> Reply {
     }
     st.bump();
     drop(st);
-    ex.shared.changed.notify_all();
+    ex.shared.notify();
     Reply::json(200, serde_json::json!({ "away": away }))
 }
 
@@ -608,7 +838,7 @@ fn enqueue(ex: &Exchange<'_>) -> Reply {
     let Some(session) = body.get("session").and_then(Value::as_str) else {
         return Reply::error(400, "session is required");
     };
-    if parse_session_key(session).is_none() {
+    if split_session_key(session).is_none() {
         return Reply::error(400, "malformed session: want <harness>:<id>");
     }
     let Some(m) = body.get("message").and_then(Value::as_object) else {
@@ -624,7 +854,7 @@ fn enqueue(ex: &Exchange<'_>) -> Reply {
     drop(st);
     match result {
         Ok(msg) => {
-            ex.shared.changed.notify_all();
+            ex.shared.notify();
             Reply::json(200, msg)
         }
         Err(Refused::Bad(reason)) => Reply::error(400, &reason),
@@ -665,12 +895,54 @@ mod tests {
     }
 
     #[test]
+    fn hosts() {
+        let p = Some("https://pipe.example.org");
+        assert!(host_allowed("pipe.example.org", p));
+        assert!(host_allowed("pipe.example.org:443", p));
+        assert!(!host_allowed("pipe.example.org:8443", p));
+        assert!(!host_allowed("evil.example", p));
+        assert!(host_allowed("127.0.0.1:8787", None));
+        assert!(host_allowed("localhost:8787", None));
+        assert!(host_allowed("[::1]:8787", None));
+        // A local proxy on another port forwards its own Host.
+        assert!(host_allowed("localhost:8443", None));
+        // A rebound name with the right port is still refused.
+        assert!(!host_allowed("rebind.evil.example:8787", None));
+        assert!(!host_allowed("localhost.evil.example", None));
+    }
+
+    #[test]
+    fn login_attempts_are_limited_per_client_and_overall() {
+        let mut l = LoginLimits::default();
+        let t = Instant::now();
+        let a = IpAddr::from([10, 0, 0, 1]);
+        for _ in 0..5 {
+            assert_eq!(l.take(a, t), Ok(()));
+        }
+        let wait = l.take(a, t).unwrap_err();
+        assert!((1..=12).contains(&wait), "{wait}");
+        // A success gives its attempt back.
+        l.give_back(a);
+        assert_eq!(l.take(a, t), Ok(()));
+        // Overall: 30 a minute, whoever asks.
+        let mut l = LoginLimits::default();
+        for i in 0..30u8 {
+            assert_eq!(l.take(IpAddr::from([10, 1, 0, i]), t), Ok(()));
+        }
+        assert!(l.take(IpAddr::from([10, 2, 0, 1]), t).is_err());
+        assert_eq!(
+            l.take(IpAddr::from([10, 2, 0, 1]), t + Duration::from_secs(2)),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn secrets_compare() {
         assert!(same_secret(b"abc", b"abc"));
         assert!(!same_secret(b"abc", b"abd"));
         assert!(!same_secret(b"abc", b"abcd"));
-        assert_ne!(csrf_for("a"), csrf_for("b"));
-        assert_eq!(random_hex().unwrap().len(), 64);
+        assert_ne!(random_hex(), random_hex());
+        assert_eq!(random_hex().len(), 64);
     }
 
     #[test]

@@ -22,9 +22,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::http::{parse_json, query_param, Exchange, Reply};
-use super::validate::{format_ms_timestamp, parse_session_key};
+use super::http::{parse_json, query_param, Answer, Exchange, Reply};
+use super::validate::format_ms_timestamp;
 use spwire::signed::{self as wire, Assertion, TrustedKey};
+use spwire::split_session_key;
 
 /// How long a pairing code is good for.
 const PAIR_TTL: Duration = Duration::from_secs(10 * 60);
@@ -190,18 +191,19 @@ pub(crate) fn pair_status(ex: &Exchange<'_>) -> Reply {
 }
 
 /// `GET {control}?machine=&wait=`: the one poll per machine. `wait` is already clamped.
-pub(crate) fn machine_poll(ex: &Exchange<'_>, machine: &str, wait: f64) -> Option<Reply> {
+pub(crate) fn machine_poll(ex: &Exchange<'_>, machine: &str, wait: f64) -> Answer {
     if !ex.shared.lock().signed() {
-        return Some(Reply::error(404, "not_found"));
+        return Reply::error(404, "not_found").into();
     }
     match bearer_machine(ex) {
-        Err(r) => return Some(r),
+        Err(r) => return r.into(),
         Ok(Some(m)) if m == machine => {}
-        Ok(_) => return Some(Reply::error(401, "unauthorized")),
+        Ok(_) => return Reply::error(401, "unauthorized").into(),
     }
     let deadline = Instant::now() + Duration::from_secs_f64(wait);
-    super::http::hold_poll(ex, deadline, Some(RECHECK), |st| {
-        st.db.machine_pending(machine, st.now_ms())
+    let machine = machine.to_owned();
+    super::http::hold_poll(deadline, Some(RECHECK), move |st| {
+        st.db.machine_pending(&machine, st.now_ms())
     })
 }
 
@@ -221,7 +223,7 @@ pub(crate) fn off(ex: &Exchange<'_>) -> Reply {
     }
     st.bump();
     drop(st);
-    ex.shared.changed.notify_all();
+    ex.shared.notify();
     Reply::json(200, json!({}))
 }
 
@@ -307,7 +309,7 @@ pub(crate) fn page_approve(ex: &Exchange<'_>) -> Reply {
     }
     st.bump();
     drop(st);
-    ex.shared.changed.notify_all();
+    ex.shared.notify();
     Reply::json(200, json!({"status": "paired", "machine": p.machine}))
 }
 
@@ -346,7 +348,7 @@ pub(crate) fn page_signed(ex: &Exchange<'_>) -> Reply {
     if !matches!(kind, "prompt" | "permission.answer" | "cancel") {
         return Reply::error(400, "kind must be prompt, permission.answer or cancel");
     }
-    if parse_session_key(session).is_none() {
+    if split_session_key(session).is_none() {
         return Reply::error(400, "malformed session: want <harness>:<id>");
     }
     let mut env = serde_json::Map::new();
@@ -431,6 +433,6 @@ pub(crate) fn page_signed(ex: &Exchange<'_>) -> Reply {
     }
     st.bump();
     drop(st);
-    ex.shared.changed.notify_all();
+    ex.shared.notify();
     Reply::json(200, value)
 }

@@ -4,11 +4,12 @@
 //!
 //! Every change a waiter could care about (a message enqueued or first taken by a poll, an
 //! event or ack recorded, the receiver going down) bumps [`State::version`] and ends with
-//! `notify_all` on [`Shared::changed`], so a held long poll (the sender's or the page's)
-//! answers as soon as its thread is scheduled.
+//! [`Shared::notify`], which wakes the held long polls (async tasks waiting on a `watch`) and
+//! the in-process test API's waits (threads on a condvar).
 
-use std::collections::{HashMap, VecDeque};
-use std::io::Write;
+use std::collections::HashMap;
+#[cfg(feature = "testing")]
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -17,7 +18,9 @@ use time::OffsetDateTime;
 
 use super::db::Db;
 use super::validate::{format_ms_timestamp, parse_ms_timestamp};
-use super::{Fault, ReceiverOptions, RequestRecord, Route};
+use super::ReceiverOptions;
+#[cfg(feature = "testing")]
+use super::{Fault, RequestRecord, Route};
 
 /// Rejected events kept for inspection (the oldest are dropped past this).
 const REJECTED_KEPT: usize = 1000;
@@ -39,21 +42,29 @@ pub(crate) struct State {
     pub rejected: Vec<Value>,
     pub event_posts: usize,
     pub polls: usize,
+    #[cfg(feature = "testing")]
     pub poll_sessions: Vec<String>,
+    #[cfg(feature = "testing")]
     pub faults: HashMap<Route, VecDeque<Fault>>,
+    #[cfg(feature = "testing")]
     pub requests: Vec<RequestRecord>,
     /// Bumped each time the receiver goes down; a request handler that was started under an
     /// older generation gives up without answering (its connection has been cut).
     pub generation: u64,
-    /// Connections held open by `Fault::Hang`, released (after their sockets are shut
-    /// down) when the receiver goes down or stops.
-    pub hung: Vec<Box<dyn Write + Send>>,
     pub stopped: bool,
+    /// Each login's CSRF secret (random, kept only here), by the login cookie's hash.
+    pub csrf: HashMap<String, String>,
+    /// Login attempts allowed per client and overall.
+    pub login_limits: super::page::LoginLimits,
 }
 
 pub(crate) struct Shared {
     pub state: Mutex<State>,
     pub changed: Condvar,
+    /// Bumped with every notify: what held requests (async) wait on.
+    pub watch: tokio::sync::watch::Sender<u64>,
+    /// Where limits hit are logged (throttled).
+    pub limits: super::server::LimitLog,
     /// The bound address (`127.0.0.1:PORT` for tests), fixed for the receiver's life
     /// (set_down/up rebinds the same port).
     pub addr: SocketAddr,
@@ -69,14 +80,20 @@ impl Shared {
                 rejected: Vec::new(),
                 event_posts: 0,
                 polls: 0,
+                #[cfg(feature = "testing")]
                 poll_sessions: Vec::new(),
+                #[cfg(feature = "testing")]
                 faults: HashMap::new(),
+                #[cfg(feature = "testing")]
                 requests: Vec::new(),
                 generation: 0,
-                hung: Vec::new(),
                 stopped: false,
+                csrf: HashMap::new(),
+                login_limits: Default::default(),
             }),
             changed: Condvar::new(),
+            watch: tokio::sync::watch::Sender::new(0),
+            limits: Default::default(),
             addr,
         }
     }
@@ -85,6 +102,12 @@ impl Shared {
     /// the receiver unusable (the data is plain records).
     pub fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes every waiter (held requests and the test API's waits) to look again.
+    pub fn notify(&self) {
+        self.changed.notify_all();
+        self.watch.send_modify(|v| *v = v.wrapping_add(1));
     }
 }
 
@@ -239,6 +262,7 @@ impl State {
         self.opts.capabilities.iter().any(|c| c == "control")
     }
 
+    #[cfg(feature = "testing")]
     pub fn take_fault(&mut self, route: Route) -> Option<Fault> {
         self.faults.get_mut(&route).and_then(VecDeque::pop_front)
     }

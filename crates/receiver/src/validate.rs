@@ -1,20 +1,12 @@
 //! Hand-written checks for the seed-era schemas (`schemas/v1/*.json` @ e918475 / 9138259):
-//! ULIDs, millisecond UTC timestamps, `<harness>:<id>` session keys, the event envelope
+//! millisecond UTC timestamps, the event envelope
 //! (`event.json`) and control acks (`control-ack.json`). Lengths are counted in Unicode code
 //! points, as JSON Schema's `maxLength` does.
 
 use serde_json::Value;
+use spwire::{is_harness_name, is_session_id, is_ulid};
 use time::macros::format_description;
 use time::OffsetDateTime;
-
-/// `^[0-9A-HJKMNP-TV-Z]{26}$` (Crockford base32, upper case).
-pub fn is_ulid(s: &str) -> bool {
-    s.len() == 26
-        && s.bytes().all(|b| {
-            b.is_ascii_digit()
-                || (b.is_ascii_uppercase() && !matches!(b, b'I' | b'L' | b'O' | b'U'))
-        })
-}
 
 /// Exactly `YYYY-MM-DDTHH:MM:SS.mmmZ`, calendar-checked (the schemas' date-time regex).
 pub fn is_ms_timestamp(s: &str) -> bool {
@@ -54,31 +46,6 @@ pub fn format_ms_timestamp(t: OffsetDateTime) -> String {
         format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
     t.format(&fmt)
         .expect("formatting a UTC timestamp cannot fail")
-}
-
-/// Harness name: `^[a-z][a-z0-9-]{0,39}$`.
-pub fn is_harness_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 40
-        && b[0].is_ascii_lowercase()
-        && b[1..]
-            .iter()
-            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-}
-
-/// Session id: 1–128 of `[A-Za-z0-9._:-]`.
-pub fn is_session_id(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 128
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b':' | b'-'))
-}
-
-/// Splits `<harness>:<id>` on the first colon and checks both halves.
-pub fn parse_session_key(s: &str) -> Option<(&str, &str)> {
-    let (harness, id) = s.split_once(':')?;
-    (is_harness_name(harness) && is_session_id(id)).then_some((harness, id))
 }
 
 fn chars(s: &str) -> usize {
@@ -311,6 +278,10 @@ mod tests {
         assert!(!is_ulid("01K6ZZZZZZZZZZZZZZZZZZZZZ"));
         assert!(!is_ulid("01K6ZZZZZZZZZZZZZZZZZZZZZI"));
         assert!(!is_ulid("01k6zzzzzzzzzzzzzzzzzzzzzz"));
+        // One rule with the sender: a first character above 7 overflows 128 bits.
+        assert!(!is_ulid("8ZZZZZZZZZZZZZZZZZZZZZZZZZ"));
+        let ev = json!({"id": "8ZZZZZZZZZZZZZZZZZZZZZZZZZ"});
+        assert!(check_event(&ev).is_err());
     }
 
     #[test]
@@ -329,6 +300,7 @@ mod tests {
 
     #[test]
     fn sessions() {
+        use spwire::split_session_key as parse_session_key;
         assert_eq!(parse_session_key("codex:a:b:c"), Some(("codex", "a:b:c")));
         assert!(parse_session_key("claude-code:8c132906-aa").is_some());
         assert!(parse_session_key("Claude:x").is_none());

@@ -1,0 +1,616 @@
+//! The real `sp-receiver` binary under the attacks that used to stop it or cost it memory:
+//! idle connections past the open-file limit, a huge header line, slowloris, login guessing,
+//! a CSRF value derived from the cookie, a foreign `Host`, and the test door in a release
+//! build. Plain `TcpStream` HTTP, so every byte on the wire is the test's.
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
+const TOKEN: &str = "hostile-bearer-token-0123456789";
+const LOGIN: &str = "hostile-login-token-0123456789";
+
+struct Running {
+    child: Child,
+    addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write_secret(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("{text}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// Starts `bin` on 127.0.0.1:0, under `ulimit -n NOFILE` when given, and waits for its
+/// "listening on" line.
+fn start(bin: &Path, nofile: Option<u32>) -> Running {
+    start_with_env(bin, nofile, &[])
+}
+
+fn start_with_env(bin: &Path, nofile: Option<u32>, env: &[(&str, &str)]) -> Running {
+    start_full(bin, nofile, env, &[], tempfile::tempdir().unwrap())
+}
+
+fn start_full(
+    bin: &Path,
+    nofile: Option<u32>,
+    env: &[(&str, &str)],
+    extra: &[&str],
+    dir: tempfile::TempDir,
+) -> Running {
+    write_secret(&dir.path().join("token"), TOKEN);
+    write_secret(&dir.path().join("login"), LOGIN);
+    let mut c = Command::new("sh");
+    let mut ulimit = nofile.map_or(String::new(), |n| format!("ulimit -n {n} && "));
+    if env.iter().any(|(k, _)| *k == "WATCHDOG_USEC") {
+        // systemd names the pid the watchdog is for: the shell's, which exec keeps.
+        ulimit.push_str("export WATCHDOG_PID=$$ && ");
+    }
+    c.arg("-c")
+        .arg(format!("{ulimit}exec \"$0\" \"$@\""))
+        .arg(bin)
+        .args(["--listen", "127.0.0.1:0", "--token-file"])
+        .arg(dir.path().join("token"))
+        .arg("--login-token-file")
+        .arg(dir.path().join("login"))
+        .arg("--db")
+        .arg(dir.path().join("receiver.db"))
+        .args(extra)
+        .env("HOME", dir.path())
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("starting sp-receiver");
+    let stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = mpsc::channel();
+    let sink = Arc::clone(&log);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on http").nth(1) {
+                let rest = rest.trim_start_matches('s').trim_start_matches("://");
+                let a = rest.split_whitespace().next().unwrap_or("").to_owned();
+                let _ = tx.send(a);
+            }
+            sink.lock().unwrap().push_str(&format!("{line}\n"));
+        }
+    });
+    let addr = match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(a) => a.parse().expect("a socket address"),
+        Err(_) => {
+            let _ = child.kill();
+            panic!("sp-receiver did not start: {}", log.lock().unwrap());
+        }
+    };
+    Running {
+        child,
+        addr,
+        log,
+        _dir: dir,
+    }
+}
+
+struct Resp {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_owned())
+        })
+    }
+}
+
+/// One request on a new connection (`Connection: close`); `None` when the connection was
+/// closed without an answer (shed).
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Option<Resp> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).ok()?;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some(Resp {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    })
+}
+
+fn get(addr: SocketAddr, path: &str) -> Option<Resp> {
+    request(addr, "GET", path, &[], "")
+}
+
+/// Polls `f` until it is true or `within` passes.
+fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Raises this process's soft open-file limit to `want` (at most the hard limit).
+fn raise_nofile(want: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if lim.rlim_cur < want {
+        lim.rlim_cur = want.min(lim.rlim_max);
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+    }
+    lim.rlim_cur
+}
+
+fn status_kb(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+}
+
+fn login(r: &Running) -> (String, String) {
+    let resp = request(
+        r.addr,
+        "POST",
+        "/login",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        &format!("token={LOGIN}"),
+    )
+    .expect("an answer");
+    assert_eq!(resp.status, 303, "{}", resp.body);
+    let set = resp.header("set-cookie").expect("a cookie");
+    let cookie = set.split(';').next().unwrap().trim().to_owned();
+    let state = request(r.addr, "GET", "/page/api/state", &[("cookie", &cookie)], "").unwrap();
+    assert_eq!(state.status, 200, "{}", state.body);
+    let v: serde_json::Value = serde_json::from_str(&state.body).unwrap();
+    (cookie, v["csrf"].as_str().unwrap().to_owned())
+}
+
+#[test]
+fn six_hundred_idle_connections_under_ulimit_1024_do_not_stop_it() {
+    raise_nofile(4096);
+    let r = start(Path::new(SP_RECEIVER), Some(1024));
+    let mut idle = Vec::new();
+    for _ in 0..600 {
+        match TcpStream::connect_timeout(&r.addr, Duration::from_secs(5)) {
+            Ok(s) => idle.push(s),
+            Err(e) => panic!("connect {}: {e}", idle.len()),
+        }
+    }
+    // While they are held the page answers (each connection costs one descriptor, the cap
+    // stays under the limit).
+    let page = get(r.addr, "/login").expect("the page answers while 600 connections idle");
+    assert_eq!(page.status, 200);
+    drop(idle);
+    // And it goes on serving after they close.
+    for _ in 0..20 {
+        assert_eq!(get(r.addr, "/healthz").expect("healthz").status, 200);
+    }
+    // Past the cap: 1100 connections, more than the limit allows; new ones are shed, the
+    // server survives, and serves again once they close.
+    let mut many = Vec::new();
+    for _ in 0..1100 {
+        if let Ok(s) = TcpStream::connect_timeout(&r.addr, Duration::from_secs(2)) {
+            many.push(s);
+        }
+    }
+    drop(many);
+    assert!(
+        eventually(Duration::from_secs(20), || get(r.addr, "/healthz")
+            .is_some_and(|h| h.status == 200)),
+        "serving again after 1100 connections; log:\n{}",
+        r.log.lock().unwrap()
+    );
+    assert!(
+        r.log.lock().unwrap().contains("limit"),
+        "the shedding is logged"
+    );
+}
+
+#[test]
+fn a_200_mib_header_line_costs_under_16_mb() {
+    let r = start(Path::new(SP_RECEIVER), None);
+    let pid = r.child.id();
+    assert_eq!(get(r.addr, "/healthz").unwrap().status, 200);
+    let before = status_kb(pid, "VmRSS:");
+    let mut s = TcpStream::connect(r.addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nx-big: ")
+        .unwrap();
+    let chunk = vec![b'a'; 1 << 20];
+    let mut sent = 0usize;
+    for _ in 0..200 {
+        if s.write_all(&chunk).is_err() {
+            break;
+        }
+        sent += chunk.len();
+    }
+    // The server stopped reading at its head limit: the connection is closed with a 431
+    // (or cut) long before 200 MiB.
+    assert!(sent < 200 << 20, "the server kept reading a 200 MiB header");
+    let hwm = status_kb(pid, "VmHWM:");
+    let after = status_kb(pid, "VmRSS:");
+    eprintln!("VmRSS before {before} kB, after {after} kB, VmHWM {hwm} kB, sent {sent} bytes");
+    assert!(
+        hwm < before + 16 * 1024,
+        "VmHWM {hwm} kB vs {before} kB before"
+    );
+    assert_eq!(get(r.addr, "/healthz").unwrap().status, 200);
+}
+
+#[test]
+fn two_thousand_slowloris_connections_do_not_stop_the_page() {
+    let have = raise_nofile(8192);
+    assert!(
+        have >= 2200,
+        "need 2200 open files for this test, the hard limit allows {have}"
+    );
+    let r = start(Path::new(SP_RECEIVER), None);
+    let mut slow = Vec::new();
+    for _ in 0..2000 {
+        let mut s = TcpStream::connect_timeout(&r.addr, Duration::from_secs(5)).unwrap();
+        // A head that never ends.
+        let _ = s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nx-slow: ");
+        slow.push(s);
+    }
+    let t = Instant::now();
+    let page = get(r.addr, "/login").expect("the page answers");
+    assert_eq!(page.status, 200);
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    // The head timeout closes them (10 s): the server reads EOF on each.
+    let mut closed = 0;
+    for s in &mut slow[..50] {
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut b = [0u8; 512];
+        match s.read(&mut b) {
+            // EOF, or a 408 and then EOF: closed by the server.
+            Ok(_) => closed += 1,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => closed += 1,
+        }
+    }
+    assert_eq!(closed, 50);
+    assert_eq!(get(r.addr, "/healthz").unwrap().status, 200);
+}
+
+#[test]
+fn the_test_door_answers_404_in_a_release_build() {
+    let debug = Path::new(SP_RECEIVER);
+    let release: PathBuf = debug
+        .parent()
+        .and_then(Path::parent)
+        .map(|t| t.join("release/sp-receiver"))
+        .unwrap();
+    if !release.exists() {
+        eprintln!(
+            "SKIPPED: {} is missing (scripts/test.sh builds it with cargo build --release)",
+            release.display()
+        );
+        return;
+    }
+    let r = start(&release, None);
+    let body = r#"{"session":"codex:x","message":{"kind":"cancel"}}"#;
+    for (method, path) in [
+        ("POST", "/test/enqueue"),
+        ("GET", "/test/events"),
+        ("GET", "/test/acks"),
+    ] {
+        let resp = request(
+            r.addr,
+            method,
+            path,
+            &[("content-type", "application/json")],
+            body,
+        )
+        .unwrap();
+        assert_eq!(resp.status, 404, "{method} {path}: {}", resp.body);
+    }
+    assert_eq!(get(r.addr, "/healthz").unwrap().status, 200);
+}
+
+#[test]
+fn a_csrf_value_derived_from_the_cookie_is_refused() {
+    let r = start(Path::new(SP_RECEIVER), None);
+    let (cookie, csrf) = login(&r);
+    let value = cookie.split_once('=').unwrap().1;
+    let derived: String = Sha256::digest(format!("sessionpipe csrf|{value}").as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_ne!(
+        derived, csrf,
+        "the CSRF value is not derived from the cookie"
+    );
+    let body = r#"{"session":"codex:s1","message":{"kind":"prompt","text":"hi"}}"#;
+    let send = |token: &str| {
+        request(
+            r.addr,
+            "POST",
+            "/page/api/enqueue",
+            &[
+                ("cookie", &cookie),
+                ("content-type", "application/json"),
+                ("x-sessionpipe-csrf", token),
+            ],
+            body,
+        )
+        .unwrap()
+    };
+    let refused = send(&derived);
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.body.contains("csrf"));
+    assert_eq!(send(&csrf).status, 200);
+}
+
+#[test]
+fn login_guesses_are_limited_overall() {
+    let r = start(Path::new(SP_RECEIVER), None);
+    let addr = r.addr;
+    let guesses: Vec<_> = (0..100)
+        .map(|i| {
+            std::thread::spawn(move || {
+                request(
+                    addr,
+                    "POST",
+                    "/login",
+                    &[("content-type", "application/x-www-form-urlencoded")],
+                    &format!("token=guess{i:04}"),
+                )
+                .map(|r| (r.status, r.header("retry-after")))
+            })
+        })
+        .collect();
+    let answers: Vec<_> = guesses.into_iter().map(|g| g.join().unwrap()).collect();
+    let limited = answers
+        .iter()
+        .filter(|a| matches!(a, Some((429, Some(_)))))
+        .count();
+    let wrong = answers
+        .iter()
+        .filter(|a| matches!(a, Some((401, _))))
+        .count();
+    eprintln!("100 parallel guesses: {limited} got 429, {wrong} got 401");
+    assert!(
+        limited >= 90,
+        "{limited} of 100 guesses got 429 with retry-after ({wrong} got 401)"
+    );
+    assert!(wrong <= 5, "{wrong} guesses were checked");
+    assert!(
+        r.log.lock().unwrap().contains("login"),
+        "the limit is logged"
+    );
+}
+
+#[test]
+fn a_foreign_host_is_refused() {
+    let r = start(Path::new(SP_RECEIVER), None);
+    let port = r.addr.port();
+    let rebound = format!("rebind.attacker.example:{port}");
+    for path in ["/", "/login", "/page/api/state"] {
+        let resp = request(r.addr, "GET", path, &[("host", &rebound)], "").unwrap();
+        assert_eq!(resp.status, 403, "{path}: {}", resp.body);
+        assert!(resp.body.contains("host_not_allowed"), "{}", resp.body);
+    }
+    let form = request(
+        r.addr,
+        "POST",
+        "/login",
+        &[
+            ("host", &rebound),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        &format!("token={LOGIN}"),
+    )
+    .unwrap();
+    assert_eq!(form.status, 403);
+    assert!(form.header("set-cookie").is_none());
+    // Its own names still work.
+    let local = format!("localhost:{port}");
+    assert_eq!(
+        request(r.addr, "GET", "/login", &[("host", &local)], "")
+            .unwrap()
+            .status,
+        200
+    );
+    assert_eq!(get(r.addr, "/login").unwrap().status, 200);
+    // X-Forwarded-Host is not trusted without --trust-proxy.
+    let resp = request(
+        r.addr,
+        "GET",
+        "/login",
+        &[("host", &rebound), ("x-forwarded-host", &local)],
+        "",
+    )
+    .unwrap();
+    assert_eq!(resp.status, 403);
+}
+
+#[test]
+fn under_systemd_it_says_ready_and_pings_the_watchdog() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let r = start_with_env(
+        Path::new(SP_RECEIVER),
+        None,
+        &[
+            ("NOTIFY_SOCKET", sock_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "1000000"),
+        ],
+    );
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !(seen.iter().any(|m: &String| m.contains("READY=1"))
+        && seen.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 2)
+    {
+        let n = sock
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("{e}; got {seen:?}; log:\n{}", r.log.lock().unwrap()));
+        seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+}
+
+#[test]
+fn with_tls_it_serves_https_and_a_host_only_secure_cookie() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (Debian's openssl package) makes the test certificate");
+    assert!(made.status.success(), "{made:?}");
+    let (c, k) = (
+        cert.to_str().unwrap().to_owned(),
+        key.to_str().unwrap().to_owned(),
+    );
+    let r = start_full(
+        Path::new(SP_RECEIVER),
+        None,
+        &[],
+        &["--tls-cert", &c, "--tls-key", &k],
+        dir,
+    );
+    assert!(r.log.lock().unwrap().contains("listening on https://"));
+    let url = format!("https://{}", r.addr);
+    let curl = |args: &[&str]| {
+        let out = Command::new("curl")
+            .args(["-sk", "--max-time", "10", "-D", "-", "-o", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let health = curl(&[&format!("{url}/healthz")]);
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let login = curl(&["--data", &format!("token={LOGIN}"), &format!("{url}/login")]);
+    assert!(login.starts_with("HTTP/1.1 303"), "{login}");
+    let cookie = login
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .expect("a cookie");
+    assert!(cookie.contains("__Host-sessionpipe="), "{cookie}");
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    // Plain HTTP on the TLS port gets no HTTP answer.
+    assert!(get(r.addr, "/healthz").is_none_or(|r| r.status != 200));
+}
+
+#[test]
+fn two_thousand_held_long_polls_cost_no_threads() {
+    let have = raise_nofile(8192);
+    assert!(
+        have >= 2200,
+        "need 2200 open files for this test, the hard limit allows {have}"
+    );
+    let r = start(Path::new(SP_RECEIVER), None);
+    let pid = r.child.id();
+    let threads_before = status_kb(pid, "Threads:");
+    let mut held = Vec::new();
+    for i in 0..2000 {
+        let mut s = TcpStream::connect_timeout(&r.addr, Duration::from_secs(5)).unwrap();
+        let req = format!(
+            "GET /api/sessionpipe/v1/control?session=codex:held{i}&wait=20 HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {TOKEN}\r\n\r\n",
+            r.addr
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        held.push(s);
+    }
+    // All 2000 are held (none answered yet) while the page answers at once.
+    let t = Instant::now();
+    assert_eq!(get(r.addr, "/healthz").unwrap().status, 200);
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    let page = get(r.addr, "/login").expect("the page answers");
+    assert_eq!(page.status, 200);
+    let threads = status_kb(pid, "Threads:");
+    eprintln!("threads: {threads_before} before, {threads} with 2000 polls held");
+    // Under the blocking pool's cap (64): a poll holding a thread would fill it.
+    assert!(threads < 60, "{threads} threads for 2000 held polls");
+    // They are really held: one answers 204 only when its wait runs out.
+    held[0]
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut b = [0u8; 64];
+    assert!(
+        held[0].read(&mut b).is_err(),
+        "a poll answered before its wait ran out"
+    );
+}
