@@ -658,7 +658,8 @@ fn poll(ex: &Exchange<'_>) -> Answer {
         Some(Err(())) => return Answer::Now(Reply::error(400, "malformed wait")),
     };
     let deadline = Instant::now() + Duration::from_secs_f64(wait);
-    hold_poll(deadline, None, move |st| st.pending_rows(&session))
+    let who = session.clone();
+    hold_poll(deadline, None, who, move |st| st.pending_rows(&session))
 }
 
 /// Holds a long poll until `pending` finds messages (served, and marked polled for the
@@ -667,26 +668,28 @@ fn poll(ex: &Exchange<'_>) -> Answer {
 pub(super) fn hold_poll(
     deadline: Instant,
     recheck: Option<Duration>,
+    who: String,
     mut pending: impl FnMut(&State) -> rusqlite::Result<Vec<(i64, Value)>> + Send + 'static,
 ) -> Answer {
-    // DECISIONS 27: every poll answer carries the person's Away switch; a change answers
-    // the polls held at that moment, so a machine hears it at once.
-    let mut away_then: Option<bool> = None;
+    // DECISIONS 27: every poll answer carries the person's Away switch, and a poller that
+    // was told another word is answered at once (so is every poll held when the switch
+    // changes), so a machine hears a change within a poll's round trip.
     Answer::Hold(Hold {
         deadline,
         recheck,
         check: Box::new(move |st, last| {
             let away = st.db.away().unwrap_or(false);
-            let with_away = |r: Reply| r.header("sessionpipe-away", if away { "1" } else { "0" });
-            if *away_then.get_or_insert(away) != away {
-                return Some(with_away(Reply::no_content()));
-            }
+            // Told another word before (a poller that never polled hears it at its answer).
+            let stale = st.away_told.get(&who).is_some_and(|t| *t != away);
             let rows = match pending(st) {
                 Ok(r) => r,
                 Err(e) => return Some(Reply::db_failed(&e)),
             };
             if rows.is_empty() {
-                return last.then(|| with_away(Reply::no_content()));
+                if !last && !stale {
+                    return None;
+                }
+                return Some(tell_away(st, &who, away, Reply::no_content()));
             }
             let ns: Vec<i64> = rows.iter().map(|(n, _)| *n).collect();
             let now = st.now_ms();
@@ -695,10 +698,24 @@ pub(super) fn hold_poll(
                 st.bump();
             }
             let messages: Vec<Value> = rows.into_iter().map(|(_, v)| v).collect();
-            Some(with_away(Reply::json(200, json!({ "messages": messages }))))
+            let reply = Reply::json(200, json!({ "messages": messages }));
+            Some(tell_away(st, &who, away, reply))
         }),
     })
 }
+
+/// Adds the Away word to a poll answer and remembers that `who` heard it.
+fn tell_away(st: &mut State, who: &str, away: bool, reply: Reply) -> Reply {
+    if st.away_told.len() >= AWAY_TOLD_MAX && !st.away_told.contains_key(who) {
+        st.away_told.clear();
+    }
+    st.away_told.insert(who.to_owned(), away);
+    reply.header("sessionpipe-away", if away { "1" } else { "0" })
+}
+
+/// Pollers whose last Away word is remembered; past this the memory starts over (a poller
+/// then hears the word once more).
+const AWAY_TOLD_MAX: usize = 10_000;
 
 /// `POST {control}/ack`.
 fn ack(ex: &Exchange<'_>) -> Reply {

@@ -202,7 +202,8 @@ pub(crate) fn machine_poll(ex: &Exchange<'_>, machine: &str, wait: f64) -> Answe
     }
     let deadline = Instant::now() + Duration::from_secs_f64(wait);
     let machine = machine.to_owned();
-    super::http::hold_poll(deadline, Some(RECHECK), move |st| {
+    let who = format!("machine:{machine}");
+    super::http::hold_poll(deadline, Some(RECHECK), who, move |st| {
         st.db.machine_pending(&machine, st.now_ms())
     })
 }

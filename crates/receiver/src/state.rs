@@ -52,6 +52,9 @@ pub(crate) struct State {
     /// older generation gives up without answering (its connection has been cut).
     pub generation: u64,
     pub stopped: bool,
+    /// The Away word each poller (a session key, or `machine:<id>`) was last told: a poll
+    /// from one that has not heard the current word is answered at once (DECISIONS 27).
+    pub away_told: HashMap<String, bool>,
     /// Each login's CSRF secret (random, kept only here), by the login cookie's hash.
     pub csrf: HashMap<String, String>,
     /// Login attempts allowed per client and overall.
@@ -88,6 +91,7 @@ impl Shared {
                 requests: Vec::new(),
                 generation: 0,
                 stopped: false,
+                away_told: HashMap::new(),
                 csrf: HashMap::new(),
                 login_limits: Default::default(),
             }),
