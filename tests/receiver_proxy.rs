@@ -212,7 +212,10 @@ fn caddy_terminates_tls_and_a_phone_answers_a_permission_through_it() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let public = format!("https://localhost:{port}");
-    let receiver = SpReceiver::start(&dir.path().join("receiver"), &["--public-url", &public]);
+    let receiver = SpReceiver::start(
+        &dir.path().join("receiver"),
+        &["--public-url", &public, "--trust-proxy"],
+    );
     let caddy = Caddy::start(&dir.path().join("caddy"), port, receiver.addr());
     assert_eq!(caddy.url, public);
 
@@ -249,7 +252,8 @@ fn caddy_terminates_tls_and_a_phone_answers_a_permission_through_it() {
         .unwrap()
         .to_owned();
     assert_eq!(url, format!("{public}/"), "the token left the address bar");
-    // Caddy said X-Forwarded-Proto: https, so the login cookie is Secure.
+    // Caddy said X-Forwarded-Proto: https (trusted with --trust-proxy), so the login cookie
+    // is Secure and __Host- scoped.
     let cookies = b.call(json!({"op": "cookies"}))["cookies"].clone();
     let c = &cookies.as_array().unwrap()[0];
     assert_eq!(c["domain"], "localhost");
