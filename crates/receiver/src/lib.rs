@@ -28,6 +28,7 @@ mod db;
 mod http;
 mod net;
 mod page;
+pub mod push;
 mod signed;
 mod state;
 mod validate;
@@ -320,8 +321,11 @@ impl Receiver {
         };
         let listener = TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
         let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(opts, db, addr));
+        let pusher = push::Pusher::start(Arc::new(state::PushView(Arc::downgrade(&shared))));
+        shared.lock().pusher = Some(pusher);
         let control = Control {
-            shared: Arc::new(Shared::new(opts, db, addr)),
+            shared,
             serving: Mutex::new(None),
         };
         let serving = control.serve(listener)?;
