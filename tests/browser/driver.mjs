@@ -111,6 +111,31 @@ async function run(cmd) {
       const r = await webauthn.cdp.send('WebAuthn.getCredentials', { authenticatorId: webauthn.id });
       return { credentials: r.credentials };
     }
+    case 'push': {
+      // A push delivered to the page's service worker the way the push service would
+      // (CDP ServiceWorker.deliverPushMessage), without a push service.
+      await context.grantPermissions(['notifications'], { origin: cmd.origin });
+      const cdp = await context.newCDPSession(page);
+      const regs = [];
+      cdp.on('ServiceWorker.workerRegistrationUpdated', (e) => regs.push(...e.registrations));
+      await cdp.send('ServiceWorker.enable');
+      const until = Date.now() + timeout;
+      while (!regs.some((r) => r.scopeURL.startsWith(cmd.origin) && !r.isDeleted)) {
+        if (Date.now() > until) throw new Error('no service worker registered for ' + cmd.origin);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const reg = regs.find((r) => r.scopeURL.startsWith(cmd.origin) && !r.isDeleted);
+      await cdp.send('ServiceWorker.deliverPushMessage', { origin: cmd.origin, registrationId: reg.registrationId, data: cmd.data });
+      return { registration: reg.registrationId, scope: reg.scopeURL };
+    }
+    case 'notifications':
+      // What the service worker shows (its registration's notifications), as the page sees them.
+      return { notifications: await page.evaluate(async () => {
+        const reg = await navigator.serviceWorker.ready;
+        return (await reg.getNotifications()).map((n) => ({ title: n.title, body: n.body, tag: n.tag, data: n.data, actions: (n.actions || []).map((a) => a.action) }));
+      }) };
+    case 'eval':
+      return { value: await page.evaluate(cmd.script) };
     case 'cookies':
       return { cookies: await context.cookies() };
     case 'url':

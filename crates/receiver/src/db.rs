@@ -144,6 +144,25 @@ CREATE TABLE settings(
     at_ms INTEGER NOT NULL
 );
 "#,
+    // Telling the person (push.rs): the devices pushed to, and what each push did.
+    r#"
+CREATE TABLE push_devices(
+    id         TEXT PRIMARY KEY,   -- sha256(endpoint), first 16 hex digits: what the page sees
+    endpoint   TEXT NOT NULL UNIQUE,
+    p256dh     TEXT NOT NULL,
+    auth       TEXT NOT NULL,
+    name       TEXT,
+    quiet      INTEGER NOT NULL DEFAULT 0,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE push_log(
+    n      INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms  INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    what   TEXT NOT NULL,
+    result TEXT NOT NULL
+);
+"#,
 ];
 
 /// Session fields a page shows; merged so an empty or absent field never blanks an earlier one.
@@ -611,6 +630,148 @@ impl Db {
             )?
             .execute(params![if away { "1" } else { "0" }, now_ms])?;
         Ok(())
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Telling the person (push.rs)
+
+    /// A setting's value (`vapid`, `ntfy_url`, `ntfy_token`, `away`).
+    pub fn setting(&self, name: &str) -> rusqlite::Result<Option<String>> {
+        self.conn
+            .prepare_cached("SELECT value FROM settings WHERE name=?1")?
+            .query_row([name], |r| r.get(0))
+            .optional()
+    }
+
+    /// Sets a setting; `None` removes it.
+    pub fn set_setting(
+        &self,
+        name: &str,
+        value: Option<&str>,
+        now_ms: i64,
+    ) -> rusqlite::Result<()> {
+        match value {
+            Some(v) => self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO settings(name, value, at_ms) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT(name) DO UPDATE SET value=excluded.value, at_ms=excluded.at_ms",
+                )?
+                .execute(params![name, v, now_ms])?,
+            None => self
+                .conn
+                .prepare_cached("DELETE FROM settings WHERE name=?1")?
+                .execute([name])?,
+        };
+        Ok(())
+    }
+
+    /// Adds (or renews) a device; `Ok(None)` when [`push::SUBSCRIPTIONS_MAX`] are kept.
+    pub fn push_subscribe(
+        &self,
+        sub: &crate::push::Subscription,
+        name: Option<&str>,
+        now_ms: i64,
+    ) -> rusqlite::Result<Option<String>> {
+        let id = {
+            use sha2::{Digest, Sha256};
+            let h = Sha256::digest(sub.endpoint.as_bytes());
+            h.iter()
+                .take(8)
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        let (known, count): (bool, i64) = self.conn.query_row(
+            "SELECT EXISTS(SELECT 1 FROM push_devices WHERE id=?1), (SELECT count(*) FROM push_devices)",
+            [&id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if !known && count >= crate::push::SUBSCRIPTIONS_MAX {
+            return Ok(None);
+        }
+        self.conn.execute(
+            "INSERT INTO push_devices(id, endpoint, p256dh, auth, name, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+             ON CONFLICT(id) DO UPDATE SET p256dh=excluded.p256dh, auth=excluded.auth, name=coalesce(excluded.name, name)",
+            params![id, sub.endpoint, sub.p256dh, sub.auth, name, now_ms],
+        )?;
+        Ok(Some(id))
+    }
+
+    /// Every device, oldest first.
+    pub fn push_devices(&self) -> rusqlite::Result<Vec<crate::push::Device>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT id, name, quiet, created_ms, endpoint, p256dh, auth FROM push_devices ORDER BY created_ms",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(crate::push::Device {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                quiet: r.get::<_, i64>(2)? != 0,
+                created_ms: r.get(3)?,
+                sub: crate::push::Subscription {
+                    endpoint: r.get(4)?,
+                    p256dh: r.get(5)?,
+                    auth: r.get(6)?,
+                },
+            })
+        })?;
+        rows.collect()
+    }
+
+    /// Removes a device by the page's id or by its endpoint; whether one was there.
+    pub fn push_remove(&self, id_or_endpoint: &str) -> rusqlite::Result<bool> {
+        Ok(self.conn.execute(
+            "DELETE FROM push_devices WHERE id=?1 OR endpoint=?1",
+            [id_or_endpoint],
+        )? > 0)
+    }
+
+    pub fn push_set_quiet(&self, id: &str, quiet: bool) -> rusqlite::Result<bool> {
+        Ok(self.conn.execute(
+            "UPDATE push_devices SET quiet=?2 WHERE id=?1",
+            params![id, quiet as i64],
+        )? > 0)
+    }
+
+    /// Keeps one push attempt (the newest [`push::LOG_KEPT`]).
+    pub fn push_record(
+        &self,
+        target: &str,
+        what: &str,
+        result: &str,
+        now_ms: i64,
+    ) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO push_log(at_ms, target, what, result) VALUES (?1, ?2, ?3, ?4)",
+            params![now_ms, target, what, result],
+        )?;
+        self.conn.execute(
+            "DELETE FROM push_log WHERE n <= (SELECT max(n) FROM push_log) - ?1",
+            [crate::push::LOG_KEPT],
+        )?;
+        Ok(())
+    }
+
+    /// The newest push attempts first, at most `limit`.
+    pub fn push_log(&self, limit: i64) -> rusqlite::Result<Vec<Value>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT at_ms, target, what, result FROM push_log ORDER BY n DESC LIMIT ?1",
+        )?;
+        let rows = st.query_map([limit], |r| {
+            Ok(
+                json!({"at": fmt_ms(r.get(0)?), "target": r.get::<_, String>(1)?,
+                "what": r.get::<_, String>(2)?, "result": r.get::<_, String>(3)?}),
+            )
+        })?;
+        rows.collect()
+    }
+
+    /// The session a queued message was for (for a failed ack's notification).
+    pub fn message_session(&self, id: &str) -> rusqlite::Result<Option<String>> {
+        self.conn
+            .prepare_cached("SELECT session FROM messages WHERE id=?1")?
+            .query_row([id], |r| r.get(0))
+            .optional()
     }
 
     pub fn machine_known(&self, id: &str) -> rusqlite::Result<bool> {

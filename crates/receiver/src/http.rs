@@ -606,6 +606,12 @@ fn events(ex: &Exchange<'_>) -> Reply {
     if accepted > 0 {
         st.bump();
     }
+    // Tell the person (push.rs) of each new prompt and of its end; a duplicate never.
+    for (ev, _) in valid.iter().zip(&fresh).filter(|(_, f)| **f) {
+        if let Some(n) = crate::push::Notice::from_event(ev) {
+            st.notify(n);
+        }
+    }
     drop(st);
     ex.shared.notify();
     Reply::json(
@@ -763,6 +769,15 @@ fn ack(ex: &Exchange<'_>) -> Reply {
     let now = st.now_ms();
     if let Err(e) = st.db.insert_acks(&acks, now) {
         return Reply::db_failed(&e);
+    }
+    // A message the person sent that failed or was refused: they hear of it (push.rs).
+    for a in &acks {
+        let id = a["id"].as_str().unwrap_or_default();
+        if let Ok(Some(session)) = st.db.message_session(id) {
+            if let Some(n) = crate::push::Notice::from_ack(&session, a) {
+                st.notify(n);
+            }
+        }
     }
     st.bump();
     drop(st);

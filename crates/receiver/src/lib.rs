@@ -33,6 +33,7 @@ pub mod cli;
 mod db;
 mod http;
 mod page;
+pub mod push;
 mod server;
 mod signed;
 mod state;
@@ -311,8 +312,11 @@ impl Receiver {
             .enable_all()
             .build()
             .context("starting the tokio runtime")?;
+        let shared = Arc::new(Shared::new(opts, db, addr));
+        let pusher = push::Pusher::start(Arc::new(state::PushView(Arc::downgrade(&shared))));
+        shared.lock().pusher = Some(pusher);
         let control = Control {
-            shared: Arc::new(Shared::new(opts, db, addr)),
+            shared,
             serving: Mutex::new(None),
             rt: Some(rt),
             tls,

@@ -54,6 +54,9 @@ const LOGIN_HTML: &str = include_str!("page/login.html");
 const APP_CSS: &str = include_str!("page/app.css");
 const APP_JS: &str = include_str!("page/app.js");
 const LOGIN_JS: &str = include_str!("page/login.js");
+const MANIFEST: &str = include_str!("page/manifest.webmanifest");
+const SERVICE_WORKER: &str = include_str!("page/sw.js");
+const ICON_SVG: &str = include_str!("page/icon.svg");
 
 /// How long a login lasts.
 pub(crate) const LOGIN_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -67,7 +70,8 @@ const EXPIRY_MAX_S: f64 = 7.0 * 24.0 * 3600.0;
 const LOGIN_FAIL_DELAY: Duration = Duration::from_millis(500);
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+                   connect-src 'self'; manifest-src 'self'; worker-src 'self'; form-action 'self'; \
+                   frame-ancestors 'none'; base-uri 'none'";
 
 /// A page route (method and path both match).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -85,6 +89,9 @@ pub(crate) enum PageRoute {
     Signed,
     /// The person's Away switch (DECISIONS 27).
     Away,
+    /// Telling the person (push.rs): the devices, ntfy and the push log; and changes to them.
+    Push,
+    PushSet,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -92,6 +99,10 @@ pub(crate) enum Asset {
     Css,
     Js,
     LoginJs,
+    /// The installable page: its manifest, service worker and icon.
+    Manifest,
+    ServiceWorker,
+    Icon,
 }
 
 /// `Some(Ok)` for a page route, `Some(Err(allowed methods))` for a page path with the wrong
@@ -119,6 +130,18 @@ pub(crate) fn classify(method: &str, path: &str) -> Option<Result<PageRoute, &'s
         ("/page/api/state", m) => ("GET", (m == "GET").then_some(PageRoute::State)),
         ("/page/api/enqueue", m) => ("POST", (m == "POST").then_some(PageRoute::Enqueue)),
         ("/page/api/away", m) => ("POST", (m == "POST").then_some(PageRoute::Away)),
+        ("/page/api/push", "GET") => return Some(Ok(PageRoute::Push)),
+        ("/page/api/push", "POST") => return Some(Ok(PageRoute::PushSet)),
+        ("/page/api/push", _) => ("GET, POST", None),
+        ("/manifest.webmanifest", m) => (
+            "GET",
+            (m == "GET").then_some(PageRoute::Asset(Asset::Manifest)),
+        ),
+        ("/sw.js", m) => (
+            "GET",
+            (m == "GET").then_some(PageRoute::Asset(Asset::ServiceWorker)),
+        ),
+        ("/assets/icon.svg", m) => ("GET", (m == "GET").then_some(PageRoute::Asset(Asset::Icon))),
         _ => return None,
     };
     Some(route.ok_or(allowed))
@@ -468,6 +491,9 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Answer {
                 Asset::Css => ("text/css; charset=utf-8", APP_CSS),
                 Asset::Js => ("text/javascript; charset=utf-8", APP_JS),
                 Asset::LoginJs => ("text/javascript; charset=utf-8", LOGIN_JS),
+                Asset::Manifest => ("application/manifest+json", MANIFEST),
+                Asset::ServiceWorker => ("text/javascript; charset=utf-8", SERVICE_WORKER),
+                Asset::Icon => ("image/svg+xml", ICON_SVG),
             };
             Reply::typed(200, ty, body.as_bytes().to_vec())
         }
@@ -491,21 +517,29 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Answer {
             Ok(None) => unauthorized(),
             Ok(Some(w)) => return state(ex, &w),
         },
-        PageRoute::Enqueue | PageRoute::Approve | PageRoute::Signed | PageRoute::Away => {
-            match who(ex) {
+        PageRoute::Push => match who(ex) {
+            Err(r) => r,
+            Ok(None) => unauthorized(),
+            Ok(Some(_)) => push_state(ex),
+        },
+        PageRoute::Enqueue
+        | PageRoute::Approve
+        | PageRoute::Signed
+        | PageRoute::Away
+        | PageRoute::PushSet => match who(ex) {
+            Err(r) => r,
+            Ok(None) => unauthorized(),
+            Ok(Some(w)) => match check_csrf(ex, &w) {
                 Err(r) => r,
-                Ok(None) => unauthorized(),
-                Ok(Some(w)) => match check_csrf(ex, &w) {
-                    Err(r) => r,
-                    Ok(()) => match route {
-                        PageRoute::Approve => super::signed::page_approve(ex),
-                        PageRoute::Signed => super::signed::page_signed(ex),
-                        PageRoute::Away => away(ex),
-                        _ => enqueue(ex),
-                    },
+                Ok(()) => match route {
+                    PageRoute::Approve => super::signed::page_approve(ex),
+                    PageRoute::Signed => super::signed::page_signed(ex),
+                    PageRoute::Away => away(ex),
+                    PageRoute::PushSet => push_set(ex),
+                    _ => enqueue(ex),
                 },
-            }
-        }
+            },
+        },
         PageRoute::Pairing => match who(ex) {
             Err(r) => r,
             Ok(None) => unauthorized(),
@@ -826,6 +860,121 @@ fn away(ex: &Exchange<'_>) -> Reply {
     drop(st);
     ex.shared.notify();
     Reply::json(200, serde_json::json!({ "away": away }))
+}
+
+/// `GET /page/api/push`: the VAPID key a device subscribes with, the devices (never their
+/// endpoints), ntfy (never its token) and the newest push attempts.
+fn push_state(ex: &Exchange<'_>) -> Reply {
+    let st = ex.shared.lock();
+    let vapid = match super::state::vapid_of(&st) {
+        Ok(v) => v.public(),
+        Err(e) => return Reply::db_failed(&e),
+    };
+    let devices: Vec<Value> = match st.db.push_devices() {
+        Ok(d) => d
+            .into_iter()
+            .map(|d| {
+                serde_json::json!({"id": d.id, "name": d.name, "quiet": d.quiet,
+                    "since_ms": d.created_ms,
+                    "service": crate::push::short_endpoint(&d.sub.endpoint)})
+            })
+            .collect(),
+        Err(e) => return Reply::db_failed(&e),
+    };
+    let ntfy = st.db.setting("ntfy_url").ok().flatten();
+    let has_token = st.db.setting("ntfy_token").ok().flatten().is_some();
+    let log = st.db.push_log(50).unwrap_or_default();
+    Reply::json(
+        200,
+        serde_json::json!({"vapid": vapid, "devices": devices,
+            "ntfy": ntfy.map(|u| serde_json::json!({"url": u, "token": has_token})),
+            "log": log}),
+    )
+}
+
+/// `POST /page/api/push` `{"op": …}`: `subscribe` `{subscription: {endpoint, keys:
+/// {p256dh, auth}}, name?}`, `remove` `{id}`, `quiet` `{id, quiet}`, `ntfy` `{url, token?}`
+/// (an empty url turns ntfy off).
+fn push_set(ex: &Exchange<'_>) -> Reply {
+    let body = match parse_json(&ex.body) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let text = |v: &Value, max: usize| -> Option<String> {
+        v.as_str()
+            .filter(|s| s.chars().count() <= max)
+            .map(str::to_owned)
+    };
+    let mut st = ex.shared.lock();
+    let now = st.now_ms();
+    let done = match body["op"].as_str().unwrap_or_default() {
+        "subscribe" => {
+            let sub = &body["subscription"];
+            let parsed = crate::push::Subscription::parse(
+                sub["endpoint"].as_str().unwrap_or_default(),
+                sub["keys"]["p256dh"].as_str().unwrap_or_default(),
+                sub["keys"]["auth"].as_str().unwrap_or_default(),
+            );
+            let sub = match parsed {
+                Ok(s) => s,
+                Err(why) => return Reply::error(400, &format!("subscription: {why}")),
+            };
+            let name = text(&body["name"], 80);
+            match st.db.push_subscribe(&sub, name.as_deref(), now) {
+                Ok(Some(id)) => serde_json::json!({"id": id}),
+                Ok(None) => {
+                    return Reply::error(
+                        400,
+                        &format!(
+                            "this receiver pushes to at most {} devices; remove one first",
+                            crate::push::SUBSCRIPTIONS_MAX
+                        ),
+                    )
+                }
+                Err(e) => return Reply::db_failed(&e),
+            }
+        }
+        "remove" => match st.db.push_remove(body["id"].as_str().unwrap_or_default()) {
+            Ok(true) => serde_json::json!({}),
+            Ok(false) => return Reply::error(404, "no such device"),
+            Err(e) => return Reply::db_failed(&e),
+        },
+        "quiet" => {
+            let Some(quiet) = body["quiet"].as_bool() else {
+                return Reply::error(400, "quiet must be true or false");
+            };
+            match st
+                .db
+                .push_set_quiet(body["id"].as_str().unwrap_or_default(), quiet)
+            {
+                Ok(true) => serde_json::json!({"quiet": quiet}),
+                Ok(false) => return Reply::error(404, "no such device"),
+                Err(e) => return Reply::db_failed(&e),
+            }
+        }
+        "ntfy" => {
+            let url = text(&body["url"], 500).unwrap_or_default();
+            let url = url.trim();
+            if !url.is_empty() && !crate::push::allowed_url(url) {
+                return Reply::error(400, "ntfy url must be https (http only to loopback)");
+            }
+            let url = (!url.is_empty()).then_some(url);
+            let token = text(&body["token"], 200).filter(|t| !t.is_empty() && url.is_some());
+            let r = st
+                .db
+                .set_setting("ntfy_url", url, now)
+                .and_then(|_| st.db.set_setting("ntfy_token", token.as_deref(), now));
+            if let Err(e) = r {
+                return Reply::db_failed(&e);
+            }
+            serde_json::json!({"ntfy": url.is_some()})
+        }
+        _ => return Reply::error(400, "op must be subscribe, remove, quiet or ntfy"),
+    };
+    st.bump();
+    drop(st);
+    ex.shared.notify();
+    Reply::json(200, done)
 }
 
 /// `POST /page/api/enqueue` `{"session": "<harness>:<id>", "message": {kind, text?, mode?,

@@ -59,6 +59,8 @@ pub(crate) struct State {
     pub csrf: HashMap<String, String>,
     /// Login attempts allowed per client and overall.
     pub login_limits: super::page::LoginLimits,
+    /// The push worker's handle (push.rs): notices go to it, never a wait.
+    pub pusher: Option<crate::push::Pusher>,
 }
 
 pub(crate) struct Shared {
@@ -94,6 +96,7 @@ impl Shared {
                 away_told: HashMap::new(),
                 csrf: HashMap::new(),
                 login_limits: Default::default(),
+                pusher: None,
             }),
             changed: Condvar::new(),
             watch: tokio::sync::watch::Sender::new(0),
@@ -270,4 +273,114 @@ impl State {
     pub fn take_fault(&mut self, route: Route) -> Option<Fault> {
         self.faults.get_mut(&route).and_then(VecDeque::pop_front)
     }
+}
+
+impl State {
+    /// Hands a notice to the push worker (push.rs).
+    pub fn notify(&self, notice: crate::push::Notice) {
+        if let Some(p) = &self.pusher {
+            p.notify(notice);
+        }
+    }
+}
+
+/// The push worker's view of the receiver: its database, behind the one lock, held only
+/// for each read or write (never while a push is sent). Weak, so the worker does not keep a
+/// stopped receiver alive.
+pub(crate) struct PushView(pub std::sync::Weak<Shared>);
+
+impl crate::push::PushStore for PushView {
+    fn away(&self) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|s| s.lock().db.away().unwrap_or(false))
+    }
+
+    fn subscriptions(&self) -> Vec<crate::push::Subscription> {
+        let Some(s) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        let devices = s.lock().db.push_devices().unwrap_or_default();
+        devices
+            .into_iter()
+            .filter(|d| !d.quiet)
+            .map(|d| d.sub)
+            .collect()
+    }
+
+    fn has_quiet_devices(&self) -> bool {
+        let Some(s) = self.0.upgrade() else {
+            return false;
+        };
+        let devices = s.lock().db.push_devices().unwrap_or_default();
+        devices.iter().any(|d| d.quiet)
+    }
+
+    fn ntfy(&self) -> Option<crate::push::Ntfy> {
+        let s = self.0.upgrade()?;
+        let st = s.lock();
+        let url = st.db.setting("ntfy_url").ok().flatten()?;
+        let token = st.db.setting("ntfy_token").ok().flatten();
+        Some(crate::push::Ntfy { url, token })
+    }
+
+    fn vapid(&self) -> Option<crate::push::Vapid> {
+        let s = self.0.upgrade()?;
+        let st = s.lock();
+        vapid_of(&st).ok()
+    }
+
+    fn page_url(&self) -> String {
+        let Some(s) = self.0.upgrade() else {
+            return String::new();
+        };
+        let public = s.lock().opts.public_url.clone();
+        public.unwrap_or_else(|| format!("http://{}", s.addr))
+    }
+
+    fn contact(&self) -> String {
+        let url = self.page_url();
+        if url.starts_with("https://") {
+            url
+        } else {
+            "mailto:sp-receiver@localhost".into()
+        }
+    }
+
+    fn drop_subscription(&self, endpoint: &str) {
+        if let Some(s) = self.0.upgrade() {
+            let mut st = s.lock();
+            if st.db.push_remove(endpoint).unwrap_or(false) {
+                st.bump();
+                drop(st);
+                s.notify();
+            }
+        }
+    }
+
+    fn record(&self, target: &str, what: &str, result: &str) {
+        if let Some(s) = self.0.upgrade() {
+            let mut st = s.lock();
+            let now = st.now_ms();
+            if st.db.push_record(target, what, result, now).is_ok() {
+                st.bump();
+                drop(st);
+                s.notify();
+            }
+        }
+    }
+}
+
+/// This receiver's VAPID key pair, made the first time it is asked for.
+pub(crate) fn vapid_of(st: &State) -> rusqlite::Result<crate::push::Vapid> {
+    if let Some(v) = st
+        .db
+        .setting("vapid")?
+        .and_then(|s| crate::push::Vapid::from_secret(&s))
+    {
+        return Ok(v);
+    }
+    let v = crate::push::Vapid::generate();
+    st.db.set_setting("vapid", Some(&v.secret()), st.now_ms())?;
+    Ok(v)
 }

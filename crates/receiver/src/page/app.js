@@ -467,9 +467,115 @@
       if (list.children[i] !== el) list.insertBefore(el, list.children[i] || null);
     });
     $('#empty').hidden = sessions.length > 0;
+    if (focusAttention) {
+      const el = document.querySelector('[data-attention="' + CSS.escape(focusAttention) + '"]');
+      if (el) {
+        el.scrollIntoView({ block: 'center' });
+        el.classList.add('focused');
+        focusAttention = null;
+      }
+    }
   }
 
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+  // ---- Notifications (sp-receiver's push.rs): Web Push to this device, ntfy, the log ----
+
+  function b64uToBytes(s) {
+    const b = atob(s.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice((s.length + 3) % 4));
+    return Uint8Array.from(b, (c) => c.charCodeAt(0));
+  }
+
+  async function getJson(path) {
+    const r = await fetch(path, { credentials: 'same-origin', cache: 'no-store' });
+    if (!r.ok) throw new Error('HTTP ' + r.status);
+    return r.json();
+  }
+
+  async function refreshNotifications() {
+    let p;
+    try { p = await getJson('/page/api/push'); } catch (e) { return; }
+    const ul = $('#devices');
+    ul.replaceChildren(...p.devices.map((d) => {
+      const li = document.createElement('li');
+      li.dataset.device = d.id;
+      const name = document.createElement('span');
+      name.className = 'what';
+      name.textContent = (d.name || 'a device') + ' · ' + d.service;
+      const quiet = document.createElement('label');
+      const box = document.createElement('input');
+      box.type = 'checkbox';
+      box.className = 'quiet';
+      box.checked = !!d.quiet;
+      box.addEventListener('change', () => post('/page/api/push', { op: 'quiet', id: d.id, quiet: box.checked }).catch(() => {}));
+      quiet.append(box, ' quiet');
+      const rm = document.createElement('button');
+      rm.type = 'button';
+      rm.className = 'link remove';
+      rm.textContent = 'Remove';
+      rm.addEventListener('click', async () => {
+        await post('/page/api/push', { op: 'remove', id: d.id }).catch(() => {});
+        refreshNotifications();
+      });
+      li.append(name, quiet, rm);
+      return li;
+    }));
+    if (p.ntfy && document.activeElement !== $('#ntfy-url')) $('#ntfy-url').value = p.ntfy.url;
+    $('#ntfy-token').placeholder = p.ntfy && p.ntfy.token ? 'a token is saved' : 'optional';
+    $('#push-log').replaceChildren(...p.log.slice(0, 10).map((l) => {
+      const li = document.createElement('li');
+      li.textContent = ago(l.at) + ' · ' + l.what + ' → ' + l.target + ': ' + l.result;
+      return li;
+    }));
+    return p;
+  }
+
+  function setupNotifications() {
+    const status = $('#notify-status');
+    const say = (m, bad) => { status.textContent = m; status.classList.toggle('error', !!bad); };
+    if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
+    $('#notify').addEventListener('toggle', () => { if ($('#notify').open) refreshNotifications(); });
+    $('#notify-here').addEventListener('click', async () => {
+      try {
+        if (!('serviceWorker' in navigator) || !('PushManager' in window)) {
+          throw new Error('this browser has no Web Push (on iOS: add the page to the Home Screen first)');
+        }
+        if ((await Notification.requestPermission()) !== 'granted') throw new Error('notifications are blocked for this page');
+        const p = await getJson('/page/api/push');
+        const reg = await navigator.serviceWorker.ready;
+        const sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: b64uToBytes(p.vapid) });
+        const name = (navigator.userAgentData && navigator.userAgentData.platform) || navigator.platform || 'a device';
+        await post('/page/api/push', { op: 'subscribe', subscription: sub.toJSON(), name });
+        say('This device gets notifications while you are away.');
+        refreshNotifications();
+      } catch (e) {
+        say('Not set up: ' + e.message, true);
+      }
+    });
+    $('#ntfy').addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      try {
+        await post('/page/api/push', { op: 'ntfy', url: $('#ntfy-url').value.trim(), token: $('#ntfy-token').value });
+        $('#ntfy-token').value = '';
+        say($('#ntfy-url').value.trim() ? 'ntfy saved.' : 'ntfy turned off.');
+        refreshNotifications();
+      } catch (e) {
+        say('ntfy not saved: ' + e.message, true);
+      }
+    });
+    // A tapped notification opens #attention=ID: bring that prompt forward (also when the
+    // page is open already and only its hash changes).
+    const fromHash = () => {
+      const m = /attention=([^&]+)/.exec(location.hash);
+      if (!m) return;
+      focusAttention = decodeURIComponent(m[1]);
+      if (current) render(current);
+    };
+    window.addEventListener('hashchange', fromHash);
+    fromHash();
+  }
+
+  let focusAttention = null;
 
   async function loop() {
     let first = true;
@@ -512,6 +618,7 @@
         delete box.dataset.busy;
       }
     });
+    setupNotifications();
     // Relative times age without new data.
     setInterval(() => {
       if (current) for (const s of current.sessions) {

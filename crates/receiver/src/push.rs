@@ -1,0 +1,602 @@
+//! Telling the person (issue 14): Web Push (RFC 8030, aes128gcm per RFC 8291, VAPID per
+//! RFC 8292) to the page installed on their devices, and ntfy for those who use it.
+//!
+//! Pushes leave from one worker thread fed by a bounded queue: the request that records an
+//! event only hands it a [`Notice`] (`try_send`, never a wait), so a slow or failing push
+//! service never slows the page or the control path. A send that fails for a reason that
+//! may pass (a timeout, 429, 5xx) is tried again with backoff, at most [`ATTEMPTS`] times; a
+//! subscription the push service no longer knows (404, 410) is dropped. Every attempt and
+//! its result is kept (the newest [`LOG_KEPT`]) for the page and written to the log.
+//!
+//! Pushes go out only while the person is away (DECISIONS 27: the page's Away switch), and
+//! never to a device set quiet. An ntfy action cannot carry a passkey, so it only opens the
+//! page; a Web Push notification's Allow and Deny open that prompt on the page too.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use web_push_native::jwt_simple::algorithms::{ECDSAP256PublicKeyLike, ES256KeyPair};
+use web_push_native::p256;
+use web_push_native::{Auth, WebPushBuilder};
+
+/// Notices waiting for the worker; past this they are dropped (and logged).
+pub const QUEUE_MAX: usize = 256;
+/// Tries per push, the first included.
+pub const ATTEMPTS: u32 = 4;
+/// Push attempts kept for the page.
+pub const LOG_KEPT: i64 = 200;
+/// Devices one receiver pushes to.
+pub const SUBSCRIPTIONS_MAX: i64 = 20;
+/// How long a push service keeps a notification it could not deliver yet (`TTL`), and
+/// how long the VAPID token is good for: a prompt waits minutes, not hours.
+const PUSH_TTL: Duration = Duration::from_secs(10 * 60);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const TOTAL_TIMEOUT: Duration = Duration::from_secs(15);
+/// Retry delays after the first, second and third failure.
+const BACKOFF: [Duration; 3] = [
+    Duration::from_secs(2),
+    Duration::from_secs(10),
+    Duration::from_secs(60),
+];
+
+/// Something the person may want to hear about.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// An agent waits for an answer (`attention.needed`).
+    Needed {
+        session: String,
+        attention_id: String,
+        tool: Option<String>,
+        message: Option<String>,
+    },
+    /// That wait is over (`attention.cleared`): the notification is withdrawn.
+    Cleared {
+        session: String,
+        attention_id: String,
+    },
+    /// A message the person sent was acked `failed` or `refused`.
+    Failed {
+        session: String,
+        id: String,
+        outcome: String,
+        detail: Option<String>,
+    },
+}
+
+impl Notice {
+    /// The notice for one accepted event, if it is one the person hears about.
+    pub fn from_event(ev: &Value) -> Option<Notice> {
+        let session = format!(
+            "{}:{}",
+            ev["harness"]["name"].as_str()?,
+            ev["session"]["id"].as_str()?
+        );
+        let data = &ev["data"];
+        let attention_id = data["attention_id"].as_str().map(str::to_owned);
+        match ev["type"].as_str()? {
+            "attention.needed" => Some(Notice::Needed {
+                session,
+                attention_id: attention_id?,
+                tool: data["tool"].as_str().map(str::to_owned),
+                message: data["message"].as_str().map(str::to_owned),
+            }),
+            "attention.cleared" => Some(Notice::Cleared {
+                session,
+                attention_id: attention_id?,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The notice for one stored ack, if the person should hear of it.
+    pub fn from_ack(session: &str, ack: &Value) -> Option<Notice> {
+        let outcome = ack["outcome"].as_str()?;
+        matches!(outcome, "failed" | "refused").then(|| Notice::Failed {
+            session: session.to_owned(),
+            id: ack["id"].as_str().unwrap_or_default().to_owned(),
+            outcome: outcome.to_owned(),
+            detail: ack["detail"]
+                .as_str()
+                .or(ack["code"].as_str())
+                .map(str::to_owned),
+        })
+    }
+
+    /// What the service worker shows (`page/sw.js`): title, body, a tag per prompt (so the
+    /// clearing push replaces it), the page link that opens it, and the actions.
+    pub fn payload(&self, page: &str) -> Value {
+        match self {
+            Notice::Needed {
+                session,
+                attention_id,
+                tool,
+                message,
+            } => json!({
+                "title": format!("{} wants to run {}", harness_of(session), tool.as_deref().unwrap_or("a tool")),
+                "body": message.as_deref().unwrap_or("An agent is waiting for your answer."),
+                "tag": format!("attention:{attention_id}"),
+                "url": format!("{page}/#attention={}", enc(attention_id)),
+                "actions": [{"action": "allow", "title": "Allow…"}, {"action": "deny", "title": "Deny…"}],
+            }),
+            Notice::Cleared { attention_id, .. } => json!({
+                "clear": format!("attention:{attention_id}"),
+            }),
+            Notice::Failed {
+                session,
+                outcome,
+                detail,
+                ..
+            } => json!({
+                "title": format!("A message to {} was {outcome}", harness_of(session)),
+                "body": detail.as_deref().unwrap_or(""),
+                "tag": format!("message:{session}"),
+                "url": format!("{page}/"),
+                "actions": [],
+            }),
+        }
+    }
+
+    fn what(&self) -> String {
+        match self {
+            Notice::Needed { attention_id, .. } => format!("attention.needed {attention_id}"),
+            Notice::Cleared { attention_id, .. } => format!("attention.cleared {attention_id}"),
+            Notice::Failed { id, outcome, .. } => format!("{outcome} {id}"),
+        }
+    }
+}
+
+fn harness_of(session: &str) -> &str {
+    session.split(':').next().unwrap_or(session)
+}
+
+fn enc(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// Where this receiver sends: https anywhere, http only to loopback (tests, and a service
+/// on the same machine), the rule the sender keeps for its sinks.
+pub fn allowed_url(url: &str) -> bool {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return false;
+    };
+    let host = uri.host().unwrap_or_default();
+    match uri.scheme_str() {
+        Some("https") => !host.is_empty(),
+        Some("http") => {
+            host == "localhost"
+                || host == "[::1]"
+                || host
+                    .parse::<std::net::Ipv4Addr>()
+                    .is_ok_and(|a| a.is_loopback())
+        }
+        _ => false,
+    }
+}
+
+/// A device's subscription, as its browser made it (`PushSubscription.toJSON()`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subscription {
+    pub endpoint: String,
+    pub p256dh: String,
+    pub auth: String,
+}
+
+impl Subscription {
+    /// Checks what a page sent: an https endpoint (http only to loopback, for tests and
+    /// self-hosted services on the same machine), a P-256 point and a 16-byte secret.
+    pub fn parse(endpoint: &str, p256dh: &str, auth: &str) -> Result<Subscription, String> {
+        if endpoint.len() > 2048 {
+            return Err("endpoint is longer than 2048 characters".into());
+        }
+        if !allowed_url(endpoint) {
+            return Err("endpoint must be an https URL".into());
+        }
+        let key = URL_SAFE_NO_PAD
+            .decode(p256dh.trim_end_matches('='))
+            .map_err(|_| "keys.p256dh is not base64url".to_string())?;
+        p256::PublicKey::from_sec1_bytes(&key)
+            .map_err(|_| "keys.p256dh is not a P-256 public key".to_string())?;
+        let secret = URL_SAFE_NO_PAD
+            .decode(auth.trim_end_matches('='))
+            .map_err(|_| "keys.auth is not base64url".to_string())?;
+        if secret.len() != 16 {
+            return Err("keys.auth must be 16 bytes".into());
+        }
+        Ok(Subscription {
+            endpoint: endpoint.to_owned(),
+            p256dh: p256dh.trim_end_matches('=').to_owned(),
+            auth: auth.trim_end_matches('=').to_owned(),
+        })
+    }
+
+    fn builder(&self) -> Result<WebPushBuilder, String> {
+        let uri: http::Uri = self.endpoint.parse().map_err(|_| "bad endpoint")?;
+        let key = URL_SAFE_NO_PAD
+            .decode(&self.p256dh)
+            .map_err(|_| "bad p256dh")?;
+        let public = p256::PublicKey::from_sec1_bytes(&key).map_err(|_| "bad p256dh")?;
+        let auth = URL_SAFE_NO_PAD.decode(&self.auth).map_err(|_| "bad auth")?;
+        if auth.len() != 16 {
+            return Err("bad auth".into());
+        }
+        Ok(
+            WebPushBuilder::new(uri, public, Auth::clone_from_slice(&auth))
+                .with_valid_duration(PUSH_TTL),
+        )
+    }
+}
+
+/// A device as the receiver keeps it; the page sees all but the subscription.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Device {
+    /// The first 16 hex digits of sha256(endpoint): the page's handle for it.
+    pub id: String,
+    pub name: Option<String>,
+    pub quiet: bool,
+    pub created_ms: i64,
+    pub sub: Subscription,
+}
+
+/// An ntfy topic (`https://ntfy.sh/mytopic` or self-hosted) and its access token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ntfy {
+    pub url: String,
+    pub token: Option<String>,
+}
+
+/// The receiver's VAPID key pair (made once, kept in its database).
+pub struct Vapid(ES256KeyPair);
+
+impl Vapid {
+    pub fn generate() -> Vapid {
+        Vapid(ES256KeyPair::generate())
+    }
+
+    pub fn from_secret(b64: &str) -> Option<Vapid> {
+        let raw = URL_SAFE_NO_PAD.decode(b64).ok()?;
+        ES256KeyPair::from_bytes(&raw).ok().map(Vapid)
+    }
+
+    pub fn secret(&self) -> String {
+        URL_SAFE_NO_PAD.encode(self.0.to_bytes())
+    }
+
+    /// The `applicationServerKey` a page subscribes with (uncompressed point, base64url).
+    pub fn public(&self) -> String {
+        URL_SAFE_NO_PAD.encode(self.0.public_key().public_key().to_bytes_uncompressed())
+    }
+}
+
+/// Where the worker reads who to push to and writes what happened.
+pub trait PushStore: Send + Sync + 'static {
+    /// Whether the person is away (no push otherwise).
+    fn away(&self) -> bool;
+    /// The devices not set quiet.
+    fn subscriptions(&self) -> Vec<Subscription>;
+    /// Whether any device is set quiet (so a push left unsent is worth a line in the log).
+    fn has_quiet_devices(&self) -> bool;
+    fn ntfy(&self) -> Option<Ntfy>;
+    fn vapid(&self) -> Option<Vapid>;
+    /// The page's address, for the links a notification opens.
+    fn page_url(&self) -> String;
+    /// The VAPID `sub` claim: the page's https address, or a mailto.
+    fn contact(&self) -> String;
+    fn drop_subscription(&self, endpoint: &str);
+    fn record(&self, target: &str, what: &str, result: &str);
+}
+
+/// The handle the request path holds.
+#[derive(Clone)]
+pub struct Pusher {
+    tx: SyncSender<Notice>,
+}
+
+impl Pusher {
+    /// Starts the worker thread; it ends when every `Pusher` is dropped.
+    pub fn start(store: Arc<dyn PushStore>) -> Pusher {
+        let (tx, rx) = mpsc::sync_channel(QUEUE_MAX);
+        std::thread::Builder::new()
+            .name("sp-receiver-push".into())
+            .spawn(move || worker(store, rx))
+            .expect("starting the push thread");
+        Pusher { tx }
+    }
+
+    /// Hands a notice to the worker; never waits (a full queue drops it, and says so).
+    pub fn notify(&self, notice: Notice) {
+        if let Err(mpsc::TrySendError::Full(n)) = self.tx.try_send(notice) {
+            eprintln!(
+                "sp-receiver: push queue full ({QUEUE_MAX}); dropped {}",
+                n.what()
+            );
+        }
+    }
+}
+
+/// One send still to be made.
+struct Job {
+    notice: Notice,
+    target: Target,
+    attempt: u32,
+    not_before: Instant,
+}
+
+#[derive(Clone)]
+enum Target {
+    Device(Subscription),
+    Ntfy(Ntfy),
+}
+
+impl Target {
+    fn name(&self) -> String {
+        match self {
+            // Never the whole endpoint in the log: it is the device's capability.
+            Target::Device(s) => format!("device {}", short_endpoint(&s.endpoint)),
+            Target::Ntfy(n) => format!("ntfy {}", n.url),
+        }
+    }
+}
+
+/// `https://host/…last 8 characters`, enough to tell devices apart.
+pub fn short_endpoint(endpoint: &str) -> String {
+    let host = endpoint
+        .split("://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or("?");
+    let tail: String = endpoint
+        .chars()
+        .rev()
+        .take(8)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("{host}/…{tail}")
+}
+
+fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_connect(Some(CONNECT_TIMEOUT))
+        .timeout_global(Some(TOTAL_TIMEOUT))
+        .build()
+        .into();
+    let mut retries: VecDeque<Job> = VecDeque::new();
+    loop {
+        // Due retries first; otherwise wait for a notice until the next retry is due.
+        let now = Instant::now();
+        if let Some(i) = retries.iter().position(|j| j.not_before <= now) {
+            let job = retries.remove(i).expect("position is in range");
+            send(&store, &agent, job, &mut retries);
+            continue;
+        }
+        let wait = retries
+            .iter()
+            .map(|j| j.not_before.saturating_duration_since(now))
+            .min()
+            .unwrap_or(Duration::from_secs(3600));
+        let notice = match rx.recv_timeout(wait) {
+            Ok(n) => n,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let (devices, ntfy) = (store.subscriptions(), store.ntfy());
+        if devices.is_empty() && ntfy.is_none() && !store.has_quiet_devices() {
+            continue; // nothing set up: nothing to say
+        }
+        if !store.away() {
+            store.record("-", &notice.what(), "not sent: the person is at the desk");
+            continue;
+        }
+        let mut targets: Vec<Target> = devices.into_iter().map(Target::Device).collect();
+        // ntfy cannot withdraw a message: it hears of new prompts and failures only.
+        if !matches!(notice, Notice::Cleared { .. }) {
+            targets.extend(ntfy.map(Target::Ntfy));
+        }
+        if targets.is_empty() {
+            store.record("-", &notice.what(), "not sent: every device is quiet");
+            continue;
+        }
+        for target in targets {
+            let job = Job {
+                notice: notice.clone(),
+                target,
+                attempt: 1,
+                not_before: Instant::now(),
+            };
+            send(&store, &agent, job, &mut retries);
+        }
+    }
+}
+
+fn send(store: &Arc<dyn PushStore>, agent: &ureq::Agent, job: Job, retries: &mut VecDeque<Job>) {
+    let what = job.notice.what();
+    let name = job.target.name();
+    let result = match &job.target {
+        Target::Device(sub) => send_web_push(store, agent, sub, &job.notice),
+        Target::Ntfy(n) => send_ntfy(store, agent, n, &job.notice),
+    };
+    let said = match result {
+        Sent::Ok(status) => format!("delivered ({status})"),
+        Sent::Gone(status) => {
+            if let Target::Device(sub) = &job.target {
+                store.drop_subscription(&sub.endpoint);
+            }
+            format!("the push service no longer knows this device ({status}); removed")
+        }
+        Sent::Refused(why) => format!("refused: {why}"),
+        Sent::Again(why) if job.attempt < ATTEMPTS => {
+            let delay = BACKOFF[(job.attempt - 1) as usize];
+            retries.push_back(Job {
+                attempt: job.attempt + 1,
+                not_before: Instant::now() + delay,
+                ..job
+            });
+            format!("failed: {why}; trying again in {} s", delay.as_secs())
+        }
+        Sent::Again(why) => format!("failed: {why}; gave up after {ATTEMPTS} tries"),
+    };
+    eprintln!("sp-receiver: push {what} to {name}: {said}");
+    store.record(&name, &what, &said);
+}
+
+enum Sent {
+    Ok(u16),
+    /// 404 or 410: the subscription is gone.
+    Gone(u16),
+    /// Will not work however often it is tried (4xx, a bad key).
+    Refused(String),
+    /// May work later (timeouts, 429, 5xx).
+    Again(String),
+}
+
+fn classify(r: Result<u16, ureq::Error>) -> Sent {
+    match r {
+        Ok(s @ 200..=299) => Sent::Ok(s),
+        Ok(s @ (404 | 410)) => Sent::Gone(s),
+        Ok(s @ (408 | 425 | 429 | 500..=599)) => Sent::Again(format!("HTTP {s}")),
+        Ok(s) => Sent::Refused(format!("HTTP {s}")),
+        Err(e) => Sent::Again(e.to_string()),
+    }
+}
+
+fn send_web_push(
+    store: &Arc<dyn PushStore>,
+    agent: &ureq::Agent,
+    sub: &Subscription,
+    notice: &Notice,
+) -> Sent {
+    let Some(vapid) = store.vapid() else {
+        return Sent::Refused("this receiver has no VAPID key".into());
+    };
+    let contact = store.contact();
+    let builder = match sub.builder() {
+        Ok(b) => b.with_vapid(&vapid.0, &contact),
+        Err(e) => return Sent::Refused(e),
+    };
+    let body = notice.payload(&store.page_url()).to_string();
+    let req = match builder.build(body) {
+        Ok(r) => r,
+        Err(e) => return Sent::Refused(format!("cannot encrypt: {e:?}")),
+    };
+    let (parts, body) = req.into_parts();
+    let mut call = agent.post(parts.uri.to_string());
+    for (k, v) in parts.headers.iter() {
+        // ureq sets content-length itself from the body.
+        if k != http::header::CONTENT_LENGTH {
+            call = call.header(k.as_str(), v.to_str().unwrap_or_default());
+        }
+    }
+    classify(call.send(&body[..]).map(|r| r.status().as_u16()))
+}
+
+fn send_ntfy(store: &Arc<dyn PushStore>, agent: &ureq::Agent, n: &Ntfy, notice: &Notice) -> Sent {
+    let p = notice.payload(&store.page_url());
+    let url = p["url"].as_str().unwrap_or_default().to_owned();
+    let mut call = agent
+        .post(&n.url)
+        .header("Title", ascii(p["title"].as_str().unwrap_or("sessionpipe")))
+        .header("Tags", "robot")
+        .header("Click", &url)
+        // An ntfy action cannot carry a passkey: it opens the prompt on the page.
+        .header(
+            "Actions",
+            format!("view, Open the prompt, {url}, clear=true"),
+        );
+    if matches!(notice, Notice::Needed { .. }) {
+        call = call.header("Priority", "high");
+    }
+    if let Some(t) = &n.token {
+        call = call.header("Authorization", format!("Bearer {t}"));
+    }
+    let body = p["body"].as_str().unwrap_or_default().to_owned();
+    classify(call.send(body.as_bytes()).map(|r| r.status().as_u16()))
+}
+
+/// Header values are ASCII; ntfy takes the title as a header.
+fn ascii(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii() && !c.is_ascii_control() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscriptions_are_checked() {
+        let key = p256::SecretKey::from_slice(&[7u8; 32])
+            .unwrap()
+            .public_key();
+        let p = URL_SAFE_NO_PAD.encode(key.to_sec1_bytes());
+        let a = URL_SAFE_NO_PAD.encode([1u8; 16]);
+        assert!(Subscription::parse("https://push.example/x", &p, &a).is_ok());
+        assert!(Subscription::parse("http://127.0.0.1:9/x", &p, &a).is_ok());
+        for (e, k, s) in [
+            ("http://push.example/x", p.as_str(), a.as_str()),
+            ("ftp://push.example/x", p.as_str(), a.as_str()),
+            ("https://push.example/x", "AAAA", a.as_str()),
+            ("https://push.example/x", p.as_str(), "AAAA"),
+        ] {
+            assert!(Subscription::parse(e, k, s).is_err(), "{e} {k} {s}");
+        }
+    }
+
+    #[test]
+    fn vapid_keys_survive_a_round_trip() {
+        let v = Vapid::generate();
+        let again = Vapid::from_secret(&v.secret()).unwrap();
+        assert_eq!(v.public(), again.public());
+        assert_eq!(URL_SAFE_NO_PAD.decode(v.public()).unwrap().len(), 65);
+    }
+
+    #[test]
+    fn notices_from_events_and_acks() {
+        let ev = json!({"type": "attention.needed", "harness": {"name": "codex"},
+            "session": {"id": "s1"}, "data": {"attention_id": "perm-1", "tool": "Bash", "message": "rm -rf build"}});
+        let n = Notice::from_event(&ev).unwrap();
+        let p = n.payload("https://pipe.example");
+        assert_eq!(p["title"], "codex wants to run Bash");
+        assert_eq!(p["tag"], "attention:perm-1");
+        assert_eq!(p["url"], "https://pipe.example/#attention=perm%2D1");
+        let cleared = json!({"type": "attention.cleared", "harness": {"name": "codex"},
+            "session": {"id": "s1"}, "data": {"attention_id": "perm-1", "how": "answered"}});
+        assert_eq!(
+            Notice::from_event(&cleared).unwrap().payload("")["clear"],
+            "attention:perm-1"
+        );
+        let started = json!({"type": "session.started", "harness": {"name": "codex"},
+            "session": {"id": "s1"}, "data": {}});
+        assert_eq!(Notice::from_event(&started), None);
+        assert!(
+            Notice::from_ack("codex:s1", &json!({"id": "x", "outcome": "delivered"})).is_none()
+        );
+        assert!(Notice::from_ack(
+            "codex:s1",
+            &json!({"id": "x", "outcome": "refused", "code": "replay"})
+        )
+        .is_some());
+    }
+
+    #[test]
+    fn a_short_endpoint_names_the_service_not_the_capability() {
+        assert_eq!(
+            short_endpoint("https://fcm.googleapis.com/fcm/send/abcdefghijklmnop"),
+            "fcm.googleapis.com/…ijklmnop"
+        );
+    }
+}

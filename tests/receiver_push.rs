@@ -1,0 +1,521 @@
+//! Telling the person (issue 14): the receiver pushes to a fake push service and a fake ntfy
+//! server on loopback, and this test checks what a browser and ntfy would get.
+//!
+//! The test subscribes the way a browser does (its own P-256 key and 16-byte auth secret,
+//! through the page's API), decrypts what arrives (aes128gcm, RFC 8291) and checks the VAPID
+//! token (RFC 8292): its ES256 signature under the key the page was given, its audience and
+//! its expiry. A device the push service no longer knows (410) is dropped; at the desk
+//! (DECISIONS 27) nothing is pushed.
+mod common;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use spreceiver::{Receiver, ReceiverOptions};
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const LOGIN: &str = "page-login-token-for-the-push-test";
+
+/// One request the fake service got.
+struct Got {
+    path: String,
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+/// A push service (or ntfy server) on loopback: hands each request to the test and answers
+/// with the next status the test queued (201 when none).
+struct FakeService {
+    url: String,
+    got: mpsc::Receiver<Got>,
+    statuses: Arc<Mutex<Vec<u16>>>,
+}
+
+impl FakeService {
+    fn start() -> FakeService {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", server.server_addr().to_ip().unwrap());
+        let (tx, got) = mpsc::channel();
+        let statuses = Arc::new(Mutex::new(Vec::<u16>::new()));
+        let st = statuses.clone();
+        std::thread::spawn(move || {
+            for mut rq in server.incoming_requests() {
+                let mut body = Vec::new();
+                let _ = std::io::Read::read_to_end(rq.as_reader(), &mut body);
+                let headers = rq
+                    .headers()
+                    .iter()
+                    .map(|h| {
+                        (
+                            h.field.as_str().as_str().to_ascii_lowercase(),
+                            h.value.as_str().to_owned(),
+                        )
+                    })
+                    .collect();
+                let path = rq.url().to_owned();
+                let status = {
+                    let mut s = st.lock().unwrap();
+                    if s.is_empty() {
+                        201
+                    } else {
+                        s.remove(0)
+                    }
+                };
+                let _ = tx.send(Got {
+                    path,
+                    headers,
+                    body,
+                });
+                let _ = rq.respond(tiny_http::Response::empty(status));
+            }
+        });
+        FakeService { url, got, statuses }
+    }
+
+    fn next(&self) -> Got {
+        self.got
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the receiver pushed within 20 s")
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into()
+}
+
+fn page(r: &Receiver, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let url = format!("{}{path}", r.url());
+    let auth = format!("Bearer {LOGIN}");
+    let mut resp = match body {
+        None => agent().get(&url).header("authorization", &auth).call(),
+        Some(b) => agent()
+            .post(&url)
+            .header("authorization", &auth)
+            .header("content-type", "application/json")
+            .send(b.to_string()),
+    }
+    .unwrap();
+    let _ = method;
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn post_event(r: &Receiver, ev: Value) {
+    let mut resp = agent()
+        .post(format!("{}/api/sessionpipe/v1/events", r.url()))
+        .header("authorization", &format!("Bearer {}", r.token()))
+        .header("sessionpipe-protocol", "1")
+        .header("content-type", "application/json")
+        .send(json!({ "events": [ev] }).to_string())
+        .unwrap();
+    let status = resp.status().as_u16();
+    assert_eq!(
+        status,
+        202,
+        "{}",
+        resp.body_mut().read_to_string().unwrap_or_default()
+    );
+}
+
+fn now_wire() -> String {
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::OffsetDateTime::now_utc().format(&fmt).unwrap()
+}
+
+fn attention(kind: &str, seq: u64, id: &str) -> Value {
+    let data = if kind == "attention.needed" {
+        json!({"attention_id": id, "kind": "permission", "tool": "Bash", "message": "rm -rf build"})
+    } else {
+        json!({"attention_id": id, "how": "answered"})
+    };
+    json!({
+        "protocol": 1, "id": ulid::Ulid::new().to_string(), "type": kind, "time": now_wire(),
+        "tier": 1, "harness": {"name": "claude-code", "event": "PermissionRequest"},
+        "session": {"id": "push-session-1", "seq": seq, "cwd": "~/src/api"},
+        "privacy": {"rulesets": ["secrets@1"], "pii": false}, "data": data
+    })
+}
+
+fn start() -> Receiver {
+    let r = Receiver::start(ReceiverOptions {
+        login_token: Some(LOGIN.into()),
+        ..ReceiverOptions::default()
+    })
+    .unwrap();
+    post_event(
+        &r,
+        json!({
+            "protocol": 1, "id": ulid::Ulid::new().to_string(), "type": "session.started",
+            "time": now_wire(), "tier": 1, "harness": {"name": "claude-code", "event": "SessionStart"},
+            "session": {"id": "push-session-1", "seq": 0, "cwd": "~/src/api"},
+            "privacy": {"rulesets": ["secrets@1"], "pii": false}, "data": {"source": "startup"}
+        }),
+    );
+    r
+}
+
+fn set_away(r: &Receiver, away: bool) {
+    assert_eq!(
+        page(r, "POST", "/page/api/away", Some(json!({"away": away}))).0,
+        200
+    );
+}
+
+/// The push log as the page sees it, newest first.
+fn push_log(r: &Receiver) -> Vec<Value> {
+    page(r, "GET", "/page/api/push", None).1["log"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+/// A device as a browser makes one: its own key pair and auth secret.
+struct Device {
+    secret: p256::SecretKey,
+    auth: [u8; 16],
+}
+
+impl Device {
+    fn new(seed: u8) -> Device {
+        Device {
+            secret: p256::SecretKey::from_slice(&[seed; 32]).unwrap(),
+            auth: [seed ^ 0x5a; 16],
+        }
+    }
+
+    fn subscription(&self, endpoint: &str) -> Value {
+        json!({"endpoint": endpoint, "keys": {
+            "p256dh": URL_SAFE_NO_PAD.encode(self.secret.public_key().to_sec1_bytes()),
+            "auth": URL_SAFE_NO_PAD.encode(self.auth)}})
+    }
+
+    fn decrypt(&self, body: Vec<u8>) -> Value {
+        let auth = web_push_native::Auth::clone_from_slice(&self.auth);
+        let plain = web_push_native::decrypt(body, &self.secret, &auth).expect("aes128gcm");
+        serde_json::from_slice(&plain).unwrap()
+    }
+}
+
+/// Checks `Authorization: vapid t=JWT, k=KEY` (RFC 8292): `k` is the key the page gave the
+/// browser, the token is ES256-signed by it, for this push service, not yet expired and
+/// good for at most 24 hours.
+fn check_vapid(header: &str, page_key: &str, service: &str) {
+    let rest = header.strip_prefix("vapid ").expect("vapid scheme");
+    let mut t = "";
+    let mut k = "";
+    for part in rest.split(',') {
+        let part = part.trim();
+        if let Some(v) = part.strip_prefix("t=") {
+            t = v;
+        } else if let Some(v) = part.strip_prefix("k=") {
+            k = v;
+        }
+    }
+    assert_eq!(k, page_key, "k is the key the page subscribed with");
+    let key =
+        p256::ecdsa::VerifyingKey::from_sec1_bytes(&URL_SAFE_NO_PAD.decode(k).unwrap()).unwrap();
+    let (signed, sig) = t.rsplit_once('.').unwrap();
+    let sig = p256::ecdsa::Signature::from_slice(&URL_SAFE_NO_PAD.decode(sig).unwrap()).unwrap();
+    use p256::ecdsa::signature::Verifier;
+    key.verify(signed.as_bytes(), &sig)
+        .expect("the VAPID token is signed by the receiver's key");
+    let (head, claims) = signed.split_once('.').unwrap();
+    let head: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(head).unwrap()).unwrap();
+    assert_eq!(head["alg"], "ES256");
+    let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).unwrap()).unwrap();
+    // web-push-native names the service by scheme and host (real push services use the
+    // default port; the fake one's port is left out).
+    let host = service.rsplit_once(':').unwrap().0;
+    assert_eq!(claims["aud"], host, "{claims}");
+    assert!(claims["sub"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("mailto:") || s.starts_with("https://")));
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let exp = claims["exp"].as_i64().unwrap();
+    assert!(exp > now && exp <= now + 24 * 3600, "exp {exp}, now {now}");
+}
+
+#[test]
+fn a_prompt_is_pushed_encrypted_and_signed_and_withdrawn_when_it_clears() {
+    let r = start();
+    let service = FakeService::start();
+    let device = Device::new(7);
+    let endpoint = format!("{}/push/device-one", service.url);
+    let (s, v) = page(
+        &r,
+        "POST",
+        "/page/api/push",
+        Some(
+            json!({"op": "subscribe", "subscription": device.subscription(&endpoint), "name": "phone"}),
+        ),
+    );
+    assert_eq!(s, 200, "{v}");
+    let (_, state) = page(&r, "GET", "/page/api/push", None);
+    let page_key = state["vapid"].as_str().unwrap().to_owned();
+    assert_eq!(state["devices"][0]["name"], "phone");
+    assert!(
+        !state.to_string().contains("device-one"),
+        "the page never sees a device's endpoint: {state}"
+    );
+    set_away(&r, true);
+
+    post_event(&r, attention("attention.needed", 1, "perm-1"));
+    let got = service.next();
+    assert_eq!(got.path, "/push/device-one");
+    assert_eq!(got.headers["content-encoding"], "aes128gcm");
+    assert_eq!(got.headers["ttl"], "600");
+    check_vapid(&got.headers["authorization"], &page_key, &service.url);
+    let shown = device.decrypt(got.body);
+    assert_eq!(shown["title"], "claude-code wants to run Bash");
+    assert_eq!(shown["body"], "rm -rf build");
+    assert_eq!(shown["tag"], "attention:perm-1");
+    assert!(shown["url"]
+        .as_str()
+        .unwrap()
+        .ends_with("/#attention=perm%2D1"));
+
+    post_event(&r, attention("attention.cleared", 2, "perm-1"));
+    let cleared = device.decrypt(service.next().body);
+    assert_eq!(cleared, json!({"clear": "attention:perm-1"}));
+
+    // The push service forgot the device: it is dropped, and the page says so.
+    service.statuses.lock().unwrap().push(410);
+    post_event(&r, attention("attention.needed", 3, "perm-2"));
+    service.next();
+    assert!(
+        until(Duration::from_secs(10), || page(
+            &r,
+            "GET",
+            "/page/api/push",
+            None
+        )
+        .1["devices"]
+            == json!([])),
+        "the device the service no longer knows is removed"
+    );
+    assert!(push_log(&r)[0]["result"]
+        .as_str()
+        .unwrap()
+        .contains("removed"));
+}
+
+#[test]
+fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again() {
+    let r = start();
+    let service = FakeService::start();
+    let device = Device::new(9);
+    let (s, v) = page(
+        &r,
+        "POST",
+        "/page/api/push",
+        Some(
+            json!({"op": "subscribe", "subscription": device.subscription(&format!("{}/push/d2", service.url))}),
+        ),
+    );
+    assert_eq!(s, 200, "{v}");
+    let id = v["id"].as_str().unwrap().to_owned();
+
+    // At the desk: recorded, not pushed.
+    post_event(&r, attention("attention.needed", 1, "perm-1"));
+    assert!(until(Duration::from_secs(10), || push_log(&r).iter().any(
+        |l| l["result"].as_str().unwrap_or("").contains("at the desk")
+    )));
+    // Quiet device, away: nothing goes to it.
+    set_away(&r, true);
+    assert_eq!(
+        page(
+            &r,
+            "POST",
+            "/page/api/push",
+            Some(json!({"op": "quiet", "id": id, "quiet": true}))
+        )
+        .0,
+        200
+    );
+    post_event(&r, attention("attention.needed", 2, "perm-2"));
+    assert!(until(Duration::from_secs(10), || push_log(&r)
+        .iter()
+        .any(|l| l["what"] == "attention.needed perm-2"
+            && l["result"] == "not sent: every device is quiet")));
+    // Loud again: a 503 is tried again (after its backoff) and then delivered.
+    assert_eq!(
+        page(
+            &r,
+            "POST",
+            "/page/api/push",
+            Some(json!({"op": "quiet", "id": id, "quiet": false}))
+        )
+        .0,
+        200
+    );
+    service.statuses.lock().unwrap().push(503);
+    post_event(&r, attention("attention.needed", 3, "perm-3"));
+    let first = service.next();
+    assert_eq!(device.decrypt(first.body)["tag"], "attention:perm-3");
+    let again = service.next();
+    assert_eq!(
+        device.decrypt(again.body)["tag"],
+        "attention:perm-3",
+        "the quiet time's prompt was never pushed; the failed one was tried again"
+    );
+    assert!(
+        service.got.try_recv().is_err(),
+        "nothing else arrived (perm-1 at the desk, perm-2 while quiet)"
+    );
+    let log = push_log(&r);
+    assert!(log
+        .iter()
+        .any(|l| l["result"].as_str().unwrap_or("").contains("trying again")));
+    // A subscription the page sends wrong is refused with the rule.
+    let (s, v) = page(
+        &r,
+        "POST",
+        "/page/api/push",
+        Some(
+            json!({"op": "subscribe", "subscription": {"endpoint": "http://push.example/x", "keys": {"p256dh": "AAAA", "auth": "AAAA"}}}),
+        ),
+    );
+    assert_eq!(
+        (s, v["reason"].as_str()),
+        (400, Some("subscription: endpoint must be an https URL"))
+    );
+}
+
+#[test]
+fn ntfy_gets_the_topic_the_token_a_title_and_an_action_that_opens_the_page() {
+    let r = start();
+    let ntfy = FakeService::start();
+    let topic = format!("{}/sp-alerts", ntfy.url);
+    let (s, v) = page(
+        &r,
+        "POST",
+        "/page/api/push",
+        Some(json!({"op": "ntfy", "url": topic, "token": "tk_secret"})),
+    );
+    assert_eq!(s, 200, "{v}");
+    let (_, state) = page(&r, "GET", "/page/api/push", None);
+    assert_eq!(state["ntfy"], json!({"url": topic, "token": true}));
+    assert!(
+        !state.to_string().contains("tk_secret"),
+        "the token never goes back to the page"
+    );
+    set_away(&r, true);
+    post_event(&r, attention("attention.needed", 1, "perm-9"));
+    let got = ntfy.next();
+    assert_eq!(got.path, "/sp-alerts");
+    assert_eq!(got.headers["authorization"], "Bearer tk_secret");
+    assert_eq!(got.headers["title"], "claude-code wants to run Bash");
+    assert_eq!(got.headers["priority"], "high");
+    let click = &got.headers["click"];
+    assert!(click.ends_with("/#attention=perm%2D9"), "{click}");
+    assert_eq!(
+        got.headers["actions"],
+        format!("view, Open the prompt, {click}, clear=true")
+    );
+    assert_eq!(String::from_utf8(got.body).unwrap(), "rm -rf build");
+    // ntfy cannot withdraw a message: a clearing is not sent there.
+    post_event(&r, attention("attention.cleared", 2, "perm-9"));
+    post_event(&r, attention("attention.needed", 3, "perm-10"));
+    let next = ntfy.next();
+    assert!(next.headers["click"].ends_with("perm%2D10"));
+}
+
+#[test]
+fn in_chromium_the_page_installs_its_worker_and_a_push_shows_a_notification_that_opens_the_prompt()
+{
+    if let Some(why) = common::browser::missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let r = start();
+    post_event(&r, attention("attention.needed", 1, "perm-7"));
+    // The installable page: a manifest and an icon anyone may fetch.
+    let mut m = agent()
+        .get(format!("{}/manifest.webmanifest", r.url()))
+        .call()
+        .unwrap();
+    assert_eq!(m.status().as_u16(), 200);
+    assert_eq!(
+        m.headers().get("content-type").unwrap(),
+        "application/manifest+json"
+    );
+    let manifest: Value = serde_json::from_str(&m.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(manifest["display"], "standalone");
+    let icon = manifest["icons"][0]["src"].as_str().unwrap();
+    assert_eq!(
+        agent()
+            .get(format!("{}{icon}", r.url()))
+            .call()
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+
+    let mut b = common::browser::Browser::launch();
+    b.call(json!({"op": "goto", "url": format!("{}/", r.url())}));
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait("#conn[data-state=\"live\"]");
+    b.wait("[data-attention=\"perm-7\"]");
+    // What the receiver would push for that prompt, delivered to the worker by CDP.
+    let ev = attention("attention.needed", 1, "perm-7");
+    let payload = spreceiver::push::Notice::from_event(&ev)
+        .unwrap()
+        .payload(&r.url());
+    b.call(json!({"op": "push", "origin": r.url(), "data": payload.to_string()}));
+    let mut shown = Value::Null;
+    for _ in 0..100 {
+        shown = b.call(json!({"op": "notifications"}))["notifications"].clone();
+        if shown.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let n = &shown[0];
+    assert_eq!(n["title"], "claude-code wants to run Bash", "{shown}");
+    assert_eq!(n["body"], "rm -rf build");
+    assert_eq!(n["tag"], "attention:perm-7");
+    assert_eq!(n["actions"], json!(["allow", "deny"]));
+    // Tapping it opens its link: the page brings that prompt forward.
+    let link = n["data"]["url"].as_str().unwrap().to_owned();
+    b.call(json!({"op": "goto", "url": link}));
+    b.wait("[data-attention=\"perm-7\"].focused");
+    // The clearing push withdraws it.
+    let clear = spreceiver::push::Notice::from_event(&attention("attention.cleared", 2, "perm-7"))
+        .unwrap()
+        .payload(&r.url());
+    b.call(json!({"op": "push", "origin": r.url(), "data": clear.to_string()}));
+    let mut left = shown;
+    for _ in 0..100 {
+        left = b.call(json!({"op": "notifications"}))["notifications"].clone();
+        if left == json!([]) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(left, json!([]), "the notification was withdrawn");
+}
