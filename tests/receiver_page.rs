@@ -18,105 +18,14 @@ mod common;
 
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
+use common::receiver::{write_secret, Machine, SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/receiver-phone.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
-
-const TOKEN: &str = "sender-bearer-token-0123456789";
-const LOGIN: &str = "page-login-token-9876543210abcdef";
-
-// ---------------------------------------------------------------------------------------
-// sp-receiver as a child process
-// ---------------------------------------------------------------------------------------
-
-fn write_secret(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, format!("{text}\n")).unwrap();
-    set_mode(path, 0o600);
-}
-
-/// A running `sp-receiver --listen 127.0.0.1:0` with its files in `dir`.
-struct SpReceiver {
-    child: Option<Child>,
-    url: String,
-    log: Arc<Mutex<String>>,
-}
-
-impl SpReceiver {
-    fn start(dir: &Path, extra: &[&str]) -> SpReceiver {
-        write_secret(&dir.join("token"), TOKEN);
-        write_secret(&dir.join("login-token"), LOGIN);
-        let mut c = Command::new(bin("sp-receiver"));
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", dir)
-            .args(["--listen", "127.0.0.1:0", "--token-file"])
-            .arg(dir.join("token"))
-            .arg("--login-token-file")
-            .arg(dir.join("login-token"))
-            .arg("--db")
-            .arg(dir.join("receiver.db"))
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().expect("starting sp-receiver");
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listening on ").nth(1) {
-                    let url = rest.split_whitespace().next().unwrap_or("").to_owned();
-                    let _ = tx.send(url);
-                }
-                sink.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-        let url = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(u) => u,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("sp-receiver did not start: {}", log.lock().unwrap());
-            }
-        };
-        SpReceiver {
-            child: Some(child),
-            url,
-            log,
-        }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-
-    /// SIGTERM, as a service manager stops it; returns the exit code.
-    fn stop(&mut self) -> Option<i32> {
-        let mut c = self.child.take()?;
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let status = wait_timeout(&mut c, Duration::from_secs(10));
-        if status.is_none() {
-            let _ = c.kill();
-        }
-        c.wait().ok().and_then(|s| s.code())
-    }
-}
-
-impl Drop for SpReceiver {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // HTTP helpers
@@ -774,105 +683,6 @@ fn state_survives_a_restart() {
 // 1 and 2. The browser test
 // ---------------------------------------------------------------------------------------
 
-/// A machine: temp HOME and state, a config whose one sink is the sp-receiver with control on.
-struct Machine {
-    home: PathBuf,
-    config: PathBuf,
-    state: PathBuf,
-    sync: Option<Child>,
-}
-
-impl Machine {
-    fn new(dir: &Path, receiver: &SpReceiver, token_file: &Path) -> Machine {
-        let home = dir.join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let config = home.join(".config/sessionpipe/config.json");
-        std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-        let sink = json!({"sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": true, "token_file": token_file}]});
-        std::fs::write(&config, serde_json::to_string_pretty(&sink).unwrap()).unwrap();
-        set_mode(&config, 0o600);
-        Machine {
-            state: home.join(".local/state/sessionpipe"),
-            home,
-            config,
-            sync: None,
-        }
-    }
-
-    fn cmd(&self, name: &str) -> Command {
-        let mut c = Command::new(bin(name));
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("SESSIONPIPE_CONFIG", &self.config)
-            .env("SESSIONPIPE_STATE_DIR", &self.state)
-            .env("SESSIONPIPE_LOG", "debug")
-            .env("SESSIONPIPE_NO_SPAWN", "1")
-            .current_dir(&self.home);
-        c
-    }
-
-    fn start_sync(&mut self) {
-        let mut c = self.cmd("sp-sync");
-        c.arg("--daemon")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        self.sync = Some(c.spawn().unwrap());
-    }
-
-    fn hook(&self, name: &str, stdin: &Value) -> std::process::Output {
-        let mut c = self.cmd(name);
-        c.args(["--harness", "claude-code"]);
-        run_with_stdin(c, stdin.to_string().as_bytes())
-    }
-
-    fn spawn_hook(&self, name: &str, stdin: &Value) -> Child {
-        let mut c = self.cmd(name);
-        c.args(["--harness", "claude-code"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.to_string().as_bytes())
-            .unwrap();
-        child
-    }
-
-    /// Whether the sender's store holds message `id`.
-    fn has_message(&self, id: &str) -> bool {
-        let Ok(db) = rusqlite::Connection::open(self.state.join("control.db")) else {
-            return false;
-        };
-        let _ = db.busy_timeout(Duration::from_secs(5));
-        db.query_row("select count(*) from messages where id = ?1", [id], |r| {
-            r.get::<_, i64>(0)
-        })
-        .map(|n| n == 1)
-        .unwrap_or(false)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.state.join("sp.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Machine {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.sync.take() {
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            if wait_timeout(&mut c, Duration::from_secs(20)).is_none() {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-    }
-}
-
 #[test]
 fn a_person_answers_from_the_page_in_headless_chromium() {
     // Fail (never skip) when the browser cannot run, naming the script that installs it.
@@ -881,7 +691,11 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     }
     let dir = tempfile::tempdir().unwrap();
     let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
-    let mut machine = Machine::new(dir.path(), &receiver, &dir.path().join("receiver/token"));
+    let mut machine = Machine::new(
+        dir.path(),
+        &receiver.url,
+        &dir.path().join("receiver/token"),
+    );
     machine.start_sync();
     let key = format!("claude-code:{CC_SESSION}");
     let card = format!("article[data-session=\"{key}\"]");

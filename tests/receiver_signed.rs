@@ -22,78 +22,38 @@ mod common;
 
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
+use common::receiver::{LOGIN, TOKEN};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/receiver-pairing.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
-const TOKEN: &str = "sender-bearer-token-0123456789";
-const LOGIN: &str = "page-login-token-9876543210abcdef";
 const SESSION: &str = "5b0e8c1d-2f3a-4b5c-8d6e-7f8091a2b3c4";
 
-fn write_secret(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, format!("{text}\n")).unwrap();
-    set_mode(path, 0o600);
-}
-
 /// `sp-receiver --listen 127.0.0.1:0` with its files in `dir` (no `--public-url`: rp id
-/// `localhost`).
+/// `localhost`), and this test's ways into its database.
 struct SpReceiver {
-    child: Option<Child>,
+    running: common::receiver::SpReceiver,
     url: String,
     port: u16,
     db: PathBuf,
-    log: Arc<Mutex<String>>,
 }
 
 impl SpReceiver {
     fn start(dir: &Path) -> SpReceiver {
-        write_secret(&dir.join("token"), TOKEN);
-        write_secret(&dir.join("login-token"), LOGIN);
-        let db = dir.join("receiver.db");
-        let mut c = Command::new(bin("sp-receiver"));
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", dir)
-            .args(["--listen", "127.0.0.1:0", "--token-file"])
-            .arg(dir.join("token"))
-            .arg("--login-token-file")
-            .arg(dir.join("login-token"))
-            .arg("--db")
-            .arg(&db)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().expect("starting sp-receiver");
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listening on ").nth(1) {
-                    let url = rest.split_whitespace().next().unwrap_or("").to_owned();
-                    let _ = tx.send(url);
-                }
-                sink.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-        let url = rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("sp-receiver did not start: {}", log.lock().unwrap()));
+        let running = common::receiver::SpReceiver::start(dir, &[]);
+        let url = running.url.clone();
         let port = url.rsplit(':').next().unwrap().parse().unwrap();
         SpReceiver {
-            child: Some(child),
+            running,
             url,
             port,
-            db,
-            log,
+            db: dir.join("receiver.db"),
         }
     }
 
@@ -139,18 +99,6 @@ impl SpReceiver {
             )
             .unwrap();
         id
-    }
-}
-
-impl Drop for SpReceiver {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            if wait_timeout(&mut c, Duration::from_secs(10)).is_none() {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
     }
 }
 
@@ -406,7 +354,7 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     assert_eq!(v["decision"], "block");
     assert!(v["reason"].as_str().unwrap().contains(text), "{v}");
     b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
-    assert!(receiver.log.lock().unwrap().contains("listening on"));
+    assert!(receiver.running.log().contains("listening on"));
 }
 
 // ---------------------------------------------------------------------------------------
