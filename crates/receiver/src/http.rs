@@ -18,9 +18,7 @@ use serde_json::{json, Value};
 
 use super::page::{self, PageRoute};
 use super::signed;
-#[cfg(feature = "testing")]
-use super::state::Refused;
-use super::state::{Shared, State};
+use super::state::{Refused, Shared, State};
 use super::validate::{as_integer, check_ack_body, check_event};
 #[cfg(feature = "testing")]
 use super::{Fault, RequestRecord};
@@ -805,6 +803,11 @@ fn test_enqueue(ex: &Exchange<'_>) -> Reply {
         Some(_) => return Reply::error(400, "message must be an object"),
     };
     let result = ex.shared.lock().enqueue(session, partial, 60_000);
+    enqueued(ex, result)
+}
+
+/// The answer to an enqueue (the test door's or the page's); waiters are woken first.
+pub(crate) fn enqueued(ex: &Exchange<'_>, result: Result<Value, Refused>) -> Reply {
     match result {
         Ok(msg) => {
             ex.shared.notify();

@@ -46,7 +46,6 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::http::{clip, parse_json, percent_decode, query_param, Answer, Exchange, Hold, Reply};
-use super::state::Refused;
 use spwire::split_session_key;
 
 const INDEX_HTML: &str = include_str!("page/index.html");
@@ -1001,14 +1000,7 @@ fn enqueue(ex: &Exchange<'_>) -> Reply {
         };
     let result = st.enqueue(session, &partial, default_ms);
     drop(st);
-    match result {
-        Ok(msg) => {
-            ex.shared.notify();
-            Reply::json(200, msg)
-        }
-        Err(Refused::Bad(reason)) => Reply::error(400, &reason),
-        Err(Refused::Db(e)) => Reply::db_failed(&e),
-    }
+    super::http::enqueued(ex, result)
 }
 
 #[cfg(test)]
