@@ -1205,18 +1205,21 @@ fn first_request_with(s: &Scene, word: &str) -> Option<usize> {
     })
 }
 
-/// Steer: the message reaches the model within the same turn, after the next tool call and
-/// before the turn's last one; every step still runs.
-fn steer_lands_in_the_same_turn(
+/// Sends a prompt with `mode` once the turn's first call has run, lets the turn finish, and
+/// checks it was acked delivered by the hook at `seam`.
+fn prompt_through_a_turn(
     s: &Scene,
     harness: &str,
     spawn: impl FnOnce(&Scene, &str) -> Child,
+    mode: &str,
+    text: &str,
+    seam: &str,
 ) {
     let (key, child) = steps_turn(s, harness, spawn);
     let m = queue_stored(
         s,
         &key,
-        json!({"kind": "prompt", "mode": "steer", "text": "Also name the fruit. SP-STEER:TANGERINE", "expires_in_s": 300}),
+        json!({"kind": "prompt", "mode": mode, "text": text, "expires_in_s": 300}),
     );
     for k in 1..=3 {
         open_gate(s, k);
@@ -1225,8 +1228,25 @@ fn steer_lands_in_the_same_turn(
     let ack = s.ack(&m, Duration::from_secs(30));
     assert_eq!(ack["outcome"], "delivered", "{ack}");
     assert!(
-        ack["detail"].as_str().unwrap_or("").contains("PostToolUse"),
+        ack["detail"].as_str().unwrap_or("").contains(seam),
         "the ack names the seam: {ack}"
+    );
+}
+
+/// Steer: the message reaches the model within the same turn, after the next tool call and
+/// before the turn's last one; every step still runs.
+fn steer_lands_in_the_same_turn(
+    s: &Scene,
+    harness: &str,
+    spawn: impl FnOnce(&Scene, &str) -> Child,
+) {
+    prompt_through_a_turn(
+        s,
+        harness,
+        spawn,
+        "steer",
+        "Also name the fruit. SP-STEER:TANGERINE",
+        "PostToolUse",
     );
     assert_eq!(s.steps(), ["step-1", "step-2", "step-3"]);
     let reqs = s.agent_requests();
@@ -1245,21 +1265,13 @@ fn interrupt_keeps_the_pending_tool_from_running(
     harness: &str,
     spawn: impl FnOnce(&Scene, &str) -> Child,
 ) {
-    let (key, child) = steps_turn(s, harness, spawn);
-    let m = queue_stored(
+    prompt_through_a_turn(
         s,
-        &key,
-        json!({"kind": "prompt", "mode": "interrupt", "text": "Not that one. SP-INTERRUPT:LIMESTONE", "expires_in_s": 300}),
-    );
-    for k in 1..=3 {
-        open_gate(s, k);
-    }
-    finish_ok(s, child, cli_label(harness));
-    let ack = s.ack(&m, Duration::from_secs(30));
-    assert_eq!(ack["outcome"], "delivered", "{ack}");
-    assert!(
-        ack["detail"].as_str().unwrap_or("").contains("PreToolUse"),
-        "the ack names the seam: {ack}"
+        harness,
+        spawn,
+        "interrupt",
+        "Not that one. SP-INTERRUPT:LIMESTONE",
+        "PreToolUse",
     );
     assert_eq!(
         s.steps(),
