@@ -31,7 +31,8 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// The variable that tells a re-run test binary it is inside its scenario's namespace.
 const INSIDE: &str = "SP_E2E_SCENARIO";
 /// One scenario may take this long in all before it is killed.
-const SCENARIO_LIMIT: Duration = Duration::from_secs(240);
+// The fifty OpenCode runs take about 100-160 s on 2 busy cores; a hang is caught after this.
+const SCENARIO_LIMIT: Duration = Duration::from_secs(420);
 /// How long a CLI run may take (its model answers at once).
 const CLI_LIMIT: Duration = Duration::from_secs(120);
 const DEPS: &str = "scripts/e2e-deps.sh";
@@ -2171,6 +2172,62 @@ fn opencode_prompt_through_its_api_reaches_the_model() {
                     .contains("Please say the word. SP-ECHO:MARMALADE")),
                 "the model got the prompt"
             );
+        },
+    );
+}
+
+/// Issue 17: OpenCode's busy and idle reports race (one sp-event a report), so a prompt
+/// queued while a turn runs could be left waiting for an idle that was overwritten. Fifty
+/// times: a turn is held busy at the model, a prompt is queued and stored, the turn ends,
+/// and the prompt is delivered once, after it, and reaches the model.
+#[test]
+fn opencode_fifty_prompts_queued_while_busy_are_each_delivered_once_idle() {
+    scenario(
+        "opencode_fifty_prompts_queued_while_busy_are_each_delivered_once_idle",
+        &["opencode"],
+        |s| {
+            let oc = opencode_start(s);
+            for k in 0..50 {
+                let (id, q) = opencode_session(s, &oc);
+                let gate = s.dir.join(format!("go-{k}"));
+                oc.post(
+                    &format!("/session/{id}/prompt_async{q}"),
+                    json!({"parts": [{"type": "text", "text": format!("Say hello. SP-HOLD:{}", gate.display())}]}),
+                )
+                .expect("prompt_async");
+                assert!(
+                    until(Duration::from_secs(60), || opencode_status(&oc, &q, &id)
+                        == "busy"),
+                    "run {k}: the turn is running"
+                );
+                let word = format!("SP-ECHO:QUEUED{k}");
+                let m = s.enqueue(
+                    &format!("opencode:{id}"),
+                    json!({"kind": "prompt", "text": format!("Please say it. {word}"), "expires_in_s": 300}),
+                );
+                let mid = m["id"].as_str().unwrap().to_string();
+                assert!(
+                    until(Duration::from_secs(30), || s.stored(&mid)),
+                    "run {k}: sp-sync stored the prompt"
+                );
+                let asked = |s: &Scene| {
+                    s.agent_requests()
+                        .iter()
+                        .filter(|r| all_text(&r["body"]["messages"]).contains(&word))
+                        .count()
+                };
+                assert_eq!(asked(s), 0, "run {k}: not delivered while the turn runs");
+                std::fs::write(&gate, "").unwrap();
+                let ack = s.ack(&m, Duration::from_secs(60));
+                assert_eq!(ack["outcome"], "delivered", "run {k}: {ack}");
+                let saw = format!("SP-SAW:QUEUED{k}");
+                assert!(
+                    until(Duration::from_secs(60), || opencode_texts(&oc, &q, &id)
+                        .contains(&saw)),
+                    "run {k}: the delivered prompt reached the model"
+                );
+                assert_eq!(asked(s), 1, "run {k}: delivered exactly once");
+            }
         },
     );
 }
