@@ -179,7 +179,7 @@ def shell_tool(api, body):
             continue
         name = t.get("name") or (t.get("function") or {}).get("name")
         names.append((name, t))
-    for want in ("Bash", "bash", "shell", "exec_command", "shell_command", "run_shell_command"):
+    for want in ("Bash", "bash", "Execute", "shell", "exec_command", "shell_command", "run_shell_command"):
         for name, t in names:
             if name == want:
                 return name, t
@@ -240,6 +240,12 @@ def decide(api, body):
 def tool_call(api, body, cmd, text):
     """A call of the request's shell tool running cmd."""
     name, _ = shell_tool(api, body)
+    if name == "Execute":
+        # Droid's shell tool wants the model's own risk rating; SP-RISK:<level> chooses it
+        # (Droid's exec gate lets a `high` call run only when a hook allows it).
+        m = re.search(r"SP-RISK:(low|medium|high)", text)
+        return ("tool", name, {"command": cmd, "riskLevelReason": "The test asked for this command.",
+                               "riskLevel": m.group(1) if m else "low"})
     if name in ("Bash", "bash", "run_shell_command"):
         return ("tool", name, {"command": cmd, "description": "Write the marker file"})
     if name == "exec_command":

@@ -47,12 +47,13 @@ pinned() {
 }
 
 up_to_date() {
-    for p in @anthropic-ai/claude-code @openai/codex opencode-ai @zed-industries/codex-acp @google/gemini-cli @github/copilot; do
+    for p in @anthropic-ai/claude-code @openai/codex opencode-ai @zed-industries/codex-acp @google/gemini-cli @github/copilot @factory/cli-linux-x64; do
         [ "$(installed "$p")" = "$(pinned "$p")" ] || return 1
     done
     [ -x "$e2e/node_modules/.bin/claude" ] && [ -x "$e2e/node_modules/.bin/codex" ] \
         && [ -x "$e2e/node_modules/.bin/opencode" ] && [ -x "$e2e/node_modules/.bin/codex-acp" ] \
-        && [ -x "$e2e/node_modules/.bin/gemini" ] && [ -x "$e2e/node_modules/.bin/copilot" ]
+        && [ -x "$e2e/node_modules/.bin/gemini" ] && [ -x "$e2e/node_modules/.bin/copilot" ] \
+        && [ -x "$e2e/node_modules/@factory/cli-linux-x64/bin/droid" ]
 }
 
 if up_to_date; then
@@ -72,3 +73,7 @@ for c in claude codex opencode gemini copilot; do
     printf '%s: ' "$c"
     deps_sandboxed "$e2e/node_modules/.bin/$c" --version
 done
+# Droid's npm wrapper (@factory/cli) has no 0.225.2 binary package behind it; its Linux
+# binary package is pinned directly, and declares no bin link.
+printf 'droid: '
+deps_sandboxed "$e2e/node_modules/@factory/cli-linux-x64/bin/droid" --version

@@ -44,6 +44,10 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 // Running a scenario in its own namespace
 
 fn cli_path(name: &str) -> PathBuf {
+    if name == "droid" {
+        // Its Linux binary package, pinned directly, links no `.bin/droid`.
+        return Path::new(ROOT).join("e2e/node_modules/@factory/cli-linux-x64/bin/droid");
+    }
     Path::new(ROOT).join("e2e/node_modules/.bin").join(name)
 }
 
@@ -1943,6 +1947,132 @@ fn copilot_cli_remote_deny_keeps_the_tool_from_running() {
             );
         },
     );
+}
+
+// ------------------------------------------------------------------------------------------
+// Droid (Factory's CLI 0.225.2, offline: a custom model at the stand-in, FACTORY_AIRGAP_ENABLED)
+
+fn droid_setup(scene: &Scene) {
+    scene.write_config("droid", 60);
+    let factory = scene.home.join(".factory");
+    std::fs::create_dir_all(&factory).unwrap();
+    std::fs::write(
+        factory.join("settings.json"),
+        json!({"customModels": [{"model": "stand-in", "displayName": "Stand-in",
+            "baseUrl": format!("{}/v1", scene.model_url), "apiKey": "e2e-dummy",
+            "provider": "generic-chat-completion-api", "maxOutputTokens": 4096}]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = scene.install(&[]);
+    assert!(out.contains("droid"), "{out}");
+    // The events at the top level: Droid ignores a {"hooks": …} wrapper in hooks.json.
+    let hooks: Value = serde_json::from_str(
+        &std::fs::read_to_string(factory.join("hooks.json")).expect("install.sh wrote hooks.json"),
+    )
+    .unwrap();
+    assert!(hooks.get("hooks").is_none(), "{hooks}");
+    assert!(
+        hooks["PreToolUse"][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&*scene.bin.join("sp-permission").to_string_lossy()),
+        "{hooks}"
+    );
+}
+
+fn droid(scene: &Scene, prompt: &str) -> Child {
+    let mut c = Command::new(cli_path("droid"));
+    scene.base_env(&mut c);
+    c.env("FACTORY_AIRGAP_ENABLED", "1").args([
+        "exec",
+        "-m",
+        "custom:stand-in",
+        "--auto",
+        "low",
+        prompt,
+    ]);
+    scene.say(&format!("droid exec {prompt:?}"));
+    spawn_logged(scene, c, "droid")
+}
+
+/// A call the model rates high risk, which `droid exec --auto low` runs only when a hook
+/// allows it: the remote allow is what makes it run.
+#[test]
+fn droid_remote_allow_runs_a_high_risk_tool() {
+    scenario(
+        "droid_remote_allow_runs_a_high_risk_tool",
+        &["droid"],
+        |s| {
+            droid_setup(s);
+            let child = droid(
+                s,
+                "Write the marker. SP-RISK:high SP-RUN:echo allowed-by-phone > marker.txt",
+            );
+            let (key, attention, needed) = wait_permission(s, "droid");
+            assert!(
+                needed["data"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("echo allowed-by-phone > marker.txt"),
+                "{needed}"
+            );
+            answer_and_finish(
+                s,
+                "droid",
+                child,
+                &key,
+                &attention,
+                json!({"decision": "allow"}),
+            );
+            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+        },
+    );
+}
+
+#[test]
+fn droid_remote_deny_keeps_the_tool_from_running() {
+    scenario(
+        "droid_remote_deny_keeps_the_tool_from_running",
+        &["droid"],
+        |s| {
+            droid_setup(s);
+            let child = droid(
+                s,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
+            let (key, attention, _) = wait_permission(s, "droid");
+            let note = "Not on main, please (note SP-NOTE-4711).";
+            answer_and_finish(
+                s,
+                "droid",
+                child,
+                &key,
+                &attention,
+                json!({"decision": "deny", "note": note}),
+            );
+            assert_eq!(s.marker(), None, "the denied command never ran");
+            let seen = tool_result_text(s);
+            assert!(
+                seen.contains(note),
+                "the model saw the note; it saw:\n{seen}"
+            );
+        },
+    );
+}
+
+#[test]
+fn droid_prompt_is_delivered_at_stop() {
+    scenario("droid_prompt_is_delivered_at_stop", &["droid"], |s| {
+        droid_setup(s);
+        let (_, reqs) = prompt_queued_during_first_answer(s, "droid", droid);
+        let second = all_text(&reqs[1]["body"]["messages"]);
+        assert!(
+            second.contains("Please also say the word. SP-ECHO:MARMALADE"),
+            "the delivered prompt reached the model:\n{second}"
+        );
+        assert!(!all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"));
+    });
 }
 
 // ------------------------------------------------------------------------------------------

@@ -62,8 +62,11 @@ fn free_port() -> u16 {
 }
 
 fn caddy_installed() -> bool {
+    // Any caddy run makes `$HOME/.step` (its CA library's folder): never the real HOME.
+    let home = tempfile::tempdir().unwrap();
     Command::new("caddy")
         .arg("version")
+        .env("HOME", home.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()

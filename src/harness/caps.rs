@@ -421,13 +421,14 @@ pub const CAPS: &[Caps] = &[
         registration: Registration {
             dir: Dir::Home(".factory"),
             file: "hooks.json",
-            format: Format::Json(Layout::Grouped),
+            // Seen with the real 0.225.2: the events at the top level, no "hooks" wrapper.
+            format: Format::Json(Layout::TopGrouped),
             form: Form::Command,
             timeout_key: "timeout",
             unit: Unit::Seconds,
             unit_documented: true,
             skeleton: Skeleton::Empty,
-            note: Some("Droid reads hooks at start-up and asks you to review changed hooks in `/hooks`."),
+            note: Some("Droid reads hooks at start-up (`droid exec` 0.225.2 ran a fresh hooks.json without a review)."),
         },
         default_wait_s: 30,
         silence: Silence {
@@ -567,6 +568,7 @@ fn where_(r: &Registration) -> String {
     };
     let shape = match (r.format, r.form) {
         (Format::Plugin, _) => "a JS plugin of ours",
+        (Format::Json(Layout::TopGrouped), _) => "`<Event>[].hooks[]` at the top level, `command`",
         (_, Form::Exec) => "`hooks.<Event>[].hooks[]`, exec form (no shell)",
         (_, Form::Command) => "`hooks.<Event>[].hooks[]`, `command`",
         (_, Form::NamedCommand) => "`hooks.<Event>[].hooks[]`, named `command`",

@@ -2,6 +2,11 @@
 //! `conversation_id`. Permission prompts come as `beforeShellExecution` and
 //! `beforeMCPExecution`, answered `{"permission":"allow"|"deny"|"ask"}`; the turn end is
 //! `stop`, answered `{"followup_message":…}`, which Cursor submits as the next user message.
+//!
+//! Not run here: Cursor's CLI (`cursor-agent`) comes only from cursor.com's own installer,
+//! which this machine cannot reach (it reaches npm, crates.io, PyPI and Debian only; the npm
+//! package named `cursor-agent` is an unrelated project). What this adapter reads and writes
+//! is from Cursor's documentation (harness-contracts §4).
 use super::{
     describe_tool, field, minted_attention_id, object, session_ref, text, tool_args, Harness,
     HookInput,

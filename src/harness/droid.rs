@@ -1,7 +1,9 @@
 //! Factory Droid: Claude-shaped hooks (harness-contracts §6). Droid documents no
 //! PermissionRequest; its permission path is PreToolUse `permissionDecision`, which "bypasses
-//! the permission system". Common fields come camelCase in Factory's reference
-//! (`sessionId`, `hookEventName`) and snake_case elsewhere, so both are read.
+//! the permission system". Factory's reference shows camelCase fields (`sessionId`,
+//! `hookEventName`); the real 0.225.2 sends snake_case (`session_id`, `hook_event_name`,
+//! `tool_name`, `tool_input`); both are read. Its PreToolUse carries no `tool_use_id`, so a
+//! prompt's id is minted from the tool and its input. Run for real in tests/real_agents.rs.
 use super::{
     describe_tool, field, minted_attention_id, object, session_ref, text, Harness, HookInput,
 };

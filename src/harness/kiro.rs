@@ -3,6 +3,9 @@
 //! PreToolUse, a deny) and its Stop "cannot block", so Kiro hooks only keep the session live:
 //! sp-sync polls for it and acks every control message `unsupported` at once.
 //!
+//! Not run here: Kiro's CLI comes only from kiro.dev's installer, which this machine cannot
+//! reach (no Kiro CLI is published on npm, crates.io, PyPI or Debian).
+//!
 //! Unverified: the exact payload. Docs show `{hook_event_name, cwd, tool_name?, tool_input?,
 //! tool_response?}`; `session_id` comes from sessionpipe's notes. Both casings and both
 //! naming schemes (v3 `SessionStart`, legacy agent-config `agentSpawn`) are read.

@@ -12,8 +12,11 @@ pub const OUR_BINARIES: &[&str] = &["sp-permission", "sp-stop", "sp-event"];
 /// How a harness nests its hook handlers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
-    /// `{"hooks":{Event:[{"matcher"?,"hooks":[handler]}]}}`: Claude Code, Codex, Droid, Gemini CLI.
+    /// `{"hooks":{Event:[{"matcher"?,"hooks":[handler]}]}}`: Claude Code, Codex, Gemini CLI.
     Grouped,
+    /// `{Event:[{"matcher"?,"hooks":[handler]}]}`, the events at the top level: Droid's
+    /// `hooks.json` (0.225.2 ignores a `"hooks"` wrapper there, logging only a warning).
+    TopGrouped,
     /// `{"version":1,"hooks":{event:[handler]}}`: Cursor, Copilot CLI.
     Flat,
     /// `{"version":"v1","hooks":[{…,"trigger":Event,"action":{…}}]}`: Kiro v3 hook files.
@@ -138,6 +141,19 @@ fn describe(e: &Entry) -> String {
 /// they differ; ours not wanted are removed, with the groups, events and `hooks` object that
 /// only they filled; missing ones are appended. Nothing else is touched.
 pub fn merge(root: &mut Value, layout: Layout, want: &[Entry]) -> Result<Changes> {
+    if layout == Layout::TopGrouped {
+        // The same groups, one level up: merged as Grouped inside a wrapper, then unwrapped.
+        if !root.is_object() {
+            bail!("the top level is not a JSON object");
+        }
+        let mut wrapped = serde_json::json!({ "hooks": root.take() });
+        let changes = merge(&mut wrapped, Layout::Grouped, want);
+        *root = match wrapped.get_mut("hooks").map(Value::take) {
+            Some(events) => events,
+            None => Value::Object(Map::new()),
+        };
+        return changes;
+    }
     let Some(obj) = root.as_object_mut() else {
         bail!("the top level is not a JSON object");
     };
@@ -147,6 +163,7 @@ pub fn merge(root: &mut Value, layout: Layout, want: &[Entry]) -> Result<Changes
     let mut reappend: Vec<&Entry> = Vec::new();
 
     match layout {
+        Layout::TopGrouped => unreachable!("unwrapped above"),
         Layout::Grouped | Layout::Flat => {
             let hooks = match obj.get_mut("hooks") {
                 None => None,
@@ -552,5 +569,31 @@ mod tests {
             let v: Value = serde_json::from_str(text).unwrap();
             assert_eq!(Style::detect(text).render(&v), text);
         }
+    }
+
+    #[test]
+    fn top_grouped_keeps_the_events_at_the_top_level() {
+        let e = Entry {
+            event: "PreToolUse".into(),
+            binary: "sp-permission",
+            matcher: None,
+            timeout: "40 s".into(),
+            handler: json!({"type": "command", "command": "/b/sp-permission --harness droid", "timeout": 40}),
+        };
+        let mut v = json!({"Stop": [{"hooks": [{"type": "command", "command": "theirs"}]}]});
+        let c = merge(&mut v, Layout::TopGrouped, std::slice::from_ref(&e)).unwrap();
+        assert_eq!(c.added.len(), 1);
+        assert!(v.get("hooks").is_none(), "{v}");
+        assert_eq!(
+            v["PreToolUse"][0]["hooks"][0]["command"],
+            "/b/sp-permission --harness droid"
+        );
+        assert_eq!(v["Stop"][0]["hooks"][0]["command"], "theirs");
+        assert!(merge(&mut v, Layout::TopGrouped, &[e]).unwrap().is_empty());
+        merge(&mut v, Layout::TopGrouped, &[]).unwrap();
+        assert_eq!(
+            v,
+            json!({"Stop": [{"hooks": [{"type": "command", "command": "theirs"}]}]})
+        );
     }
 }
