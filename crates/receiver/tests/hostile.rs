@@ -602,8 +602,11 @@ fn two_thousand_held_long_polls_cost_no_threads() {
     assert_eq!(page.status, 200);
     let threads = status_kb(pid, "Threads:");
     eprintln!("threads: {threads_before} before, {threads} with 2000 polls held");
-    // Under the blocking pool's cap (64): a poll holding a thread would fill it.
-    assert!(threads < 60, "{threads} threads for 2000 held polls");
+    // A held poll holds no thread: the threads stay within the blocking pool's cap (64) plus
+    // the fixed ones (the runtime's 2 workers, main, the accept, push and signal threads),
+    // far from one per poll; and /healthz and the page, which need a pool thread, answered
+    // at once above, which they could not if 2,000 polls were holding the pool's 64.
+    assert!(threads <= 64 + 16, "{threads} threads for 2000 held polls");
     // They are really held: one answers 204 only when its wait runs out.
     held[0]
         .set_read_timeout(Some(Duration::from_millis(500)))
