@@ -476,6 +476,7 @@ fn in_chromium_the_page_installs_its_worker_and_a_push_shows_a_notification_that
     );
 
     let mut b = common::browser::Browser::launch();
+    b.call(json!({"op": "grant", "origin": r.url(), "permissions": ["notifications"]}));
     b.call(json!({"op": "goto", "url": format!("{}/", r.url())}));
     b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
     b.click("#login-form button[type=submit]");
@@ -486,15 +487,27 @@ fn in_chromium_the_page_installs_its_worker_and_a_push_shows_a_notification_that
     let payload = spreceiver::push::Notice::from_event(&ev)
         .unwrap()
         .payload(&r.url());
-    b.call(json!({"op": "push", "origin": r.url(), "data": payload.to_string()}));
+    // Headless Chromium loses the first notification a fresh profile shows from a push
+    // about two runs in three: the worker's showNotification resolves, yet its own
+    // getNotifications right after finds nothing, for seconds. The same push delivered
+    // again shows (the tag makes it replace, never add). So a delivery is tried up to
+    // three times; our worker must show it on one of them.
     let mut shown = Value::Null;
-    for _ in 0..100 {
-        shown = b.call(json!({"op": "notifications"}))["notifications"].clone();
-        if shown.as_array().is_some_and(|a| !a.is_empty()) {
-            break;
+    'deliveries: for _ in 0..3 {
+        b.call(json!({"op": "push", "origin": r.url(), "data": payload.to_string()}));
+        for _ in 0..40 {
+            shown = b.call(json!({"op": "notifications"}))["notifications"].clone();
+            if shown.as_array().is_some_and(|a| !a.is_empty()) {
+                break 'deliveries;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
+    assert_eq!(
+        shown.as_array().map(Vec::len),
+        Some(1),
+        "one notification: {shown}"
+    );
     let n = &shown[0];
     assert_eq!(n["title"], "claude-code wants to run Bash", "{shown}");
     assert_eq!(n["body"], "rm -rf build");

@@ -111,10 +111,14 @@ async function run(cmd) {
       const r = await webauthn.cdp.send('WebAuthn.getCredentials', { authenticatorId: webauthn.id });
       return { credentials: r.credentials };
     }
+    case 'grant':
+      // What a person grants when the page asks (notifications for push). Granted before
+      // a push, not with it: a worker that wakes for a push reads the permission it had.
+      await context.grantPermissions(cmd.permissions, { origin: cmd.origin });
+      return {};
     case 'push': {
       // A push delivered to the page's service worker the way the push service would
       // (CDP ServiceWorker.deliverPushMessage), without a push service.
-      await context.grantPermissions(['notifications'], { origin: cmd.origin });
       const cdp = await context.newCDPSession(page);
       const regs = [];
       cdp.on('ServiceWorker.workerRegistrationUpdated', (e) => regs.push(...e.registrations));
@@ -125,6 +129,17 @@ async function run(cmd) {
         await new Promise((r) => setTimeout(r, 50));
       }
       const reg = regs.find((r) => r.scopeURL.startsWith(cmd.origin) && !r.isDeleted);
+      // A registration can exist while its worker is still installing; a subscription (so
+      // a push) needs an activated one. Wait for it.
+      await page.evaluate(async (ms) => {
+        const r = await navigator.serviceWorker.ready;
+        const w = r.active;
+        if (w.state === 'activated') return;
+        await new Promise((ok, no) => {
+          const t = setTimeout(() => no(new Error('service worker stuck in ' + w.state)), ms);
+          w.addEventListener('statechange', () => { if (w.state === 'activated') { clearTimeout(t); ok(); } });
+        });
+      }, Math.max(0, until - Date.now()));
       await cdp.send('ServiceWorker.deliverPushMessage', { origin: cmd.origin, registrationId: reg.registrationId, data: cmd.data });
       return { registration: reg.registrationId, scope: reg.scopeURL };
     }
