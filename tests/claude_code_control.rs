@@ -287,14 +287,32 @@ fn make_live(env: &Env) {
     assert!(out.status.success() && out.stdout.is_empty());
 }
 
+/// The reasons of the `turn.ended` events stored so far, oldest first.
+fn turn_ends(env: &Env) -> Vec<String> {
+    env.query::<String>(
+        "select json_extract(data, '$.reason') from events where type='turn.ended' order by rowid",
+    )
+}
+
 #[test]
 fn prompts_are_delivered_at_stop_oldest_first() {
     let mut env = Env::new();
     env.start_sync();
     make_live(&env);
-    // Nothing queued: Stop prints nothing.
+    // Nothing queued: Stop prints nothing, and the turn is over: the agent waits for the
+    // person, so `turn.ended` goes to the receiver (issue 14 pushes it).
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(out.status.success() && out.stdout.is_empty());
+    assert_eq!(turn_ends(&env), ["stop"]);
+    let ended = env
+        .wait_event(
+            "turn.ended",
+            json!({"reason": "stop"}),
+            Duration::from_secs(20),
+        )
+        .expect("turn.ended reaches the receiver");
+    common::schema::assert_valid("event.json", &ended);
+    assert_eq!(ended["harness"]["event"], "Stop");
     // One prompt.
     let one = queue_prompts(&env, &["please also update the changelog"], 60);
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
@@ -309,11 +327,14 @@ fn prompts_are_delivered_at_stop_oldest_first() {
     let ack = ack_of(&env, &one[0]);
     assert_eq!(ack["outcome"], "delivered");
     assert_eq!(ack["detail"], "claude-code Stop hook");
-    // The next Stop (stop_hook_active) finds nothing: no loop.
+    // A Stop that delivers goes on with the prompt: its turn has not ended.
+    assert_eq!(turn_ends(&env), ["stop"]);
+    // The next Stop (stop_hook_active) finds nothing: no loop, and now the turn is over.
     let mut again = payload(CC_STOP);
     again["stop_hook_active"] = json!(true);
     let out = env.hook_json("sp-stop", &again);
     assert!(out.status.success() && out.stdout.is_empty());
+    assert_eq!(turn_ends(&env), ["stop", "stop"]);
     // Two prompts: one block, both texts, oldest first.
     let two = queue_prompts(&env, &["first thing", "second thing"], 60);
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
@@ -404,6 +425,10 @@ fn cancel_stops_claude_code_at_the_next_seam() {
     // Delivered once: the next tool boundary prints nothing.
     let again = env.hook_json("sp-event", &post_tool_use());
     assert!(again.stdout.is_empty());
+    // The stopped turn's end is an interrupt, not a finished turn.
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(out.stdout.is_empty());
+    assert_eq!(turn_ends(&env), ["interrupt"]);
 
     // The turn's end, with a prompt queued too: the stop wins, the prompt waits.
     let prompt = queue_prompts(&env, &["after the stop"], 60);
@@ -417,6 +442,7 @@ fn cancel_stops_claude_code_at_the_next_seam() {
         ack_of(&env, &id)["detail"],
         "claude-code Stop hook (continue:false)"
     );
+    assert_eq!(turn_ends(&env), ["interrupt", "interrupt"]);
     assert_eq!(
         env.query::<String>(&format!(
             "select state from messages where id='{}'",

@@ -323,6 +323,49 @@ fn a_prompt_is_pushed_encrypted_and_signed_and_withdrawn_when_it_clears() {
         .contains("removed"));
 }
 
+fn turn_ended(seq: u64, reason: &str) -> Value {
+    let mut ev = attention("attention.cleared", seq, "unused");
+    ev["type"] = json!("turn.ended");
+    ev["harness"]["event"] = json!("Stop");
+    ev["data"] = json!({ "reason": reason });
+    ev
+}
+
+#[test]
+fn a_finished_turn_is_pushed_and_one_the_person_stopped_is_not() {
+    let r = start();
+    let service = FakeService::start();
+    let device = Device::new(8);
+    let (s, v) = page(
+        &r,
+        "POST",
+        "/page/api/push",
+        Some(
+            json!({"op": "subscribe", "subscription": device.subscription(&format!("{}/push/d3", service.url))}),
+        ),
+    );
+    assert_eq!(s, 200, "{v}");
+    set_away(&r, true);
+    // The push worker takes events in order: were the stopped turn pushed, it would be the
+    // first request the service sees.
+    post_event(&r, turn_ended(1, "interrupt"));
+    post_event(&r, turn_ended(2, "stop"));
+    let shown = device.decrypt(service.next().body);
+    assert_eq!(shown["title"], "claude-code is done");
+    assert_eq!(
+        shown["body"],
+        "Its turn ended in ~/src/api; it waits for you."
+    );
+    assert_eq!(shown["tag"], "turn:claude-code:push-session-1");
+    assert_eq!(shown["actions"], json!([]));
+    let log = push_log(&r);
+    let turns: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["what"].as_str().unwrap_or("").starts_with("turn.ended"))
+        .collect();
+    assert_eq!(turns.len(), 1, "one push for two turn ends: {log:?}");
+}
+
 #[test]
 fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again() {
     let r = start();

@@ -268,7 +268,14 @@ fn one_run(run: usize, seed: u64, tally: &Tally) {
         &env,
         Duration::from_secs(90),
         || {
-            for s in STOP_SESSIONS.iter().chain(&PERM_SESSIONS) {
+            // A turn ends only where something waits: each Stop that delivers nothing is a
+            // new `turn.ended`, and a Stop every round would keep the outbox from emptying.
+            let waiting = sessions_with_work(&env);
+            for s in STOP_SESSIONS
+                .iter()
+                .chain(&PERM_SESSIONS)
+                .filter(|s| waiting.contains(&cc_key(s)))
+            {
                 let out = env.hook_json("sp-stop", &cc_stop(s));
                 assert_eq!(out.status.code(), Some(0));
                 stop_runs.lock().unwrap().push(HookRun {

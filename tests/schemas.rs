@@ -1010,6 +1010,16 @@ fn events_we_emit_pass_ours_and_the_protocols() {
     for how in ["answered", "cancelled", "timeout", "unknown"] {
         all.push(cleared(how));
     }
+    for reason in [
+        spctl::wire::event::TurnEnd::Stop,
+        spctl::wire::event::TurnEnd::Interrupt,
+    ] {
+        all.push(envelope(
+            "turn.ended",
+            0,
+            spctl::wire::event::turn_ended(reason),
+        ));
+    }
     all.push(unset_at(needed(1), "/data/tool"));
     all.push(unset_at(needed(1), "/data/message"));
     all.push(set_at(
@@ -1059,9 +1069,18 @@ fn events_we_emit_pass_ours_and_the_protocols() {
 #[test]
 fn events_we_must_not_emit_fail() {
     let cases: Vec<(&str, Value)> = vec![
+        ("other type", envelope("turn.started", 0, json!({}))),
         (
-            "other type",
-            envelope("turn.ended", 0, json!({"reason": "stop"})),
+            "turn.ended without a reason",
+            envelope("turn.ended", 0, json!({})),
+        ),
+        (
+            "turn.ended error (no failure hook is registered)",
+            envelope("turn.ended", 0, json!({"reason": "error"})),
+        ),
+        (
+            "turn.ended with a member we do not send",
+            envelope("turn.ended", 0, json!({"reason": "stop", "ms": 5})),
         ),
         ("native", envelope("native", 0, json!({}))),
         ("protocol 2", set(started(), "protocol", json!(2))),

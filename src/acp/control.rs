@@ -547,7 +547,7 @@ impl Controller<'_> {
             }
             return;
         }
-        let Some(claims) = self.with_store("claiming prompts", |st| st.take_prompts(&s, pid))
+        let Some(claims) = self.with_store("claiming prompts", |st| st.take_prompts(&s, pid, None))
         else {
             return;
         };

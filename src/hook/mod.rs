@@ -9,6 +9,7 @@ pub use stop::compose_reason;
 
 use crate::config::Config;
 use crate::harness::{Harness, HookInput};
+use crate::wire::event::TurnEnd;
 use anyhow::{Context, Result};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -237,10 +238,18 @@ fn act(
             if start_sync {
                 crate::sync::lock::ensure_running();
             }
+            // A turn the person stopped at a tool seam ends `interrupt`, not `stop`.
+            let ends = if store.stopped(&session.key())? {
+                TurnEnd::Interrupt
+            } else {
+                TurnEnd::Stop
+            };
             store.clear_stopped(&session.key())?;
             // A stop beats queued prompts: they wait for the next turn's end.
-            if !cancel_at_seam(harness, store, &session)? {
-                stop::run(harness, store, &session)?;
+            if cancel_at_seam(harness, store, &session)? {
+                store.end_turn(&session, TurnEnd::Interrupt)?;
+            } else {
+                stop::run(harness, store, &session, ends)?;
             }
         }
         HookInput::SessionStart { session, source } => {

@@ -2,6 +2,7 @@
 //! oldest first. A Stop with nothing queued prints nothing, so no loop can start.
 use crate::harness::Harness;
 use crate::store::{PromptClaim, SessionRef, Store};
+use crate::wire::event::TurnEnd;
 use anyhow::Result;
 
 /// One line saying who sent it and through which sink, then the text.
@@ -38,8 +39,8 @@ pub fn compose_reason(prompts: &[PromptClaim]) -> String {
     }
 }
 
-pub fn run(harness: Harness, store: &mut Store, session: &SessionRef) -> Result<()> {
-    let claims = store.take_prompts(session, std::process::id())?;
+pub fn run(harness: Harness, store: &mut Store, session: &SessionRef, ends: TurnEnd) -> Result<()> {
+    let claims = store.take_prompts(session, std::process::id(), Some(ends))?;
     if claims.is_empty() {
         return Ok(());
     }

@@ -4,7 +4,7 @@
 use super::Store;
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::control::Decision;
-use crate::wire::event::{self, How};
+use crate::wire::event::{self, How, TurnEnd};
 use anyhow::Result;
 use rusqlite::{params, OptionalExtension, Transaction};
 
@@ -524,20 +524,29 @@ impl Store {
     /// Stop: the turn ended, so open attentions end `cancelled`; the unexpired prompts queued
     /// for this session are claimed, oldest `at` first, as many as fit one block of
     /// `BLOCK_MAX_CHARS` (the rest wait for the next Stop); expired ones are acked `expired`.
-    pub fn take_prompts(&mut self, s: &SessionRef, pid: u32) -> Result<Vec<PromptClaim>> {
+    /// With `ends`, a Stop that claims nothing (so the agent now waits for the person) also
+    /// emits `turn.ended`, in the same transaction; a Stop that delivers prompts goes on.
+    pub fn take_prompts(
+        &mut self,
+        s: &SessionRef,
+        pid: u32,
+        ends: Option<TurnEnd>,
+    ) -> Result<Vec<PromptClaim>> {
         let now = now_ms();
         let key = s.key();
-        // Read first: most Stops find nothing and need no write lock.
-        let (fresh, work): (Option<bool>, bool) = self
-            .conn
-            .prepare_cached(
-                "SELECT (SELECT ended_at IS NULL AND ?2 - last_event_ms < ?3 FROM sessions WHERE key=?1), \
-                   EXISTS(SELECT 1 FROM messages WHERE session_key=?1 AND kind='prompt' AND state='queued') \
-                   OR EXISTS(SELECT 1 FROM attention WHERE session_key=?1 AND state='open')",
-            )?
-            .query_row(params![key, now, TOUCH_EVERY_MS], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        if fresh == Some(true) && !work {
-            return Ok(Vec::new());
+        if ends.is_none() {
+            // Read first: with no event to write, most calls find nothing and need no lock.
+            let (fresh, work): (Option<bool>, bool) = self
+                .conn
+                .prepare_cached(
+                    "SELECT (SELECT ended_at IS NULL AND ?2 - last_event_ms < ?3 FROM sessions WHERE key=?1), \
+                       EXISTS(SELECT 1 FROM messages WHERE session_key=?1 AND kind='prompt' AND state='queued') \
+                       OR EXISTS(SELECT 1 FROM attention WHERE session_key=?1 AND state='open')",
+                )?
+                .query_row(params![key, now, TOUCH_EVERY_MS], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            if fresh == Some(true) && !work {
+                return Ok(Vec::new());
+            }
         }
         let tx = self.write_tx()?;
         touch(&tx, s, None, now)?;
@@ -545,8 +554,40 @@ impl Store {
             clear(&tx, &key, &a, How::Cancelled, &s.event, now)?;
         }
         let claims = claim_prompts(&tx, &key, pid, now, 0)?;
+        if let (true, Some(reason)) = (claims.is_empty(), ends) {
+            emit(
+                &tx,
+                &key,
+                event::TURN_ENDED,
+                &s.event,
+                &event::turn_ended(reason),
+                now,
+            )?;
+        }
         tx.commit()?;
         Ok(claims)
+    }
+
+    /// The turn ended without a Stop that could deliver (the agent was stopped at its
+    /// Stop): open attentions end `cancelled` and `turn.ended` is emitted.
+    pub fn end_turn(&mut self, s: &SessionRef, reason: TurnEnd) -> Result<()> {
+        let now = now_ms();
+        let key = s.key();
+        let tx = self.write_tx()?;
+        touch(&tx, s, None, now)?;
+        for a in open_attentions(&tx, &key)? {
+            clear(&tx, &key, &a, How::Cancelled, &s.event, now)?;
+        }
+        emit(
+            &tx,
+            &key,
+            event::TURN_ENDED,
+            &s.event,
+            &event::turn_ended(reason),
+            now,
+        )?;
+        tx.commit()?;
+        Ok(())
     }
 
     /// DECISIONS 25: at a tool boundary, the prompts sent for it: `steer` and `interrupt`

@@ -520,6 +520,21 @@ pub fn wait_stored(env: &Env, id: &str, d: Duration) -> bool {
 
 /// The test's connection to the database; never creates the file (a test must not be the
 /// one that makes it, or its mode would be the test's, not the binaries').
+/// Session keys with a queued message or an open attention: the ones a Stop has work for.
+pub fn sessions_with_work(env: &Env) -> Vec<String> {
+    let db = db(env);
+    let mut st = db
+        .prepare(
+            "SELECT session_key FROM messages WHERE state='queued' \
+             UNION SELECT session_key FROM attention WHERE state='open'",
+        )
+        .unwrap();
+    st.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
 pub fn db(env: &Env) -> rusqlite::Connection {
     use rusqlite::OpenFlags;
     let c = rusqlite::Connection::open_with_flags(

@@ -59,6 +59,12 @@ pub enum Notice {
         session: String,
         attention_id: String,
     },
+    /// An agent finished its turn and waits for the person (`turn.ended`, reason `stop`; a
+    /// turn the person stopped is not news to them).
+    Done {
+        session: String,
+        cwd: Option<String>,
+    },
     /// A message the person sent was acked `failed` or `refused`.
     Failed {
         session: String,
@@ -88,6 +94,10 @@ impl Notice {
             "attention.cleared" => Some(Notice::Cleared {
                 session,
                 attention_id: attention_id?,
+            }),
+            "turn.ended" if data["reason"] == "stop" => Some(Notice::Done {
+                session,
+                cwd: ev["session"]["cwd"].as_str().map(str::to_owned),
             }),
             _ => None,
         }
@@ -126,6 +136,17 @@ impl Notice {
             Notice::Cleared { attention_id, .. } => json!({
                 "clear": format!("attention:{attention_id}"),
             }),
+            Notice::Done { session, cwd } => json!({
+                "title": format!("{} is done", harness_of(session)),
+                "body": match cwd {
+                    Some(c) => format!("Its turn ended in {c}; it waits for you."),
+                    None => "Its turn ended; it waits for you.".to_owned(),
+                },
+                // One per session: the next turn's end replaces it.
+                "tag": format!("turn:{session}"),
+                "url": format!("{page}/"),
+                "actions": [],
+            }),
             Notice::Failed {
                 session,
                 outcome,
@@ -145,6 +166,7 @@ impl Notice {
         match self {
             Notice::Needed { attention_id, .. } => format!("attention.needed {attention_id}"),
             Notice::Cleared { attention_id, .. } => format!("attention.cleared {attention_id}"),
+            Notice::Done { session, .. } => format!("turn.ended {session}"),
             Notice::Failed { id, outcome, .. } => format!("{outcome} {id}"),
         }
     }
@@ -508,7 +530,10 @@ fn send_ntfy(store: &Arc<dyn PushStore>, agent: &ureq::Agent, n: &Ntfy, notice: 
         // An ntfy action cannot carry a passkey: it opens the prompt on the page.
         .header(
             "Actions",
-            format!("view, Open the prompt, {url}, clear=true"),
+            match notice {
+                Notice::Needed { .. } => format!("view, Open the prompt, {url}, clear=true"),
+                _ => format!("view, Open the page, {url}, clear=true"),
+            },
         );
     if matches!(notice, Notice::Needed { .. }) {
         call = call.header("Priority", "high");
@@ -582,6 +607,17 @@ mod tests {
         let started = json!({"type": "session.started", "harness": {"name": "codex"},
             "session": {"id": "s1"}, "data": {}});
         assert_eq!(Notice::from_event(&started), None);
+        let done = json!({"type": "turn.ended", "harness": {"name": "codex"},
+            "session": {"id": "s1", "cwd": "~/src/app"}, "data": {"reason": "stop"}});
+        let p = Notice::from_event(&done)
+            .unwrap()
+            .payload("https://pipe.example");
+        assert_eq!(p["title"], "codex is done");
+        assert_eq!(p["body"], "Its turn ended in ~/src/app; it waits for you.");
+        assert_eq!(p["tag"], "turn:codex:s1");
+        let stopped = json!({"type": "turn.ended", "harness": {"name": "codex"},
+            "session": {"id": "s1"}, "data": {"reason": "interrupt"}});
+        assert_eq!(Notice::from_event(&stopped), None);
         assert!(
             Notice::from_ack("codex:s1", &json!({"id": "x", "outcome": "delivered"})).is_none()
         );

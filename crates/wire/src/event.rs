@@ -1,9 +1,11 @@
-//! Event envelopes (protocol §3.1) for the three events this sender emits (DECISIONS 18).
+//! Event envelopes (protocol §3.1) for the events this sender emits: DECISIONS 18's three,
+//! and `turn.ended` (issue 14: the receiver tells the person an agent is done).
 use serde_json::{json, Map, Value};
 
 pub const SESSION_STARTED: &str = "session.started";
 pub const ATTENTION_NEEDED: &str = "attention.needed";
 pub const ATTENTION_CLEARED: &str = "attention.cleared";
+pub const TURN_ENDED: &str = "turn.ended";
 
 /// How an attention ended (DECISIONS 13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +106,27 @@ pub fn attention_needed(attention_id: &str, tool: Option<&str>, message: Option<
 
 pub fn attention_cleared(attention_id: &str, how: How) -> Value {
     json!({ "attention_id": attention_id, "how": how.as_str() })
+}
+
+/// Why a turn ended (protocol §3.2): `stop` (the agent finished) or `interrupt` (the
+/// person stopped it). The protocol's `error` needs a failure hook we do not register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    Stop,
+    Interrupt,
+}
+
+impl TurnEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnEnd::Stop => "stop",
+            TurnEnd::Interrupt => "interrupt",
+        }
+    }
+}
+
+pub fn turn_ended(reason: TurnEnd) -> Value {
+    json!({ "reason": reason.as_str() })
 }
 
 /// `^[A-Za-z0-9_.:-]{1,120}$`
