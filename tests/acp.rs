@@ -507,6 +507,13 @@ fn a_remote_cancel_sends_session_cancel_and_is_delivered_when_the_prompt_ends_ca
     assert_eq!(ack["outcome"], "delivered", "{ack}");
     assert!(ack["detail"].as_str().unwrap().contains("ended cancelled"));
     assert!(ed.agent_log().contains(r#""method":"session/cancel""#));
+    // The stopped turn is over: `turn.ended` says the person stopped it.
+    let ended = env
+        .receiver
+        .wait_event(Duration::from_secs(30), |e| e["type"] == "turn.ended")
+        .expect("turn.ended reaches the receiver");
+    assert_eq!(ended["data"], json!({"reason": "interrupt"}));
+    assert_eq!(ended["session"]["id"], sid.as_str());
 }
 
 #[test]
@@ -754,6 +761,19 @@ fn a_prompt_while_a_turn_runs_waits_for_its_end_without_session_inject() {
     });
     assert_eq!(echo["params"]["sessionId"], sid.as_str());
     assert_eq!(ack_of(&env, &id)["outcome"], "delivered");
+    // The cancelled turn went straight on to the queued prompt, so it did not end waiting
+    // for the person; the prompt's own turn did.
+    let ended = env
+        .receiver
+        .wait_event(Duration::from_secs(30), |e| e["type"] == "turn.ended")
+        .expect("turn.ended reaches the receiver");
+    assert_eq!(ended["data"], json!({"reason": "stop"}));
+    assert_eq!(
+        env.query::<String>(
+            "select json_extract(data, '$.reason') from events where type='turn.ended'"
+        ),
+        ["stop"]
+    );
 }
 
 #[test]

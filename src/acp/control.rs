@@ -16,7 +16,7 @@ use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
 use crate::store::{SessionRef, Store};
 use crate::wire::control::{Decision, Outcome};
-use crate::wire::event::How;
+use crate::wire::event::{How, TurnEnd};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -245,7 +245,12 @@ impl Controller<'_> {
             }
         }
         if self.live.contains_key(sid) {
-            self.with_store("noting the turn's end", |st| st.record_event(&s, None));
+            let reason = if stop == Some(StopReason::Cancelled) {
+                TurnEnd::Interrupt
+            } else {
+                TurnEnd::Stop
+            };
+            self.with_store("noting the turn's end", |st| st.turn_over(&s, reason));
         }
     }
 

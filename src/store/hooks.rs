@@ -568,6 +568,23 @@ impl Store {
         Ok(claims)
     }
 
+    /// A turn of an agent we drive ended (sp-acp): `turn.ended`, unless a prompt is queued,
+    /// which starts the next turn at once. Returns whether it was emitted.
+    pub fn turn_over(&mut self, s: &SessionRef, reason: TurnEnd) -> Result<bool> {
+        let queued: bool = self
+            .conn
+            .prepare_cached(
+                "SELECT EXISTS(SELECT 1 FROM messages WHERE session_key=?1 AND kind='prompt' AND state='queued')",
+            )?
+            .query_row(params![s.key()], |r| r.get(0))?;
+        if queued {
+            self.record_event(s, None)?;
+            return Ok(false);
+        }
+        self.end_turn(s, reason)?;
+        Ok(true)
+    }
+
     /// The turn ended without a Stop that could deliver (the agent was stopped at its
     /// Stop): open attentions end `cancelled` and `turn.ended` is emitted.
     pub fn end_turn(&mut self, s: &SessionRef, reason: TurnEnd) -> Result<()> {
