@@ -1014,6 +1014,17 @@ fn opencode_prompt_cancel_and_permission_reply_through_its_api() {
     assert_eq!(ack["detail"], "opencode POST /session/:id/abort");
     let req = oc.wait_request("/abort");
     assert_eq!(req.url, format!("/session/{sid}/abort{DIR_QUERY}"));
+    // The idle that follows an abort ends the turn `interrupt`; the idle before it, with a
+    // prompt queued (delivered at once), ended none.
+    let turn_ends = || {
+        env.query::<String>(
+            "select json_extract(data, '$.reason') from events where type='turn.ended' order by rowid",
+        )
+    };
+    assert!(turn_ends().is_empty());
+    let idle = opencode_event("session.idle", json!({}), &oc.url);
+    assert_eq!(run_ok(&env, "opencode", "sp-event", &idle), "");
+    assert_eq!(turn_ends(), ["interrupt"]);
     // Permission: the plugin reports permission.asked; an allow replies `once`.
     let asked = opencode_event("permission.asked", json!({}), &oc.url);
     assert_eq!(run_ok(&env, "opencode", "sp-event", &asked), "");
@@ -1599,8 +1610,19 @@ fn opencode_reports_that_land_out_of_order_keep_the_newest_state() {
         vec![Some(1)],
         "a late busy report overwrote a newer idle one"
     );
+    let turn_ends = || {
+        env.query::<String>(
+            "select json_extract(data, '$.reason') from events where type='turn.ended'",
+        )
+    };
+    assert_eq!(turn_ends(), ["stop"], "the idle is the turn's end");
+    // An idle report that lands after a newer busy one is no turn's end.
+    report("session.status", Some("busy"), 1_000_006);
+    report("session.idle", None, 1_000_005);
+    assert_eq!(idle(), vec![Some(0)]);
+    assert_eq!(turn_ends(), ["stop"]);
     // A newer busy report still counts.
-    report("session.status", Some("busy"), 1_000_004);
+    report("session.status", Some("busy"), 1_000_007);
     assert_eq!(idle(), vec![Some(0)]);
     // Reports without a seq (an older plugin) apply as they come.
     report("session.idle", None, 0);

@@ -249,6 +249,11 @@ pub enum HookInput {
     Alive {
         session: SessionRef,
     },
+    /// The session went idle after a turn (OpenCode's `session.idle`): it waits for the
+    /// person, unless a queued prompt starts the next turn.
+    TurnOver {
+        session: SessionRef,
+    },
     /// A harness driven through its server API (OpenCode) said where that API is and whether
     /// the session is idle; `then` is what the event means otherwise.
     Api {
@@ -294,7 +299,8 @@ impl HookInput {
             | HookInput::SessionStart { session, .. }
             | HookInput::SessionEnd { session }
             | HookInput::TerminalAnswered { session, .. }
-            | HookInput::Alive { session } => Some(session),
+            | HookInput::Alive { session }
+            | HookInput::TurnOver { session } => Some(session),
             HookInput::Api { then, .. } => then.session(),
             HookInput::Skip(_) => None,
         }

@@ -54,7 +54,7 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         }
         "session.idle" => {
             report.idle = Some(true);
-            HookInput::Alive { session }
+            HookInput::TurnOver { session }
         }
         "permission.asked" => {
             let Some(request) = text(&props, &["id"]).filter(|r| crate::wire::is_session_id(r))
@@ -135,10 +135,11 @@ mod tests {
         ));
         assert_eq!(r.idle, Some(false));
         assert!(matches!(then, HookInput::Alive { .. }));
-        let (r, _) = api(parse(
+        let (r, then) = api(parse(
             br#"{"hook_event_name":"session.idle","properties":{"sessionID":"ses_1"}}"#,
         ));
         assert_eq!(r.idle, Some(true));
+        assert!(matches!(then, HookInput::TurnOver { .. }));
         let (_, then) = api(parse(
             br#"{"hook_event_name":"session.created","properties":{"info":{"id":"ses_2","directory":"/p"}}}"#,
         ));

@@ -280,6 +280,24 @@ fn act(
                 crate::sync::lock::ensure_running();
             }
         }
+        HookInput::TurnOver { session } => {
+            let key = session.key();
+            // A report older than the newest stored (its sp-event ran late) left the session
+            // busy: that idle is not this turn's end.
+            let idle = store.api_session(&key)?.and_then(|a| a.idle);
+            if idle != Some(false) {
+                let ends = if store.stopped(&key)? {
+                    TurnEnd::Interrupt
+                } else {
+                    TurnEnd::Stop
+                };
+                store.clear_stopped(&key)?;
+                store.turn_over(&session, ends)?;
+            }
+            if start_sync {
+                crate::sync::lock::ensure_running();
+            }
+        }
         HookInput::Api { report, then } => {
             if let Some(session) = then.session() {
                 store.api_report(

@@ -581,7 +581,20 @@ impl Store {
             self.record_event(s, None)?;
             return Ok(false);
         }
-        self.end_turn(s, reason)?;
+        // Its open attentions are left as they are: the agent's own reports settle them
+        // (OpenCode's reports may arrive out of order; sp-acp closes a turn's own first).
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        let key = touch(&tx, s, None, now)?;
+        emit(
+            &tx,
+            &key,
+            event::TURN_ENDED,
+            &s.event,
+            &event::turn_ended(reason),
+            now,
+        )?;
+        tx.commit()?;
         Ok(true)
     }
 

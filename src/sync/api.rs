@@ -197,6 +197,10 @@ fn cancel(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Res
     let s = &m.session;
     let r = api.post_true(s, &format!("/session/{}/abort", s.session_id), &json!({}));
     let (outcome, detail) = ack_detail(&r, "opencode POST /session/:id/abort");
+    if r.is_ok() {
+        // So the idle that follows reports the turn ended `interrupt`, not finished.
+        store.mark_stopped(&s.key)?;
+    }
     store.api_finish(std::slice::from_ref(&m.id), outcome, &detail)?;
     crate::logging::info(&format!(
         "{}: cancel {} {}: {detail}",
