@@ -295,6 +295,21 @@ fn turn_ends(env: &Env) -> Vec<String> {
 }
 
 #[test]
+fn with_no_sink_a_stop_records_no_turn_end() {
+    let env = Env::new();
+    env.write_config(json!({"sinks": []}));
+    make_live(&env);
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(out.status.success() && out.stdout.is_empty());
+    assert!(turn_ends(&env).is_empty());
+    // The same Stop with a sink records it: the check above is not vacuous.
+    let with_sink = Env::new();
+    make_live(&with_sink);
+    with_sink.hook_json("sp-stop", &payload(CC_STOP));
+    assert_eq!(turn_ends(&with_sink), ["stop"]);
+}
+
+#[test]
 fn prompts_are_delivered_at_stop_oldest_first() {
     let mut env = Env::new();
     env.start_sync();

@@ -238,12 +238,14 @@ fn act(
             if start_sync {
                 crate::sync::lock::ensure_running();
             }
-            // A turn the person stopped at a tool seam ends `interrupt`, not `stop`.
+            // A turn the person stopped at a tool seam ends `interrupt`, not `stop`. With no
+            // sink, no one hears of it: the Stop stays read-only when nothing is queued.
             let ends = if store.stopped(&session.key())? {
                 TurnEnd::Interrupt
             } else {
                 TurnEnd::Stop
             };
+            let ends = start_sync.then_some(ends);
             store.clear_stopped(&session.key())?;
             // A stop beats queued prompts: they wait for the next turn's end.
             if cancel_at_seam(harness, store, &session)? {

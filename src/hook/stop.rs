@@ -39,8 +39,13 @@ pub fn compose_reason(prompts: &[PromptClaim]) -> String {
     }
 }
 
-pub fn run(harness: Harness, store: &mut Store, session: &SessionRef, ends: TurnEnd) -> Result<()> {
-    let claims = store.take_prompts(session, std::process::id(), Some(ends))?;
+pub fn run(
+    harness: Harness,
+    store: &mut Store,
+    session: &SessionRef,
+    ends: Option<TurnEnd>,
+) -> Result<()> {
+    let claims = store.take_prompts(session, std::process::id(), ends)?;
     if claims.is_empty() {
         return Ok(());
     }
