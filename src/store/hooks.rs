@@ -289,6 +289,21 @@ fn clear(
     Ok(true)
 }
 
+/// The turn or the session is over: the session is touched and its open attentions end
+/// `cancelled`.
+fn touch_and_cancel_attentions(tx: &Transaction, s: &SessionRef, now: Millis) -> Result<()> {
+    let key = touch(tx, s, None, now)?;
+    for a in open_attentions(tx, &key)? {
+        clear(tx, &key, &a, How::Cancelled, &s.event, now)?;
+    }
+    Ok(())
+}
+
+fn emit_turn_ended(tx: &Transaction, s: &SessionRef, reason: TurnEnd, now: Millis) -> Result<()> {
+    let data = event::turn_ended(reason);
+    emit(tx, &s.key(), event::TURN_ENDED, &s.event, &data, now)
+}
+
 fn open_attentions(tx: &Transaction, key: &str) -> Result<Vec<String>> {
     Ok(tx
         .prepare_cached("SELECT attention_id FROM attention WHERE session_key=?1 AND state='open'")?
@@ -354,10 +369,8 @@ impl Store {
     pub fn end_session(&mut self, s: &SessionRef) -> Result<()> {
         let now = now_ms();
         let tx = self.write_tx()?;
-        let key = touch(&tx, s, None, now)?;
-        for a in open_attentions(&tx, &key)? {
-            clear(&tx, &key, &a, How::Cancelled, &s.event, now)?;
-        }
+        touch_and_cancel_attentions(&tx, s, now)?;
+        let key = s.key();
         tx.execute(
             "UPDATE sessions SET ended_at=?2 WHERE key=?1",
             params![key, format_ms(now)],
@@ -549,20 +562,10 @@ impl Store {
             }
         }
         let tx = self.write_tx()?;
-        touch(&tx, s, None, now)?;
-        for a in open_attentions(&tx, &key)? {
-            clear(&tx, &key, &a, How::Cancelled, &s.event, now)?;
-        }
+        touch_and_cancel_attentions(&tx, s, now)?;
         let claims = claim_prompts(&tx, &key, pid, now, 0)?;
         if let (true, Some(reason)) = (claims.is_empty(), ends) {
-            emit(
-                &tx,
-                &key,
-                event::TURN_ENDED,
-                &s.event,
-                &event::turn_ended(reason),
-                now,
-            )?;
+            emit_turn_ended(&tx, s, reason, now)?;
         }
         tx.commit()?;
         Ok(claims)
@@ -585,15 +588,8 @@ impl Store {
         // (OpenCode's reports may arrive out of order; sp-acp closes a turn's own first).
         let now = now_ms();
         let tx = self.write_tx()?;
-        let key = touch(&tx, s, None, now)?;
-        emit(
-            &tx,
-            &key,
-            event::TURN_ENDED,
-            &s.event,
-            &event::turn_ended(reason),
-            now,
-        )?;
+        touch(&tx, s, None, now)?;
+        emit_turn_ended(&tx, s, reason, now)?;
         tx.commit()?;
         Ok(true)
     }
@@ -602,20 +598,9 @@ impl Store {
     /// Stop): open attentions end `cancelled` and `turn.ended` is emitted.
     pub fn end_turn(&mut self, s: &SessionRef, reason: TurnEnd) -> Result<()> {
         let now = now_ms();
-        let key = s.key();
         let tx = self.write_tx()?;
-        touch(&tx, s, None, now)?;
-        for a in open_attentions(&tx, &key)? {
-            clear(&tx, &key, &a, How::Cancelled, &s.event, now)?;
-        }
-        emit(
-            &tx,
-            &key,
-            event::TURN_ENDED,
-            &s.event,
-            &event::turn_ended(reason),
-            now,
-        )?;
+        touch_and_cancel_attentions(&tx, s, now)?;
+        emit_turn_ended(&tx, s, reason, now)?;
         tx.commit()?;
         Ok(())
     }
