@@ -1206,8 +1206,24 @@ fn queue_stored(s: &Scene, key: &str, m: Value) -> Value {
 /// Index of the first agent request whose conversation holds `word`.
 fn first_request_with(s: &Scene, word: &str) -> Option<usize> {
     s.agent_requests().iter().position(|r| {
-        (all_text(&r["body"]["messages"]) + &all_text(&r["body"]["input"])).contains(word)
+        let body = &r["body"];
+        [&body["messages"], &body["input"], &body["contents"]]
+            .iter()
+            .any(|v| all_text(v).contains(word))
     })
+}
+
+/// The harness's hook event that takes prompts of `rank` (caps.rs `prompt_seams`: 1 after a
+/// tool, 2 before one), as its ack details name it.
+fn seam_event(harness: &str, rank: i64) -> &'static str {
+    spctl::harness::Harness::parse(harness)
+        .unwrap()
+        .caps()
+        .prompt_seams
+        .iter()
+        .find(|(_, r)| *r == rank)
+        .map(|(e, _)| *e)
+        .unwrap_or_else(|| panic!("{harness} has no seam of rank {rank}"))
 }
 
 /// Sends a prompt with `mode` once the turn's first call has run, lets the turn finish, and
@@ -1251,7 +1267,7 @@ fn steer_lands_in_the_same_turn(
         spawn,
         "steer",
         "Also name the fruit. SP-STEER:TANGERINE",
-        "PostToolUse",
+        seam_event(harness, 1),
     );
     assert_eq!(s.steps(), ["step-1", "step-2", "step-3"]);
     let reqs = s.agent_requests();
@@ -1276,7 +1292,7 @@ fn interrupt_keeps_the_pending_tool_from_running(
         spawn,
         "interrupt",
         "Not that one. SP-INTERRUPT:LIMESTONE",
-        "PreToolUse",
+        seam_event(harness, 2),
     );
     assert_eq!(
         s.steps(),
@@ -1303,10 +1319,13 @@ fn cancel_stops_at_the_next_tool_boundary(
     assert_eq!(ack["outcome"], "delivered", "{ack}");
     assert_eq!(s.steps(), ["step-1"], "no further tool ran; {}", run.stderr);
     assert!(
-        ack["detail"].as_str().unwrap_or("").contains("PreToolUse"),
+        ack["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains(seam_event(harness, 2)),
         "stopped before call 2: {ack}"
     );
-    if harness == "claude-code" {
+    if matches!(harness, "claude-code" | "gemini-cli") {
         assert_eq!(s.agent_requests().len(), 2, "the model was not asked again");
     }
 }
@@ -1681,14 +1700,26 @@ fn gemini_setup(scene: &Scene) {
 /// `gemini -p` with a fixed model (its automatic model choice would ask the stand-in for a
 /// routing verdict first).
 fn gemini(scene: &Scene, prompt: &str) -> Child {
+    gemini_with(scene, prompt, &[])
+}
+
+fn gemini_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
     let mut c = Command::new(cli_path("gemini"));
     scene.base_env(&mut c);
     c.env("GEMINI_API_KEY", "e2e-dummy")
         .env("GOOGLE_GEMINI_BASE_URL", &scene.model_url)
         .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
-        .args(["-m", "gemini-2.5-flash", "-p", prompt]);
-    scene.say(&format!("gemini -p {prompt:?}"));
+        .args(["-m", "gemini-2.5-flash"])
+        .args(extra)
+        .args(["-p", prompt]);
+    scene.say(&format!("gemini {extra:?} -p {prompt:?}"));
     spawn_logged(scene, c, "gemini-cli")
+}
+
+/// `gemini -p` that runs its shell tool without asking (in `-p` a call that would ask is
+/// refused), so only our seams stand in the turn's way.
+fn gemini_steps(scene: &Scene, prompt: &str) -> Child {
+    gemini_with(scene, prompt, &["--approval-mode", "yolo"])
 }
 
 /// Gemini CLI interactive in tmux (its ToolPermission notification fires only there), under
@@ -1809,6 +1840,63 @@ fn gemini_cli_prompt_is_delivered_at_after_agent() {
                 run.stdout.contains("SP-SAW:MARMALADE"),
                 "gemini's answer: {}",
                 run.stdout
+            );
+        },
+    );
+}
+
+/// 0.61.0 appends our AfterTool `additionalContext` to the tool result it sends the model.
+#[test]
+fn gemini_cli_steer_lands_in_the_same_turn() {
+    scenario(
+        "gemini_cli_steer_lands_in_the_same_turn",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            steer_lands_in_the_same_turn(s, "gemini-cli", gemini_steps);
+            let at = first_request_with(s, "SP-STEER:TANGERINE").unwrap();
+            let result = all_text(&s.agent_requests()[at]["body"]["contents"]);
+            assert!(
+                result.contains("<hook_context>Message from the person"),
+                "the steer rode on the tool's result: {result}"
+            );
+        },
+    );
+}
+
+/// 0.61.0 does not run a tool our BeforeTool denies and gives the model the reason instead.
+#[test]
+fn gemini_cli_interrupt_keeps_the_pending_tool_from_running() {
+    scenario(
+        "gemini_cli_interrupt_keeps_the_pending_tool_from_running",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            interrupt_keeps_the_pending_tool_from_running(s, "gemini-cli", gemini_steps);
+            let blocked = s.agent_requests()[2]["body"]["contents"].clone();
+            assert!(
+                all_text(&blocked).contains("Tool execution blocked: Message from the person"),
+                "the reason stood in for the tool's result: {blocked}"
+            );
+        },
+    );
+}
+
+/// 0.61.0 ends the agent on BeforeTool `continue:false` without running that tool.
+#[test]
+fn gemini_cli_cancel_stops_at_the_next_tool_boundary() {
+    scenario(
+        "gemini_cli_cancel_stops_at_the_next_tool_boundary",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            cancel_stops_at_the_next_tool_boundary(s, "gemini-cli", gemini_steps);
+            let stderr = std::fs::read_to_string(s.dir.join("gemini-cli.stderr")).unwrap();
+            assert!(
+                stderr.contains(
+                    "Agent execution stopped by hook: Stopped by the person through sessionpipe"
+                ),
+                "gemini said why it stopped: {stderr}"
             );
         },
     );
