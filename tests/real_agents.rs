@@ -1725,6 +1725,10 @@ fn gemini_steps(scene: &Scene, prompt: &str) -> Child {
 /// Gemini CLI interactive in tmux (its ToolPermission notification fires only there), under
 /// the session name the [`Tui`] helpers use.
 fn gemini_tui(scene: &Scene, prompt: &str) -> Tui {
+    gemini_tui_with(scene, prompt, &[])
+}
+
+fn gemini_tui_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Tui {
     let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
     let path = format!(
         "{}:{}",
@@ -1751,10 +1755,14 @@ fn gemini_tui(scene: &Scene, prompt: &str) -> Tui {
         script.push_str(&q(&format!("{k}={v}")));
     }
     script.push_str(&format!(
-        " {} -m gemini-2.5-flash -i {}\n",
-        q(&cli_path("gemini").to_string_lossy()),
-        q(prompt)
+        " {} -m gemini-2.5-flash",
+        q(&cli_path("gemini").to_string_lossy())
     ));
+    for a in extra {
+        script.push(' ');
+        script.push_str(&q(a));
+    }
+    script.push_str(&format!(" -i {}\n", q(prompt)));
     let launcher = scene.dir.join("gemini-tui.sh");
     std::fs::write(&launcher, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -1897,6 +1905,75 @@ fn gemini_cli_cancel_stops_at_the_next_tool_boundary() {
                     "Agent execution stopped by hook: Stopped by the person through sessionpipe"
                 ),
                 "gemini said why it stopped: {stderr}"
+            );
+        },
+    );
+}
+
+/// The same seams in Gemini's interactive UI, as a person runs it: a steer lands after the
+/// next call, then a cancel stops the agent before the call after that, and Gemini stays up,
+/// idle, saying why it stopped.
+#[test]
+fn gemini_cli_interactive_steer_then_cancel_at_its_tool_seams() {
+    scenario(
+        "gemini_cli_interactive_steer_then_cancel_at_its_tool_seams",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            let gate = s.dir.join("gate");
+            std::fs::create_dir_all(&gate).unwrap();
+            let tui = gemini_tui_with(
+                s,
+                &format!("Run the steps. SP-STEPS:3 SP-GATE:{}", gate.display()),
+                &["--approval-mode", "yolo"],
+            );
+            let started = s.wait_event(
+                "session.started",
+                |e| e["harness"]["name"] == "gemini-cli",
+                Duration::from_secs(60),
+            );
+            let key = session_key_of(&started);
+            let holding = |k: u32| {
+                let go = gate.join(format!("go-{k}")).to_string_lossy().to_string();
+                assert!(
+                    until(Duration::from_secs(60), || s
+                        .model_requests()
+                        .iter()
+                        .any(|r| r["note"] == "holding" && r["path"] == go.as_str())),
+                    "the agent asked the model again after call {k}; the screen:\n{}",
+                    tui.screen()
+                );
+            };
+            holding(1);
+            let steer = queue_stored(
+                s,
+                &key,
+                json!({"kind": "prompt", "mode": "steer", "text": "Also name the fruit. SP-STEER:TANGERINE", "expires_in_s": 300}),
+            );
+            open_gate(s, 1);
+            holding(2);
+            let ack = s.ack(&steer, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"],
+                "gemini-cli AfterTool hook (additionalContext)"
+            );
+            let cancel = queue_stored(s, &key, json!({"kind": "cancel"}));
+            open_gate(s, 2);
+            tui.wait_screen("Agent execution stopped", Duration::from_secs(60));
+            let ack = s.ack(&cancel, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"],
+                "gemini-cli BeforeTool hook (continue:false; the tool did not run)"
+            );
+            assert_eq!(s.steps(), ["step-1", "step-2"], "call 3 did not run");
+            assert_eq!(s.agent_requests().len(), 3, "the model was not asked again");
+            // (The stand-in logs a request once it answered it, so only now.)
+            assert_eq!(
+                first_request_with(s, "SP-STEER:TANGERINE"),
+                Some(2),
+                "the steer rode on call 2's result"
             );
         },
     );
