@@ -91,6 +91,17 @@ def texts_of(content):
     return out
 
 
+def strings_of(v):
+    """Every string inside a JSON value, in order."""
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, dict):
+        return [s for x in v.values() for s in strings_of(x)]
+    if isinstance(v, list):
+        return [s for x in v for s in strings_of(x)]
+    return []
+
+
 def conversation(api, body):
     """The conversation as (role, type, content) triples; a tool result's role is "tool"."""
     if api == "responses":
@@ -121,7 +132,9 @@ def conversation(api, body):
             content = []
             for p in parts:
                 if isinstance(p, dict) and "functionResponse" in p:
-                    content.append({"text": json.dumps(p["functionResponse"])})
+                    # Its strings as they are (a JSON dump would escape the output's newlines
+                    # into the SP-HOLD path).
+                    content.append({"text": "\n".join(strings_of(p["functionResponse"]))})
                 elif isinstance(p, dict):
                     content.append(p)
             msgs.append((role, None, content))

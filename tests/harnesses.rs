@@ -193,6 +193,9 @@ fn event_payload(h: &str, event: &str) -> Value {
                 "SessionStart" => json!({"source": "startup"}),
                 "SessionEnd" => json!({"reason": "exit"}),
                 "BeforeAgent" => json!({"prompt": "run the tests"}),
+                "BeforeTool" => {
+                    json!({"tool_name": "run_shell_command", "tool_input": {"command": "ls", "description": "List files"}})
+                }
                 "AfterTool" => {
                     json!({"tool_name": "run_shell_command", "tool_input": {"command": "ls"}, "tool_response": {"llmContent": "a"}})
                 }
@@ -1349,11 +1352,17 @@ fn every_kind_for_every_harness() {
         }
         let a = ack_of(&env, &id);
         table.push((name, "prompt", a["outcome"].clone(), a["detail"].clone()));
-        // cancel: Claude Code takes it at its next seam (a tool boundary), the rest at once.
+        // cancel: Claude Code, Codex and Gemini CLI take it at their next seam (a tool
+        // boundary), the rest at once.
         let m = env.receiver.enqueue(&key(name), json!({"kind": "cancel"}));
-        if name == "claude-code" || name == "codex" {
+        if name == "claude-code" || name == "codex" || name == "gemini-cli" {
             stored(&env, m["id"].as_str().unwrap());
-            let out = run_ok(&env, name, "sp-event", &event_payload(name, "PostToolUse"));
+            let after = if name == "gemini-cli" {
+                "AfterTool"
+            } else {
+                "PostToolUse"
+            };
+            let out = run_ok(&env, name, "sp-event", &event_payload(name, after));
             assert!(out.starts_with(r#"{"continue":false,"#), "{out}");
             if name == "codex" {
                 let v: Value = serde_json::from_str(out.trim()).unwrap();
@@ -1458,8 +1467,8 @@ fn every_kind_for_every_harness() {
         (
             "gemini-cli",
             "cancel",
-            "unsupported",
-            "gemini-cli has no API",
+            "delivered",
+            "gemini-cli AfterTool hook (continue:false)",
         ),
         (
             "opencode",
@@ -1744,6 +1753,123 @@ fn codex_steer_interrupt_and_cancel_land_at_its_seams() {
         &event_payload("codex", "PreToolUse"),
     );
     assert_eq!(out.trim(), "", "a new turn's tools run again");
+}
+
+/// DECISIONS 25 and 26 on Gemini CLI 0.61.0, in the shapes its bundled code reads (src/harness/
+/// gemini_cli.rs): a steer waits past BeforeTool and lands as AfterTool `additionalContext`, an
+/// interrupt is a BeforeTool deny with the text as reason, a cancel is `continue:false` before
+/// a tool (later tools of the turn denied until the person's next prompt) or at AfterAgent,
+/// where it beats a queued prompt, which then waits for the next turn's end.
+#[test]
+fn gemini_cli_steer_interrupt_and_cancel_land_at_its_seams() {
+    let h = "gemini-cli";
+    let env = env_with(json!({}));
+    make_live(&env, h);
+    let queue = |m: Value| {
+        let id = env.receiver.enqueue(&key(h), m)["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        stored(&env, &id);
+        id
+    };
+    let state =
+        |id: &str| env.query::<String>(&format!("select state from messages where id='{id}'"));
+    let hook = |event: &str| -> Option<Value> {
+        let bin = if event == "AfterAgent" {
+            "sp-stop"
+        } else {
+            "sp-event"
+        };
+        let out = run_ok(&env, h, bin, &event_payload(h, event));
+        (!out.is_empty()).then(|| {
+            serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{event}: {e}: {out:?}"))
+        })
+    };
+
+    let steer = queue(json!({"kind": "prompt", "text": "use staging", "mode": "steer"}));
+    assert_eq!(
+        hook("BeforeTool"),
+        None,
+        "a steer does not take the tool's place"
+    );
+    assert_eq!(state(&steer), vec!["queued"]);
+    let v = hook("AfterTool").expect("the steer at AfterTool");
+    assert_eq!(
+        v,
+        json!({"hookSpecificOutput": {"hookEventName": "AfterTool", "additionalContext": one_reason("use staging")}})
+    );
+    assert_eq!(
+        ack_of(&env, &steer)["detail"],
+        "gemini-cli AfterTool hook (additionalContext)"
+    );
+
+    let interrupt = queue(json!({"kind": "prompt", "text": "not that file", "mode": "interrupt"}));
+    let v = hook("BeforeTool").expect("the interrupt at BeforeTool");
+    assert_eq!(
+        v,
+        json!({"decision": "deny", "reason": one_reason("not that file")})
+    );
+    assert_eq!(
+        ack_of(&env, &interrupt)["detail"],
+        "gemini-cli BeforeTool hook (deny)"
+    );
+
+    // A cancel before a tool stops the agent there; a tool of the same turn that still asks
+    // (a parallel call) is denied, until the person's next prompt.
+    let cancel = queue(json!({"kind": "cancel", "note": "wrong branch"}));
+    let v = hook("BeforeTool").expect("the cancel at BeforeTool");
+    assert_eq!(v["continue"], false);
+    assert!(
+        v["stopReason"].as_str().unwrap().contains("wrong branch"),
+        "{v}"
+    );
+    assert_eq!(
+        ack_of(&env, &cancel)["detail"],
+        "gemini-cli BeforeTool hook (continue:false; the tool did not run)"
+    );
+    let v = hook("BeforeTool").expect("a later tool of the stopped turn");
+    assert_eq!(v["decision"], "deny");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("stopped this session"),
+        "{v}"
+    );
+    assert_eq!(
+        hook("BeforeAgent"),
+        None,
+        "the next prompt is the person's own"
+    );
+    assert_eq!(hook("BeforeTool"), None, "a new turn's tools run again");
+    assert_eq!(hook("AfterTool"), None);
+
+    // At the turn's end a cancel beats a queued prompt, which waits for the next turn's end.
+    let prompt = queue(json!({"kind": "prompt", "text": "next, the changelog"}));
+    let cancel = queue(json!({"kind": "cancel"}));
+    let v = hook("AfterAgent").expect("the cancel at AfterAgent");
+    assert_eq!(v["continue"], false);
+    assert_eq!(
+        ack_of(&env, &cancel)["detail"],
+        "gemini-cli AfterAgent hook (continue:false)"
+    );
+    assert_eq!(state(&prompt), vec!["queued"]);
+    let v = hook("AfterAgent").expect("the prompt at the next AfterAgent");
+    assert_eq!(
+        v,
+        json!({"decision": "block", "reason": one_reason("next, the changelog")})
+    );
+    assert_eq!(
+        ack_of(&env, &prompt)["detail"],
+        "gemini-cli AfterAgent hook"
+    );
+
+    // A cancel queued between turns expires at the person's next prompt.
+    let cancel = queue(json!({"kind": "cancel"}));
+    assert_eq!(hook("BeforeAgent"), None);
+    assert_eq!(ack_of(&env, &cancel)["outcome"], "expired");
+    assert_eq!(hook("BeforeTool"), None);
 }
 
 /// Issue 17: on each silent path of a permission hook (bad config, no sink, a paused sink)

@@ -1206,8 +1206,24 @@ fn queue_stored(s: &Scene, key: &str, m: Value) -> Value {
 /// Index of the first agent request whose conversation holds `word`.
 fn first_request_with(s: &Scene, word: &str) -> Option<usize> {
     s.agent_requests().iter().position(|r| {
-        (all_text(&r["body"]["messages"]) + &all_text(&r["body"]["input"])).contains(word)
+        let body = &r["body"];
+        [&body["messages"], &body["input"], &body["contents"]]
+            .iter()
+            .any(|v| all_text(v).contains(word))
     })
+}
+
+/// The harness's hook event that takes prompts of `rank` (caps.rs `prompt_seams`: 1 after a
+/// tool, 2 before one), as its ack details name it.
+fn seam_event(harness: &str, rank: i64) -> &'static str {
+    spctl::harness::Harness::parse(harness)
+        .unwrap()
+        .caps()
+        .prompt_seams
+        .iter()
+        .find(|(_, r)| *r == rank)
+        .map(|(e, _)| *e)
+        .unwrap_or_else(|| panic!("{harness} has no seam of rank {rank}"))
 }
 
 /// Sends a prompt with `mode` once the turn's first call has run, lets the turn finish, and
@@ -1251,7 +1267,7 @@ fn steer_lands_in_the_same_turn(
         spawn,
         "steer",
         "Also name the fruit. SP-STEER:TANGERINE",
-        "PostToolUse",
+        seam_event(harness, 1),
     );
     assert_eq!(s.steps(), ["step-1", "step-2", "step-3"]);
     let reqs = s.agent_requests();
@@ -1276,7 +1292,7 @@ fn interrupt_keeps_the_pending_tool_from_running(
         spawn,
         "interrupt",
         "Not that one. SP-INTERRUPT:LIMESTONE",
-        "PreToolUse",
+        seam_event(harness, 2),
     );
     assert_eq!(
         s.steps(),
@@ -1303,10 +1319,13 @@ fn cancel_stops_at_the_next_tool_boundary(
     assert_eq!(ack["outcome"], "delivered", "{ack}");
     assert_eq!(s.steps(), ["step-1"], "no further tool ran; {}", run.stderr);
     assert!(
-        ack["detail"].as_str().unwrap_or("").contains("PreToolUse"),
+        ack["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains(seam_event(harness, 2)),
         "stopped before call 2: {ack}"
     );
-    if harness == "claude-code" {
+    if matches!(harness, "claude-code" | "gemini-cli") {
         assert_eq!(s.agent_requests().len(), 2, "the model was not asked again");
     }
 }
@@ -1681,19 +1700,35 @@ fn gemini_setup(scene: &Scene) {
 /// `gemini -p` with a fixed model (its automatic model choice would ask the stand-in for a
 /// routing verdict first).
 fn gemini(scene: &Scene, prompt: &str) -> Child {
+    gemini_with(scene, prompt, &[])
+}
+
+fn gemini_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
     let mut c = Command::new(cli_path("gemini"));
     scene.base_env(&mut c);
     c.env("GEMINI_API_KEY", "e2e-dummy")
         .env("GOOGLE_GEMINI_BASE_URL", &scene.model_url)
         .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
-        .args(["-m", "gemini-2.5-flash", "-p", prompt]);
-    scene.say(&format!("gemini -p {prompt:?}"));
+        .args(["-m", "gemini-2.5-flash"])
+        .args(extra)
+        .args(["-p", prompt]);
+    scene.say(&format!("gemini {extra:?} -p {prompt:?}"));
     spawn_logged(scene, c, "gemini-cli")
+}
+
+/// `gemini -p` that runs its shell tool without asking (in `-p` a call that would ask is
+/// refused), so only our seams stand in the turn's way.
+fn gemini_steps(scene: &Scene, prompt: &str) -> Child {
+    gemini_with(scene, prompt, &["--approval-mode", "yolo"])
 }
 
 /// Gemini CLI interactive in tmux (its ToolPermission notification fires only there), under
 /// the session name the [`Tui`] helpers use.
 fn gemini_tui(scene: &Scene, prompt: &str) -> Tui {
+    gemini_tui_with(scene, prompt, &[])
+}
+
+fn gemini_tui_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Tui {
     let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
     let path = format!(
         "{}:{}",
@@ -1720,10 +1755,14 @@ fn gemini_tui(scene: &Scene, prompt: &str) -> Tui {
         script.push_str(&q(&format!("{k}={v}")));
     }
     script.push_str(&format!(
-        " {} -m gemini-2.5-flash -i {}\n",
-        q(&cli_path("gemini").to_string_lossy()),
-        q(prompt)
+        " {} -m gemini-2.5-flash",
+        q(&cli_path("gemini").to_string_lossy())
     ));
+    for a in extra {
+        script.push(' ');
+        script.push_str(&q(a));
+    }
+    script.push_str(&format!(" -i {}\n", q(prompt)));
     let launcher = scene.dir.join("gemini-tui.sh");
     std::fs::write(&launcher, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -1809,6 +1848,132 @@ fn gemini_cli_prompt_is_delivered_at_after_agent() {
                 run.stdout.contains("SP-SAW:MARMALADE"),
                 "gemini's answer: {}",
                 run.stdout
+            );
+        },
+    );
+}
+
+/// 0.61.0 appends our AfterTool `additionalContext` to the tool result it sends the model.
+#[test]
+fn gemini_cli_steer_lands_in_the_same_turn() {
+    scenario(
+        "gemini_cli_steer_lands_in_the_same_turn",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            steer_lands_in_the_same_turn(s, "gemini-cli", gemini_steps);
+            let at = first_request_with(s, "SP-STEER:TANGERINE").unwrap();
+            let result = all_text(&s.agent_requests()[at]["body"]["contents"]);
+            assert!(
+                result.contains("<hook_context>Message from the person"),
+                "the steer rode on the tool's result: {result}"
+            );
+        },
+    );
+}
+
+/// 0.61.0 does not run a tool our BeforeTool denies and gives the model the reason instead.
+#[test]
+fn gemini_cli_interrupt_keeps_the_pending_tool_from_running() {
+    scenario(
+        "gemini_cli_interrupt_keeps_the_pending_tool_from_running",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            interrupt_keeps_the_pending_tool_from_running(s, "gemini-cli", gemini_steps);
+            let blocked = s.agent_requests()[2]["body"]["contents"].clone();
+            assert!(
+                all_text(&blocked).contains("Tool execution blocked: Message from the person"),
+                "the reason stood in for the tool's result: {blocked}"
+            );
+        },
+    );
+}
+
+/// 0.61.0 ends the agent on BeforeTool `continue:false` without running that tool.
+#[test]
+fn gemini_cli_cancel_stops_at_the_next_tool_boundary() {
+    scenario(
+        "gemini_cli_cancel_stops_at_the_next_tool_boundary",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            cancel_stops_at_the_next_tool_boundary(s, "gemini-cli", gemini_steps);
+            let stderr = std::fs::read_to_string(s.dir.join("gemini-cli.stderr")).unwrap();
+            assert!(
+                stderr.contains(
+                    "Agent execution stopped by hook: Stopped by the person through sessionpipe"
+                ),
+                "gemini said why it stopped: {stderr}"
+            );
+        },
+    );
+}
+
+/// The same seams in Gemini's interactive UI, as a person runs it: a steer lands after the
+/// next call, then a cancel stops the agent before the call after that, and Gemini stays up,
+/// idle, saying why it stopped.
+#[test]
+fn gemini_cli_interactive_steer_then_cancel_at_its_tool_seams() {
+    scenario(
+        "gemini_cli_interactive_steer_then_cancel_at_its_tool_seams",
+        &["gemini"],
+        |s| {
+            gemini_setup(s);
+            let gate = s.dir.join("gate");
+            std::fs::create_dir_all(&gate).unwrap();
+            let tui = gemini_tui_with(
+                s,
+                &format!("Run the steps. SP-STEPS:3 SP-GATE:{}", gate.display()),
+                &["--approval-mode", "yolo"],
+            );
+            let started = s.wait_event(
+                "session.started",
+                |e| e["harness"]["name"] == "gemini-cli",
+                Duration::from_secs(60),
+            );
+            let key = session_key_of(&started);
+            let holding = |k: u32| {
+                let go = gate.join(format!("go-{k}")).to_string_lossy().to_string();
+                assert!(
+                    until(Duration::from_secs(60), || s
+                        .model_requests()
+                        .iter()
+                        .any(|r| r["note"] == "holding" && r["path"] == go.as_str())),
+                    "the agent asked the model again after call {k}; the screen:\n{}",
+                    tui.screen()
+                );
+            };
+            holding(1);
+            let steer = queue_stored(
+                s,
+                &key,
+                json!({"kind": "prompt", "mode": "steer", "text": "Also name the fruit. SP-STEER:TANGERINE", "expires_in_s": 300}),
+            );
+            open_gate(s, 1);
+            holding(2);
+            let ack = s.ack(&steer, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"],
+                "gemini-cli AfterTool hook (additionalContext)"
+            );
+            let cancel = queue_stored(s, &key, json!({"kind": "cancel"}));
+            open_gate(s, 2);
+            tui.wait_screen("Agent execution stopped", Duration::from_secs(60));
+            let ack = s.ack(&cancel, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"],
+                "gemini-cli BeforeTool hook (continue:false; the tool did not run)"
+            );
+            assert_eq!(s.steps(), ["step-1", "step-2"], "call 3 did not run");
+            assert_eq!(s.agent_requests().len(), 3, "the model was not asked again");
+            // (The stand-in logs a request once it answered it, so only now.)
+            assert_eq!(
+                first_request_with(s, "SP-STEER:TANGERINE"),
+                Some(2),
+                "the steer rode on call 2's result"
             );
         },
     );

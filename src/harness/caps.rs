@@ -446,17 +446,26 @@ pub const CAPS: &[Caps] = &[
         permission_event: "Notification",
         prompt: Path::Hook("`AfterAgent` block"),
         stop_event: "AfterAgent",
-        prompt_seams: &[],
-        cancel: Path::Unsupported(
-            "gemini-cli has no API to cancel a running turn; never a signal to a pid",
-        ),
-        cancel_seams: &[],
+        // 0.61.0 appends AfterTool's `additionalContext` to the tool result the model reads,
+        // and gives it a BeforeTool deny's `reason` in place of the tool's result.
+        prompt_seams: &[("AfterTool", 1), ("BeforeTool", 2)],
+        cancel: Path::Hook("at the next tool boundary or the turn's end: `{\"continue\":false}`, on which 0.61.0 ends the agent (at `BeforeTool` the tool does not run); expired when the person's next prompt comes first"),
+        cancel_seams: &[
+            ("BeforeTool", CancelSeam::Deliver),
+            ("AfterTool", CancelSeam::Deliver),
+            ("AfterAgent", CancelSeam::Deliver),
+            ("BeforeAgent", CancelSeam::Expire),
+            ("SessionStart", CancelSeam::Expire),
+        ],
         deny_stops: false,
+        // Not AfterModel or BeforeModel: 0.61.0 runs AfterModel once per streamed chunk, and
+        // the tool boundaries are where a message or a stop can land cleanly.
         hooks: &[
             ("Notification", SP_PERMISSION),
             ("AfterAgent", SP_STOP),
             ("SessionStart", SP_EVENT),
             ("BeforeAgent", SP_EVENT),
+            ("BeforeTool", SP_EVENT),
             ("AfterTool", SP_EVENT),
             ("SessionEnd", SP_EVENT),
         ],

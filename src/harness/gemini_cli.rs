@@ -3,6 +3,15 @@
 //! returns at once (permission.answer is acked `unsupported`). Prompts go through AfterAgent's
 //! `{"decision":"block","reason":…}`, which Gemini sends as a new request. Gemini reads stderr
 //! when stdout is empty, and our hooks never write either unless answering.
+//!
+//! The tool-boundary seams (DECISIONS 25, 26), as the bundled 0.61.0 code reads hook output
+//! (`executeToolWithHooks`, `evaluateBeforeToolHook`, `DefaultHookOutput`):
+//! - AfterTool `hookSpecificOutput.additionalContext` is appended to the tool's result as
+//!   `<hook_context>…</hook_context>` (`<` and `>` escaped): `steer`.
+//! - A BeforeTool `decision:"deny"` keeps the tool from running; the model gets
+//!   `Tool execution blocked: <reason>` as its result: `interrupt`.
+//! - `continue:false` at either ends the agent (`Agent execution stopped: <stopReason>`; before
+//!   a tool, that tool does not run), and at AfterAgent it ends the turn without continuing.
 use super::{field, minted_attention_id, object, session_ref, text, Harness, HookInput};
 use serde_json::{json, Value};
 
@@ -71,6 +80,35 @@ pub fn render_block(reason: &str) -> String {
     json!({ "decision": "block", "reason": reason }).to_string()
 }
 
+/// The stdout that hands `text` to the model at this tool boundary, and what the ack says.
+pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static str)> {
+    match event {
+        "AfterTool" => Some((
+            json!({ "hookSpecificOutput": { "hookEventName": "AfterTool", "additionalContext": text } })
+                .to_string(),
+            "additionalContext",
+        )),
+        "BeforeTool" => Some((
+            json!({ "decision": "deny", "reason": text }).to_string(),
+            "deny",
+        )),
+        _ => None,
+    }
+}
+
+/// Stops the agent at any of its seams; `stopReason` is what Gemini shows the person.
+pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
+    let how = if event == "BeforeTool" {
+        "continue:false; the tool did not run"
+    } else {
+        "continue:false"
+    };
+    (
+        json!({ "continue": false, "stopReason": reason }).to_string(),
+        how,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +148,13 @@ mod tests {
             HookInput::Stop { .. }
         ));
         assert_eq!(render_block("r"), r#"{"decision":"block","reason":"r"}"#);
+        assert!(matches!(
+            parse(br#"{"session_id":"g1","hook_event_name":"BeforeTool","tool_name":"run_shell_command","tool_input":{"command":"ls"}}"#),
+            HookInput::Alive { .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"session_id":"g1","hook_event_name":"AfterTool","tool_name":"run_shell_command","tool_input":{"command":"ls"},"tool_response":{}}"#),
+            HookInput::TerminalAnswered { .. }
+        ));
     }
 }

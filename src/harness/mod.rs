@@ -155,6 +155,7 @@ impl Harness {
         match self {
             // Codex 0.171 takes the same shapes at these two events (its schemas).
             Harness::ClaudeCode | Harness::Codex => claude_code::render_seam_prompt(event, text),
+            Harness::GeminiCli => gemini_cli::render_seam_prompt(event, text),
             _ => None,
         }
     }
@@ -165,6 +166,7 @@ impl Harness {
         match self {
             Harness::ClaudeCode => Some(claude_code::render_cancel(event, reason)),
             Harness::Codex => Some(codex::render_cancel(event, reason)),
+            Harness::GeminiCli => Some(gemini_cli::render_cancel(event, reason)),
             _ => None,
         }
     }
@@ -175,6 +177,9 @@ impl Harness {
         match (self, event) {
             (Harness::ClaudeCode | Harness::Codex, "PreToolUse") => {
                 claude_code::render_seam_prompt(event, reason).map(|(out, _)| out)
+            }
+            (Harness::GeminiCli, "BeforeTool") => {
+                gemini_cli::render_seam_prompt(event, reason).map(|(out, _)| out)
             }
             _ => None,
         }
