@@ -1080,6 +1080,19 @@ mod tests {
         assert_eq!(classify("POST", "/login"), Some(Ok(PageRoute::Login)));
         assert_eq!(classify("GET", "/page/api/enqueue"), Some(Err("POST")));
         assert_eq!(classify("GET", "/nope"), None);
+        assert_eq!(
+            classify("GET", "/assets/icon-maskable-512.png"),
+            Some(Ok(PageRoute::Asset(Asset::IconMaskable512)))
+        );
+    }
+
+    #[test]
+    fn the_worker_names_its_cache_after_the_shell() {
+        let sw = service_worker();
+        assert!(!sw.contains("%SHELL_VERSION%"));
+        let name = sw.split("'sessionpipe-shell-").nth(1).unwrap();
+        assert!(name.starts_with(|c: char| c.is_ascii_hexdigit()), "{name}");
+        assert_eq!(name.find('\''), Some(12), "{name}");
     }
 
     #[test]
