@@ -575,3 +575,149 @@ fn in_chromium_the_page_installs_its_worker_and_a_push_shows_a_notification_that
     }
     assert_eq!(left, json!([]), "the notification was withdrawn");
 }
+
+/// Width and height from a PNG's IHDR chunk (the first one, right after the signature).
+fn png_size(bytes: &[u8]) -> (u32, u32) {
+    assert!(
+        bytes.len() > 24 && bytes.starts_with(b"\x89PNG\r\n\x1a\n") && &bytes[12..16] == b"IHDR",
+        "not a PNG"
+    );
+    let be = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
+/// GETs a path anyone may fetch: its content type and body.
+fn fetch(r: &Receiver, path: &str) -> (String, Vec<u8>) {
+    let mut resp = agent().get(format!("{}{path}", r.url())).call().unwrap();
+    assert_eq!(resp.status().as_u16(), 200, "{path}");
+    let ty = resp.headers()["content-type"].to_str().unwrap().to_owned();
+    (ty, resp.body_mut().read_to_vec().unwrap())
+}
+
+#[test]
+fn every_manifest_icon_is_served_with_its_declared_type_and_each_png_has_its_declared_size() {
+    let r = start();
+    let (_, m) = fetch(&r, "/manifest.webmanifest");
+    let manifest: Value = serde_json::from_slice(&m).unwrap();
+    let icons = manifest["icons"].as_array().unwrap();
+    let mut pngs = Vec::new();
+    for icon in icons {
+        let src = icon["src"].as_str().unwrap();
+        let (ty, body) = fetch(&r, src);
+        assert_eq!(ty, icon["type"].as_str().unwrap(), "{src}");
+        if ty == "image/png" {
+            let (w, h) = png_size(&body);
+            assert_eq!(format!("{w}x{h}"), icon["sizes"], "{src}");
+            pngs.push((w, icon["purpose"].as_str().unwrap_or("any").to_owned()));
+        } else {
+            assert!(body.starts_with(b"<svg"), "{src}");
+        }
+    }
+    // What Android needs to install the page: 192 and 512 PNGs, and one it may mask.
+    for want in [(192, "any"), (512, "any"), (512, "maskable")] {
+        assert!(
+            pngs.iter().any(|(w, p)| *w == want.0 && p == want.1),
+            "no {want:?} PNG in {icons:?}"
+        );
+    }
+    // What iOS puts on the Home Screen: the apple-touch-icon both pages link, a PNG.
+    let index = page_html(&r, "/");
+    let (_, login) = fetch(&r, "/login");
+    let link =
+        r#"<link rel="apple-touch-icon" href="/assets/apple-touch-icon.png" sizes="180x180">"#;
+    assert!(index.contains(link), "the page links its apple-touch-icon");
+    assert!(String::from_utf8(login).unwrap().contains(link));
+    let (ty, body) = fetch(&r, "/assets/apple-touch-icon.png");
+    assert_eq!((ty.as_str(), png_size(&body)), ("image/png", (180, 180)));
+}
+
+/// The page's HTML as a logged-in client gets it.
+fn page_html(r: &Receiver, path: &str) -> String {
+    let mut resp = agent()
+        .get(format!("{}{path}", r.url()))
+        .header("authorization", &format!("Bearer {LOGIN}"))
+        .call()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    resp.body_mut().read_to_string().unwrap()
+}
+
+#[test]
+fn in_chromium_the_shell_loads_from_the_worker_cache_while_the_receiver_is_down_and_says_offline() {
+    if let Some(why) = common::browser::missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let r = start();
+    post_event(&r, attention("attention.needed", 1, "perm-5"));
+    let mut b = common::browser::Browser::launch();
+    b.call(json!({"op": "goto", "url": format!("{}/", r.url())}));
+    // A cache an older worker left: the new one drops it when it activates.
+    b.call(json!({"op": "eval", "script":
+        "caches.open('sessionpipe-shell-0ld').then((c) => c.put('/assets/app.js', new Response('old'))).then(() => true)"}));
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait("#conn[data-state=\"live\"]");
+    b.wait("[data-attention=\"perm-5\"]");
+    b.call(json!({"op": "worker_activated", "timeout": 30000}));
+
+    let stored = b.call(json!({"op": "caches"}))["caches"].clone();
+    let names: Vec<&String> = stored.as_object().unwrap().keys().collect();
+    assert_eq!(
+        names.len(),
+        1,
+        "one shell cache, the old one dropped: {stored}"
+    );
+    assert!(names[0].starts_with("sessionpipe-shell-"), "{stored}");
+    let kept: Vec<&str> = stored[names[0]]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    for shell in [
+        "/",
+        "/login",
+        "/assets/app.js",
+        "/assets/app.css",
+        "/assets/login.js",
+        "/manifest.webmanifest",
+        "/assets/icon-192.png",
+    ] {
+        assert!(kept.contains(&shell), "{shell} is kept: {kept:?}");
+    }
+
+    // The receiver goes away: a reload still shows the page, and it says it is offline.
+    r.set_down(true);
+    b.call(json!({"op": "goto", "url": format!("{}/", r.url())}));
+    b.wait("header.bar h1");
+    b.wait("#conn[data-state=\"offline\"]");
+    b.wait("#offline");
+    assert_eq!(b.text("#conn"), "offline");
+    assert!(b.text("#offline").contains("cannot be reached"));
+    // Back: the same page goes live again by itself and shows the prompt.
+    r.set_down(false);
+    b.wait("#conn[data-state=\"live\"]");
+    b.call(json!({"op": "wait", "selector": "#offline", "state": "hidden"}));
+    b.wait("[data-attention=\"perm-5\"]");
+
+    // This device loses its network: the same.
+    b.call(json!({"op": "offline", "offline": true}));
+    b.call(json!({"op": "goto", "url": format!("{}/", r.url())}));
+    b.wait("#conn[data-state=\"offline\"]");
+    b.wait("#offline");
+    b.call(json!({"op": "offline", "offline": false}));
+    b.wait("#conn[data-state=\"live\"]");
+
+    // Nothing the API answered was ever stored: only the shell.
+    let after = b.call(json!({"op": "caches"}))["caches"].clone();
+    for (name, paths) in after.as_object().unwrap() {
+        for p in paths.as_array().unwrap() {
+            let p = p.as_str().unwrap();
+            assert!(
+                !p.starts_with("/page/api/") && !p.starts_with("/api/"),
+                "{name} keeps {p}"
+            );
+        }
+    }
+    assert_eq!(after.as_object().unwrap().len(), 1, "{after}");
+}

@@ -16,6 +16,9 @@
 //   webauthn                             a CDP virtual authenticator on the page (ctap2,
 //                                        internal, resident keys, user verified) -> {authenticator}
 //   credentials                          -> {credentials} the virtual authenticator holds
+//   grant {origin, permissions}          push {origin, data}     notifications -> {notifications}
+//   worker_activated -> {scope}          caches -> {caches}      offline {offline}
+//   eval {script} -> {value}
 //   close
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -143,6 +146,32 @@ async function run(cmd) {
       await cdp.send('ServiceWorker.deliverPushMessage', { origin: cmd.origin, registrationId: reg.registrationId, data: cmd.data });
       return { registration: reg.registrationId, scope: reg.scopeURL };
     }
+    case 'worker_activated':
+      // Waits until the page's service worker is activated (its install, shell cache
+      // included, is over) and controls the page -> {scope}.
+      return { scope: await page.evaluate(async (ms) => {
+        const until = Date.now() + ms;
+        const r = await navigator.serviceWorker.ready;
+        while (r.active.state !== 'activated' || !navigator.serviceWorker.controller) {
+          if (Date.now() > until) throw new Error('service worker stuck in ' + r.active.state + (navigator.serviceWorker.controller ? '' : ', not controlling the page'));
+          await new Promise((ok) => setTimeout(ok, 50));
+        }
+        return r.scope;
+      }, timeout) };
+    case 'caches':
+      // What the page's origin keeps in Cache Storage -> {caches: {name: [path, ...]}}.
+      return { caches: await page.evaluate(async () => {
+        const out = {};
+        for (const name of await caches.keys()) {
+          const c = await caches.open(name);
+          out[name] = (await c.keys()).map((r) => { const u = new URL(r.url); return u.pathname + u.search; }).sort();
+        }
+        return out;
+      }) };
+    case 'offline':
+      // This device loses (or gets back) its network, as Chromium emulates it.
+      await context.setOffline(!!cmd.offline);
+      return {};
     case 'notifications':
       // What the service worker shows (its registration's notifications), as the page sees them.
       return { notifications: await page.evaluate(async () => {

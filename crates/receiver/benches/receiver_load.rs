@@ -17,6 +17,20 @@
 //!   until that machine's held poll has read the answer carrying it (the machine then acks
 //!   it and polls again, as sp-sync does).
 //!
+//! With `--push` it measures telling the person instead (issue 14): the receiver pushes to
+//! a fake push service on loopback (plain HTTP, which the receiver allows to loopback only),
+//! with the person away:
+//! * `attention.needed` → push: from just before the event's `POST` until the push service
+//!   has read the whole push request, one device subscribed;
+//! * with `--devices` (1,000) subscribed: each fan-out's time, from the event's `POST` until
+//!   the push service has read the push for every device, and the page's latency (`GET /`,
+//!   `GET /page/api/state`, fresh connections) while the fan-outs run, against idle.
+//!
+//! ```sh
+//! cargo bench -p sessionpipe-receiver --bench receiver_load -- --push
+//! cargo bench -p sessionpipe-receiver --bench receiver_load -- --push --devices 200 --fanouts 4
+//! ```
+//!
 //! A machine is one thread (short stack) with one keep-alive connection polling
 //! `GET {control}?session=codex:load-I&wait=25` with the shared bearer token, re-polling at
 //! once after each answer: the unsigned per-session poll, which is the same hold
@@ -24,7 +38,7 @@
 //! prints figures and fails only when the receiver or the load cannot be set up.
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -48,6 +62,11 @@ struct Opts {
     page_requests: usize,
     samples: usize,
     bin: PathBuf,
+    /// `--push`: the push measurements instead of the held polls.
+    push: bool,
+    devices: usize,
+    push_samples: usize,
+    fanouts: usize,
 }
 
 fn main() -> ExitCode {
@@ -68,6 +87,10 @@ fn parse_opts() -> anyhow::Result<Opts> {
         bin: std::env::var_os("SP_RECEIVER_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_sp-receiver"))),
+        push: false,
+        devices: 1000,
+        push_samples: 200,
+        fanouts: 10,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -81,10 +104,15 @@ fn parse_opts() -> anyhow::Result<Opts> {
             "--machines" => o.machines = num("--machines")?,
             "--page-requests" => o.page_requests = num("--page-requests")?,
             "--samples" => o.samples = num("--samples")?,
+            "--devices" => o.devices = num("--devices")?,
+            "--push-samples" => o.push_samples = num("--push-samples")?,
+            "--fanouts" => o.fanouts = num("--fanouts")?,
+            "--push" => o.push = true,
             // cargo bench passes --bench to every bench target.
             "--bench" => {}
             other => bail!(
-                "unknown argument {other:?}; takes --machines N (2000), --page-requests N (200), --samples N (100)"
+                "unknown argument {other:?}; takes --machines N (2000), --page-requests N (200), --samples N (100), \
+                 or --push with --devices N (1000), --push-samples N (200), --fanouts N (10), --page-requests N"
             ),
         }
     }
@@ -603,10 +631,14 @@ fn mib(kib: u64) -> String {
 
 fn run() -> anyhow::Result<()> {
     let o = parse_opts()?;
-    let nofile = raise_nofile(o.machines)?;
+    let nofile = raise_nofile(if o.push { 0 } else { o.machines })?;
     let dir = std::env::temp_dir().join(format!("sp-receiver-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let result = measure(&o, &dir, nofile);
+    let result = if o.push {
+        measure_push(&o, &dir)
+    } else {
+        measure(&o, &dir, nofile)
+    };
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
@@ -798,5 +830,393 @@ fn measure(o: &Opts, dir: &Path, nofile: u64) -> anyhow::Result<()> {
     let per = (load_mem.rss_kib.saturating_sub(idle_mem.rss_kib)) as f64 / o.machines as f64;
     println!();
     println!("{per:.1} KiB of RSS per held poll");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Telling the person (issue 14): `--push`
+// ---------------------------------------------------------------------------------------
+
+/// A push service on loopback: reads each request whole, answers 201 (as FCM and Mozilla
+/// do), and reports its path and the moment it was read.
+struct FakePush {
+    url: String,
+    got: mpsc::Receiver<(String, Instant)>,
+}
+
+fn fake_push() -> anyhow::Result<FakePush> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}", l.local_addr()?);
+    let (tx, got) = mpsc::channel();
+    std::thread::spawn(move || {
+        for s in l.incoming().map_while(Result::ok) {
+            let tx = tx.clone();
+            std::thread::spawn(move || serve_push(s, tx));
+        }
+    });
+    Ok(FakePush { url, got })
+}
+
+/// One keep-alive connection of the fake push service.
+fn serve_push(s: TcpStream, tx: mpsc::Sender<(String, Instant)>) {
+    let _ = s.set_nodelay(true);
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+        let (mut len, mut chunked) = (0usize, false);
+        loop {
+            line.clear();
+            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                let k = k.trim().to_ascii_lowercase();
+                if k == "content-length" {
+                    len = v.trim().parse().unwrap_or(0);
+                } else if k == "transfer-encoding" {
+                    chunked = v.to_ascii_lowercase().contains("chunked");
+                }
+            }
+        }
+        let read = if chunked {
+            read_chunked(&mut r)
+        } else if len <= MAX_BODY {
+            let mut body = vec![0; len];
+            r.read_exact(&mut body)
+        } else {
+            return;
+        };
+        if read.is_err() {
+            return;
+        }
+        let at = Instant::now();
+        if tx.send((path, at)).is_err() {
+            return;
+        }
+        let ok = b"HTTP/1.1 201 Created\r\ncontent-length: 0\r\n\r\n";
+        if r.get_mut().write_all(ok).is_err() {
+            return;
+        }
+    }
+}
+
+fn read_chunked(r: &mut BufReader<TcpStream>) -> std::io::Result<()> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line)?;
+        let n = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))?;
+        let mut skip = vec![0; n + 2];
+        r.read_exact(&mut skip)?;
+        if n == 0 {
+            return Ok(());
+        }
+    }
+}
+
+const PUSH_SESSION: &str = "push-bench-1";
+
+fn push_event(kind: &str, seq: u64, data: Value) -> Value {
+    json!({
+        "protocol": 1, "id": ulid::Ulid::new().to_string(), "type": kind, "time": now_stamp(),
+        "tier": 1, "harness": {"name": "claude-code", "event": "PermissionRequest"},
+        "session": {"id": PUSH_SESSION, "seq": seq, "cwd": "~/src/api"},
+        "privacy": {"rulesets": ["secrets@1"], "pii": false}, "data": data
+    })
+}
+
+/// Posts one event as a sender does (bearer token, fresh connection); 202 expected.
+fn post_event(r: &Receiver, ev: Value) -> anyhow::Result<()> {
+    let a = once(
+        &r.addr,
+        &r.host,
+        "POST",
+        "/api/sessionpipe/v1/events",
+        TOKEN,
+        Some(&json!({ "events": [ev] })),
+    )?;
+    if a.status != 202 {
+        bail!("events: {} {}", a.status, String::from_utf8_lossy(&a.body));
+    }
+    Ok(())
+}
+
+/// A page action with the login token as a bearer (no cookie, so no CSRF); 200 expected.
+fn page_post(r: &Receiver, path: &str, body: Value) -> anyhow::Result<Value> {
+    let a = once(&r.addr, &r.host, "POST", path, LOGIN, Some(&body))?;
+    if a.status != 200 {
+        bail!("{path}: {} {}", a.status, String::from_utf8_lossy(&a.body));
+    }
+    Ok(serde_json::from_slice(&a.body).unwrap_or(Value::Null))
+}
+
+/// Waits for the push service to have read `n` pushes; when each was read.
+fn pushes(p: &FakePush, n: usize, limit: Duration) -> anyhow::Result<Vec<(String, Instant)>> {
+    let end = Instant::now() + limit;
+    let mut got = Vec::with_capacity(n);
+    while got.len() < n {
+        let left = end.saturating_duration_since(Instant::now());
+        match p.got.recv_timeout(left) {
+            Ok(x) => got.push(x),
+            Err(_) => bail!("{} of {n} pushes within {limit:?}", got.len()),
+        }
+    }
+    Ok(got)
+}
+
+const PUSH_PAGE_PATHS: [(&str, &str); 2] = [
+    ("GET / (the page)", "/"),
+    ("GET /page/api/state", "/page/api/state"),
+];
+
+/// One round of the page's requests, each on a fresh connection.
+fn push_page_round(addr: &str, host: &str, times: &mut [Vec<Duration>], failed: &mut [usize]) {
+    for (k, (_, path)) in PUSH_PAGE_PATHS.iter().enumerate() {
+        let t = Instant::now();
+        match once(addr, host, "GET", path, LOGIN, None) {
+            Ok(a) if a.status == 200 => times[k].push(t.elapsed()),
+            _ => failed[k] += 1,
+        }
+    }
+}
+
+fn measure_push(o: &Opts, dir: &Path) -> anyhow::Result<()> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    let built = if std::env::var_os("SP_RECEIVER_BIN").is_some() {
+        "SP_RECEIVER_BIN: built elsewhere, say from which commit".to_owned()
+    } else {
+        commit()
+    };
+    println!("receiver_load --push: {} ({built})", o.bin.display());
+    println!(
+        "devices {}, latency samples {}, fan-outs {}, page rounds (idle) {}",
+        o.devices, o.push_samples, o.fanouts, o.page_requests
+    );
+    let r = Receiver::start(&o.bin, dir)?;
+    let service = fake_push()?;
+    let result = push_run(o, &r, &service, &|i: usize| {
+        // What a browser sends: its own P-256 key and auth secret (the same for every
+        // device here: the receiver encrypts for each one all the same).
+        let key = web_push_native::p256::SecretKey::from_slice(&[7u8; 32])
+            .expect("a valid scalar")
+            .public_key();
+        json!({"op": "subscribe", "name": format!("bench device {i}"), "subscription": {
+            "endpoint": format!("{}/push/d{i}", service.url),
+            "keys": {"p256dh": URL_SAFE_NO_PAD.encode(key.to_sec1_bytes()),
+                     "auth": URL_SAFE_NO_PAD.encode([i as u8; 16])}}})
+    });
+    if result.is_err() {
+        eprintln!("receiver log:\n{}", r.log.lock().unwrap().join("\n"));
+    }
+    r.stop();
+    result
+}
+
+fn push_run(
+    o: &Opts,
+    r: &Receiver,
+    service: &FakePush,
+    subscription: &dyn Fn(usize) -> Value,
+) -> anyhow::Result<()> {
+    let mut seq = 0u64;
+    post_event(
+        r,
+        push_event("session.started", seq, json!({"source": "startup"})),
+    )?;
+    page_post(r, "/page/api/away", json!({"away": true}))?;
+    page_post(r, "/page/api/push", subscription(0))?;
+
+    // attention.needed → push, one device. Each prompt is cleared again (a second push,
+    // waited for too) so the state stays one prompt deep and no push is left in flight.
+    let mut to_push = Vec::new();
+    let mut post_rt = Vec::new();
+    for k in 0..o.push_samples + 10 {
+        seq += 1;
+        let id = format!("lat-{k}");
+        let ev = push_event(
+            "attention.needed",
+            seq,
+            json!({"attention_id": id, "kind": "permission", "tool": "Bash", "message": "cargo test"}),
+        );
+        let t0 = Instant::now();
+        post_event(r, ev)?;
+        let t1 = Instant::now();
+        let (_, at) = pushes(service, 1, Duration::from_secs(20))?.remove(0);
+        seq += 1;
+        post_event(
+            r,
+            push_event(
+                "attention.cleared",
+                seq,
+                json!({"attention_id": id, "how": "answered"}),
+            ),
+        )?;
+        pushes(service, 1, Duration::from_secs(20))?;
+        // The first ten warm up (connections to the push service, prepared statements).
+        if k >= 10 {
+            to_push.push(at.saturating_duration_since(t0));
+            post_rt.push(t1 - t0);
+        }
+    }
+    let to_push = lat(to_push, 0);
+    let post_rt = lat(post_rt, 0);
+
+    // The other devices, then the page idle with all of them subscribed.
+    let t = Instant::now();
+    for i in 1..o.devices {
+        page_post(r, "/page/api/push", subscription(i))?;
+    }
+    let subscribing = t.elapsed();
+    let mut idle_t = vec![Vec::new(); PUSH_PAGE_PATHS.len()];
+    let mut idle_f = vec![0; PUSH_PAGE_PATHS.len()];
+    for _ in 0..10 {
+        push_page_round(&r.addr, &r.host, &mut idle_t, &mut idle_f);
+    }
+    idle_t.iter_mut().for_each(Vec::clear);
+    for _ in 0..o.page_requests {
+        push_page_round(&r.addr, &r.host, &mut idle_t, &mut idle_f);
+    }
+    let idle_mem = r.status();
+
+    // Fan-outs (a prompt, then its clearing, and so on) while a phone asks for the page
+    // over and over on fresh connections.
+    let stop = Arc::new(AtomicBool::new(false));
+    let phone = {
+        let (addr, host, stop) = (r.addr.clone(), r.host.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut t = vec![Vec::new(); PUSH_PAGE_PATHS.len()];
+            let mut f = vec![0; PUSH_PAGE_PATHS.len()];
+            while !stop.load(Ordering::Relaxed) {
+                push_page_round(&addr, &host, &mut t, &mut f);
+            }
+            (t, f)
+        })
+    };
+    let mut fanout = Vec::new();
+    let mut first = Vec::new();
+    let mut peak_threads = 0;
+    for f in 0..o.fanouts {
+        let id = format!("fan-{}", f / 2);
+        seq += 1;
+        let ev = if f % 2 == 0 {
+            push_event(
+                "attention.needed",
+                seq,
+                json!({"attention_id": id, "kind": "permission", "tool": "Bash", "message": "cargo test"}),
+            )
+        } else {
+            push_event(
+                "attention.cleared",
+                seq,
+                json!({"attention_id": id, "how": "answered"}),
+            )
+        };
+        let t0 = Instant::now();
+        post_event(r, ev)?;
+        peak_threads = peak_threads.max(r.status().threads);
+        let got = pushes(service, o.devices, Duration::from_secs(120))?;
+        let mut paths: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        if paths.len() != o.devices {
+            bail!(
+                "fan-out {f}: {} pushes went to {} devices",
+                got.len(),
+                paths.len()
+            );
+        }
+        let last = got.iter().map(|(_, at)| *at).max().unwrap_or(t0);
+        let one = got.iter().map(|(_, at)| *at).min().unwrap_or(t0);
+        fanout.push(last.saturating_duration_since(t0));
+        first.push(one.saturating_duration_since(t0));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (busy_t, busy_f) = phone.join().expect("the phone thread");
+    let end_mem = r.status();
+
+    let total: Duration = fanout.iter().sum();
+    let pushes_sent = o.devices * o.fanouts;
+    let fan = lat(fanout, 0);
+    let first = lat(first, 0);
+    println!();
+    println!(
+        "subscribing {} devices through the page took {:.1} s",
+        o.devices,
+        subscribing.as_secs_f64()
+    );
+    println!();
+    println!("| one device subscribed | p50 ms | p99 ms | max ms | n |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!(
+        "| `attention.needed` POST → push read by the push service | {:.2} | {:.2} | {:.2} | {} |",
+        to_push.p50, to_push.p99, to_push.max, to_push.n
+    );
+    println!(
+        "| the event's `POST` round trip | {:.2} | {:.2} | {:.2} | {} |",
+        post_rt.p50, post_rt.p99, post_rt.max, post_rt.n
+    );
+    println!();
+    println!(
+        "| {} devices subscribed, {} fan-outs | p50 ms | max ms |",
+        o.devices, o.fanouts
+    );
+    println!("| --- | ---: | ---: |");
+    println!(
+        "| event POST → first device's push read | {:.1} | {:.1} |",
+        first.p50, first.max
+    );
+    println!(
+        "| event POST → every device's push read (the fan-out) | {:.1} | {:.1} |",
+        fan.p50, fan.max
+    );
+    println!();
+    println!(
+        "{pushes_sent} pushes in {:.2} s of fan-out: {:.0} pushes/s",
+        total.as_secs_f64(),
+        pushes_sent as f64 / total.as_secs_f64()
+    );
+    println!();
+    println!("| request (fresh connection) | idle p50 ms | idle p99 ms | during fan-outs p50 ms | during fan-outs p99 ms | during fan-outs max ms | n during |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (k, (name, _)) in PUSH_PAGE_PATHS.iter().enumerate() {
+        let i = lat(idle_t[k].clone(), idle_f[k]);
+        let b = lat(busy_t[k].clone(), busy_f[k]);
+        let fails = if i.failed + b.failed > 0 {
+            format!(" ({} failed idle, {} during)", i.failed, b.failed)
+        } else {
+            String::new()
+        };
+        println!(
+            "| {name}{fails} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+            i.p50, i.p99, b.p50, b.p99, b.max, b.n
+        );
+    }
+    println!();
+    println!("| receiver | VmRSS MiB | VmHWM MiB | threads |");
+    println!("| --- | ---: | ---: | ---: |");
+    println!(
+        "| {} devices, idle | {} | {} | {} |",
+        o.devices,
+        mib(idle_mem.rss_kib),
+        mib(idle_mem.hwm_kib),
+        idle_mem.threads
+    );
+    println!(
+        "| after the fan-outs (most threads seen during: {peak_threads}) | {} | {} | {} |",
+        mib(end_mem.rss_kib),
+        mib(end_mem.hwm_kib),
+        end_mem.threads
+    );
     Ok(())
 }

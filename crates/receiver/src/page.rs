@@ -7,7 +7,7 @@
 //! | `GET /login` | none | 200 the login form |
 //! | `POST /login` | the login token | 303 to `/` with the login cookie; 401 with the form again |
 //! | `POST /logout` | login + CSRF | 204, the cookie cleared and the login forgotten |
-//! | `GET /assets/{app.css,app.js,login.js}` | none | the static files (nothing secret) |
+//! | `GET /assets/{app.css,app.js,login.js,icon…}`, `/manifest.webmanifest`, `/sw.js` | none | the static files (nothing secret) |
 //! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts, messages and outcomes; held up to S (≤ 25) seconds until the state's version differs from V |
 //! | `POST /page/api/enqueue` | login + CSRF | 200 the queued message; 400 naming what is wrong |
 //! | `POST /page/api/away` | login + CSRF | `{"away": bool}`: the Away switch; 200 `{"away"}` |
@@ -36,7 +36,9 @@
 //! `cache-control: no-store`; HTML adds a strict Content-Security-Policy (scripts from this
 //! origin only, no framing), `x-frame-options: DENY`, `x-content-type-options: nosniff` and
 //! `referrer-policy: same-origin` (not `no-referrer`, which makes browsers send `Origin: null`
-//! on form posts). Tokens are compared in constant time.
+//! on form posts). Tokens are compared in constant time. The service worker (`page/sw.js`)
+//! keeps only the static shell (never an API answer, never a post) in its own cache, for
+//! when the receiver cannot be reached.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -56,6 +58,42 @@ const LOGIN_JS: &str = include_str!("page/login.js");
 const MANIFEST: &str = include_str!("page/manifest.webmanifest");
 const SERVICE_WORKER: &str = include_str!("page/sw.js");
 const ICON_SVG: &str = include_str!("page/icon.svg");
+// Made from icon.svg by scripts/icons.mjs (Android and iOS want PNGs to install the page).
+const ICON_192: &[u8] = include_bytes!("page/icon-192.png");
+const ICON_512: &[u8] = include_bytes!("page/icon-512.png");
+const ICON_MASKABLE_512: &[u8] = include_bytes!("page/icon-maskable-512.png");
+const APPLE_TOUCH_ICON: &[u8] = include_bytes!("page/apple-touch-icon.png");
+
+/// The service worker with its shell cache named after a hash of the files it keeps
+/// (sw.js's `%SHELL_VERSION%`): a receiver with other files installs a new worker, which
+/// drops the old cache.
+fn service_worker() -> &'static str {
+    static SW: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SW.get_or_init(|| {
+        let mut h = Sha256::new();
+        for part in [
+            INDEX_HTML.as_bytes(),
+            LOGIN_HTML.as_bytes(),
+            APP_CSS.as_bytes(),
+            APP_JS.as_bytes(),
+            LOGIN_JS.as_bytes(),
+            MANIFEST.as_bytes(),
+            ICON_SVG.as_bytes(),
+            ICON_192,
+            ICON_512,
+            ICON_MASKABLE_512,
+            APPLE_TOUCH_ICON,
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        let version: String = h.finalize()[..6]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        SERVICE_WORKER.replace("%SHELL_VERSION%", &version)
+    })
+}
 
 /// How long a login lasts.
 pub(crate) const LOGIN_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -102,6 +140,10 @@ pub(crate) enum Asset {
     Manifest,
     ServiceWorker,
     Icon,
+    Icon192,
+    Icon512,
+    IconMaskable512,
+    AppleTouchIcon,
 }
 
 /// `Some(Ok)` for a page route, `Some(Err(allowed methods))` for a page path with the wrong
@@ -141,6 +183,22 @@ pub(crate) fn classify(method: &str, path: &str) -> Option<Result<PageRoute, &'s
             (m == "GET").then_some(PageRoute::Asset(Asset::ServiceWorker)),
         ),
         ("/assets/icon.svg", m) => ("GET", (m == "GET").then_some(PageRoute::Asset(Asset::Icon))),
+        ("/assets/icon-192.png", m) => (
+            "GET",
+            (m == "GET").then_some(PageRoute::Asset(Asset::Icon192)),
+        ),
+        ("/assets/icon-512.png", m) => (
+            "GET",
+            (m == "GET").then_some(PageRoute::Asset(Asset::Icon512)),
+        ),
+        ("/assets/icon-maskable-512.png", m) => (
+            "GET",
+            (m == "GET").then_some(PageRoute::Asset(Asset::IconMaskable512)),
+        ),
+        ("/assets/apple-touch-icon.png", m) => (
+            "GET",
+            (m == "GET").then_some(PageRoute::Asset(Asset::AppleTouchIcon)),
+        ),
         _ => return None,
     };
     Some(route.ok_or(allowed))
@@ -486,15 +544,22 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: PageRoute) -> Answer {
     }
     let reply = match route {
         PageRoute::Asset(a) => {
-            let (ty, body) = match a {
-                Asset::Css => ("text/css; charset=utf-8", APP_CSS),
-                Asset::Js => ("text/javascript; charset=utf-8", APP_JS),
-                Asset::LoginJs => ("text/javascript; charset=utf-8", LOGIN_JS),
-                Asset::Manifest => ("application/manifest+json", MANIFEST),
-                Asset::ServiceWorker => ("text/javascript; charset=utf-8", SERVICE_WORKER),
-                Asset::Icon => ("image/svg+xml", ICON_SVG),
+            let (ty, body): (_, &[u8]) = match a {
+                Asset::Css => ("text/css; charset=utf-8", APP_CSS.as_bytes()),
+                Asset::Js => ("text/javascript; charset=utf-8", APP_JS.as_bytes()),
+                Asset::LoginJs => ("text/javascript; charset=utf-8", LOGIN_JS.as_bytes()),
+                Asset::Manifest => ("application/manifest+json", MANIFEST.as_bytes()),
+                Asset::ServiceWorker => (
+                    "text/javascript; charset=utf-8",
+                    service_worker().as_bytes(),
+                ),
+                Asset::Icon => ("image/svg+xml", ICON_SVG.as_bytes()),
+                Asset::Icon192 => ("image/png", ICON_192),
+                Asset::Icon512 => ("image/png", ICON_512),
+                Asset::IconMaskable512 => ("image/png", ICON_MASKABLE_512),
+                Asset::AppleTouchIcon => ("image/png", APPLE_TOUCH_ICON),
             };
-            Reply::typed(200, ty, body.as_bytes().to_vec())
+            Reply::typed(200, ty, body.to_vec())
         }
         PageRoute::LoginForm => login_page(200, None),
         PageRoute::Login => login(ex),
@@ -1015,6 +1080,19 @@ mod tests {
         assert_eq!(classify("POST", "/login"), Some(Ok(PageRoute::Login)));
         assert_eq!(classify("GET", "/page/api/enqueue"), Some(Err("POST")));
         assert_eq!(classify("GET", "/nope"), None);
+        assert_eq!(
+            classify("GET", "/assets/icon-maskable-512.png"),
+            Some(Ok(PageRoute::Asset(Asset::IconMaskable512)))
+        );
+    }
+
+    #[test]
+    fn the_worker_names_its_cache_after_the_shell() {
+        let sw = service_worker();
+        assert!(!sw.contains("%SHELL_VERSION%"));
+        let name = sw.split("'sessionpipe-shell-").nth(1).unwrap();
+        assert!(name.starts_with(|c: char| c.is_ascii_hexdigit()), "{name}");
+        assert_eq!(name.find('\''), Some(12), "{name}");
     }
 
     #[test]

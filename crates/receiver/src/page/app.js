@@ -582,7 +582,22 @@
     for (;;) {
       try {
         const url = first ? '/page/api/state' : '/page/api/state?since=' + version + '&wait=25';
-        const r = await fetch(url, { credentials: 'same-origin', cache: 'no-store' });
+        let r;
+        try {
+          r = await fetch(url, { credentials: 'same-origin', cache: 'no-store' });
+        } catch (e) {
+          // No answer at all (this device is offline, or the receiver is down): the page
+          // may be the service worker's stored shell, so say plainly that nothing is live.
+          r = null;
+        }
+        // A proxy in front of a receiver that is down answers 502, 503 or 504.
+        if (!r || (r.status >= 502 && r.status <= 504)) {
+          setConn('offline', 'offline');
+          $('#offline').hidden = false;
+          first = true;
+          await sleep(2000);
+          continue;
+        }
         if (r.status === 401) {
           setConn('out', 'logged out');
           location.href = '/login';
@@ -591,6 +606,7 @@
         if (!r.ok) throw new Error('HTTP ' + r.status);
         render(await r.json());
         setConn('live', 'live');
+        $('#offline').hidden = true;
         first = false;
       } catch (e) {
         setConn('retry', 'reconnecting…');
