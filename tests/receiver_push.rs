@@ -172,6 +172,18 @@ fn set_away(r: &Receiver, away: bool) {
 }
 
 /// The push log as the page sees it, newest first.
+/// Subscribes `device` at `endpoint` the way the page does; the receiver's answer.
+fn subscribe(r: &Receiver, device: &Device, endpoint: &str) -> Value {
+    let (s, v) = page(
+        r,
+        "POST",
+        "/page/api/push",
+        Some(json!({"op": "subscribe", "subscription": device.subscription(endpoint)})),
+    );
+    assert_eq!(s, 200, "{v}");
+    v
+}
+
 fn push_log(r: &Receiver) -> Vec<Value> {
     page(r, "GET", "/page/api/push", None).1["log"]
         .as_array()
@@ -336,15 +348,7 @@ fn a_finished_turn_is_pushed_and_one_the_person_stopped_is_not() {
     let r = start();
     let service = FakeService::start();
     let device = Device::new(8);
-    let (s, v) = page(
-        &r,
-        "POST",
-        "/page/api/push",
-        Some(
-            json!({"op": "subscribe", "subscription": device.subscription(&format!("{}/push/d3", service.url))}),
-        ),
-    );
-    assert_eq!(s, 200, "{v}");
+    subscribe(&r, &device, &format!("{}/push/d3", service.url));
     set_away(&r, true);
     // The push worker takes events in order: were the stopped turn pushed, it would be the
     // first request the service sees.
@@ -371,15 +375,7 @@ fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again()
     let r = start();
     let service = FakeService::start();
     let device = Device::new(9);
-    let (s, v) = page(
-        &r,
-        "POST",
-        "/page/api/push",
-        Some(
-            json!({"op": "subscribe", "subscription": device.subscription(&format!("{}/push/d2", service.url))}),
-        ),
-    );
-    assert_eq!(s, 200, "{v}");
+    let v = subscribe(&r, &device, &format!("{}/push/d2", service.url));
     let id = v["id"].as_str().unwrap().to_owned();
 
     // At the desk: recorded, not pushed.
