@@ -1340,7 +1340,7 @@ fn every_kind_for_every_harness() {
         table.push((name, "prompt", a["outcome"].clone(), a["detail"].clone()));
         // cancel: Claude Code takes it at its next seam (a tool boundary), the rest at once.
         let m = env.receiver.enqueue(&key(name), json!({"kind": "cancel"}));
-        if name == "claude-code" || name == "codex" {
+        if ["claude-code", "codex", "droid"].contains(&name) {
             stored(&env, m["id"].as_str().unwrap());
             let out = run_ok(&env, name, "sp-event", &event_payload(name, "PostToolUse"));
             assert!(out.starts_with(r#"{"continue":false,"#), "{out}");
@@ -1431,7 +1431,12 @@ fn every_kind_for_every_harness() {
             "droid PreToolUse hook",
         ),
         ("droid", "prompt", "delivered", "droid Stop hook"),
-        ("droid", "cancel", "unsupported", "droid has no API"),
+        (
+            "droid",
+            "cancel",
+            "delivered",
+            "droid PostToolUse hook (continue:false)",
+        ),
         (
             "gemini-cli",
             "permission.answer",

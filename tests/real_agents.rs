@@ -1306,7 +1306,7 @@ fn cancel_stops_at_the_next_tool_boundary(
         ack["detail"].as_str().unwrap_or("").contains("PreToolUse"),
         "stopped before call 2: {ack}"
     );
-    if harness == "claude-code" {
+    if harness == "claude-code" || harness == "droid" {
         assert_eq!(s.agent_requests().len(), 2, "the model was not asked again");
     }
 }
@@ -2073,6 +2073,78 @@ fn droid_prompt_is_delivered_at_stop() {
         );
         assert!(!all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"));
     });
+}
+
+/// DECISIONS 26: a stop while Droid's PreToolUse waits on the phone answers that wait: the
+/// tool is denied and never runs, the run ends, the prompt is cleared answered.
+#[test]
+fn droid_cancel_answers_a_waiting_tool_and_stops() {
+    scenario(
+        "droid_cancel_answers_a_waiting_tool_and_stops",
+        &["droid"],
+        |s| {
+            droid_setup(s);
+            let child = droid(
+                s,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
+            let (key, attention, _) = wait_permission(s, "droid");
+            let m = s.enqueue(&key, json!({"kind": "cancel"}));
+            let run = finish_logged(s, child, "droid", Duration::from_secs(60));
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"], "droid PreToolUse hook (continue:false, tool denied)",
+                "{ack}"
+            );
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            assert_eq!(s.marker(), None, "the tool never ran; {}", run.stderr);
+            assert_eq!(
+                s.agent_requests().len(),
+                1,
+                "the run ended: the model was not asked again"
+            );
+        },
+    );
+}
+
+/// `droid exec` at the desk (nobody said away): its PreToolUse, our permission hook, returns
+/// at once, so only our seams stand in the steps turn's way (its calls are rated low risk).
+fn droid_steps(scene: &Scene, prompt: &str) -> Child {
+    scene.set_config("/control/away", Value::Null);
+    droid(scene, prompt)
+}
+
+#[test]
+fn droid_steer_lands_in_the_same_turn() {
+    scenario("droid_steer_lands_in_the_same_turn", &["droid"], |s| {
+        droid_setup(s);
+        steer_lands_in_the_same_turn(s, "droid", droid_steps);
+    });
+}
+
+#[test]
+fn droid_interrupt_keeps_the_pending_tool_from_running() {
+    scenario(
+        "droid_interrupt_keeps_the_pending_tool_from_running",
+        &["droid"],
+        |s| {
+            droid_setup(s);
+            interrupt_keeps_the_pending_tool_from_running(s, "droid", droid_steps);
+        },
+    );
+}
+
+#[test]
+fn droid_cancel_stops_at_the_next_tool_boundary() {
+    scenario(
+        "droid_cancel_stops_at_the_next_tool_boundary",
+        &["droid"],
+        |s| {
+            droid_setup(s);
+            cancel_stops_at_the_next_tool_boundary(s, "droid", droid_steps);
+        },
+    );
 }
 
 // ------------------------------------------------------------------------------------------

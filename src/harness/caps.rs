@@ -151,6 +151,7 @@ pub struct Caps {
 }
 
 const CLAUDE_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}`, before a tool with a `PreToolUse` deny too (2.1.332 runs that tool otherwise); a waiting permission is denied with `interrupt`; expired when the person's next prompt comes first";
+const DROID_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}` (0.225.2 ends the run), before a tool with a `PreToolUse` deny too; a `PreToolUse` held for a remote answer is answered so; expired when the person's next prompt comes first";
 const TOOL_SEAMS: &[(&str, i64)] = &[
     ("PostToolUse", 1),
     ("PostToolUseFailure", 1),
@@ -402,12 +403,20 @@ pub const CAPS: &[Caps] = &[
         permission_event: "PreToolUse",
         prompt: Path::Hook("`Stop` block"),
         stop_event: "Stop",
-        prompt_seams: &[],
-        cancel: Path::Unsupported(
-            "droid has no API to cancel a running turn; never a signal to a pid",
-        ),
-        cancel_seams: &[],
-        deny_stops: false,
+        // Seen with the real 0.225.2: a PostToolUse `additionalContext` reaches the model
+        // before its next call; a PreToolUse deny keeps the tool from running and the model
+        // reads the reason as its result.
+        prompt_seams: &[("PostToolUse", 1), ("PreToolUse", 2)],
+        cancel: Path::Hook(DROID_CANCEL),
+        cancel_seams: &[
+            ("PreToolUse", CancelSeam::Deliver),
+            ("PostToolUse", CancelSeam::Deliver),
+            ("Stop", CancelSeam::Deliver),
+            ("UserPromptSubmit", CancelSeam::Expire),
+            ("SessionStart", CancelSeam::Expire),
+        ],
+        // Its permission hook is PreToolUse, where `continue:false` stops it with the denial.
+        deny_stops: true,
         hooks: &[
             ("PreToolUse", SP_PERMISSION),
             ("Stop", SP_STOP),

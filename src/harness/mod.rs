@@ -155,6 +155,7 @@ impl Harness {
         match self {
             // Codex 0.171 takes the same shapes at these two events (its schemas).
             Harness::ClaudeCode | Harness::Codex => claude_code::render_seam_prompt(event, text),
+            Harness::Droid => droid::render_seam_prompt(event, text),
             _ => None,
         }
     }
@@ -165,6 +166,7 @@ impl Harness {
         match self {
             Harness::ClaudeCode => Some(claude_code::render_cancel(event, reason)),
             Harness::Codex => Some(codex::render_cancel(event, reason)),
+            Harness::Droid => Some(droid::render_cancel(event, reason)),
             _ => None,
         }
     }
@@ -176,6 +178,7 @@ impl Harness {
             (Harness::ClaudeCode | Harness::Codex, "PreToolUse") => {
                 claude_code::render_seam_prompt(event, reason).map(|(out, _)| out)
             }
+            (Harness::Droid, "PreToolUse") => Some(droid::render_cancel(event, reason).0),
             _ => None,
         }
     }
@@ -190,6 +193,8 @@ impl Harness {
     pub fn render_cancel_permission(self, message: &str) -> String {
         match self {
             Harness::ClaudeCode => claude_code::render_cancel_permission(message),
+            // Droid asks at PreToolUse itself: the stop's own answer there denies and stops.
+            Harness::Droid => droid::render_cancel("PreToolUse", message).0,
             _ => self.render_permission(Decision::Deny, message),
         }
     }

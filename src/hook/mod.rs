@@ -223,6 +223,13 @@ fn act(
             tool,
             message,
         } => {
+            // Where the permission event is itself a tool boundary (Droid's PreToolUse), a
+            // stop or an interrupt sent for it answers first; read-only when none is queued.
+            if harness.prompt_seam(&session.event).is_some()
+                && at_tool_boundary(harness, store, &session)?
+            {
+                return Ok(());
+            }
             permission::run(
                 harness,
                 config,
