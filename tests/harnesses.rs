@@ -129,8 +129,9 @@ fn event_payload(h: &str, event: &str) -> Value {
         ("copilot-cli", e) => {
             let base = json!({"sessionId": sid, "timestamp": 1760000000123u64, "cwd": CWD});
             let extra = match e {
+                // 1.0.102 names this event (`hookName`); its preToolUse has the same fields.
                 "permissionRequest" => {
-                    json!({"toolName": "bash", "toolArgs": "{\"command\":\"rm -rf dist\",\"description\":\"Clean build directory\"}"})
+                    json!({"hookName": "permissionRequest", "toolName": "bash", "toolArgs": "{\"command\":\"rm -rf dist\",\"description\":\"Clean build directory\"}"})
                 }
                 "agentStop" => {
                     json!({"transcriptPath": "/home/me/.copilot/session-state/t.jsonl", "stopReason": "end_turn"})
@@ -138,6 +139,8 @@ fn event_payload(h: &str, event: &str) -> Value {
                 "sessionStart" => json!({"source": "new", "initialPrompt": "fix the build"}),
                 "sessionEnd" => json!({"reason": "user_exit"}),
                 "userPromptSubmitted" => json!({"prompt": "run the tests"}),
+                // As 1.0.102 sends it: no event name, `toolArgs` an object.
+                "preToolUse" => json!({"toolName": "bash", "toolArgs": {"command": "ls"}}),
                 "postToolUse" => {
                     json!({"toolName": "bash", "toolArgs": {"command": "ls"}, "toolResult": {"resultType": "success", "textResultForLlm": "a"}})
                 }
@@ -1349,6 +1352,17 @@ fn every_kind_for_every_harness() {
                 assert_codex_valid("post-tool-use.command.output", &v);
             }
         }
+        if name == "copilot-cli" {
+            // Its stop is a permission deny with interrupt (1.0.102 ignores continue:false).
+            stored(&env, m["id"].as_str().unwrap());
+            let (event, _) = permission_event(name);
+            let out = run_ok(&env, name, "sp-permission", &event_payload(name, event));
+            let v: Value = serde_json::from_str(out.trim()).unwrap();
+            assert_eq!(
+                (&v["behavior"], &v["interrupt"]),
+                (&json!("deny"), &json!(true))
+            );
+        }
         let a = ack_of(&env, m["id"].as_str().unwrap());
         table.push((name, "cancel", a["outcome"].clone(), a["detail"].clone()));
         end_session(&env, name, &oc.url);
@@ -1408,8 +1422,8 @@ fn every_kind_for_every_harness() {
         (
             "copilot-cli",
             "cancel",
-            "unsupported",
-            "copilot-cli has no API",
+            "delivered",
+            "copilot-cli permissionRequest hook (deny, interrupt)",
         ),
         (
             "kiro",

@@ -156,6 +156,7 @@ impl Harness {
             // Codex 0.171 takes the same shapes at these two events (its schemas).
             Harness::ClaudeCode | Harness::Codex => claude_code::render_seam_prompt(event, text),
             Harness::Droid => droid::render_seam_prompt(event, text),
+            Harness::CopilotCli => copilot_cli::render_seam_prompt(event, text),
             _ => None,
         }
     }
@@ -167,6 +168,7 @@ impl Harness {
             Harness::ClaudeCode => Some(claude_code::render_cancel(event, reason)),
             Harness::Codex => Some(codex::render_cancel(event, reason)),
             Harness::Droid => Some(droid::render_cancel(event, reason)),
+            Harness::CopilotCli => copilot_cli::render_cancel(event, reason),
             _ => None,
         }
     }
@@ -195,6 +197,7 @@ impl Harness {
             Harness::ClaudeCode => claude_code::render_cancel_permission(message),
             // Droid asks at PreToolUse itself: the stop's own answer there denies and stops.
             Harness::Droid => droid::render_cancel("PreToolUse", message).0,
+            Harness::CopilotCli => copilot_cli::render_cancel_permission(message),
             _ => self.render_permission(Decision::Deny, message),
         }
     }
