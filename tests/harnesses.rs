@@ -1743,6 +1743,104 @@ fn codex_steer_interrupt_and_cancel_land_at_its_seams() {
     assert_eq!(out.trim(), "", "a new turn's tools run again");
 }
 
+/// DECISIONS 25 and 26 on Droid and Copilot CLI, in the shapes their real versions honour
+/// (tests/real_agents.rs runs them): a steer beside the next tool result, an interrupt in
+/// place of the next tool, a stop at the next seam that can stop each.
+#[test]
+fn droid_and_copilot_steer_interrupt_and_cancel_land_at_their_seams() {
+    let env = env_with(json!({"permission_wait_s": 60}));
+    let queue = |name: &str, m: Value| {
+        let id = env.receiver.enqueue(&key(name), m)["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        stored(&env, &id);
+        id
+    };
+    let hook = |name: &str, bin: &str, event: &str| -> Value {
+        let out = run_ok(&env, name, bin, &event_payload(name, event));
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{name} {event}: {e}: {out:?}"))
+    };
+    let detail = |id: &str| ack_of(&env, id)["detail"].clone();
+
+    make_live(&env, "droid");
+    let steer = queue(
+        "droid",
+        json!({"kind": "prompt", "text": "use staging", "mode": "steer"}),
+    );
+    let v = hook("droid", "sp-event", "PostToolUse");
+    assert_eq!(
+        v["hookSpecificOutput"]["additionalContext"],
+        one_reason("use staging")
+    );
+    assert_eq!(detail(&steer), "droid PostToolUse hook (additionalContext)");
+    let interrupt = queue(
+        "droid",
+        json!({"kind": "prompt", "text": "not that", "mode": "interrupt"}),
+    );
+    // Droid's PreToolUse is its permission hook: the interrupt answers before any wait.
+    let v = hook("droid", "sp-permission", "PreToolUse");
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert_eq!(
+        v["hookSpecificOutput"]["permissionDecisionReason"],
+        one_reason("not that")
+    );
+    assert_eq!(detail(&interrupt), "droid PreToolUse hook (deny)");
+    let cancel = queue("droid", json!({"kind": "cancel"}));
+    let v = hook("droid", "sp-permission", "PreToolUse");
+    assert_eq!(
+        (
+            &v["continue"],
+            &v["hookSpecificOutput"]["permissionDecision"]
+        ),
+        (&json!(false), &json!("deny"))
+    );
+    assert_eq!(
+        detail(&cancel),
+        "droid PreToolUse hook (continue:false, tool denied)"
+    );
+    // Were Droid to go on, its next tool of the turn is stopped too.
+    let v = hook("droid", "sp-permission", "PreToolUse");
+    assert_eq!(v["continue"], false);
+    end_session(&env, "droid", "");
+
+    make_live(&env, "copilot-cli");
+    let steer = queue(
+        "copilot-cli",
+        json!({"kind": "prompt", "text": "use staging", "mode": "steer"}),
+    );
+    let v = hook("copilot-cli", "sp-event", "postToolUse");
+    assert_eq!(v, json!({"additionalContext": one_reason("use staging")}));
+    assert_eq!(
+        detail(&steer),
+        "copilot-cli postToolUse hook (additionalContext)"
+    );
+    let interrupt = queue(
+        "copilot-cli",
+        json!({"kind": "prompt", "text": "not that", "mode": "interrupt"}),
+    );
+    let v = hook("copilot-cli", "sp-event", "preToolUse");
+    assert_eq!(
+        v,
+        json!({"permissionDecision": "deny", "permissionDecisionReason": one_reason("not that")})
+    );
+    assert_eq!(detail(&interrupt), "copilot-cli preToolUse hook (deny)");
+    // No stop at its tool hooks (1.0.102 ignores continue:false there): the turn's end takes it.
+    let cancel = queue("copilot-cli", json!({"kind": "cancel"}));
+    let out = run_ok(
+        &env,
+        "copilot-cli",
+        "sp-event",
+        &event_payload("copilot-cli", "postToolUse"),
+    );
+    assert_eq!(out, "", "postToolUse cannot stop Copilot");
+    assert_eq!(hook("copilot-cli", "sp-stop", "agentStop"), json!({}));
+    assert_eq!(
+        detail(&cancel),
+        "copilot-cli agentStop hook (no block: the turn ends)"
+    );
+}
+
 /// Issue 17: on each silent path of a permission hook (bad config, no sink, a paused sink)
 /// every harness with one gets exactly its row's "silence" answer (src/harness/caps.rs): the
 /// harness's own "ask the person" where its silence means "run" (Cursor), nothing where
