@@ -129,8 +129,9 @@ fn event_payload(h: &str, event: &str) -> Value {
         ("copilot-cli", e) => {
             let base = json!({"sessionId": sid, "timestamp": 1760000000123u64, "cwd": CWD});
             let extra = match e {
+                // 1.0.102 names this event (`hookName`); its preToolUse has the same fields.
                 "permissionRequest" => {
-                    json!({"toolName": "bash", "toolArgs": "{\"command\":\"rm -rf dist\",\"description\":\"Clean build directory\"}"})
+                    json!({"hookName": "permissionRequest", "toolName": "bash", "toolArgs": "{\"command\":\"rm -rf dist\",\"description\":\"Clean build directory\"}"})
                 }
                 "agentStop" => {
                     json!({"transcriptPath": "/home/me/.copilot/session-state/t.jsonl", "stopReason": "end_turn"})
@@ -138,6 +139,8 @@ fn event_payload(h: &str, event: &str) -> Value {
                 "sessionStart" => json!({"source": "new", "initialPrompt": "fix the build"}),
                 "sessionEnd" => json!({"reason": "user_exit"}),
                 "userPromptSubmitted" => json!({"prompt": "run the tests"}),
+                // As 1.0.102 sends it: no event name, `toolArgs` an object.
+                "preToolUse" => json!({"toolName": "bash", "toolArgs": {"command": "ls"}}),
                 "postToolUse" => {
                     json!({"toolName": "bash", "toolArgs": {"command": "ls"}, "toolResult": {"resultType": "success", "textResultForLlm": "a"}})
                 }
@@ -1352,10 +1355,10 @@ fn every_kind_for_every_harness() {
         }
         let a = ack_of(&env, &id);
         table.push((name, "prompt", a["outcome"].clone(), a["detail"].clone()));
-        // cancel: Claude Code, Codex and Gemini CLI take it at their next seam (a tool
-        // boundary), the rest at once.
+        // cancel: Claude Code, Codex, Droid and Gemini CLI take it at their next tool
+        // boundary, Copilot CLI at its next permission request, the rest at once.
         let m = env.receiver.enqueue(&key(name), json!({"kind": "cancel"}));
-        if name == "claude-code" || name == "codex" || name == "gemini-cli" {
+        if ["claude-code", "codex", "droid", "gemini-cli"].contains(&name) {
             stored(&env, m["id"].as_str().unwrap());
             let after = if name == "gemini-cli" {
                 "AfterTool"
@@ -1368,6 +1371,17 @@ fn every_kind_for_every_harness() {
                 let v: Value = serde_json::from_str(out.trim()).unwrap();
                 assert_codex_valid("post-tool-use.command.output", &v);
             }
+        }
+        if name == "copilot-cli" {
+            // Its stop is a permission deny with interrupt (1.0.102 ignores continue:false).
+            stored(&env, m["id"].as_str().unwrap());
+            let (event, _) = permission_event(name);
+            let out = run_ok(&env, name, "sp-permission", &event_payload(name, event));
+            let v: Value = serde_json::from_str(out.trim()).unwrap();
+            assert_eq!(
+                (&v["behavior"], &v["interrupt"]),
+                (&json!("deny"), &json!(true))
+            );
         }
         let a = ack_of(&env, m["id"].as_str().unwrap());
         table.push((name, "cancel", a["outcome"].clone(), a["detail"].clone()));
@@ -1428,8 +1442,8 @@ fn every_kind_for_every_harness() {
         (
             "copilot-cli",
             "cancel",
-            "unsupported",
-            "copilot-cli has no API",
+            "delivered",
+            "copilot-cli permissionRequest hook (deny, interrupt)",
         ),
         (
             "kiro",
@@ -1451,7 +1465,12 @@ fn every_kind_for_every_harness() {
             "droid PreToolUse hook",
         ),
         ("droid", "prompt", "delivered", "droid Stop hook"),
-        ("droid", "cancel", "unsupported", "droid has no API"),
+        (
+            "droid",
+            "cancel",
+            "delivered",
+            "droid PostToolUse hook (continue:false)",
+        ),
         (
             "gemini-cli",
             "permission.answer",
@@ -1870,6 +1889,104 @@ fn gemini_cli_steer_interrupt_and_cancel_land_at_its_seams() {
     assert_eq!(hook("BeforeAgent"), None);
     assert_eq!(ack_of(&env, &cancel)["outcome"], "expired");
     assert_eq!(hook("BeforeTool"), None);
+}
+
+/// DECISIONS 25 and 26 on Droid and Copilot CLI, in the shapes their real versions honour
+/// (tests/real_agents.rs runs them): a steer beside the next tool result, an interrupt in
+/// place of the next tool, a stop at the next seam that can stop each.
+#[test]
+fn droid_and_copilot_steer_interrupt_and_cancel_land_at_their_seams() {
+    let env = env_with(json!({"permission_wait_s": 60}));
+    let queue = |name: &str, m: Value| {
+        let id = env.receiver.enqueue(&key(name), m)["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        stored(&env, &id);
+        id
+    };
+    let hook = |name: &str, bin: &str, event: &str| -> Value {
+        let out = run_ok(&env, name, bin, &event_payload(name, event));
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{name} {event}: {e}: {out:?}"))
+    };
+    let detail = |id: &str| ack_of(&env, id)["detail"].clone();
+
+    make_live(&env, "droid");
+    let steer = queue(
+        "droid",
+        json!({"kind": "prompt", "text": "use staging", "mode": "steer"}),
+    );
+    let v = hook("droid", "sp-event", "PostToolUse");
+    assert_eq!(
+        v["hookSpecificOutput"]["additionalContext"],
+        one_reason("use staging")
+    );
+    assert_eq!(detail(&steer), "droid PostToolUse hook (additionalContext)");
+    let interrupt = queue(
+        "droid",
+        json!({"kind": "prompt", "text": "not that", "mode": "interrupt"}),
+    );
+    // Droid's PreToolUse is its permission hook: the interrupt answers before any wait.
+    let v = hook("droid", "sp-permission", "PreToolUse");
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert_eq!(
+        v["hookSpecificOutput"]["permissionDecisionReason"],
+        one_reason("not that")
+    );
+    assert_eq!(detail(&interrupt), "droid PreToolUse hook (deny)");
+    let cancel = queue("droid", json!({"kind": "cancel"}));
+    let v = hook("droid", "sp-permission", "PreToolUse");
+    assert_eq!(
+        (
+            &v["continue"],
+            &v["hookSpecificOutput"]["permissionDecision"]
+        ),
+        (&json!(false), &json!("deny"))
+    );
+    assert_eq!(
+        detail(&cancel),
+        "droid PreToolUse hook (continue:false, tool denied)"
+    );
+    // Were Droid to go on, its next tool of the turn is stopped too.
+    let v = hook("droid", "sp-permission", "PreToolUse");
+    assert_eq!(v["continue"], false);
+    end_session(&env, "droid", "");
+
+    make_live(&env, "copilot-cli");
+    let steer = queue(
+        "copilot-cli",
+        json!({"kind": "prompt", "text": "use staging", "mode": "steer"}),
+    );
+    let v = hook("copilot-cli", "sp-event", "postToolUse");
+    assert_eq!(v, json!({"additionalContext": one_reason("use staging")}));
+    assert_eq!(
+        detail(&steer),
+        "copilot-cli postToolUse hook (additionalContext)"
+    );
+    let interrupt = queue(
+        "copilot-cli",
+        json!({"kind": "prompt", "text": "not that", "mode": "interrupt"}),
+    );
+    let v = hook("copilot-cli", "sp-event", "preToolUse");
+    assert_eq!(
+        v,
+        json!({"permissionDecision": "deny", "permissionDecisionReason": one_reason("not that")})
+    );
+    assert_eq!(detail(&interrupt), "copilot-cli preToolUse hook (deny)");
+    // No stop at its tool hooks (1.0.102 ignores continue:false there): the turn's end takes it.
+    let cancel = queue("copilot-cli", json!({"kind": "cancel"}));
+    let out = run_ok(
+        &env,
+        "copilot-cli",
+        "sp-event",
+        &event_payload("copilot-cli", "postToolUse"),
+    );
+    assert_eq!(out, "", "postToolUse cannot stop Copilot");
+    assert_eq!(hook("copilot-cli", "sp-stop", "agentStop"), json!({}));
+    assert_eq!(
+        detail(&cancel),
+        "copilot-cli agentStop hook (no block: the turn ends)"
+    );
 }
 
 /// Issue 17: on each silent path of a permission hook (bad config, no sink, a paused sink)

@@ -1248,8 +1248,13 @@ fn prompt_through_a_turn(
     finish_ok(s, child, cli_label(harness));
     let ack = s.ack(&m, Duration::from_secs(30));
     assert_eq!(ack["outcome"], "delivered", "{ack}");
+    // Case aside: Copilot CLI spells the same seams camelCase (postToolUse).
     assert!(
-        ack["detail"].as_str().unwrap_or("").contains(seam),
+        ack["detail"]
+            .as_str()
+            .unwrap_or("")
+            .to_lowercase()
+            .contains(&seam.to_lowercase()),
         "the ack names the seam: {ack}"
     );
 }
@@ -1325,7 +1330,7 @@ fn cancel_stops_at_the_next_tool_boundary(
             .contains(seam_event(harness, 2)),
         "stopped before call 2: {ack}"
     );
-    if matches!(harness, "claude-code" | "gemini-cli") {
+    if matches!(harness, "claude-code" | "gemini-cli" | "droid") {
         assert_eq!(s.agent_requests().len(), 2, "the model was not asked again");
     }
 }
@@ -2008,6 +2013,10 @@ fn copilot_setup(scene: &Scene) {
 }
 
 fn copilot(scene: &Scene, prompt: &str) -> Child {
+    copilot_with(scene, prompt, &[])
+}
+
+fn copilot_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
     let mut c = Command::new(cli_path("copilot"));
     scene.base_env(&mut c);
     c.env("COPILOT_OFFLINE", "true")
@@ -2017,7 +2026,8 @@ fn copilot(scene: &Scene, prompt: &str) -> Child {
         )
         .env("COPILOT_PROVIDER_API_KEY", "e2e-dummy")
         .env("COPILOT_MODEL", "standin")
-        .args(["-p", prompt]);
+        .args(["-p", prompt])
+        .args(extra);
     scene.say(&format!("copilot -p {prompt:?}"));
     spawn_logged(scene, c, "copilot-cli")
 }
@@ -2109,6 +2119,96 @@ fn copilot_cli_remote_deny_keeps_the_tool_from_running() {
             assert!(
                 seen.contains(note),
                 "the model saw the note; it saw:\n{seen}"
+            );
+        },
+    );
+}
+
+/// `copilot -p` at the desk (nobody said away) allowed every tool: our permissionRequest hook
+/// returns at once, so only our seams stand in the steps turn's way.
+fn copilot_steps(scene: &Scene, prompt: &str) -> Child {
+    scene.set_config("/control/away", Value::Null);
+    copilot_with(scene, prompt, &["--allow-all-tools"])
+}
+
+#[test]
+fn copilot_cli_steer_lands_in_the_same_turn() {
+    scenario(
+        "copilot_cli_steer_lands_in_the_same_turn",
+        &["copilot"],
+        |s| {
+            copilot_setup(s);
+            steer_lands_in_the_same_turn(s, "copilot-cli", copilot_steps);
+        },
+    );
+}
+
+#[test]
+fn copilot_cli_interrupt_keeps_the_pending_tool_from_running() {
+    scenario(
+        "copilot_cli_interrupt_keeps_the_pending_tool_from_running",
+        &["copilot"],
+        |s| {
+            copilot_setup(s);
+            interrupt_keeps_the_pending_tool_from_running(s, "copilot-cli", copilot_steps);
+        },
+    );
+}
+
+/// Copilot's stop: its next permissionRequest is denied with `interrupt`, which ends the run
+/// before that tool (1.0.102 ignores `continue:false` at its tool hooks).
+#[test]
+fn copilot_cli_cancel_stops_at_the_next_permission_request() {
+    scenario(
+        "copilot_cli_cancel_stops_at_the_next_permission_request",
+        &["copilot"],
+        |s| {
+            copilot_setup(s);
+            let (key, child) = steps_turn(s, "copilot-cli", copilot_steps);
+            let m = queue_stored(s, &key, json!({"kind": "cancel"}));
+            open_gate(s, 1);
+            // Ends without the other gates: a run that went on would wait for go-2.
+            let run = finish_logged(s, child, "copilot-cli", Duration::from_secs(60));
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"], "copilot-cli permissionRequest hook (deny, interrupt)",
+                "{ack}"
+            );
+            assert_eq!(s.steps(), ["step-1"], "no further tool ran; {}", run.stderr);
+            assert_eq!(s.agent_requests().len(), 2, "the model was not asked again");
+        },
+    );
+}
+
+/// DECISIONS 26: a stop while Copilot's permissionRequest waits on the phone answers that
+/// wait: the tool is denied and never runs, the run ends, the prompt is cleared answered.
+#[test]
+fn copilot_cli_cancel_answers_a_waiting_permission_and_stops() {
+    scenario(
+        "copilot_cli_cancel_answers_a_waiting_permission_and_stops",
+        &["copilot"],
+        |s| {
+            copilot_setup(s);
+            let child = copilot(
+                s,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
+            let (key, attention, _) = wait_permission(s, "copilot-cli");
+            let m = s.enqueue(&key, json!({"kind": "cancel"}));
+            let run = finish_logged(s, child, "copilot-cli", Duration::from_secs(60));
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"], "copilot-cli permissionRequest hook (deny, interrupt)",
+                "{ack}"
+            );
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            assert_eq!(s.marker(), None, "the tool never ran; {}", run.stderr);
+            assert_eq!(
+                s.agent_requests().len(),
+                1,
+                "the run ended: the model was not asked again"
             );
         },
     );
@@ -2238,6 +2338,78 @@ fn droid_prompt_is_delivered_at_stop() {
         );
         assert!(!all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"));
     });
+}
+
+/// DECISIONS 26: a stop while Droid's PreToolUse waits on the phone answers that wait: the
+/// tool is denied and never runs, the run ends, the prompt is cleared answered.
+#[test]
+fn droid_cancel_answers_a_waiting_tool_and_stops() {
+    scenario(
+        "droid_cancel_answers_a_waiting_tool_and_stops",
+        &["droid"],
+        |s| {
+            droid_setup(s);
+            let child = droid(
+                s,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
+            let (key, attention, _) = wait_permission(s, "droid");
+            let m = s.enqueue(&key, json!({"kind": "cancel"}));
+            let run = finish_logged(s, child, "droid", Duration::from_secs(60));
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"], "droid PreToolUse hook (continue:false, tool denied)",
+                "{ack}"
+            );
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            assert_eq!(s.marker(), None, "the tool never ran; {}", run.stderr);
+            assert_eq!(
+                s.agent_requests().len(),
+                1,
+                "the run ended: the model was not asked again"
+            );
+        },
+    );
+}
+
+/// `droid exec` at the desk (nobody said away): its PreToolUse, our permission hook, returns
+/// at once, so only our seams stand in the steps turn's way (its calls are rated low risk).
+fn droid_steps(scene: &Scene, prompt: &str) -> Child {
+    scene.set_config("/control/away", Value::Null);
+    droid(scene, prompt)
+}
+
+#[test]
+fn droid_steer_lands_in_the_same_turn() {
+    scenario("droid_steer_lands_in_the_same_turn", &["droid"], |s| {
+        droid_setup(s);
+        steer_lands_in_the_same_turn(s, "droid", droid_steps);
+    });
+}
+
+#[test]
+fn droid_interrupt_keeps_the_pending_tool_from_running() {
+    scenario(
+        "droid_interrupt_keeps_the_pending_tool_from_running",
+        &["droid"],
+        |s| {
+            droid_setup(s);
+            interrupt_keeps_the_pending_tool_from_running(s, "droid", droid_steps);
+        },
+    );
+}
+
+#[test]
+fn droid_cancel_stops_at_the_next_tool_boundary() {
+    scenario(
+        "droid_cancel_stops_at_the_next_tool_boundary",
+        &["droid"],
+        |s| {
+            droid_setup(s);
+            cancel_stops_at_the_next_tool_boundary(s, "droid", droid_steps);
+        },
+    );
 }
 
 // ------------------------------------------------------------------------------------------

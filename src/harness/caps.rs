@@ -151,6 +151,8 @@ pub struct Caps {
 }
 
 const CLAUDE_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}`, before a tool with a `PreToolUse` deny too (2.1.332 runs that tool otherwise); a waiting permission is denied with `interrupt`; expired when the person's next prompt comes first";
+const DROID_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}` (0.225.2 ends the run), before a tool with a `PreToolUse` deny too; a `PreToolUse` held for a remote answer is answered so; expired when the person's next prompt comes first";
+const COPILOT_CANCEL: &str = "at the next `permissionRequest` (before a tool that asks, also one held for a remote answer): a deny with `\"interrupt\":true`, which ends 1.0.102's run; else at `agentStop`, without a block. 1.0.102 ignores `continue:false`, and a tool that asks no permission cannot be stopped before it runs; expired when the person's next prompt comes first";
 const TOOL_SEAMS: &[(&str, i64)] = &[
     ("PostToolUse", 1),
     ("PostToolUseFailure", 1),
@@ -314,18 +316,29 @@ pub const CAPS: &[Caps] = &[
         permission_event: "permissionRequest",
         prompt: Path::Hook("`agentStop` block"),
         stop_event: "agentStop",
-        prompt_seams: &[],
-        cancel: Path::Unsupported(
-            "copilot-cli has no API to cancel a running turn; never a signal to a pid",
-        ),
-        cancel_seams: &[],
-        deny_stops: false,
+        // Seen with the real 1.0.102: postToolUse `additionalContext` is appended to the
+        // tool's result; a preToolUse deny becomes the result and the turn goes on.
+        prompt_seams: &[
+            ("postToolUse", 1),
+            ("postToolUseFailure", 1),
+            ("preToolUse", 2),
+        ],
+        cancel: Path::Hook(COPILOT_CANCEL),
+        cancel_seams: &[
+            ("permissionRequest", CancelSeam::Deliver),
+            ("agentStop", CancelSeam::Deliver),
+            ("userPromptSubmitted", CancelSeam::Expire),
+            ("sessionStart", CancelSeam::Expire),
+        ],
+        // Its deny with `interrupt:true` ends the run.
+        deny_stops: true,
         // The camelCase names, which also select camelCase payload fields.
         hooks: &[
             ("permissionRequest", SP_PERMISSION),
             ("agentStop", SP_STOP),
             ("sessionStart", SP_EVENT),
             ("userPromptSubmitted", SP_EVENT),
+            ("preToolUse", SP_EVENT),
             ("postToolUse", SP_EVENT),
             ("postToolUseFailure", SP_EVENT),
             ("sessionEnd", SP_EVENT),
@@ -402,12 +415,20 @@ pub const CAPS: &[Caps] = &[
         permission_event: "PreToolUse",
         prompt: Path::Hook("`Stop` block"),
         stop_event: "Stop",
-        prompt_seams: &[],
-        cancel: Path::Unsupported(
-            "droid has no API to cancel a running turn; never a signal to a pid",
-        ),
-        cancel_seams: &[],
-        deny_stops: false,
+        // Seen with the real 0.225.2: a PostToolUse `additionalContext` reaches the model
+        // before its next call; a PreToolUse deny keeps the tool from running and the model
+        // reads the reason as its result.
+        prompt_seams: &[("PostToolUse", 1), ("PreToolUse", 2)],
+        cancel: Path::Hook(DROID_CANCEL),
+        cancel_seams: &[
+            ("PreToolUse", CancelSeam::Deliver),
+            ("PostToolUse", CancelSeam::Deliver),
+            ("Stop", CancelSeam::Deliver),
+            ("UserPromptSubmit", CancelSeam::Expire),
+            ("SessionStart", CancelSeam::Expire),
+        ],
+        // Its permission hook is PreToolUse, where `continue:false` stops it with the denial.
+        deny_stops: true,
         hooks: &[
             ("PreToolUse", SP_PERMISSION),
             ("Stop", SP_STOP),

@@ -18,6 +18,7 @@ fn event_of(v: &Value) -> &'static str {
     if let Some(name) = text(v, &["hook_event_name", "hookEventName", "hookName"]) {
         return match name {
             "permissionRequest" | "PermissionRequest" => "permissionRequest",
+            "preToolUse" | "PreToolUse" => "preToolUse",
             "agentStop" | "Stop" => "agentStop",
             "sessionStart" | "SessionStart" => "sessionStart",
             "sessionEnd" | "SessionEnd" => "sessionEnd",
@@ -41,9 +42,12 @@ fn event_of(v: &Value) -> &'static str {
             "postToolUse"
         } else if has(&["error"]) {
             "postToolUseFailure"
-        } else {
-            // preToolUse has the same fields, but only permissionRequest is registered.
+        } else if has(&["permissionSuggestions", "toolInput"]) || !has(&["toolArgs"]) {
+            // 1.0.102's permissionRequest names itself (`hookName`) and carries `toolInput`
+            // and `permissionSuggestions`; its preToolUse carries `toolArgs` and no name.
             "permissionRequest"
+        } else {
+            "preToolUse"
         }
     } else if has(&["stopReason", "stop_reason"]) {
         "agentStop"
@@ -104,6 +108,8 @@ pub fn parse(stdin: &[u8]) -> HookInput {
                 session,
             }
         }
+        // A tool boundary only: its permission is asked at permissionRequest.
+        "preToolUse" => HookInput::Alive { session },
         "agentStop" => HookInput::Stop { session },
         "sessionStart" => HookInput::SessionStart {
             source: text(&v, &["source"]).unwrap_or("unknown").to_string(),
@@ -138,13 +144,47 @@ pub fn render_block(reason: &str) -> String {
     json!({ "decision": "block", "reason": reason }).to_string()
 }
 
+/// The stdout that hands `text` to the model at a tool boundary. Seen with the real 1.0.102:
+/// postToolUse `additionalContext` is appended to the tool's result ("Additional guidance from
+/// postToolUse hooks"); a preToolUse deny makes the result "Denied by preToolUse hook: <reason>"
+/// and the turn goes on. postToolUseFailure takes `additionalContext` as well (its SDK types).
+pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static str)> {
+    match event {
+        "postToolUse" | "postToolUseFailure" => Some((
+            json!({ "additionalContext": text }).to_string(),
+            "additionalContext",
+        )),
+        "preToolUse" => Some((
+            json!({ "permissionDecision": "deny", "permissionDecisionReason": text }).to_string(),
+            "deny",
+        )),
+        _ => None,
+    }
+}
+
+/// How a stop reaches Copilot, where it can. 1.0.102 ends the run on a permissionRequest deny
+/// with `interrupt:true` (no further tool, the model not asked again); it ignores
+/// `continue:false` at preToolUse and postToolUse, and a preToolUse deny, even with
+/// `interrupt`, lets the turn go on. At agentStop the turn is ending: no block ends it.
+pub fn render_cancel(event: &str, reason: &str) -> Option<(String, &'static str)> {
+    match event {
+        "permissionRequest" => Some((render_cancel_permission(reason), "deny, interrupt")),
+        "agentStop" => Some(("{}".to_string(), "no block: the turn ends")),
+        _ => None,
+    }
+}
+
+pub fn render_cancel_permission(message: &str) -> String {
+    json!({ "behavior": "deny", "message": message, "interrupt": true }).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn camel_case_events_by_their_fields() {
-        let perm = br#"{"sessionId":"s1","timestamp":1760000000000,"cwd":"/w","toolName":"bash","toolArgs":"{\"command\":\"rm -rf dist\",\"description\":\"Clean\"}"}"#;
+        let perm = br#"{"hookName":"permissionRequest","sessionId":"s1","timestamp":1760000000000,"cwd":"/w","toolName":"bash","toolArgs":"{\"command\":\"rm -rf dist\",\"description\":\"Clean\"}"}"#;
         let HookInput::Permission {
             attention_id,
             tool,
@@ -188,8 +228,7 @@ mod tests {
             parse(br#"{"sessionId":"s1","timestamp":1,"cwd":"/w","toolName":"bash","toolArgs":{},"toolResult":{"resultType":"success"}}"#),
             HookInput::Alive { .. }
         ));
-        let with_id =
-            br#"{"sessionId":"s1","toolName":"bash","toolArgs":{},"toolCallId":"call_1"}"#;
+        let with_id = br#"{"hookName":"permissionRequest","sessionId":"s1","toolName":"bash","toolArgs":{},"toolCallId":"call_1"}"#;
         assert!(
             matches!(parse(with_id), HookInput::Permission { attention_id, .. } if attention_id == "call_1")
         );
@@ -208,6 +247,11 @@ mod tests {
         };
         assert_eq!(tool.as_deref(), Some("bash"));
         assert_eq!(message.as_deref(), Some("bash echo hi > /w/marker.txt"));
+        let pre = br#"{"sessionId":"797a1dbf-1504","timestamp":1796338138674,"cwd":"/w","toolName":"bash","toolArgs":{"command":"echo step-1 >> steps.txt","description":"Write"}}"#;
+        let HookInput::Alive { session } = parse(pre) else {
+            panic!()
+        };
+        assert_eq!(session.event, "preToolUse");
         let stop = br#"{"sessionId":"797a1dbf-1504","timestamp":1796326000472,"cwd":"/w","transcriptPath":"/h/events.jsonl","stopReason":"end_turn","stop_hook_active":false}"#;
         assert!(matches!(parse(stop), HookInput::Stop { .. }));
     }
@@ -229,5 +273,18 @@ mod tests {
             r#"{"behavior":"deny","message":"no"}"#
         );
         assert_eq!(render_block("r"), r#"{"decision":"block","reason":"r"}"#);
+        assert_eq!(
+            render_seam_prompt("postToolUse", "go").unwrap().0,
+            r#"{"additionalContext":"go"}"#
+        );
+        assert_eq!(
+            render_seam_prompt("preToolUse", "no").unwrap().0,
+            r#"{"permissionDecision":"deny","permissionDecisionReason":"no"}"#
+        );
+        assert_eq!(
+            render_cancel("permissionRequest", "bye").unwrap().0,
+            r#"{"behavior":"deny","message":"bye","interrupt":true}"#
+        );
+        assert_eq!(render_cancel("postToolUse", "bye"), None);
     }
 }

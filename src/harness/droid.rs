@@ -89,6 +89,46 @@ pub fn render_block(reason: &str) -> String {
     json!({ "decision": "block", "reason": reason }).to_string()
 }
 
+/// Stops Droid from any hook: 0.225.2 reads `continue:false` first at PreToolUse and
+/// PostToolUse (it throws its HookStopError and the run ends, `stopReason` shown to the
+/// person) and at Stop (no continuation). Before a tool the tool is denied as well, so it
+/// cannot run even if a later Droid went on.
+pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
+    if event == "PreToolUse" {
+        return (
+            json!({ "continue": false, "stopReason": reason,
+                "hookSpecificOutput": { "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny", "permissionDecisionReason": reason } })
+            .to_string(),
+            "continue:false, tool denied",
+        );
+    }
+    (
+        json!({ "continue": false, "stopReason": reason }).to_string(),
+        "continue:false",
+    )
+}
+
+/// The stdout that hands `text` to the model at a tool boundary: 0.225.2 adds a PostToolUse
+/// `hookSpecificOutput.additionalContext` as a system message only the model reads, and turns
+/// a PreToolUse deny into the tool's error result carrying `permissionDecisionReason`.
+pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static str)> {
+    match event {
+        "PostToolUse" => Some((
+            json!({ "hookSpecificOutput": { "hookEventName": "PostToolUse", "additionalContext": text } })
+                .to_string(),
+            "additionalContext",
+        )),
+        "PreToolUse" => Some((
+            json!({ "hookSpecificOutput": { "hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": text } })
+            .to_string(),
+            "deny",
+        )),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +171,22 @@ mod tests {
             render_permission(Decision::Deny, "no"),
             r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#
         );
+        assert_eq!(
+            render_seam_prompt("PostToolUse", "go").unwrap().0,
+            r#"{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"go"}}"#
+        );
+        assert_eq!(
+            render_seam_prompt("PreToolUse", "no").unwrap().0,
+            render_permission(Decision::Deny, "no")
+        );
+        assert_eq!(render_seam_prompt("Stop", "x"), None);
+        assert_eq!(
+            render_cancel("Stop", "bye").0,
+            r#"{"continue":false,"stopReason":"bye"}"#
+        );
+        let (pre, _) = render_cancel("PreToolUse", "bye");
+        let v: Value = serde_json::from_str(&pre).unwrap();
+        assert_eq!(v["continue"], false);
+        assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
     }
 }

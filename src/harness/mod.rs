@@ -156,6 +156,8 @@ impl Harness {
             // Codex 0.171 takes the same shapes at these two events (its schemas).
             Harness::ClaudeCode | Harness::Codex => claude_code::render_seam_prompt(event, text),
             Harness::GeminiCli => gemini_cli::render_seam_prompt(event, text),
+            Harness::Droid => droid::render_seam_prompt(event, text),
+            Harness::CopilotCli => copilot_cli::render_seam_prompt(event, text),
             _ => None,
         }
     }
@@ -167,6 +169,8 @@ impl Harness {
             Harness::ClaudeCode => Some(claude_code::render_cancel(event, reason)),
             Harness::Codex => Some(codex::render_cancel(event, reason)),
             Harness::GeminiCli => Some(gemini_cli::render_cancel(event, reason)),
+            Harness::Droid => Some(droid::render_cancel(event, reason)),
+            Harness::CopilotCli => copilot_cli::render_cancel(event, reason),
             _ => None,
         }
     }
@@ -181,6 +185,7 @@ impl Harness {
             (Harness::GeminiCli, "BeforeTool") => {
                 gemini_cli::render_seam_prompt(event, reason).map(|(out, _)| out)
             }
+            (Harness::Droid, "PreToolUse") => Some(droid::render_cancel(event, reason).0),
             _ => None,
         }
     }
@@ -195,6 +200,9 @@ impl Harness {
     pub fn render_cancel_permission(self, message: &str) -> String {
         match self {
             Harness::ClaudeCode => claude_code::render_cancel_permission(message),
+            // Droid asks at PreToolUse itself: the stop's own answer there denies and stops.
+            Harness::Droid => droid::render_cancel("PreToolUse", message).0,
+            Harness::CopilotCli => copilot_cli::render_cancel_permission(message),
             _ => self.render_permission(Decision::Deny, message),
         }
     }

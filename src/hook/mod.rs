@@ -224,6 +224,15 @@ fn act(
             tool,
             message,
         } => {
+            // Where the permission event is itself a seam (Droid's PreToolUse, Copilot CLI's
+            // permissionRequest), a stop or an interrupt sent for it answers first; read-only
+            // when none is queued.
+            if (harness.prompt_seam(&session.event).is_some()
+                || harness.cancel_seam(&session.event) == crate::harness::CancelSeam::Deliver)
+                && at_tool_boundary(harness, store, &session)?
+            {
+                return Ok(());
+            }
             permission::run(
                 harness,
                 config,

@@ -108,8 +108,11 @@ pub fn run(
         return Ok(());
     }
     let key = session.key();
-    let cancel_denies =
-        harness.cancel_seam(&session.event) == crate::harness::CancelSeam::DenyPermission;
+    // Droid asks at PreToolUse, itself a seam that stops it (Deliver): a cancel answers there.
+    let cancel_denies = matches!(
+        harness.cancel_seam(&session.event),
+        crate::harness::CancelSeam::DenyPermission | crate::harness::CancelSeam::Deliver
+    );
     // Wakes the loop when the database is written (an answer stored), else on a tick.
     let waker = super::wake::Waker::new(&crate::paths::database_file());
     let started = Instant::now();
@@ -214,14 +217,17 @@ fn deny_for_cancel(
     let Some(claim) = store.take_cancels(session, std::process::id())? else {
         return Ok(false);
     };
+    // A seam that stops the agent itself (Droid's PreToolUse) names its own answer.
+    let how = match harness.cancel_seam(&session.event) {
+        crate::harness::CancelSeam::Deliver => harness
+            .render_cancel(&session.event, "")
+            .map_or("deny", |(_, how)| how),
+        _ => "deny, interrupt",
+    };
     super::print_answer(&harness.render_cancel_permission(&claim.reason()))?;
     store.confirm_delivered(
         &claim.ids,
-        &format!(
-            "{} {} hook (deny, interrupt)",
-            harness.name(),
-            session.event
-        ),
+        &format!("{} {} hook ({how})", harness.name(), session.event),
     )?;
     store.close_attention(session, attention_id, How::Answered)?;
     crate::logging::info(&format!(
