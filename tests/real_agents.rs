@@ -2190,27 +2190,41 @@ fn copilot_cli_cancel_answers_a_waiting_permission_and_stops() {
         &["copilot"],
         |s| {
             copilot_setup(s);
-            let child = copilot(
+            cancel_answers_a_waiting_permission(
                 s,
-                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
-            );
-            let (key, attention, _) = wait_permission(s, "copilot-cli");
-            let m = s.enqueue(&key, json!({"kind": "cancel"}));
-            let run = finish_logged(s, child, "copilot-cli", Duration::from_secs(60));
-            let ack = s.ack(&m, Duration::from_secs(30));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert_eq!(
-                ack["detail"], "copilot-cli permissionRequest hook (deny, interrupt)",
-                "{ack}"
-            );
-            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
-            assert_eq!(s.marker(), None, "the tool never ran; {}", run.stderr);
-            assert_eq!(
-                s.agent_requests().len(),
-                1,
-                "the run ended: the model was not asked again"
+                "copilot-cli",
+                copilot,
+                "copilot-cli permissionRequest hook (deny, interrupt)",
             );
         },
+    );
+}
+
+/// A cancel sent while `harness`'s permission hook waits on the phone: the answer to that
+/// wait stops the agent (`detail` names the seam), the tool never runs, the model is not
+/// asked again, and the prompt is cleared `answered`.
+fn cancel_answers_a_waiting_permission(
+    s: &Scene,
+    harness: &str,
+    start: fn(&Scene, &str) -> Child,
+    detail: &str,
+) {
+    let child = start(
+        s,
+        "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+    );
+    let (key, attention, _) = wait_permission(s, harness);
+    let m = s.enqueue(&key, json!({"kind": "cancel"}));
+    let run = finish_logged(s, child, harness, Duration::from_secs(60));
+    let ack = s.ack(&m, Duration::from_secs(30));
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert_eq!(ack["detail"], detail, "{ack}");
+    assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+    assert_eq!(s.marker(), None, "the tool never ran; {}", run.stderr);
+    assert_eq!(
+        s.agent_requests().len(),
+        1,
+        "the run ended: the model was not asked again"
     );
 }
 
@@ -2349,25 +2363,11 @@ fn droid_cancel_answers_a_waiting_tool_and_stops() {
         &["droid"],
         |s| {
             droid_setup(s);
-            let child = droid(
+            cancel_answers_a_waiting_permission(
                 s,
-                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
-            );
-            let (key, attention, _) = wait_permission(s, "droid");
-            let m = s.enqueue(&key, json!({"kind": "cancel"}));
-            let run = finish_logged(s, child, "droid", Duration::from_secs(60));
-            let ack = s.ack(&m, Duration::from_secs(30));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert_eq!(
-                ack["detail"], "droid PreToolUse hook (continue:false, tool denied)",
-                "{ack}"
-            );
-            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
-            assert_eq!(s.marker(), None, "the tool never ran; {}", run.stderr);
-            assert_eq!(
-                s.agent_requests().len(),
-                1,
-                "the run ended: the model was not asked again"
+                "droid",
+                droid,
+                "droid PreToolUse hook (continue:false, tool denied)",
             );
         },
     );

@@ -94,39 +94,16 @@ pub fn render_block(reason: &str) -> String {
 /// person) and at Stop (no continuation). Before a tool the tool is denied as well, so it
 /// cannot run even if a later Droid went on.
 pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
-    if event == "PreToolUse" {
-        return (
-            json!({ "continue": false, "stopReason": reason,
-                "hookSpecificOutput": { "hookEventName": "PreToolUse",
-                    "permissionDecision": "deny", "permissionDecisionReason": reason } })
-            .to_string(),
-            "continue:false, tool denied",
-        );
-    }
-    (
-        json!({ "continue": false, "stopReason": reason }).to_string(),
-        "continue:false",
-    )
+    // Claude Code's shapes, which 0.225.2 reads the same way.
+    super::claude_code::render_cancel(event, reason)
 }
 
 /// The stdout that hands `text` to the model at a tool boundary: 0.225.2 adds a PostToolUse
 /// `hookSpecificOutput.additionalContext` as a system message only the model reads, and turns
 /// a PreToolUse deny into the tool's error result carrying `permissionDecisionReason`.
 pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static str)> {
-    match event {
-        "PostToolUse" => Some((
-            json!({ "hookSpecificOutput": { "hookEventName": "PostToolUse", "additionalContext": text } })
-                .to_string(),
-            "additionalContext",
-        )),
-        "PreToolUse" => Some((
-            json!({ "hookSpecificOutput": { "hookEventName": "PreToolUse",
-                "permissionDecision": "deny", "permissionDecisionReason": text } })
-            .to_string(),
-            "deny",
-        )),
-        _ => None,
-    }
+    // Claude Code's shapes; Droid's row registers only PostToolUse and PreToolUse as seams.
+    super::claude_code::render_seam_prompt(event, text)
 }
 
 #[cfg(test)]
