@@ -9,9 +9,10 @@
 //!   `cancelled`, as ACP requires of whoever cancels); acked `delivered` when the prompt ends
 //!   `cancelled`, `expired` when it ends otherwise first or no turn was running.
 //! - `prompt` → `session/prompt` from the proxy when the session is idle; while a turn runs,
-//!   `steer` / `interrupt` go as Harn's `session/inject` when the agent offers it (or, as
-//!   Harn 0.10 offers them, `session/prompt` with `delivery: "steer"` and `session/remind`
-//!   mode `interrupt_immediate`), and everything else waits for the turn to end.
+//!   `steer` / `interrupt` go as Harn's `session/inject` when the agent offers it (or, where
+//!   it offers instead a `session/prompt` with `delivery: "steer"`, as Harn 0.10 does, both go
+//!   that way: Harn 0.10 reads `session/remind` only after the running turn), and everything
+//!   else waits for the turn to end.
 use super::wire::{self, PermissionOptionKind, StopReason};
 use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
@@ -520,20 +521,19 @@ impl Controller<'_> {
         let s = self.sref(sid, "session/prompt");
         let pid = self.pid;
         if self.busy(sid) {
-            let (inject, steer, remind) = {
+            let (inject, steer) = {
                 let st = self.shared.lock();
-                (st.inject, st.delivery_steer, st.remind_interrupt)
+                (st.inject, st.delivery_steer)
             };
             for (rank, mode) in [(2, "interrupt_immediate"), (1, "steer")] {
-                // Harn's `session/inject` when offered, else Harn 0.10's own method for the
-                // mode; with neither, the prompt waits for the turn's end.
+                // Harn's `session/inject` when offered; else a steering `session/prompt`, for an
+                // interrupt too (Harn 0.10 has no way to put a message in a running turn sooner:
+                // its `session/remind` is read only after that turn); with neither, the prompt
+                // waits for the turn's end.
                 let how = match (inject, mode) {
                     (true, "steer") => "session/inject mode steer",
                     (true, _) => "session/inject mode interrupt_immediate",
-                    (false, "steer") if steer => "session/prompt delivery steer",
-                    (false, "interrupt_immediate") if remind => {
-                        "session/remind mode interrupt_immediate"
-                    }
+                    (false, _) if steer => "session/prompt delivery steer",
                     _ => continue,
                 };
                 let Some(claims) =
@@ -551,12 +551,10 @@ impl Controller<'_> {
                     ids: ids.clone(),
                     how,
                 });
-                let frame = match how {
-                    "session/prompt delivery steer" => wire::session_prompt_steer(&id, sid, &text),
-                    "session/remind mode interrupt_immediate" => {
-                        wire::session_remind(&id, sid, mode, &text)
-                    }
-                    _ => wire::session_inject(&id, sid, mode, &text),
+                let frame = if steer && !inject {
+                    wire::session_prompt_steer(&id, sid, &text)
+                } else {
+                    wire::session_inject(&id, sid, mode, &text)
                 };
                 if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
                     self.shared.lock().own.remove(&super::id_key(&id));

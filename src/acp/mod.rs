@@ -4,7 +4,7 @@
 //!
 //! | frame | what the proxy does |
 //! |---|---|
-//! | `initialize` result | notes `agentInfo.name` and how a message joins a running turn (Harn's `session/inject`, or Harn 0.10's `delivery: "steer"` and `session/remind`) |
+//! | `initialize` result | notes `agentInfo.name` and how a message joins a running turn (Harn's `session/inject`, or Harn 0.10's `session/prompt` `delivery: "steer"`) |
 //! | `session/new` result, `session/load` result | the session becomes live in the store (harness `acp`) |
 //! | `session/prompt` request / result | the session is busy until the result (its `stopReason`) |
 //! | `session/request_permission` | `attention.needed`; a remote answer that comes first answers the agent |
@@ -100,10 +100,9 @@ pub(crate) struct State {
     pub own: HashMap<String, Own>,
     pub sessions: HashMap<String, Sess>,
     pub inject: bool,
-    /// Harn 0.10's ways into a running turn (it has no `session/inject`): `session/prompt`
-    /// with `delivery: "steer"`, and `session/remind` mode `interrupt_immediate`.
+    /// Harn 0.10's way into a running turn (it has no `session/inject`): `session/prompt`
+    /// with `delivery: "steer"`.
     pub delivery_steer: bool,
-    pub remind_interrupt: bool,
     pub agent_name: Option<String>,
     next_id: u64,
 }
@@ -318,15 +317,13 @@ impl Shared {
                     let caps = v.get("agentCapabilities").unwrap_or(&Value::Null);
                     st.inject = offers_inject(caps);
                     st.delivery_steer = offers_delivery_steer(caps);
-                    st.remind_interrupt = offers_remind_interrupt(caps);
                     let offered = |b: bool| if b { "offered" } else { "not offered" };
                     crate::logging::info(&format!(
-                        "sp-acp: agent {:?}, protocol {}, session/inject {}, session/prompt delivery steer {}, session/remind interrupt_immediate {}",
+                        "sp-acp: agent {:?}, protocol {}, session/inject {}, session/prompt delivery steer {}",
                         st.agent_name.as_deref().unwrap_or("(unnamed)"),
                         v.get("protocolVersion").unwrap_or(&Value::Null),
                         offered(st.inject),
                         offered(st.delivery_steer),
-                        offered(st.remind_interrupt),
                     ));
                 }
             }
@@ -452,14 +449,6 @@ pub fn offers_inject(caps: &Value) -> bool {
 pub fn offers_delivery_steer(caps: &Value) -> bool {
     caps.pointer("/promptCapabilities/delivery/steer")
         .is_some_and(|v| !v.is_null() && v.as_bool() != Some(false))
-}
-
-/// Whether the agent takes `session/remind` mode `interrupt_immediate`, as Harn 0.10 says with
-/// `session.remind.modes`.
-pub fn offers_remind_interrupt(caps: &Value) -> bool {
-    caps.pointer("/session/remind/modes")
-        .and_then(Value::as_array)
-        .is_some_and(|m| m.iter().any(|m| m == "interrupt_immediate"))
 }
 
 /// The Zed `agent_servers` entry for an agent behind sp-acp (`sp hooks print acp`).
@@ -670,7 +659,7 @@ mod tests {
     /// The shapes Harn 0.10.185 answers `initialize` with (harn-serve's
     /// `acp_agent_capabilities`), cut to what is read here; it has no `session/inject`.
     #[test]
-    fn harn_010_steer_and_interrupt_are_found_and_inject_is_not() {
+    fn harn_010_delivery_steer_is_found_and_inject_is_not() {
         let harn = json!({
             "loadSession": true,
             "session": {
@@ -682,13 +671,8 @@ mod tests {
         });
         assert!(!offers_inject(&harn));
         assert!(offers_delivery_steer(&harn));
-        assert!(offers_remind_interrupt(&harn));
         let plain = json!({"loadSession": true, "promptCapabilities": {"image": true}});
         assert!(!offers_delivery_steer(&plain));
-        assert!(!offers_remind_interrupt(&plain));
-        assert!(!offers_remind_interrupt(
-            &json!({"session": {"remind": {"modes": ["finish_step"]}}})
-        ));
     }
 
     #[test]

@@ -166,17 +166,6 @@ pub fn session_prompt_steer(id: &Value, session_id: &str, text: &str) -> String 
     )
 }
 
-/// Harn 0.10's interrupt (not in the ACP schema): `session/remind` with mode
-/// `interrupt_immediate` puts the text before the model ahead of the pending tool batch;
-/// Harn answers with a `reminderId` once it is queued.
-pub fn session_remind(id: &Value, session_id: &str, mode: &str, text: &str) -> String {
-    request(
-        id,
-        "session/remind",
-        json!({"sessionId": session_id, "mode": mode, "body": text}),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
