@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver as Rx};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -30,16 +31,23 @@ fn which(program: &str) -> bool {
 /// Re-runs this test binary for `name` alone inside a fresh network and pid namespace with
 /// only loopback up; inside, runs `body`.
 fn scenario(name: &str, agent: &str, body: fn(&Scene)) {
+    if std::env::var(INSIDE).as_deref() != Ok(name) {
+        assert!(
+            cli(agent).exists(),
+            "{} is missing: run scripts/e2e-deps.sh (it installs the pinned CLIs into e2e/node_modules)",
+            cli(agent).display()
+        );
+    }
+    isolated(name, body);
+}
+
+/// `scenario` for an agent found elsewhere than e2e/node_modules (checked by the caller).
+fn isolated(name: &str, body: fn(&Scene)) {
     if std::env::var(INSIDE).as_deref() == Ok(name) {
         let scene = Scene::new(name);
         body(&scene);
         return;
     }
-    assert!(
-        cli(agent).exists(),
-        "{} is missing: run scripts/e2e-deps.sh (it installs the pinned CLIs into e2e/node_modules)",
-        cli(agent).display()
-    );
     for t in ["unshare", "ip", "python3"] {
         assert!(
             which(t),
@@ -76,7 +84,14 @@ fn scenario(name: &str, agent: &str, body: fn(&Scene)) {
         .arg(r#"ip link set lo up || exit 97; "$@"; exit $?"#)
         .arg("sh")
         .arg(&exe)
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        // --include-ignored: the Harn scenario is #[ignore]d, and runs here only when asked for.
+        .args([
+            name,
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+            "--include-ignored",
+        ])
         .env(INSIDE, name)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -318,13 +333,28 @@ impl Drop for Scene {
 /// The scripted ACP client: sp-acp's stdin and the frames it writes.
 struct Client {
     child: Child,
-    stdin: ChildStdin,
+    stdin: Arc<Mutex<ChildStdin>>,
     frames: Rx<Value>,
     next: u64,
 }
 
 impl Client {
     fn start(s: &Scene, agent: &[&str], env: &[(&str, &Path)]) -> Client {
+        Client::start_at(s, &cli(agent[0]), &agent[1..], env, false)
+    }
+
+    /// sp-acp in front of `program ARGS`. With `answers_host`, the client answers the agent's
+    /// own requests other than `session/request_permission` as Harn's host (the editor) does:
+    /// Harn asks `host/capabilities` at each turn, and has the host run the processes its
+    /// tools start (`host/call` `process.exec`, sent only once the call is allowed). The
+    /// client runs that argv in the session's folder; anything else is "method not found".
+    fn start_at(
+        s: &Scene,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, &Path)],
+        answers_host: bool,
+    ) -> Client {
         let mut c = Command::new(env!("CARGO_BIN_EXE_sp-acp"));
         c.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -345,22 +375,58 @@ impl Client {
             c.env(k, v);
         }
         c.arg("--")
-            .arg(cli(agent[0]))
-            .args(&agent[1..])
+            .arg(program)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(s.dir.join("agent.stderr")).unwrap());
         let mut child = c.spawn().expect("sp-acp starts");
-        let stdin = child.stdin.take().unwrap();
+        let stdin = Arc::new(Mutex::new(child.stdin.take().unwrap()));
         let stdout = child.stdout.take().unwrap();
         let log = s.dir.join("editor.jsonl");
         let (tx, rx) = channel();
+        let answer_to = stdin.clone();
+        let work = s.work.clone();
         std::thread::spawn(move || {
             let mut f = std::fs::File::create(log).unwrap();
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { return };
                 let _ = writeln!(f, "{line}");
                 if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    let method = v["method"].as_str().unwrap_or("");
+                    if answers_host
+                        && v.get("id").is_some()
+                        && !method.is_empty()
+                        && method != "session/request_permission"
+                    {
+                        let argv: Vec<&str> = v["params"]["args"]["argv"]
+                            .as_array()
+                            .map(|a| a.iter().filter_map(Value::as_str).collect())
+                            .unwrap_or_default();
+                        let answer = if method == "host/capabilities" {
+                            json!({"jsonrpc": "2.0", "id": v["id"], "result": {}})
+                        } else if method == "host/call"
+                            && v["params"]["name"] == "process.exec"
+                            && !argv.is_empty()
+                        {
+                            let out = Command::new(argv[0])
+                                .args(&argv[1..])
+                                .current_dir(&work)
+                                .stdin(Stdio::null())
+                                .output()
+                                .expect("running the process Harn asked for");
+                            json!({"jsonrpc": "2.0", "id": v["id"], "result": {
+                                "exit_code": out.status.code().unwrap_or(-1),
+                                "stdout": String::from_utf8_lossy(&out.stdout),
+                                "stderr": String::from_utf8_lossy(&out.stderr),
+                            }})
+                        } else {
+                            json!({"jsonrpc": "2.0", "id": v["id"], "error": {"code": -32601, "message": format!("Method not found: {method}")}})
+                        };
+                        let mut w = answer_to.lock().unwrap();
+                        let _ = writeln!(w, "{answer}");
+                        let _ = w.flush();
+                    }
                     if tx.send(v).is_err() {
                         return;
                     }
@@ -376,8 +442,9 @@ impl Client {
     }
 
     fn send(&mut self, v: &Value) {
-        writeln!(self.stdin, "{v}").unwrap();
-        self.stdin.flush().unwrap();
+        let mut w = self.stdin.lock().unwrap();
+        writeln!(w, "{v}").unwrap();
+        w.flush().unwrap();
     }
 
     fn request(&mut self, method: &str, params: Value) -> u64 {
@@ -434,10 +501,36 @@ fn chunk_text(v: &Value) -> String {
         .to_string()
 }
 
+/// What differs between agents in `drive`: how the test sees their model.
+struct Agent {
+    /// A session mode the editor picks after `session/new`.
+    mode: Option<&'static str>,
+    /// Whether the model was sent `text`.
+    saw: fn(&Scene, &str) -> bool,
+    /// Whether the slow turn (`SP-SLOW`) is under way at the model.
+    slow_started: fn(&Scene) -> bool,
+}
+
+/// The agents that call e2e/model.py, which logs every request it gets.
+const STAND_IN: Agent = Agent {
+    mode: None,
+    saw: |s, text| {
+        s.model_requests()
+            .iter()
+            .any(|r| r["body"].to_string().contains(text))
+    },
+    slow_started: |s| {
+        s.model_requests()
+            .iter()
+            .any(|r| r["answer"][2] == json!(true))
+    },
+};
+
 /// The four checks, the same for every agent: the session reaches the receiver; a remote allow
 /// lets the tool run (`run` is the prompt that asks for it); a remote prompt while idle starts
-/// a turn that reaches the model; a remote cancel ends a running prompt `cancelled`.
-fn drive(s: &Scene, mut ed: Client, run: &str) {
+/// a turn that reaches the model; a remote cancel ends a running prompt `cancelled`. Returns
+/// the editor and the session, idle, for checks of one agent's own.
+fn drive(s: &Scene, mut ed: Client, run: &str, agent: &Agent) -> (Client, String) {
     let id = ed.request(
         "initialize",
         json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}}),
@@ -451,6 +544,14 @@ fn drive(s: &Scene, mut ed: Client, run: &str) {
     let (new, _) = ed.response(id);
     let sid = new["result"]["sessionId"].as_str().unwrap().to_string();
     let key = format!("acp:{sid}");
+    if let Some(mode) = agent.mode {
+        let id = ed.request(
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": mode}),
+        );
+        let (set, _) = ed.response(id);
+        assert!(set.get("error").is_none(), "{set}");
+    }
 
     // 1. The session shows up at the receiver (sp-acp started sp-sync itself).
     let started = s.event("session.started", |e| e["session"]["id"] == sid.as_str());
@@ -512,9 +613,10 @@ fn drive(s: &Scene, mut ed: Client, run: &str) {
     });
     assert_eq!(said["params"]["sessionId"], sid.as_str());
     assert!(
-        s.model_requests().iter().any(|r| r["body"]
-            .to_string()
-            .contains("Please say the word. SP-ECHO:MARMALADE")),
+        until(Duration::from_secs(60), || (agent.saw)(
+            s,
+            "Please say the word. SP-ECHO:MARMALADE"
+        )),
         "the model got the prompt"
     );
 
@@ -529,10 +631,7 @@ fn drive(s: &Scene, mut ed: Client, run: &str) {
     );
     let slow = ed.prompt(&sid, "Take your time. SP-SLOW");
     assert!(
-        until(Duration::from_secs(60), || s
-            .model_requests()
-            .iter()
-            .any(|r| r["answer"][2] == json!(true))),
+        until(Duration::from_secs(60), || (agent.slow_started)(s)),
         "the slow turn reached the model"
     );
     let started = Instant::now();
@@ -545,6 +644,7 @@ fn drive(s: &Scene, mut ed: Client, run: &str) {
     );
     let ack = s.ack(&m);
     assert_eq!(ack["outcome"], "delivered", "{ack}");
+    (ed, sid)
 }
 
 #[test]
@@ -560,6 +660,7 @@ fn opencode_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
                 s,
                 ed,
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+                &STAND_IN,
             );
         },
     );
@@ -586,7 +687,178 @@ fn codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
                 s,
                 ed,
                 "Write the marker. SP-ESCALATE SP-RUN:echo allowed-by-phone > marker.txt",
+                &STAND_IN,
             );
+        },
+    );
+}
+
+/// Harn's lines in harn-model.jsonl: one a turn, Harn's own record of every model call the
+/// turn made (e2e/harn-agent.harn writes it when the turn's loop returns).
+fn harn_turns(s: &Scene) -> Vec<String> {
+    std::fs::read_to_string(s.work.join("harn-model.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn harn_ticks(s: &Scene) -> usize {
+    std::fs::read_to_string(s.work.join("harn-ticks.txt"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+/// Harn on its own `mock` provider, whose answers e2e/harn-agent.harn queues per prompt.
+/// Harn starts a session in mode `ask`, whose effect ceiling refuses every side effect
+/// without asking; `code` lets tools run, and the pipeline's approval policy makes `run` ask.
+const HARN: Agent = Agent {
+    mode: Some("code"),
+    saw: |s, text| harn_turns(s).iter().any(|t| t.contains(text)),
+    slow_started: |s| harn_ticks(s) > 0,
+};
+
+/// The agent's binary, from SP_HARN_BIN (scripts/harn-acp.sh builds harn-cli and sets it).
+fn harn_bin() -> Option<PathBuf> {
+    std::env::var_os("SP_HARN_BIN")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Issue 16 against Harn 0.10.185 (`harn serve acp --transport stdio`, mock provider): the
+/// four checks of `drive`, then the editor's own answer winning, then a remote steer and a
+/// remote interrupt into a running turn. Not in CI: harn-cli's debug build takes ~30 min on
+/// two cores. Run scripts/harn-acp.sh.
+#[test]
+#[ignore = "needs SP_HARN_BIN (a harn-cli 0.10.185 binary): run scripts/harn-acp.sh"]
+fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_steer_interrupt() {
+    let Some(bin) = harn_bin() else {
+        println!(
+            "SKIPPED: SP_HARN_BIN is not set; scripts/harn-acp.sh installs harn-cli 0.10.185 and runs this"
+        );
+        return;
+    };
+    assert!(bin.is_file(), "SP_HARN_BIN={} is not a file", bin.display());
+    isolated(
+        "harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_steer_interrupt",
+        |s| {
+            s.configure();
+            let bin = harn_bin().unwrap();
+            let pipeline = Path::new(ROOT).join("e2e/harn-agent.harn");
+            let started = Instant::now();
+            let ed = Client::start_at(
+                s,
+                &bin,
+                &[
+                    "serve",
+                    "acp",
+                    "--transport",
+                    "stdio",
+                    // Harn refuses a runnable session whose environment policy nobody stated.
+                    "--session-environment",
+                    "isolated",
+                    pipeline.to_str().unwrap(),
+                ],
+                &[
+                    ("HARN_LLM_PROVIDER", Path::new("mock")),
+                    ("HARN_DISABLE_CODE_INDEX_WARM", Path::new("1")),
+                ],
+                true,
+            );
+            let (mut ed, sid) = drive(
+                s,
+                ed,
+                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+                &HARN,
+            );
+            println!("[harn] drive's four checks: {:?}", started.elapsed());
+            let key = format!("acp:{sid}");
+
+            // 5. The editor's own answer wins when it comes first: the remote one is acked
+            // expired and never reaches Harn.
+            let t = Instant::now();
+            let p = ed.prompt(
+                &sid,
+                "Write the other marker. SP-RUN:echo allowed-at-desk > desk.txt",
+            );
+            let (req, _) = ed.until(Duration::from_secs(90), |v| {
+                v["method"] == "session/request_permission"
+            });
+            let attention = req["params"]["toolCall"]["toolCallId"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            s.event("attention.needed", |e| {
+                e["data"]["attention_id"] == attention.as_str()
+            });
+            ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}}));
+            let (done, _) = ed.response(p);
+            assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+            assert_eq!(
+                std::fs::read_to_string(s.work.join("desk.txt"))
+                    .ok()
+                    .as_deref(),
+                Some("allowed-at-desk\n"),
+                "the editor's allow ran the tool"
+            );
+            let m = s.receiver.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "deny"}),
+            );
+            assert_eq!(s.ack(&m)["outcome"], "expired");
+            println!("[harn] editor first: {:?}", t.elapsed());
+
+            // 6. A remote steer joins the running turn: the model is sent it within that turn.
+            // 7. A remote interrupt too.
+            for (mode, text) in [
+                ("steer", "Prefer the smaller fix. SP-STEERED"),
+                ("interrupt", "Stop and read this. SP-INTERRUPTED"),
+            ] {
+                let t = Instant::now();
+                let before = harn_ticks(s);
+                let marker = format!("SP-TICKS:8 turn-{mode}");
+                let p = ed.prompt(&sid, &format!("Tick a while. {marker}"));
+                assert!(
+                    until(Duration::from_secs(60), || harn_ticks(s) > before),
+                    "the {mode} turn runs its tools"
+                );
+                let m = s.receiver.enqueue(
+                    &key,
+                    json!({"kind": "prompt", "text": text, "mode": mode, "expires_in_s": 300}),
+                );
+                let ack = s.ack(&m);
+                // How far the 8-tick turn had got when Harn answered.
+                let ticks_at_ack = harn_ticks(s) - before;
+                assert_eq!(ack["outcome"], "delivered", "{mode}: {ack}");
+                let (done, _) = ed.response(p);
+                assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+                let reached = until(Duration::from_secs(10), || {
+                    harn_turns(s)
+                        .iter()
+                        .any(|t| t.contains(&marker) && t.contains(text))
+                });
+                println!(
+                    "[harn] {mode}: {:?} ({}, answered after {ticks_at_ack} of 8 ticks); reached the model within the turn: {reached}",
+                    t.elapsed(),
+                    ack["detail"]
+                );
+                assert!(
+                    reached,
+                    "the {mode} reached the model within the running turn"
+                );
+                // Harn 0.10.185 has no `session/inject`, and reads `session/remind` (mode
+                // `interrupt_immediate`) only after the running turn: sp-acp sends an interrupt
+                // as a steer too.
+                assert!(
+                    ack["detail"]
+                        .as_str()
+                        .unwrap()
+                        .contains("session/prompt delivery steer"),
+                    "{ack}"
+                );
+            }
+            println!("[harn] all: {:?}", started.elapsed());
         },
     );
 }

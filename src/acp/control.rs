@@ -9,8 +9,10 @@
 //!   `cancelled`, as ACP requires of whoever cancels); acked `delivered` when the prompt ends
 //!   `cancelled`, `expired` when it ends otherwise first or no turn was running.
 //! - `prompt` → `session/prompt` from the proxy when the session is idle; while a turn runs,
-//!   `steer` / `interrupt` go as Harn's `session/inject` when the agent offers it, and
-//!   everything else waits for the turn to end.
+//!   `steer` / `interrupt` go as Harn's `session/inject` when the agent offers it (or, where
+//!   it offers instead a `session/prompt` with `delivery: "steer"`, as Harn 0.10 does, both go
+//!   that way: Harn 0.10 reads `session/remind` only after the running turn), and everything
+//!   else waits for the turn to end.
 use super::wire::{self, PermissionOptionKind, StopReason};
 use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
@@ -268,7 +270,7 @@ impl Controller<'_> {
                     self.turn_ended(&sid, None);
                 }
             },
-            Own::Inject { sid, ids, mode } => {
+            Own::Inject { sid, ids, how } => {
                 let accepted = result
                     .as_ref()
                     .ok()
@@ -277,15 +279,15 @@ impl Controller<'_> {
                     .is_none_or(|s| s == "accepted");
                 match result {
                     Ok(_) if accepted => {
-                        let detail = format!("acp session/inject mode {mode} (accepted)");
+                        let detail = format!("acp {how} (accepted)");
                         self.with_store("confirming an inject", |st| {
                             st.confirm_delivered(&ids, &detail)
                         });
                     }
                     other => {
                         let detail = match other {
-                            Ok(r) => format!("session/inject answered {r}"),
-                            Err(e) => format!("session/inject failed: {e}"),
+                            Ok(r) => format!("{how} answered {r}"),
+                            Err(e) => format!("{how} failed: {e}"),
                         };
                         crate::logging::warn(&format!("sp-acp: acp:{sid}: {detail}"));
                         self.with_store("failing an inject", |st| {
@@ -519,10 +521,21 @@ impl Controller<'_> {
         let s = self.sref(sid, "session/prompt");
         let pid = self.pid;
         if self.busy(sid) {
-            if !self.shared.lock().inject {
-                return; // at the turn's end
-            }
+            let (inject, steer) = {
+                let st = self.shared.lock();
+                (st.inject, st.delivery_steer)
+            };
             for (rank, mode) in [(2, "interrupt_immediate"), (1, "steer")] {
+                // Harn's `session/inject` when offered; else a steering `session/prompt`, for an
+                // interrupt too (Harn 0.10 has no way to put a message in a running turn sooner:
+                // its `session/remind` is read only after that turn); with neither, the prompt
+                // waits for the turn's end.
+                let how = match (inject, mode) {
+                    (true, "steer") => "session/inject mode steer",
+                    (true, _) => "session/inject mode interrupt_immediate",
+                    (false, _) if steer => "session/prompt delivery steer",
+                    _ => continue,
+                };
                 let Some(claims) =
                     self.with_store("claiming prompts", |st| st.take_seam_prompts(&s, pid, rank))
                 else {
@@ -536,12 +549,16 @@ impl Controller<'_> {
                 let id = self.shared.lock().own_id(Own::Inject {
                     sid: sid.to_string(),
                     ids: ids.clone(),
-                    mode,
+                    how,
                 });
-                let frame = wire::session_inject(&id, sid, mode, &text);
+                let frame = if steer && !inject {
+                    wire::session_prompt_steer(&id, sid, &text)
+                } else {
+                    wire::session_inject(&id, sid, mode, &text)
+                };
                 if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
                     self.shared.lock().own.remove(&super::id_key(&id));
-                    let detail = format!("cannot write session/inject to the agent: {e}");
+                    let detail = format!("cannot write {how} to the agent: {e}");
                     self.with_store("failing prompts", |st| {
                         for id in &ids {
                             st.finish_message(id, Outcome::Failed, &detail)?;

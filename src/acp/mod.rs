@@ -4,7 +4,7 @@
 //!
 //! | frame | what the proxy does |
 //! |---|---|
-//! | `initialize` result | notes `agentInfo.name` and whether Harn's `session/inject` is offered |
+//! | `initialize` result | notes `agentInfo.name` and how a message joins a running turn (Harn's `session/inject`, or Harn 0.10's `session/prompt` `delivery: "steer"`) |
 //! | `session/new` result, `session/load` result | the session becomes live in the store (harness `acp`) |
 //! | `session/prompt` request / result | the session is busy until the result (its `stopReason`) |
 //! | `session/request_permission` | `attention.needed`; a remote answer that comes first answers the agent |
@@ -80,7 +80,8 @@ pub(crate) enum Own {
     Inject {
         sid: String,
         ids: Vec<String>,
-        mode: &'static str,
+        /// The method and mode it went as, for the ack ("session/inject mode steer").
+        how: &'static str,
     },
 }
 
@@ -99,6 +100,9 @@ pub(crate) struct State {
     pub own: HashMap<String, Own>,
     pub sessions: HashMap<String, Sess>,
     pub inject: bool,
+    /// Harn 0.10's way into a running turn (it has no `session/inject`): `session/prompt`
+    /// with `delivery: "steer"`.
+    pub delivery_steer: bool,
     pub agent_name: Option<String>,
     next_id: u64,
 }
@@ -310,12 +314,16 @@ impl Shared {
                 if let Some(r) = m.result {
                     st.agent_name = wire::agent_name(r);
                     let v: Value = serde_json::from_str(r.get()).unwrap_or(Value::Null);
-                    st.inject = v.get("agentCapabilities").is_some_and(offers_inject);
+                    let caps = v.get("agentCapabilities").unwrap_or(&Value::Null);
+                    st.inject = offers_inject(caps);
+                    st.delivery_steer = offers_delivery_steer(caps);
+                    let offered = |b: bool| if b { "offered" } else { "not offered" };
                     crate::logging::info(&format!(
-                        "sp-acp: agent {:?}, protocol {}, session/inject {}",
+                        "sp-acp: agent {:?}, protocol {}, session/inject {}, session/prompt delivery steer {}",
                         st.agent_name.as_deref().unwrap_or("(unnamed)"),
                         v.get("protocolVersion").unwrap_or(&Value::Null),
-                        if st.inject { "offered" } else { "not offered" }
+                        offered(st.inject),
+                        offered(st.delivery_steer),
                     ));
                 }
             }
@@ -434,6 +442,13 @@ pub fn offers_inject(caps: &Value) -> bool {
         Value::String(s) => s == "session/inject",
         _ => false,
     }
+}
+
+/// Whether the agent takes `session/prompt` with `delivery: "steer"` into a running turn, as
+/// Harn 0.10 says with `promptCapabilities.delivery.steer`.
+pub fn offers_delivery_steer(caps: &Value) -> bool {
+    caps.pointer("/promptCapabilities/delivery/steer")
+        .is_some_and(|v| !v.is_null() && v.as_bool() != Some(false))
 }
 
 /// The Zed `agent_servers` entry for an agent behind sp-acp (`sp hooks print acp`).
@@ -639,6 +654,25 @@ mod tests {
             &json!({"loadSession":true,"promptCapabilities":{"image":true}})
         ));
         assert!(!offers_inject(&json!({"inject":false})));
+    }
+
+    /// The shapes Harn 0.10.185 answers `initialize` with (harn-serve's
+    /// `acp_agent_capabilities`), cut to what is read here; it has no `session/inject`.
+    #[test]
+    fn harn_010_delivery_steer_is_found_and_inject_is_not() {
+        let harn = json!({
+            "loadSession": true,
+            "session": {
+                "pendingPrompts": {},
+                "injectHostEvent": {"kinds": ["host_tool_result"], "delivery": ["immediate"]},
+                "remind": {"modes": ["interrupt_immediate", "finish_step", "audit_only"]},
+            },
+            "promptCapabilities": {"image": true, "delivery": {"steer": {}, "queue": {}}},
+        });
+        assert!(!offers_inject(&harn));
+        assert!(offers_delivery_steer(&harn));
+        let plain = json!({"loadSession": true, "promptCapabilities": {"image": true}});
+        assert!(!offers_delivery_steer(&plain));
     }
 
     #[test]

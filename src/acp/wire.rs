@@ -155,6 +155,17 @@ pub fn session_inject(id: &Value, session_id: &str, mode: &str, text: &str) -> S
     )
 }
 
+/// Harn 0.10's steer (not in the ACP schema): a `session/prompt` with `delivery: "steer"`
+/// joins the running turn at its next safe point; Harn answers it with the message's
+/// `messageId` once the message is in the turn.
+pub fn session_prompt_steer(id: &Value, session_id: &str, text: &str) -> String {
+    request(
+        id,
+        "session/prompt",
+        json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}], "delivery": "steer"}),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
