@@ -745,7 +745,10 @@ fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_stee
         |s| {
             s.configure();
             let bin = harn_bin().unwrap();
-            let pipeline = Path::new(ROOT).join("e2e/harn-agent.harn");
+            // A copy in the scene's folder: Harn keeps its state (`.harn/`) beside the
+            // pipeline, which must not be the source tree.
+            let pipeline = s.dir.join("harn-agent.harn");
+            std::fs::copy(Path::new(ROOT).join("e2e/harn-agent.harn"), &pipeline).unwrap();
             let started = Instant::now();
             let ed = Client::start_at(
                 s,
