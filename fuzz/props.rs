@@ -1,5 +1,5 @@
 //! The properties the fuzz targets check, shared with the stable test suite
-//! (`tests/reliability_hostile.rs` includes this file and replays `fuzz/corpus/*` through it,
+//! (`crates/sender/tests/reliability_hostile.rs` includes this file and replays `fuzz/corpus/*` through it,
 //! and runs the same properties under proptest). Each function takes raw bytes and panics
 //! when a property fails; returning means the input held.
 //!

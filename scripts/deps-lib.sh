@@ -2,7 +2,7 @@
 #
 # Nothing here touches the user's HOME or config: npm and the programs it installs run with
 # HOME, XDG_* and npm's cache inside <repo>/.deps/ (git-ignored), and everything npm installs
-# goes into the repository (tests/browser/node_modules, e2e/node_modules, .deps/node).
+# goes into the repository (crates/sender/tests/browser/node_modules, e2e/node_modules, .deps/node).
 
 deps_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps_dir="$deps_root/.deps"

@@ -1,5 +1,5 @@
 // Renders the page's PNG icons from crates/receiver/src/page/icon.svg with the test suite's
-// chromium (playwright-core from tests/browser; install with scripts/test-deps.sh):
+// chromium (playwright-core from crates/sender/tests/browser; install with scripts/test-deps.sh):
 //   node scripts/icons.mjs
 // The PNGs are committed (sp-receiver embeds them); run this again after changing icon.svg.
 //   icon-192.png, icon-512.png   the icon as drawn (rounded corners), manifest purpose "any"
@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(join(root, 'tests/browser/package.json'));
+const require = createRequire(join(root, 'crates/sender/tests/browser/package.json'));
 const { chromium } = require('playwright-core');
 const dir = join(root, 'crates/receiver/src/page');
 const svg = readFileSync(join(dir, 'icon.svg'), 'utf8');

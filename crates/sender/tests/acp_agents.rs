@@ -15,7 +15,8 @@ use std::sync::mpsc::{channel, Receiver as Rx};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The repository's root (this crate is crates/sender).
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const INSIDE: &str = "SP_E2E_SCENARIO";
 const SCENARIO_LIMIT: Duration = Duration::from_secs(240);
 

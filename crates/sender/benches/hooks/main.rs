@@ -46,7 +46,7 @@ OPTIONS:
   --backlog N      messages sp-sync ingests, over N/100 sessions (default 10000; quick 2000)
   --only LIST      comma list of parts: hooks, latency, ingest, verify, callgrind (default: all
                    but callgrind)
-  --no-node        skip the Node.js hook even when bench/node_modules is installed
+  --no-node        skip the Node.js hook even when benches/hooks/node_modules is installed
   --keep           keep the temp dir and print where it is
   --baseline DIR   also run the hooks from DIR (another build's target/release), interleaved in
                    the same rounds on databases of their own: before/after in one run
@@ -333,9 +333,9 @@ fn machine() -> String {
 }
 
 fn node_hook() -> Option<(PathBuf, String)> {
-    let script = Path::new(MANIFEST).join("bench/hook.js");
+    let script = Path::new(MANIFEST).join("benches/hooks/hook.js");
     if !Path::new(MANIFEST)
-        .join("bench/node_modules/better-sqlite3")
+        .join("benches/hooks/node_modules/better-sqlite3")
         .is_dir()
     {
         return None;
@@ -765,7 +765,7 @@ fn main() {
         event: env!("CARGO_BIN_EXE_sp-event").into(),
         permission: env!("CARGO_BIN_EXE_sp-permission").into(),
         sync: env!("CARGO_BIN_EXE_sp-sync").into(),
-        floor: run::build_floor(&Path::new(MANIFEST).join("bench/floor.rs"), &target_dir),
+        floor: run::build_floor(&Path::new(MANIFEST).join("benches/hooks/floor.rs"), &target_dir),
     };
     let tmp = tempfile::Builder::new()
         .prefix("sp-bench-")
@@ -781,9 +781,9 @@ fn main() {
     println!("binaries: {}", target_dir.display());
     if o.node {
         match node_hook() {
-            Some((_, v)) => println!("node: {v} with better-sqlite3 from bench/node_modules"),
+            Some((_, v)) => println!("node: {v} with better-sqlite3 from benches/hooks/node_modules"),
             None => println!(
-                "node: skipped (run `npm ci --prefix bench` to compare with a Node.js hook)"
+                "node: skipped (run `npm ci --prefix crates/sender/benches/hooks` to compare with a Node.js hook)"
             ),
         }
     }

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/receiver-phone.png");
+const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/receiver-phone.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 
 // ---------------------------------------------------------------------------------------

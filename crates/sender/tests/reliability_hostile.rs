@@ -8,7 +8,7 @@
 //!   end to end: a waiting sp-permission prints allow only for a matching, valid, unexpired
 //!   answer.
 mod common;
-#[path = "../fuzz/props.rs"]
+#[path = "../../../fuzz/props.rs"]
 mod props;
 
 use common::chaos::*;
@@ -36,7 +36,7 @@ const TARGETS: &[(&str, Property)] = &[
 /// Every input the fuzzer kept (and every crash it ever found, fixed since) still holds.
 #[test]
 fn the_fuzz_corpus_still_holds() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
     let mut total = 0;
     for (name, f) in TARGETS {
         let mut n = 0;

@@ -504,7 +504,7 @@ fn readme_harness_table_is_the_rendered_one() {
     assert!(out.status.success());
     let rendered = stdout(&out);
     assert!(rendered.starts_with(README_BEGIN) && rendered.ends_with(&format!("{README_END}\n")));
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
     let readme = std::fs::read_to_string(&path).unwrap();
     let begin = readme
         .find(README_BEGIN)

@@ -28,7 +28,7 @@ pub fn bin(name: &str) -> PathBuf {
                 );
             };
             // Never the proof of an older build (cargo test builds it only for its own crate).
-            let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+            let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
             let newest = ["wire/src", "receiver/src"]
                 .iter()
                 .filter_map(|d| newest_source(&crates.join(d)))

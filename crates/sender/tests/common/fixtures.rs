@@ -29,7 +29,7 @@ pub fn peer_path() -> PathBuf {
     std::env::var_os("SP_PEER_DATA")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/peer-data"))
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/peer-data"))
 }
 
 /// The reference's fixtures folder, or None when this clone has none beside it. Panics when

@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 #[path = "real_agents/codex_app.rs"]
 mod codex_app;
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The repository's root (this crate is crates/sender).
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 /// The variable that tells a re-run test binary it is inside its scenario's namespace.
 const INSIDE: &str = "SP_E2E_SCENARIO";
 /// One scenario may take this long in all before it is killed.
@@ -99,7 +100,7 @@ fn preflight(clis: &[&str]) {
     let built = std::fs::metadata(release_dir().join("sp-permission"))
         .and_then(|m| m.modified())
         .unwrap();
-    let newest = ["src", "crates/wire/src"]
+    let newest = ["crates/sender/src", "crates/wire/src"]
         .iter()
         .filter_map(|d| common::env::newest_source(&Path::new(ROOT).join(d)))
         .max();

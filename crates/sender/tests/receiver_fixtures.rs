@@ -172,7 +172,7 @@ fn compile(path: &Path, formats: bool) -> jsonschema::Validator {
 
 /// `name` is one of well-known, batch-response, error, control, control-poll, event.
 fn schema(name: &'static str) -> Schema {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let (own, peer_prefix) = match name {
         "well-known" => (fixtures::own("schemas/well-known.json"), "well-known."),
         "batch-response" => (

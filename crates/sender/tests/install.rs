@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The repository's root (this crate is crates/sender).
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const OUR_BINARIES: &[&str] = &["sp", "sp-sync", "sp-permission", "sp-stop", "sp-event"];
 
 struct Home {

@@ -1194,7 +1194,7 @@ fn opencode_plugin_reports_to_sp_event() {
     let env = Env::new();
     let plugin = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/hooks/opencode/sessionpipe.js"
+        "/../../hooks/opencode/sessionpipe.js"
     ))
     .unwrap();
     let at = plugin
