@@ -26,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const README: &str = include_str!("../README.md");
+const README: &str = include_str!("../../../README.md");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 /// What the README's Caddyfile names; the test swaps in its own.
 const PUBLIC_SITE: &str = "receiver.example.com {";
