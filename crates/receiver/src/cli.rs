@@ -126,6 +126,11 @@ struct Cli {
     /// The most connections open at once (also capped by the open-file limit).
     #[arg(long, value_name = "N", default_value_t = 8192, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
     max_connections: u64,
+    /// Let the page aim Web Push and ntfy at private, loopback and link-local addresses, and
+    /// over http there (a self-hosted ntfy on this machine or the LAN). Off: https to a
+    /// public address only.
+    #[arg(long)]
+    allow_private_push: bool,
 }
 
 #[derive(Debug)]
@@ -142,6 +147,7 @@ struct Args {
     trust_proxy: bool,
     tls: Option<(PathBuf, PathBuf)>,
     max_connections: usize,
+    allow_private_push: bool,
 }
 
 enum Parsed {
@@ -225,6 +231,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
         trust_proxy: c.trust_proxy,
         tls: c.tls_cert.zip(c.tls_key),
         max_connections: usize::try_from(c.max_connections).unwrap_or(usize::MAX),
+        allow_private_push: c.allow_private_push,
     }))
 }
 
@@ -610,6 +617,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         trust_proxy: a.trust_proxy,
         tls: a.tls.clone(),
         max_connections: a.max_connections,
+        allow_private_push: a.allow_private_push,
         ..ReceiverOptions::default()
     };
     let receiver = match Receiver::start_on(a.listen, opts) {

@@ -112,6 +112,9 @@ pub struct ReceiverOptions {
     pub trust_proxy: bool,
     /// Serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// `--allow-private-push`: Web Push endpoints and ntfy URLs may be private, loopback or
+    /// link-local addresses, and http there. Off: https to a public address only.
+    pub allow_private_push: bool,
 }
 
 impl Default for ReceiverOptions {
@@ -135,6 +138,7 @@ impl Default for ReceiverOptions {
             public_url: None,
             trust_proxy: false,
             tls: None,
+            allow_private_push: false,
         }
     }
 }
@@ -313,7 +317,11 @@ impl Receiver {
             .build()
             .context("starting the tokio runtime")?;
         let shared = Arc::new(Shared::new(opts, db, addr));
-        let pusher = push::Pusher::start(Arc::new(state::PushView(Arc::downgrade(&shared))));
+        let allow_private_push = shared.lock().opts.allow_private_push;
+        let pusher = push::Pusher::start(
+            Arc::new(state::PushView(Arc::downgrade(&shared))),
+            allow_private_push,
+        );
         shared.lock().pusher = Some(pusher);
         let control = Control {
             shared,

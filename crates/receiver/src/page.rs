@@ -947,11 +947,12 @@ fn push_state(ex: &Exchange<'_>) -> Reply {
     };
     let ntfy = st.db.setting("ntfy_url").ok().flatten();
     let has_token = st.db.setting("ntfy_token").ok().flatten().is_some();
+    let content = st.db.setting("ntfy_content").ok().flatten().is_some();
     let log = st.db.push_log(50).unwrap_or_default();
     Reply::json(
         200,
         serde_json::json!({"vapid": vapid, "devices": devices,
-            "ntfy": ntfy.map(|u| serde_json::json!({"url": u, "token": has_token})),
+            "ntfy": ntfy.map(|u| serde_json::json!({"url": u, "token": has_token, "content": content})),
             "log": log}),
     )
 }
@@ -978,6 +979,7 @@ fn push_set(ex: &Exchange<'_>) -> Reply {
                 sub["endpoint"].as_str().unwrap_or_default(),
                 sub["keys"]["p256dh"].as_str().unwrap_or_default(),
                 sub["keys"]["auth"].as_str().unwrap_or_default(),
+                st.opts.allow_private_push,
             );
             let sub = match parsed {
                 Ok(s) => s,
@@ -1019,15 +1021,27 @@ fn push_set(ex: &Exchange<'_>) -> Reply {
         "ntfy" => {
             let url = text(&body["url"], 500).unwrap_or_default();
             let url = url.trim();
-            if !url.is_empty() && !crate::push::allowed_url(url) {
-                return Reply::error(400, "ntfy url must be https (http only to loopback)");
+            if !url.is_empty() {
+                if let Err(why) = crate::push::check_url(url, st.opts.allow_private_push) {
+                    return Reply::error(400, &format!("ntfy url {why}"));
+                }
             }
             let url = (!url.is_empty()).then_some(url);
             let token = text(&body["token"], 200).filter(|t| !t.is_empty() && url.is_some());
+            // What the agent asks goes to ntfy (clear text) only when the person asks.
+            let content = match &body["content"] {
+                Value::Null => false,
+                Value::Bool(b) => *b && url.is_some(),
+                _ => return Reply::error(400, "content must be true or false"),
+            };
             let r = st
                 .db
                 .set_setting("ntfy_url", url, now)
-                .and_then(|_| st.db.set_setting("ntfy_token", token.as_deref(), now));
+                .and_then(|_| st.db.set_setting("ntfy_token", token.as_deref(), now))
+                .and_then(|_| {
+                    st.db
+                        .set_setting("ntfy_content", content.then_some("1"), now)
+                });
             if let Err(e) = r {
                 return Reply::db_failed(&e);
             }

@@ -321,7 +321,12 @@ impl crate::push::PushStore for PushView {
         let st = s.lock();
         let url = st.db.setting("ntfy_url").ok().flatten()?;
         let token = st.db.setting("ntfy_token").ok().flatten();
-        Some(crate::push::Ntfy { url, token })
+        let content = st.db.setting("ntfy_content").ok().flatten().as_deref() == Some("1");
+        Some(crate::push::Ntfy {
+            url,
+            token,
+            content,
+        })
     }
 
     fn vapid(&self) -> Option<crate::push::Vapid> {

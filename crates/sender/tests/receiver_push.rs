@@ -6,6 +6,10 @@
 //! token (RFC 8292): its ES256 signature under the key the page was given, its audience and
 //! its expiry. A device the push service no longer knows (410) is dropped; at the desk
 //! (DECISIONS 27) nothing is pushed.
+//!
+//! The fake services are on loopback, so these receivers run with `allow_private_push`
+//! (`sp-receiver --allow-private-push`); without it such targets are refused, as the tests
+//! of that say.
 mod common;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -147,8 +151,13 @@ fn attention(kind: &str, seq: u64, id: &str) -> Value {
 }
 
 fn start() -> Receiver {
+    start_with(true)
+}
+
+fn start_with(allow_private_push: bool) -> Receiver {
     let r = Receiver::start(ReceiverOptions {
         login_token: Some(LOGIN.into()),
+        allow_private_push,
         ..ReceiverOptions::default()
     })
     .unwrap();
@@ -453,11 +462,14 @@ fn ntfy_gets_the_topic_the_token_a_title_and_an_action_that_opens_the_page() {
         &r,
         "POST",
         "/page/api/push",
-        Some(json!({"op": "ntfy", "url": topic, "token": "tk_secret"})),
+        Some(json!({"op": "ntfy", "url": topic, "token": "tk_secret", "content": true})),
     );
     assert_eq!(s, 200, "{v}");
     let (_, state) = page(&r, "GET", "/page/api/push", None);
-    assert_eq!(state["ntfy"], json!({"url": topic, "token": true}));
+    assert_eq!(
+        state["ntfy"],
+        json!({"url": topic, "token": true, "content": true})
+    );
     assert!(
         !state.to_string().contains("tk_secret"),
         "the token never goes back to the page"
@@ -481,6 +493,182 @@ fn ntfy_gets_the_topic_the_token_a_title_and_an_action_that_opens_the_page() {
     post_event(&r, attention("attention.needed", 3, "perm-10"));
     let next = ntfy.next();
     assert!(next.headers["click"].ends_with("perm%2D10"));
+}
+
+/// A port that counts the connections made to it (and answers none).
+struct Counter {
+    port: u16,
+    connections: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Counter {
+    fn start() -> Counter {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = connections.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(s);
+            }
+        });
+        Counter { port, connections }
+    }
+
+    fn count(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn without_allow_private_push_private_targets_are_refused_and_the_push_log_says_why() {
+    let r = start_with(false);
+    let ntfy = FakeService::start();
+    let port = ntfy.url.rsplit(':').next().unwrap().to_owned();
+    // The page refuses what it can judge from the URL: http, loopback, private, link-local,
+    // unique local and shared addresses, localhost.
+    for url in [
+        format!("{}/topic", ntfy.url),
+        format!("https://127.0.0.1:{port}/topic"),
+        format!("https://localhost:{port}/topic"),
+        "https://[::1]/topic".to_owned(),
+        "https://10.1.2.3/topic".to_owned(),
+        "https://192.168.1.10/topic".to_owned(),
+        "https://169.254.169.254/topic".to_owned(),
+        "https://[fd00::1]/topic".to_owned(),
+        "https://100.64.0.1/topic".to_owned(),
+        "http://ntfy.example/topic".to_owned(),
+    ] {
+        let (s, v) = page(
+            &r,
+            "POST",
+            "/page/api/push",
+            Some(json!({"op": "ntfy", "url": url})),
+        );
+        let why = v["reason"].as_str().unwrap_or_default();
+        assert_eq!(s, 400, "{url}: {v}");
+        assert!(
+            why.starts_with("ntfy url must be an https URL")
+                && why.contains("--allow-private-push"),
+            "{url}: {why}"
+        );
+    }
+    let device = Device::new(11);
+    let (s, v) = page(
+        &r,
+        "POST",
+        "/page/api/push",
+        Some(
+            json!({"op": "subscribe", "subscription": device.subscription(&format!("{}/push/d", ntfy.url))}),
+        ),
+    );
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--allow-private-push"),
+        "{v}"
+    );
+    // A name the page cannot judge is judged on the addresses it resolves to, where the
+    // push connects: `127.1` is 127.0.0.1 to the resolver. Nothing connects, the push log
+    // says refused and why (never a status code), and it is not tried again.
+    let counter = Counter::start();
+    let sneaky = format!("https://127.1:{}/topic", counter.port);
+    let (s, v) = page(
+        &r,
+        "POST",
+        "/page/api/push",
+        Some(json!({"op": "ntfy", "url": sneaky})),
+    );
+    assert_eq!(s, 200, "{v}");
+    set_away(&r, true);
+    post_event(&r, attention("attention.needed", 1, "perm-1"));
+    let target = format!("ntfy {sneaky}");
+    assert!(
+        until(Duration::from_secs(10), || push_log(&r)
+            .iter()
+            .any(|l| l["target"] == target.as_str())),
+        "the push was logged: {:?}",
+        push_log(&r)
+    );
+    let log = push_log(&r);
+    let mine: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["target"] == target.as_str())
+        .collect();
+    assert_eq!(mine.len(), 1, "one attempt, no retry: {log:?}");
+    let result = mine[0]["result"].as_str().unwrap();
+    assert_eq!(
+        result,
+        "refused: 127.1 resolves to 127.0.0.1, a loopback address (sp-receiver --allow-private-push allows it)"
+    );
+    assert_eq!(
+        counter.count(),
+        0,
+        "nothing connected to the refused target"
+    );
+    assert!(
+        ntfy.got.try_recv().is_err(),
+        "nothing reached the loopback service"
+    );
+}
+
+#[test]
+fn with_allow_private_push_a_loopback_ntfy_over_http_is_used() {
+    let r = start_with(true);
+    let ntfy = FakeService::start();
+    let topic = format!("{}/local", ntfy.url);
+    let (s, v) = page(
+        &r,
+        "POST",
+        "/page/api/push",
+        Some(json!({"op": "ntfy", "url": topic})),
+    );
+    assert_eq!(s, 200, "{v}");
+    set_away(&r, true);
+    post_event(&r, attention("attention.needed", 1, "perm-1"));
+    assert_eq!(ntfy.next().path, "/local");
+    assert!(until(Duration::from_secs(10), || push_log(&r)
+        .iter()
+        .any(|l| l["result"] == "delivered (201)")));
+}
+
+#[test]
+fn ntfy_hears_only_who_needs_the_person_unless_they_ask_for_the_content() {
+    let r = start();
+    let ntfy = FakeService::start();
+    let topic = format!("{}/quiet-topic", ntfy.url);
+    let (s, v) = page(
+        &r,
+        "POST",
+        "/page/api/push",
+        Some(json!({"op": "ntfy", "url": topic})),
+    );
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        page(&r, "GET", "/page/api/push", None).1["ntfy"]["content"],
+        false
+    );
+    set_away(&r, true);
+    let mut ev = attention("attention.needed", 1, "perm-1");
+    ev["session"]["machine"] = json!("laptop");
+    post_event(&r, ev);
+    let got = ntfy.next();
+    assert_eq!(got.headers["title"], "claude-code needs you on laptop");
+    let body = String::from_utf8(got.body).unwrap();
+    let all = format!("{:?} {body}", got.headers);
+    for leak in ["rm -rf", "build", "Bash", "~/src/api"] {
+        assert!(!all.contains(leak), "ntfy got {leak:?}: {all}");
+    }
+    assert!(got.headers["click"].ends_with("/#attention=perm%2D1"));
+    // A finished turn: no folder either.
+    post_event(&r, turn_ended(2, "stop"));
+    let got = ntfy.next();
+    assert_eq!(got.headers["title"], "claude-code is done");
+    let body = String::from_utf8(got.body).unwrap();
+    assert!(!body.contains("~/src/api"), "{body}");
 }
 
 #[test]

@@ -522,6 +522,7 @@
     }));
     if (p.ntfy && document.activeElement !== $('#ntfy-url')) $('#ntfy-url').value = p.ntfy.url;
     $('#ntfy-token').placeholder = p.ntfy && p.ntfy.token ? 'a token is saved' : 'optional';
+    if (document.activeElement !== $('#ntfy-content')) $('#ntfy-content').checked = !!(p.ntfy && p.ntfy.content);
     $('#push-log').replaceChildren(...p.log.slice(0, 10).map((l) => {
       const li = document.createElement('li');
       li.textContent = ago(l.at) + ' · ' + l.what + ' → ' + l.target + ': ' + l.result;
@@ -555,7 +556,7 @@
     $('#ntfy').addEventListener('submit', async (ev) => {
       ev.preventDefault();
       try {
-        await post('/page/api/push', { op: 'ntfy', url: $('#ntfy-url').value.trim(), token: $('#ntfy-token').value });
+        await post('/page/api/push', { op: 'ntfy', url: $('#ntfy-url').value.trim(), token: $('#ntfy-token').value, content: $('#ntfy-content').checked });
         $('#ntfy-token').value = '';
         say($('#ntfy-url').value.trim() ? 'ntfy saved.' : 'ntfy turned off.');
         refreshNotifications();

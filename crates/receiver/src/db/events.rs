@@ -1,0 +1,205 @@
+//! Events as they arrive: stored once per (harness, session, seq), and the sessions and
+//! attentions the page shows kept up to date from them.
+
+use rusqlite::{params, OptionalExtension};
+use serde_json::{Map, Value};
+
+use super::{fmt_ms, Db};
+use crate::validate::as_integer;
+
+/// Session fields a page shows; merged so an empty or absent field never blanks an earlier one.
+const SESSION_FIELDS: &[&str] = &["machine", "cwd", "repo", "branch", "model", "title", "url"];
+
+impl Db {
+    /// Stores valid events; for each, `true` if new, `false` if its (harness, session, seq)
+    /// was already there. One transaction for the batch.
+    pub fn insert_events(&mut self, events: &[&Value], now_ms: i64) -> rusqlite::Result<Vec<bool>> {
+        let tx = self.conn.transaction()?;
+        let mut out = Vec::with_capacity(events.len());
+        let now_at = fmt_ms(now_ms);
+        for ev in events {
+            let harness = ev["harness"]["name"].as_str().unwrap_or_default();
+            let sid = ev["session"]["id"].as_str().unwrap_or_default();
+            let seq = as_integer(&ev["session"]["seq"]).unwrap_or_default();
+            let ty = ev["type"].as_str().unwrap_or_default();
+            let n = tx.execute(
+                "INSERT OR IGNORE INTO events(harness, session_id, seq, type, event_id, received_ms, received_at, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![harness, sid, seq, ty, ev["id"].as_str().unwrap_or_default(), now_ms, now_at, ev.to_string()],
+            )?;
+            if n == 0 {
+                out.push(false);
+                continue;
+            }
+            out.push(true);
+            let key = format!("{harness}:{sid}");
+            note_session(&tx, &key, harness, sid, seq, ty, ev, now_ms, &now_at)?;
+            if matches!(ty, "attention.needed" | "attention.cleared") {
+                note_attention(&tx, &key, seq, ty, &ev["data"], &now_at)?;
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Every accepted event, in arrival order.
+    pub fn events(&self) -> rusqlite::Result<Vec<Value>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT body FROM events ORDER BY n")?;
+        let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+        rows.map(|r| r.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
+            .collect()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn note_session(
+    tx: &rusqlite::Transaction<'_>,
+    key: &str,
+    harness: &str,
+    sid: &str,
+    seq: i64,
+    ty: &str,
+    ev: &Value,
+    now_ms: i64,
+    now_at: &str,
+) -> rusqlite::Result<()> {
+    let old: Option<(i64, String)> = tx
+        .query_row(
+            "SELECT last_seq, info FROM sessions WHERE key = ?1",
+            params![key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let mut info = old
+        .as_ref()
+        .and_then(|(_, i)| serde_json::from_str::<Map<String, Value>>(i).ok())
+        .unwrap_or_default();
+    for f in SESSION_FIELDS {
+        if let Some(Value::String(s)) = ev["session"].get(*f) {
+            if !s.is_empty() {
+                info.insert((*f).into(), Value::String(s.clone()));
+            }
+        }
+    }
+    let info = Value::Object(info).to_string();
+    let ended = i64::from(ty == "session.ended");
+    match old {
+        None => {
+            tx.execute(
+                "INSERT INTO sessions(key, harness, session_id, first_at, last_ms, last_at, last_type, last_seq, info, ended)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6, ?7, ?8, ?9)",
+                params![key, harness, sid, now_at, now_ms, ty, seq, info, ended],
+            )?;
+        }
+        Some((last_seq, _)) if seq >= last_seq => {
+            tx.execute(
+                "UPDATE sessions SET last_ms = ?2, last_at = ?3, last_type = ?4, last_seq = ?5, info = ?6, ended = ?7
+                 WHERE key = ?1",
+                params![key, now_ms, now_at, ty, seq, info, ended],
+            )?;
+        }
+        Some(_) => {
+            // An older event arriving late: it still counts as activity and may fill fields.
+            tx.execute(
+                "UPDATE sessions SET last_ms = ?2, last_at = ?3, info = ?4 WHERE key = ?1",
+                params![key, now_ms, now_at, info],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn note_attention(
+    tx: &rusqlite::Transaction<'_>,
+    key: &str,
+    seq: i64,
+    ty: &str,
+    data: &Value,
+    now_at: &str,
+) -> rusqlite::Result<()> {
+    let Some(id) = data.get("attention_id").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let state_seq: Option<i64> = tx
+        .query_row(
+            "SELECT state_seq FROM attentions WHERE session_key = ?1 AND attention_id = ?2",
+            params![key, id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if state_seq.is_some_and(|s| s > seq) {
+        return Ok(());
+    }
+    let s = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_owned);
+    if ty == "attention.needed" {
+        tx.execute(
+            "INSERT INTO attentions(session_key, attention_id, kind, tool, message, open, how, state_seq, needed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, 1, NULL, ?6, ?7)
+             ON CONFLICT(session_key, attention_id) DO UPDATE SET
+               kind = excluded.kind, tool = excluded.tool, message = excluded.message, open = 1,
+               how = NULL, state_seq = excluded.state_seq, needed_at = excluded.needed_at, cleared_at = NULL",
+            params![key, id, s("kind"), s("tool"), s("message"), seq, now_at],
+        )?;
+    } else {
+        tx.execute(
+            "INSERT INTO attentions(session_key, attention_id, open, how, state_seq, cleared_at)
+             VALUES (?1, ?2, 0, ?3, ?4, ?5)
+             ON CONFLICT(session_key, attention_id) DO UPDATE SET
+               open = 0, how = excluded.how, state_seq = excluded.state_seq, cleared_at = excluded.cleared_at",
+            params![key, id, s("how"), seq, now_at],
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(sid: &str, seq: i64, ty: &str, data: Value) -> Value {
+        json!({"protocol":1,"id":ulid::Ulid::new().to_string(),"type":ty,"time":"2026-01-01T00:00:00.000Z",
+            "tier":1,"harness":{"name":"claude-code"},"session":{"id":sid,"seq":seq,"cwd":"~/x"},
+            "privacy":{"rulesets":["secrets@1"],"pii":false},"data":data})
+    }
+
+    #[test]
+    fn attentions_follow_seq() {
+        let mut db = Db::open_memory().unwrap();
+        let now = 1_800_000_000_000;
+        let a = ev("s", 0, "session.started", json!({"source":"startup"}));
+        let b = ev(
+            "s",
+            1,
+            "attention.needed",
+            json!({"attention_id":"p1","kind":"permission","tool":"Bash","message":"ls"}),
+        );
+        assert_eq!(
+            db.insert_events(&[&a, &b, &a], now).unwrap(),
+            vec![true, true, false]
+        );
+        let s = db.page_sessions(now, 3_600_000).unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0]["state"], "needs you");
+        assert_eq!(s[0]["cwd"], "~/x");
+        assert_eq!(s[0]["attentions"][0]["tool"], "Bash");
+        // A cleared with an older seq than a newer needed does not close it.
+        let c = ev(
+            "s",
+            2,
+            "attention.cleared",
+            json!({"attention_id":"p1","how":"answered"}),
+        );
+        db.insert_events(&[&c], now).unwrap();
+        let s = db.page_sessions(now, 3_600_000).unwrap();
+        assert_eq!(s[0]["attentions"], json!([]));
+        assert_eq!(s[0]["state"], "active");
+        // Not live after live_ms.
+        assert!(db
+            .page_sessions(now + 4_000_000, 3_600_000)
+            .unwrap()
+            .is_empty());
+    }
+}

@@ -1,0 +1,221 @@
+//! Signed control's machines: pairings (codes, check digits, the passkey's key and proof),
+//! paired machines with the SHA-256 of each token, and the keys their approvals carried.
+
+use rusqlite::{params, OptionalExtension};
+use serde_json::{json, Value};
+
+use super::Db;
+
+/// One pairing (signed control).
+pub(crate) struct Pairing {
+    pub machine: String,
+    pub check: String,
+    pub name: Option<String>,
+    pub expires_ms: i64,
+    /// The key and proof the page's passkey produced (JSON), once approved.
+    pub key: Option<String>,
+    pub proof: Option<String>,
+    pub token_given: bool,
+}
+
+impl Db {
+    /// Whether `id` is a paired machine.
+    pub fn machine_known(&self, id: &str) -> rusqlite::Result<bool> {
+        self.conn
+            .query_row("SELECT 1 FROM machines WHERE id = ?1", params![id], |_| {
+                Ok(())
+            })
+            .optional()
+            .map(|o| o.is_some())
+    }
+
+    /// The machine whose token hashes to `hash`.
+    pub fn machine_by_token(&self, hash: &str) -> rusqlite::Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT id FROM machines WHERE token_hash = ?1",
+                params![hash],
+                |r| r.get(0),
+            )
+            .optional()
+    }
+
+    /// The most recently paired machine: `{machine, name}`.
+    pub fn latest_machine(&self) -> rusqlite::Result<Option<Value>> {
+        self.conn
+            .query_row(
+                "SELECT id, name FROM machines ORDER BY paired_ms DESC, rowid DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok(json!({"machine": r.get::<_, String>(0)?, "name": r.get::<_, Option<String>>(1)?}))
+                },
+            )
+            .optional()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_pairing(
+        &mut self,
+        code: &str,
+        machine: &str,
+        check: &str,
+        name: Option<&str>,
+        now_ms: i64,
+        expires_ms: i64,
+    ) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO pairings(code, machine, check_digits, name, created_ms, expires_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![code, machine, check, name, now_ms, expires_ms],
+        )?;
+        Ok(())
+    }
+
+    /// A pairing by its code.
+    pub fn pairing(&self, code: &str) -> rusqlite::Result<Option<Pairing>> {
+        self.conn
+            .query_row(
+                "SELECT machine, check_digits, name, expires_ms, key, proof, token_given
+                 FROM pairings WHERE code = ?1",
+                params![code],
+                |r| {
+                    Ok(Pairing {
+                        machine: r.get(0)?,
+                        check: r.get(1)?,
+                        name: r.get(2)?,
+                        expires_ms: r.get(3)?,
+                        key: r.get(4)?,
+                        proof: r.get(5)?,
+                        token_given: r.get::<_, i64>(6)? != 0,
+                    })
+                },
+            )
+            .optional()
+    }
+
+    /// Records what the page's passkey produced for a pending, unexpired pairing, and makes
+    /// the machine a paired one. Returns false when the pairing was no longer pending.
+    pub fn approve_pairing(
+        &mut self,
+        code: &str,
+        key: &Value,
+        proof: &Value,
+        now_ms: i64,
+    ) -> rusqlite::Result<bool> {
+        let tx = self.conn.transaction()?;
+        let n = tx.execute(
+            "UPDATE pairings SET key = ?2, proof = ?3, paired_ms = ?4
+             WHERE code = ?1 AND key IS NULL AND expires_ms > ?4",
+            params![code, key.to_string(), proof.to_string(), now_ms],
+        )?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let (machine, name): (String, Option<String>) = tx.query_row(
+            "SELECT machine, name FROM pairings WHERE code = ?1",
+            params![code],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        tx.execute(
+            "INSERT INTO machines(id, name, paired_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT(id) DO UPDATE SET paired_ms = excluded.paired_ms,
+                 name = COALESCE(excluded.name, machines.name)",
+            params![machine, name, now_ms],
+        )?;
+        tx.execute(
+            "INSERT OR REPLACE INTO machine_keys(machine, id, alg, spki, added_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                machine,
+                key["id"].as_str().unwrap_or_default(),
+                key["alg"].as_i64().unwrap_or_default(),
+                key["spki"].as_str().unwrap_or_default(),
+                now_ms
+            ],
+        )?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Hands out the machine token of an approved pairing: `Some(())` when this is the
+    /// machine's first token (its hash is stored now, the caller returns the token once);
+    /// `None` when the machine already has one or this pairing already gave one.
+    pub fn give_token(&mut self, code: &str, token_hash: &str) -> rusqlite::Result<bool> {
+        let tx = self.conn.transaction()?;
+        let n = tx.execute(
+            "UPDATE pairings SET token_given = 1 WHERE code = ?1 AND token_given = 0 AND key IS NOT NULL",
+            params![code],
+        )?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let n = tx.execute(
+            "UPDATE machines SET token_hash = ?2
+             WHERE id = (SELECT machine FROM pairings WHERE code = ?1) AND token_hash IS NULL",
+            params![code, token_hash],
+        )?;
+        tx.commit()?;
+        Ok(n == 1)
+    }
+
+    /// The keys the page's approvals carried for `machine`: `(id, alg, spki)`.
+    pub fn machine_keys(&self, machine: &str) -> rusqlite::Result<Vec<(String, i64, String)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, alg, spki FROM machine_keys WHERE machine = ?1")?;
+        let rows = st.query_map(params![machine], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        rows.collect()
+    }
+
+    /// Forgets a machine: its token, keys, pairings and what is queued for it.
+    pub fn remove_machine(&mut self, id: &str) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction()?;
+        tx.execute("DELETE FROM machines WHERE id = ?1", params![id])?;
+        tx.execute("DELETE FROM machine_keys WHERE machine = ?1", params![id])?;
+        tx.execute("DELETE FROM pairings WHERE machine = ?1", params![id])?;
+        tx.execute(
+            "DELETE FROM messages WHERE machine = ?1
+               AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id)",
+            params![id],
+        )?;
+        tx.commit()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairings_expire_approve_once_and_give_one_token() {
+        let mut db = Db::open_memory().unwrap();
+        let key = json!({"id": "k1", "alg": -7, "spki": "AAAA"});
+        let proof = json!({"cred": "k1", "ad": "a", "cd": "c", "sig": "s"});
+        db.create_pairing("old", "m_a", "123456", None, 0, 1000)
+            .unwrap();
+        assert!(
+            !db.approve_pairing("old", &key, &proof, 1000).unwrap(),
+            "expired"
+        );
+        assert!(!db.machine_known("m_a").unwrap());
+        db.create_pairing("c1", "m_a", "123456", Some("laptop"), 0, 10_000)
+            .unwrap();
+        assert!(!db.give_token("c1", "h1").unwrap(), "not approved yet");
+        assert!(db.approve_pairing("c1", &key, &proof, 5).unwrap());
+        assert!(!db.approve_pairing("c1", &key, &proof, 6).unwrap(), "once");
+        assert!(db.machine_known("m_a").unwrap());
+        assert!(db.give_token("c1", "h1").unwrap());
+        assert!(!db.give_token("c1", "h2").unwrap(), "one answer only");
+        assert_eq!(db.machine_by_token("h1").unwrap().as_deref(), Some("m_a"));
+        // A second pairing of the same machine never replaces its token.
+        db.create_pairing("c2", "m_a", "654321", None, 7, 10_000)
+            .unwrap();
+        assert!(db.approve_pairing("c2", &key, &proof, 8).unwrap());
+        assert!(!db.give_token("c2", "h3").unwrap());
+        assert_eq!(db.machine_by_token("h3").unwrap(), None);
+        assert_eq!(db.latest_machine().unwrap().unwrap()["name"], "laptop");
+        db.remove_machine("m_a").unwrap();
+        assert_eq!(db.machine_by_token("h1").unwrap(), None);
+        assert!(db.pairing("c1").unwrap().is_none());
+    }
+}

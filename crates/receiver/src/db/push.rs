@@ -1,0 +1,108 @@
+//! Telling the person (`crate::push`): the devices pushed to, and what each push did.
+
+use rusqlite::params;
+use serde_json::{json, Value};
+
+use super::{fmt_ms, Db};
+
+impl Db {
+    /// Adds (or renews) a device; `Ok(None)` when [`crate::push::SUBSCRIPTIONS_MAX`] are kept.
+    pub fn push_subscribe(
+        &self,
+        sub: &crate::push::Subscription,
+        name: Option<&str>,
+        now_ms: i64,
+    ) -> rusqlite::Result<Option<String>> {
+        let id = {
+            use sha2::{Digest, Sha256};
+            let h = Sha256::digest(sub.endpoint.as_bytes());
+            h.iter()
+                .take(8)
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        };
+        let (known, count): (bool, i64) = self.conn.query_row(
+            "SELECT EXISTS(SELECT 1 FROM push_devices WHERE id=?1), (SELECT count(*) FROM push_devices)",
+            [&id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if !known && count >= crate::push::SUBSCRIPTIONS_MAX {
+            return Ok(None);
+        }
+        self.conn.execute(
+            "INSERT INTO push_devices(id, endpoint, p256dh, auth, name, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+             ON CONFLICT(id) DO UPDATE SET p256dh=excluded.p256dh, auth=excluded.auth, name=coalesce(excluded.name, name)",
+            params![id, sub.endpoint, sub.p256dh, sub.auth, name, now_ms],
+        )?;
+        Ok(Some(id))
+    }
+
+    /// Every device, oldest first.
+    pub fn push_devices(&self) -> rusqlite::Result<Vec<crate::push::Device>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT id, name, quiet, created_ms, endpoint, p256dh, auth FROM push_devices ORDER BY created_ms",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(crate::push::Device {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                quiet: r.get::<_, i64>(2)? != 0,
+                created_ms: r.get(3)?,
+                sub: crate::push::Subscription {
+                    endpoint: r.get(4)?,
+                    p256dh: r.get(5)?,
+                    auth: r.get(6)?,
+                },
+            })
+        })?;
+        rows.collect()
+    }
+
+    /// Removes a device by the page's id or by its endpoint; whether one was there.
+    pub fn push_remove(&self, id_or_endpoint: &str) -> rusqlite::Result<bool> {
+        Ok(self.conn.execute(
+            "DELETE FROM push_devices WHERE id=?1 OR endpoint=?1",
+            [id_or_endpoint],
+        )? > 0)
+    }
+
+    pub fn push_set_quiet(&self, id: &str, quiet: bool) -> rusqlite::Result<bool> {
+        Ok(self.conn.execute(
+            "UPDATE push_devices SET quiet=?2 WHERE id=?1",
+            params![id, quiet as i64],
+        )? > 0)
+    }
+
+    /// Keeps one push attempt (the newest [`crate::push::LOG_KEPT`]).
+    pub fn push_record(
+        &self,
+        target: &str,
+        what: &str,
+        result: &str,
+        now_ms: i64,
+    ) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO push_log(at_ms, target, what, result) VALUES (?1, ?2, ?3, ?4)",
+            params![now_ms, target, what, result],
+        )?;
+        self.conn.execute(
+            "DELETE FROM push_log WHERE n <= (SELECT max(n) FROM push_log) - ?1",
+            [crate::push::LOG_KEPT],
+        )?;
+        Ok(())
+    }
+
+    /// The newest push attempts first, at most `limit`.
+    pub fn push_log(&self, limit: i64) -> rusqlite::Result<Vec<Value>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT at_ms, target, what, result FROM push_log ORDER BY n DESC LIMIT ?1",
+        )?;
+        let rows = st.query_map([limit], |r| {
+            Ok(
+                json!({"at": fmt_ms(r.get(0)?), "target": r.get::<_, String>(1)?,
+                "what": r.get::<_, String>(2)?, "result": r.get::<_, String>(3)?}),
+            )
+        })?;
+        rows.collect()
+    }
+}

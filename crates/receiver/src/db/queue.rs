@@ -1,0 +1,217 @@
+//! The control queue and its acks: unsigned messages per session, signed envelopes per
+//! machine, each served until its first ack or its expiry.
+
+use rusqlite::{params, OptionalExtension};
+use serde_json::Value;
+
+use super::{fmt_ms, Db};
+
+impl Db {
+    pub fn insert_message(
+        &mut self,
+        session: &str,
+        value: &Value,
+        expires_ms: Option<i64>,
+        now_ms: i64,
+    ) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                value.get("id").and_then(Value::as_str),
+                session,
+                value.get("kind").and_then(Value::as_str),
+                value.to_string(),
+                expires_ms,
+                now_ms,
+                fmt_ms(now_ms)
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Messages of `session` neither acked nor expired at `now_ms`, oldest first, with their
+    /// row numbers.
+    pub fn pending(&self, session: &str, now_ms: i64) -> rusqlite::Result<Vec<(i64, Value)>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT n, body FROM messages m
+             WHERE session = ?1 AND machine IS NULL AND (expires_ms IS NULL OR expires_ms > ?2)
+               AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = m.id))
+             ORDER BY n",
+        )?;
+        let rows = st.query_map(params![session, now_ms], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?;
+        rows.map(|r| r.map(|(n, s)| (n, serde_json::from_str(&s).unwrap_or(Value::Null))))
+            .collect()
+    }
+
+    /// Notes that a poll took these messages; returns how many were taken for the first time.
+    pub fn mark_polled(&mut self, rows: &[i64], now_ms: i64) -> rusqlite::Result<usize> {
+        let at = fmt_ms(now_ms);
+        let mut changed = 0;
+        let tx = self.conn.transaction()?;
+        for n in rows {
+            changed += tx.execute(
+                "UPDATE messages SET first_polled_at = ?1 WHERE n = ?2 AND first_polled_at IS NULL",
+                params![at, n],
+            )?;
+        }
+        tx.commit()?;
+        Ok(changed)
+    }
+
+    /// The earliest expiry after `now_ms` among messages not acked (when the page's view of
+    /// a message changes by itself).
+    pub fn next_expiry(&self, now_ms: i64) -> rusqlite::Result<Option<i64>> {
+        self.conn.query_row(
+            "SELECT min(expires_ms) FROM messages m WHERE expires_ms > ?1
+               AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = m.id))",
+            params![now_ms],
+            |r| r.get(0),
+        )
+    }
+
+    pub fn insert_acks(&mut self, acks: &[Value], now_ms: i64) -> rusqlite::Result<()> {
+        let at = fmt_ms(now_ms);
+        let tx = self.conn.transaction()?;
+        for a in acks {
+            tx.execute(
+                "INSERT INTO acks(id, outcome, at, detail, received_ms, received_at, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    a.get("id").and_then(Value::as_str).unwrap_or_default(),
+                    a.get("outcome").and_then(Value::as_str).unwrap_or_default(),
+                    a.get("at").and_then(Value::as_str).unwrap_or_default(),
+                    a.get("detail").and_then(Value::as_str),
+                    now_ms,
+                    at,
+                    a.to_string()
+                ],
+            )?;
+        }
+        tx.commit()
+    }
+
+    /// Every valid ack entry received, duplicates included, in arrival order.
+    pub fn acks(&self) -> rusqlite::Result<Vec<Value>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT body FROM acks ORDER BY n")?;
+        let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+        rows.map(|r| r.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
+            .collect()
+    }
+
+    /// The first ack entry for message `id`.
+    pub fn first_ack(&self, id: &str) -> rusqlite::Result<Option<Value>> {
+        self.conn
+            .query_row(
+                "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1",
+                params![id],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map(|o| o.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
+    }
+
+    /// The session a queued message was for (for a failed ack's notification).
+    pub fn message_session(&self, id: &str) -> rusqlite::Result<Option<String>> {
+        self.conn
+            .prepare_cached("SELECT session FROM messages WHERE id=?1")?
+            .query_row([id], |r| r.get(0))
+            .optional()
+    }
+
+    /// Queues a signed envelope for `machine`; `session` and `kind` come from the command,
+    /// for the page.
+    pub fn insert_envelope(
+        &mut self,
+        machine: &str,
+        session: &str,
+        kind: &str,
+        value: &Value,
+        expires_ms: i64,
+        now_ms: i64,
+    ) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at, machine)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                value.get("id").and_then(Value::as_str),
+                session,
+                kind,
+                value.to_string(),
+                expires_ms,
+                now_ms,
+                fmt_ms(now_ms),
+                machine
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Envelopes for `machine` neither acked nor expired, oldest first, with row numbers.
+    pub fn machine_pending(
+        &self,
+        machine: &str,
+        now_ms: i64,
+    ) -> rusqlite::Result<Vec<(i64, Value)>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT n, body FROM messages m
+             WHERE machine = ?1 AND (expires_ms IS NULL OR expires_ms > ?2)
+               AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = m.id))
+             ORDER BY n",
+        )?;
+        let rows = st.query_map(params![machine, now_ms], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?;
+        rows.map(|r| r.map(|(n, s)| (n, serde_json::from_str(&s).unwrap_or(Value::Null))))
+            .collect()
+    }
+
+    /// Which machine a queued message belongs to: `Some(None)` an unsigned message,
+    /// `None` no such message.
+    pub fn message_machine(&self, id: &str) -> rusqlite::Result<Option<Option<String>>> {
+        self.conn
+            .query_row(
+                "SELECT machine FROM messages WHERE id = ?1 ORDER BY n LIMIT 1",
+                params![id],
+                |r| r.get(0),
+            )
+            .optional()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn messages_and_acks() {
+        let mut db = Db::open_memory().unwrap();
+        let now = 1_800_000_000_000;
+        let m = json!({"id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ","kind":"prompt","text":"hi"});
+        db.insert_message("codex:s", &m, Some(now + 1000), now)
+            .unwrap();
+        let p = db.pending("codex:s", now).unwrap();
+        assert_eq!(p.len(), 1);
+        assert_eq!(db.mark_polled(&[p[0].0], now).unwrap(), 1);
+        assert_eq!(db.mark_polled(&[p[0].0], now).unwrap(), 0);
+        assert!(db.pending("codex:s", now + 1000).unwrap().is_empty());
+        assert_eq!(db.next_expiry(now).unwrap(), Some(now + 1000));
+        db.insert_acks(
+            &[json!({"id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ","outcome":"delivered","at":"x"})],
+            now,
+        )
+        .unwrap();
+        assert!(db.pending("codex:s", now).unwrap().is_empty());
+        assert_eq!(
+            db.first_ack("01K6ZZZZZZZZZZZZZZZZZZZZZZ").unwrap().unwrap()["outcome"],
+            "delivered"
+        );
+        assert_eq!(db.next_expiry(now).unwrap(), None);
+        assert_eq!(db.sweep(now + 10_000, 1000).unwrap(), 2);
+    }
+}

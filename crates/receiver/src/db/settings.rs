@@ -1,0 +1,58 @@
+//! Named settings: the person's word from the page (away, DECISIONS 27) and push setup.
+
+use rusqlite::{params, OptionalExtension};
+
+use super::Db;
+
+impl Db {
+    /// Whether the person said on the page that they are away (false until they do).
+    pub fn away(&self) -> rusqlite::Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT value FROM settings WHERE name='away'")?
+            .query_row([], |r| r.get::<_, String>(0))
+            .optional()?
+            .is_some_and(|v| v == "1"))
+    }
+
+    pub fn set_away(&self, away: bool, now_ms: i64) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO settings(name, value, at_ms) VALUES ('away', ?1, ?2) \
+                 ON CONFLICT(name) DO UPDATE SET value=excluded.value, at_ms=excluded.at_ms",
+            )?
+            .execute(params![if away { "1" } else { "0" }, now_ms])?;
+        Ok(())
+    }
+
+    /// A setting's value (`vapid`, `ntfy_url`, `ntfy_token`, `away`).
+    pub fn setting(&self, name: &str) -> rusqlite::Result<Option<String>> {
+        self.conn
+            .prepare_cached("SELECT value FROM settings WHERE name=?1")?
+            .query_row([name], |r| r.get(0))
+            .optional()
+    }
+
+    /// Sets a setting; `None` removes it.
+    pub fn set_setting(
+        &self,
+        name: &str,
+        value: Option<&str>,
+        now_ms: i64,
+    ) -> rusqlite::Result<()> {
+        match value {
+            Some(v) => self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO settings(name, value, at_ms) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT(name) DO UPDATE SET value=excluded.value, at_ms=excluded.at_ms",
+                )?
+                .execute(params![name, v, now_ms])?,
+            None => self
+                .conn
+                .prepare_cached("DELETE FROM settings WHERE name=?1")?
+                .execute([name])?,
+        };
+        Ok(())
+    }
+}
