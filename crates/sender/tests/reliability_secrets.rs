@@ -353,14 +353,14 @@ fn plain_http_goes_only_to_loopback() {
         )
     };
     assert!(
-        spctl::wire::wellknown::parse("http://127.0.0.1:9", &wk("http://example.com/e")).is_err()
+        spctl::sync::wellknown::parse("http://127.0.0.1:9", &wk("http://example.com/e")).is_err()
     );
-    assert!(spctl::wire::wellknown::parse(
+    assert!(spctl::sync::wellknown::parse(
         "http://127.0.0.1:9",
         &wk("http://127.0.0.1:9@example.com/e")
     )
     .is_err());
-    assert!(spctl::wire::wellknown::parse("http://127.0.0.1:9", &wk("/e")).is_ok());
+    assert!(spctl::sync::wellknown::parse("http://127.0.0.1:9", &wk("/e")).is_ok());
     figure(
         "secrets",
         "non_loopback_http_urls_refused",

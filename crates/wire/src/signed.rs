@@ -711,9 +711,17 @@ pub fn parse_command(s: &str) -> Result<Command, Refusal> {
         nonce,
         iat,
     };
+    kind_fields(&c, &mut cmd)?;
+    Ok(cmd)
+}
+
+/// The fields of a command that only some kinds carry, each checked against its rule.
+fn kind_fields(c: &Map<String, Value>, cmd: &mut Command) -> Result<(), Refusal> {
+    let kind = cmd.kind;
+    let bad = |why: &str| refuse(Code::BadFields, why);
     match kind {
         CmdKind::Prompt | CmdKind::Start => {
-            let text = str_of(&c, "text");
+            let text = str_of(c, "text");
             if !text_ok(text) {
                 return bad(&format!(
                     "a {} needs text, 1 to {TEXT_MAX} characters",
@@ -729,7 +737,7 @@ pub fn parse_command(s: &str) -> Result<Command, Refusal> {
             if !cmd.session.starts_with("claude-code:") {
                 return bad("only Claude Code sessions can be started");
             }
-            match str_of(&c, "cwd") {
+            match str_of(c, "cwd") {
                 Some(d) if is_absolute(d) && js_len(d) <= CWD_MAX => cmd.cwd = Some(d.into()),
                 _ => return bad("a new session needs an absolute folder"),
             }
@@ -741,13 +749,13 @@ pub fn parse_command(s: &str) -> Result<Command, Refusal> {
             }
         }
         CmdKind::PermissionAnswer => {
-            match str_of(&c, "for") {
+            match str_of(c, "for") {
                 Some(f) if !f.is_empty() && js_len(f) <= FOR_MAX => {
                     cmd.for_attention = Some(f.into())
                 }
                 _ => return bad("which attention?"),
             }
-            match str_of(&c, "decision") {
+            match str_of(c, "decision") {
                 Some(d @ ("allow" | "deny")) => cmd.decision = Some(d.into()),
                 _ => return bad("allow or deny?"),
             }
@@ -778,7 +786,7 @@ pub fn parse_command(s: &str) -> Result<Command, Refusal> {
         Some(Value::String(n)) if js_len(n) <= NOTE_MAX => cmd.note = Some(n.clone()),
         Some(_) => return bad("a note is text, at most 2000 characters"),
     }
-    Ok(cmd)
+    Ok(())
 }
 
 /// The grant's fields, read from its exact string.

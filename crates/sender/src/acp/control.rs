@@ -142,7 +142,7 @@ impl Controller<'_> {
 
     fn ensure_sync(&self) {
         if self.start_sync {
-            crate::sync::lock::ensure_running();
+            crate::sync_lock::ensure_running();
         }
     }
 
@@ -544,7 +544,7 @@ impl Controller<'_> {
                 if claims.is_empty() {
                     continue;
                 }
-                let text = crate::hook::compose_reason(&claims);
+                let text = crate::harness::compose_reason(&claims);
                 let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
                 let id = self.shared.lock().own_id(Own::Inject {
                     sid: sid.to_string(),
@@ -576,7 +576,7 @@ impl Controller<'_> {
         if claims.is_empty() {
             return;
         }
-        let text = crate::hook::compose_reason(&claims);
+        let text = crate::harness::compose_reason(&claims);
         let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
         let id = {
             let mut st = self.shared.lock();

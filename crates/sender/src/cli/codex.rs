@@ -1,11 +1,11 @@
 //! `sp codex [ARGS…]`: Codex's terminal UI attached to one app-server per user (issue 19), so
-//! sp-sync can be a second client of the same live thread (src/sync/codex_app.rs). Starts
+//! sp-sync can be a second client of the same live thread (src/sync/codex_bridge.rs). Starts
 //! `codex app-server --listen unix://<state>/codex/app-server.sock` when none answers there
 //! (under a lock, so two `sp codex` at once start one), then execs `codex --remote unix://…
 //! ARGS…`: the terminal is Codex's. The folder is 0700; Codex makes the socket 0600 in its
 //! own 0700 folder and puts a symlink at our path; we connect only after checking both.
 use super::Done;
-use crate::codex_app;
+use crate::codex_server;
 use anyhow::{bail, Context, Result};
 use std::fs::{File, TryLockError};
 use std::os::unix::process::CommandExt;
@@ -42,7 +42,7 @@ pub fn run(args: Vec<String>) -> Result<Done> {
 
 /// The socket of a running app-server, started if need be.
 pub fn ensure_app_server() -> Result<std::path::PathBuf> {
-    let dir = codex_app::dir();
+    let dir = codex_server::dir();
     for d in [crate::paths::state_dir(), dir.clone()] {
         if let Some(t) =
             crate::files::private_dir(&d).with_context(|| format!("preparing {}", d.display()))?
@@ -50,14 +50,14 @@ pub fn ensure_app_server() -> Result<std::path::PathBuf> {
             crate::logging::info(&t.0);
         }
     }
-    let socket = codex_app::socket_path();
-    if codex_app::probe(&socket).is_ok() {
+    let socket = codex_server::socket_path();
+    if codex_server::probe(&socket).is_ok() {
         return Ok(socket);
     }
     let (lock, _) = crate::files::open_private(&dir.join("app-server.lock"), false)?;
     take_lock(&lock)?;
     // Another sp codex may have started it while we waited for the lock.
-    if codex_app::probe(&socket).is_ok() {
+    if codex_server::probe(&socket).is_ok() {
         return Ok(socket);
     }
     start(&socket)?;
@@ -94,7 +94,7 @@ fn start(socket: &Path) -> Result<()> {
             );
         }
     }
-    let log_path = codex_app::dir().join("app-server.log");
+    let log_path = codex_server::dir().join("app-server.log");
     let (log, _) = crate::files::open_private(&log_path, true)?;
     let program = codex_program();
     let mut cmd = Command::new(&program);
@@ -123,7 +123,7 @@ fn start(socket: &Path) -> Result<()> {
     ));
     let until = Instant::now() + START_TIMEOUT;
     loop {
-        if codex_app::probe(socket).is_ok() {
+        if codex_server::probe(socket).is_ok() {
             // It outlives us: after the exec, Codex's UI is its parent, then init.
             return Ok(());
         }

@@ -484,7 +484,7 @@ fn measure(exe: &Path, tmp: &Path) -> anyhow::Result<Vec<Duration>> {
 fn control_trust(
     f: &mut Findings,
     s: &crate::config::Sink,
-    found: &crate::wire::wellknown::Discovered,
+    found: &crate::sync::wellknown::Discovered,
     store: Option<&crate::store::Store>,
 ) {
     use crate::config::ControlMode;
@@ -533,8 +533,8 @@ fn control_trust(
 
 /// Issue 19: whether Codex sessions are attached through `sp codex`'s app-server.
 fn check_codex_app(f: &mut Findings, config: Option<&Config>) {
-    use crate::codex_app;
-    let socket = codex_app::socket_path();
+    use crate::codex_server;
+    let socket = codex_server::socket_path();
     let shown = show(&socket);
     let live: Vec<String> = config
         .and_then(|c| open_store().and_then(|st| st.live_sessions(c.live_ms()).ok()))
@@ -556,21 +556,21 @@ fn check_codex_app(f: &mut Findings, config: Option<&Config>) {
         }
         return;
     }
-    if let Err(e) = codex_app::checked_socket(&socket) {
+    if let Err(e) = codex_server::checked_socket(&socket) {
         f.fail(
             format!("codex: app-server socket refused: {e:#}"),
             format!("remove {shown}; the next `sp codex` starts a private one"),
         );
         return;
     }
-    if let Err(e) = codex_app::probe(&socket) {
+    if let Err(e) = codex_server::probe(&socket) {
         f.warn(
             format!("codex: no app-server answers at {shown}: {e:#}"),
             "the next `sp codex` starts one",
         );
         return;
     }
-    let report: Option<serde_json::Value> = std::fs::read_to_string(codex_app::attached_file())
+    let report: Option<serde_json::Value> = std::fs::read_to_string(codex_server::attached_file())
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     let fresh = report.as_ref().is_some_and(|r| {

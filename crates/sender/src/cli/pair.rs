@@ -78,18 +78,7 @@ fn started_ok(s: &Started) -> Result<()> {
 
 pub fn pair(o: PairOptions) -> Result<Done> {
     let config = crate::config::Config::load()?;
-    let Some(sink) = config.sinks.iter().find(|s| s.name == o.sink) else {
-        let names: Vec<&str> = config.sinks.iter().map(|s| s.name.as_str()).collect();
-        bail!(
-            "no sink named {:?} (sinks: {}); add it first with `sp sink add URL --token-file FILE`",
-            o.sink,
-            if names.is_empty() {
-                "none".into()
-            } else {
-                names.join(", ")
-            }
-        );
-    };
+    let sink = named_sink(&config, &o.sink)?;
     let token = sink.bearer()?;
     let client = Client::new();
     let found = super::sink::fetch_wellknown(&client, &sink.url)?.discovered;
@@ -107,48 +96,13 @@ pub fn pair(o: PairOptions) -> Result<Done> {
     };
     let mut store = crate::store::open(&crate::paths::database_file(), super::DB_BUSY)?;
     let known = store.paired_machine(&sink.name)?;
-    let harnesses: Vec<&str> = crate::harness::Harness::ALL
-        .iter()
-        .map(|h| h.name())
-        .collect();
-    let mut body = json!({
-        "name": machine_name(&o),
-        "harnesses": harnesses,
-        "modes": ["turn", "api"],
-        "version": env!("CARGO_PKG_VERSION"),
-    });
-    if let Some(m) = &known {
-        body["machine"] = json!(m.machine);
-    }
-    let reply = client
-        .post_json(
-            &format!("{control}/pair"),
-            &token,
-            &body.to_string(),
-            &[],
-            REQUEST_TIMEOUT,
-        )
-        .map_err(|e| anyhow::anyhow!("POST {control}/pair: {e}"))?;
-    match reply.status {
-        200 | 201 => {}
-        401 | 403 => bail!(
-            "the receiver refused the pairing request ({}): check the sink's token",
-            reply.status
-        ),
-        s => bail!("POST {control}/pair answered {s}"),
-    }
-    let started: Started = serde_json::from_str(&reply.body)
-        .context("the receiver's pairing answer is not the expected JSON")?;
-    started_ok(&started)?;
-    if let Some(m) = &known {
-        if m.machine != started.machine {
-            bail!(
-                "the receiver answered for machine {}, but this machine is {} there: refusing to pair",
-                started.machine,
-                m.machine
-            );
-        }
-    }
+    let started = start_pairing(
+        &client,
+        &control,
+        &token,
+        &o,
+        known.as_ref().map(|m| m.machine.as_str()),
+    )?;
     let mut wait = o.timeout.min(PAIR_WAIT_MAX);
     if let Some(ms) = started
         .expires_at
@@ -165,6 +119,92 @@ pub fn pair(o: PairOptions) -> Result<Done> {
         &started.check[3..],
         wait.as_secs()
     );
+    let p = wait_for_approval(&client, sink, &control, &token, &started, wait)?;
+    finish(&mut store, sink, &started, &rp_id, p)
+}
+
+fn named_sink<'a>(
+    config: &'a crate::config::Config,
+    name: &str,
+) -> Result<&'a crate::config::Sink> {
+    let Some(sink) = config.sinks.iter().find(|s| s.name == name) else {
+        let names: Vec<&str> = config.sinks.iter().map(|s| s.name.as_str()).collect();
+        bail!(
+            "no sink named {:?} (sinks: {}); add it first with `sp sink add URL --token-file FILE`",
+            name,
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
+        );
+    };
+    Ok(sink)
+}
+
+/// `POST {control}/pair`: the receiver's pairing link and check digits. A machine already
+/// paired there says which it is, and the answer must be for that machine.
+fn start_pairing(
+    client: &Client,
+    control: &str,
+    token: &str,
+    o: &PairOptions,
+    known: Option<&str>,
+) -> Result<Started> {
+    let harnesses: Vec<&str> = crate::harness::Harness::ALL
+        .iter()
+        .map(|h| h.name())
+        .collect();
+    let mut body = json!({
+        "name": machine_name(o),
+        "harnesses": harnesses,
+        "modes": ["turn", "api"],
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    if let Some(m) = known {
+        body["machine"] = json!(m);
+    }
+    let reply = client
+        .post_json(
+            &format!("{control}/pair"),
+            token,
+            &body.to_string(),
+            &[],
+            REQUEST_TIMEOUT,
+        )
+        .map_err(|e| anyhow::anyhow!("POST {control}/pair: {e}"))?;
+    match reply.status {
+        200 | 201 => {}
+        401 | 403 => bail!(
+            "the receiver refused the pairing request ({}): check the sink's token",
+            reply.status
+        ),
+        s => bail!("POST {control}/pair answered {s}"),
+    }
+    let started: Started = serde_json::from_str(&reply.body)
+        .context("the receiver's pairing answer is not the expected JSON")?;
+    started_ok(&started)?;
+    if let Some(m) = known {
+        if m != started.machine {
+            bail!(
+                "the receiver answered for machine {}, but this machine is {m} there: refusing to pair",
+                started.machine,
+            );
+        }
+    }
+    Ok(started)
+}
+
+/// Polls `GET {control}/pair?code=` until the pairing is approved (its answer), expires, or
+/// `wait` runs out.
+fn wait_for_approval(
+    client: &Client,
+    sink: &crate::config::Sink,
+    control: &str,
+    token: &str,
+    started: &Started,
+    wait: Duration,
+) -> Result<Paired> {
     let deadline = Instant::now() + wait;
     let poll_url = format!("{control}/pair?code={}", started.code);
     loop {
@@ -175,7 +215,7 @@ pub fn pair(o: PairOptions) -> Result<Done> {
                 sink.name
             );
         }
-        match client.get(&poll_url, Some(&token), REQUEST_TIMEOUT) {
+        match client.get(&poll_url, Some(token), REQUEST_TIMEOUT) {
             Ok(r) if r.status == 200 => {
                 let p: Paired = serde_json::from_str(&r.body)
                     .context("the receiver's pairing status is not the expected JSON")?;
@@ -185,7 +225,7 @@ pub fn pair(o: PairOptions) -> Result<Done> {
                         "the pairing expired before it was approved; nothing was enrolled. Run `sp pair {}` again",
                         sink.name
                     ),
-                    "paired" => return finish(&mut store, sink, &started, &rp_id, p),
+                    "paired" => return Ok(p),
                     other => bail!("the receiver's pairing status {other:?} is not one the protocol knows"),
                 }
             }

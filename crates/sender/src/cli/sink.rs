@@ -2,7 +2,7 @@
 use super::{show, usage, Done};
 use crate::config::{self, Config};
 use crate::sync::http::Client;
-use crate::wire::wellknown::{self, Discovered, WellKnown};
+use crate::sync::wellknown::{self, Discovered, WellKnown};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
 use std::io::Write;
@@ -221,62 +221,8 @@ pub fn add(mut o: AddOptions) -> Result<Done> {
     let token_file = token_file(token_file_arg)?;
     // The current config must load before we add to it.
     let current = Config::load_from(&path)?;
-    let taken: Vec<String> = current.sinks.iter().map(|s| s.name.clone()).collect();
-    if let Some(s) = current
-        .sinks
-        .iter()
-        .find(|s| s.url.trim_end_matches('/') == o.url.trim_end_matches('/'))
-    {
-        bail!(
-            "sink {:?} already has the URL {}; to change it run: sp sink remove {} and add it again",
-            s.name,
-            o.url,
-            s.name
-        );
-    }
-    let name = match &o.name {
-        Some(n) => {
-            check_name(n)?;
-            if taken.contains(n) {
-                bail!("a sink named {n:?} exists; choose another --name or sp sink remove {n}");
-            }
-            n.clone()
-        }
-        None => derive_name(&o.url, &taken),
-    };
-    let mut tier = o.tier;
-    if o.no_check {
-        println!("Not checking {} (--no-check).", wellknown::url_for(&o.url));
-    } else {
-        match fetch_wellknown(&Client::new(), &o.url) {
-            Ok(found) => {
-                println!("Receiver {}: {}.", found.url, found.summary());
-                if o.control && found.discovered.control_url.is_none() {
-                    bail!(
-                        "the receiver does not offer control (its well-known lists capabilities: {}), so control was not \
-                         enabled and nothing was saved; add it without --control to send events only, or turn control on \
-                         at the receiver first",
-                        found.capabilities.join(", ")
-                    );
-                }
-                if o.signed && found.discovered.rp_id.is_none() {
-                    bail!(
-                        "the receiver does not speak signed control (its well-known declares no control.signing), so nothing \
-                         was saved; use --control for its unsigned mode (sp doctor will warn), or a receiver that signs"
-                    );
-                }
-                if tier > found.max_tier {
-                    println!("It accepts events up to tier {}; using tier {} instead of {tier}.", found.max_tier, found.max_tier);
-                    tier = found.max_tier;
-                }
-            }
-            Err(e) if o.control => bail!(
-                "cannot check the receiver before enabling control: {e:#}. Check the URL and that the receiver is up, \
-                 or pass --no-check to add it unchecked"
-            ),
-            Err(e) => println!("Warning: cannot read the receiver's well-known ({e:#}); adding it anyway."),
-        }
-    }
+    let name = new_sink_name(&current, &o)?;
+    let tier = checked_tier(&o)?;
     let mut raw = read_raw(&path)?;
     let sinks = raw
         .entry("sinks")
@@ -317,6 +263,76 @@ pub fn add(mut o: AddOptions) -> Result<Done> {
         );
     }
     Ok(Done::Ok)
+}
+
+/// The new sink's name (`--name`, else one derived from the URL); refused when a sink has
+/// that name or that URL already.
+fn new_sink_name(current: &Config, o: &AddOptions) -> Result<String> {
+    let taken: Vec<String> = current.sinks.iter().map(|s| s.name.clone()).collect();
+    if let Some(s) = current
+        .sinks
+        .iter()
+        .find(|s| s.url.trim_end_matches('/') == o.url.trim_end_matches('/'))
+    {
+        bail!(
+            "sink {:?} already has the URL {}; to change it run: sp sink remove {} and add it again",
+            s.name,
+            o.url,
+            s.name
+        );
+    }
+    match &o.name {
+        Some(n) => {
+            check_name(n)?;
+            if taken.contains(n) {
+                bail!("a sink named {n:?} exists; choose another --name or sp sink remove {n}");
+            }
+            Ok(n.clone())
+        }
+        None => Ok(derive_name(&o.url, &taken)),
+    }
+}
+
+/// Reads the receiver's well-known (unless `--no-check`): control and signing must be there
+/// when asked for; the tier is lowered to what the receiver accepts.
+fn checked_tier(o: &AddOptions) -> Result<u8> {
+    let tier = o.tier;
+    if o.no_check {
+        println!("Not checking {} (--no-check).", wellknown::url_for(&o.url));
+        return Ok(tier);
+    }
+    match fetch_wellknown(&Client::new(), &o.url) {
+        Ok(found) => {
+            println!("Receiver {}: {}.", found.url, found.summary());
+            if o.control && found.discovered.control_url.is_none() {
+                bail!(
+                    "the receiver does not offer control (its well-known lists capabilities: {}), so control was not \
+                     enabled and nothing was saved; add it without --control to send events only, or turn control on \
+                     at the receiver first",
+                    found.capabilities.join(", ")
+                );
+            }
+            if o.signed && found.discovered.rp_id.is_none() {
+                bail!(
+                    "the receiver does not speak signed control (its well-known declares no control.signing), so nothing \
+                     was saved; use --control for its unsigned mode (sp doctor will warn), or a receiver that signs"
+                );
+            }
+            if tier > found.max_tier {
+                println!("It accepts events up to tier {}; using tier {} instead of {tier}.", found.max_tier, found.max_tier);
+                return Ok(found.max_tier);
+            }
+            Ok(tier)
+        }
+        Err(e) if o.control => bail!(
+            "cannot check the receiver before enabling control: {e:#}. Check the URL and that the receiver is up, \
+             or pass --no-check to add it unchecked"
+        ),
+        Err(e) => {
+            println!("Warning: cannot read the receiver's well-known ({e:#}); adding it anyway.");
+            Ok(tier)
+        }
+    }
 }
 
 pub fn list(json_out: bool) -> Result<Done> {

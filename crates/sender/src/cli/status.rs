@@ -70,7 +70,7 @@ fn build(config: &Config) -> Result<Report> {
         config: config.path.to_string_lossy().into(),
         database: db.to_string_lossy().into(),
         database_exists: store.is_some(),
-        sync_running: crate::sync::lock::is_running(),
+        sync_running: crate::sync_lock::is_running(),
         sinks: Vec::new(),
         live_sessions: Vec::new(),
         queued: BTreeMap::new(),

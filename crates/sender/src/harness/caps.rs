@@ -3,8 +3,27 @@
 //! which shape `sp setup` registers them, and the README's harness table are all read from
 //! [`CAPS`]; the adapters (`src/harness/<name>.rs`) only parse payloads and render answers.
 use super::{CancelSeam, Harness, SP_EVENT, SP_PERMISSION, SP_STOP};
-use crate::setup::json::Layout;
 use crate::wire::control::Kind;
+
+/// Timeout of every hook but the permission one: they only touch the local database.
+pub const EVENT_TIMEOUT_S: u64 = 10;
+/// DECISIONS 10: the harness waits this much longer than the hook, so the hook's own wait
+/// always ends first and it can still print its answer.
+pub const PERMISSION_MARGIN_S: u64 = 10;
+
+/// How a harness nests its hook handlers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `{"hooks":{Event:[{"matcher"?,"hooks":[handler]}]}}`: Claude Code, Codex, Gemini CLI.
+    Grouped,
+    /// `{Event:[{"matcher"?,"hooks":[handler]}]}`, the events at the top level: Droid's
+    /// `hooks.json` (0.225.2 ignores a `"hooks"` wrapper there, logging only a warning).
+    TopGrouped,
+    /// `{"version":1,"hooks":{event:[handler]}}`: Cursor, Copilot CLI.
+    Flat,
+    /// `{"version":"v1","hooks":[{…,"trigger":Event,"action":{…}}]}`: Kiro v3 hook files.
+    List,
+}
 
 /// How one control kind reaches a harness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +156,7 @@ pub struct Caps {
     pub hooks: &'static [(&'static str, &'static str)],
     /// Matchers that narrow an event to what we use; the rest are registered for everything.
     pub matchers: &'static [(&'static str, &'static str)],
-    /// Hook timeouts other than [`crate::setup::EVENT_TIMEOUT_S`], in seconds.
+    /// Hook timeouts other than [`EVENT_TIMEOUT_S`], in seconds.
     pub event_timeouts: &'static [(&'static str, u64)],
     pub registration: Registration,
     /// The built-in permission wait in seconds (DECISIONS 10); the config may override it.
@@ -625,7 +644,7 @@ fn wait(c: &Caps) -> String {
     let timeout = c
         .registration
         .unit
-        .label(c.default_wait_s + crate::setup::PERMISSION_MARGIN_S);
+        .label(c.default_wait_s + PERMISSION_MARGIN_S);
     let when = if c.waits_at_desk {
         "always (its dialog stays up)"
     } else {

@@ -104,6 +104,7 @@ pub fn render_permission(decision: Decision, message: &str) -> String {
 }
 
 /// No remote answer came: Cursor's own approval prompt decides.
+#[cfg(test)]
 pub fn render_ask() -> String {
     json!({ "permission": "ask" }).to_string()
 }

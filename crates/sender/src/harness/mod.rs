@@ -1,14 +1,17 @@
 //! Harness adapters: each module parses its harness's hook stdin into a [`HookInput`] and
 //! renders our answers in that harness's exact output shape. Nothing here knows HTTP or SQL.
 pub mod caps;
-pub mod claude_code;
-pub mod codex;
-pub mod copilot_cli;
-pub mod cursor;
-pub mod droid;
-pub mod gemini_cli;
-pub mod kiro;
-pub mod opencode;
+pub(crate) mod claude_code;
+pub(crate) mod codex;
+pub(crate) mod copilot_cli;
+pub(crate) mod cursor;
+pub(crate) mod droid;
+pub(crate) mod gemini_cli;
+pub(crate) mod kiro;
+pub(crate) mod opencode;
+mod reason;
+
+pub use reason::compose_reason;
 
 use crate::store::SessionRef;
 use crate::wire::control::{Decision, Kind, Outcome};

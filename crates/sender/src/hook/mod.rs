@@ -5,8 +5,6 @@ mod permission;
 mod stop;
 mod wake;
 
-pub use stop::compose_reason;
-
 use crate::config::Config;
 use crate::harness::{Harness, HookInput};
 use crate::wire::event::TurnEnd;
@@ -189,7 +187,7 @@ fn at_tool_boundary(
         return Ok(false);
     }
     let Some((out, how)) =
-        harness.render_seam_prompt(&session.event, &stop::compose_reason(&claims))
+        harness.render_seam_prompt(&session.event, &crate::harness::compose_reason(&claims))
     else {
         return Ok(false);
     };
@@ -208,6 +206,72 @@ fn at_tool_boundary(
     Ok(true)
 }
 
+fn on_permission(
+    harness: Harness,
+    config: &Config,
+    store: &mut crate::store::Store,
+    session: &crate::store::SessionRef,
+    attention_id: &str,
+    tool: Option<&str>,
+    message: Option<&str>,
+) -> Result<()> {
+    // Where the permission event is itself a seam (Droid's PreToolUse, Copilot CLI's
+    // permissionRequest), a stop or an interrupt sent for it answers first; read-only
+    // when none is queued.
+    if (harness.prompt_seam(&session.event).is_some()
+        || harness.cancel_seam(&session.event) == crate::harness::CancelSeam::Deliver)
+        && at_tool_boundary(harness, store, session)?
+    {
+        return Ok(());
+    }
+    permission::run(harness, config, store, session, attention_id, tool, message)
+}
+
+fn on_stop(
+    harness: Harness,
+    store: &mut crate::store::Store,
+    session: &crate::store::SessionRef,
+    start_sync: bool,
+) -> Result<()> {
+    if start_sync {
+        crate::sync_lock::ensure_running();
+    }
+    // A turn the person stopped at a tool seam ends `interrupt`, not `stop`. With no
+    // sink, no one hears of it: the Stop stays read-only when nothing is queued.
+    let ends = if store.stopped(&session.key())? {
+        TurnEnd::Interrupt
+    } else {
+        TurnEnd::Stop
+    };
+    let ends = start_sync.then_some(ends);
+    store.clear_stopped(&session.key())?;
+    // A stop beats queued prompts: they wait for the next turn's end.
+    if cancel_at_seam(harness, store, session)? {
+        store.end_turn(session, TurnEnd::Interrupt)?;
+    } else {
+        stop::run(harness, store, session, ends)?;
+    }
+    Ok(())
+}
+
+/// A server API's report that the turn is over (OpenCode's idle).
+fn turn_over(store: &mut crate::store::Store, session: &crate::store::SessionRef) -> Result<()> {
+    let key = session.key();
+    // A report older than the newest stored (its sp-event ran late) left the session
+    // busy: that idle is not this turn's end.
+    let idle = store.api_session(&key)?.and_then(|a| a.idle);
+    if idle != Some(false) {
+        let ends = if store.stopped(&key)? {
+            TurnEnd::Interrupt
+        } else {
+            TurnEnd::Stop
+        };
+        store.clear_stopped(&key)?;
+        store.turn_over(session, ends)?;
+    }
+    Ok(())
+}
+
 /// Acts on what the event means. Kept apart from `run` so an API report (OpenCode) can record
 /// where the session's server is and then act on the event it came with.
 fn act(
@@ -223,51 +287,21 @@ fn act(
             attention_id,
             tool,
             message,
-        } => {
-            // Where the permission event is itself a seam (Droid's PreToolUse, Copilot CLI's
-            // permissionRequest), a stop or an interrupt sent for it answers first; read-only
-            // when none is queued.
-            if (harness.prompt_seam(&session.event).is_some()
-                || harness.cancel_seam(&session.event) == crate::harness::CancelSeam::Deliver)
-                && at_tool_boundary(harness, store, &session)?
-            {
-                return Ok(());
-            }
-            permission::run(
-                harness,
-                config,
-                store,
-                &session,
-                &attention_id,
-                tool.as_deref(),
-                message.as_deref(),
-            )?;
-        }
-        HookInput::Stop { session } => {
-            if start_sync {
-                crate::sync::lock::ensure_running();
-            }
-            // A turn the person stopped at a tool seam ends `interrupt`, not `stop`. With no
-            // sink, no one hears of it: the Stop stays read-only when nothing is queued.
-            let ends = if store.stopped(&session.key())? {
-                TurnEnd::Interrupt
-            } else {
-                TurnEnd::Stop
-            };
-            let ends = start_sync.then_some(ends);
-            store.clear_stopped(&session.key())?;
-            // A stop beats queued prompts: they wait for the next turn's end.
-            if cancel_at_seam(harness, store, &session)? {
-                store.end_turn(&session, TurnEnd::Interrupt)?;
-            } else {
-                stop::run(harness, store, &session, ends)?;
-            }
-        }
+        } => on_permission(
+            harness,
+            config,
+            store,
+            &session,
+            &attention_id,
+            tool.as_deref(),
+            message.as_deref(),
+        )?,
+        HookInput::Stop { session } => on_stop(harness, store, &session, start_sync)?,
         HookInput::SessionStart { session, source } => {
             store.record_event(&session, Some(&source))?;
             cancel_at_seam(harness, store, &session)?;
             if start_sync {
-                crate::sync::lock::ensure_running();
+                crate::sync_lock::ensure_running();
             }
         }
         HookInput::SessionEnd { session } => store.end_session(&session)?,
@@ -288,25 +322,13 @@ fn act(
             store.record_event(&session, None)?;
             at_tool_boundary(harness, store, &session)?;
             if start_sync {
-                crate::sync::lock::ensure_running();
+                crate::sync_lock::ensure_running();
             }
         }
         HookInput::TurnOver { session } => {
-            let key = session.key();
-            // A report older than the newest stored (its sp-event ran late) left the session
-            // busy: that idle is not this turn's end.
-            let idle = store.api_session(&key)?.and_then(|a| a.idle);
-            if idle != Some(false) {
-                let ends = if store.stopped(&key)? {
-                    TurnEnd::Interrupt
-                } else {
-                    TurnEnd::Stop
-                };
-                store.clear_stopped(&key)?;
-                store.turn_over(&session, ends)?;
-            }
+            turn_over(store, &session)?;
             if start_sync {
-                crate::sync::lock::ensure_running();
+                crate::sync_lock::ensure_running();
             }
         }
         HookInput::Api { report, then } => {

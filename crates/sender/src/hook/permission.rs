@@ -5,7 +5,7 @@
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::harness::Harness;
-use crate::store::{SessionRef, Store};
+use crate::store::{Answer, SessionRef, Store};
 use crate::wire::control::Decision;
 use crate::wire::event::How;
 use anyhow::Result;
@@ -73,25 +73,17 @@ pub fn run(
     if at_the_desk(config, store, harness) {
         return Ok(());
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
-    }
+    let stop = stop_on_signals()?;
     // Issue 19: a Codex thread sp-sync follows on `sp codex`'s app-server gets its approval
     // there (the terminal's dialog and ours race; the first answer wins), so the hook does
     // not hold the terminal back.
     let by_api = harness.answered_by_api()
-        || (harness == Harness::Codex && crate::codex_app::followed(&session.session_id));
+        || (harness == Harness::Codex && crate::codex_server::followed(&session.session_id));
     let wait = if by_api {
         Duration::ZERO
     } else {
         wait_for(config, store, harness)
     };
-    let pid = std::process::id();
     let open_for = if by_api { API_ATTENTION_OPEN } else { wait };
     store.open_attention(
         session,
@@ -99,14 +91,29 @@ pub fn run(
         tool,
         message,
         now_ms() + open_for.as_millis() as i64,
-        pid,
+        std::process::id(),
     )?;
     if !config.sinks.is_empty() {
-        crate::sync::lock::ensure_running();
+        crate::sync_lock::ensure_running();
     }
     if wait.is_zero() {
         return Ok(());
     }
+    wait_for_answer(harness, store, session, attention_id, wait, &stop)
+}
+
+/// Waits up to `wait` for the person's answer to this attention, printing it when one is
+/// claimed; a signal, a cancel, the attention cleared elsewhere or the harness gone ends the
+/// wait without one.
+fn wait_for_answer(
+    harness: Harness,
+    store: &mut Store,
+    session: &SessionRef,
+    attention_id: &str,
+    wait: Duration,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let pid = std::process::id();
     let key = session.key();
     // Droid asks at PreToolUse, itself a seam that stops it (Deliver): a cancel answers there.
     let cancel_denies = matches!(
@@ -145,28 +152,7 @@ pub fn run(
         }
         if answer_queued {
             if let Some(answer) = store.claim_answer(&key, attention_id, pid)? {
-                let text = match answer.decision {
-                    Decision::Allow => String::new(),
-                    Decision::Deny => answer
-                        .note
-                        .clone()
-                        .filter(|n| !n.trim().is_empty())
-                        .unwrap_or_else(|| {
-                            format!(
-                                "Denied by the person through sessionpipe (sink {:?}).",
-                                answer.sink
-                            )
-                        }),
-                };
-                super::print_answer(&harness.render_permission(answer.decision, &text))?;
-                let detail = format!("{} {} hook", harness.name(), session.event);
-                store.confirm_answer(session, attention_id, &answer, &detail)?;
-                crate::logging::info(&format!(
-                    "{key} {attention_id}: {} delivered ({})",
-                    answer.decision.as_str(),
-                    answer.id
-                ));
-                return Ok(());
+                return deliver_answer(harness, store, session, attention_id, &answer);
             }
         }
         if started.elapsed() >= wait {
@@ -186,11 +172,57 @@ pub fn run(
             return Ok(());
         }
         if last_sync_check.elapsed() >= SYNC_CHECK_EVERY {
-            crate::sync::lock::ensure_running();
+            crate::sync_lock::ensure_running();
             last_sync_check = Instant::now();
         }
         waker.wait(waker.tick().min(wait.saturating_sub(started.elapsed())));
     }
+}
+
+/// Set on SIGTERM, SIGINT or SIGHUP.
+fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    Ok(stop)
+}
+
+/// Prints a claimed answer in the harness's shape, then confirms it delivered.
+fn deliver_answer(
+    harness: Harness,
+    store: &mut Store,
+    session: &SessionRef,
+    attention_id: &str,
+    answer: &Answer,
+) -> Result<()> {
+    let text = match answer.decision {
+        Decision::Allow => String::new(),
+        Decision::Deny => answer
+            .note
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| {
+                format!(
+                    "Denied by the person through sessionpipe (sink {:?}).",
+                    answer.sink
+                )
+            }),
+    };
+    super::print_answer(&harness.render_permission(answer.decision, &text))?;
+    let detail = format!("{} {} hook", harness.name(), session.event);
+    store.confirm_answer(session, attention_id, answer, &detail)?;
+    crate::logging::info(&format!(
+        "{} {attention_id}: {} delivered ({})",
+        session.key(),
+        answer.decision.as_str(),
+        answer.id
+    ));
+    Ok(())
 }
 
 /// A queued `cancel` answers a waiting permission prompt: deny (with the stop's reason, and

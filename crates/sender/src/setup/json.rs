@@ -6,22 +6,10 @@ use serde_json::{Map, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub use crate::harness::caps::Layout;
+
 /// Our binaries: a handler running one of these is ours, wherever it is installed.
 pub const OUR_BINARIES: &[&str] = &["sp-permission", "sp-stop", "sp-event"];
-
-/// How a harness nests its hook handlers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// `{"hooks":{Event:[{"matcher"?,"hooks":[handler]}]}}`: Claude Code, Codex, Gemini CLI.
-    Grouped,
-    /// `{Event:[{"matcher"?,"hooks":[handler]}]}`, the events at the top level: Droid's
-    /// `hooks.json` (0.225.2 ignores a `"hooks"` wrapper there, logging only a warning).
-    TopGrouped,
-    /// `{"version":1,"hooks":{event:[handler]}}`: Cursor, Copilot CLI.
-    Flat,
-    /// `{"version":"v1","hooks":[{…,"trigger":Event,"action":{…}}]}`: Kiro v3 hook files.
-    List,
-}
 
 /// One hook entry we want in the file.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,145 +146,170 @@ pub fn merge(root: &mut Value, layout: Layout, want: &[Entry]) -> Result<Changes
         bail!("the top level is not a JSON object");
     };
     let mut changes = Changes::default();
+    match layout {
+        Layout::TopGrouped => unreachable!("unwrapped above"),
+        Layout::Grouped | Layout::Flat => merge_events(obj, layout, want, &mut changes)?,
+        Layout::List => merge_list(obj, want, &mut changes)?,
+    }
+    Ok(changes)
+}
+
+/// `merge` for a `"hooks"` object of events (Grouped, Flat).
+fn merge_events(
+    obj: &mut Map<String, Value>,
+    layout: Layout,
+    want: &[Entry],
+    changes: &mut Changes,
+) -> Result<()> {
     let mut pending = Pending(want.iter().map(Some).collect());
     // Entries found in place but under another matcher: removed here, appended again below.
     let mut reappend: Vec<&Entry> = Vec::new();
-
-    match layout {
-        Layout::TopGrouped => unreachable!("unwrapped above"),
-        Layout::Grouped | Layout::Flat => {
-            let hooks = match obj.get_mut("hooks") {
-                None => None,
-                Some(Value::Object(m)) => Some(m),
-                Some(_) => bail!("\"hooks\" is not an object"),
-            };
-            let mut drop_hooks = false;
-            if let Some(hooks) = hooks {
-                for (event, list) in hooks.iter() {
-                    if !list.is_array() {
-                        bail!("\"hooks\".{event:?} is not a list");
-                    }
-                }
-                let mut emptied = Vec::new();
-                for (event, list) in hooks.iter_mut() {
-                    let arr = list.as_array_mut().expect("checked above");
-                    let before = arr.len();
-                    if layout == Layout::Flat {
-                        walk_handlers(arr, event, None, &mut pending, &mut changes, &mut reappend);
-                    } else {
-                        let mut kept = Vec::with_capacity(arr.len());
-                        for mut group in arr.drain(..) {
-                            let matcher = group
-                                .get("matcher")
-                                .and_then(Value::as_str)
-                                .map(str::to_string);
-                            let Some(handlers) =
-                                group.get_mut("hooks").and_then(Value::as_array_mut)
-                            else {
-                                kept.push(group);
-                                continue;
-                            };
-                            let had = handlers.len();
-                            walk_handlers(
-                                handlers,
-                                event,
-                                Some(matcher.as_deref()),
-                                &mut pending,
-                                &mut changes,
-                                &mut reappend,
-                            );
-                            if had > 0 && handlers.is_empty() {
-                                continue; // the group held only our handler
-                            }
-                            kept.push(group);
-                        }
-                        *arr = kept;
-                    }
-                    if before > 0 && arr.is_empty() {
-                        emptied.push(event.clone());
-                    }
-                }
-                hooks.retain(|k, _| !emptied.contains(k));
-                drop_hooks = hooks.is_empty() && !emptied.is_empty();
-            }
-            if drop_hooks {
-                obj.retain(|k, _| k != "hooks");
-            }
-            let rest: Vec<&Entry> = reappend
-                .into_iter()
-                .chain(pending.0.into_iter().flatten())
-                .collect();
-            if !rest.is_empty() {
-                let hooks = obj
-                    .entry("hooks")
-                    .or_insert_with(|| Value::Object(Map::new()))
-                    .as_object_mut()
-                    .expect("checked above");
-                for e in rest {
-                    let list = hooks
-                        .entry(e.event.clone())
-                        .or_insert_with(|| Value::Array(Vec::new()))
-                        .as_array_mut()
-                        .expect("checked above");
-                    list.push(match layout {
-                        Layout::Grouped => group_of(e),
-                        _ => e.handler.clone(),
-                    });
-                    changes.added.push(describe(e));
-                }
+    let hooks = match obj.get_mut("hooks") {
+        None => None,
+        Some(Value::Object(m)) => Some(m),
+        Some(_) => bail!("\"hooks\" is not an object"),
+    };
+    let mut drop_hooks = false;
+    if let Some(hooks) = hooks {
+        for (event, list) in hooks.iter() {
+            if !list.is_array() {
+                bail!("\"hooks\".{event:?} is not a list");
             }
         }
-        Layout::List => {
-            let list = match obj.get_mut("hooks") {
-                None => None,
-                Some(Value::Array(a)) => Some(a),
-                Some(_) => bail!("\"hooks\" is not a list"),
-            };
-            let mut drop_hooks = false;
-            if let Some(list) = list {
-                let before = list.len();
-                let mut kept = Vec::with_capacity(list.len());
-                for item in list.drain(..) {
-                    let Some(binary) = our_binary(&item) else {
-                        kept.push(item);
-                        continue;
-                    };
-                    let event = item
-                        .get("trigger")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string();
-                    match pending.claim(&event, binary) {
-                        Some(e) => {
-                            if item != e.handler {
-                                changes.updated.push(describe(e));
-                            }
-                            kept.push(e.handler.clone());
-                        }
-                        None => changes.removed.push(format!("{event} → {binary}")),
-                    }
-                }
-                *list = kept;
-                drop_hooks = before > 0 && list.is_empty();
+        let mut emptied = Vec::new();
+        for (event, list) in hooks.iter_mut() {
+            let arr = list.as_array_mut().expect("checked above");
+            let before = arr.len();
+            if layout == Layout::Flat {
+                walk_handlers(arr, event, None, &mut pending, changes, &mut reappend);
+            } else {
+                walk_groups(arr, event, &mut pending, changes, &mut reappend);
             }
-            if drop_hooks {
-                obj.retain(|k, _| k != "hooks");
-            }
-            let rest: Vec<&Entry> = pending.0.into_iter().flatten().collect();
-            if !rest.is_empty() {
-                let list = obj
-                    .entry("hooks")
-                    .or_insert_with(|| Value::Array(Vec::new()))
-                    .as_array_mut()
-                    .expect("checked above");
-                for e in rest {
-                    list.push(e.handler.clone());
-                    changes.added.push(describe(e));
-                }
+            if before > 0 && arr.is_empty() {
+                emptied.push(event.clone());
             }
         }
+        hooks.retain(|k, _| !emptied.contains(k));
+        drop_hooks = hooks.is_empty() && !emptied.is_empty();
     }
-    Ok(changes)
+    if drop_hooks {
+        obj.retain(|k, _| k != "hooks");
+    }
+    let rest: Vec<&Entry> = reappend
+        .into_iter()
+        .chain(pending.0.into_iter().flatten())
+        .collect();
+    if rest.is_empty() {
+        return Ok(());
+    }
+    let hooks = obj
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .expect("checked above");
+    for e in rest {
+        let list = hooks
+            .entry(e.event.clone())
+            .or_insert_with(|| Value::Array(Vec::new()))
+            .as_array_mut()
+            .expect("checked above");
+        list.push(match layout {
+            Layout::Grouped => group_of(e),
+            _ => e.handler.clone(),
+        });
+        changes.added.push(describe(e));
+    }
+    Ok(())
+}
+
+/// One event's groups (`{"matcher"?, "hooks": [handler]}`): our handlers in them walked, and
+/// a group that held only ours dropped.
+fn walk_groups<'a>(
+    arr: &mut Vec<Value>,
+    event: &str,
+    pending: &mut Pending<'a>,
+    changes: &mut Changes,
+    reappend: &mut Vec<&'a Entry>,
+) {
+    let mut kept = Vec::with_capacity(arr.len());
+    for mut group in arr.drain(..) {
+        let matcher = group
+            .get("matcher")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
+            kept.push(group);
+            continue;
+        };
+        let had = handlers.len();
+        walk_handlers(
+            handlers,
+            event,
+            Some(matcher.as_deref()),
+            pending,
+            changes,
+            reappend,
+        );
+        if had > 0 && handlers.is_empty() {
+            continue; // the group held only our handler
+        }
+        kept.push(group);
+    }
+    *arr = kept;
+}
+
+/// `merge` for a `"hooks"` list of items naming their event (List: Kiro).
+fn merge_list(obj: &mut Map<String, Value>, want: &[Entry], changes: &mut Changes) -> Result<()> {
+    let mut pending = Pending(want.iter().map(Some).collect());
+    let list = match obj.get_mut("hooks") {
+        None => None,
+        Some(Value::Array(a)) => Some(a),
+        Some(_) => bail!("\"hooks\" is not a list"),
+    };
+    let mut drop_hooks = false;
+    if let Some(list) = list {
+        let before = list.len();
+        let mut kept = Vec::with_capacity(list.len());
+        for item in list.drain(..) {
+            let Some(binary) = our_binary(&item) else {
+                kept.push(item);
+                continue;
+            };
+            let event = item
+                .get("trigger")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            match pending.claim(&event, binary) {
+                Some(e) => {
+                    if item != e.handler {
+                        changes.updated.push(describe(e));
+                    }
+                    kept.push(e.handler.clone());
+                }
+                None => changes.removed.push(format!("{event} → {binary}")),
+            }
+        }
+        *list = kept;
+        drop_hooks = before > 0 && list.is_empty();
+    }
+    if drop_hooks {
+        obj.retain(|k, _| k != "hooks");
+    }
+    let rest: Vec<&Entry> = pending.0.into_iter().flatten().collect();
+    if rest.is_empty() {
+        return Ok(());
+    }
+    let list = obj
+        .entry("hooks")
+        .or_insert_with(|| Value::Array(Vec::new()))
+        .as_array_mut()
+        .expect("checked above");
+    for e in rest {
+        list.push(e.handler.clone());
+        changes.added.push(describe(e));
+    }
+    Ok(())
 }
 
 /// The wanted entries not yet found in the file.

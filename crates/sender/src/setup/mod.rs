@@ -2,7 +2,7 @@
 //! unit its timeouts use, all read from the harness's row of the capability table
 //! ([`crate::harness::caps::CAPS`]); both `sp setup` and the `hooks/<harness>/` snippets are
 //! generated from it, so they cannot drift apart.
-pub mod cron;
+pub(crate) mod cron;
 pub mod json;
 
 use crate::config::Config;
@@ -18,15 +18,10 @@ use std::time::{Duration, Instant};
 pub const BACKUP_SUFFIX: &str = ".sp-backup";
 /// First line of a file that is wholly ours (the OpenCode plugin).
 pub const PLUGIN_MARKER: &str = "// sessionpipe:";
-/// Timeout of every hook but the permission one: they only touch the local database.
-pub const EVENT_TIMEOUT_S: u64 = 10;
-/// DECISIONS 10: the harness waits this much longer than the hook, so the hook's own wait
-/// always ends first and it can still print its answer.
-pub const PERMISSION_MARGIN_S: u64 = 10;
 /// The bin folder written into the checked-in `hooks/<harness>/` snippets.
 pub const SNIPPET_BIN_DIR: &str = "/home/you/.local/bin";
 
-use crate::harness::caps::{Dir, Form, Skeleton};
+use crate::harness::caps::{Dir, Form, Skeleton, EVENT_TIMEOUT_S, PERMISSION_MARGIN_S};
 pub use crate::harness::caps::{Format, Unit};
 
 /// Where and how one harness takes our hooks.

@@ -1,12 +1,12 @@
 //! The one place that knows SQL. One SQLite file (`control.db`, DECISIONS 20) shared by any
 //! number of short-lived hooks and one sp-sync. Tables and views read plainly in `sqlite3`.
 mod api;
-pub mod away;
+pub(crate) mod away;
 mod hooks;
 mod schema;
-pub mod status;
+pub(crate) mod status;
 mod sync;
-pub mod trust;
+pub(crate) mod trust;
 
 pub use api::{ApiMessage, ApiSession};
 pub use hooks::{Answer, CancelClaim, PromptClaim, SessionRef, BLOCK_MAX_CHARS};

@@ -3,7 +3,7 @@
 use super::hooks::{emit, finish, finish_with_code};
 use super::{pid_alive, Store};
 use crate::clock::{format_ms, now_ms, Millis};
-use crate::wire::control::{deadline, Checked, ControlMessage, Kind, Outcome};
+use crate::wire::control::{deadline, Checked, ControlMessage, Decided, Kind, Outcome};
 use crate::wire::event::{self, How, StoredEvent};
 use anyhow::Result;
 use rusqlite::{params, OptionalExtension};
@@ -152,165 +152,25 @@ impl Store {
                     continue;
                 }
             };
-            let existing: Option<(String, Option<String>)> = tx
-                .prepare_cached("SELECT state, outcome FROM messages WHERE id=?1")?
-                .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            if let Some((state, _)) = existing {
-                if state == "done" {
-                    taken += 1;
-                    // Same outcome again, to whichever sink redelivered it.
-                    tx.prepare_cached(
-                        "INSERT INTO acks(message_id, sink, outcome, code, detail, at) \
-                         SELECT id, ?2, outcome, code, detail, ?3 FROM messages WHERE id=?1 \
-                         ON CONFLICT(message_id, sink) DO UPDATE SET sent_at=NULL, next_try_ms=0, generation=generation+1",
-                    )?
-                    .execute(params![id, sink, received_at])?;
-                }
+            if let Some(done) = redelivered(&tx, id, sink, &received_at)? {
+                taken += usize::from(done);
                 out.push(Ingested::Duplicate { id: id.to_string() });
                 continue;
             }
             taken += 1;
-            let insert = |kind: &str,
-                          v: Option<&ControlMessage>,
-                          dl: Option<Millis>|
-             -> Result<()> {
-                tx.prepare_cached(
-                    "INSERT INTO messages(id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at, \
-                       received_at, deadline_ms, deadline_at, mode, state) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'queued')",
-                )?
-                .execute(params![
-                    id,
-                    session_key,
-                    sink,
-                    kind,
-                    v.and_then(|v| v.for_attention.as_deref()),
-                    v.and_then(|v| v.decision.map(|d| d.as_str())),
-                    v.and_then(|v| v.text.as_deref()),
-                    v.and_then(|v| v.note.as_deref()),
-                    v.map(|v| v.at.as_str()),
-                    v.map(|v| v.expires_at.as_str()),
-                    received_at,
-                    dl,
-                    dl.map(format_ms),
-                    v.map_or("queue", |v| v.mode.as_str()),
-                ])?;
-                Ok(())
+            let new = NewMessage {
+                tx: &tx,
+                id,
+                session_key,
+                sink,
+                received_at: &received_at,
+                now,
             };
-            let decided = |outcome: Outcome, detail: String| -> Result<Ingested> {
-                finish(&tx, id, outcome.as_str(), Some(&detail), now)?;
-                // Decided at receipt, never acted on: its text and note are not kept
-                // (DECISIONS 24: a flood of such messages must not fill the disk).
-                tx.prepare_cached("UPDATE messages SET text=NULL, note=NULL WHERE id=?1")?
-                    .execute(params![id])?;
-                Ok(Ingested::Final {
-                    id: id.to_string(),
-                    outcome,
-                    detail: Some(detail),
-                })
-            };
-            let refused = |code: &str, detail: String| -> Result<Ingested> {
-                finish_with_code(&tx, id, "refused", Some(code), Some(&detail), now)?;
-                Ok(Ingested::Final {
-                    id: id.to_string(),
-                    outcome: Outcome::Refused,
-                    detail: Some(format!("{code}: {detail}")),
-                })
-            };
-            // CONTROL.md §5 step 5: the nonce is recorded in this transaction, before anything
-            // can act on the message; false when it was seen in the last 25 h.
-            let fresh_nonce = |nonce: &str| super::trust::fresh_nonce(&tx, nonce, now);
-            match m {
-                Checked::Invalid { kind, detail, .. } => {
-                    insert(kind.as_deref().unwrap_or("invalid"), None, None)?;
-                    out.push(decided(Outcome::Failed, detail.clone())?);
-                }
-                Checked::UnknownKind { kind, .. } => {
-                    insert(kind, None, None)?;
-                    out.push(decided(
-                        Outcome::Unsupported,
-                        format!("unknown kind {kind:?}"),
-                    )?);
-                }
-                Checked::Decided(d) => {
-                    insert(&d.kind, None, None)?;
-                    if let Some(n) = &d.nonce {
-                        if !fresh_nonce(n)? {
-                            out.push(refused(
-                                "replay",
-                                "this command was already used once".into(),
-                            )?);
-                            continue;
-                        }
-                    }
-                    if let Some((key, name)) = &d.add_key {
-                        super::trust::enroll_vouched_key(
-                            &tx,
-                            sink,
-                            key,
-                            name.as_deref(),
-                            &received_at,
-                        )?;
-                    }
-                    match &d.code {
-                        Some(code) => out.push(refused(code, d.detail.clone())?),
-                        None => out.push(decided(d.outcome, d.detail.clone())?),
-                    }
-                }
-                Checked::Valid(v) if undelivered >= MAX_UNDELIVERED_PER_SESSION => {
-                    insert(v.kind.as_str(), None, None)?;
-                    out.push(decided(Outcome::Failed, QUEUE_FULL.into())?);
-                }
-                Checked::Valid(v) => {
-                    let dl = deadline(v.at_ms, v.expires_at_ms, now);
-                    insert(v.kind.as_str(), Some(v), Some(dl))?;
-                    if let Some(n) = &v.nonce {
-                        if !fresh_nonce(n)? {
-                            out.push(refused(
-                                "replay",
-                                "this command was already used once".into(),
-                            )?);
-                            continue;
-                        }
-                    }
-                    if dl <= now {
-                        out.push(decided(
-                            Outcome::Expired,
-                            "past expires_at on receipt".into(),
-                        )?);
-                    } else if let Some((outcome, detail)) = route(v) {
-                        out.push(decided(outcome, detail)?);
-                    } else if v.kind == Kind::PermissionAnswer {
-                        let state: Option<String> = tx
-                            .prepare_cached("SELECT state FROM attention WHERE session_key=?1 AND attention_id=?2")?
-                            .query_row(params![session_key, v.for_attention], |r| r.get(0))
-                            .optional()?;
-                        match state.as_deref() {
-                            Some("open") => {
-                                undelivered += 1;
-                                out.push(Ingested::Queued { id: id.to_string(), kind: v.kind })
-                            }
-                            Some(_) => out.push(decided(
-                                Outcome::Expired,
-                                "the attention was already cleared (the hook's window closed or the terminal answered)".into(),
-                            )?),
-                            None if v.nonce.is_some() => out.push(refused(
-                                "no_attention",
-                                "no such permission prompt is open on that session".into(),
-                            )?),
-                            None => out.push(decided(Outcome::Failed, "unknown attention".into())?),
-                        }
-                    } else {
-                        undelivered += 1;
-                        out.push(Ingested::Queued {
-                            id: id.to_string(),
-                            kind: v.kind,
-                        });
-                    }
-                }
-                Checked::Unackable { .. } => unreachable!(),
+            let ingested = new.store(m, route, undelivered)?;
+            if matches!(ingested, Ingested::Queued { .. }) {
+                undelivered += 1;
             }
+            out.push(ingested);
         }
         tx.commit()?;
         Ok((out, left))
@@ -466,21 +326,6 @@ impl Store {
                 })
             })
             .optional()?)
-    }
-
-    pub fn all_sinks(&self) -> Result<Vec<SinkState>> {
-        let names: Vec<String> = self
-            .conn
-            .prepare("SELECT name FROM sinks ORDER BY name")?
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut out = Vec::new();
-        for n in names {
-            if let Some(s) = self.sink_state(&n)? {
-                out.push(s);
-            }
-        }
-        Ok(out)
     }
 
     /// A pause (401/403) holds until the sink's config changes (DECISIONS 2); `fingerprint`
@@ -732,6 +577,215 @@ impl Store {
         )?;
         tx.commit()?;
         Ok(report)
+    }
+}
+
+/// `Some` when we hold message `id` already: `Some(true)` when it is done, and its ack (the
+/// same outcome again) is queued once more to whichever sink redelivered it.
+fn redelivered(
+    tx: &rusqlite::Transaction,
+    id: &str,
+    sink: &str,
+    received_at: &str,
+) -> Result<Option<bool>> {
+    let state: Option<String> = tx
+        .prepare_cached("SELECT state FROM messages WHERE id=?1")?
+        .query_row(params![id], |r| r.get(0))
+        .optional()?;
+    let Some(state) = state else {
+        return Ok(None);
+    };
+    let done = state == "done";
+    if done {
+        tx.prepare_cached(
+            "INSERT INTO acks(message_id, sink, outcome, code, detail, at) \
+             SELECT id, ?2, outcome, code, detail, ?3 FROM messages WHERE id=?1 \
+             ON CONFLICT(message_id, sink) DO UPDATE SET sent_at=NULL, next_try_ms=0, generation=generation+1",
+        )?
+        .execute(params![id, sink, received_at])?;
+    }
+    Ok(Some(done))
+}
+
+/// One message we have not seen before, stored inside ingest's transaction.
+struct NewMessage<'a> {
+    tx: &'a rusqlite::Transaction<'a>,
+    id: &'a str,
+    session_key: &'a str,
+    sink: &'a str,
+    received_at: &'a str,
+    now: Millis,
+}
+
+impl NewMessage<'_> {
+    /// Stores the message and decides it, or queues it for a hook. `undelivered` is how many
+    /// of the session's messages are not done yet.
+    fn store(
+        &self,
+        m: &Checked,
+        route: &dyn Fn(&ControlMessage) -> Option<(Outcome, String)>,
+        undelivered: i64,
+    ) -> Result<Ingested> {
+        match m {
+            Checked::Invalid { kind, detail, .. } => {
+                self.insert(kind.as_deref().unwrap_or("invalid"), None, None)?;
+                self.decided(Outcome::Failed, detail.clone())
+            }
+            Checked::UnknownKind { kind, .. } => {
+                self.insert(kind, None, None)?;
+                self.decided(Outcome::Unsupported, format!("unknown kind {kind:?}"))
+            }
+            Checked::Decided(d) => self.store_decided(d),
+            Checked::Valid(v) if undelivered >= MAX_UNDELIVERED_PER_SESSION => {
+                self.insert(v.kind.as_str(), None, None)?;
+                self.decided(Outcome::Failed, QUEUE_FULL.into())
+            }
+            Checked::Valid(v) => self.store_valid(v, route),
+            Checked::Unackable { .. } => unreachable!(),
+        }
+    }
+
+    /// A message decided before it reached the store (a signed command's refusal, a start,
+    /// a key.add).
+    fn store_decided(&self, d: &Decided) -> Result<Ingested> {
+        self.insert(&d.kind, None, None)?;
+        if let Some(n) = &d.nonce {
+            if !self.fresh_nonce(n)? {
+                return self.replayed();
+            }
+        }
+        if let Some((key, name)) = &d.add_key {
+            super::trust::enroll_vouched_key(
+                self.tx,
+                self.sink,
+                key,
+                name.as_deref(),
+                self.received_at,
+            )?;
+        }
+        match &d.code {
+            Some(code) => self.refused(code, d.detail.clone()),
+            None => self.decided(d.outcome, d.detail.clone()),
+        }
+    }
+
+    /// A valid message: stored whole, then expired, routed, checked against its attention
+    /// or queued.
+    fn store_valid(
+        &self,
+        v: &ControlMessage,
+        route: &dyn Fn(&ControlMessage) -> Option<(Outcome, String)>,
+    ) -> Result<Ingested> {
+        let dl = deadline(v.at_ms, v.expires_at_ms, self.now);
+        self.insert(v.kind.as_str(), Some(v), Some(dl))?;
+        if let Some(n) = &v.nonce {
+            if !self.fresh_nonce(n)? {
+                return self.replayed();
+            }
+        }
+        if dl <= self.now {
+            self.decided(Outcome::Expired, "past expires_at on receipt".into())
+        } else if let Some((outcome, detail)) = route(v) {
+            self.decided(outcome, detail)
+        } else if v.kind == Kind::PermissionAnswer {
+            self.permission_answer(v)
+        } else {
+            Ok(self.queued(v))
+        }
+    }
+
+    /// A permission answer is queued only while its attention is open.
+    fn permission_answer(&self, v: &ControlMessage) -> Result<Ingested> {
+        let state: Option<String> = self
+            .tx
+            .prepare_cached("SELECT state FROM attention WHERE session_key=?1 AND attention_id=?2")?
+            .query_row(params![self.session_key, v.for_attention], |r| r.get(0))
+            .optional()?;
+        match state.as_deref() {
+            Some("open") => Ok(self.queued(v)),
+            Some(_) => self.decided(
+                Outcome::Expired,
+                "the attention was already cleared (the hook's window closed or the terminal answered)".into(),
+            ),
+            None if v.nonce.is_some() => self.refused(
+                "no_attention",
+                "no such permission prompt is open on that session".into(),
+            ),
+            None => self.decided(Outcome::Failed, "unknown attention".into()),
+        }
+    }
+
+    fn queued(&self, v: &ControlMessage) -> Ingested {
+        Ingested::Queued {
+            id: self.id.to_string(),
+            kind: v.kind,
+        }
+    }
+
+    fn insert(&self, kind: &str, v: Option<&ControlMessage>, dl: Option<Millis>) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO messages(id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at, \
+                   received_at, deadline_ms, deadline_at, mode, state) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'queued')",
+            )?
+            .execute(params![
+                self.id,
+                self.session_key,
+                self.sink,
+                kind,
+                v.and_then(|v| v.for_attention.as_deref()),
+                v.and_then(|v| v.decision.map(|d| d.as_str())),
+                v.and_then(|v| v.text.as_deref()),
+                v.and_then(|v| v.note.as_deref()),
+                v.map(|v| v.at.as_str()),
+                v.map(|v| v.expires_at.as_str()),
+                self.received_at,
+                dl,
+                dl.map(format_ms),
+                v.map_or("queue", |v| v.mode.as_str()),
+            ])?;
+        Ok(())
+    }
+
+    fn decided(&self, outcome: Outcome, detail: String) -> Result<Ingested> {
+        finish(self.tx, self.id, outcome.as_str(), Some(&detail), self.now)?;
+        // Decided at receipt, never acted on: its text and note are not kept
+        // (DECISIONS 24: a flood of such messages must not fill the disk).
+        self.tx
+            .prepare_cached("UPDATE messages SET text=NULL, note=NULL WHERE id=?1")?
+            .execute(params![self.id])?;
+        Ok(Ingested::Final {
+            id: self.id.to_string(),
+            outcome,
+            detail: Some(detail),
+        })
+    }
+
+    fn refused(&self, code: &str, detail: String) -> Result<Ingested> {
+        finish_with_code(
+            self.tx,
+            self.id,
+            "refused",
+            Some(code),
+            Some(&detail),
+            self.now,
+        )?;
+        Ok(Ingested::Final {
+            id: self.id.to_string(),
+            outcome: Outcome::Refused,
+            detail: Some(format!("{code}: {detail}")),
+        })
+    }
+
+    fn replayed(&self) -> Result<Ingested> {
+        self.refused("replay", "this command was already used once".into())
+    }
+
+    /// CONTROL.md §5 step 5: the nonce is recorded in this transaction, before anything can
+    /// act on the message; false when it was seen in the last 25 h.
+    fn fresh_nonce(&self, nonce: &str) -> Result<bool> {
+        super::trust::fresh_nonce(self.tx, nonce, self.now)
     }
 }
 

@@ -257,7 +257,7 @@ fn prompt(api: &Api, store: &mut Store, s: &ApiSession, pid: u32) -> anyhow::Res
     if claims.is_empty() {
         return Ok(());
     }
-    let text = crate::hook::compose_reason(&claims);
+    let text = crate::harness::compose_reason(&claims);
     let body = json!({ "parts": [{ "type": "text", "text": text }] });
     let r = api
         .post(s, &format!("/session/{}/prompt_async", s.session_id), &body)

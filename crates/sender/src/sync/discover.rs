@@ -1,8 +1,8 @@
 //! Finding a sink's endpoints from `/.well-known/sessionpipe`, cached 24 h in the store.
 use super::http::Client;
+use super::wellknown::{self, Discovered};
 use crate::config::Sink;
 use crate::store::Store;
-use crate::wire::wellknown::{self, Discovered};
 use anyhow::{bail, Result};
 use std::time::Duration;
 

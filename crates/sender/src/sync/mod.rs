@@ -2,25 +2,26 @@
 //! sends the ack and event outboxes. Threads, not async: one per (session × control sink)
 //! poll, one ack sender and one event sender per sink, and a supervisor.
 mod api;
-pub mod backoff;
-mod codex_app;
+pub(crate) mod backoff;
+mod codex_bridge;
 mod discover;
 pub mod http;
-pub mod lock;
+mod origin;
 mod owner;
 mod poll;
 mod send;
 mod signed;
+pub mod wellknown;
 
 use crate::config::{Config, ControlMode, Sink};
 use crate::store::{self, Store};
-use crate::wire::wellknown::Discovered;
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use wellknown::Discovered;
 
 pub const HELP: &str = "\
 sp-sync: the sessionpipe control channel's sender
@@ -224,7 +225,7 @@ pub fn parse_args(args: &[String]) -> std::result::Result<Option<Mode>, String> 
 
 pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
     let mut config = Config::load().map_err(RunError::Config)?;
-    let Some(_lock) = lock::acquire()
+    let Some(_lock) = crate::sync_lock::acquire()
         .context("cannot open the sp-sync lock file")
         .map_err(RunError::Other)?
     else {
@@ -530,8 +531,9 @@ impl Supervisor {
             .push(std::thread::spawn(move || api::api_loop(&shared)));
         // Codex sessions started with `sp codex`: a second client of their app-server.
         let shared = Arc::clone(&self.shared);
-        self.senders
-            .push(std::thread::spawn(move || codex_app::follow_loop(&shared)));
+        self.senders.push(std::thread::spawn(move || {
+            codex_bridge::follow_loop(&shared)
+        }));
         while !self.shared.stopping() {
             if self.signal.load(Ordering::Relaxed) {
                 self.shared.stop.store(true, Ordering::Relaxed);

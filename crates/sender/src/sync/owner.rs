@@ -4,7 +4,7 @@
 //! `/proc/net/tcp6`), so before a request to a loopback host we check that the listener on
 //! that port is this user's. Elsewhere the check is skipped (signed control still keeps a
 //! squatter from forging anything; it can only read what is sent to it).
-use super::http::{is_loopback_host, origin_of};
+use super::origin::{is_loopback_host, origin_of};
 
 /// `/proc/net/tcp*` on a busy machine is large but bounded; beyond this we stop reading.
 const PROC_NET_MAX: u64 = 32 * 1024 * 1024;

@@ -1,10 +1,11 @@
 //! The two outboxes: acks to `POST {control}/ack` (DECISIONS 3) and events to
 //! `POST {events}` with the protocol's status rules (§2.2).
+use super::http::Reply;
 use super::{backoff, Shared, SinkCtx};
 use crate::clock::now_ms;
 use crate::store::Store;
 use crate::wire::control::{ack_body, AckOut};
-use crate::wire::event::envelope;
+use crate::wire::event::{envelope, StoredEvent};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -127,26 +128,23 @@ pub fn send_events_once(
         return Ok(Sent::Idle);
     }
     let tier = ctx.tier.min(found.max_tier).min(sink.tier_cap.unwrap_or(3));
-    let mut rendered: Vec<Value> = events
-        .iter()
-        .map(|e| envelope(e, tier, ctx.machine.as_deref()))
-        .collect();
-    let mut body = serde_json::json!({ "events": rendered }).to_string();
-    while body.len() > found.max_bytes && rendered.len() > 1 {
-        rendered.truncate(rendered.len() / 2);
-        body = serde_json::json!({ "events": rendered }).to_string();
-    }
-    let last = events[rendered.len() - 1].rowid;
+    let (len, body) = batch_body(&events, tier, ctx.machine.as_deref(), found.max_bytes);
+    let batch = Batch {
+        first: &events[0].event_id,
+        len,
+        last: events[len - 1].rowid,
+        tier,
+    };
     if body.len() > found.max_bytes {
         crate::logging::error(&format!(
             "sink {}: event {} is larger than the receiver takes; dropped",
-            ctx.name, events[0].event_id
+            ctx.name, batch.first
         ));
-        store.advance_cursor(&ctx.name, last, false)?;
+        store.advance_cursor(&ctx.name, batch.last, false)?;
         return Ok(Sent::Progress);
     }
     // A retried batch reuses its webhook-id, derived from the events it carries.
-    let webhook_id = format!("msg_{}_{}", events[0].event_id, rendered.len());
+    let webhook_id = format!("msg_{}_{}", batch.first, batch.len);
     let reply = shared.client.post_json(
         &found.events_url,
         &ctx.token,
@@ -154,52 +152,68 @@ pub fn send_events_once(
         &[("webhook-id", &webhook_id)],
         SEND_TIMEOUT,
     );
-    let fail = |store: &mut Store, st: &mut EventsState, e: String| -> anyhow::Result<Sent> {
-        st.failures += 1;
-        ctx.failed(store, &e);
-        crate::logging::warn(&format!("sink {}: {e}", ctx.name));
-        Ok(Sent::Retry(backoff::delay(backoff::EVENTS, st.failures)))
-    };
-    let r = match reply {
-        Ok(r) => r,
-        Err(e) => return fail(store, st, format!("events: {e}")),
-    };
+    match reply {
+        Ok(r) => events_answered(ctx, store, st, &r, &batch),
+        Err(e) => events_failed(ctx, store, st, format!("events: {e}")),
+    }
+}
+
+/// The batch of events one request carries.
+struct Batch<'a> {
+    /// The first event's id.
+    first: &'a str,
+    len: usize,
+    /// The outbox row of the last event sent.
+    last: i64,
+    tier: u8,
+}
+
+/// The request body for the first events that fit `max_bytes` (halving the batch until it
+/// does, down to one event), and how many it carries.
+fn batch_body(
+    events: &[StoredEvent],
+    tier: u8,
+    machine: Option<&str>,
+    max_bytes: usize,
+) -> (usize, String) {
+    let mut rendered: Vec<Value> = events.iter().map(|e| envelope(e, tier, machine)).collect();
+    let mut body = serde_json::json!({ "events": rendered }).to_string();
+    while body.len() > max_bytes && rendered.len() > 1 {
+        rendered.truncate(rendered.len() / 2);
+        body = serde_json::json!({ "events": rendered }).to_string();
+    }
+    (rendered.len(), body)
+}
+
+fn events_failed(
+    ctx: &SinkCtx,
+    store: &mut Store,
+    st: &mut EventsState,
+    e: String,
+) -> anyhow::Result<Sent> {
+    st.failures += 1;
+    ctx.failed(store, &e);
+    crate::logging::warn(&format!("sink {}: {e}", ctx.name));
+    Ok(Sent::Retry(backoff::delay(backoff::EVENTS, st.failures)))
+}
+
+/// The protocol's status rules for an events answer (§2.2).
+fn events_answered(
+    ctx: &SinkCtx,
+    store: &mut Store,
+    st: &mut EventsState,
+    r: &Reply,
+    batch: &Batch,
+) -> anyhow::Result<Sent> {
     match r.status {
-        200..=299 => {
-            // §2.2: the cursor moves only on an accepted batch. A 2xx without a batch response
-            // (a proxy's page, a body cut short) took nothing: retry it like an error.
-            let Some(v) = serde_json::from_str::<Value>(&r.body)
-                .ok()
-                .filter(|v| v.get("accepted").is_some_and(Value::is_u64))
-            else {
-                return fail(
-                    store,
-                    st,
-                    format!("events answered {} without a batch response", r.status),
-                );
-            };
-            st.failures = 0;
-            store.advance_cursor(&ctx.name, last, true)?;
-            if let Some(rej) = v
-                .get("rejected")
-                .and_then(Value::as_array)
-                .filter(|a| !a.is_empty())
-            {
-                crate::logging::warn(&format!(
-                    "sink {}: receiver rejected events: {}",
-                    ctx.name,
-                    Value::Array(rej.clone())
-                ));
-            }
-            Ok(Sent::Progress)
-        }
+        200..=299 => events_accepted(ctx, store, st, r, batch),
         400 => {
             crate::logging::error(&format!(
                 "sink {}: events answered 400 ({}); batch dropped",
                 ctx.name,
                 r.body.chars().take(200).collect::<String>()
             ));
-            store.advance_cursor(&ctx.name, last, false)?;
+            store.advance_cursor(&ctx.name, batch.last, false)?;
             Ok(Sent::Progress)
         }
         401 => {
@@ -209,41 +223,84 @@ pub fn send_events_once(
             crate::logging::error(&format!("sink {}: {why}", ctx.name));
             Ok(Sent::Paused)
         }
-        403 => {
-            let max = serde_json::from_str::<Value>(&r.body)
-                .ok()
-                .and_then(|v| v.get("max_tier").and_then(Value::as_u64))
-                .map(|t| t.min(3) as u8);
-            match max {
-                Some(m) if m < tier => {
-                    store.set_tier_cap(&ctx.name, m, &ctx.fingerprint)?;
-                    crate::logging::warn(&format!("sink {}: lowered tier to {m}", ctx.name));
-                    Ok(Sent::Progress)
-                }
-                _ => {
-                    let why =
-                        "events answered 403: the receiver refuses this sender; check the sink";
-                    store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
-                    ctx.failed(store, why);
-                    ctx.failed(store, why);
-                    Ok(Sent::Paused)
-                }
-            }
-        }
+        403 => events_forbidden(ctx, store, r, batch),
         413 => {
-            if rendered.len() == 1 {
+            if batch.len == 1 {
                 crate::logging::error(&format!(
                     "sink {}: event {} refused as too large; dropped",
-                    ctx.name, events[0].event_id
+                    ctx.name, batch.first
                 ));
-                store.advance_cursor(&ctx.name, last, false)?;
+                store.advance_cursor(&ctx.name, batch.last, false)?;
             } else {
-                st.batch = (rendered.len() / 2).max(1);
+                st.batch = (batch.len / 2).max(1);
             }
             Ok(Sent::Progress)
         }
         429 => Ok(Sent::Retry(backoff::retry_after(r.retry_after.as_deref()))),
-        s => fail(store, st, format!("events answered {s}")),
+        s => events_failed(ctx, store, st, format!("events answered {s}")),
+    }
+}
+
+/// §2.2: the cursor moves only on an accepted batch. A 2xx without a batch response (a
+/// proxy's page, a body cut short) took nothing: retry it like an error.
+fn events_accepted(
+    ctx: &SinkCtx,
+    store: &mut Store,
+    st: &mut EventsState,
+    r: &Reply,
+    batch: &Batch,
+) -> anyhow::Result<Sent> {
+    let Some(v) = serde_json::from_str::<Value>(&r.body)
+        .ok()
+        .filter(|v| v.get("accepted").is_some_and(Value::is_u64))
+    else {
+        return events_failed(
+            ctx,
+            store,
+            st,
+            format!("events answered {} without a batch response", r.status),
+        );
+    };
+    st.failures = 0;
+    store.advance_cursor(&ctx.name, batch.last, true)?;
+    if let Some(rej) = v
+        .get("rejected")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        crate::logging::warn(&format!(
+            "sink {}: receiver rejected events: {}",
+            ctx.name,
+            Value::Array(rej.clone())
+        ));
+    }
+    Ok(Sent::Progress)
+}
+
+/// A 403 naming a lower `max_tier` lowers ours; any other 403 pauses the sink's events.
+fn events_forbidden(
+    ctx: &SinkCtx,
+    store: &mut Store,
+    r: &Reply,
+    batch: &Batch,
+) -> anyhow::Result<Sent> {
+    let max = serde_json::from_str::<Value>(&r.body)
+        .ok()
+        .and_then(|v| v.get("max_tier").and_then(Value::as_u64))
+        .map(|t| t.min(3) as u8);
+    match max {
+        Some(m) if m < batch.tier => {
+            store.set_tier_cap(&ctx.name, m, &ctx.fingerprint)?;
+            crate::logging::warn(&format!("sink {}: lowered tier to {m}", ctx.name));
+            Ok(Sent::Progress)
+        }
+        _ => {
+            let why = "events answered 403: the receiver refuses this sender; check the sink";
+            store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
+            ctx.failed(store, why);
+            ctx.failed(store, why);
+            Ok(Sent::Paused)
+        }
     }
 }
 

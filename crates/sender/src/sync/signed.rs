@@ -102,9 +102,15 @@ fn refused(id: &str, kind: &str, code: &str, detail: String) -> Checked {
     }))
 }
 
+/// What [`check`] reaches for one envelope: the session it is filed under, and what ingest
+/// is to do with it. A step that settles the envelope early returns it as its `Err`.
+type Verdict = (String, Checked);
+/// An envelope settled by a step (boxed: a `Checked` is large).
+type Settled = Box<Verdict>;
+
 /// One envelope of the poll answer (control.json): the session it belongs to and what
 /// ingest is to do with it. Verification is CONTROL.md §5 steps 1-4; step 5 (the nonce) is
-/// the store's, in the transaction that keeps the message.
+/// the store's, in the transaction that keeps the message; step 6 is the folder allowlist.
 pub fn check(
     item: &Value,
     paired: &PairedMachine,
@@ -113,57 +119,115 @@ pub fn check(
     folders: &[std::path::PathBuf],
     now: Millis,
 ) -> (String, Checked) {
-    // CONTROL.md §5 step 6: with an allowlist, only inside its folders.
-    let allowed = |cwd: Option<&str>| {
-        folders.is_empty()
-            || cwd.is_some_and(|c| {
-                folders
-                    .iter()
-                    .any(|f| std::path::Path::new(c).starts_with(f))
-            })
+    let steps = || -> Result<Verdict, Settled> {
+        let id = envelope_id(item)?;
+        let times = envelope_times(item, id)?;
+        let envelope = envelope_command(item, id)?;
+        let v = verify(&envelope, paired, keys, now, id)?;
+        let expired = control::deadline(times.at_ms, times.expires_at_ms, now) <= now;
+        let kind = control_kind(id, &v, expired, folders)?;
+        let c = v.cmd;
+        session_allowed(id, &c.session, kind, session_cwd, folders)?;
+        let mode = prompt_mode(item, id, kind, &c.session)?;
+        let m = ControlMessage {
+            mode,
+            id: id.to_string(),
+            kind,
+            for_attention: c.for_attention.clone(),
+            decision: c.decision.as_deref().and_then(control::Decision::parse),
+            text: c.text.clone(),
+            note: c.note.clone(),
+            at: times.at.to_string(),
+            expires_at: times.expires_at.to_string(),
+            at_ms: times.at_ms,
+            expires_at_ms: times.expires_at_ms,
+            nonce: Some(c.nonce.clone()),
+        };
+        Ok((c.session, Checked::Valid(m)))
     };
-    let no_session = || NO_SESSION.to_string();
-    let id = match item.get("id").and_then(Value::as_str) {
-        Some(id) if crate::wire::is_ulid(id) => id,
-        _ => {
-            return (
-                no_session(),
-                Checked::Unackable {
-                    reason: "a signed message without a ULID id".into(),
-                },
-            )
-        }
-    };
+    match steps() {
+        Ok(v) => v,
+        Err(v) => *v,
+    }
+}
+
+/// CONTROL.md §5 step 6: with an allowlist, only inside its folders.
+fn allowed(folders: &[std::path::PathBuf], cwd: Option<&str>) -> bool {
+    folders.is_empty()
+        || cwd.is_some_and(|c| {
+            folders
+                .iter()
+                .any(|f| std::path::Path::new(c).starts_with(f))
+        })
+}
+
+/// The envelope's id: without a ULID there is nothing to ack.
+fn envelope_id(item: &Value) -> Result<&str, Settled> {
+    match item.get("id").and_then(Value::as_str) {
+        Some(id) if crate::wire::is_ulid(id) => Ok(id),
+        _ => Err(Box::new((
+            NO_SESSION.to_string(),
+            Checked::Unackable {
+                reason: "a signed message without a ULID id".into(),
+            },
+        ))),
+    }
+}
+
+/// The envelope's `at` and `expires_at`, as sent and as milliseconds.
+struct Times<'a> {
+    at: &'a str,
+    at_ms: Millis,
+    expires_at: &'a str,
+    expires_at_ms: Millis,
+}
+
+fn envelope_times<'a>(item: &'a Value, id: &str) -> Result<Times<'a>, Settled> {
     let times = (|| {
         let at = item.get("at")?.as_str()?;
-        let exp = item.get("expires_at")?.as_str()?;
-        Some((at, clock::parse_wire(at)?, exp, clock::parse_wire(exp)?))
+        let expires_at = item.get("expires_at")?.as_str()?;
+        Some(Times {
+            at,
+            at_ms: clock::parse_wire(at)?,
+            expires_at,
+            expires_at_ms: clock::parse_wire(expires_at)?,
+        })
     })();
-    let Some((at, at_ms, expires_at, expires_at_ms)) = times else {
-        return (
-            no_session(),
+    times.ok_or_else(|| {
+        Box::new((
+            NO_SESSION.to_string(),
             refused(
                 id,
                 "unverified",
                 "malformed",
                 "the envelope needs at and expires_at, RFC 3339 UTC with milliseconds".into(),
             ),
-        );
-    };
-    let envelope: SignedCommand = match serde_json::from_value(item.clone()) {
-        Ok(s) => s,
-        Err(_) => {
-            return (
-                no_session(),
-                refused(
-                    id,
-                    "unverified",
-                    "malformed",
-                    "the envelope carries no command string".into(),
-                ),
-            )
-        }
-    };
+        ))
+    })
+}
+
+fn envelope_command(item: &Value, id: &str) -> Result<SignedCommand, Settled> {
+    serde_json::from_value(item.clone()).map_err(|_| {
+        Box::new((
+            NO_SESSION.to_string(),
+            refused(
+                id,
+                "unverified",
+                "malformed",
+                "the envelope carries no command string".into(),
+            ),
+        ))
+    })
+}
+
+/// CONTROL.md §5 steps 1-4: the command, its machine, its freshness and its signature.
+fn verify(
+    envelope: &SignedCommand,
+    paired: &PairedMachine,
+    keys: &[TrustedKey],
+    now: Millis,
+    id: &str,
+) -> Result<signed::Verified, Settled> {
     let opts = VerifyOptions {
         machine: &paired.machine,
         rp_id: &paired.rp_id,
@@ -171,66 +235,62 @@ pub fn check(
         now,
         max_age_ms: signed::MACHINE_MAX_AGE_MS,
     };
-    let v = match signed::verify_command(&envelope, &opts, None) {
-        Ok(v) => v,
-        Err(r) => {
-            // Filed under the session it names, when it names one, so `sp queue` shows it there.
-            let parsed = signed::parse_command(&envelope.cmd).ok();
-            let session = parsed
-                .as_ref()
-                .map(|c| c.session.clone())
-                .unwrap_or_else(no_session);
-            let kind = parsed.map_or("unverified", |c| c.kind.as_str());
-            return (session, refused(id, kind, r.code.as_str(), r.why));
-        }
-    };
-    let c = v.cmd;
-    let expired = control::deadline(at_ms, expires_at_ms, now) <= now;
+    signed::verify_command(envelope, &opts, None).map_err(|r| {
+        // Filed under the session it names, when it names one, so `sp queue` shows it there.
+        let parsed = signed::parse_command(&envelope.cmd).ok();
+        let session = parsed
+            .as_ref()
+            .map_or_else(|| NO_SESSION.to_string(), |c| c.session.clone());
+        let kind = parsed.map_or("unverified", |c| c.kind.as_str());
+        Box::new((session, refused(id, kind, r.code.as_str(), r.why)))
+    })
+}
+
+/// The control kind a verified command becomes; `start` and `key.add` are settled here.
+fn control_kind(
+    id: &str,
+    v: &signed::Verified,
+    expired: bool,
+    folders: &[std::path::PathBuf],
+) -> Result<Kind, Settled> {
+    let c = &v.cmd;
     let with_nonce = |d: Decided| {
-        Checked::Decided(Box::new(Decided {
+        let d = Decided {
             nonce: Some(c.nonce.clone()),
             ..d
-        }))
+        };
+        Err(Box::new((c.session.clone(), Checked::Decided(Box::new(d)))))
     };
-    let kind = match c.kind {
-        CmdKind::Prompt => Kind::Prompt,
-        CmdKind::PermissionAnswer => Kind::PermissionAnswer,
-        CmdKind::Cancel => Kind::Cancel,
-        CmdKind::Start if expired => {
-            return (
-                c.session.clone(),
-                with_nonce(decided(
-                    id,
-                    "start",
-                    Outcome::Expired,
-                    "past expires_at on receipt".into(),
-                )),
-            )
-        }
-        CmdKind::Start if !allowed(c.cwd.as_deref()) => {
-            return (
-                c.session.clone(),
-                refused(
-                    id,
-                    "start",
-                    "folder",
-                    "the folder is not on this machine's allowlist (control.folders)".into(),
-                ),
-            )
-        }
-        CmdKind::Start => {
-            let d = decided(
+    match c.kind {
+        CmdKind::Prompt => Ok(Kind::Prompt),
+        CmdKind::PermissionAnswer => Ok(Kind::PermissionAnswer),
+        CmdKind::Cancel => Ok(Kind::Cancel),
+        CmdKind::Start if expired => with_nonce(decided(
+            id,
+            "start",
+            Outcome::Expired,
+            "past expires_at on receipt".into(),
+        )),
+        CmdKind::Start if !allowed(folders, c.cwd.as_deref()) => Err(Box::new((
+            c.session.clone(),
+            refused(
                 id,
                 "start",
-                Outcome::Unsupported,
-                "a verified start: starting a session from the receiver is not built into this version".into(),
-            );
-            return (c.session.clone(), with_nonce(d));
-        }
+                "folder",
+                "the folder is not on this machine's allowlist (control.folders)".into(),
+            ),
+        ))),
+        CmdKind::Start => with_nonce(decided(
+            id,
+            "start",
+            Outcome::Unsupported,
+            "a verified start: starting a session from the receiver is not built into this version"
+                .into(),
+        )),
         CmdKind::KeyAdd => {
             let Some(key) = c.key.clone() else {
                 // parse_command never lets a key.add through without its key.
-                return (
+                return Err(Box::new((
                     c.session.clone(),
                     refused(
                         id,
@@ -238,83 +298,78 @@ pub fn check(
                         "bad_fields",
                         "a key.add without a key".into(),
                     ),
-                );
+                )));
             };
-            let d = if expired {
-                decided(
+            if expired {
+                return with_nonce(decided(
                     id,
                     "key.add",
                     Outcome::Expired,
                     "past expires_at on receipt".into(),
+                ));
+            }
+            with_nonce(Decided {
+                add_key: Some((key.clone(), c.key_name.clone())),
+                ..decided(
+                    id,
+                    "key.add",
+                    Outcome::Delivered,
+                    format!("passkey {} enrolled, vouched for by {}", key.id, v.key),
                 )
-            } else {
-                Decided {
-                    add_key: Some((key.clone(), c.key_name.clone())),
-                    ..decided(
-                        id,
-                        "key.add",
-                        Outcome::Delivered,
-                        format!("passkey {} enrolled, vouched for by {}", key.id, v.key),
-                    )
-                }
-            };
-            return (c.session.clone(), with_nonce(d));
+            })
         }
+    }
+}
+
+/// The session has run on this machine, in an allowed folder.
+fn session_allowed(
+    id: &str,
+    session: &str,
+    kind: Kind,
+    session_cwd: &dyn Fn(&str) -> Option<Option<String>>,
+    folders: &[std::path::PathBuf],
+) -> Result<(), Settled> {
+    let refuse = |code: &str, detail: &str| {
+        Err(Box::new((
+            session.to_string(),
+            refused(id, kind.as_str(), code, detail.into()),
+        )))
     };
-    let Some(cwd) = session_cwd(&c.session) else {
-        return (
-            c.session.clone(),
-            refused(
-                id,
-                kind.as_str(),
-                "no_session",
-                "no session of that name has run on this machine".into(),
-            ),
+    let Some(cwd) = session_cwd(session) else {
+        return refuse(
+            "no_session",
+            "no session of that name has run on this machine",
         );
     };
-    if !allowed(cwd.as_deref()) {
-        return (
-            c.session.clone(),
-            refused(
-                id,
-                kind.as_str(),
-                "folder",
-                "the session's folder is not on this machine's allowlist (control.folders)".into(),
-            ),
+    if !allowed(folders, cwd.as_deref()) {
+        return refuse(
+            "folder",
+            "the session's folder is not on this machine's allowlist (control.folders)",
         );
     }
-    // DECISIONS 25: for signed commands `mode` rides in the envelope, never in `cmd`.
-    let mode = match kind {
-        Kind::Prompt => match control::PromptMode::parse(item.get("mode")) {
-            Ok(m) => m,
-            Err(detail) => {
-                return (
-                    c.session.clone(),
-                    Checked::Invalid {
-                        id: id.to_string(),
-                        kind: Some(kind.as_str().into()),
-                        detail,
-                    },
-                )
-            }
-        },
-        _ => control::PromptMode::Queue,
-    };
-    let m = ControlMessage {
-        mode,
-        id: id.to_string(),
-        kind,
-        for_attention: c.for_attention.clone(),
-        decision: c.decision.as_deref().and_then(control::Decision::parse),
-        text: c.text.clone(),
-        note: c.note.clone(),
-        at: at.to_string(),
-        expires_at: expires_at.to_string(),
-        at_ms,
-        expires_at_ms,
-        nonce: Some(c.nonce.clone()),
-    };
-    (c.session, Checked::Valid(m))
+    Ok(())
+}
+
+/// DECISIONS 25: for signed commands `mode` rides in the envelope, never in `cmd`.
+fn prompt_mode(
+    item: &Value,
+    id: &str,
+    kind: Kind,
+    session: &str,
+) -> Result<control::PromptMode, Settled> {
+    if !matches!(kind, Kind::Prompt) {
+        return Ok(control::PromptMode::Queue);
+    }
+    control::PromptMode::parse(item.get("mode")).map_err(|detail| {
+        Box::new((
+            session.to_string(),
+            Checked::Invalid {
+                id: id.to_string(),
+                kind: Some(kind.as_str().into()),
+                detail,
+            },
+        ))
+    })
 }
 
 /// Stores a poll answer. Returns whether anything new arrived.

@@ -2,7 +2,7 @@
 //! second client. The first client stands in for the terminal UI (a scripted client speaking
 //! the same protocol as `codex --remote`); the model is the scripted stand-in, offline.
 use super::*;
-use spctl::codex_app::Client;
+use spctl::codex_server::Client;
 
 const CALL: Duration = Duration::from_secs(15);
 

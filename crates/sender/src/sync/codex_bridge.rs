@@ -15,7 +15,7 @@
 //! the app-server's error. Claims go through the same store calls as OpenCode's API delivery,
 //! so a hook seam and this path never both act on one message.
 use super::Shared;
-use crate::codex_app::{self, Client, RpcError};
+use crate::codex_server::{self, Client, RpcError};
 use crate::store::{ApiMessage, SessionRef, Store};
 use crate::wire::control::{Decision, Outcome};
 use crate::wire::event::How;
@@ -89,7 +89,7 @@ pub(crate) fn follow_loop(shared: &Shared) {
             return;
         }
     };
-    let socket = codex_app::socket_path();
+    let socket = codex_server::socket_path();
     let mut failures = 0u32;
     let mut last_error = String::new();
     while !shared.stopping() {
@@ -144,7 +144,7 @@ fn report(connected: bool, threads: &[String]) {
         "connected": connected,
         "threads": threads,
     });
-    let path = codex_app::attached_file();
+    let path = codex_server::attached_file();
     if path.parent().is_none_or(|d| !d.exists()) {
         return;
     }
@@ -587,7 +587,7 @@ impl Follower {
             return Ok(());
         }
         let ids: Vec<String> = claims.iter().map(|c| c.id.clone()).collect();
-        let text = crate::hook::compose_reason(&claims);
+        let text = crate::harness::compose_reason(&claims);
         let input = json!([{"type": "text", "text": text}]);
         let (method, params) = match &running {
             None => ("turn/start", json!({"threadId": thread, "input": input})),

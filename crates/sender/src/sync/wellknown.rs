@@ -83,7 +83,7 @@ fn resolve(sink_url: &str, endpoint: &str) -> String {
 /// DECISIONS 24: a well-known may only name endpoints of the sink's own origin (scheme, host,
 /// port), so a receiver cannot send our token and polls to another server, local or not.
 fn same_origin(sink_url: &str, what: &str, endpoint: &str) -> Result<()> {
-    use crate::sync::http::origin_of;
+    use super::http::origin_of;
     let Some(own) = origin_of(sink_url) else {
         bail!("the sink's url is not an absolute http(s) URL");
     };
