@@ -765,7 +765,10 @@ fn main() {
         event: env!("CARGO_BIN_EXE_sp-event").into(),
         permission: env!("CARGO_BIN_EXE_sp-permission").into(),
         sync: env!("CARGO_BIN_EXE_sp-sync").into(),
-        floor: run::build_floor(&Path::new(MANIFEST).join("benches/hooks/floor.rs"), &target_dir),
+        floor: run::build_floor(
+            &Path::new(MANIFEST).join("benches/hooks/floor.rs"),
+            &target_dir,
+        ),
     };
     let tmp = tempfile::Builder::new()
         .prefix("sp-bench-")
