@@ -924,7 +924,8 @@ fn acked_once(s: &Scene, n: usize) {
         assert!(
             entries
                 .iter()
-                .all(|e| e["outcome"] == entries[0]["outcome"] && e["detail"] == entries[0]["detail"]),
+                .all(|e| e["outcome"] == entries[0]["outcome"]
+                    && e["detail"] == entries[0]["detail"]),
             "{id} was acked more than one way: {entries:#?}"
         );
     }

@@ -290,7 +290,10 @@ impl Shared {
         let mut st = self.lock();
         if let Some(own) = st.own.remove(key) {
             let ends_a_prompt = match &own {
-                Own::Prompt { sid } | Own::Inject { sid, queued: true, .. } => Some(sid.clone()),
+                Own::Prompt { sid }
+                | Own::Inject {
+                    sid, queued: true, ..
+                } => Some(sid.clone()),
                 Own::Inject { .. } => None,
             };
             if let Some(sid) = &ends_a_prompt {
@@ -386,9 +389,10 @@ impl Shared {
         };
         let sid = ask.session_id;
         let title = ask.title.as_deref();
-        let attention = call_attention_id(&ask.tool_call_id, &ask.raw_input, title).unwrap_or_else(|| {
-            crate::harness::minted_attention_id(&sid, title.unwrap_or(""), &ask.raw_input)
-        });
+        let attention =
+            call_attention_id(&ask.tool_call_id, &ask.raw_input, title).unwrap_or_else(|| {
+                crate::harness::minted_attention_id(&sid, title.unwrap_or(""), &ask.raw_input)
+            });
         let tool = title
             .filter(|t| is_tool_name(t))
             .or(ask.kind.as_deref().filter(|k| is_tool_name(k)))
@@ -727,7 +731,10 @@ mod tests {
         let id = |input: Value, title| call_attention_id("call_1", &input, title).unwrap();
         let a = id(json!({"command": "echo hi"}), Some("bash"));
         let b = id(json!({"command": "rm -rf ~"}), Some("bash"));
-        assert!(a.starts_with("call_1-") && a.len() == "call_1-".len() + 8, "{a}");
+        assert!(
+            a.starts_with("call_1-") && a.len() == "call_1-".len() + 8,
+            "{a}"
+        );
         assert!(a["call_1-".len()..].bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b, "another input under the same id is another prompt");
         assert_eq!(a, id(json!({"command": "echo hi"}), Some("bash")));
@@ -737,7 +744,10 @@ mod tests {
             id(Value::Null, Some("rm -rf ~"))
         );
         assert_eq!(call_attention_id("bad id", &Value::Null, None), None);
-        assert_eq!(call_attention_id(&"x".repeat(125), &Value::Null, None), None);
+        assert_eq!(
+            call_attention_id(&"x".repeat(125), &Value::Null, None),
+            None
+        );
     }
 
     /// As claude-agent-acp 0.23.1 answers `initialize`, cut to what is read here.
