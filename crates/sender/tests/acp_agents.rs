@@ -880,11 +880,14 @@ fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_stee
 // (claude-agent-acp 0.23.1), Gemini CLI (`gemini --acp`, 0.61.0) and Copilot CLI
 // (`copilot --acp`, 1.0.102), each through sp-acp on the stand-in.
 
-/// A remote deny keeps the tool from running; returns the message.
-fn remote_deny_keeps_the_tool_from_running(s: &Scene, ed: &mut Client, sid: &str) -> Value {
+/// A remote deny keeps the tool from running; returns the message. In a session of its own:
+/// after the cancel that ends `drive`, the cancelled turn's `SP-SLOW` text can still be in
+/// the conversation's last input, which the stand-in would answer slowly.
+fn remote_deny_keeps_the_tool_from_running(s: &Scene, ed: &mut Client) -> Value {
+    let sid = new_session(s, ed);
     let key = format!("acp:{sid}");
     let p = ed.prompt(
-        sid,
+        &sid,
         "Write the other marker. SP-RUN:echo denied-by-phone > denied.txt",
     );
     let (req, _) = ed.until(Duration::from_secs(90), |v| {
@@ -961,13 +964,13 @@ fn gemini_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                     ("GEMINI_CLI_TRUST_WORKSPACE", Path::new("true")),
                 ],
             );
-            let (mut ed, sid) = drive(
+            let (mut ed, _) = drive(
                 s,
                 ed,
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
                 &STAND_IN,
             );
-            remote_deny_keeps_the_tool_from_running(s, &mut ed, &sid);
+            remote_deny_keeps_the_tool_from_running(s, &mut ed);
             acked_once(s, 4);
         },
     );
@@ -993,13 +996,13 @@ fn copilot_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                     ("COPILOT_MODEL", Path::new("standin")),
                 ],
             );
-            let (mut ed, sid) = drive(
+            let (mut ed, _) = drive(
                 s,
                 ed,
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
                 &STAND_IN,
             );
-            remote_deny_keeps_the_tool_from_running(s, &mut ed, &sid);
+            remote_deny_keeps_the_tool_from_running(s, &mut ed);
             acked_once(s, 4);
         },
     );
@@ -1012,6 +1015,18 @@ fn turns(s: &Scene) -> Vec<Value> {
         .filter(|r| r["path"].as_str().is_some_and(|p| p.starts_with("/v1/")))
         .filter(|r| !r["body"]["tools"].is_null())
         .collect()
+}
+
+/// Another session on the same agent, live at the receiver.
+fn new_session(s: &Scene, ed: &mut Client) -> String {
+    let id = ed.request(
+        "session/new",
+        json!({"cwd": s.work.to_string_lossy(), "mcpServers": []}),
+    );
+    let (new, _) = ed.response(id);
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_string();
+    s.event("session.started", |e| e["session"]["id"] == sid.as_str());
+    sid
 }
 
 fn steps(s: &Scene) -> Vec<String> {
@@ -1046,26 +1061,20 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                     ("IS_SANDBOX", Path::new("1")),
                 ],
             );
-            let (mut ed, sid) = drive(
+            let (mut ed, _) = drive(
                 s,
                 ed,
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
                 &STAND_IN,
             );
-            remote_deny_keeps_the_tool_from_running(s, &mut ed, &sid);
+            remote_deny_keeps_the_tool_from_running(s, &mut ed);
 
             // A remote steer while a turn runs goes as a `session/prompt`, which the adapter
             // (promptQueueing) folds into the running turn at its next tool boundary. In a
             // session of its own (the stand-in counts a turn's steps over the whole
             // conversation), whose steps run unasked, so only the steer is in play.
-            let id = ed.request(
-                "session/new",
-                json!({"cwd": s.work.to_string_lossy(), "mcpServers": []}),
-            );
-            let (new, _) = ed.response(id);
-            let sid = new["result"]["sessionId"].as_str().unwrap().to_string();
+            let sid = new_session(s, &mut ed);
             let key = format!("acp:{sid}");
-            s.event("session.started", |e| e["session"]["id"] == sid.as_str());
             let id = ed.request(
                 "session/set_mode",
                 json!({"sessionId": sid, "modeId": "bypassPermissions"}),
