@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what tests/real_agents.rs needs to drive the real agent CLIs offline:
 #
-#   - the five CLIs at the versions pinned in e2e/package.json and e2e/package-lock.json,
+#   - the CLIs at the versions pinned in e2e/package.json and e2e/package-lock.json,
 #     into e2e/node_modules (their native binaries come inside the npm packages):
 #       @anthropic-ai/claude-code 2.1.332, @openai/codex 0.171.0, opencode-ai 1.18.33,
-#       @google/gemini-cli 0.61.0, @github/copilot 1.0.102
+#       @google/gemini-cli 0.61.0, @github/copilot 1.0.102, @factory/cli-linux-x64 0.225.2,
+#       and the ACP adapters @zed-industries/codex-acp 0.16.0 and
+#       @zed-industries/claude-agent-acp 0.23.1 (tests/acp_agents.rs)
 #   - Node.js 22 or later (the system's, or the pinned build into .deps/node; see
 #     scripts/deps-lib.sh) and npm, `unshare` (util-linux) and `ip` (iproute2) for the
 #     loopback-only network namespace each scenario runs in, python3 for the model stand-in
@@ -47,12 +49,13 @@ pinned() {
 }
 
 up_to_date() {
-    for p in @anthropic-ai/claude-code @openai/codex opencode-ai @zed-industries/codex-acp @google/gemini-cli @github/copilot @factory/cli-linux-x64; do
+    for p in @anthropic-ai/claude-code @openai/codex opencode-ai @zed-industries/codex-acp @google/gemini-cli @github/copilot @factory/cli-linux-x64 @zed-industries/claude-agent-acp; do
         [ "$(installed "$p")" = "$(pinned "$p")" ] || return 1
     done
     [ -x "$e2e/node_modules/.bin/claude" ] && [ -x "$e2e/node_modules/.bin/codex" ] \
         && [ -x "$e2e/node_modules/.bin/opencode" ] && [ -x "$e2e/node_modules/.bin/codex-acp" ] \
         && [ -x "$e2e/node_modules/.bin/gemini" ] && [ -x "$e2e/node_modules/.bin/copilot" ] \
+        && [ -x "$e2e/node_modules/.bin/claude-agent-acp" ] \
         && [ -x "$e2e/node_modules/@factory/cli-linux-x64/bin/droid" ]
 }
 

@@ -49,6 +49,8 @@ def update(sid, text):
 caps = {"loadSession": True}
 if os.environ.get("AGENT_INJECT"):
     caps["_meta"] = {"harn": {"sessionInject": ["steer", "queue", "interrupt_immediate"]}}
+if os.environ.get("AGENT_QUEUEING"):
+    caps["_meta"] = {"claudeCode": {"promptQueueing": True}}
 n = 0
 while True:
     m = read()
@@ -75,12 +77,29 @@ while True:
             update(sid, "permission " + json.dumps(outcome))
             stop = "cancelled" if outcome == {"outcome": "cancelled"} else "end_turn"
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": stop}})
+        elif "twice" in text:
+            # Two requests under one toolCallId, the second with another command.
+            for i, cmd in enumerate(["echo one > one.txt", "rm -rf important"]):
+                rid = 800 + 10 * n + i
+                send({"jsonrpc": "2.0", "id": rid, "method": "session/request_permission", "params": {
+                    "sessionId": sid,
+                    "toolCall": {"toolCallId": "call_dup", "title": "bash", "kind": "execute",
+                                 "rawInput": {"command": cmd}},
+                    "options": [{"optionId": "yes-once", "name": "Once", "kind": "allow_once"},
+                                {"optionId": "no-once", "name": "No", "kind": "reject_once"}]}})
+                r = wait_response(rid)
+                update(sid, "permission %d %s" % (i, json.dumps(r.get("result", {}).get("outcome"))))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
         elif "wait" in text:
             update(sid, "working")
             while True:
                 c = read()
                 if c.get("method") == "session/cancel":
                     break
+                if c.get("method") == "session/prompt":
+                    # As claude-agent-acp's promptQueueing: the running turn takes it in.
+                    update(sid, "queued: " + text_of(c))
+                    send({"jsonrpc": "2.0", "id": c["id"], "result": {"stopReason": "end_turn"}})
                 if c.get("method") == "session/inject":
                     send({"jsonrpc": "2.0", "id": c["id"], "result": {"messageId": "msg-1", "status": "accepted"}})
                     update(sid, "injected " + c["params"]["mode"] + ": " + c["params"]["content"][0]["text"])
@@ -275,6 +294,20 @@ impl Drop for Editor {
     }
 }
 
+/// The attention id of a call the agent named (DECISIONS 32): its `toolCallId`, `-`, and 8
+/// hex digits of sha256 over its `rawInput` as JSON.
+fn call_attention(tool_call_id: &str, raw_input: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(raw_input.to_string().as_bytes());
+    let hex: String = d[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{tool_call_id}-{hex}")
+}
+
+/// The scripted agent's first call of a session (prompt "ask").
+fn call_1() -> String {
+    call_attention("call_1", &json!({"command": "echo hi > out.txt"}))
+}
+
 fn env_with_sync() -> Env {
     let mut env = Env::new();
     env.start_sync();
@@ -392,7 +425,7 @@ fn a_remote_allow_answers_allow_once_and_the_editors_late_answer_is_swallowed() 
     let needed = env
         .wait_event(
             "attention.needed",
-            json!({"attention_id": "call_1"}),
+            json!({"attention_id": call_1()}),
             Duration::from_secs(30),
         )
         .unwrap_or_else(|| panic!("no attention.needed\n{}", env.log()));
@@ -401,7 +434,7 @@ fn a_remote_allow_answers_allow_once_and_the_editors_late_answer_is_swallowed() 
     wait_polled(&env, &key);
     let msg = env.receiver.enqueue(
         &key,
-        json!({"kind": "permission.answer", "for": "call_1", "decision": "allow"}),
+        json!({"kind": "permission.answer", "for": call_1(), "decision": "allow"}),
     );
     // The editor is told to drop its request, then the agent reports the option it got.
     let (_, seen) = ed.response(p);
@@ -440,7 +473,7 @@ fn a_remote_allow_answers_allow_once_and_the_editors_late_answer_is_swallowed() 
     let cleared = env
         .wait_event(
             "attention.cleared",
-            json!({"attention_id": "call_1"}),
+            json!({"attention_id": call_1()}),
             Duration::from_secs(20),
         )
         .unwrap();
@@ -459,7 +492,7 @@ fn the_editor_answering_first_wins_and_the_remote_answer_is_acked_expired() {
     });
     env.wait_event(
         "attention.needed",
-        json!({"attention_id": "call_1"}),
+        json!({"attention_id": call_1()}),
         Duration::from_secs(30),
     )
     .unwrap();
@@ -473,14 +506,14 @@ fn the_editor_answering_first_wins_and_the_remote_answer_is_acked_expired() {
     ed.response(p);
     env.wait_event(
         "attention.cleared",
-        json!({"attention_id": "call_1", "how": "answered"}),
+        json!({"attention_id": call_1(), "how": "answered"}),
         Duration::from_secs(20),
     )
     .unwrap_or_else(|| panic!("no attention.cleared\n{}", env.log()));
     wait_polled(&env, &key);
     let msg = env.receiver.enqueue(
         &key,
-        json!({"kind": "permission.answer", "for": "call_1", "decision": "allow"}),
+        json!({"kind": "permission.answer", "for": call_1(), "decision": "allow"}),
     );
     assert_eq!(
         ack_of(&env, msg["id"].as_str().unwrap())["outcome"],
@@ -659,7 +692,7 @@ fn ask(env: &Env, ed: &mut Editor, sid: &str) -> (u64, Value) {
     });
     env.wait_event(
         "attention.needed",
-        json!({"attention_id": "call_1"}),
+        json!({"attention_id": call_1()}),
         Duration::from_secs(30),
     )
     .unwrap_or_else(|| panic!("no attention.needed\n{}", env.log()));
@@ -685,7 +718,7 @@ fn a_remote_deny_answers_reject_once() {
     let (p, _) = ask(&env, &mut ed, &sid);
     let msg = env.receiver.enqueue(
         &key,
-        json!({"kind": "permission.answer", "for": "call_1", "decision": "deny", "note": "not now"}),
+        json!({"kind": "permission.answer", "for": call_1(), "decision": "deny", "note": "not now"}),
     );
     let (_, seen) = ed.response(p);
     assert_eq!(
@@ -721,7 +754,7 @@ fn a_remote_cancel_answers_a_pending_permission_cancelled_and_ends_the_turn() {
     let cleared = env
         .wait_event(
             "attention.cleared",
-            json!({"attention_id": "call_1"}),
+            json!({"attention_id": call_1()}),
             Duration::from_secs(20),
         )
         .unwrap();
@@ -852,4 +885,132 @@ fn interrupt_goes_as_session_inject_interrupt_immediate() {
         .contains("session/inject mode interrupt_immediate"));
     ed.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
     ed.response(p);
+}
+
+/// Issue 28 / DECISIONS 32: an approval is bound to the call's input, not to its id alone.
+#[test]
+fn sp_acp_asks_again_when_a_requests_input_changes_under_the_same_id() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[]);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    wait_polled(&env, &key);
+    let first = call_attention("call_dup", &json!({"command": "echo one > one.txt"}));
+    let second = call_attention("call_dup", &json!({"command": "rm -rf important"}));
+    assert_ne!(first, second);
+    let p = ed.prompt(&sid, "twice");
+    let needed = env
+        .wait_event(
+            "attention.needed",
+            json!({"attention_id": first}),
+            Duration::from_secs(30),
+        )
+        .unwrap_or_else(|| panic!("no attention.needed for {first}\n{}", env.log()));
+    assert_eq!(needed["data"]["message"], "bash echo one > one.txt");
+    let allow = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": first, "decision": "allow"}),
+    );
+    let (said, _) = ed.until(Duration::from_secs(20), |v| {
+        v["params"]["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("permission 0"))
+    });
+    assert_eq!(
+        said["params"]["update"]["content"]["text"],
+        r#"permission 0 {"outcome": "selected", "optionId": "yes-once"}"#
+    );
+    assert_eq!(
+        ack_of(&env, allow["id"].as_str().unwrap())["outcome"],
+        "delivered"
+    );
+    // The same toolCallId with another command: a new prompt, announced with its own id.
+    let (req2, _) = ed.until(Duration::from_secs(20), |v| {
+        v["method"] == "session/request_permission"
+    });
+    assert_eq!(req2["params"]["toolCall"]["toolCallId"], "call_dup");
+    let needed = env
+        .wait_event(
+            "attention.needed",
+            json!({"attention_id": second}),
+            Duration::from_secs(30),
+        )
+        .unwrap_or_else(|| panic!("no attention.needed for {second}\n{}", env.log()));
+    assert_eq!(needed["data"]["message"], "bash rm -rf important");
+    // Another allow for what the person saw first does not answer it.
+    let stale = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": first, "decision": "allow"}),
+    );
+    let ack = ack_of(&env, stale["id"].as_str().unwrap());
+    assert_ne!(ack["outcome"], "delivered", "{ack}");
+    let rid2 = req2["id"].as_u64().unwrap();
+    assert!(
+        !ed.agent_log().contains(&format!("\"id\":{rid2},")),
+        "the second request was answered by the first one's approval"
+    );
+    // Its own answer does.
+    let deny = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": second, "decision": "deny"}),
+    );
+    let (_, seen) = ed.response(p);
+    assert!(
+        seen.iter().any(|v| v["params"]["update"]["content"]["text"]
+            == r#"permission 1 {"outcome": "selected", "optionId": "no-once"}"#),
+        "{seen:#?}"
+    );
+    assert_eq!(
+        ack_of(&env, deny["id"].as_str().unwrap())["outcome"],
+        "delivered"
+    );
+}
+
+/// claude-agent-acp's way (`promptQueueing`): a steer while a turn runs goes as a plain
+/// `session/prompt`, which the agent takes into that turn; acked when the agent answers it.
+#[test]
+fn steer_goes_as_a_queued_session_prompt_where_the_agent_queues_prompts() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[("AGENT_QUEUEING", "1")]);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    wait_polled(&env, &key);
+    let p = ed.prompt(&sid, "wait");
+    ed.until(Duration::from_secs(20), |v| {
+        v["params"]["update"]["content"]["text"] == "working"
+    });
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "prefer the smaller fix", "mode": "steer"}),
+    );
+    let (said, seen) = ed.until(Duration::from_secs(30), |v| {
+        v["params"]["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("queued: "))
+    });
+    assert!(said["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .ends_with("prefer the smaller fix"));
+    // The editor was shown the message, and never gets the response to sp-acp's prompt.
+    assert!(seen
+        .iter()
+        .any(|v| v["params"]["update"]["sessionUpdate"] == "user_message_chunk"));
+    let ack = ack_of(&env, msg["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().contains("promptQueueing"),
+        "{ack}"
+    );
+    let cancel = env.receiver.enqueue(&key, json!({"kind": "cancel"}));
+    let (r, before) = ed.response(p);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    assert!(
+        before.iter().all(|v| v.get("result").is_none()),
+        "a response the editor did not ask for: {before:#?}"
+    );
+    assert_eq!(
+        ack_of(&env, cancel["id"].as_str().unwrap())["outcome"],
+        "delivered"
+    );
 }

@@ -495,6 +495,21 @@ impl Drop for Client {
     }
 }
 
+/// The attention id sp-acp gives a `session/request_permission` (DECISIONS 32): the
+/// `toolCallId`, `-`, and 8 hex digits of sha256 over the `rawInput` as JSON (the title, as a
+/// JSON string, where there is no `rawInput`).
+fn call_attention(req: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let call = &req["params"]["toolCall"];
+    let input = match &call["rawInput"] {
+        Value::Null => call["title"].clone(),
+        v => v.clone(),
+    };
+    let d = Sha256::digest(input.to_string().as_bytes());
+    let hex: String = d[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{hex}", call["toolCallId"].as_str().unwrap())
+}
+
 fn chunk_text(v: &Value) -> String {
     v["params"]["update"]["content"]["text"]
         .as_str()
@@ -563,10 +578,7 @@ fn drive(s: &Scene, mut ed: Client, run: &str, agent: &Agent) -> (Client, String
     let (req, _) = ed.until(Duration::from_secs(90), |v| {
         v["method"] == "session/request_permission"
     });
-    let attention = req["params"]["toolCall"]["toolCallId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let attention = call_attention(&req);
     let needed = s.event("attention.needed", |e| {
         e["data"]["attention_id"] == attention.as_str()
     });
@@ -789,10 +801,7 @@ fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_stee
             let (req, _) = ed.until(Duration::from_secs(90), |v| {
                 v["method"] == "session/request_permission"
             });
-            let attention = req["params"]["toolCall"]["toolCallId"]
-                .as_str()
-                .unwrap()
-                .to_string();
+            let attention = call_attention(&req);
             s.event("attention.needed", |e| {
                 e["data"]["attention_id"] == attention.as_str()
             });
@@ -863,6 +872,265 @@ fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_stee
                 );
             }
             println!("[harn] all: {:?}", started.elapsed());
+        },
+    );
+}
+
+// The editors' agents (issue 30): what Zed, JetBrains or Neovim launch for Claude Code
+// (claude-agent-acp 0.23.1), Gemini CLI (`gemini --acp`, 0.61.0) and Copilot CLI
+// (`copilot --acp`, 1.0.102), each through sp-acp on the stand-in.
+
+/// A remote deny keeps the tool from running; returns the message. In a session of its own:
+/// after the cancel that ends `drive`, the cancelled turn's `SP-SLOW` text can still be in
+/// the conversation's last input, which the stand-in would answer slowly.
+fn remote_deny_keeps_the_tool_from_running(s: &Scene, ed: &mut Client) -> Value {
+    let sid = new_session(s, ed);
+    let key = format!("acp:{sid}");
+    let p = ed.prompt(
+        &sid,
+        "Write the other marker. SP-RUN:echo denied-by-phone > denied.txt",
+    );
+    let (req, _) = ed.until(Duration::from_secs(90), |v| {
+        v["method"] == "session/request_permission"
+    });
+    let attention = call_attention(&req);
+    s.event("attention.needed", |e| {
+        e["data"]["attention_id"] == attention.as_str()
+    });
+    let m = s.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "deny"}),
+    );
+    assert_eq!(s.ack(&m)["outcome"], "delivered");
+    let (done, _) = ed.response(p);
+    assert!(done.get("result").is_some(), "{done}");
+    assert!(
+        !s.work.join("denied.txt").exists(),
+        "the denied tool did not run"
+    );
+    m
+}
+
+/// Every message the receiver queued got one final ack: `n` messages, and each one's ack
+/// entries (a resend repeats the same ack) agree.
+fn acked_once(s: &Scene, n: usize) {
+    let acks = s.receiver.acks();
+    let mut by_id: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    for a in acks {
+        by_id
+            .entry(a["id"].as_str().unwrap_or_default().to_string())
+            .or_default()
+            .push(a);
+    }
+    assert_eq!(by_id.len(), n, "{by_id:#?}");
+    for (id, entries) in &by_id {
+        assert!(
+            entries
+                .iter()
+                .all(|e| e["outcome"] == entries[0]["outcome"]
+                    && e["detail"] == entries[0]["detail"]),
+            "{id} was acked more than one way: {entries:#?}"
+        );
+    }
+}
+
+fn configure_gemini(s: &Scene) {
+    let dir = s.home.join(".gemini");
+    std::fs::create_dir_all(&dir).unwrap();
+    let settings = json!({
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false},
+        "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+        "security": {"auth": {"selectedType": "gemini-api-key"}}
+    });
+    std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
+}
+
+#[test]
+fn gemini_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
+    scenario(
+        "gemini_acp_through_sp_acp_allow_deny_idle_prompt_cancel",
+        "gemini",
+        |s| {
+            s.configure();
+            configure_gemini(s);
+            let url = s.model_url.clone();
+            let ed = Client::start(
+                s,
+                &["gemini", "--acp", "-m", "gemini-2.5-flash"],
+                &[
+                    ("GEMINI_API_KEY", Path::new("e2e-dummy")),
+                    ("GOOGLE_GEMINI_BASE_URL", Path::new(&url)),
+                    ("GEMINI_CLI_TRUST_WORKSPACE", Path::new("true")),
+                ],
+            );
+            let (mut ed, _) = drive(
+                s,
+                ed,
+                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+                &STAND_IN,
+            );
+            remote_deny_keeps_the_tool_from_running(s, &mut ed);
+            acked_once(s, 4);
+        },
+    );
+}
+
+#[test]
+fn copilot_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
+    scenario(
+        "copilot_acp_through_sp_acp_allow_deny_idle_prompt_cancel",
+        "copilot",
+        |s| {
+            s.configure();
+            std::fs::create_dir_all(s.home.join(".copilot")).unwrap();
+            let base = format!("{}/v1", s.model_url);
+            // BYOK: Copilot CLI's own provider on the stand-in, no GitHub sign-in.
+            let ed = Client::start(
+                s,
+                &["copilot", "--acp"],
+                &[
+                    ("COPILOT_OFFLINE", Path::new("true")),
+                    ("COPILOT_PROVIDER_BASE_URL", Path::new(&base)),
+                    ("COPILOT_PROVIDER_API_KEY", Path::new("e2e-dummy")),
+                    ("COPILOT_MODEL", Path::new("standin")),
+                ],
+            );
+            let (mut ed, _) = drive(
+                s,
+                ed,
+                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+                &STAND_IN,
+            );
+            remote_deny_keeps_the_tool_from_running(s, &mut ed);
+            acked_once(s, 4);
+        },
+    );
+}
+
+/// The agent's own turns at the stand-in (not the holds it logs, nor side requests).
+fn turns(s: &Scene) -> Vec<Value> {
+    s.model_requests()
+        .into_iter()
+        .filter(|r| r["path"].as_str().is_some_and(|p| p.starts_with("/v1/")))
+        .filter(|r| !r["body"]["tools"].is_null())
+        .collect()
+}
+
+/// Another session on the same agent, live at the receiver.
+fn new_session(s: &Scene, ed: &mut Client) -> String {
+    let id = ed.request(
+        "session/new",
+        json!({"cwd": s.work.to_string_lossy(), "mcpServers": []}),
+    );
+    let (new, _) = ed.response(id);
+    let sid = new["result"]["sessionId"].as_str().unwrap().to_string();
+    s.event("session.started", |e| e["session"]["id"] == sid.as_str());
+    sid
+}
+
+fn steps(s: &Scene) -> Vec<String> {
+    std::fs::read_to_string(s.work.join("steps.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
+    scenario(
+        "claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer",
+        "claude-agent-acp",
+        |s| {
+            s.configure();
+            let url = s.model_url.clone();
+            let ed = Client::start(
+                s,
+                &["claude-agent-acp"],
+                &[
+                    ("ANTHROPIC_BASE_URL", Path::new(&url)),
+                    ("ANTHROPIC_API_KEY", Path::new("sk-ant-e2e-dummy")),
+                    ("DISABLE_TELEMETRY", Path::new("1")),
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", Path::new("1")),
+                    ("DISABLE_AUTOUPDATER", Path::new("1")),
+                    ("DISABLE_ERROR_REPORTING", Path::new("1")),
+                    // The scenario runs as root, where Claude Code refuses the
+                    // --allow-dangerously-skip-permissions the adapter always passes unless
+                    // told it is sandboxed (it is: its own network and pid namespace).
+                    ("IS_SANDBOX", Path::new("1")),
+                ],
+            );
+            let (mut ed, _) = drive(
+                s,
+                ed,
+                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+                &STAND_IN,
+            );
+            remote_deny_keeps_the_tool_from_running(s, &mut ed);
+
+            // A remote steer while a turn runs goes as a `session/prompt`, which the adapter
+            // (promptQueueing) folds into the running turn at its next tool boundary. In a
+            // session of its own (the stand-in counts a turn's steps over the whole
+            // conversation), whose steps run unasked, so only the steer is in play.
+            let sid = new_session(s, &mut ed);
+            let key = format!("acp:{sid}");
+            let id = ed.request(
+                "session/set_mode",
+                json!({"sessionId": sid, "modeId": "bypassPermissions"}),
+            );
+            let (set, _) = ed.response(id);
+            assert!(set.get("error").is_none(), "{set}");
+            let gate = s.dir.join("gate");
+            std::fs::create_dir_all(&gate).unwrap();
+            let before = turns(s).len();
+            let p = ed.prompt(
+                &sid,
+                &format!("Run the steps. SP-STEPS:3 SP-GATE:{}", gate.display()),
+            );
+            assert!(
+                until(Duration::from_secs(60), || steps(s) == ["step-1"]),
+                "step 1 ran"
+            );
+            let m = s.receiver.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "Also name the fruit. SP-STEER:TANGERINE", "mode": "steer", "expires_in_s": 300}),
+            );
+            // sp-acp shows the editor the message it sent.
+            ed.until(Duration::from_secs(30), |v| {
+                v["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+                    && chunk_text(v).contains("SP-STEER:TANGERINE")
+            });
+            for k in 1..=3 {
+                std::fs::write(gate.join(format!("go-{k}")), "").unwrap();
+                if k < 3 {
+                    let want = k + 1;
+                    assert!(
+                        until(Duration::from_secs(60), || steps(s).len() == want),
+                        "step {want} ran"
+                    );
+                }
+            }
+            let (done, _) = ed.response(p);
+            assert!(done.get("result").is_some(), "{done}");
+            let ack = s.ack(&m);
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert!(
+                ack["detail"].as_str().unwrap().contains("promptQueueing"),
+                "{ack}"
+            );
+            assert_eq!(steps(s), ["step-1", "step-2", "step-3"]);
+            let reqs = turns(s)[before..].to_vec();
+            let at = reqs
+                .iter()
+                .position(|r| r["body"].to_string().contains("SP-STEER:TANGERINE"))
+                .expect("the steer reached the model");
+            assert!(
+                reqs[at..].iter().any(|r| r["answer"][0] == "tool"),
+                "the steer reached the model before the turn's last tool call (request {at} of {})",
+                reqs.len()
+            );
+            acked_once(s, 5);
         },
     );
 }

@@ -11,8 +11,10 @@
 //! - `prompt` → `session/prompt` from the proxy when the session is idle; while a turn runs,
 //!   `steer` / `interrupt` go as Harn's `session/inject` when the agent offers it (or, where
 //!   it offers instead a `session/prompt` with `delivery: "steer"`, as Harn 0.10 does, both go
-//!   that way: Harn 0.10 reads `session/remind` only after the running turn), and everything
-//!   else waits for the turn to end.
+//!   that way: Harn 0.10 reads `session/remind` only after the running turn), or as a plain
+//!   `session/prompt` where the agent queues prompts into the running turn (claude-agent-acp's
+//!   `promptQueueing`; acked when the agent answers it), and everything else waits for the
+//!   turn to end.
 use super::wire::{self, PermissionOptionKind, StopReason};
 use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
@@ -270,7 +272,17 @@ impl Controller<'_> {
                     self.turn_ended(&sid, None);
                 }
             },
-            Own::Inject { sid, ids, how } => {
+            Own::Inject {
+                sid,
+                ids,
+                how,
+                queued,
+            } => {
+                if queued && result.is_err() {
+                    // A queued prompt the agent refused ends nothing it started; the session
+                    // may be idle now.
+                    self.turn_ended(&sid, None);
+                }
                 let accepted = result
                     .as_ref()
                     .ok()
@@ -521,21 +533,30 @@ impl Controller<'_> {
         let s = self.sref(sid, "session/prompt");
         let pid = self.pid;
         if self.busy(sid) {
-            let (inject, steer) = {
+            let (inject, steer, queueing) = {
                 let st = self.shared.lock();
-                (st.inject, st.delivery_steer)
+                (st.inject, st.delivery_steer, st.prompt_queueing)
             };
             for (rank, mode) in [(2, "interrupt_immediate"), (1, "steer")] {
                 // Harn's `session/inject` when offered; else a steering `session/prompt`, for an
                 // interrupt too (Harn 0.10 has no way to put a message in a running turn sooner:
-                // its `session/remind` is read only after that turn); with neither, the prompt
-                // waits for the turn's end.
+                // its `session/remind` is read only after that turn); else, where the agent
+                // queues a prompt into the running turn (claude-agent-acp's promptQueueing), a
+                // plain `session/prompt`, an interrupt as a steer (rule 25); with none, the
+                // prompt waits for the turn's end.
                 let how = match (inject, mode) {
                     (true, "steer") => "session/inject mode steer",
                     (true, _) => "session/inject mode interrupt_immediate",
                     (false, _) if steer => "session/prompt delivery steer",
+                    (false, "steer") if queueing => {
+                        "session/prompt (promptQueueing: it joins the running turn at its next tool boundary)"
+                    }
+                    (false, _) if queueing => {
+                        "session/prompt (promptQueueing: an interrupt goes as a steer, joining the running turn at its next tool boundary)"
+                    }
                     _ => continue,
                 };
+                let queued = !inject && !steer;
                 let Some(claims) =
                     self.with_store("claiming prompts", |st| st.take_seam_prompts(&s, pid, rank))
                 else {
@@ -546,18 +567,36 @@ impl Controller<'_> {
                 }
                 let text = crate::harness::compose_reason(&claims);
                 let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
-                let id = self.shared.lock().own_id(Own::Inject {
-                    sid: sid.to_string(),
-                    ids: ids.clone(),
-                    how,
-                });
-                let frame = if steer && !inject {
+                let id = {
+                    let mut st = self.shared.lock();
+                    if queued {
+                        st.sessions.entry(sid.to_string()).or_default().prompts += 1;
+                    }
+                    st.own_id(Own::Inject {
+                        sid: sid.to_string(),
+                        ids: ids.clone(),
+                        how,
+                        queued,
+                    })
+                };
+                let frame = if queued {
+                    // As for a prompt while idle: the editor did not send it, so it is shown.
+                    let shown = wire::user_message(sid, &text);
+                    let _ = super::frame::write_frame(&self.shared.to_editor, shown.as_bytes());
+                    wire::session_prompt(&id, sid, &text)
+                } else if steer && !inject {
                     wire::session_prompt_steer(&id, sid, &text)
                 } else {
                     wire::session_inject(&id, sid, mode, &text)
                 };
                 if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
-                    self.shared.lock().own.remove(&super::id_key(&id));
+                    {
+                        let mut st = self.shared.lock();
+                        st.own.remove(&super::id_key(&id));
+                        if queued {
+                            super::end_prompt(&mut st, sid);
+                        }
+                    }
                     let detail = format!("cannot write {how} to the agent: {e}");
                     self.with_store("failing prompts", |st| {
                         for id in &ids {

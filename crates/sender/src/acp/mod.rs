@@ -4,10 +4,10 @@
 //!
 //! | frame | what the proxy does |
 //! |---|---|
-//! | `initialize` result | notes `agentInfo.name` and how a message joins a running turn (Harn's `session/inject`, or Harn 0.10's `session/prompt` `delivery: "steer"`) |
+//! | `initialize` result | notes `agentInfo.name` and how a message joins a running turn (Harn's `session/inject`, Harn 0.10's `session/prompt` `delivery: "steer"`, or claude-agent-acp's `promptQueueing`) |
 //! | `session/new` result, `session/load` result | the session becomes live in the store (harness `acp`) |
 //! | `session/prompt` request / result | the session is busy until the result (its `stopReason`) |
-//! | `session/request_permission` | `attention.needed`; a remote answer that comes first answers the agent |
+//! | `session/request_permission` | `attention.needed` (its id: the `toolCallId` and a digest of the input, DECISIONS 32); a remote answer that comes first answers the agent |
 //! | the editor's response to a permission the proxy answered | swallowed |
 //! | responses to the proxy's own requests (`sp-acp-N` ids) | swallowed |
 //!
@@ -82,6 +82,10 @@ pub(crate) enum Own {
         ids: Vec<String>,
         /// The method and mode it went as, for the ack ("session/inject mode steer").
         how: &'static str,
+        /// A `session/prompt` the agent queues into the running turn (Claude Agent's
+        /// `promptQueueing`): it counts as a prompt in flight until its response, which may
+        /// carry the rest of the turn.
+        queued: bool,
     },
 }
 
@@ -103,6 +107,9 @@ pub(crate) struct State {
     /// Harn 0.10's way into a running turn (it has no `session/inject`): `session/prompt`
     /// with `delivery: "steer"`.
     pub delivery_steer: bool,
+    /// `agentCapabilities._meta.claudeCode.promptQueueing` (claude-agent-acp): a
+    /// `session/prompt` sent while a turn runs joins that turn at its next tool boundary.
+    pub prompt_queueing: bool,
     pub agent_name: Option<String>,
     next_id: u64,
 }
@@ -282,7 +289,14 @@ impl Shared {
     fn agent_response(&self, key: &str, m: &Msg) -> Verdict {
         let mut st = self.lock();
         if let Some(own) = st.own.remove(key) {
-            if let Own::Prompt { sid } = &own {
+            let ends_a_prompt = match &own {
+                Own::Prompt { sid }
+                | Own::Inject {
+                    sid, queued: true, ..
+                } => Some(sid.clone()),
+                Own::Inject { .. } => None,
+            };
+            if let Some(sid) = &ends_a_prompt {
                 end_prompt(&mut st, sid);
             }
             drop(st);
@@ -297,9 +311,9 @@ impl Shared {
                 }
                 (None, None) => Err("the agent answered with neither result nor error".into()),
             };
-            if let (Own::Prompt { sid }, Some(r)) = (&own, m.result) {
+            if let (Some(sid), Some(r)) = (ends_a_prompt, m.result) {
                 self.send(Ev::TurnEnded {
-                    sid: sid.clone(),
+                    sid,
                     stop: wire::stop_reason(r),
                 });
             }
@@ -317,13 +331,15 @@ impl Shared {
                     let caps = v.get("agentCapabilities").unwrap_or(&Value::Null);
                     st.inject = offers_inject(caps);
                     st.delivery_steer = offers_delivery_steer(caps);
+                    st.prompt_queueing = offers_prompt_queueing(caps);
                     let offered = |b: bool| if b { "offered" } else { "not offered" };
                     crate::logging::info(&format!(
-                        "sp-acp: agent {:?}, protocol {}, session/inject {}, session/prompt delivery steer {}",
+                        "sp-acp: agent {:?}, protocol {}, session/inject {}, session/prompt delivery steer {}, promptQueueing {}",
                         st.agent_name.as_deref().unwrap_or("(unnamed)"),
                         v.get("protocolVersion").unwrap_or(&Value::Null),
                         offered(st.inject),
                         offered(st.delivery_steer),
+                        offered(st.prompt_queueing),
                     ));
                 }
             }
@@ -373,11 +389,10 @@ impl Shared {
         };
         let sid = ask.session_id;
         let title = ask.title.as_deref();
-        let attention = if crate::wire::is_session_id(&ask.tool_call_id) {
-            ask.tool_call_id.clone()
-        } else {
-            crate::harness::minted_attention_id(&sid, title.unwrap_or(""), &ask.raw_input)
-        };
+        let attention =
+            call_attention_id(&ask.tool_call_id, &ask.raw_input, title).unwrap_or_else(|| {
+                crate::harness::minted_attention_id(&sid, title.unwrap_or(""), &ask.raw_input)
+            });
         let tool = title
             .filter(|t| is_tool_name(t))
             .or(ask.kind.as_deref().filter(|k| is_tool_name(k)))
@@ -386,8 +401,12 @@ impl Shared {
         // out.txt"), and Codex's rawInput holds ids and an argv. A title that is not just the
         // tool's name says best what the call does; otherwise the input does.
         let name = tool.as_deref().unwrap_or("tool");
-        let message = Some(match title {
-            Some(t) if t != name && !t.trim().is_empty() => format!("{name} {t}"),
+        // Copilot CLI titles a call by what it is for ("Write the marker file") and puts the
+        // command in rawInput: a command the title does not show is what the person must see.
+        let command = ask.raw_input.get("command").and_then(Value::as_str);
+        let message = Some(match (title, command) {
+            (Some(t), Some(c)) if !t.contains(c) => format!("{name} {c}"),
+            (Some(t), _) if t != name && !t.trim().is_empty() => format!("{name} {t}"),
             _ => crate::harness::describe_tool(name, &ask.raw_input),
         });
         let mut st = self.lock();
@@ -420,6 +439,30 @@ fn end_prompt(st: &mut State, sid: &str) {
     }
 }
 
+/// The attention id of a call the agent named (DECISIONS 32): its `toolCallId`, `-` and the
+/// first 8 hex digits of sha256 over its input as JSON, so a second request with the same id
+/// and another input is a new prompt that needs its own answer. The input is `rawInput`; an
+/// agent that sends none (Gemini CLI 0.61 puts the command in the title only) has its title
+/// stand in, as JSON string. None when that is no usable id (then one is minted from the
+/// session, title and input).
+pub fn call_attention_id(
+    tool_call_id: &str,
+    raw_input: &Value,
+    title: Option<&str>,
+) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let input = match (raw_input, title) {
+        (Value::Null, Some(t)) => Value::String(t.to_string()),
+        (v, _) => v.clone(),
+    };
+    let digest = Sha256::digest(serde_json::to_vec(&input).unwrap_or_default());
+    let mut id = format!("{tool_call_id}-");
+    for b in &digest[..4] {
+        id.push_str(&format!("{b:02x}"));
+    }
+    crate::wire::is_session_id(&id).then_some(id)
+}
+
 /// `^[A-Za-z0-9_.:-]{1,120}$`, what an event's `tool` may be.
 fn is_tool_name(t: &str) -> bool {
     !t.is_empty()
@@ -449,6 +492,14 @@ pub fn offers_inject(caps: &Value) -> bool {
 pub fn offers_delivery_steer(caps: &Value) -> bool {
     caps.pointer("/promptCapabilities/delivery/steer")
         .is_some_and(|v| !v.is_null() && v.as_bool() != Some(false))
+}
+
+/// Whether a `session/prompt` sent while a turn runs joins that turn, as claude-agent-acp
+/// says with `_meta.claudeCode.promptQueueing`.
+pub fn offers_prompt_queueing(caps: &Value) -> bool {
+    caps.pointer("/_meta/claudeCode/promptQueueing")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 /// The Zed `agent_servers` entry for an agent behind sp-acp (`sp hooks print acp`).
@@ -673,6 +724,46 @@ mod tests {
         assert!(offers_delivery_steer(&harn));
         let plain = json!({"loadSession": true, "promptCapabilities": {"image": true}});
         assert!(!offers_delivery_steer(&plain));
+    }
+
+    #[test]
+    fn a_calls_attention_id_is_its_id_and_a_digest_of_its_input() {
+        let id = |input: Value, title| call_attention_id("call_1", &input, title).unwrap();
+        let a = id(json!({"command": "echo hi"}), Some("bash"));
+        let b = id(json!({"command": "rm -rf ~"}), Some("bash"));
+        assert!(
+            a.starts_with("call_1-") && a.len() == "call_1-".len() + 8,
+            "{a}"
+        );
+        assert!(a["call_1-".len()..].bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b, "another input under the same id is another prompt");
+        assert_eq!(a, id(json!({"command": "echo hi"}), Some("bash")));
+        // Without rawInput the title is the input.
+        assert_ne!(
+            id(Value::Null, Some("echo hi")),
+            id(Value::Null, Some("rm -rf ~"))
+        );
+        assert_eq!(call_attention_id("bad id", &Value::Null, None), None);
+        assert_eq!(
+            call_attention_id(&"x".repeat(125), &Value::Null, None),
+            None
+        );
+    }
+
+    /// As claude-agent-acp 0.23.1 answers `initialize`, cut to what is read here.
+    #[test]
+    fn claude_agents_prompt_queueing_is_found() {
+        let claude = json!({
+            "_meta": {"claudeCode": {"promptQueueing": true}},
+            "promptCapabilities": {"image": true, "embeddedContext": true},
+            "loadSession": true,
+        });
+        assert!(offers_prompt_queueing(&claude));
+        assert!(!offers_inject(&claude) && !offers_delivery_steer(&claude));
+        assert!(!offers_prompt_queueing(&json!({"loadSession": true})));
+        assert!(!offers_prompt_queueing(
+            &json!({"_meta": {"claudeCode": {"promptQueueing": false}}})
+        ));
     }
 
     #[test]
