@@ -31,7 +31,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/receiver-pairing.png");
+const SCREENSHOT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../docs/receiver-pairing.png"
+);
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 const SESSION: &str = "5b0e8c1d-2f3a-4b5c-8d6e-7f8091a2b3c4";
 
@@ -385,6 +388,7 @@ mod http {
 
     fn start(rp_id: Option<&str>) -> Receiver {
         Receiver::start(ReceiverOptions {
+            token: SINK.into(),
             login_token: Some(LOGIN.into()),
             rp_id: rp_id.map(str::to_owned),
             wait_max_s: 2,
