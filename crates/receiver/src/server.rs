@@ -8,8 +8,11 @@
 //! * the request head: at most [`MAX_HEAD`] bytes and [`MAX_HEADERS`] headers (hyper answers
 //!   431 and closes), read within [`HEADER_READ_TIMEOUT`] (slowloris). hyper starts that timer
 //!   whenever it waits for a head, so an idle keep-alive connection is closed after it too;
-//! * the body: at most the route's cap (`batch.max_bytes` for events), read within
-//!   [`BODY_TIMEOUT`]; the whole request within the longest hold plus [`REQUEST_SLACK`].
+//! * the body: judged from the head first (`http::admit`: route, token or cookie, declared
+//!   length), so a stranger's or an over-cap body is answered (401, 413) unread; then at most
+//!   the route's cap (`batch.max_bytes` for events) within the budget for bodies in flight
+//!   (503 past it), read within [`BODY_TIMEOUT`]; the whole request within the longest hold
+//!   plus [`REQUEST_SLACK`].
 //!
 //! Every limit hit is logged (tracing, to stderr), at most once per [`LOG_EVERY`] per kind with
 //! a count, so an attack cannot flood the journal.
