@@ -28,12 +28,160 @@ use spwire::{is_ulid, split_session_key};
 /// Largest body read on routes other than events (whose cap is `batch.max_bytes`).
 const OTHER_BODY_CAP: usize = 1 << 20;
 
-/// The most body bytes a request to `path` may carry; one more is read to tell "too large".
-pub(crate) fn body_cap(shared: &Shared, path: &str) -> usize {
-    if path == EVENTS_PATH {
-        shared.lock().opts.max_bytes
-    } else {
-        OTHER_BODY_CAP
+/// Largest `POST /login` body: a login token and where to go next, nothing more (anyone may
+/// send one, so a stranger's body stays small).
+const LOGIN_BODY_CAP: usize = 16 << 10;
+
+/// What a request's head (route, token or cookie, declared length) allows, decided before a
+/// byte of its body is read.
+pub(crate) enum Admission {
+    /// Read a body of at most this many bytes (one more is read to tell "too large").
+    Body(usize),
+    /// The route never reads a body: leave it unread.
+    NoBody,
+    /// Answer this without reading the body (401, 404, 413...).
+    Refuse(Reply),
+}
+
+/// The head of a request, as [`admit`] judges it.
+pub(crate) struct Head {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub peer: Option<SocketAddr>,
+}
+
+impl Head {
+    /// The `content-length` declared, if any (a malformed one counts as too large).
+    pub fn declared_len(&self) -> Option<u64> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .map(|(_, v)| v.trim().parse().unwrap_or(u64::MAX))
+    }
+}
+
+/// Decides from the head alone whether to read the body, and how much of it. Checks that
+/// need the database (a machine's token, a login cookie) run off the async workers.
+pub(crate) async fn admit(shared: &Arc<Shared>, head: Head) -> (Head, Admission) {
+    let target = classify(&head.method, &head.path, test_door(shared));
+    let needs_db = matches!(
+        target,
+        Target::Route(Route::Ack) | Target::Off | Target::Page(_)
+    ) && head.method == "POST";
+    if !needs_db {
+        let admission = admit_target(shared, &head, target);
+        return (head, admission);
+    }
+    let shared2 = shared.clone();
+    let joined = tokio::task::spawn_blocking(move || {
+        let admission = admit_target(&shared2, &head, target);
+        (head, admission)
+    })
+    .await;
+    match joined {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("request admission failed: {e}");
+            let head = Head {
+                method: String::new(),
+                path: String::new(),
+                query: String::new(),
+                headers: Vec::new(),
+                peer: None,
+            };
+            (head, Admission::Refuse(Reply::error(500, "internal_error")))
+        }
+    }
+}
+
+fn admit_target(shared: &Shared, head: &Head, target: Target) -> Admission {
+    let ex = Exchange {
+        shared,
+        headers: head.headers.clone(),
+        body: Vec::new(),
+        query: head.query.clone(),
+        peer: head.peer,
+    };
+    let refused = match target {
+        Target::Route(Route::Events) => events_head(&ex, head.declared_len()),
+        Target::Route(Route::Ack) => ack_head(&ex).map(|_| OTHER_BODY_CAP),
+        Target::PairStart => signed::sink_authorized(&ex).map(|()| OTHER_BODY_CAP),
+        // `off` reads no body: only its token matters.
+        Target::Off => {
+            return match signed::off_head(&ex) {
+                Ok(_) => Admission::NoBody,
+                Err(r) => Admission::Refuse(r),
+            }
+        }
+        #[cfg(feature = "testing")]
+        Target::TestEnqueue => Ok(OTHER_BODY_CAP),
+        Target::Page(route) => match page::admit(&ex, route) {
+            Ok(None) => return Admission::NoBody,
+            Ok(Some(login)) => Ok(if login {
+                LOGIN_BODY_CAP
+            } else {
+                OTHER_BODY_CAP
+            }),
+            Err(r) => Err(r),
+        },
+        // Every other route reads nothing but its head and query.
+        _ => return Admission::NoBody,
+    };
+    match refused {
+        Err(r) => Admission::Refuse(r),
+        Ok(cap) => match head.declared_len() {
+            Some(n) if n > cap as u64 => {
+                Admission::Refuse(Reply::error(413, &format!("body larger than {cap} bytes")))
+            }
+            _ => Admission::Body(cap),
+        },
+    }
+}
+
+/// `POST {events}`'s head: the sink token, the protocol version, the declared size.
+fn events_head(ex: &Exchange<'_>, declared: Option<u64>) -> Result<usize, Reply> {
+    let (token, max_bytes) = {
+        let st = ex.shared.lock();
+        (st.opts.token.clone(), st.opts.max_bytes)
+    };
+    if !ex.authorized(&token) {
+        return Err(Reply::error(401, "unauthorized"));
+    }
+    if let Some(v) = ex.header("sessionpipe-protocol") {
+        if v.trim() != "1" {
+            return Err(Reply::json(
+                400,
+                json!({"reason": "unsupported_protocol", "supported": [1]}),
+            ));
+        }
+    }
+    if declared.is_some_and(|n| n > max_bytes as u64) {
+        return Err(Reply::error(413, "batch larger than batch.max_bytes"));
+    }
+    Ok(max_bytes)
+}
+
+/// `POST {control}/ack`'s head: control offered, and the sink token or a machine's token.
+/// `Ok(Some(machine))` for a machine's token.
+fn ack_head(ex: &Exchange<'_>) -> Result<Option<String>, Reply> {
+    let (token, control) = {
+        let st = ex.shared.lock();
+        (st.opts.token.clone(), st.has_control())
+    };
+    if !control {
+        return Err(Reply::error(404, "not_found"));
+    }
+    // The sink token acks unsigned messages; a machine's token acks that machine's
+    // envelopes only (a leaked sink token cannot ack a signed command away).
+    if ex.authorized(&token) {
+        return Ok(None);
+    }
+    match signed::bearer_machine(ex)? {
+        Some(m) => Ok(Some(m)),
+        None => Err(Reply::error(401, "unauthorized")),
     }
 }
 
@@ -264,16 +412,22 @@ pub(crate) enum Outcome {
 }
 
 /// Handles one request. `generation` is the serving generation it was accepted under;
-/// `body` is what was read (at most the route's cap + 1 byte).
+/// `url` is the path and query as sent, `body` what was read (at most the route's cap + 1
+/// byte), `refused` the answer [`admit`] gave from the head, if it refused.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     generation: u64,
-    peer: Option<SocketAddr>,
-    method: String,
+    head: Head,
     url: String,
-    headers: Vec<(String, String)>,
     body: Vec<u8>,
+    refused: Option<Reply>,
 ) -> Outcome {
+    let Head {
+        method,
+        headers,
+        peer,
+        ..
+    } = head;
     let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
     let target = classify(&method, path, test_door(&shared));
     let route = match target {
@@ -335,6 +489,16 @@ pub(crate) async fn handle(
             return Outcome::Cut;
         }
         None => {}
+    }
+
+    // Refused from its head (its body left unread): counted and logged above, answered here.
+    if let Some(r) = refused {
+        return if same_generation(&shared, generation) {
+            set_status(&shared, log_index, Some(r.status));
+            Outcome::Reply(r)
+        } else {
+            Outcome::Cut
+        };
     }
 
     let answer = {
@@ -529,26 +693,14 @@ pub(crate) fn parse_json(body: &[u8]) -> Result<Value, Reply> {
 
 /// `POST {events}`.
 fn events(ex: &Exchange<'_>) -> Reply {
-    let (token, max_bytes, max_events, max_tier) = {
-        let st = ex.shared.lock();
-        (
-            st.opts.token.clone(),
-            st.opts.max_bytes,
-            st.opts.max_events,
-            st.opts.max_tier,
-        )
+    let max_bytes = match events_head(ex, None) {
+        Ok(cap) => cap,
+        Err(r) => return r,
     };
-    if !ex.authorized(&token) {
-        return Reply::error(401, "unauthorized");
-    }
-    if let Some(v) = ex.header("sessionpipe-protocol") {
-        if v.trim() != "1" {
-            return Reply::json(
-                400,
-                json!({"reason": "unsupported_protocol", "supported": [1]}),
-            );
-        }
-    }
+    let (max_events, max_tier) = {
+        let st = ex.shared.lock();
+        (st.opts.max_events, st.opts.max_tier)
+    };
     if ex.body.len() > max_bytes {
         return Reply::error(413, "batch larger than batch.max_bytes");
     }
@@ -723,23 +875,9 @@ const AWAY_TOLD_MAX: usize = 10_000;
 
 /// `POST {control}/ack`.
 fn ack(ex: &Exchange<'_>) -> Reply {
-    let (token, control) = {
-        let st = ex.shared.lock();
-        (st.opts.token.clone(), st.has_control())
-    };
-    if !control {
-        return Reply::error(404, "not_found");
-    }
-    // The sink token acks unsigned messages; a machine's token acks that machine's
-    // envelopes only (a leaked sink token cannot ack a signed command away).
-    let machine = if ex.authorized(&token) {
-        None
-    } else {
-        match signed::bearer_machine(ex) {
-            Err(r) => return r,
-            Ok(Some(m)) => Some(m),
-            Ok(None) => return Reply::error(401, "unauthorized"),
-        }
+    let machine = match ack_head(ex) {
+        Ok(m) => m,
+        Err(r) => return r,
     };
     let body = match parse_json(&ex.body) {
         Ok(v) => v,

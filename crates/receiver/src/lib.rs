@@ -115,12 +115,17 @@ pub struct ReceiverOptions {
     /// `--allow-private-push`: Web Push endpoints and ntfy URLs may be private, loopback or
     /// link-local addresses, and http there. Off: https to a public address only.
     pub allow_private_push: bool,
+    /// The most request-body bytes held at once across all connections; a request whose
+    /// body would go past it is answered 503 (with `retry-after`) before it is read.
+    pub body_budget: usize,
 }
 
 impl Default for ReceiverOptions {
     fn default() -> Self {
         ReceiverOptions {
-            token: "test-token".to_owned(),
+            // No token anyone could know: each set of options draws its own (tests read it
+            // back with `Receiver::token`); `sp-receiver` always sets the one from its file.
+            token: random_token(),
             wait_max_s: 25,
             capabilities: vec!["events".to_owned(), "control".to_owned()],
             max_tier: 1,
@@ -139,9 +144,19 @@ impl Default for ReceiverOptions {
             trust_proxy: false,
             tls: None,
             allow_private_push: false,
+            body_budget: DEFAULT_BODY_BUDGET,
         }
     }
 }
+
+fn random_token() -> String {
+    let b: [u8; 16] = rand::random();
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("tok-{hex}")
+}
+
+/// [`ReceiverOptions::body_budget`]'s default: room for 64 full default event batches.
+pub const DEFAULT_BODY_BUDGET: usize = 16 << 20;
 
 /// A route that faults can be injected into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -383,18 +398,6 @@ impl Receiver {
     /// The well-known document it currently serves.
     pub fn well_known(&self) -> Value {
         self.shared().lock().well_known()
-    }
-
-    /// Changes the advertised and enforced `max_tier`.
-    pub fn set_max_tier(&self, max_tier: u8) {
-        self.shared().lock().opts.max_tier = max_tier;
-    }
-
-    /// Changes the advertised capabilities (dropping `"control"` makes the control routes
-    /// answer 404).
-    pub fn set_capabilities(&self, capabilities: Vec<String>) {
-        self.shared().lock().opts.capabilities = capabilities;
-        self.shared().notify();
     }
 
     /// Enqueues a message for session `"<harness>:<id>"` from a partial one, like the

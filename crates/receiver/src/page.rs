@@ -206,7 +206,7 @@ pub(crate) fn classify(method: &str, path: &str) -> Option<Result<PageRoute, &'s
 
 /// Constant-time equality (the length is not secret).
 pub(crate) fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
 fn sha256_hex(s: &str) -> String {
@@ -528,6 +528,47 @@ fn with_page_headers(mut r: Reply) -> Reply {
     }
     r.header("x-content-type-options", "nosniff")
         .header("referrer-policy", "same-origin")
+}
+
+/// What a page route's head allows before its body is read: `Ok(None)` when the route reads
+/// no body, `Ok(Some(true))` for the login form's post (anyone may send it: a small body),
+/// `Ok(Some(false))` for a logged-in action whose login and CSRF value hold; `Err` with
+/// the answer the handler would give otherwise. The handler checks all of it again.
+pub(crate) fn admit(ex: &Exchange<'_>, route: PageRoute) -> Result<Option<bool>, Reply> {
+    let reads_body = match route {
+        PageRoute::Login => Some(true),
+        PageRoute::Enqueue
+        | PageRoute::Approve
+        | PageRoute::Signed
+        | PageRoute::Away
+        | PageRoute::PushSet => Some(false),
+        PageRoute::Logout => None,
+        _ => return Ok(None),
+    };
+    if !host_ok(ex) {
+        ex.shared.limits.hit(
+            "host",
+            &format_args!(
+                "page request for host {:?} refused (not this receiver's)",
+                ex.header("host").unwrap_or("")
+            ),
+        );
+        return Err(with_page_headers(Reply::error(403, "host_not_allowed")));
+    }
+    if reads_body == Some(true) {
+        if !same_origin(ex) {
+            return Err(with_page_headers(Reply::error(403, "csrf")));
+        }
+        return Ok(reads_body);
+    }
+    match who(ex) {
+        Err(r) => Err(with_page_headers(r)),
+        Ok(None) => Err(with_page_headers(unauthorized())),
+        Ok(Some(w)) => match check_csrf(ex, &w) {
+            Err(r) => Err(with_page_headers(r)),
+            Ok(()) => Ok(reads_body),
+        },
+    }
 }
 
 /// Handles a page route.

@@ -8,8 +8,11 @@
 //! * the request head: at most [`MAX_HEAD`] bytes and [`MAX_HEADERS`] headers (hyper answers
 //!   431 and closes), read within [`HEADER_READ_TIMEOUT`] (slowloris). hyper starts that timer
 //!   whenever it waits for a head, so an idle keep-alive connection is closed after it too;
-//! * the body: at most the route's cap (`batch.max_bytes` for events), read within
-//!   [`BODY_TIMEOUT`]; the whole request within the longest hold plus [`REQUEST_SLACK`].
+//! * the body: judged from the head first (`http::admit`: route, token or cookie, declared
+//!   length), so a stranger's or an over-cap body is answered (401, 413) unread; then at most
+//!   the route's cap (`batch.max_bytes` for events) within the budget for bodies in flight
+//!   (503 past it), read within [`BODY_TIMEOUT`]; the whole request within the longest hold
+//!   plus [`REQUEST_SLACK`].
 //!
 //! Every limit hit is logged (tracing, to stderr), at most once per [`LOG_EVERY`] per kind with
 //! a count, so an attack cannot flood the journal.
@@ -54,6 +57,10 @@ const FD_RESERVE: u64 = 64;
 /// Past the cap, a body is still read (and dropped) up to this many bytes so the 413 reaches
 /// a client that sends it all before reading.
 const DRAIN_MAX: usize = 8 << 20;
+/// A body refused from its head: at most this much of it is read (and dropped) ...
+const DISCARD_MAX: usize = 64 << 10;
+/// ... within this, before the answer.
+const DISCARD_WITHIN: Duration = Duration::from_millis(200);
 /// How often one kind of limit is logged.
 const LOG_EVERY: Duration = Duration::from_secs(5);
 
@@ -324,7 +331,9 @@ where
     }
 }
 
-/// Every request: read the body (capped), hand it to `http::handle`, write what it says.
+/// Every request: decide from its head whether to read the body (and how much: the route's
+/// cap, within the budget for bodies in flight), read it, hand it to `http::handle`, write
+/// what it says. A request refused from its head never has its body read.
 async fn any_request(State(app): State<App>, req: Request<Body>) -> Response<Body> {
     let peer = req.extensions().get::<Peer>().map(|p| p.0);
     let (parts, mut body) = req.into_parts();
@@ -332,8 +341,7 @@ async fn any_request(State(app): State<App>, req: Request<Body>) -> Response<Bod
         .uri
         .path_and_query()
         .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
-    let path = url.split_once('?').map_or(url.as_str(), |(p, _)| p);
-    let cap = http::body_cap(&app.shared, path);
+    let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
     let headers: Vec<(String, String)> = parts
         .headers
         .iter()
@@ -344,15 +352,102 @@ async fn any_request(State(app): State<App>, req: Request<Body>) -> Response<Bod
             )
         })
         .collect();
+    let head = http::Head {
+        method: parts.method.as_str().to_owned(),
+        path: path.to_owned(),
+        query: query.to_owned(),
+        headers,
+        peer,
+    };
+    let declared = head.declared_len();
+    let (head, admission) = http::admit(&app.shared, head).await;
+    // The body's share of the budget, held until the answer is made.
+    let mut _held = None;
+    let mut refused = None;
+    let mut buf = Vec::new();
+    match admission {
+        http::Admission::NoBody => {}
+        http::Admission::Refuse(r) => {
+            if r.status == 413 {
+                app.shared.limits.hit(
+                    "body_size",
+                    &format_args!("{}: declared body too large from {peer:?}: 413", head.path),
+                );
+            }
+            refused = Some(r);
+        }
+        http::Admission::Body(cap) => {
+            let want = declared.map_or(cap + 1, |n| (n as usize).min(cap + 1));
+            let kib = u32::try_from(want / 1024 + 1).unwrap_or(u32::MAX);
+            match app.shared.bodies.clone().try_acquire_many_owned(kib) {
+                Err(_) => {
+                    app.shared.limits.hit(
+                        "body_budget",
+                        &format_args!("{}: bodies in flight over the budget: 503", head.path),
+                    );
+                    refused = Some(http::Reply::error(503, "busy").header("retry-after", "1"));
+                }
+                Ok(permit) => {
+                    _held = Some(permit);
+                    match read_capped(&mut body, cap).await {
+                        Some(b) => buf = b,
+                        // The client went away (or was too slow) mid-body: nothing to answer.
+                        None => return cut(),
+                    }
+                    if buf.len() > cap {
+                        app.shared.limits.hit(
+                            "body_size",
+                            &format_args!("{}: body over {cap} bytes from {peer:?}", head.path),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let unread = refused.is_some() && (declared.is_some_and(|n| n > 0) || chunked(&parts.headers));
+    if unread && !parts.headers.contains_key(header::EXPECT) {
+        // Costs nothing kept: lets a small honest body arrive, so closing the socket does not
+        // reset the connection before the client has read the answer.
+        discard_briefly(&mut body).await;
+    }
 
-    // At most cap + 1 bytes are kept (to tell "too large"); past that the rest is drained.
+    let outcome = http::handle(
+        app.shared.clone(),
+        app.generation,
+        head,
+        url.clone(),
+        buf,
+        refused,
+    )
+    .await;
+    let mut resp = match outcome {
+        Outcome::Reply(r) => to_response(r),
+        Outcome::Cut => return cut(),
+        #[cfg(feature = "testing")]
+        Outcome::Truncated(r, declared) => return truncated(r, declared),
+    };
+    if unread {
+        // The rest of the body is never read: the connection ends with this answer.
+        resp.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    resp
+}
+
+fn chunked(headers: &axum::http::HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+}
+
+/// Reads a body, keeping at most `cap + 1` bytes (to tell "too large"); past that the rest is
+/// drained, up to [`DRAIN_MAX`], so the 413 reaches a client that sends it all before
+/// reading. `None` when the body failed (the client went away or was too slow).
+async fn read_capped(body: &mut Body, cap: usize) -> Option<Vec<u8>> {
     let mut buf = Vec::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame else {
-            // The client went away (or was too slow) mid-body: nothing to answer.
-            return cut();
-        };
+        let frame = frame.ok()?;
         if let Ok(data) = frame.into_data() {
             seen = seen.saturating_add(data.len());
             let room = (cap + 1).saturating_sub(buf.len());
@@ -362,29 +457,24 @@ async fn any_request(State(app): State<App>, req: Request<Body>) -> Response<Bod
             }
         }
     }
-    if seen > cap {
-        app.shared.limits.hit(
-            "body_size",
-            &format_args!("{path}: body over {cap} bytes from {peer:?}"),
-        );
-    }
+    Some(buf)
+}
 
-    let outcome = http::handle(
-        app.shared.clone(),
-        app.generation,
-        peer,
-        parts.method.as_str().to_owned(),
-        url.clone(),
-        headers,
-        buf,
-    )
-    .await;
-    match outcome {
-        Outcome::Reply(r) => to_response(r),
-        Outcome::Cut => cut(),
-        #[cfg(feature = "testing")]
-        Outcome::Truncated(r, declared) => truncated(r, declared),
-    }
+/// Reads and drops what a refused request's body has sent: at most [`DISCARD_MAX`] bytes
+/// within [`DISCARD_WITHIN`].
+async fn discard_briefly(body: &mut Body) {
+    let drain = async {
+        let mut seen = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data() {
+                seen += data.len();
+                if seen > DISCARD_MAX {
+                    break;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DISCARD_WITHIN, drain).await;
 }
 
 fn cut() -> Response<Body> {

@@ -64,7 +64,7 @@ fn urandom_failed(e: &std::io::Error) -> Reply {
     Reply::error(500, "internal_error")
 }
 
-fn sink_authorized(ex: &Exchange<'_>) -> Result<(), Reply> {
+pub(crate) fn sink_authorized(ex: &Exchange<'_>) -> Result<(), Reply> {
     let (token, signed) = {
         let st = ex.shared.lock();
         (st.opts.token.clone(), st.signed())
@@ -208,15 +208,22 @@ pub(crate) fn machine_poll(ex: &Exchange<'_>, machine: &str, wait: f64) -> Answe
     })
 }
 
+/// `POST {control}/off`'s head: signed control offered, and a machine's token; the machine.
+pub(crate) fn off_head(ex: &Exchange<'_>) -> Result<String, Reply> {
+    if !ex.shared.lock().signed() {
+        return Err(Reply::error(404, "not_found"));
+    }
+    match bearer_machine(ex)? {
+        Some(m) => Ok(m),
+        None => Err(Reply::error(401, "unauthorized")),
+    }
+}
+
 /// `POST {control}/off`.
 pub(crate) fn off(ex: &Exchange<'_>) -> Reply {
-    if !ex.shared.lock().signed() {
-        return Reply::error(404, "not_found");
-    }
-    let machine = match bearer_machine(ex) {
+    let machine = match off_head(ex) {
         Err(r) => return r,
-        Ok(Some(m)) => m,
-        Ok(None) => return Reply::error(401, "unauthorized"),
+        Ok(m) => m,
     };
     let mut st = ex.shared.lock();
     if let Err(e) = st.db.remove_machine(&machine) {

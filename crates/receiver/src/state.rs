@@ -70,6 +70,8 @@ pub(crate) struct Shared {
     pub watch: tokio::sync::watch::Sender<u64>,
     /// Where limits hit are logged (throttled).
     pub limits: super::server::LimitLog,
+    /// Request bodies in flight, in KiB: each read first takes its size from here.
+    pub bodies: std::sync::Arc<tokio::sync::Semaphore>,
     /// The bound address (`127.0.0.1:PORT` for tests), fixed for the receiver's life
     /// (set_down/up rebinds the same port).
     pub addr: SocketAddr,
@@ -77,7 +79,10 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn new(opts: ReceiverOptions, db: Db, addr: SocketAddr) -> Shared {
+        // Never below one body of the largest cap, or that body could never be read.
+        let budget_kib = opts.body_budget.max(opts.max_bytes).max(1 << 20) / 1024 + 1;
         Shared {
+            bodies: std::sync::Arc::new(tokio::sync::Semaphore::new(budget_kib)),
             state: Mutex::new(State {
                 opts,
                 db,

@@ -388,6 +388,7 @@ mod http {
 
     fn start(rp_id: Option<&str>) -> Receiver {
         Receiver::start(ReceiverOptions {
+            token: SINK.into(),
             login_token: Some(LOGIN.into()),
             rp_id: rp_id.map(str::to_owned),
             wait_max_s: 2,
@@ -758,6 +759,7 @@ mod http {
     #[test]
     fn a_public_url_names_the_rp_id_and_the_pairing_link() {
         let r = Receiver::start(ReceiverOptions {
+            token: SINK.into(),
             login_token: Some(LOGIN.into()),
             rp_id: Some("pipe.example.org".into()),
             public_url: Some("https://pipe.example.org".into()),
