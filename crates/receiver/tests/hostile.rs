@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+// The sender's tests' one rule for "this test needs tool X", shared, not copied.
+#[path = "../../sender/tests/common/needs.rs"]
+mod needs;
+
 const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
 const TOKEN: &str = "hostile-bearer-token-0123456789";
 const LOGIN: &str = "hostile-login-token-0123456789";
@@ -339,11 +343,11 @@ fn the_test_door_answers_404_in_a_release_build() {
         .and_then(Path::parent)
         .map(|t| t.join("release/sp-receiver"))
         .unwrap();
-    if !release.exists() {
-        eprintln!(
-            "SKIPPED: {} is missing (scripts/test.sh builds it with cargo build --release)",
-            release.display()
-        );
+    let tool = format!(
+        "the release build {} (scripts/test.sh builds it: cargo build --release)",
+        release.display()
+    );
+    if !needs::needs(&tool, release.exists()) {
         return;
     }
     let r = start(&release, None);

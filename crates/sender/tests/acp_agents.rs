@@ -15,6 +15,9 @@ use std::sync::mpsc::{channel, Receiver as Rx};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+#[path = "common/needs.rs"]
+mod needs;
+
 /// The repository's root (this crate is crates/sender).
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const INSIDE: &str = "SP_E2E_SCENARIO";
@@ -746,12 +749,13 @@ fn harn_bin() -> Option<PathBuf> {
 #[test]
 #[ignore = "needs SP_HARN_BIN (a harn-cli 0.10.185 binary): run scripts/harn-acp.sh"]
 fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_steer_interrupt() {
-    let Some(bin) = harn_bin() else {
-        println!(
-            "SKIPPED: SP_HARN_BIN is not set; scripts/harn-acp.sh installs harn-cli 0.10.185 and runs this"
-        );
+    let bin = harn_bin();
+    let tool =
+        "SP_HARN_BIN, a harn-cli 0.10.185 binary (scripts/harn-acp.sh builds one and runs this)";
+    if !needs::needs(tool, bin.is_some()) {
         return;
-    };
+    }
+    let bin = bin.unwrap();
     assert!(bin.is_file(), "SP_HARN_BIN={} is not a file", bin.display());
     isolated(
         "harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_steer_interrupt",

@@ -5,10 +5,11 @@
 //!   with a realistic payload, into the binary it is registered to: exact stdout, exit 0, and
 //!   what reached the receiver.
 //! - `permission_allow_deny_and_no_answer`: allow, deny with note, and no answer each print
-//!   that harness's exact shape (Codex's validated against its 0.171 output schema).
+//!   that harness's exact shape (Codex's validated against its 0.171 output schema, read from
+//!   the pinned Codex CLI in e2e/node_modules: tests/common/needs.rs when it is missing).
 //! - `prompt_blocks_only_when_queued`: every harness that takes a prompt at turn end.
 //! - `opencode_*`: prompt, cancel and permission reply through the server API, and failures.
-//! - `every_kind_for_every_harness`: the README table, one row per kind × harness.
+//! - `every_kind_for_every_harness`: docs/harnesses.md's table, one row per kind × harness.
 //! - `silent_permission_paths_answer_each_harness_own_way`: bad config, no sink, a paused sink
 //!   print each harness's "silence" answer (Cursor's `ask`, nothing elsewhere).
 mod common;
@@ -348,11 +349,97 @@ const BLOCKING: &[&str] = &[
 // ---------------------------------------------------------------------------------------------
 // Codex's own schemas (draft-07, additionalProperties:false everywhere).
 
-/// One of Codex's own hook schemas, from the reference's copy of them: a cross-check that
-/// runs when `../shared/peer-data` is present (CI requires it), None otherwise.
+/// The pinned Codex CLI's version: the schemas below are its own.
+const CODEX_VERSION: &str = "0.171.0";
+
+/// The native binary of the pinned Codex CLI that scripts/e2e-deps.sh installs into
+/// e2e/node_modules (`@openai/codex-<platform>`), if it is there.
+fn pinned_codex_binary() -> Option<std::path::PathBuf> {
+    let scope =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../e2e/node_modules/@openai");
+    let mut found = None;
+    for pkg in std::fs::read_dir(&scope).ok()?.flatten() {
+        if !pkg.file_name().to_string_lossy().starts_with("codex-") {
+            continue;
+        }
+        for triple in std::fs::read_dir(pkg.path().join("vendor"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let bin = triple.path().join("bin/codex");
+            if bin.is_file() {
+                let meta: Value = serde_json::from_slice(
+                    &std::fs::read(pkg.path().join("package.json")).unwrap(),
+                )
+                .unwrap();
+                let version = meta["version"].as_str().unwrap_or_default();
+                assert!(
+                    version.starts_with(&format!("{CODEX_VERSION}-")),
+                    "{} is Codex {version}, not the pinned {CODEX_VERSION}: run scripts/e2e-deps.sh",
+                    pkg.path().display()
+                );
+                found = Some(bin);
+            }
+        }
+    }
+    found
+}
+
+/// Codex's hook schemas (`permission-request.command.output`, …), read from the pinned Codex
+/// binary itself: it carries each one as a JSON text (draft-07, titled with its name), which
+/// is what Codex validates a hook's input and output against. Nothing of them is kept in
+/// this repository. None, after tests/common/needs.rs's rule, when Codex is not installed.
+fn codex_schemas() -> Option<&'static std::collections::BTreeMap<String, Value>> {
+    static SCHEMAS: std::sync::OnceLock<Option<std::collections::BTreeMap<String, Value>>> =
+        std::sync::OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(|| {
+        let bin = pinned_codex_binary()?;
+        let bytes = std::fs::read(&bin).unwrap();
+        let mut all = std::collections::BTreeMap::new();
+        let start = b"{\n  \"$schema\": \"http://json-schema.org/draft-07/schema#\"";
+        for at in memchr::memmem::find_iter(&bytes, start) {
+            let mut one = serde_json::Deserializer::from_slice(&bytes[at..]).into_iter::<Value>();
+            let Some(Ok(schema)) = one.next() else {
+                continue;
+            };
+            if let Some(title) = schema["title"].as_str() {
+                if title.ends_with(".command.input") || title.ends_with(".command.output") {
+                    all.insert(title.to_string(), schema);
+                }
+            }
+        }
+        // The events we register, both ways (SessionEnd has no output schema).
+        for name in [
+            "permission-request",
+            "pre-tool-use",
+            "post-tool-use",
+            "stop",
+        ] {
+            for way in ["input", "output"] {
+                assert!(
+                    all.contains_key(&format!("{name}.command.{way}")),
+                    "no {name}.command.{way} schema in {} (found {:?})",
+                    bin.display(),
+                    all.keys()
+                );
+            }
+        }
+        Some(all)
+    });
+    let tool = format!(
+        "the pinned Codex CLI {CODEX_VERSION} in e2e/node_modules, whose hook schemas this checks (scripts/e2e-deps.sh)"
+    );
+    if common::needs::needs(&tool, schemas.is_some()) {
+        schemas.as_ref()
+    } else {
+        None
+    }
+}
+
+/// One of Codex's own hook schemas; None when Codex is not installed (see `codex_schemas`).
 fn codex_schema(name: &str) -> Option<Value> {
-    let dir = common::fixtures::peer_dir()?;
-    let all = common::schema::load_json(&dir.join("schemas/codex-hooks.0.171.0.json"));
+    let all = codex_schemas()?;
     Some(
         all.get(name)
             .unwrap_or_else(|| panic!("no {name} in the Codex schemas"))
@@ -759,10 +846,30 @@ fn permission_allow_deny_and_no_answer() {
     }
 }
 
+/// The reference keeps its own copy of Codex's hook schemas: the same as the pinned binary's.
 #[test]
-fn peer_codex_outputs_are_exactly_its_schema() {
+fn peer_codex_schemas_are_the_pinned_clis() {
+    let Some(dir) = common::fixtures::peer_or_skip("its copy of Codex's hook schemas") else {
+        return;
+    };
+    let Some(ours) = codex_schemas() else {
+        return;
+    };
+    let theirs = common::schema::load_json(&dir.join("schemas/codex-hooks.0.171.0.json"));
+    let theirs = theirs.as_object().expect("a map of schemas");
+    assert_eq!(
+        theirs.keys().collect::<std::collections::BTreeSet<_>>(),
+        ours.keys().collect::<std::collections::BTreeSet<_>>()
+    );
+    for (name, schema) in theirs {
+        assert_eq!(schema, &ours[name], "{name}");
+    }
+}
+
+#[test]
+fn codex_outputs_are_exactly_its_schema() {
     // Every answer we print for Codex validates; the Claude superset it must never get does not.
-    if common::fixtures::peer_or_skip("Codex's hook schemas").is_none() {
+    if codex_schemas().is_none() {
         return;
     }
     // And every payload we feed our hooks as Codex is valid Codex input.
@@ -1182,15 +1289,14 @@ fn opencode_failing_api_acks_failed_with_the_detail() {
 fn opencode_plugin_reports_to_sp_event() {
     // The checked-in plugin (hooks/opencode/), run by node, forwards bus events to the real
     // sp-event. Its `const SP_EVENT = …;` is pointed at the binary under test.
-    let Ok(node) = which("node") else {
-        // CI installs node (scripts/test-deps.sh); there, a missing node is a failure.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "node is required to run the OpenCode plugin (scripts/test-deps.sh installs it)"
-        );
-        eprintln!("node not found: the OpenCode plugin run did not happen");
+    let node = which("node");
+    if !common::needs::needs(
+        "node to run the OpenCode plugin (scripts/test-deps.sh installs it)",
+        node.is_ok(),
+    ) {
         return;
-    };
+    }
+    let node = node.unwrap();
     let env = Env::new();
     let plugin = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -1276,7 +1382,7 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 5. Every kind × harness has a defined outcome (the README table).
+// 5. Every kind × harness has a defined outcome (docs/harnesses.md's table).
 
 #[test]
 fn every_kind_for_every_harness() {

@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+#[path = "common/needs.rs"]
+mod needs;
+
 /// The repository's root (this crate is crates/sender).
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const OUR_BINARIES: &[&str] = &["sp", "sp-sync", "sp-permission", "sp-stop", "sp-event"];
@@ -559,11 +562,11 @@ fn snippets_match_the_registration_table() {
 }
 
 /// The generated OpenCode plugin, loaded by node as OpenCode would load it, runs the real
-/// sp-event with a payload the adapter understands. Skipped where node is not installed.
+/// sp-event with a payload the adapter understands. Needs node (tests/common/needs.rs).
 #[test]
 fn opencode_plugin_hands_events_to_sp_event() {
-    if Command::new("node").arg("--version").output().is_err() {
-        eprintln!("node not found: skipped");
+    let node = Command::new("node").arg("--version").output().is_ok();
+    if !needs::needs("node (scripts/test-deps.sh installs it)", node) {
         return;
     }
     let h = Home::new();

@@ -1825,12 +1825,14 @@ fn gemini_cli_permission_is_announced_and_only_the_terminal_answers() {
             tui.wait_screen("Allow once", Duration::from_secs(30));
             assert_eq!(s.marker(), None, "the remote allow ran nothing");
             tui.keys(&["Enter"]);
+            // The shell creates marker.txt before it writes the line: wait for the line.
             assert!(
-                until(Duration::from_secs(30), || s.marker().is_some()),
-                "the terminal's answer ran it; the screen:\n{}",
+                until(Duration::from_secs(30), || s.marker().as_deref()
+                    == Some("from-the-terminal\n")),
+                "the terminal's answer ran it: marker {:?}; the screen:\n{}",
+                s.marker(),
                 tui.screen()
             );
-            assert_eq!(s.marker().as_deref(), Some("from-the-terminal\n"));
         },
     );
 }

@@ -1,18 +1,18 @@
 //! Issue 13, "reach it from your phone": the real `sp-receiver` behind a real Caddy that
-//! terminates TLS, as the README's "Reach it from your phone" tells people to run it.
+//! terminates TLS, as "Reach it from your phone" (the README's, and docs/deployment.md's in
+//! full) tells people to run it.
 //!
-//! Caddy (Debian's `caddy`; `scripts/test-deps.sh` installs it) runs the README's own
-//! Caddyfile, its site name swapped for `https://localhost:PORT` with `tls internal` and
-//! `bind 127.0.0.1` (loopback only, its own CA, no admin endpoint, nothing installed into the
-//! system's trust store, its files in a temp dir). Headless Chromium opens the
-//! `sp-receiver --login-url` link over HTTPS through Caddy, logs in, and allows a permission
-//! a real `sp-permission` hook is waiting on; the hook prints the allow and the receiver
-//! records the ack. The machine's sp-sync talks to the receiver directly on loopback, as a
+//! Caddy (Debian's `caddy`; `scripts/test-deps.sh` installs it) runs that section's own
+//! Caddyfile (the same in both files), its site name swapped for `https://localhost:PORT`
+//! with `tls internal` and `bind 127.0.0.1` (loopback only, its own CA, no admin endpoint,
+//! nothing installed into the system's trust store, its files in a temp dir). Headless
+//! Chromium opens the `sp-receiver --login-url` link over HTTPS through Caddy, logs in, and
+//! allows a permission a real `sp-permission` hook is waiting on; the hook prints the allow
+//! and the receiver records the ack. The machine's sp-sync talks to the receiver directly on loopback, as a
 //! sender on the same host would.
 //!
-//! Without `caddy` on PATH the test says it skipped and returns (scripts/test.sh then passes
-//! `--skip caddy_` so it counts as skipped); without the browser it fails, as
-//! tests/receiver_page.rs does.
+//! Without `caddy` on PATH it fails when `CI` is set and otherwise says it skipped
+//! (tests/common/needs.rs); without the browser it fails, as tests/receiver_page.rs does.
 mod common;
 
 use common::browser::{missing_browser_deps, Browser};
@@ -27,30 +27,42 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const README: &str = include_str!("../../../README.md");
+const DEPLOYMENT: &str = include_str!("../../../docs/deployment.md");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 /// What the README's Caddyfile names; the test swaps in its own.
 const PUBLIC_SITE: &str = "receiver.example.com {";
 const PUBLIC_UPSTREAM: &str = "127.0.0.1:8787";
 
-/// The Caddyfile in the README's "Reach it from your phone" section.
-fn readme_caddyfile() -> String {
-    let section = README
-        .split("### Reach it from your phone")
+/// The Caddyfile in the "Reach it from your phone" section of `doc`.
+fn caddyfile_in(doc: &str, name: &str) -> String {
+    let section = doc
+        .split("## Reach it from your phone")
         .nth(1)
-        .expect("README has a \"Reach it from your phone\" section");
+        .unwrap_or_else(|| panic!("{name} has a \"Reach it from your phone\" section"));
     let block = section
         .split("```caddyfile\n")
         .nth(1)
-        .expect("with a ```caddyfile block");
-    // The block sits in a list item: drop the item's indent.
-    block
+        .unwrap_or_else(|| panic!("{name}'s section has a ```caddyfile block"));
+    // In docs/deployment.md the block sits in a list item: drop the item's indent.
+    let lines: Vec<&str> = block
         .split("```")
         .next()
         .unwrap()
         .lines()
         .map(|l| l.strip_prefix("   ").unwrap_or(l))
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect();
+    format!("{}\n", lines.join("\n").trim_end())
+}
+
+/// The Caddyfile people are told to run: docs/deployment.md's, which the README repeats.
+fn readme_caddyfile() -> String {
+    let full = caddyfile_in(DEPLOYMENT, "docs/deployment.md");
+    assert_eq!(
+        caddyfile_in(README, "README.md"),
+        full,
+        "the README's Caddyfile is docs/deployment.md's"
+    );
+    full
 }
 
 fn free_port() -> u16 {
@@ -201,12 +213,23 @@ impl Drop for Caddy {
     }
 }
 
+/// Both places that tell people to run Caddy give the same file, with the names the test
+/// swaps (checked without caddy, on every machine).
+#[test]
+fn the_readmes_caddyfile_is_the_deployment_guides() {
+    let file = readme_caddyfile();
+    assert!(
+        file.contains(PUBLIC_SITE) && file.contains(&format!("reverse_proxy {PUBLIC_UPSTREAM}")),
+        "{file}"
+    );
+}
+
 #[test]
 fn caddy_terminates_tls_and_a_phone_answers_a_permission_through_it() {
-    if !caddy_installed() {
-        eprintln!(
-            "skipped: caddy is not on PATH; scripts/test-deps.sh installs it (apt-get install caddy)"
-        );
+    if !common::needs::needs(
+        "caddy on PATH (scripts/test-deps.sh installs it: apt-get install caddy)",
+        caddy_installed(),
+    ) {
         return;
     }
     if let Some(why) = missing_browser_deps() {

@@ -16,6 +16,8 @@
 // tests/common/ into this binary, which these tests do not need.
 #[path = "common/fixtures.rs"]
 mod fixtures;
+#[path = "common/needs.rs"]
+mod needs;
 #[path = "common/schema.rs"]
 mod schema;
 

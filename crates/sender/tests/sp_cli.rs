@@ -493,39 +493,90 @@ fn every_binary_has_help_and_version() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// README's harness tables are what `sp hooks table` renders from the capability table
-/// (src/harness/caps.rs), byte for byte between the markers. Regenerate with:
-/// SP_BLESS=1 cargo test --test sp_cli readme_harness_table
+/// The harness tables in docs/harnesses.md are what `sp hooks table` renders from the
+/// capability table (src/harness/caps.rs), byte for byte between the markers. Regenerate with:
+/// SP_BLESS=1 cargo test -p sessionpipe-control --test sp_cli docs_harness_table
 #[test]
-fn readme_harness_table_is_the_rendered_one() {
+fn docs_harness_table_is_the_rendered_one() {
     use spctl::harness::caps::{README_BEGIN, README_END};
     let env = Env::new();
     let out = sp(&env, &["hooks", "table"]);
     assert!(out.status.success());
     let rendered = stdout(&out);
     assert!(rendered.starts_with(README_BEGIN) && rendered.ends_with(&format!("{README_END}\n")));
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
-    let readme = std::fs::read_to_string(&path).unwrap();
-    let begin = readme
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/harnesses.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let begin = doc
         .find(README_BEGIN)
-        .expect("README has the begin marker");
-    let end = readme[begin..]
+        .expect("docs/harnesses.md has the begin marker");
+    let end = doc[begin..]
         .find(README_END)
-        .expect("README has the end marker")
+        .expect("docs/harnesses.md has the end marker")
         + begin
         + README_END.len()
         + 1;
     if std::env::var_os("SP_BLESS").is_some() {
-        std::fs::write(
-            &path,
-            format!("{}{rendered}{}", &readme[..begin], &readme[end..]),
-        )
-        .unwrap();
+        std::fs::write(&path, format!("{}{rendered}{}", &doc[..begin], &doc[end..])).unwrap();
         return;
     }
     assert_eq!(
-        &readme[begin..end],
+        &doc[begin..end],
         rendered,
-        "README.md's harness table differs from `sp hooks table`"
+        "docs/harnesses.md's harness table differs from `sp hooks table`"
     );
+}
+
+/// The rows of the first markdown table after `heading` in `text`, header and rule dropped.
+fn table_rows(text: &str, heading: &str) -> Vec<Vec<String>> {
+    let at = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("no {heading:?}"));
+    text[at..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// The README's short harness table says "yes" exactly where the generated table (checked
+/// against the capability table above) says `delivered`, for every harness, in its order.
+#[test]
+fn readme_short_harness_table_follows_the_generated_one() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/harnesses.md")).unwrap();
+    let short = table_rows(&readme, "## Harnesses");
+    let full = table_rows(&doc, spctl::harness::caps::README_BEGIN);
+    let names = |rows: &[Vec<String>]| rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&short),
+        names(&full),
+        "the README lists every harness, in order"
+    );
+    for (s, f) in short.iter().zip(&full) {
+        // README columns: allow/deny, prompt, stop; generated: permission.answer, prompt, cancel.
+        for (col, fcol) in [(1, 2), (2, 3), (3, 4)] {
+            let delivered = f[fcol].starts_with("delivered");
+            assert!(
+                delivered || f[fcol].starts_with("unsupported"),
+                "{}: {:?}",
+                f[0],
+                f[fcol]
+            );
+            assert_eq!(
+                s[col],
+                if delivered { "yes" } else { "no" },
+                "README's {} row, column {col}, against {:?}",
+                s[0],
+                f[fcol]
+            );
+        }
+    }
 }

@@ -47,14 +47,20 @@ pub fn peer_dir() -> Option<PathBuf> {
     None
 }
 
-/// For a `peer_*` cross-check test: the folder, or None after saying on stderr that it skipped.
+/// For a `peer_*` cross-check test: the folder, or None after the skip line of
+/// tests/common/needs.rs. A failure instead when they are required (`SP_REQUIRE_PEER_DATA`,
+/// not `CI`: CI's newcomer run has no ../shared beside its clone, by design).
 pub fn peer_or_skip(what: &str) -> Option<PathBuf> {
-    let dir = peer_dir();
-    if dir.is_none() {
-        eprintln!(
-            "skipped: {what} cross-checks the reference's fixtures, and {} is absent",
-            peer_path().display()
-        );
+    let dir = peer_path();
+    if dir.is_dir() {
+        return Some(dir);
     }
-    dir
+    super::needs::skip_unless(
+        &format!(
+            "the reference's fixtures at {} ({what}; or set SP_PEER_DATA)",
+            dir.display()
+        ),
+        peer_required(),
+    );
+    None
 }
