@@ -197,7 +197,7 @@ pub fn send_events_once(
             crate::logging::error(&format!(
                 "sink {}: events answered 400 ({}); batch dropped",
                 ctx.name,
-                r.body.chars().take(200).collect::<String>()
+                spwire::text::truncate(&r.body, 200)
             ));
             store.advance_cursor(&ctx.name, last, false)?;
             Ok(Sent::Progress)

@@ -3,7 +3,7 @@
 //! (CONTROL.md §5) before it reaches the queue; its nonce is recorded in the transaction that
 //! stores it; a refusal is acked `refused` with its code and never acted on.
 use super::poll::{self, Next};
-use super::{backoff, Shared, SinkCtx};
+use super::{Shared, SinkCtx};
 use crate::clock::{self, Millis};
 use crate::store::trust::PairedMachine;
 use crate::store::Store;
@@ -55,29 +55,12 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx) {
         if store.control_paused(&ctx.name).unwrap_or(false) {
             return;
         }
-        let mut wait = shared.wait_max_s.min(ctx.found().wait_max_s);
-        if let Some(left) = shared.remaining() {
-            let left = left.as_secs();
-            if left < 2 {
-                return;
-            }
-            wait = wait.min(left - 1);
-        }
+        let Some(wait) = poll::wait_s(shared, ctx) else {
+            return;
+        };
         let round = Instant::now();
-        let pause = match poll_once(shared, ctx, &mut store, wait) {
-            Next::Again => {
-                failures = 0;
-                Duration::ZERO
-            }
-            Next::After(d) => {
-                failures = 0;
-                d
-            }
-            Next::Backoff => {
-                failures += 1;
-                backoff::delay(backoff::CONTROL, failures)
-            }
-            Next::Stop => return,
+        let Some(pause) = poll_once(shared, ctx, &mut store, wait).pause(&mut failures) else {
+            return;
         };
         shared.sleep(pause.max(POLL_FLOOR.saturating_sub(round.elapsed())));
     }
@@ -106,7 +89,7 @@ fn refused(id: &str, kind: &str, code: &str, detail: String) -> Checked {
 /// ingest is to do with it. Verification is CONTROL.md §5 steps 1-4; step 5 (the nonce) is
 /// the store's, in the transaction that keeps the message.
 pub fn check(
-    item: &Value,
+    raw: &str,
     paired: &PairedMachine,
     keys: &[TrustedKey],
     session_cwd: &dyn Fn(&str) -> Option<Option<String>>,
@@ -123,7 +106,9 @@ pub fn check(
             })
     };
     let no_session = || NO_SESSION.to_string();
-    let id = match item.get("id").and_then(Value::as_str) {
+    // The id is read leniently first, so even an envelope refused below gets its one ack.
+    let lenient: Value = serde_json::from_str(raw).unwrap_or_default();
+    let id = match lenient.get("id").and_then(Value::as_str) {
         Some(id) if crate::wire::is_ulid(id) => id,
         _ => {
             return (
@@ -131,6 +116,15 @@ pub fn check(
                 Checked::Unackable {
                     reason: "a signed message without a ULID id".into(),
                 },
+            )
+        }
+    };
+    let (envelope, item) = match SignedCommand::from_envelope(raw) {
+        Ok(e) => e,
+        Err(r) => {
+            return (
+                no_session(),
+                refused(id, "unverified", r.code.as_str(), r.why),
             )
         }
     };
@@ -149,20 +143,6 @@ pub fn check(
                 "the envelope needs at and expires_at, RFC 3339 UTC with milliseconds".into(),
             ),
         );
-    };
-    let envelope: SignedCommand = match serde_json::from_value(item.clone()) {
-        Ok(s) => s,
-        Err(_) => {
-            return (
-                no_session(),
-                refused(
-                    id,
-                    "unverified",
-                    "malformed",
-                    "the envelope carries no command string".into(),
-                ),
-            )
-        }
     };
     let opts = VerifyOptions {
         machine: &paired.machine,
@@ -325,9 +305,15 @@ fn ingest(
     store: &mut Store,
     body: &str,
 ) -> anyhow::Result<bool> {
-    let v: Value =
+    // Each envelope is kept as it came, for `check` to read with duplicate keys refused.
+    #[derive(serde::Deserialize)]
+    struct Answer<'a> {
+        #[serde(borrow)]
+        messages: Option<Vec<&'a serde_json::value::RawValue>>,
+    }
+    let answer: Answer =
         serde_json::from_str(body).map_err(|e| anyhow::anyhow!("poll answer is not JSON: {e}"))?;
-    let Some(items) = v.get("messages").and_then(Value::as_array) else {
+    let Some(items) = answer.messages else {
         anyhow::bail!("poll answer has no messages array");
     };
     if items.len() > PER_POLL_MAX {
@@ -356,7 +342,7 @@ fn ingest(
                     None
                 }
             };
-            let out = check(item, paired, &keys, &cwd, &shared.folders, now);
+            let out = check(item.get(), paired, &keys, &cwd, &shared.folders, now);
             if let Some(e) = failed.into_inner() {
                 return Err(e);
             }
