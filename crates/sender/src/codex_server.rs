@@ -220,7 +220,7 @@ impl Client {
             if let Some(e) = v.get("error") {
                 return Ok(Err(RpcError {
                     code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
-                    message: crate::wire::control::truncate(
+                    message: spwire::text::truncate(
                         e.get("message").and_then(Value::as_str).unwrap_or("error"),
                         400,
                     ),

@@ -308,41 +308,13 @@ fn json_error_without_values(e: &serde_json::Error) -> String {
     msg
 }
 
-/// `https://` anywhere; `http://` only to loopback, where nothing crosses a network.
+/// `https://` anywhere; `http://` only to loopback, where nothing crosses a network
+/// (`spwire::url` is the one reading of a URL's origin).
 pub fn check_url(url: &str) -> Result<()> {
-    if let Some(rest) = url.strip_prefix("https://") {
-        if rest.is_empty() {
-            bail!("url {url:?} has no host");
-        }
-        return Ok(());
+    match spwire::url::check_sink_url(url) {
+        Ok(_) => Ok(()),
+        Err(e) => bail!("url {url:?} {e}"),
     }
-    if let Some(rest) = url.strip_prefix("http://") {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        // "http://127.0.0.1:80@evil.com/" names evil.com (the rest is userinfo): no userinfo,
-        // so the host read here is the host a request goes to.
-        if authority.contains('@') {
-            bail!("url {url:?} has a user part before '@'; put the host right after http://");
-        }
-        let host = if let Some(v6) = authority.strip_prefix('[') {
-            v6.split(']').next().unwrap_or("")
-        } else {
-            authority
-                .rsplit_once(':')
-                .map(|(h, _)| h)
-                .unwrap_or(authority)
-        };
-        let loopback = host == "localhost"
-            || host == "::1"
-            || host
-                .parse::<std::net::Ipv4Addr>()
-                .map(|ip| ip.is_loopback())
-                .unwrap_or(false);
-        if loopback {
-            return Ok(());
-        }
-        bail!("url {url:?} uses http:// to a non-loopback host; use https://");
-    }
-    bail!("url {url:?} must start with https:// (or http:// to 127.0.0.1, localhost or [::1])")
 }
 
 #[cfg(unix)]

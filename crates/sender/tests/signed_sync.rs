@@ -21,6 +21,8 @@ const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest
 #[derive(Default)]
 struct State {
     queue: Vec<Value>,
+    /// Envelopes as exact text (id, text): what a `Value` cannot hold, such as a duplicate key.
+    raw: Vec<(String, String)>,
     acks: Vec<Value>,
     polls: Vec<(String, Option<String>)>,
 }
@@ -90,7 +92,7 @@ impl SignedReceiver {
                         s.polls.push((query.to_string(), auth.clone()));
                         if !bearer(MACHINE_TOKEN) {
                             (401, json!({"reason": "unauthorized"}))
-                        } else if s.queue.is_empty() {
+                        } else if s.queue.is_empty() && s.raw.is_empty() {
                             (204, json!({}))
                         } else {
                             (200, json!({"messages": s.queue.clone()}))
@@ -101,14 +103,25 @@ impl SignedReceiver {
                         let v: Value = serde_json::from_str(&body).unwrap_or_default();
                         for a in v["acks"].as_array().cloned().unwrap_or_default() {
                             s.queue.retain(|m| m["id"] != a["id"]);
+                            s.raw.retain(|(id, _)| a["id"] != id.as_str());
                             s.acks.push(a);
                         }
                         (202, json!({}))
                     }
                     _ => (401, json!({"reason": "unauthorized"})),
                 };
+                let raw: Vec<String> = st.lock().unwrap().raw.iter().map(|r| r.1.clone()).collect();
                 let text = if status == 204 {
                     String::new()
+                } else if path == "/c" && status == 200 && !raw.is_empty() {
+                    let mut all: Vec<String> = reply["messages"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(Value::to_string)
+                        .collect();
+                    all.extend(raw);
+                    format!(r#"{{"messages":[{}]}}"#, all.join(","))
                 } else {
                     reply.to_string()
                 };
@@ -140,6 +153,20 @@ impl SignedReceiver {
         env["at"] = json!(wire_time(now));
         env["expires_at"] = json!(wire_time(now + 600_000));
         self.state.lock().unwrap().queue.push(env);
+        id
+    }
+
+    /// Queues one envelope with a key written twice: `key: first` before the envelope's own
+    /// fields (which carry the key too); returns its id.
+    fn enqueue_with_duplicate(&self, signed: Value, key: &str, first: Value) -> String {
+        let id = ulid::Ulid::new().to_string();
+        let mut env = signed;
+        env["id"] = json!(id);
+        env["at"] = json!(wire_time(now_ms()));
+        env["expires_at"] = json!(wire_time(now_ms() + 600_000));
+        assert!(env.get(key).is_some(), "the envelope has no {key}");
+        let text = format!("{{{}:{first},{}", json!(key), &env.to_string()[1..]);
+        self.state.lock().unwrap().raw.push((id.clone(), text));
         id
     }
 
@@ -335,6 +362,49 @@ fn a_signed_allow_reaches_the_hook_and_forged_ones_are_refused() {
     let stored: Vec<String> =
         env.query("SELECT code FROM messages WHERE outcome='refused' ORDER BY received_at");
     assert_eq!(stored.len(), 5, "{stored:?}");
+}
+
+/// Issue 28: serde_json keeps the last of two `cmd`s. The second one here is a good signed
+/// allow; with a duplicate anywhere the envelope is malformed and nothing is acted on.
+#[test]
+fn an_envelope_with_a_duplicate_key_is_refused_malformed() {
+    let passkey = Passkey::es256(63);
+    let r = SignedReceiver::start(Passkey::es256(63));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo hi > out.txt"));
+    let attention = open_attention(&env);
+
+    let (deny, _) = device.answer(MACHINE, &attention, "deny");
+    let (_, good) = device.answer(MACHINE, &attention, "allow");
+    let id = r.enqueue_with_duplicate(good.clone(), "cmd", json!(deny));
+    let ack = r
+        .ack(&id, Duration::from_secs(20))
+        .expect("ack for the envelope with two cmds");
+    assert_eq!(ack["outcome"], "refused", "{ack}");
+    assert_eq!(ack["code"], "malformed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains(r#"duplicate key "cmd""#),
+        "{ack}"
+    );
+    assert_eq!(
+        env.query::<String>("SELECT state FROM attention"),
+        vec!["open".to_string()],
+        "the malformed envelope settled the prompt"
+    );
+
+    // Its signed command, carried once, is still good: its nonce was never spent.
+    let id = r.enqueue(good);
+    let out = finish(hook, Duration::from_secs(20));
+    assert_eq!(stdout(&out).trim_end(), ALLOW);
+    let ack = r
+        .ack(&id, Duration::from_secs(20))
+        .expect("ack for the allow");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Control messages as the receiver sends them, checked per DECISIONS 6 and 7.
 use crate::clock::{self, Millis};
+use crate::text::truncate;
 use serde_json::Value;
 
 pub const TEXT_MAX: usize = 20_000;
@@ -323,13 +324,6 @@ fn invalid(id: String, kind: Option<String>, detail: &str) -> Checked {
         id,
         kind,
         detail: detail.to_string(),
-    }
-}
-
-pub fn truncate(s: &str, max_chars: usize) -> String {
-    match s.char_indices().nth(max_chars) {
-        Some((i, _)) => s[..i].to_string(),
-        None => s.to_string(),
     }
 }
 

@@ -54,17 +54,17 @@ pub fn envelope(e: &StoredEvent, tier: u8, machine: Option<&str>) -> Value {
     session.insert("id".into(), json!(e.session_id));
     session.insert("seq".into(), json!(e.seq));
     if let Some(m) = machine {
-        session.insert("machine".into(), json!(crate::control::truncate(m, 80)));
+        session.insert("machine".into(), json!(crate::text::truncate(m, 80)));
     }
     if let Some(c) = &e.cwd {
-        session.insert("cwd".into(), json!(crate::control::truncate(c, 1024)));
+        session.insert("cwd".into(), json!(crate::text::truncate(c, 1024)));
     }
     let mut harness = Map::new();
     harness.insert("name".into(), json!(e.harness));
     if !e.harness_event.is_empty() {
         harness.insert(
             "event".into(),
-            json!(crate::control::truncate(&e.harness_event, 64)),
+            json!(crate::text::truncate(&e.harness_event, 64)),
         );
     }
     json!({

@@ -1,13 +1,18 @@
 //! The sessionpipe protocol's wire types and validation, shared by both sides: the sender
 //! (`sessionpipe-control`: hooks, sp-sync, sp) and the receiver (`sessionpipe-receiver`).
-//! One ULID rule, one session-key rule, one signed-control verifier, one clock format.
+//! One ULID rule, one session-key rule, one signed-control verifier, one clock format, and the small
+//! helpers both programs need once: URL origins, text truncation, randomness, hex.
 //! Knows nothing about SQL, HTTP or any harness's output.
 pub mod clock;
 pub mod control;
 pub mod event;
 pub mod files;
+pub mod hex;
+pub mod rand;
 pub mod redact;
 pub mod signed;
+pub mod text;
+pub mod url;
 
 /// `^[0-9A-HJKMNP-TV-Z]{26}$`: the protocol's ULID spelling (Crockford base32, upper case).
 pub fn is_ulid(s: &str) -> bool {

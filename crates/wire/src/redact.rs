@@ -107,7 +107,7 @@ pub fn redact_message(text: &str, max: usize) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    crate::control::truncate(&redact(&folded), max)
+    crate::text::truncate(&redact(&folded), max)
 }
 
 #[cfg(test)]

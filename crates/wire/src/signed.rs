@@ -191,6 +191,24 @@ pub struct SignedCommand {
     pub confirm: Option<Assertion>,
 }
 
+impl SignedCommand {
+    /// One envelope as the receiver carried it (an item of the machine poll), read with a
+    /// duplicate key anywhere refused: serde_json keeps the last of two `cmd`s, so a
+    /// duplicate outside the signature would let one reader act on what another never
+    /// showed. Returns the envelope's fields too, for its `id`, `at` and `expires_at`.
+    pub fn from_envelope(s: &str) -> Result<(SignedCommand, Map<String, Value>), Refusal> {
+        let fields = match parse_strict(s) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => return refuse(Code::Malformed, "the envelope is not a JSON object"),
+            Err(e) => return refuse(Code::Malformed, format!("the envelope is refused: {e}")),
+        };
+        match SignedCommand::deserialize(&Value::Object(fields.clone())) {
+            Ok(c) => Ok((c, fields)),
+            Err(_) => refuse(Code::Malformed, "the envelope carries no command string"),
+        }
+    }
+}
+
 /// One attached file of a `start` (CONTROL.md §3.1); `name` is NFC.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRef {
@@ -1015,6 +1033,35 @@ mod tests {
             "ftp://receiver.example",
             "receiver.example"
         ));
+    }
+
+    #[test]
+    fn a_duplicate_key_anywhere_in_an_envelope_is_malformed() {
+        let cmd = r#"{\"v\":1}"#;
+        let ok = format!(r#"{{"id":"x","cmd":"{cmd}","csig":"c","grant":{{"a":1}}}}"#);
+        let (c, fields) = SignedCommand::from_envelope(&ok).unwrap();
+        assert_eq!(c.cmd, r#"{"v":1}"#);
+        assert_eq!(fields["id"], "x");
+        for bad in [
+            // A second `cmd` outside the signature: serde_json alone keeps the last one.
+            format!(r#"{{"cmd":"other","id":"x","cmd":"{cmd}","csig":"c"}}"#),
+            format!(r#"{{"id":"x","cmd":"{cmd}","csig":"c","csig":"d"}}"#),
+            format!(r#"{{"id":"x","cmd":"{cmd}","grant":{{"a":1,"a":2}}}}"#),
+            format!(r#"{{"id":"x","id":"y","cmd":"{cmd}"}}"#),
+        ] {
+            let r = SignedCommand::from_envelope(&bad).unwrap_err();
+            assert_eq!(r.code, Code::Malformed, "{bad}");
+            assert!(r.why.contains("duplicate key"), "{bad}: {}", r.why);
+        }
+        for (bad, why) in [
+            ("[]", "not a JSON object"),
+            (r#"{"id":"x"}"#, "no command string"),
+            (r#"{"cmd":1}"#, "no command string"),
+        ] {
+            let r = SignedCommand::from_envelope(bad).unwrap_err();
+            assert_eq!(r.code, Code::Malformed, "{bad}");
+            assert!(r.why.contains(why), "{bad}: {}", r.why);
+        }
     }
 
     #[test]

@@ -2,20 +2,12 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     spctl::logging::init("sp-sync");
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "-V" || a == "--version") {
-        println!("sp-sync {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
-    }
-    let mode = match spctl::sync::parse_args(&args) {
-        Ok(Some(m)) => m,
-        Ok(None) => {
-            print!("{}\n{}\n", spctl::sync::HELP, spctl::paths::ENV_HELP);
-            return ExitCode::SUCCESS;
-        }
+    let mode = match spctl::sync::parse_args(std::env::args_os()) {
+        Ok(m) => m,
         Err(e) => {
-            eprintln!("sp-sync: {e}");
-            return ExitCode::from(2);
+            // --help and --version land here too (exit 0, on stdout); usage errors exit 2.
+            let _ = e.print();
+            return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
         }
     };
     match spctl::sync::run(mode) {

@@ -13,7 +13,11 @@ fn main() -> ExitCode {
         Ok(spctl::cli::Done::Ok) => ExitCode::SUCCESS,
         Ok(spctl::cli::Done::Problems) => ExitCode::from(1),
         Err(e) => {
-            if e.downcast_ref::<spctl::cli::Usage>().is_some() {
+            if let Some(c) = e.downcast_ref::<clap::Error>() {
+                // --help and --version land here too (exit 0, on stdout); usage errors exit 2.
+                let _ = c.print();
+                ExitCode::from(c.exit_code().clamp(0, 255) as u8)
+            } else if e.downcast_ref::<spctl::cli::Usage>().is_some() {
                 eprintln!("sp: {e}; see sp --help");
                 ExitCode::from(2)
             } else {

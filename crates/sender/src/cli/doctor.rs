@@ -215,12 +215,12 @@ fn check_sinks(f: &mut Findings, config: &Config) {
 /// A sink on loopback is likely the local sp-receiver: its `/healthz` says whether its
 /// database answers too (another receiver answers 404 there, which says nothing).
 fn check_local_health(f: &mut Findings, client: &Client, name: &str, url: &str) {
-    if !crate::sync::http::is_loopback_url(url) {
-        return;
-    }
-    let Some(origin) = crate::sync::http::origin_of(url) else {
+    let Ok(origin) = spwire::url::parse_origin(url) else {
         return;
     };
+    if !origin.is_loopback() {
+        return;
+    }
     let health = format!("{origin}/healthz");
     match client.get(&health, None, Duration::from_secs(5)) {
         Ok(r) if r.status == 200 => f.ok(format!("sink {name}: sp-receiver healthy ({health})")),

@@ -10,58 +10,177 @@ mod sink;
 mod status;
 
 use anyhow::Result;
+use clap::builder::PossibleValuesParser;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::time::Duration;
 
-pub const HELP: &str = "\
-sp: set up and watch the sessionpipe control channel
+/// `sp`'s command line (clap derive). `sp` alone prints the help.
+#[derive(Debug, Parser)]
+#[command(
+    name = "sp",
+    version,
+    about = "sp: set up and watch the sessionpipe control channel"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
 
-USAGE:
-  sp status [--json]       per sink: paused or not, last poll, last error, outbox;
-                           live sessions, queued messages, open permission prompts
-  sp queue [--json] [--session KEY] [--state STATE] [--limit N]
-                           control messages with state, outcome and timestamps;
-                           STATE: queued, delivering, done, delivered, expired, unsupported, failed
-  sp doctor                checks config, sinks, hook registrations, cron, database and
-                           hook latency; says how to fix each problem; exits 1 if any
-  sp sink add URL --token-file FILE [--control|--signed] [--tier N] [--name NAME] [--no-check]
-                           adds a receiver; --control only if its well-known offers control,
-                           --signed (then `sp pair NAME`) only if it speaks signed control
-  sp sink list [--json]
-  sp sink remove NAME
-  sp setup install [--dry-run] [--bin-dir DIR] [--no-cron]
-                           registers our hooks in every installed harness and adds the
-                           cron line for sp-sync (install.sh runs this)
-  sp setup uninstall [--dry-run]
-                           removes exactly those hooks and that cron line
-  sp away [on|off|status] whether you are away from this machine: only then do Codex, Cursor,
-                           Droid and Copilot CLI wait for a remote answer (Claude Code always
-                           waits, beside its own dialog); a receiver may say it too
-  sp pair SINK [--name NAME] [--timeout SECS]
-                           enrolls a passkey for signed control: prints a link and six check
-                           digits, waits for the approval, verifies its proof before trusting it
-  sp control keys [--json] the passkeys enrolled on this machine, per sink
-  sp control keys remove ID
-  sp control off SINK      forgets the pairing with that sink (machine id, token, keys) and
-                           tells the receiver
-  sp control verify FILE   the verdict for one signed control command or enrollment proof
-                           (a control-vector file, or - for stdin) as JSON; exits 1 if refused
-  sp hooks list            each harness's hook file and whether our hooks are in it
-  sp hooks print HARNESS [--bin-dir DIR]
-                           the registration `sp setup install` merges into that file;
-                           `acp` prints Zed's agent_servers entry for sp-acp
-  sp hooks table           what each harness supports, as the README's table (markdown)
-  sp codex [ARGS…]         Codex's terminal UI on this user's app-server (started if need
-                           be, socket private to you), so prompts and cancels from the phone
-                           reach the running turn; ARGS go to codex ($SP_CODEX, else codex)
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Per sink: paused or not, last poll, last error, outbox; live sessions, queued messages,
+    /// open permission prompts
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Control messages with state, outcome and timestamps
+    Queue {
+        #[arg(long)]
+        json: bool,
+        /// Only this session (`<harness>:<id>`)
+        #[arg(long, value_name = "KEY")]
+        session: Option<String>,
+        #[arg(long, value_parser = PossibleValuesParser::new(QUEUE_STATES))]
+        state: Option<String>,
+        /// At most the newest N
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+    },
+    /// Checks config, sinks, hook registrations, cron, database and hook latency; says how to
+    /// fix each problem; exits 1 if any
+    Doctor,
+    /// Receivers this machine reports to
+    #[command(subcommand)]
+    Sink(SinkCommand),
+    /// Our hooks in every installed harness, and the cron line for sp-sync
+    #[command(subcommand)]
+    Setup(SetupCommand),
+    /// Whether you are away from this machine: only then do Codex, Cursor, Droid and Copilot
+    /// CLI wait for a remote answer (Claude Code always waits, beside its own dialog); a
+    /// receiver may say it too
+    Away {
+        #[arg(value_parser = PossibleValuesParser::new(["on", "off", "status"]), default_value = "status")]
+        what: String,
+    },
+    /// Enrolls a passkey for signed control: prints a link and six check digits, waits for
+    /// the approval, verifies its proof before trusting it
+    Pair {
+        sink: String,
+        /// What the receiver calls this machine
+        #[arg(long)]
+        name: Option<String>,
+        /// How long to wait for the approval
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+        timeout: Option<u64>,
+    },
+    /// Signed control: enrolled passkeys, pairings, verdicts
+    #[command(subcommand)]
+    Control(ControlCommand),
+    /// Each harness's hook file and what the hooks register
+    #[command(subcommand)]
+    Hooks(HooksCommand),
+    /// Codex's terminal UI on this user's app-server (started if need be, socket private to
+    /// you), so prompts and cancels from the phone reach the running turn; ARGS go to codex
+    /// ($SP_CODEX, else codex)
+    #[command(disable_help_flag = true)]
+    Codex {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
 
-OPTIONS:
-  -h, --help     this text
-  -V, --version  the version
+const QUEUE_STATES: [&str; 7] = [
+    "queued",
+    "delivering",
+    "done",
+    "delivered",
+    "expired",
+    "unsupported",
+    "failed",
+];
 
-Exit status: 0 fine, 1 something is wrong (said on stderr, or by doctor), 2 bad usage.
-";
+#[derive(Debug, Subcommand)]
+enum SinkCommand {
+    /// Adds a receiver; --control only if its well-known offers control, --signed (then
+    /// `sp pair NAME`) only if it speaks signed control
+    Add(sink::AddOptions),
+    #[command(visible_alias = "ls")]
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    #[command(visible_alias = "rm")]
+    Remove { name: String },
+}
 
-fn help_text() -> String {
+#[derive(Debug, Subcommand)]
+enum SetupCommand {
+    /// Registers our hooks in every installed harness and adds the cron line for sp-sync
+    /// (install.sh runs this)
+    Install {
+        #[command(flatten)]
+        common: SetupArgs,
+        #[arg(long)]
+        no_cron: bool,
+    },
+    /// Removes exactly those hooks and that cron line
+    Uninstall {
+        #[command(flatten)]
+        common: SetupArgs,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct SetupArgs {
+    /// Say what would change, change nothing
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+    /// Where sp-sync and the hooks are installed
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum ControlCommand {
+    /// The passkeys enrolled on this machine, per sink
+    Keys {
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        remove: Option<KeysCommand>,
+    },
+    /// Forgets the pairing with that sink (machine id, token, keys) and tells the receiver
+    Off { sink: String },
+    /// The verdict for one signed control command or enrollment proof (a control-vector
+    /// file, or - for stdin) as JSON; exits 1 if refused
+    Verify { file: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Removes one enrolled key
+    #[command(visible_alias = "rm")]
+    Remove { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum HooksCommand {
+    /// Each harness's hook file and whether our hooks are in it
+    List,
+    /// The registration `sp setup install` merges into that file; `acp` prints Zed's
+    /// agent_servers entry for sp-acp
+    Print {
+        harness: String,
+        #[arg(long, value_name = "DIR")]
+        bin_dir: Option<String>,
+    },
+    /// What each harness supports, as the README's table (markdown)
+    Table,
+}
+
+/// What follows the options in `sp --help`: exit codes, environment, each harness's file.
+fn help_tail() -> String {
     let files: Vec<String> = crate::setup::targets()
         .iter()
         .map(|t| {
@@ -73,17 +192,21 @@ fn help_text() -> String {
         })
         .collect();
     format!(
-        "sp {}\n{HELP}\n{}\n  SP_CRONTAB             crontab program to use; a path that does not exist acts as\n\
+        "Exit status: 0 fine, 1 something is wrong (said on stderr, or by doctor), 2 bad usage.\n\n\
+         {}\n  SP_CRONTAB             crontab program to use; a path that does not exist acts as\n\
          \x20                        a machine without crontab (tests)\n\
          \x20 SP_SYSTEMCTL           systemctl program to use; a path that does not exist acts as\n\
          \x20                        a machine without a systemd user manager (tests)\n\
          \x20 SP_CODEX               the Codex program `sp codex` runs (default: codex on PATH)\n\
          \x20 CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_CONFIG_HOME move Claude Code's, Codex's, OpenCode's files\n\n\
-         HARNESS FILES (hooks are registered here when the folder exists):\n{}\n",
-        env!("CARGO_PKG_VERSION"),
+         HARNESS FILES (hooks are registered here when the folder exists):\n{}",
         crate::paths::ENV_HELP,
         files.join("\n")
     )
+}
+
+fn command() -> clap::Command {
+    Cli::command().after_help(help_tail())
 }
 
 /// A command line we cannot make sense of: `main` exits 2 for it.
@@ -110,244 +233,71 @@ pub enum Done {
     Problems,
 }
 
-/// The remaining words of the command line.
-pub(crate) struct Args(Vec<String>);
-
-impl Args {
-    pub fn flag(&mut self, name: &str) -> bool {
-        let before = self.0.len();
-        self.0.retain(|a| a != name);
-        self.0.len() != before
-    }
-
-    pub fn value(&mut self, name: &str) -> Result<Option<String>> {
-        let prefix = format!("{name}=");
-        if let Some(i) = self.0.iter().position(|a| a.starts_with(&prefix)) {
-            return Ok(Some(self.0.remove(i)[prefix.len()..].to_string()));
-        }
-        let Some(i) = self.0.iter().position(|a| a == name) else {
-            return Ok(None);
-        };
-        if i + 1 >= self.0.len() {
-            return usage(format!("{name} needs a value"));
-        }
-        self.0.remove(i);
-        Ok(Some(self.0.remove(i)))
-    }
-
-    pub fn positional(&mut self, what: &str) -> Result<String> {
-        match self.0.iter().position(|a| !a.starts_with('-') || a == "-") {
-            Some(i) => Ok(self.0.remove(i)),
-            None => usage(format!("missing {what}")),
-        }
-    }
-
-    pub fn finish(self) -> Result<()> {
-        match self.0.first() {
-            None => Ok(()),
-            Some(a) => usage(format!("unexpected argument {a:?}")),
-        }
-    }
-}
-
 pub(crate) const DB_BUSY: Duration = Duration::from_secs(5);
 
+/// Parses `sp`'s arguments (without the program name) and runs the command. A command line
+/// clap refuses, and `--help` / `--version`, come back as a `clap::Error` for `main` to print.
 pub fn run(args: Vec<String>) -> Result<Done> {
-    // Everything after `sp codex` is Codex's, --help included.
-    if args.first().is_some_and(|a| a == "codex") {
-        return codex::run(args[1..].to_vec());
-    }
-    let mut args = Args(args);
-    if args.flag("-V") | args.flag("--version") {
-        println!("sp {}", env!("CARGO_PKG_VERSION"));
+    let argv = std::iter::once("sp".to_string()).chain(args);
+    let matches = command().try_get_matches_from(argv)?;
+    let cli = Cli::from_arg_matches(&matches)?;
+    let Some(command) = cli.command else {
+        print!("{}", self::command().render_long_help());
         return Ok(Done::Ok);
-    }
-    if args.0.is_empty()
-        || args.flag("-h") | args.flag("--help")
-        || args.0.first().is_some_and(|a| a == "help")
-    {
-        print!("{}", help_text());
-        return Ok(Done::Ok);
-    }
-    let cmd = args.positional("command")?;
-    match cmd.as_str() {
-        "status" => {
-            let json = args.flag("--json");
-            args.finish()?;
-            status::status(json)
+    };
+    match command {
+        Command::Status { json } => status::status(json),
+        Command::Queue {
+            json,
+            session,
+            state,
+            limit,
+        } => status::queue(
+            &crate::store::status::QueueFilter {
+                session,
+                state,
+                limit,
+            },
+            json,
+        ),
+        Command::Doctor => doctor::doctor(),
+        Command::Sink(SinkCommand::Add(o)) => sink::add(o),
+        Command::Sink(SinkCommand::List { json }) => sink::list(json),
+        Command::Sink(SinkCommand::Remove { name }) => sink::remove(&name),
+        Command::Setup(SetupCommand::Install { common, no_cron }) => {
+            setup::install(common.dry_run, common.bin_dir, no_cron)
         }
-        "queue" => {
-            let json = args.flag("--json");
-            let filter = crate::store::status::QueueFilter {
-                session: args.value("--session")?,
-                state: args.value("--state")?,
-                limit: match args.value("--limit")? {
-                    None => None,
-                    Some(n) => Some(
-                        n.parse()
-                            .map_err(|_| Usage(format!("--limit takes a number, not {n:?}")))?,
-                    ),
-                },
-            };
-            if let Some(s) = &filter.state {
-                const STATES: &[&str] = &[
-                    "queued",
-                    "delivering",
-                    "done",
-                    "delivered",
-                    "expired",
-                    "unsupported",
-                    "failed",
-                ];
-                if !STATES.contains(&s.as_str()) {
-                    return usage(format!("--state {s:?}: use one of {}", STATES.join(", ")));
-                }
-            }
-            args.finish()?;
-            status::queue(&filter, json)
+        Command::Setup(SetupCommand::Uninstall { common }) => {
+            setup::uninstall(common.dry_run, common.bin_dir)
         }
-        "doctor" => {
-            args.finish()?;
-            doctor::doctor()
+        Command::Away { what } => match what.as_str() {
+            "on" => status::set_away(true),
+            "off" => status::set_away(false),
+            _ => status::away_status(),
+        },
+        Command::Pair {
+            sink,
+            name,
+            timeout,
+        } => pair::pair(pair::PairOptions {
+            sink,
+            name,
+            timeout: timeout.map_or(pair::PAIR_WAIT_MAX, Duration::from_secs),
+        }),
+        Command::Control(ControlCommand::Keys {
+            remove: Some(KeysCommand::Remove { id }),
+            ..
+        }) => pair::remove_key(&id),
+        Command::Control(ControlCommand::Keys { json, remove: None }) => pair::keys(json),
+        Command::Control(ControlCommand::Off { sink }) => pair::off(&sink),
+        Command::Control(ControlCommand::Verify { file }) => control::verify(&file),
+        Command::Hooks(HooksCommand::List) => setup::list(),
+        Command::Hooks(HooksCommand::Table) => {
+            print!("{}", crate::harness::caps::readme_table());
+            Ok(Done::Ok)
         }
-        "sink" => {
-            let sub = args.positional("sink command (add, list, remove)")?;
-            match sub.as_str() {
-                "add" => {
-                    let opts = sink::AddOptions {
-                        control: args.flag("--control"),
-                        signed: args.flag("--signed"),
-                        no_check: args.flag("--no-check"),
-                        token_file: args.value("--token-file")?,
-                        tier: match args.value("--tier")? {
-                            None => 0,
-                            Some(t) => match t.parse::<u8>() {
-                                Ok(n) if n <= 3 => n,
-                                _ => return usage(format!("--tier {t:?}: tiers are 0 to 3")),
-                            },
-                        },
-                        name: args.value("--name")?,
-                        url: args.positional("URL")?,
-                    };
-                    args.finish()?;
-                    sink::add(opts)
-                }
-                "list" | "ls" => {
-                    let json = args.flag("--json");
-                    args.finish()?;
-                    sink::list(json)
-                }
-                "remove" | "rm" => {
-                    let name = args.positional("sink NAME")?;
-                    args.finish()?;
-                    sink::remove(&name)
-                }
-                other => usage(format!(
-                    "unknown sink command {other:?}; use add, list or remove"
-                )),
-            }
-        }
-        "setup" => {
-            let sub = args.positional("setup command (install, uninstall)")?;
-            let dry_run = args.flag("--dry-run") | args.flag("-n");
-            let bin_dir = args.value("--bin-dir")?;
-            match sub.as_str() {
-                "install" => {
-                    let no_cron = args.flag("--no-cron");
-                    args.finish()?;
-                    setup::install(dry_run, bin_dir, no_cron)
-                }
-                "uninstall" => {
-                    args.finish()?;
-                    setup::uninstall(dry_run, bin_dir)
-                }
-                other => usage(format!(
-                    "unknown setup command {other:?}; use install or uninstall"
-                )),
-            }
-        }
-        "away" => {
-            let what = args
-                .positional("on, off or status")
-                .unwrap_or_else(|_| "status".into());
-            args.finish()?;
-            match what.as_str() {
-                "on" => status::set_away(true),
-                "off" => status::set_away(false),
-                "status" => status::away_status(),
-                other => usage(format!("sp away {other:?}: use on, off or status")),
-            }
-        }
-        "pair" => {
-            let name = args.value("--name")?;
-            let timeout = match args.value("--timeout")? {
-                None => pair::PAIR_WAIT_MAX,
-                Some(t) => match t.parse::<u64>() {
-                    Ok(n) if n >= 1 => Duration::from_secs(n),
-                    _ => return usage(format!("--timeout {t:?}: a number of seconds")),
-                },
-            };
-            let sink = args.positional("SINK")?;
-            args.finish()?;
-            pair::pair(pair::PairOptions {
-                sink,
-                name,
-                timeout,
-            })
-        }
-        "control" => {
-            let sub = args.positional("control command (keys, off, verify)")?;
-            match sub.as_str() {
-                "verify" => {
-                    let file = args.positional("FILE")?;
-                    args.finish()?;
-                    control::verify(&file)
-                }
-                "keys" => {
-                    if args.0.first().is_some_and(|a| a == "remove" || a == "rm") {
-                        args.0.remove(0);
-                        let id = args.positional("key ID")?;
-                        args.finish()?;
-                        return pair::remove_key(&id);
-                    }
-                    let json = args.flag("--json");
-                    args.finish()?;
-                    pair::keys(json)
-                }
-                "off" => {
-                    let sink = args.positional("SINK")?;
-                    args.finish()?;
-                    pair::off(&sink)
-                }
-                other => usage(format!(
-                    "unknown control command {other:?}; use keys, off or verify"
-                )),
-            }
-        }
-        "hooks" => {
-            let sub = args.positional("hooks command (list, print, table)")?;
-            match sub.as_str() {
-                "list" => {
-                    args.finish()?;
-                    setup::list()
-                }
-                "table" => {
-                    args.finish()?;
-                    print!("{}", crate::harness::caps::readme_table());
-                    Ok(Done::Ok)
-                }
-                "print" => {
-                    let bin_dir = args.value("--bin-dir")?;
-                    let harness = args.positional("HARNESS")?;
-                    args.finish()?;
-                    setup::print(&harness, bin_dir)
-                }
-                other => usage(format!(
-                    "unknown hooks command {other:?}; use list, print or table"
-                )),
-            }
-        }
-        other => usage(format!("unknown command {other:?}")),
+        Command::Hooks(HooksCommand::Print { harness, bin_dir }) => setup::print(&harness, bin_dir),
+        Command::Codex { args } => codex::run(args),
     }
 }
 

@@ -54,7 +54,7 @@ fn machine_name(o: &PairOptions) -> String {
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "this machine".into())
     });
-    crate::wire::control::truncate(&name, 80)
+    spwire::text::truncate(&name, 80)
 }
 
 fn started_ok(s: &Started) -> Result<()> {
@@ -273,7 +273,7 @@ fn finish(
     let token = p
         .token
         .filter(|t| (16..=256).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_graphic()));
-    let account = p.account.map(|a| crate::wire::control::truncate(&a, 200));
+    let account = p.account.map(|a| spwire::text::truncate(&a, 200));
     store.enroll(
         &sink.name,
         &started.machine,

@@ -11,14 +11,27 @@ use std::time::Duration;
 
 const WELLKNOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `sp sink add`'s arguments.
+#[derive(Debug, clap::Args)]
 pub struct AddOptions {
     pub url: String,
+    /// A file holding the receiver's bearer token (mode 600)
+    #[arg(long, value_name = "FILE")]
     pub token_file: Option<String>,
+    /// Take control messages (only if its well-known offers control)
+    #[arg(long)]
     pub control: bool,
-    /// Signed control (DECISIONS 22): implies control; `sp pair` enrolls the passkey.
+    /// Signed control (DECISIONS 22): implies control; `sp pair` enrolls the passkey
+    #[arg(long)]
     pub signed: bool,
+    /// Most a sink is sent: 0 to 3
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=3))]
     pub tier: u8,
+    #[arg(long)]
     pub name: Option<String>,
+    /// Add it without fetching its well-known document
+    #[arg(long)]
     pub no_check: bool,
 }
 
@@ -46,7 +59,7 @@ impl Found {
 
 /// Fetches and reads the well-known document (connect and total timeouts via the client).
 pub fn fetch_wellknown(client: &Client, sink_url: &str) -> Result<Found> {
-    let url = wellknown::url_for(sink_url);
+    let url = wellknown::url_for(sink_url)?;
     let reply = client
         .get(&url, None, WELLKNOWN_TIMEOUT)
         .map_err(|e| anyhow::anyhow!("GET {url}: {e}"))?;
@@ -67,18 +80,13 @@ pub fn fetch_wellknown(client: &Client, sink_url: &str) -> Result<Found> {
 
 /// `https://phone.example.com/x` → `phone-example-com`; `-2`, `-3`, … when taken.
 pub fn derive_name(url: &str, taken: &[String]) -> String {
-    let origin = wellknown::origin(url);
-    let authority = origin.split("://").nth(1).unwrap_or(origin);
-    let host = authority.rsplit('@').next().unwrap_or(authority);
-    let host = if let Some(v6) = host.strip_prefix('[') {
-        v6.split(']').next().unwrap_or("")
-    } else {
-        host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
+    let host = match spwire::url::parse_origin(url) {
+        Ok(o) if o.is_loopback() => "localhost".to_string(),
+        Ok(o) => o.host,
+        Err(_) => String::new(),
     };
-    let loopback = matches!(host, "::1" | "localhost") || host.starts_with("127.");
-    let host = if loopback { "localhost" } else { host };
     let mut name = String::new();
-    for c in host.to_ascii_lowercase().chars() {
+    for c in host.chars() {
         let c = if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
             c
         } else {
@@ -298,7 +306,7 @@ fn new_sink_name(current: &Config, o: &AddOptions) -> Result<String> {
 fn checked_tier(o: &AddOptions) -> Result<u8> {
     let tier = o.tier;
     if o.no_check {
-        println!("Not checking {} (--no-check).", wellknown::url_for(&o.url));
+        println!("Not checking {} (--no-check).", wellknown::url_for(&o.url)?);
         return Ok(tier);
     }
     match fetch_wellknown(&Client::new(), &o.url) {
@@ -424,12 +432,14 @@ mod tests {
         );
         assert_eq!(derive_name("http://127.0.0.1:8080/", &[]), "localhost");
         assert_eq!(derive_name("http://[::1]:9/", &[]), "localhost");
-        assert_eq!(derive_name("https://user@10.1.2.3:443", &[]), "10-1-2-3");
+        assert_eq!(derive_name("https://10.1.2.3:443", &[]), "10-1-2-3");
+        // A URL with a user part is refused before a name is needed; it names nothing.
+        assert_eq!(derive_name("https://user@10.1.2.3:443", &[]), "sink");
         assert_eq!(
             derive_name("https://a.b", &["a-b".into(), "a-b-2".into()]),
             "a-b-3"
         );
-        let long = derive_name(&format!("https://{}.com", "x".repeat(80)), &[]);
-        assert!(long.len() <= 40);
+        let long = derive_name(&format!("https://{}.com", "x".repeat(60)), &[]);
+        assert_eq!(long, "x".repeat(36));
     }
 }

@@ -361,12 +361,7 @@ pub fn minted_attention_id(
             .as_bytes(),
     );
     let digest = h.finalize();
-    let mut id = String::with_capacity(21);
-    id.push_str("perm-");
-    for b in &digest[..8] {
-        id.push_str(&format!("{b:02x}"));
-    }
-    id
+    format!("perm-{}", spwire::hex::encode(&digest[..8]))
 }
 
 /// The hook payload as a JSON object, or why it is not one.

@@ -376,7 +376,7 @@ impl Store {
             "UPDATE sinks SET last_error=?2, last_error_at=?3 WHERE name=?1",
             params![
                 name,
-                crate::wire::control::truncate(error, 500),
+                spwire::text::truncate(error, 500),
                 format_ms(now_ms())
             ],
         )?;

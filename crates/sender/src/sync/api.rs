@@ -73,7 +73,7 @@ impl Api {
             url.push_str("?directory=");
             url.push_str(&percent_encode(d));
         }
-        let agent = if super::http::is_loopback_url(&url) {
+        let agent = if spwire::url::is_loopback_url(&url) {
             &self.direct
         } else {
             &self.proxied
@@ -98,7 +98,7 @@ impl Api {
         if (200..300).contains(&status) {
             Ok(text)
         } else {
-            let text = crate::wire::control::truncate(text.trim(), 300);
+            let text = spwire::text::truncate(text.trim(), 300);
             Err(format!("OpenCode answered {status} to POST {path}: {text}"))
         }
     }
@@ -186,7 +186,7 @@ fn unreachable(s: &ApiSession) -> Option<String> {
 fn ack_detail(r: &Result<(), CallError>, ok: &str) -> (Outcome, String) {
     match r {
         Ok(()) => (Outcome::Delivered, ok.to_string()),
-        Err(e) => (Outcome::Failed, crate::wire::control::truncate(e, 500)),
+        Err(e) => (Outcome::Failed, spwire::text::truncate(e, 500)),
     }
 }
 

@@ -14,13 +14,8 @@ pub fn delay(schedule: &[u64], failures: u32) -> Duration {
 
 pub fn jitter(d: Duration) -> Duration {
     let ms = d.as_millis() as f64;
-    let r = (random_u32() as f64 / u32::MAX as f64) * 0.5 - 0.25;
+    let r = (spwire::rand::u32() as f64 / u32::MAX as f64) * 0.5 - 0.25;
     Duration::from_millis((ms * (1.0 + r)).max(0.0) as u64)
-}
-
-fn random_u32() -> u32 {
-    // Randomness of a fresh ULID is enough for jitter; no extra dependency.
-    (ulid::Ulid::new().random() & 0xffff_ffff) as u32
 }
 
 /// `retry-after` as seconds or an HTTP date; a missing or unreadable one means 60 s.

@@ -638,10 +638,8 @@ impl Follower {
         match self.client.request(method, params, CALL_TIMEOUT) {
             Ok(r) => Ok(r),
             Err(e) => {
-                let detail = crate::wire::control::truncate(
-                    &format!("codex app-server {method}: {e:#}"),
-                    500,
-                );
+                let detail =
+                    spwire::text::truncate(&format!("codex app-server {method}: {e:#}"), 500);
                 store.api_finish(ids, Outcome::Failed, &detail)?;
                 Err(e)
             }

@@ -15,7 +15,7 @@ pub fn discover(client: &Client, store: &mut Store, sink: &Sink) -> Result<Disco
             return Ok(d);
         }
     }
-    let url = wellknown::url_for(&sink.url);
+    let url = wellknown::url_for(&sink.url)?;
     let reply = client
         .get(&url, None, TIMEOUT)
         .map_err(|e| anyhow::anyhow!("GET {url}: {e}"))?;

@@ -6,7 +6,6 @@ pub(crate) mod backoff;
 mod codex_bridge;
 mod discover;
 pub mod http;
-mod origin;
 mod owner;
 mod poll;
 mod send;
@@ -23,22 +22,64 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use wellknown::Discovered;
 
-pub const HELP: &str = "\
-sp-sync: the sessionpipe control channel's sender
+/// `sp-sync`'s command line (clap derive); no option is the bounded run cron starts.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "sp-sync",
+    version,
+    about = "sp-sync: the sessionpipe control channel's sender",
+    long_about = "sp-sync: the sessionpipe control channel's sender\n\n\
+        With no option, a bounded run for cron: polls, stores and sends for up to 55 s, then exits."
+)]
+pub struct Cli {
+    /// One pass: a poll without waiting per live session, then acks and events
+    #[arg(long, group = "mode")]
+    once: bool,
+    /// Run until stopped (SIGTERM or SIGINT)
+    #[arg(long, group = "mode")]
+    daemon: bool,
+    /// Like the default, but for up to N seconds
+    #[arg(long = "for", value_name = "N", group = "mode",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    for_secs: Option<u64>,
+    /// What hooks start (DECISIONS 28): runs until no hook has reported for S seconds
+    /// (default 1800) with nothing left to send, so a prompt queued during a long turn is in
+    /// the queue when its Stop looks
+    #[arg(long, value_name = "S", group = "mode", num_args = 0..=1,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    while_live: Option<Option<u64>>,
+}
 
-USAGE:
-  sp-sync            bounded run for cron: polls, stores and sends for up to 55 s, then exits
-  sp-sync --once     one pass: a poll without waiting per live session, then acks and events
-  sp-sync --daemon   run until stopped (SIGTERM or SIGINT)
-  sp-sync --for N    like the default, but for up to N seconds
-  sp-sync --while-live [S]
-                     what hooks start (DECISIONS 28): runs until no hook has reported for S
-                     seconds (default 1800) with nothing left to send, so a prompt queued
-                     during a long turn is in the queue when its Stop looks
+impl Cli {
+    pub fn mode(&self) -> Mode {
+        match (self.once, self.daemon, self.for_secs, self.while_live) {
+            (true, ..) => Mode::Once,
+            (_, true, ..) => Mode::Daemon,
+            (_, _, Some(n), _) => Mode::Bounded(Duration::from_secs(n)),
+            (_, _, _, Some(idle)) => {
+                Mode::WhileLive(idle.map_or(WHILE_LIVE_IDLE, Duration::from_secs))
+            }
+            _ => Mode::Bounded(DEFAULT_RUN),
+        }
+    }
+}
 
-Only one sp-sync runs per state folder; a second one exits 0 at once.
-Exit status: 0 done (or another sp-sync runs), 2 bad config, 1 other failure.
-";
+/// `sp-sync`'s arguments (with the program name first) read; `--help`, `--version` and a
+/// command line clap refuses come back as the `clap::Error` for `main` to print.
+pub fn parse_args(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> std::result::Result<Mode, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let after = format!(
+        "Only one sp-sync runs per state folder; a second one exits 0 at once.\n\
+         Exit status: 0 done (or another sp-sync runs), 2 bad config, 1 other failure.\n\n{}",
+        crate::paths::ENV_HELP
+    );
+    let matches = Cli::command()
+        .after_help(after)
+        .try_get_matches_from(args)?;
+    Ok(Cli::from_arg_matches(&matches)?.mode())
+}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Mode {
@@ -188,39 +229,7 @@ pub fn fingerprint(s: &Sink) -> String {
     let d = Sha256::digest(
         format!("{}|{}|{}|{}|{}", s.name, s.url, s.control, s.tier, token).as_bytes(),
     );
-    d[..8].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub fn parse_args(args: &[String]) -> std::result::Result<Option<Mode>, String> {
-    let mut mode = Mode::Bounded(DEFAULT_RUN);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--once" => mode = Mode::Once,
-            "--daemon" => mode = Mode::Daemon,
-            "--while-live" => {
-                let idle = match it.clone().next().and_then(|v| v.parse::<u64>().ok()) {
-                    Some(n) if n > 0 => {
-                        it.next();
-                        Duration::from_secs(n)
-                    }
-                    _ => WHILE_LIVE_IDLE,
-                };
-                mode = Mode::WhileLive(idle);
-            }
-            "--for" => {
-                let n: u64 = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .filter(|n| *n > 0)
-                    .ok_or("--for takes a whole number of seconds above 0")?;
-                mode = Mode::Bounded(Duration::from_secs(n));
-            }
-            "-h" | "--help" => return Ok(None),
-            other => return Err(format!("unknown argument {other:?}; see sp-sync --help")),
-        }
-    }
-    Ok(Some(mode))
+    spwire::hex::encode(&d[..8])
 }
 
 pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
@@ -628,4 +637,45 @@ fn data_version(store: &Store) -> Result<i64> {
     Ok(store
         .connection()
         .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(args: &[&str]) -> std::result::Result<Mode, clap::error::ErrorKind> {
+        let argv = std::iter::once("sp-sync").chain(args.iter().copied());
+        parse_args(argv.map(Into::into)).map_err(|e| e.kind())
+    }
+
+    #[test]
+    fn command_lines() {
+        assert_eq!(mode(&[]), Ok(Mode::Bounded(DEFAULT_RUN)));
+        assert_eq!(mode(&["--once"]), Ok(Mode::Once));
+        assert_eq!(mode(&["--daemon"]), Ok(Mode::Daemon));
+        assert_eq!(
+            mode(&["--for", "5"]),
+            Ok(Mode::Bounded(Duration::from_secs(5)))
+        );
+        assert_eq!(
+            mode(&["--while-live"]),
+            Ok(Mode::WhileLive(WHILE_LIVE_IDLE))
+        );
+        assert_eq!(
+            mode(&["--while-live", "60"]),
+            Ok(Mode::WhileLive(Duration::from_secs(60)))
+        );
+        assert!(mode(&["--for", "0"]).is_err());
+        assert!(mode(&["--for"]).is_err());
+        assert!(mode(&["--while-live", "0"]).is_err());
+        assert_eq!(
+            mode(&["--once", "--daemon"]),
+            Err(clap::error::ErrorKind::ArgumentConflict)
+        );
+        assert_eq!(
+            mode(&["--bogus"]),
+            Err(clap::error::ErrorKind::UnknownArgument)
+        );
+        assert_eq!(mode(&["--help"]), Err(clap::error::ErrorKind::DisplayHelp));
+    }
 }

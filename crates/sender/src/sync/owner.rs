@@ -4,7 +4,6 @@
 //! `/proc/net/tcp6`), so before a request to a loopback host we check that the listener on
 //! that port is this user's. Elsewhere the check is skipped (signed control still keeps a
 //! squatter from forging anything; it can only read what is sent to it).
-use super::origin::{is_loopback_host, origin_of};
 
 /// `/proc/net/tcp*` on a busy machine is large but bounded; beyond this we stop reading.
 const PROC_NET_MAX: u64 = 32 * 1024 * 1024;
@@ -47,10 +46,10 @@ pub fn listener_uids(port: u16) -> Option<Vec<u32>> {
 
 /// `Err` with the reason when `url` goes to a loopback port that another user listens on.
 pub fn check_loopback_listener(url: &str) -> Result<(), String> {
-    let Some(o) = origin_of(url) else {
+    let Ok(o) = spwire::url::parse_origin(url) else {
         return Ok(());
     };
-    if !is_loopback_host(&o.host) {
+    if !o.is_loopback() {
         return Ok(());
     }
     let Some(uids) = listener_uids(o.port) else {

@@ -25,6 +25,38 @@ pub enum Next {
     Stop,
 }
 
+impl Next {
+    /// How long to pause before the next poll, counting failures in a row; `None`: stop.
+    pub(super) fn pause(self, failures: &mut u32) -> Option<Duration> {
+        match self {
+            Next::Again => {
+                *failures = 0;
+                Some(Duration::ZERO)
+            }
+            Next::After(d) => {
+                *failures = 0;
+                Some(d)
+            }
+            Next::Backoff => {
+                *failures += 1;
+                Some(backoff::delay(backoff::CONTROL, *failures))
+            }
+            Next::Stop => None,
+        }
+    }
+}
+
+/// How long the next long poll may be held: the receiver's and our cap, and in a bounded
+/// run never past its deadline (before cron's next tick); `None` when the run is ending.
+pub(super) fn wait_s(shared: &Shared, ctx: &SinkCtx) -> Option<u64> {
+    let wait = shared.wait_max_s.min(ctx.found().wait_max_s);
+    match shared.remaining().map(|left| left.as_secs()) {
+        None => Some(wait),
+        Some(left) if left < 2 => None,
+        Some(left) => Some(wait.min(left - 1)),
+    }
+}
+
 fn poll_url(ctx: &SinkCtx, key: &str, wait: u64) -> Option<String> {
     let base = ctx.found().control_url?;
     let sep = if base.contains('?') { '&' } else { '?' };
@@ -239,27 +271,14 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx, key: &str, harness: &str) {
         if !live || store.control_paused(&ctx.name).unwrap_or(false) {
             return;
         }
-        let mut wait = shared.wait_max_s.min(ctx.found().wait_max_s);
-        if let Some(left) = shared.remaining() {
-            // A bounded run ends before cron's next tick: never hold a poll past the deadline.
-            let left = left.as_secs();
-            if left < 2 {
-                return;
-            }
-            wait = wait.min(left - 1);
-        }
+        let Some(wait) = wait_s(shared, ctx) else {
+            return;
+        };
         last_poll = Some(std::time::Instant::now());
-        match poll_once(shared, ctx, &mut store, key, harness, wait) {
-            Next::Again => failures = 0,
-            Next::After(d) => {
-                failures = 0;
-                shared.sleep(d);
-            }
-            Next::Backoff => {
-                failures += 1;
-                shared.sleep(backoff::delay(backoff::CONTROL, failures));
-            }
-            Next::Stop => return,
+        match poll_once(shared, ctx, &mut store, key, harness, wait).pause(&mut failures) {
+            Some(pause) if !pause.is_zero() => shared.sleep(pause),
+            Some(_) => {}
+            None => return,
         }
     }
 }

@@ -211,7 +211,7 @@ fn events_answered(
             crate::logging::error(&format!(
                 "sink {}: events answered 400 ({}); batch dropped",
                 ctx.name,
-                r.body.chars().take(200).collect::<String>()
+                spwire::text::truncate(&r.body, 200)
             ));
             store.advance_cursor(&ctx.name, batch.last, false)?;
             Ok(Sent::Progress)

@@ -3,7 +3,7 @@
 //! (CONTROL.md §5) before it reaches the queue; its nonce is recorded in the transaction that
 //! stores it; a refusal is acked `refused` with its code and never acted on.
 use super::poll::{self, Next};
-use super::{backoff, Shared, SinkCtx};
+use super::{Shared, SinkCtx};
 use crate::clock::{self, Millis};
 use crate::store::trust::PairedMachine;
 use crate::store::Store;
@@ -55,29 +55,12 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx) {
         if store.control_paused(&ctx.name).unwrap_or(false) {
             return;
         }
-        let mut wait = shared.wait_max_s.min(ctx.found().wait_max_s);
-        if let Some(left) = shared.remaining() {
-            let left = left.as_secs();
-            if left < 2 {
-                return;
-            }
-            wait = wait.min(left - 1);
-        }
+        let Some(wait) = poll::wait_s(shared, ctx) else {
+            return;
+        };
         let round = Instant::now();
-        let pause = match poll_once(shared, ctx, &mut store, wait) {
-            Next::Again => {
-                failures = 0;
-                Duration::ZERO
-            }
-            Next::After(d) => {
-                failures = 0;
-                d
-            }
-            Next::Backoff => {
-                failures += 1;
-                backoff::delay(backoff::CONTROL, failures)
-            }
-            Next::Stop => return,
+        let Some(pause) = poll_once(shared, ctx, &mut store, wait).pause(&mut failures) else {
+            return;
         };
         shared.sleep(pause.max(POLL_FLOOR.saturating_sub(round.elapsed())));
     }
@@ -112,7 +95,7 @@ type Settled = Box<Verdict>;
 /// ingest is to do with it. Verification is CONTROL.md §5 steps 1-4; step 5 (the nonce) is
 /// the store's, in the transaction that keeps the message; step 6 is the folder allowlist.
 pub fn check(
-    item: &Value,
+    raw: &str,
     paired: &PairedMachine,
     keys: &[TrustedKey],
     session_cwd: &dyn Fn(&str) -> Option<Option<String>>,
@@ -120,15 +103,18 @@ pub fn check(
     now: Millis,
 ) -> (String, Checked) {
     let steps = || -> Result<Verdict, Settled> {
-        let id = envelope_id(item)?;
-        let times = envelope_times(item, id)?;
-        let envelope = envelope_command(item, id)?;
+        // The id is read leniently first, so even an envelope refused below gets its one ack.
+        let lenient: Value = serde_json::from_str(raw).unwrap_or_default();
+        let id = envelope_id(&lenient)?;
+        let (envelope, fields) = envelope_command(raw, id)?;
+        let item = Value::Object(fields);
+        let times = envelope_times(&item, id)?;
         let v = verify(&envelope, paired, keys, now, id)?;
         let expired = control::deadline(times.at_ms, times.expires_at_ms, now) <= now;
         let kind = control_kind(id, &v, expired, folders)?;
         let c = v.cmd;
         session_allowed(id, &c.session, kind, session_cwd, folders)?;
-        let mode = prompt_mode(item, id, kind, &c.session)?;
+        let mode = prompt_mode(&item, id, kind, &c.session)?;
         let m = ControlMessage {
             mode,
             id: id.to_string(),
@@ -206,16 +192,16 @@ fn envelope_times<'a>(item: &'a Value, id: &str) -> Result<Times<'a>, Settled> {
     })
 }
 
-fn envelope_command(item: &Value, id: &str) -> Result<SignedCommand, Settled> {
-    serde_json::from_value(item.clone()).map_err(|_| {
+/// The envelope read strictly: a duplicate key anywhere makes it malformed, so nothing outside
+/// the signature can stand in for what was signed.
+fn envelope_command(
+    raw: &str,
+    id: &str,
+) -> Result<(SignedCommand, serde_json::Map<String, Value>), Settled> {
+    SignedCommand::from_envelope(raw).map_err(|r| {
         Box::new((
             NO_SESSION.to_string(),
-            refused(
-                id,
-                "unverified",
-                "malformed",
-                "the envelope carries no command string".into(),
-            ),
+            refused(id, "unverified", r.code.as_str(), r.why),
         ))
     })
 }
@@ -380,9 +366,15 @@ fn ingest(
     store: &mut Store,
     body: &str,
 ) -> anyhow::Result<bool> {
-    let v: Value =
+    // Each envelope is kept as it came, for `check` to read with duplicate keys refused.
+    #[derive(serde::Deserialize)]
+    struct Answer<'a> {
+        #[serde(borrow)]
+        messages: Option<Vec<&'a serde_json::value::RawValue>>,
+    }
+    let answer: Answer =
         serde_json::from_str(body).map_err(|e| anyhow::anyhow!("poll answer is not JSON: {e}"))?;
-    let Some(items) = v.get("messages").and_then(Value::as_array) else {
+    let Some(items) = answer.messages else {
         anyhow::bail!("poll answer has no messages array");
     };
     if items.len() > PER_POLL_MAX {
@@ -411,7 +403,7 @@ fn ingest(
                     None
                 }
             };
-            let out = check(item, paired, &keys, &cwd, &shared.folders, now);
+            let out = check(item.get(), paired, &keys, &cwd, &shared.folders, now);
             if let Some(e) = failed.into_inner() {
                 return Err(e);
             }

@@ -1,6 +1,7 @@
 //! `GET /.well-known/sessionpipe`: which endpoints a receiver has and whether it speaks control.
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
+use spwire::url::Origin;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct WellKnown {
@@ -57,43 +58,42 @@ pub struct Discovered {
     pub max_bytes: usize,
 }
 
-pub fn url_for(sink_url: &str) -> String {
-    format!("{}/.well-known/sessionpipe", origin(sink_url))
+fn sink_origin(sink_url: &str) -> Result<Origin> {
+    spwire::url::parse_origin(sink_url).with_context(|| format!("the sink's url {sink_url:?}"))
 }
 
-/// `scheme://host[:port]` of a URL.
-pub fn origin(url: &str) -> &str {
-    let after_scheme = url.find("://").map(|i| i + 3).unwrap_or(0);
-    match url[after_scheme..].find('/') {
-        Some(i) => &url[..after_scheme + i],
-        None => url.trim_end_matches('/'),
-    }
+/// `{origin}/.well-known/sessionpipe` of the sink's URL.
+pub fn url_for(sink_url: &str) -> Result<String> {
+    Ok(format!(
+        "{}/.well-known/sessionpipe",
+        sink_origin(sink_url)?
+    ))
 }
 
-fn resolve(sink_url: &str, endpoint: &str) -> String {
-    if endpoint.starts_with("https://") || endpoint.starts_with("http://") {
+/// An endpoint as the well-known writes it: absolute, or a path on the sink's origin.
+fn resolve(own: &Origin, endpoint: &str) -> String {
+    let has_scheme = endpoint
+        .split_once("://")
+        .is_some_and(|(s, _)| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https"));
+    if has_scheme {
         endpoint.to_string()
     } else if endpoint.starts_with('/') {
-        format!("{}{}", origin(sink_url), endpoint)
+        format!("{own}{endpoint}")
     } else {
-        format!("{}/{}", origin(sink_url), endpoint)
+        format!("{own}/{endpoint}")
     }
 }
 
 /// DECISIONS 24: a well-known may only name endpoints of the sink's own origin (scheme, host,
 /// port), so a receiver cannot send our token and polls to another server, local or not.
-fn same_origin(sink_url: &str, what: &str, endpoint: &str) -> Result<()> {
-    use super::http::origin_of;
-    let Some(own) = origin_of(sink_url) else {
-        bail!("the sink's url is not an absolute http(s) URL");
-    };
-    match origin_of(endpoint) {
-        Some(o) if o == own => Ok(()),
-        Some(o) => bail!(
+fn same_origin(own: &Origin, what: &str, endpoint: &str) -> Result<()> {
+    match spwire::url::parse_origin(endpoint) {
+        Ok(o) if o == *own => Ok(()),
+        Ok(o) => bail!(
             "refused: the receiver's well-known names a {what} endpoint at {o}, outside the sink's own origin {own}"
         ),
-        None => bail!(
-            "refused: the receiver's well-known names a {what} endpoint that is not an http(s) URL of the sink's own origin {own}"
+        Err(e) => bail!(
+            "refused: the receiver's well-known names a {what} endpoint that {e} (it must be an http(s) URL of the sink's own origin {own})"
         ),
     }
 }
@@ -111,20 +111,18 @@ pub fn parse(sink_url: &str, body: &str) -> Result<Discovered> {
         max_events: 50,
         max_bytes: 262_144,
     });
+    let own = sink_origin(sink_url)?;
     let control_url = if wk.capabilities.iter().any(|c| c == "control") {
-        wk.endpoints
-            .control
-            .as_deref()
-            .map(|c| resolve(sink_url, c))
+        wk.endpoints.control.as_deref().map(|c| resolve(&own, c))
     } else {
         None
     };
-    let events_url = resolve(sink_url, &wk.endpoints.events);
+    let events_url = resolve(&own, &wk.endpoints.events);
     crate::config::check_url(&events_url)?;
-    same_origin(sink_url, "events", &events_url)?;
+    same_origin(&own, "events", &events_url)?;
     if let Some(c) = &control_url {
         crate::config::check_url(c)?;
-        same_origin(sink_url, "control", c)?;
+        same_origin(&own, "control", c)?;
     }
     Ok(Discovered {
         events_url,
