@@ -6,7 +6,6 @@
 //! sees a CONNECT to the host, never the request).
 use std::time::Duration;
 
-
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bodies we read are small JSON; a larger answer is treated as an error.
 const BODY_LIMIT: u64 = 16 * 1024 * 1024;
