@@ -236,19 +236,25 @@ fn on_stop(
     if start_sync {
         crate::sync_lock::ensure_running();
     }
+    // One read says what the rest needs: whether the session was stopped, whether a cancel
+    // waits, whether anything is queued at all.
+    let state = store.seam_state(&session.key())?;
     // A turn the person stopped at a tool seam ends `interrupt`, not `stop`. With no
     // sink, no one hears of it: the Stop stays read-only when nothing is queued.
-    let ends = if store.stopped(&session.key())? {
+    let ends = if state.stopped {
         TurnEnd::Interrupt
     } else {
         TurnEnd::Stop
     };
     let ends = start_sync.then_some(ends);
-    store.clear_stopped(&session.key())?;
+    if state.stop_mark {
+        store.clear_stopped(&session.key())?;
+    }
     // A stop beats queued prompts: they wait for the next turn's end.
-    if cancel_at_seam(harness, store, session)? {
+    if state.cancel_queued && cancel_at_seam(harness, store, session)? {
         store.end_turn(session, TurnEnd::Interrupt)?;
-    } else {
+    } else if ends.is_some() || !state.fresh || state.open_attention || state.prompt_rank.is_some()
+    {
         stop::run(harness, store, session, ends)?;
     }
     Ok(())
@@ -309,6 +315,14 @@ fn act(
             session,
             attention_id,
         } => {
+            // The common case (nothing open, nothing queued, touched within the minute) ends
+            // after one read.
+            if store
+                .seam_state(&session.key())?
+                .quiet(harness.prompt_seam(&session.event))
+            {
+                return Ok(());
+            }
             let n = store.terminal_answered(&session, attention_id.as_deref())?;
             if n > 0 {
                 crate::logging::info(&format!(
@@ -319,8 +333,14 @@ fn act(
             at_tool_boundary(harness, store, &session)?;
         }
         HookInput::Alive { session } => {
-            store.record_event(&session, None)?;
-            at_tool_boundary(harness, store, &session)?;
+            // The common case ends after one read, as for TerminalAnswered.
+            if !store
+                .seam_state(&session.key())?
+                .quiet(harness.prompt_seam(&session.event))
+            {
+                store.record_event(&session, None)?;
+                at_tool_boundary(harness, store, &session)?;
+            }
             if start_sync {
                 crate::sync_lock::ensure_running();
             }
@@ -351,6 +371,7 @@ fn act(
 /// The whole of a hook binary's `main`: parse arguments, run, and always exit 0 with nothing
 /// on stdout unless an answer was printed. Panics are caught and logged too.
 pub fn main(program: &str, what: &str) -> std::process::ExitCode {
+    crate::store::tune_for_hook();
     crate::logging::init(program);
     std::panic::set_hook(Box::new(|info| {
         crate::logging::error(&format!("panic: {info}"))

@@ -67,6 +67,41 @@ impl CancelClaim {
     }
 }
 
+/// What a hook at a seam needs to know of its session, read at once ([`Store::seam_state`]).
+/// Most hook calls find nothing to do here and stop: this read is then all they cost the
+/// database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SeamState {
+    /// Live (no `ended_at`) and touched less than a minute ago: `record_event` writes nothing.
+    pub fresh: bool,
+    /// Stopped at a tool seam within the last `STOPPED_FOR_MS` ([`Store::stopped`]).
+    pub stopped: bool,
+    /// A stop mark of any age is set, so [`Store::clear_stopped`] has something to clear.
+    pub stop_mark: bool,
+    /// A permission prompt of the session is open.
+    pub open_attention: bool,
+    /// A `cancel` is queued for the session.
+    pub cancel_queued: bool,
+    /// The highest rank (`queue` 0, `steer` 1, `interrupt` 2) of its queued prompts.
+    pub prompt_rank: Option<i64>,
+}
+
+impl SeamState {
+    /// Whether a hook that only shows the session alive (and takes what its seam of rank
+    /// `seam` takes) has nothing to do: no write, no claim, no answer. Conservative: any
+    /// doubt sends the hook down the full path, which reads everything again.
+    pub fn quiet(&self, seam: Option<i64>) -> bool {
+        self.fresh
+            && !self.stop_mark
+            && !self.open_attention
+            && !self.cancel_queued
+            && match (self.prompt_rank, seam) {
+                (None, _) | (_, None) => true,
+                (Some(r), Some(min)) => r < min,
+            }
+    }
+}
+
 /// A queued message as the hooks read it: id, sink, decision or text, note or at, deadline.
 type QueuedRow = (String, String, Option<String>, Option<String>, Option<i64>);
 
@@ -330,6 +365,59 @@ impl Store {
         touch(&tx, s, source, now)?;
         tx.commit()?;
         Ok(())
+    }
+
+    /// The session as a hook at a seam sees it ([`SeamState`]), in one read transaction of
+    /// three plain look-ups. Plain on purpose: compiling a statement is most of what a read
+    /// costs a process that runs once, and a look-up by key or by index prefix compiles in a
+    /// fraction of what an `EXISTS` subquery or an `IN` list does (BENCHMARKS.md); the
+    /// queued messages' kinds and modes are sorted out here instead.
+    pub fn seam_state(&self, key: &str) -> Result<SeamState> {
+        let now = now_ms();
+        let tx = self.conn.unchecked_transaction()?;
+        let session: Option<(bool, Millis, Option<Millis>)> = tx
+            .prepare_cached(
+                "SELECT ended_at IS NULL, last_event_ms, stopped_ms FROM sessions WHERE key=?1",
+            )?
+            .query_row(params![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        let mut state = SeamState::default();
+        if let Some((live, last, stop_mark)) = session {
+            state.fresh = live && now - last < TOUCH_EVERY_MS;
+            state.stopped = stop_mark.is_some_and(|t| now - t < STOPPED_FOR_MS);
+            state.stop_mark = stop_mark.is_some();
+        }
+        {
+            let mut queued = tx.prepare_cached(
+                "SELECT kind, mode FROM messages WHERE session_key=?1 AND state='queued'",
+            )?;
+            let mut rows = queued.query(params![key])?;
+            while let Some(r) = rows.next()? {
+                let kind: String = r.get(0)?;
+                match kind.as_str() {
+                    "cancel" => state.cancel_queued = true,
+                    "prompt" => {
+                        let mode: String = r.get(1)?;
+                        let rank = match mode.as_str() {
+                            "interrupt" => 2,
+                            "steer" => 1,
+                            _ => 0,
+                        };
+                        state.prompt_rank = state.prompt_rank.max(Some(rank));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        state.open_attention = tx
+            .prepare_cached(
+                "SELECT 1 FROM attention WHERE session_key=?1 AND state='open' LIMIT 1",
+            )?
+            .query_row(params![key], |_| Ok(()))
+            .optional()?
+            .is_some();
+        tx.commit()?;
+        Ok(state)
     }
 
     /// The terminal resolved a prompt (a tool ran, a new prompt came): clear it `answered`.
@@ -800,5 +888,82 @@ impl BlockBudget {
         self.used += cost;
         self.taken += 1;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(s: &Store, id: &str, key: &str, kind: &str, mode: &str) {
+        s.conn
+            .execute(
+                "INSERT INTO messages(id, session_key, sink, kind, text, received_at, deadline_ms, state, mode) \
+                 VALUES (?1, ?2, 'phone', ?3, 'hi', '2026-01-01T00:00:00.000Z', ?4, 'queued', ?5)",
+                params![id, key, kind, now_ms() + 600_000, mode],
+            )
+            .unwrap();
+    }
+
+    /// Each thing the full path would act on makes the one read say "not quiet", and the
+    /// state matches what the separate look-ups it replaces say.
+    #[test]
+    fn seam_state_sees_all_the_full_path_acts_on() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s =
+            crate::store::open(&d.path().join("c.db"), std::time::Duration::from_secs(1)).unwrap();
+        let session = SessionRef {
+            harness: "claude-code".into(),
+            session_id: "s1".into(),
+            cwd: None,
+            event: "PostToolUse".into(),
+        };
+        let key = session.key();
+        // Unknown session: not fresh, so the full path (which makes it live) runs.
+        assert!(!s.seam_state(&key).unwrap().quiet(Some(1)));
+        s.record_event(&session, Some("startup")).unwrap();
+        let st = s.seam_state(&key).unwrap();
+        assert!(st.fresh && st.quiet(Some(1)) && st.quiet(None));
+
+        // A `queue` prompt waits for the turn's end: quiet at a tool seam, not at the Stop.
+        queue(&s, "m1", &key, "prompt", "queue");
+        let st = s.seam_state(&key).unwrap();
+        assert_eq!(st.prompt_rank, Some(0));
+        assert!(st.quiet(Some(1)) && !st.quiet(Some(0)));
+        // A `steer` one is for this seam, not for the one before a tool (rank 2).
+        queue(&s, "m2", &key, "prompt", "steer");
+        let st = s.seam_state(&key).unwrap();
+        assert_eq!(st.prompt_rank, Some(1));
+        assert!(!st.quiet(Some(1)) && st.quiet(Some(2)));
+        assert_eq!(s.take_seam_prompts(&session, 1, 1).unwrap().len(), 1);
+        assert_eq!(s.seam_state(&key).unwrap().prompt_rank, Some(0));
+
+        // A cancel.
+        queue(&s, "m3", &key, "cancel", "queue");
+        let st = s.seam_state(&key).unwrap();
+        assert!(st.cancel_queued && !st.quiet(None));
+        assert!(s.cancel_queued(&key).unwrap());
+        s.expire_cancels(&session, "test").unwrap();
+        assert!(!s.seam_state(&key).unwrap().cancel_queued);
+
+        // A stop mark, and an open attention.
+        s.mark_stopped(&key).unwrap();
+        let st = s.seam_state(&key).unwrap();
+        assert!(st.stopped && st.stop_mark && !st.quiet(None));
+        assert_eq!(st.stopped, s.stopped(&key).unwrap());
+        s.clear_stopped(&key).unwrap();
+        s.open_attention(&session, "perm-1", Some("Bash"), None, now_ms() + 60_000, 1)
+            .unwrap();
+        let st = s.seam_state(&key).unwrap();
+        assert!(!st.stopped && !st.stop_mark && st.open_attention && !st.quiet(None));
+        s.terminal_answered(&session, None).unwrap();
+        assert!(s.seam_state(&key).unwrap().quiet(Some(1)));
+
+        // Another session's queue is not this one's.
+        queue(&s, "m4", "claude-code:other", "cancel", "queue");
+        assert!(s.seam_state(&key).unwrap().quiet(Some(1)));
+        // An ended session is not fresh.
+        s.end_session(&session).unwrap();
+        assert!(!s.seam_state(&key).unwrap().fresh);
     }
 }

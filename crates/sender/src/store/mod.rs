@@ -9,7 +9,7 @@ mod sync;
 pub(crate) mod trust;
 
 pub use api::{ApiMessage, ApiSession};
-pub use hooks::{Answer, CancelClaim, PromptClaim, SessionRef, BLOCK_MAX_CHARS};
+pub use hooks::{Answer, CancelClaim, PromptClaim, SeamState, SessionRef, BLOCK_MAX_CHARS};
 pub use sync::{AckRow, Ingested, SinkState, SweepReport};
 
 use anyhow::{bail, Context, Result};
@@ -64,6 +64,24 @@ pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
             Err(e) => return Err(e.context(format!("database {}", path.display()))),
         }
     }
+}
+
+/// SQLite settings for a process that opens one connection and exits (a hook): call it
+/// first thing in `main`, while the process has one thread and before any connection
+/// (`sqlite3_config` works only before SQLite initialises; later it returns SQLITE_MISUSE
+/// and changes nothing). Memory statistics off: with them on, every allocation SQLite makes
+/// takes a global mutex to count it, and one schema load makes thousands (about a sixth of
+/// a PostToolUse hook's instructions, BENCHMARKS.md). Nothing in a hook reads them.
+pub fn tune_for_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: a plain configuration call, made once, before SQLite is initialised in
+        // this process (the caller's contract above); it takes an int.
+        let off: std::os::raw::c_int = 0;
+        unsafe {
+            rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, off);
+        }
+    });
 }
 
 /// The longest wait for the write lock asked of any connection of this process.
