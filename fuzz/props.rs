@@ -207,7 +207,8 @@ fn check_one(v: &Value) {
 }
 
 /// The URL rule: `http://` only to loopback, judged the way an HTTP client reads the URL
-/// (RFC 3986: userinfo up to the last '@', the port after the last ':' outside brackets).
+/// (RFC 3986: the scheme in any case, userinfo up to the last '@', the port after the last
+/// ':' outside brackets).
 pub fn url(data: &[u8]) {
     let Ok(s) = std::str::from_utf8(data) else {
         return;
@@ -215,7 +216,12 @@ pub fn url(data: &[u8]) {
     if spctl::config::check_url(s).is_err() {
         return;
     }
-    if let Some(rest) = s.strip_prefix("http://") {
+    let scheme_is = |scheme: &str| {
+        s.get(..scheme.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(scheme))
+    };
+    if scheme_is("http://") {
+        let rest = &s["http://".len()..];
         let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let authority = &rest[..end];
         let hostport = authority
@@ -230,17 +236,20 @@ pub fn url(data: &[u8]) {
                 .map(|(h, _)| h)
                 .unwrap_or(hostport)
         };
+        // IPv6 `::1`, or an IPv4 loopback written as IPv6 (`::ffff:127.0.0.1` reaches 127.0.0.1).
         let loopback = host.eq_ignore_ascii_case("localhost")
-            || host == "::1"
             || host
                 .parse::<std::net::Ipv4Addr>()
-                .is_ok_and(|ip| ip.is_loopback());
+                .is_ok_and(|ip| ip.is_loopback())
+            || host.parse::<std::net::Ipv6Addr>().is_ok_and(|ip| {
+                ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+            });
         assert!(
             loopback,
             "{s:?} accepted but its host {host:?} is not loopback"
         );
     } else {
-        assert!(s.starts_with("https://"), "{s:?} accepted");
+        assert!(scheme_is("https://"), "{s:?} accepted");
     }
 }
 

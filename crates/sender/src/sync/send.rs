@@ -298,7 +298,6 @@ fn events_forbidden(
             let why = "events answered 403: the receiver refuses this sender; check the sink";
             store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
             ctx.failed(store, why);
-            ctx.failed(store, why);
             Ok(Sent::Paused)
         }
     }
