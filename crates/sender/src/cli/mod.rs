@@ -175,7 +175,7 @@ enum HooksCommand {
         #[arg(long, value_name = "DIR")]
         bin_dir: Option<String>,
     },
-    /// What each harness supports, as the README's table (markdown)
+    /// What each harness supports, as docs/harnesses.md's table (markdown)
     Table,
 }
 

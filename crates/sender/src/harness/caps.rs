@@ -1,6 +1,6 @@
 //! What we know about each harness, in one place: one row per harness. Routing (which control
 //! kinds it takes and how), the permission wait, the hook events and their seams, where and in
-//! which shape `sp setup` registers them, and the README's harness table are all read from
+//! which shape `sp setup` registers them, and the harness table in docs/harnesses.md are all read from
 //! [`CAPS`]; the adapters (`src/harness/<name>.rs`) only parse payloads and render answers.
 use super::{CancelSeam, Harness, SP_EVENT, SP_PERMISSION, SP_STOP};
 use crate::wire::control::Kind;
@@ -677,7 +677,7 @@ fn prompt_cell(c: &Caps) -> String {
     s
 }
 
-/// The README's harness tables, markers included: what each harness supports, and the hook
+/// The harness tables of docs/harnesses.md, markers included: what each harness supports, and the hook
 /// events registered for it.
 pub fn readme_table() -> String {
     let esc = |s: String| s.replace('|', "\\|");
