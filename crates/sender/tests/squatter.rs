@@ -1,8 +1,8 @@
 //! Another local user binds the local receiver's loopback port (issue 12's first attack):
 //! nothing we send may reach it. `sp pair` refuses before its request, so no key can be
 //! enrolled through it, and sp-sync sends it no poll, ack or event, so it never sees the
-//! sink's token. Needs root to run the squatter as another user (`setpriv`, as CI runs);
-//! elsewhere it says why it did not run.
+//! sink's token. Needs root to run the squatter as another user (`setpriv`, as CI runs):
+//! elsewhere it fails when `CI` is set and says `skipped:` otherwise (tests/common/needs.rs).
 mod common;
 use common::env::*;
 use serde_json::json;
@@ -51,8 +51,10 @@ impl Drop for Squatter {
 
 fn squatter() -> Option<Squatter> {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not run: running a squatter as another user needs root");
+    if !common::needs::needs(
+        "root (to run the squatter as another user)",
+        unsafe { libc::geteuid() } == 0,
+    ) {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
