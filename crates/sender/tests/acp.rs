@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 /// A scripted ACP agent. It logs each raw line it reads to $AGENT_LOG and answers:
 /// `initialize`, `session/new`, `session/prompt` (text "ask": asks permission and reports the
 /// outcome; "wait": runs until `session/cancel`; otherwise echoes), `test/raw` (writes the
-/// given raw lines to stdout as they are), `test/exit` (writes to stderr, exits 7).
+/// given raw lines to stdout as they are), `test/exit` (writes to stderr, exits 7). With
+/// AGENT_STEERING it offers `_session/steering`, answered while "wait" runs by the text: "late"
+/// ends the turn and answers `promptRequired`, "boom" an error, "nope" `failed`, "newturn"
+/// `startedNewTurn`, anything else `injected`. AGENT_NAME replaces its `agentInfo.name` (empty:
+/// no `agentInfo`); AGENT_SESSIONS the prefix of its session ids.
 const AGENT: &str = r#"
 import json, os, sys
 log = open(os.environ["AGENT_LOG"], "ab", buffering=0)
@@ -51,16 +55,23 @@ if os.environ.get("AGENT_INJECT"):
     caps["_meta"] = {"harn": {"sessionInject": ["steer", "queue", "interrupt_immediate"]}}
 if os.environ.get("AGENT_QUEUEING"):
     caps["_meta"] = {"claudeCode": {"promptQueueing": True}}
+init = {"protocolVersion": 1, "agentCapabilities": caps,
+        "agentInfo": {"name": os.environ.get("AGENT_NAME", "scripted-agent"), "version": "1.0"}}
+if os.environ.get("AGENT_NAME") == "":
+    del init["agentInfo"]
+if os.environ.get("AGENT_STEERING"):
+    init["_meta"] = {"steering": {"supported": True}}
+def steering_text(m):
+    return "".join(p.get("text", "") for p in m["params"]["prompt"])
 n = 0
 while True:
     m = read()
     meth, mid = m.get("method"), m.get("id")
     if meth == "initialize":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
-              "agentCapabilities": caps, "agentInfo": {"name": "scripted-agent", "version": "1.0"}}})
+        send({"jsonrpc": "2.0", "id": mid, "result": init})
     elif meth == "session/new":
         n += 1
-        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "sess-%d" % n}})
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": os.environ.get("AGENT_SESSIONS", "sess-") + str(n)}})
     elif meth == "session/prompt":
         sid, text = m["params"]["sessionId"], text_of(m)
         if "ask" in text:
@@ -92,6 +103,7 @@ while True:
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
         elif "wait" in text:
             update(sid, "working")
+            ended = False
             while True:
                 c = read()
                 if c.get("method") == "session/cancel":
@@ -103,10 +115,31 @@ while True:
                 if c.get("method") == "session/inject":
                     send({"jsonrpc": "2.0", "id": c["id"], "result": {"messageId": "msg-1", "status": "accepted"}})
                     update(sid, "injected " + c["params"]["mode"] + ": " + c["params"]["content"][0]["text"])
-            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "cancelled"}})
+                if c.get("method") == "_session/steering":
+                    st, cid = steering_text(c), c["id"]
+                    if "late" in st:
+                        # The turn ended just before the steer arrived.
+                        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+                        send({"jsonrpc": "2.0", "id": cid, "result": {"outcome": "promptRequired", "reason": "noRunningTurn"}})
+                        ended = True
+                        break
+                    elif "boom" in st:
+                        send({"jsonrpc": "2.0", "id": cid, "error": {"code": -32603, "message": "steering refused: boom"}})
+                    elif "nope" in st:
+                        send({"jsonrpc": "2.0", "id": cid, "result": {"outcome": "failed", "reason": "the turn is compacting"}})
+                    elif "newturn" in st:
+                        send({"jsonrpc": "2.0", "id": cid, "result": {"outcome": "startedNewTurn"}})
+                        update(sid, "new turn: " + st)
+                    else:
+                        send({"jsonrpc": "2.0", "id": cid, "result": {"outcome": "injected"}})
+                        update(sid, "steered: " + st)
+            if not ended:
+                send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "cancelled"}})
         else:
             update(sid, "echo: " + text)
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+    elif meth == "_session/steering":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"outcome": "promptRequired", "reason": "noRunningTurn"}})
     elif meth == "session/load":
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
     elif meth == "test/raw":
@@ -1012,5 +1045,158 @@ fn steer_goes_as_a_queued_session_prompt_where_the_agent_queues_prompts() {
     assert_eq!(
         ack_of(&env, cancel["id"].as_str().unwrap())["outcome"],
         "delivered"
+    );
+}
+
+/// Issue 30: `session.started` names the agent for people and lists when each control word
+/// takes effect in this session, from what the agent advertised; it passes our schema and
+/// the protocol's.
+#[test]
+fn a_session_is_named_for_its_agent_and_says_what_it_honours() {
+    let env = env_with_sync();
+    let mut plain = Editor::start(&env, &[]);
+    let first = plain.init_and_new();
+    let mut steering = Editor::start(
+        &env,
+        &[
+            ("AGENT_STEERING", "1"),
+            ("AGENT_NAME", "gemini-cli"),
+            ("AGENT_SESSIONS", "gem-"),
+        ],
+    );
+    let second = steering.init_and_new();
+    let mut unnamed = Editor::start(&env, &[("AGENT_NAME", ""), ("AGENT_SESSIONS", "anon-")]);
+    let third = unnamed.init_and_new();
+    let started = |sid: &str| {
+        env.receiver
+            .wait_event(Duration::from_secs(30), |e| {
+                e["type"] == "session.started" && e["session"]["id"] == sid
+            })
+            .unwrap_or_else(|| panic!("no session.started for {sid}\n{}", env.log()))
+    };
+    let a = started(&first);
+    assert_eq!(a["harness"]["name"], "acp");
+    assert_eq!(a["data"]["agent"], "scripted-agent");
+    assert_eq!(
+        a["data"]["control"],
+        json!({"prompt": {"queue": "turn_end", "steer": "turn_end", "interrupt": "turn_end"},
+               "cancel": "now", "answer": ["scope"]})
+    );
+    let b = started(&second);
+    assert_eq!(b["harness"]["name"], "acp");
+    assert_eq!(b["data"]["agent"], "Gemini CLI");
+    assert_eq!(b["data"]["control"]["prompt"]["steer"], "tool_boundary");
+    assert_eq!(b["data"]["control"]["prompt"]["interrupt"], "tool_boundary");
+    // No agentInfo: the command sp-acp launched (python3 -u …/agent.py) names it.
+    let c = started(&third);
+    assert_eq!(c["data"]["agent"], "agent");
+    for e in [&a, &b, &c] {
+        common::schema::assert_valid("event.json", e);
+        if let Some(dir) = common::fixtures::peer_dir() {
+            let data = common::schema::load_json(
+                &dir.join("schemas/event-data.9138259c54ffd58dec54344b02c62ffb8494ad8e.json"),
+            );
+            let mut sub = data["properties"]["session.started"].clone();
+            sub["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+            let v = common::schema::compile(&sub).unwrap();
+            assert!(v.is_valid(&e["data"]), "{}", e["data"]);
+            common::schema::assert_valid(
+                dir.join("schemas/event.e918475f4a7284f20cc7b4877aa20e59ce10a343.json")
+                    .to_str()
+                    .unwrap(),
+                e,
+            );
+        }
+    }
+}
+
+/// Issue 30: `_session/steering` where the agent offers it; each of its answers decides the
+/// ack, and `promptRequired` (the turn ended meanwhile) sends the text as a new prompt.
+#[test]
+fn steer_goes_as_session_steering_and_each_answer_decides_the_ack() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[("AGENT_STEERING", "1")]);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    wait_polled(&env, &key);
+    let p = ed.prompt(&sid, "wait");
+    ed.until(Duration::from_secs(20), |v| {
+        v["params"]["update"]["content"]["text"] == "working"
+    });
+    let said = |ed: &Editor, prefix: &'static str| {
+        let (v, _) = ed.until(Duration::from_secs(30), |v| {
+            v["params"]["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(prefix))
+        });
+        v["params"]["update"]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let send = |text: &str, mode: &str| {
+        let m = env
+            .receiver
+            .enqueue(&key, json!({"kind": "prompt", "text": text, "mode": mode}));
+        ack_of(&env, m["id"].as_str().unwrap())
+    };
+    // injected: delivered.
+    let ack = send("prefer the smaller fix", "steer");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().contains("injected"),
+        "{ack}"
+    );
+    assert!(said(&ed, "steered: ").ends_with("prefer the smaller fix"));
+    // An interrupt goes the same way; startedNewTurn: delivered.
+    let ack = send("newturn please", "interrupt");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("started a new turn"),
+        "{ack}"
+    );
+    assert!(said(&ed, "new turn: ").ends_with("newturn please"));
+    // An error and a `failed` outcome: failed, with the agent's reason.
+    let ack = send("boom", "steer");
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("steering refused: boom"),
+        "{ack}"
+    );
+    let ack = send("nope", "steer");
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the turn is compacting"),
+        "{ack}"
+    );
+    // promptRequired: the turn had ended; the text goes as a prompt of its own.
+    let late = env.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "late news", "mode": "steer"}),
+    );
+    let (r, _) = ed.response(p);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert!(said(&ed, "echo: ").ends_with("late news"));
+    let ack = ack_of(&env, late["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().contains("promptRequired"),
+        "{ack}"
+    );
+    let log = ed.agent_log();
+    assert_eq!(log.matches(r#""method":"_session/steering""#).count(), 5);
+    assert_eq!(
+        log.matches("late news").count(),
+        2,
+        "steered once, prompted once"
     );
 }

@@ -156,9 +156,16 @@ impl Controller<'_> {
                     return;
                 }
                 let s = session_ref(&sid, cwd.as_deref(), "session/new");
+                let extra = {
+                    let st = self.shared.lock();
+                    super::agent::started_data(
+                        super::agent::display_name(st.agent_name.as_deref(), &st.command),
+                        st.offers(),
+                    )
+                };
                 if self
                     .with_store("recording the session", |st| {
-                        st.record_event(&s, Some(source))
+                        st.record_session(&s, source, &extra)
                     })
                     .is_some()
                 {
@@ -260,6 +267,7 @@ impl Controller<'_> {
 
     fn own_done(&mut self, own: Own, result: Result<Value, String>) {
         match own {
+            Own::Steering { sid, ids, text } => self.steering_done(&sid, ids, &text, result),
             Own::Prompt { sid } => match result {
                 Ok(r) => crate::logging::info(&format!(
                     "sp-acp: acp:{sid}: the remote prompt's turn ended {}",
@@ -533,10 +541,19 @@ impl Controller<'_> {
         let s = self.sref(sid, "session/prompt");
         let pid = self.pid;
         if self.busy(sid) {
-            let (inject, steer, queueing) = {
+            let (inject, steering, steer, queueing) = {
                 let st = self.shared.lock();
-                (st.inject, st.delivery_steer, st.prompt_queueing)
+                (
+                    st.inject,
+                    st.steering,
+                    st.delivery_steer,
+                    st.prompt_queueing,
+                )
             };
+            if !inject && steering {
+                self.steer(sid);
+                return;
+            }
             for (rank, mode) in [(2, "interrupt_immediate"), (1, "steer")] {
                 // Harn's `session/inject` when offered; else a steering `session/prompt`, for an
                 // interrupt too (Harn 0.10 has no way to put a message in a running turn sooner:
@@ -617,6 +634,12 @@ impl Controller<'_> {
         }
         let text = crate::harness::compose_reason(&claims);
         let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
+        self.send_prompt(sid, ids, &text, "acp session/prompt (sent by sp-acp)");
+    }
+
+    /// Sends claimed prompts as a `session/prompt` of the proxy's own; `detail` is the ack's.
+    fn send_prompt(&mut self, sid: &str, ids: Vec<String>, text: &str, detail: &str) {
+        let s = self.sref(sid, "session/prompt");
         let id = {
             let mut st = self.shared.lock();
             st.sessions.entry(sid.to_string()).or_default().prompts += 1;
@@ -625,13 +648,13 @@ impl Controller<'_> {
             })
         };
         // The editor did not send this prompt: show it in its thread as the user's message.
-        let shown = wire::user_message(sid, &text);
+        let shown = wire::user_message(sid, text);
         let _ = super::frame::write_frame(&self.shared.to_editor, shown.as_bytes());
-        let frame = wire::session_prompt(&id, sid, &text);
+        let frame = wire::session_prompt(&id, sid, text);
         match super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
             Ok(()) => {
                 self.with_store("confirming prompts", |st| {
-                    st.confirm_delivered(&ids, "acp session/prompt (sent by sp-acp)")
+                    st.confirm_delivered(&ids, detail)
                 });
                 crate::logging::info(&format!(
                     "sp-acp: {}: {} prompt(s) sent as {id}",
@@ -654,6 +677,101 @@ impl Controller<'_> {
                 });
             }
         }
+    }
+
+    /// `steer` and `interrupt` while a turn runs, as `_session/steering` (an interrupt as a
+    /// steer, rule 25), asking for `promptRequired` should the turn have ended meanwhile; the
+    /// agent's answer decides the ack ([`Controller::steering_done`]).
+    fn steer(&mut self, sid: &str) {
+        let s = self.sref(sid, "_session/steering");
+        let pid = self.pid;
+        let Some(claims) =
+            self.with_store("claiming prompts", |st| st.take_seam_prompts(&s, pid, 1))
+        else {
+            return;
+        };
+        if claims.is_empty() {
+            return;
+        }
+        let text = crate::harness::compose_reason(&claims);
+        let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
+        let id = self.shared.lock().own_id(Own::Steering {
+            sid: sid.to_string(),
+            ids: ids.clone(),
+            text: text.clone(),
+        });
+        let frame = wire::session_steering(&id, sid, &text);
+        if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
+            self.shared.lock().own.remove(&super::id_key(&id));
+            let detail = format!("cannot write _session/steering to the agent: {e}");
+            self.fail(&ids, &detail);
+        }
+    }
+
+    /// The agent's answer to a `_session/steering`: `injected` (the text joined the running
+    /// turn) and `startedNewTurn` (it started a turn with it) are delivered; `promptRequired`
+    /// (no turn was running any more) sends the text as a `session/prompt`; an error, a
+    /// `failed` outcome or any other answer fails it, and it is never sent twice.
+    fn steering_done(
+        &mut self,
+        sid: &str,
+        ids: Vec<String>,
+        text: &str,
+        result: Result<Value, String>,
+    ) {
+        let outcome = result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.get("outcome"))
+            .and_then(Value::as_str);
+        let reason = result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.get("reason"))
+            .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_string));
+        match (outcome, &result) {
+            (Some("injected"), _) => {
+                self.with_store("confirming a steer", |st| {
+                    st.confirm_delivered(&ids, "acp _session/steering (injected into the running turn)")
+                });
+            }
+            (Some("startedNewTurn"), _) => {
+                self.with_store("confirming a steer", |st| {
+                    st.confirm_delivered(&ids, "acp _session/steering (the agent started a new turn with it)")
+                });
+            }
+            (Some("promptRequired"), _) => self.send_prompt(
+                sid,
+                ids,
+                text,
+                "acp session/prompt (_session/steering answered promptRequired: no turn was running)",
+            ),
+            (_, Err(e)) => self.fail(&ids, &format!("_session/steering failed: {e}")),
+            (Some("failed"), _) => self.fail(
+                &ids,
+                &format!(
+                    "_session/steering failed: {}",
+                    reason.as_deref().unwrap_or("the agent gave no reason")
+                ),
+            ),
+            (_, Ok(r)) => self.fail(
+                &ids,
+                &format!("_session/steering answered {r}, which sp-acp does not know; not sent again"),
+            ),
+        }
+    }
+
+    fn fail(&mut self, ids: &[String], detail: &str) {
+        crate::logging::warn(&format!(
+            "sp-acp: {} message(s) failed: {detail}",
+            ids.len()
+        ));
+        self.with_store("failing messages", |st| {
+            for id in ids {
+                st.finish_message(id, Outcome::Failed, detail)?;
+            }
+            Ok(())
+        });
     }
 
     /// The agent is gone: open cancels fail, every session of this proxy ends.

@@ -4,8 +4,8 @@
 //!
 //! | frame | what the proxy does |
 //! |---|---|
-//! | `initialize` result | notes `agentInfo.name` and how a message joins a running turn (Harn's `session/inject`, Harn 0.10's `session/prompt` `delivery: "steer"`, or claude-agent-acp's `promptQueueing`) |
-//! | `session/new` result, `session/load` result | the session becomes live in the store (harness `acp`) |
+//! | `initialize` result | notes `agentInfo.name` and how a message joins a running turn (Harn's `session/inject`, the `_session/steering` extension, Harn 0.10's `session/prompt` `delivery: "steer"`, or claude-agent-acp's `promptQueueing`) |
+//! | `session/new` result, `session/load` result | the session becomes live in the store (harness `acp`; its `session.started` names the agent and what the session honours, [`agent`]) |
 //! | `session/prompt` request / result | the session is busy until the result (its `stopReason`) |
 //! | `session/request_permission` | `attention.needed` (its id: the `toolCallId` and a digest of the input, DECISIONS 32); a remote answer that comes first answers the agent |
 //! | the editor's response to a permission the proxy answered | swallowed |
@@ -14,6 +14,7 @@
 //! Frames go through on the forwarding threads; everything that touches the store happens
 //! on one controller thread ([`control`]), fed by a bounded queue, so a slow or broken store
 //! never delays or breaks a frame.
+pub mod agent;
 mod control;
 pub mod frame;
 pub mod wire;
@@ -87,6 +88,12 @@ pub(crate) enum Own {
         /// carry the rest of the turn.
         queued: bool,
     },
+    /// A `_session/steering` request; its answer says whether the text joined the turn.
+    Steering {
+        sid: String,
+        ids: Vec<String>,
+        text: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -110,11 +117,24 @@ pub(crate) struct State {
     /// `agentCapabilities._meta.claudeCode.promptQueueing` (claude-agent-acp): a
     /// `session/prompt` sent while a turn runs joins that turn at its next tool boundary.
     pub prompt_queueing: bool,
+    /// `_meta.steering.supported`: the agent takes `_session/steering` into a running turn.
+    pub steering: bool,
     pub agent_name: Option<String>,
+    /// The command sp-acp launched, which names the agent when `agentInfo` does not.
+    pub command: Vec<String>,
     next_id: u64,
 }
 
 impl State {
+    pub fn offers(&self) -> agent::Offers {
+        agent::Offers {
+            inject: self.inject,
+            steering: self.steering,
+            delivery_steer: self.delivery_steer,
+            prompt_queueing: self.prompt_queueing,
+        }
+    }
+
     /// Remembers that the proxy answered this agent request, so the editor's own answer to it
     /// is swallowed. Bounded: past the cap a late editor answer reaches the agent, which then
     /// gets a second answer for an id it already had one for.
@@ -294,7 +314,7 @@ impl Shared {
                 | Own::Inject {
                     sid, queued: true, ..
                 } => Some(sid.clone()),
-                Own::Inject { .. } => None,
+                Own::Inject { .. } | Own::Steering { .. } => None,
             };
             if let Some(sid) = &ends_a_prompt {
                 end_prompt(&mut st, sid);
@@ -332,12 +352,14 @@ impl Shared {
                     st.inject = offers_inject(caps);
                     st.delivery_steer = offers_delivery_steer(caps);
                     st.prompt_queueing = offers_prompt_queueing(caps);
+                    st.steering = offers_steering(&v);
                     let offered = |b: bool| if b { "offered" } else { "not offered" };
                     crate::logging::info(&format!(
-                        "sp-acp: agent {:?}, protocol {}, session/inject {}, session/prompt delivery steer {}, promptQueueing {}",
+                        "sp-acp: agent {:?}, protocol {}, session/inject {}, _session/steering {}, session/prompt delivery steer {}, promptQueueing {}",
                         st.agent_name.as_deref().unwrap_or("(unnamed)"),
                         v.get("protocolVersion").unwrap_or(&Value::Null),
                         offered(st.inject),
+                        offered(st.steering),
                         offered(st.delivery_steer),
                         offered(st.prompt_queueing),
                     ));
@@ -502,6 +524,18 @@ pub fn offers_prompt_queueing(caps: &Value) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether the agent answers `_session/steering`, the steering extension some ACP adapters
+/// offer, as it says with `_meta.steering.supported: true` on its `initialize` result (under
+/// `agentCapabilities` is taken too).
+pub fn offers_steering(init_result: &Value) -> bool {
+    [
+        "/_meta/steering/supported",
+        "/agentCapabilities/_meta/steering/supported",
+    ]
+    .iter()
+    .any(|p| init_result.pointer(p).and_then(Value::as_bool) == Some(true))
+}
+
 /// The Zed `agent_servers` entry for an agent behind sp-acp (`sp hooks print acp`).
 pub fn zed_snippet(bin_dir: &std::path::Path) -> String {
     let v = serde_json::json!({
@@ -586,7 +620,10 @@ pub fn run(agent: &[String]) -> ExitCode {
         return ExitCode::from(1);
     };
     let shared = Arc::new(Shared {
-        state: Mutex::new(State::default()),
+        state: Mutex::new(State {
+            command: agent.to_vec(),
+            ..State::default()
+        }),
         events: tx,
         to_agent: agent_in,
         to_editor: frame::sink(std::io::stdout()),
@@ -764,6 +801,20 @@ mod tests {
         assert!(!offers_prompt_queueing(
             &json!({"_meta": {"claudeCode": {"promptQueueing": false}}})
         ));
+    }
+
+    #[test]
+    fn steering_is_found_where_adapters_advertise_it() {
+        assert!(offers_steering(
+            &json!({"_meta": {"steering": {"supported": true}}, "agentCapabilities": {}})
+        ));
+        assert!(offers_steering(
+            &json!({"agentCapabilities": {"_meta": {"steering": {"supported": true}}}})
+        ));
+        assert!(!offers_steering(
+            &json!({"_meta": {"steering": {"supported": "yes"}}})
+        ));
+        assert!(!offers_steering(&json!({"agentCapabilities": {}})));
     }
 
     #[test]

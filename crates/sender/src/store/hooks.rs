@@ -238,6 +238,18 @@ pub(crate) fn emit(
 /// Makes the session live; its first event (or the first after a SessionEnd) emits
 /// `session.started` before anything else (DECISIONS 18).
 fn touch(tx: &Transaction, s: &SessionRef, source: Option<&str>, now: Millis) -> Result<String> {
+    touch_with(tx, s, source, None, now)
+}
+
+/// [`touch`], with `extra` merged into the data of the `session.started` it may emit (sp-acp:
+/// the agent's name and the control the session honours); `source` always stays ours.
+fn touch_with(
+    tx: &Transaction,
+    s: &SessionRef,
+    source: Option<&str>,
+    extra: Option<&serde_json::Map<String, serde_json::Value>>,
+    now: Millis,
+) -> Result<String> {
     let key = s.key();
     let at = format_ms(now);
     let cwd = s.cwd.as_deref().map(crate::paths::tilde);
@@ -268,14 +280,13 @@ fn touch(tx: &Transaction, s: &SessionRef, source: Option<&str>, now: Millis) ->
         } else {
             "unknown"
         });
-        emit(
-            tx,
-            &key,
-            event::SESSION_STARTED,
-            &s.event,
-            &event::session_started(source),
-            now,
-        )?;
+        let mut data = event::session_started(source);
+        if let (Some(extra), Some(d)) = (extra, data.as_object_mut()) {
+            for (k, v) in extra {
+                d.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        emit(tx, &key, event::SESSION_STARTED, &s.event, &data, now)?;
     }
     Ok(key)
 }
@@ -363,6 +374,20 @@ impl Store {
         }
         let tx = self.write_tx()?;
         touch(&tx, s, source, now)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// sp-acp's `session/new` and `session/load`: as [`Store::record_event`] with a source, and
+    /// `extra` merged into the data of the `session.started` this emits, if it emits one.
+    pub fn record_session(
+        &mut self,
+        s: &SessionRef,
+        source: &str,
+        extra: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        let tx = self.write_tx()?;
+        touch_with(&tx, s, Some(source), Some(extra), now_ms())?;
         tx.commit()?;
         Ok(())
     }
