@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 /// A scripted ACP agent. It logs each raw line it reads to $AGENT_LOG and answers:
 /// `initialize`, `session/new`, `session/prompt` (text "ask": asks permission and reports the
-/// outcome; "wait": runs until `session/cancel`; otherwise echoes), `test/raw` (writes the
+/// outcome; "again": asks for one call, the same call under a new id, then that id with
+/// another input; "wait": runs until `session/cancel`; otherwise echoes), `test/raw` (writes the
 /// given raw lines to stdout as they are), `test/exit` (writes to stderr, exits 7). With
 /// AGENT_STEERING it offers `_session/steering`, answered while "wait" runs by the text: "late"
 /// ends the turn and answers `promptRequired`, "boom" an error, "nope" `failed`, "newturn"
@@ -97,6 +98,22 @@ while True:
                     "toolCall": {"toolCallId": "call_dup", "title": "bash", "kind": "execute",
                                  "rawInput": {"command": cmd}},
                     "options": [{"optionId": "yes-once", "name": "Once", "kind": "allow_once"},
+                                {"optionId": "no-once", "name": "No", "kind": "reject_once"}]}})
+                r = wait_response(rid)
+                update(sid, "permission %d %s" % (i, json.dumps(r.get("result", {}).get("outcome"))))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        elif "again" in text:
+            # One call, the same call again under a new id, then that id with another input.
+            calls = [("call_g1", "echo same > same.txt"), ("call_g2", "echo same > same.txt"),
+                     ("call_g2", "echo other > other.txt")]
+            for i, (cid, cmd) in enumerate(calls):
+                rid = 700 + 10 * n + i
+                send({"jsonrpc": "2.0", "id": rid, "method": "session/request_permission", "params": {
+                    "sessionId": sid,
+                    "toolCall": {"toolCallId": cid, "title": "bash", "kind": "execute",
+                                 "rawInput": {"command": cmd}},
+                    "options": [{"optionId": "yes-always", "name": "Always", "kind": "allow_always"},
+                                {"optionId": "yes-once", "name": "Once", "kind": "allow_once"},
                                 {"optionId": "no-once", "name": "No", "kind": "reject_once"}]}})
                 r = wait_response(rid)
                 update(sid, "permission %d %s" % (i, json.dumps(r.get("result", {}).get("outcome"))))
@@ -1198,5 +1215,134 @@ fn steer_goes_as_session_steering_and_each_answer_decides_the_ack() {
         log.matches("late news").count(),
         2,
         "steered once, prompted once"
+    );
+}
+
+/// Issue 30 / DECISIONS 30: "allow for the session". sp-acp keeps the grant (the scripted
+/// agent's `allow_always` is not known to be for the session alone, so it is never picked) and
+/// answers the same call again at once, unannounced; another input under the same id is a new
+/// prompt; an answer field sp-acp cannot honour is acked `unsupported` and nothing runs.
+#[test]
+fn allow_for_the_session_answers_the_same_call_again_and_nothing_more() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[]);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    wait_polled(&env, &key);
+    let same = json!({"command": "echo same > same.txt"});
+    let first = call_attention("call_g1", &same);
+    let again = call_attention("call_g2", &same);
+    let other = call_attention("call_g2", &json!({"command": "echo other > other.txt"}));
+    let p = ed.prompt(&sid, "again");
+    env.wait_event(
+        "attention.needed",
+        json!({"attention_id": first}),
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|| panic!("no attention.needed for {first}\n{}", env.log()));
+    let allow = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": first, "decision": "allow", "scope": "session"}),
+    );
+    let said = |ed: &Editor, i: u32| {
+        let prefix = format!("permission {i} ");
+        let (v, seen) = ed.until(Duration::from_secs(30), move |v| {
+            v["params"]["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(&prefix))
+        });
+        (
+            v["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            seen,
+        )
+    };
+    let (t, _) = said(&ed, 0);
+    assert_eq!(
+        t,
+        r#"permission 0 {"outcome": "selected", "optionId": "yes-once"}"#
+    );
+    let ack = ack_of(&env, allow["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().contains("for the session"),
+        "{ack}"
+    );
+    // The same tool with the same input, under a new id: answered from the grant at once;
+    // the editor never sees the request.
+    let (t, seen) = said(&ed, 1);
+    assert_eq!(
+        t,
+        r#"permission 1 {"outcome": "selected", "optionId": "yes-once"}"#
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|v| v["method"] == "session/request_permission"
+                && v["params"]["toolCall"]["rawInput"] == same),
+        "the granted request reached the editor: {seen:#?}"
+    );
+    // The same id with another input: a new prompt of its own.
+    let (req3, _) = ed.until(Duration::from_secs(20), |v| {
+        v["method"] == "session/request_permission"
+    });
+    assert_eq!(req3["params"]["toolCall"]["toolCallId"], "call_g2");
+    env.wait_event(
+        "attention.needed",
+        json!({"attention_id": other}),
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|| panic!("no attention.needed for {other}\n{}", env.log()));
+    assert!(
+        env.events_of("attention.needed")
+            .iter()
+            .all(|e| e["data"]["attention_id"] != again.as_str()),
+        "the granted call was announced"
+    );
+    // An edited input cannot be honoured over ACP: unsupported, naming the field; nothing
+    // reached the agent and the prompt stays open.
+    let edit = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": other, "decision": "allow",
+               "input": {"command": "echo edited"}}),
+    );
+    let ack = ack_of(&env, edit["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().starts_with("input"),
+        "{ack}"
+    );
+    let rid3 = req3["id"].as_u64().unwrap();
+    assert!(
+        !ed.agent_log().contains(&format!("\"id\":{rid3},")),
+        "the request was answered"
+    );
+    assert_eq!(
+        env.query::<String>(&format!(
+            "select state from attention where attention_id='{other}'"
+        )),
+        ["open"]
+    );
+    // A plain deny still answers it.
+    let deny = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": other, "decision": "deny"}),
+    );
+    let (t, _) = said(&ed, 2);
+    assert_eq!(
+        t,
+        r#"permission 2 {"outcome": "selected", "optionId": "no-once"}"#
+    );
+    assert_eq!(
+        ack_of(&env, deny["id"].as_str().unwrap())["outcome"],
+        "delivered"
+    );
+    let (r, _) = ed.response(p);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert!(
+        !ed.agent_log().contains("yes-always"),
+        "an always option was chosen"
     );
 }

@@ -125,6 +125,14 @@ pub fn display_name(agent_info: Option<&str>, command: &[String]) -> Option<Stri
         .or_else(|| clean_name(p.strip_suffix(".py").unwrap_or(p)))
 }
 
+/// Whether the agent's `allow_always` option lasts only as long as the session, so a remote
+/// "allow for the session" may pick it. Gemini CLI's is ("Allow for this session"); OpenCode's
+/// `always` is kept beyond the session and Copilot CLI's and Claude Code's are not documented
+/// as session-bound: for them sp-acp keeps the grant itself.
+pub fn always_is_for_the_session(display_name: Option<&str>) -> bool {
+    display_name == Some("Gemini CLI")
+}
+
 /// `data.control` for a session of this agent: when each of rule 25's modes and a cancel take
 /// effect (`now`, `tool_boundary`: after the current tool call, `turn_end`), and which of
 /// rule 30's optional `permission.answer` fields are honoured.

@@ -19,7 +19,7 @@ use super::wire::{self, PermissionOptionKind, StopReason};
 use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
 use crate::store::{SessionRef, Store};
-use crate::wire::control::{Decision, Outcome};
+use crate::wire::control::{Decision, Outcome, Scope};
 use crate::wire::event::{How, TurnEnd};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -400,10 +400,40 @@ impl Controller<'_> {
             }) else {
                 continue;
             };
+            let for_session = answer.scope == Scope::Session;
+            // DECISIONS 30 `scope: "session"`: the agent's own allow_always only where it is
+            // for this session alone (Gemini CLI's); everywhere else (OpenCode's `always`
+            // persists beyond the session) the once option, and sp-acp keeps the grant.
+            let always = for_session
+                && answer.decision == Decision::Allow
+                && super::agent::always_is_for_the_session(
+                    super::agent::display_name(st.agent_name.as_deref(), &st.command).as_deref(),
+                )
+                && p.options
+                    .iter()
+                    .any(|(_, k)| *k == PermissionOptionKind::AllowAlways);
             let (want, kind) = match answer.decision {
+                Decision::Allow if always => (
+                    "allow_always (the agent's own, for this session)",
+                    PermissionOptionKind::AllowAlways,
+                ),
                 Decision::Allow => ("allow_once", PermissionOptionKind::AllowOnce),
                 Decision::Deny => ("reject_once", PermissionOptionKind::RejectOnce),
             };
+            let grants_held = st.grants.get(sid).map_or(0, |g| g.len());
+            if for_session
+                && grants_held >= super::GRANTS_MAX
+                && !st.grants.get(sid).is_some_and(|g| g.contains_key(&p.grant))
+            {
+                drop(st);
+                let detail = format!(
+                    "scope: this session already holds {grants_held} grants, the most sp-acp keeps; nothing ran, the prompt stays open"
+                );
+                self.with_store("refusing an answer", |db| {
+                    db.finish_message(&answer.id, Outcome::Unsupported, &detail)
+                });
+                continue;
+            }
             let Some(option) = p
                 .options
                 .iter()
@@ -437,8 +467,20 @@ impl Controller<'_> {
             }
             st.perms.remove(&req_key);
             st.swallow_later(req_key);
+            if for_session {
+                st.grants
+                    .entry(sid.to_string())
+                    .or_default()
+                    .insert(p.grant.clone(), answer.decision);
+            }
             drop(st);
-            let detail = format!("acp session/request_permission ({want} option {option:?})");
+            let mut detail = format!("acp session/request_permission ({want} option {option:?})");
+            if for_session {
+                detail.push_str(&format!(
+                    "; for the session: sp-acp answers the same tool with the same input {} until the session ends",
+                    answer.decision.as_str()
+                ));
+            }
             self.with_store("confirming an answer", |db| {
                 db.confirm_answer(&s, &p.attention, &answer, &detail)
             });

@@ -33,6 +33,9 @@ pub const HARNESS: &str = "acp";
 const QUEUE_BOUND: usize = 4096;
 /// At most this many requests of each kind are tracked; more are forwarded untracked.
 const TRACK_MAX: usize = 10_000;
+/// At most this many grants for the session (DECISIONS 30 `scope: "session"`) per session; an
+/// answer that would need one more is acked `unsupported` and the prompt stays open.
+pub const GRANTS_MAX: usize = 256;
 /// Prefix of the ids of the proxy's own requests to the agent.
 pub const OWN_ID_PREFIX: &str = "sp-acp-";
 
@@ -70,6 +73,8 @@ pub(crate) struct Perm {
     pub attention: String,
     /// `(optionId, kind)` as offered.
     pub options: Vec<(String, wire::PermissionOptionKind)>,
+    /// What a grant for the session must match: the tool and its exact input ([`grant_key`]).
+    pub grant: String,
 }
 
 /// A request the proxy sent to the agent itself.
@@ -120,6 +125,9 @@ pub(crate) struct State {
     /// `_meta.steering.supported`: the agent takes `_session/steering` into a running turn.
     pub steering: bool,
     pub agent_name: Option<String>,
+    /// Grants for the session (DECISIONS 30): session id → [`grant_key`] → the decision, kept
+    /// for this proxy's lifetime, at most [`GRANTS_MAX`] a session.
+    pub grants: HashMap<String, HashMap<String, crate::wire::control::Decision>>,
     /// The command sp-acp launched, which names the agent when `agentInfo` does not.
     pub command: Vec<String>,
     next_id: u64,
@@ -298,10 +306,7 @@ impl Shared {
         };
         match (&m.id, m.method.as_deref()) {
             (Some(id), None) => self.agent_response(&id_key(id), &m),
-            (Some(id), Some("session/request_permission")) => {
-                self.permission(id, &m);
-                Verdict::Forward
-            }
+            (Some(id), Some("session/request_permission")) => self.permission(id, &m),
             _ => Verdict::Forward,
         }
     }
@@ -398,17 +403,25 @@ impl Shared {
         Verdict::Forward
     }
 
-    fn permission(&self, id: &Value, m: &Msg) {
-        let Some(params) = m.params else { return };
+    /// A permission request: answered at once from a grant for the session when one matches
+    /// (and then not forwarded: the editor never sees it), else announced and forwarded.
+    fn permission(&self, id: &Value, m: &Msg) -> Verdict {
+        let Some(params) = m.params else {
+            return Verdict::Forward;
+        };
         let ask = match wire::permission_ask(params) {
             Ok(a) => a,
             Err(e) => {
                 crate::logging::warn(&format!(
                     "sp-acp: a session/request_permission that does not match the ACP schema ({e}); not announced"
                 ));
-                return;
+                return Verdict::Forward;
             }
         };
+        let grant = grant_key(ask.kind.as_deref(), ask.title.as_deref(), &ask.raw_input);
+        if self.answer_from_grant(id, &ask, &grant) {
+            return Verdict::Swallow;
+        }
         let sid = ask.session_id;
         let title = ask.title.as_deref();
         let attention =
@@ -433,7 +446,7 @@ impl Shared {
         });
         let mut st = self.lock();
         if st.perms.len() >= TRACK_MAX {
-            return;
+            return Verdict::Forward;
         }
         st.sessions.entry(sid.clone()).or_default();
         st.perms.insert(
@@ -443,6 +456,7 @@ impl Shared {
                 sid: sid.clone(),
                 attention: attention.clone(),
                 options: ask.options,
+                grant,
             },
         );
         drop(st);
@@ -452,6 +466,36 @@ impl Shared {
             tool,
             message,
         });
+        Verdict::Forward
+    }
+
+    /// Answers a request the person already answered for the session (the same tool, the
+    /// exact same input) with the agent's `allow_once` / `reject_once` option; true if done.
+    fn answer_from_grant(&self, id: &Value, ask: &wire::PermissionAsk, grant: &str) -> bool {
+        use crate::wire::control::Decision;
+        let st = self.lock();
+        let Some(decision) = st.grants.get(&ask.session_id).and_then(|g| g.get(grant)) else {
+            return false;
+        };
+        let kind = match decision {
+            Decision::Allow => wire::PermissionOptionKind::AllowOnce,
+            Decision::Deny => wire::PermissionOptionKind::RejectOnce,
+        };
+        let Some((option, _)) = ask.options.iter().find(|(_, k)| *k == kind) else {
+            return false;
+        };
+        let reply = wire::permission_selected(id, option);
+        if let Err(e) = frame::write_frame(&self.to_agent, reply.as_bytes()) {
+            crate::logging::warn(&format!("sp-acp: cannot answer from a grant: {e}"));
+            return false;
+        }
+        crate::logging::info(&format!(
+            "sp-acp: acp:{} {}: {} from the grant for the session (option {option:?}); not announced",
+            ask.session_id,
+            ask.tool_call_id,
+            decision.as_str()
+        ));
+        true
     }
 }
 
@@ -483,6 +527,15 @@ pub fn call_attention_id(
         id.push_str(&format!("{b:02x}"));
     }
     crate::wire::is_session_id(&id).then_some(id)
+}
+
+/// What a grant for the session matches (DECISIONS 30): the call's kind and title (the tool as
+/// the person saw it) and its exact input, as sha256 over them as JSON. Never the call's id.
+pub fn grant_key(kind: Option<&str>, title: Option<&str>, raw_input: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let what = serde_json::json!([kind, title, raw_input]);
+    let d = Sha256::digest(serde_json::to_vec(&what).unwrap_or_default());
+    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `^[A-Za-z0-9_.:-]{1,120}$`, what an event's `tool` may be.

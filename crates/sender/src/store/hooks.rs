@@ -34,6 +34,8 @@ pub struct Answer {
     pub sink: String,
     pub decision: Decision,
     pub note: Option<String>,
+    /// DECISIONS 30: `Session` only where the harness keeps a grant (sp-acp).
+    pub scope: crate::wire::control::Scope,
 }
 
 /// A prompt claimed by a Stop hook (state `delivering`).
@@ -568,18 +570,21 @@ impl Store {
             tx.commit()?;
             return Ok(None);
         }
-        let rows: Vec<QueuedRow> = tx
+        let rows: Vec<(QueuedRow, Option<String>)> = tx
             .prepare_cached(
-                "SELECT id, sink, decision, note, deadline_ms FROM messages \
+                "SELECT id, sink, decision, note, deadline_ms, scope FROM messages \
                  WHERE session_key=?1 AND kind='permission.answer' AND attention_id=?2 AND state='queued' \
                  ORDER BY at, id",
             )?
             .query_map(params![key, attention_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                Ok((
+                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
+                    r.get(5)?,
+                ))
             })?
             .collect::<rusqlite::Result<_>>()?;
         let mut claimed = None;
-        for (id, sink, decision, note, deadline) in rows {
+        for ((id, sink, decision, note, deadline), scope) in rows {
             if deadline.is_none_or(|d| d <= now) {
                 finish(
                     &tx,
@@ -610,6 +615,10 @@ impl Store {
                 sink,
                 decision,
                 note,
+                scope: scope
+                    .as_deref()
+                    .and_then(crate::wire::control::Scope::parse)
+                    .unwrap_or_default(),
             });
             break;
         }
