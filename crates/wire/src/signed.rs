@@ -1083,6 +1083,32 @@ mod tests {
         assert_eq!(parse_command(&ok).unwrap().kind, CmdKind::Cancel);
     }
 
+    /// DECISIONS 30: `scope` is signed, inside the command, on a permission answer only; the
+    /// other optional answer fields stay `bad_fields`.
+    #[test]
+    fn a_permission_answers_scope_is_signed() {
+        let cmd = |kind: &str, extra: &str| {
+            format!(
+                r#"{{"v":1,"t":"sessionpipe.control","machine":"m_testmachine0000000001","kind":"{kind}","session":"acp:a","for":"p1","decision":"allow"{extra},"nonce":"AAAAAAAAAAAAAAAAAAAAAA","iat":1}}"#
+            )
+        };
+        let c = parse_command(&cmd("permission.answer", r#","scope":"session""#)).unwrap();
+        assert_eq!(c.scope.as_deref(), Some("session"));
+        assert_eq!(
+            parse_command(&cmd("permission.answer", "")).unwrap().scope,
+            None
+        );
+        for bad in [r#","scope":"always""#, r#","input":{}"#, r#","answers":{}"#] {
+            assert_eq!(
+                parse_command(&cmd("permission.answer", bad))
+                    .unwrap_err()
+                    .code,
+                Code::BadFields,
+                "{bad}"
+            );
+        }
+    }
+
     #[test]
     fn lengths_count_utf16_units() {
         // U+1F600 is one char but two UTF-16 units: 10,000 of them are 20,000 units.
