@@ -2,9 +2,11 @@
 //! forwarders saw (sessions, permission requests, turn ends) with the hooks' store functions,
 //! and acts on the messages sp-sync stored for this proxy's sessions:
 //!
-//! - `permission.answer` → the agent gets its `allow_once` / `reject_once` option (never an
-//!   `always` one) if the editor has not answered yet; the editor is sent `$/cancel_request`
-//!   for that request and its late response is swallowed.
+//! - `permission.answer` → the agent gets its `allow_once` / `reject_once` option (an
+//!   `always` one only for `scope: "session"` where it is for the session alone: Gemini CLI's)
+//!   if the editor has not answered yet; the editor is sent `$/cancel_request` for that
+//!   request and its late response is swallowed. With `scope: "session"` sp-acp keeps the
+//!   grant and answers the same call (same tool, same input) again itself.
 //! - `cancel` → `session/cancel` while a prompt runs (pending permissions are answered
 //!   `cancelled`, as ACP requires of whoever cancels); acked `delivered` when the prompt ends
 //!   `cancelled`, `expired` when it ends otherwise first or no turn was running.
@@ -13,8 +15,9 @@
 //!   it offers instead a `session/prompt` with `delivery: "steer"`, as Harn 0.10 does, both go
 //!   that way: Harn 0.10 reads `session/remind` only after the running turn), or as a plain
 //!   `session/prompt` where the agent queues prompts into the running turn (claude-agent-acp's
-//!   `promptQueueing`; acked when the agent answers it), and everything else waits for the
-//!   turn to end.
+//!   `promptQueueing`; acked when the agent answers it), or as `_session/steering` where the
+//!   agent advertises that extension (its answer decides the ack), and everything else waits
+//!   for the turn to end.
 use super::wire::{self, PermissionOptionKind, StopReason};
 use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
