@@ -974,6 +974,7 @@ fn gemini_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
                 &STAND_IN,
             );
+            named_and_honours(s, "Gemini CLI", "turn_end");
             remote_deny_keeps_the_tool_from_running(s, &mut ed);
             acked_once(s, 4);
         },
@@ -1006,6 +1007,7 @@ fn copilot_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
                 &STAND_IN,
             );
+            named_and_honours(s, "Copilot CLI", "turn_end");
             remote_deny_keeps_the_tool_from_running(s, &mut ed);
             acked_once(s, 4);
         },
@@ -1071,6 +1073,7 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
                 &STAND_IN,
             );
+            named_and_honours(s, "Claude Code", "tool_boundary");
             remote_deny_keeps_the_tool_from_running(s, &mut ed);
 
             // A remote steer while a turn runs goes as a `session/prompt`, which the adapter
@@ -1136,5 +1139,17 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
             );
             acked_once(s, 5);
         },
+    );
+}
+
+/// Issue 30: the session is named for its agent (from its `initialize`), the harness stays
+/// `acp`, and `data.control` says when a steer takes effect there.
+fn named_and_honours(s: &Scene, agent: &str, steer: &str) {
+    let started = s.event("session.started", |_| true);
+    assert_eq!(started["harness"]["name"], "acp");
+    assert_eq!(started["data"]["agent"], agent, "{started}");
+    assert_eq!(
+        started["data"]["control"]["prompt"]["steer"], steer,
+        "{started}"
     );
 }
