@@ -354,7 +354,6 @@
     const bits = [];
     for (const m of ['steer', 'interrupt']) if (WHEN[p[m]]) bits.push(m + ': ' + WHEN[p[m]]);
     if (WHEN[c.cancel]) bits.push('stop: ' + WHEN[c.cancel]);
-    if (Array.isArray(c.answer)) bits.push('allow for the session: ' + (c.answer.includes('scope') ? 'yes' : 'no'));
     return bits.join(' · ');
   }
 
