@@ -1346,3 +1346,75 @@ fn allow_for_the_session_answers_the_same_call_again_and_nothing_more() {
         "an always option was chosen"
     );
 }
+
+/// Issue 30, on the page: in headless chromium against sp-receiver, an ACP session's card is
+/// named for its agent and says when steer, interrupt and stop take effect there.
+#[test]
+fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
+    use common::browser::{missing_browser_deps, Browser};
+    use common::receiver::{Machine, SpReceiver, LOGIN};
+    // Fail (never skip) when the browser cannot run, naming the script that installs it.
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
+    let mut machine = Machine::new(
+        dir.path(),
+        &receiver.url,
+        &dir.path().join("receiver/token"),
+    );
+    machine.start_sync();
+    let agent = write_agent(dir.path());
+    // sp-acp in the machine's environment (HOME, config, state), as the editor starts it.
+    let base = machine.cmd("sp-sync");
+    let mut proxy = Command::new(sp_acp());
+    proxy.env_clear().current_dir(&machine.home);
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            proxy.env(k, v);
+        }
+    }
+    let mut proxy = proxy
+        .env("AGENT_LOG", dir.path().join("agent.log"))
+        .env("AGENT_NAME", "gemini-cli")
+        .env("AGENT_STEERING", "1")
+        .args(["--", "python3", "-u"])
+        .arg(&agent)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut to = proxy.stdin.take().unwrap();
+    let mut from = BufReader::new(proxy.stdout.take().unwrap());
+    for (id, method, params) in [
+        (1, "initialize", json!({"protocolVersion": 1})),
+        (2, "session/new", json!({"cwd": "/tmp", "mcpServers": []})),
+    ] {
+        writeln!(
+            to,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        let mut line = String::new();
+        from.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["id"], id, "{line}");
+    }
+    let card = "article[data-session=\"acp:sess-1\"]";
+    let mut b = Browser::launch();
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait(card);
+    let meta = b.text(&format!("{card} .meta"));
+    assert!(meta.starts_with("Gemini CLI (ACP) · "), "{meta}");
+    assert_eq!(
+        b.text(&format!("{card} .control")),
+        "steer: after the current tool · interrupt: after the current tool · stop: at once"
+    );
+    drop(to);
+    let _ = wait_timeout(&mut proxy, Duration::from_secs(20));
+}
