@@ -211,6 +211,11 @@ impl Controller<'_> {
             }
             Ev::TurnEnded { sid, stop } => self.turn_ended(&sid, stop),
             Ev::OwnDone { own, result } => self.own_done(own, result),
+            Ev::ToAgent { frame } => {
+                if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
+                    crate::logging::warn(&format!("sp-acp: cannot write to the agent: {e}"));
+                }
+            }
             Ev::Closed => {}
         }
     }

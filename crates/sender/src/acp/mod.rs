@@ -187,6 +187,9 @@ pub(crate) enum Ev {
         own: Own,
         result: Result<Value, String>,
     },
+    /// A frame for the agent the controller writes (an answer from a grant for the session),
+    /// so the forwarding thread never waits on the agent's stdin.
+    ToAgent { frame: String },
     /// The agent exited: end this proxy's sessions.
     Closed,
 }
@@ -419,8 +422,14 @@ impl Shared {
             }
         };
         let grant = grant_key(ask.kind.as_deref(), ask.title.as_deref(), &ask.raw_input);
-        if self.answer_from_grant(id, &ask, &grant) {
-            return Verdict::Swallow;
+        if let Some(frame) = self.answer_from_grant(id, &ask, &grant) {
+            // Swallowed only once its answer is sure to be written; else asked as usual.
+            match self.events.try_send(Ev::ToAgent { frame }) {
+                Ok(()) => return Verdict::Swallow,
+                Err(e) => crate::logging::warn(&format!(
+                    "sp-acp: cannot answer from the grant ({e}); asking as usual"
+                )),
+            }
         }
         let sid = ask.session_id;
         let title = ask.title.as_deref();
@@ -469,33 +478,29 @@ impl Shared {
         Verdict::Forward
     }
 
-    /// Answers a request the person already answered for the session (the same tool, the
-    /// exact same input) with the agent's `allow_once` / `reject_once` option; true if done.
-    fn answer_from_grant(&self, id: &Value, ask: &wire::PermissionAsk, grant: &str) -> bool {
+    /// The answer to a request the person already answered for the session (the same tool,
+    /// the exact same input): the agent's `allow_once` / `reject_once` option.
+    fn answer_from_grant(
+        &self,
+        id: &Value,
+        ask: &wire::PermissionAsk,
+        grant: &str,
+    ) -> Option<String> {
         use crate::wire::control::Decision;
         let st = self.lock();
-        let Some(decision) = st.grants.get(&ask.session_id).and_then(|g| g.get(grant)) else {
-            return false;
-        };
+        let decision = st.grants.get(&ask.session_id)?.get(grant)?;
         let kind = match decision {
             Decision::Allow => wire::PermissionOptionKind::AllowOnce,
             Decision::Deny => wire::PermissionOptionKind::RejectOnce,
         };
-        let Some((option, _)) = ask.options.iter().find(|(_, k)| *k == kind) else {
-            return false;
-        };
-        let reply = wire::permission_selected(id, option);
-        if let Err(e) = frame::write_frame(&self.to_agent, reply.as_bytes()) {
-            crate::logging::warn(&format!("sp-acp: cannot answer from a grant: {e}"));
-            return false;
-        }
+        let (option, _) = ask.options.iter().find(|(_, k)| *k == kind)?;
         crate::logging::info(&format!(
             "sp-acp: acp:{} {}: {} from the grant for the session (option {option:?}); not announced",
             ask.session_id,
             ask.tool_call_id,
             decision.as_str()
         ));
-        true
+        Some(wire::permission_selected(id, option))
     }
 }
 
