@@ -785,6 +785,8 @@ impl Controller<'_> {
                     st.confirm_delivered(&ids, "acp _session/steering (injected into the running turn)")
                 });
             }
+            // A turn the agent started itself has no `session/prompt` of ours or the editor's:
+            // its end is not seen, and no `turn.ended` is sent for it.
             (Some("startedNewTurn"), _) => {
                 self.with_store("confirming a steer", |st| {
                     st.confirm_delivered(&ids, "acp _session/steering (the agent started a new turn with it)")
