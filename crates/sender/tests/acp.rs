@@ -12,8 +12,13 @@ use std::time::{Duration, Instant};
 
 /// A scripted ACP agent. It logs each raw line it reads to $AGENT_LOG and answers:
 /// `initialize`, `session/new`, `session/prompt` (text "ask": asks permission and reports the
-/// outcome; "wait": runs until `session/cancel`; otherwise echoes), `test/raw` (writes the
-/// given raw lines to stdout as they are), `test/exit` (writes to stderr, exits 7).
+/// outcome; "again": asks for one call, the same call under a new id, then that id with
+/// another input; "wait": runs until `session/cancel`; otherwise echoes), `test/raw` (writes the
+/// given raw lines to stdout as they are), `test/exit` (writes to stderr, exits 7). With
+/// AGENT_STEERING it offers `_session/steering`, answered while "wait" runs by the text: "late"
+/// ends the turn and answers `promptRequired`, "boom" an error, "nope" `failed`, "newturn"
+/// `startedNewTurn`, anything else `injected`. AGENT_NAME replaces its `agentInfo.name` (empty:
+/// no `agentInfo`); AGENT_SESSIONS the prefix of its session ids.
 const AGENT: &str = r#"
 import json, os, sys
 log = open(os.environ["AGENT_LOG"], "ab", buffering=0)
@@ -51,16 +56,23 @@ if os.environ.get("AGENT_INJECT"):
     caps["_meta"] = {"harn": {"sessionInject": ["steer", "queue", "interrupt_immediate"]}}
 if os.environ.get("AGENT_QUEUEING"):
     caps["_meta"] = {"claudeCode": {"promptQueueing": True}}
+init = {"protocolVersion": 1, "agentCapabilities": caps,
+        "agentInfo": {"name": os.environ.get("AGENT_NAME", "scripted-agent"), "version": "1.0"}}
+if os.environ.get("AGENT_NAME") == "":
+    del init["agentInfo"]
+if os.environ.get("AGENT_STEERING"):
+    init["_meta"] = {"steering": {"supported": True}}
+def steering_text(m):
+    return "".join(p.get("text", "") for p in m["params"]["prompt"])
 n = 0
 while True:
     m = read()
     meth, mid = m.get("method"), m.get("id")
     if meth == "initialize":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
-              "agentCapabilities": caps, "agentInfo": {"name": "scripted-agent", "version": "1.0"}}})
+        send({"jsonrpc": "2.0", "id": mid, "result": init})
     elif meth == "session/new":
         n += 1
-        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "sess-%d" % n}})
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": os.environ.get("AGENT_SESSIONS", "sess-") + str(n)}})
     elif meth == "session/prompt":
         sid, text = m["params"]["sessionId"], text_of(m)
         if "ask" in text:
@@ -90,8 +102,25 @@ while True:
                 r = wait_response(rid)
                 update(sid, "permission %d %s" % (i, json.dumps(r.get("result", {}).get("outcome"))))
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        elif "again" in text:
+            # One call, the same call again under a new id, then that id with another input.
+            calls = [("call_g1", "echo same > same.txt"), ("call_g2", "echo same > same.txt"),
+                     ("call_g2", "echo other > other.txt")]
+            for i, (cid, cmd) in enumerate(calls):
+                rid = 700 + 10 * n + i
+                send({"jsonrpc": "2.0", "id": rid, "method": "session/request_permission", "params": {
+                    "sessionId": sid,
+                    "toolCall": {"toolCallId": cid, "title": "bash", "kind": "execute",
+                                 "rawInput": {"command": cmd}},
+                    "options": [{"optionId": "yes-always", "name": "Always", "kind": "allow_always"},
+                                {"optionId": "yes-once", "name": "Once", "kind": "allow_once"},
+                                {"optionId": "no-once", "name": "No", "kind": "reject_once"}]}})
+                r = wait_response(rid)
+                update(sid, "permission %d %s" % (i, json.dumps(r.get("result", {}).get("outcome"))))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
         elif "wait" in text:
             update(sid, "working")
+            ended = False
             while True:
                 c = read()
                 if c.get("method") == "session/cancel":
@@ -103,10 +132,31 @@ while True:
                 if c.get("method") == "session/inject":
                     send({"jsonrpc": "2.0", "id": c["id"], "result": {"messageId": "msg-1", "status": "accepted"}})
                     update(sid, "injected " + c["params"]["mode"] + ": " + c["params"]["content"][0]["text"])
-            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "cancelled"}})
+                if c.get("method") == "_session/steering":
+                    st, cid = steering_text(c), c["id"]
+                    if "late" in st:
+                        # The turn ended just before the steer arrived.
+                        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+                        send({"jsonrpc": "2.0", "id": cid, "result": {"outcome": "promptRequired", "reason": "noRunningTurn"}})
+                        ended = True
+                        break
+                    elif "boom" in st:
+                        send({"jsonrpc": "2.0", "id": cid, "error": {"code": -32603, "message": "steering refused: boom"}})
+                    elif "nope" in st:
+                        send({"jsonrpc": "2.0", "id": cid, "result": {"outcome": "failed", "reason": "the turn is compacting"}})
+                    elif "newturn" in st:
+                        send({"jsonrpc": "2.0", "id": cid, "result": {"outcome": "startedNewTurn"}})
+                        update(sid, "new turn: " + st)
+                    else:
+                        send({"jsonrpc": "2.0", "id": cid, "result": {"outcome": "injected"}})
+                        update(sid, "steered: " + st)
+            if not ended:
+                send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "cancelled"}})
         else:
             update(sid, "echo: " + text)
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+    elif meth == "_session/steering":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"outcome": "promptRequired", "reason": "noRunningTurn"}})
     elif meth == "session/load":
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
     elif meth == "test/raw":
@@ -1013,4 +1063,358 @@ fn steer_goes_as_a_queued_session_prompt_where_the_agent_queues_prompts() {
         ack_of(&env, cancel["id"].as_str().unwrap())["outcome"],
         "delivered"
     );
+}
+
+/// Issue 30: `session.started` names the agent for people and lists when each control word
+/// takes effect in this session, from what the agent advertised; it passes our schema and
+/// the protocol's.
+#[test]
+fn a_session_is_named_for_its_agent_and_says_what_it_honours() {
+    let env = env_with_sync();
+    let mut plain = Editor::start(&env, &[]);
+    let first = plain.init_and_new();
+    let mut steering = Editor::start(
+        &env,
+        &[
+            ("AGENT_STEERING", "1"),
+            ("AGENT_NAME", "gemini-cli"),
+            ("AGENT_SESSIONS", "gem-"),
+        ],
+    );
+    let second = steering.init_and_new();
+    let mut unnamed = Editor::start(&env, &[("AGENT_NAME", ""), ("AGENT_SESSIONS", "anon-")]);
+    let third = unnamed.init_and_new();
+    let started = |sid: &str| {
+        env.receiver
+            .wait_event(Duration::from_secs(30), |e| {
+                e["type"] == "session.started" && e["session"]["id"] == sid
+            })
+            .unwrap_or_else(|| panic!("no session.started for {sid}\n{}", env.log()))
+    };
+    let a = started(&first);
+    assert_eq!(a["harness"]["name"], "acp");
+    assert_eq!(a["data"]["agent"], "scripted-agent");
+    assert_eq!(
+        a["data"]["control"],
+        json!({"prompt": {"queue": "turn_end", "steer": "turn_end", "interrupt": "turn_end"},
+               "cancel": "now", "answer": ["scope"]})
+    );
+    let b = started(&second);
+    assert_eq!(b["harness"]["name"], "acp");
+    assert_eq!(b["data"]["agent"], "Gemini CLI");
+    assert_eq!(b["data"]["control"]["prompt"]["steer"], "tool_boundary");
+    assert_eq!(b["data"]["control"]["prompt"]["interrupt"], "tool_boundary");
+    // No agentInfo: the command sp-acp launched (python3 -u …/agent.py) names it.
+    let c = started(&third);
+    assert_eq!(c["data"]["agent"], "agent");
+    for e in [&a, &b, &c] {
+        common::schema::assert_valid("event.json", e);
+        if let Some(dir) = common::fixtures::peer_dir() {
+            let data = common::schema::load_json(
+                &dir.join("schemas/event-data.9138259c54ffd58dec54344b02c62ffb8494ad8e.json"),
+            );
+            let mut sub = data["properties"]["session.started"].clone();
+            sub["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+            let v = common::schema::compile(&sub).unwrap();
+            assert!(v.is_valid(&e["data"]), "{}", e["data"]);
+            common::schema::assert_valid(
+                dir.join("schemas/event.e918475f4a7284f20cc7b4877aa20e59ce10a343.json")
+                    .to_str()
+                    .unwrap(),
+                e,
+            );
+        }
+    }
+}
+
+/// Issue 30: `_session/steering` where the agent offers it; each of its answers decides the
+/// ack, and `promptRequired` (the turn ended meanwhile) sends the text as a new prompt.
+#[test]
+fn steer_goes_as_session_steering_and_each_answer_decides_the_ack() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[("AGENT_STEERING", "1")]);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    wait_polled(&env, &key);
+    let p = ed.prompt(&sid, "wait");
+    ed.until(Duration::from_secs(20), |v| {
+        v["params"]["update"]["content"]["text"] == "working"
+    });
+    let said = |ed: &Editor, prefix: &'static str| {
+        let (v, _) = ed.until(Duration::from_secs(30), |v| {
+            v["params"]["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(prefix))
+        });
+        v["params"]["update"]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let send = |text: &str, mode: &str| {
+        let m = env
+            .receiver
+            .enqueue(&key, json!({"kind": "prompt", "text": text, "mode": mode}));
+        ack_of(&env, m["id"].as_str().unwrap())
+    };
+    // injected: delivered.
+    let ack = send("prefer the smaller fix", "steer");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().contains("injected"),
+        "{ack}"
+    );
+    assert!(said(&ed, "steered: ").ends_with("prefer the smaller fix"));
+    // An interrupt goes the same way; startedNewTurn: delivered.
+    let ack = send("newturn please", "interrupt");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("started a new turn"),
+        "{ack}"
+    );
+    assert!(said(&ed, "new turn: ").ends_with("newturn please"));
+    // An error and a `failed` outcome: failed, with the agent's reason.
+    let ack = send("boom", "steer");
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("steering refused: boom"),
+        "{ack}"
+    );
+    let ack = send("nope", "steer");
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the turn is compacting"),
+        "{ack}"
+    );
+    // promptRequired: the turn had ended; the text goes as a prompt of its own.
+    let late = env.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "late news", "mode": "steer"}),
+    );
+    let (r, _) = ed.response(p);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert!(said(&ed, "echo: ").ends_with("late news"));
+    let ack = ack_of(&env, late["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().contains("promptRequired"),
+        "{ack}"
+    );
+    let log = ed.agent_log();
+    assert_eq!(log.matches(r#""method":"_session/steering""#).count(), 5);
+    assert_eq!(
+        log.matches("late news").count(),
+        2,
+        "steered once, prompted once"
+    );
+}
+
+/// Issue 30 / DECISIONS 30: "allow for the session". sp-acp keeps the grant (the scripted
+/// agent's `allow_always` is not known to be for the session alone, so it is never picked) and
+/// answers the same call again at once, unannounced; another input under the same id is a new
+/// prompt; an answer field sp-acp cannot honour is acked `unsupported` and nothing runs.
+#[test]
+fn allow_for_the_session_answers_the_same_call_again_and_nothing_more() {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, &[]);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    wait_polled(&env, &key);
+    let same = json!({"command": "echo same > same.txt"});
+    let first = call_attention("call_g1", &same);
+    let again = call_attention("call_g2", &same);
+    let other = call_attention("call_g2", &json!({"command": "echo other > other.txt"}));
+    let p = ed.prompt(&sid, "again");
+    env.wait_event(
+        "attention.needed",
+        json!({"attention_id": first}),
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|| panic!("no attention.needed for {first}\n{}", env.log()));
+    let allow = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": first, "decision": "allow", "scope": "session"}),
+    );
+    let said = |ed: &Editor, i: u32| {
+        let prefix = format!("permission {i} ");
+        let (v, seen) = ed.until(Duration::from_secs(30), move |v| {
+            v["params"]["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(&prefix))
+        });
+        (
+            v["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            seen,
+        )
+    };
+    let (t, _) = said(&ed, 0);
+    assert_eq!(
+        t,
+        r#"permission 0 {"outcome": "selected", "optionId": "yes-once"}"#
+    );
+    let ack = ack_of(&env, allow["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().contains("for the session"),
+        "{ack}"
+    );
+    // The same tool with the same input, under a new id: answered from the grant at once;
+    // the editor never sees the request.
+    let (t, seen) = said(&ed, 1);
+    assert_eq!(
+        t,
+        r#"permission 1 {"outcome": "selected", "optionId": "yes-once"}"#
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|v| v["method"] == "session/request_permission"
+                && v["params"]["toolCall"]["rawInput"] == same),
+        "the granted request reached the editor: {seen:#?}"
+    );
+    // The same id with another input: a new prompt of its own.
+    let (req3, _) = ed.until(Duration::from_secs(20), |v| {
+        v["method"] == "session/request_permission"
+    });
+    assert_eq!(req3["params"]["toolCall"]["toolCallId"], "call_g2");
+    env.wait_event(
+        "attention.needed",
+        json!({"attention_id": other}),
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|| panic!("no attention.needed for {other}\n{}", env.log()));
+    assert!(
+        env.events_of("attention.needed")
+            .iter()
+            .all(|e| e["data"]["attention_id"] != again.as_str()),
+        "the granted call was announced"
+    );
+    // An edited input cannot be honoured over ACP: unsupported, naming the field; nothing
+    // reached the agent and the prompt stays open.
+    let edit = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": other, "decision": "allow",
+               "input": {"command": "echo edited"}}),
+    );
+    let ack = ack_of(&env, edit["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().starts_with("input"),
+        "{ack}"
+    );
+    let rid3 = req3["id"].as_u64().unwrap();
+    assert!(
+        !ed.agent_log().contains(&format!("\"id\":{rid3},")),
+        "the request was answered"
+    );
+    assert_eq!(
+        env.query::<String>(&format!(
+            "select state from attention where attention_id='{other}'"
+        )),
+        ["open"]
+    );
+    // A plain deny still answers it.
+    let deny = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": other, "decision": "deny"}),
+    );
+    let (t, _) = said(&ed, 2);
+    assert_eq!(
+        t,
+        r#"permission 2 {"outcome": "selected", "optionId": "no-once"}"#
+    );
+    assert_eq!(
+        ack_of(&env, deny["id"].as_str().unwrap())["outcome"],
+        "delivered"
+    );
+    let (r, _) = ed.response(p);
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    assert!(
+        !ed.agent_log().contains("yes-always"),
+        "an always option was chosen"
+    );
+}
+
+/// Issue 30, on the page: in headless chromium against sp-receiver, an ACP session's card is
+/// named for its agent and says when steer, interrupt and stop take effect there.
+#[test]
+fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
+    use common::browser::{missing_browser_deps, Browser};
+    use common::receiver::{Machine, SpReceiver, LOGIN};
+    // Fail (never skip) when the browser cannot run, naming the script that installs it.
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
+    let mut machine = Machine::new(
+        dir.path(),
+        &receiver.url,
+        &dir.path().join("receiver/token"),
+    );
+    machine.start_sync();
+    let agent = write_agent(dir.path());
+    // sp-acp in the machine's environment (HOME, config, state), as the editor starts it.
+    let base = machine.cmd("sp-sync");
+    let mut proxy = Command::new(sp_acp());
+    proxy.env_clear().current_dir(&machine.home);
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            proxy.env(k, v);
+        }
+    }
+    let mut proxy = proxy
+        .env("AGENT_LOG", dir.path().join("agent.log"))
+        .env("AGENT_NAME", "gemini-cli")
+        .env("AGENT_STEERING", "1")
+        .args(["--", "python3", "-u"])
+        .arg(&agent)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut to = proxy.stdin.take().unwrap();
+    let mut from = BufReader::new(proxy.stdout.take().unwrap());
+    for (id, method, params) in [
+        (1, "initialize", json!({"protocolVersion": 1})),
+        (2, "session/new", json!({"cwd": "/tmp", "mcpServers": []})),
+    ] {
+        writeln!(
+            to,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        let mut line = String::new();
+        from.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["id"], id, "{line}");
+    }
+    let card = "article[data-session=\"acp:sess-1\"]";
+    let mut b = Browser::launch();
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait(card);
+    let meta = b.text(&format!("{card} .meta"));
+    assert!(meta.starts_with("Gemini CLI (ACP) · "), "{meta}");
+    assert_eq!(
+        b.text(&format!("{card} .control")),
+        "steer: after the current tool · interrupt: after the current tool · stop: at once"
+    );
+    drop(to);
+    let _ = wait_timeout(&mut proxy, Duration::from_secs(20));
 }

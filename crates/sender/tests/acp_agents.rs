@@ -974,8 +974,10 @@ fn gemini_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
                 &STAND_IN,
             );
+            named_and_honours(s, "Gemini CLI", "turn_end");
             remote_deny_keeps_the_tool_from_running(s, &mut ed);
-            acked_once(s, 4);
+            allow_for_the_session(s, &mut ed, true);
+            acked_once(s, 5);
         },
     );
 }
@@ -1006,8 +1008,10 @@ fn copilot_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
                 &STAND_IN,
             );
+            named_and_honours(s, "Copilot CLI", "turn_end");
             remote_deny_keeps_the_tool_from_running(s, &mut ed);
-            acked_once(s, 4);
+            allow_for_the_session(s, &mut ed, false);
+            acked_once(s, 5);
         },
     );
 }
@@ -1071,6 +1075,7 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                 "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
                 &STAND_IN,
             );
+            named_and_honours(s, "Claude Code", "tool_boundary");
             remote_deny_keeps_the_tool_from_running(s, &mut ed);
 
             // A remote steer while a turn runs goes as a `session/prompt`, which the adapter
@@ -1136,5 +1141,88 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
             );
             acked_once(s, 5);
         },
+    );
+}
+
+/// Issue 30: the session is named for its agent (from its `initialize`), the harness stays
+/// `acp`, and `data.control` says when a steer takes effect there.
+fn named_and_honours(s: &Scene, agent: &str, steer: &str) {
+    let started = s.event("session.started", |_| true);
+    assert_eq!(started["harness"]["name"], "acp");
+    assert_eq!(started["data"]["agent"], agent, "{started}");
+    assert_eq!(
+        started["data"]["control"]["prompt"]["steer"], steer,
+        "{started}"
+    );
+}
+
+/// DECISIONS 30 "allow for the session": the same command again in that session runs without
+/// a second remote answer and the editor is never asked. `agents_own`: the agent's
+/// `allow_always` is for the session alone (Gemini CLI's), so sp-acp picks it; otherwise sp-acp
+/// answers `allow_once` and keeps the grant itself.
+fn allow_for_the_session(s: &Scene, ed: &mut Client, agents_own: bool) {
+    let sid = new_session(s, ed);
+    let key = format!("acp:{sid}");
+    let run = "Append a line. SP-RUN:echo granted >> granted.txt";
+    let p = ed.prompt(&sid, run);
+    let (req, _) = ed.until(Duration::from_secs(90), |v| {
+        v["method"] == "session/request_permission"
+    });
+    let attention = call_attention(&req);
+    s.event("attention.needed", |e| {
+        e["data"]["attention_id"] == attention.as_str()
+    });
+    let m = s.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow", "scope": "session"}),
+    );
+    let ack = s.ack(&m);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    let detail = ack["detail"].as_str().unwrap();
+    assert_eq!(detail.contains("allow_always"), agents_own, "{ack}");
+    assert!(detail.contains("for the session"), "{ack}");
+    let (done, _) = ed.response(p);
+    assert!(done.get("result").is_some(), "{done}");
+    let lines = || {
+        std::fs::read_to_string(s.work.join("granted.txt"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(lines(), 1, "the allowed command ran once");
+    let needed = |s: &Scene| {
+        s.receiver
+            .events()
+            .iter()
+            .filter(|e| e["type"] == "attention.needed" && e["session"]["id"] == sid.as_str())
+            .count()
+    };
+    let before = needed(s);
+    let p = ed.prompt(&sid, run);
+    let (done, seen) = ed.response(p);
+    assert!(done.get("result").is_some(), "{done}");
+    assert!(
+        !seen
+            .iter()
+            .any(|v| v["method"] == "session/request_permission"),
+        "the editor was asked again: {seen:#?}"
+    );
+    assert_eq!(lines(), 2, "the same command ran again");
+    assert_eq!(needed(s), before, "a second attention was announced");
+    let from_grant = s.log().contains("from the grant for the session");
+    if !agents_own {
+        assert!(
+            from_grant,
+            "sp-acp's grant answered the second request\n{}",
+            s.log()
+        );
+    }
+    eprintln!(
+        "allow for the session: the second identical call was {}",
+        if from_grant {
+            "answered from sp-acp's grant"
+        } else {
+            "not asked: the agent's own session rule covered it"
+        }
     );
 }

@@ -79,6 +79,37 @@ impl PromptMode {
     }
 }
 
+/// How far a permission answer reaches (DECISIONS 30 `scope`, our extension): this call
+/// (`once`, the default) or, from the machine's own grant, every later call of the session
+/// with the same tool and input (`session`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Scope {
+    #[default]
+    Once,
+    Session,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Once => "once",
+            Scope::Session => "session",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Scope> {
+        match s {
+            "once" => Some(Scope::Once),
+            "session" => Some(Scope::Session),
+            _ => None,
+        }
+    }
+}
+
+/// DECISIONS 30's other optional fields of a `permission.answer`, which this sender does not
+/// carry yet: an answer with one is acked `unsupported` naming it, and nothing runs.
+pub const ANSWER_FIELDS_NOT_CARRIED: [&str; 3] = ["input", "interrupt", "answers"];
+
 /// Final outcomes of a control message (the ack's `outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -116,6 +147,10 @@ pub struct ControlMessage {
     pub expires_at_ms: Millis,
     /// A prompt's timing (DECISIONS 25); `Queue` for every other kind.
     pub mode: PromptMode,
+    /// A permission answer's reach (DECISIONS 30); `Once` for every other kind.
+    pub scope: Scope,
+    /// The fields of [`ANSWER_FIELDS_NOT_CARRIED`] a permission answer has.
+    pub not_carried: Vec<&'static str>,
     /// A signed command's nonce (the reference's CONTROL.md §5 step 5): recorded in the same
     /// transaction that stores the message, and a seen one refuses it `replay`.
     pub nonce: Option<String>,
@@ -223,10 +258,29 @@ pub fn check(value: &Value) -> Checked {
         },
         _ => PromptMode::Queue,
     };
+    let scope = match (kind, obj.get("scope")) {
+        (Kind::PermissionAnswer, Some(Value::String(s))) => match Scope::parse(s) {
+            Some(s) => s,
+            None => return invalid(id, Some(kind_raw), "invalid: scope must be once or session"),
+        },
+        (Kind::PermissionAnswer, Some(v)) if !v.is_null() => {
+            return invalid(id, Some(kind_raw), "invalid: scope must be once or session")
+        }
+        _ => Scope::Once,
+    };
+    let not_carried: Vec<&'static str> = match kind {
+        Kind::PermissionAnswer => ANSWER_FIELDS_NOT_CARRIED
+            .into_iter()
+            .filter(|f| obj.get(*f).is_some_and(|v| !v.is_null()))
+            .collect(),
+        _ => Vec::new(),
+    };
     match check_fields(obj, kind) {
         Ok((at, at_ms, expires_at, expires_at_ms, for_attention, decision, text, note)) => {
             Checked::Valid(ControlMessage {
                 mode,
+                scope,
+                not_carried,
                 id,
                 kind,
                 for_attention,
@@ -397,6 +451,38 @@ mod tests {
         assert!(matches!(check(&t), Checked::Valid(_)));
         assert!(matches!(check(&base("cancel")), Checked::Valid(_)));
         assert!(matches!(check(&base("start")), Checked::UnknownKind { .. }));
+    }
+
+    /// DECISIONS 30: `scope` is read on a permission answer only, and the fields not carried
+    /// are listed so the answer can be acked `unsupported` naming them.
+    #[test]
+    fn rule_30_fields() {
+        let mut p = base("permission.answer");
+        p["for"] = json!("perm-1");
+        p["decision"] = json!("allow");
+        let Checked::Valid(m) = check(&p) else {
+            panic!()
+        };
+        assert_eq!((m.scope, m.not_carried.len()), (Scope::Once, 0));
+        p["scope"] = json!("session");
+        p["answers"] = json!({"Which?": "A"});
+        p["input"] = json!({"command": "ls"});
+        let Checked::Valid(m) = check(&p) else {
+            panic!()
+        };
+        assert_eq!(m.scope, Scope::Session);
+        assert_eq!(m.not_carried, ["input", "answers"]);
+        p["scope"] = json!("forever");
+        assert!(detail(&p).contains("scope must be once or session"));
+        p["scope"] = json!(true);
+        assert!(detail(&p).contains("scope must be once or session"));
+        let mut t = base("prompt");
+        t["text"] = json!("hi");
+        t["scope"] = json!("session");
+        let Checked::Valid(m) = check(&t) else {
+            panic!()
+        };
+        assert_eq!(m.scope, Scope::Once);
     }
 
     #[test]

@@ -139,7 +139,8 @@ impl CmdKind {
     fn allowed(self) -> &'static [&'static str] {
         match self {
             CmdKind::Prompt => &["text"],
-            CmdKind::PermissionAnswer => &["for", "decision", "note"],
+            // `scope` (DECISIONS 30): signed, because it changes what runs.
+            CmdKind::PermissionAnswer => &["for", "decision", "note", "scope"],
             CmdKind::Cancel => &["note"],
             CmdKind::Start => &["text", "cwd", "files"],
             CmdKind::KeyAdd => &["key", "name"],
@@ -228,6 +229,8 @@ pub struct Command {
     pub text: Option<String>,
     pub for_attention: Option<String>,
     pub decision: Option<String>,
+    /// A permission answer's `scope` (DECISIONS 30): `once` or `session`.
+    pub scope: Option<String>,
     pub note: Option<String>,
     pub cwd: Option<String>,
     pub files: Vec<FileRef>,
@@ -721,6 +724,7 @@ pub fn parse_command(s: &str) -> Result<Command, Refusal> {
         text: None,
         for_attention: None,
         decision: None,
+        scope: None,
         note: None,
         cwd: None,
         files: Vec::new(),
@@ -776,6 +780,13 @@ fn kind_fields(c: &Map<String, Value>, cmd: &mut Command) -> Result<(), Refusal>
             match str_of(c, "decision") {
                 Some(d @ ("allow" | "deny")) => cmd.decision = Some(d.into()),
                 _ => return bad("allow or deny?"),
+            }
+            match c.get("scope") {
+                None => {}
+                Some(Value::String(sc)) if sc == "once" || sc == "session" => {
+                    cmd.scope = Some(sc.clone())
+                }
+                Some(_) => return bad("scope is once or session"),
             }
         }
         CmdKind::KeyAdd => {
@@ -1070,6 +1081,32 @@ mod tests {
         assert_eq!(parse_command(c).unwrap_err().code, Code::Malformed);
         let ok = c.replace(r#","kind":"cancel"}"#, "}");
         assert_eq!(parse_command(&ok).unwrap().kind, CmdKind::Cancel);
+    }
+
+    /// DECISIONS 30: `scope` is signed, inside the command, on a permission answer only; the
+    /// other optional answer fields stay `bad_fields`.
+    #[test]
+    fn a_permission_answers_scope_is_signed() {
+        let cmd = |kind: &str, extra: &str| {
+            format!(
+                r#"{{"v":1,"t":"sessionpipe.control","machine":"m_testmachine0000000001","kind":"{kind}","session":"acp:a","for":"p1","decision":"allow"{extra},"nonce":"AAAAAAAAAAAAAAAAAAAAAA","iat":1}}"#
+            )
+        };
+        let c = parse_command(&cmd("permission.answer", r#","scope":"session""#)).unwrap();
+        assert_eq!(c.scope.as_deref(), Some("session"));
+        assert_eq!(
+            parse_command(&cmd("permission.answer", "")).unwrap().scope,
+            None
+        );
+        for bad in [r#","scope":"always""#, r#","input":{}"#, r#","answers":{}"#] {
+            assert_eq!(
+                parse_command(&cmd("permission.answer", bad))
+                    .unwrap_err()
+                    .code,
+                Code::BadFields,
+                "{bad}"
+            );
+        }
     }
 
     #[test]

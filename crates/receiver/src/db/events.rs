@@ -83,6 +83,9 @@ fn note_session(
             }
         }
     }
+    if ty == "session.started" {
+        note_started(&mut info, &ev["data"]);
+    }
     let info = Value::Object(info).to_string();
     let ended = i64::from(ty == "session.ended");
     match old {
@@ -109,6 +112,58 @@ fn note_session(
         }
     }
     Ok(())
+}
+
+/// Longest agent name kept (the sender's own cap).
+const AGENT_MAX: usize = 40;
+const WHEN: &[&str] = &["now", "tool_boundary", "turn_end", "no"];
+const ANSWER_FIELDS: &[&str] = &["scope", "input", "interrupt", "answers"];
+
+/// What a `session.started` says of the session for the page: the agent's name (sp-acp) and
+/// when each control word takes effect there (`data.control`, DECISIONS 30). The sender is
+/// not trusted with the page: the name loses control characters and is clipped, and only
+/// known words of `control` are kept.
+fn note_started(info: &mut Map<String, Value>, data: &Value) {
+    if let Some(name) = data.get("agent").and_then(Value::as_str) {
+        let clean: String = name
+            .chars()
+            .filter(|c| !c.is_control() && !matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}'))
+            .take(AGENT_MAX)
+            .collect();
+        if !clean.trim().is_empty() {
+            info.insert("agent".into(), Value::String(clean.trim().to_string()));
+        }
+    }
+    let Some(c) = data.get("control").and_then(Value::as_object) else {
+        return;
+    };
+    let when = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .filter(|w| WHEN.contains(w))
+            .map(|w| Value::String(w.into()))
+    };
+    let mut out = Map::new();
+    if let Some(p) = c.get("prompt").and_then(Value::as_object) {
+        let mut modes = Map::new();
+        for m in ["queue", "steer", "interrupt"] {
+            if let Some(w) = when(p.get(m)) {
+                modes.insert(m.into(), w);
+            }
+        }
+        out.insert("prompt".into(), Value::Object(modes));
+    }
+    if let Some(w) = when(c.get("cancel")) {
+        out.insert("cancel".into(), w);
+    }
+    if let Some(a) = c.get("answer").and_then(Value::as_array) {
+        let fields: Vec<Value> = ANSWER_FIELDS
+            .iter()
+            .filter(|f| a.iter().any(|x| x.as_str() == Some(**f)))
+            .map(|f| Value::String((*f).into()))
+            .collect();
+        out.insert("answer".into(), Value::Array(fields));
+    }
+    info.insert("control".into(), Value::Object(out));
 }
 
 fn note_attention(
@@ -163,6 +218,35 @@ mod tests {
         json!({"protocol":1,"id":ulid::Ulid::new().to_string(),"type":ty,"time":"2026-01-01T00:00:00.000Z",
             "tier":1,"harness":{"name":"claude-code"},"session":{"id":sid,"seq":seq,"cwd":"~/x"},
             "privacy":{"rulesets":["secrets@1"],"pii":false},"data":data})
+    }
+
+    #[test]
+    fn session_started_keeps_the_agent_and_its_control_cleaned() {
+        let mut db = Db::open_memory().unwrap();
+        let now = 1_800_000_000_000;
+        let mut a = ev(
+            "s",
+            0,
+            "session.started",
+            json!({"source": "startup", "agent": "Evil\u{1b}[2J\u{202e}Agent".to_string() + &"x".repeat(100),
+                   "control": {"prompt": {"queue": "turn_end", "steer": "tool_boundary", "interrupt": "<b>"},
+                               "cancel": "now", "answer": ["scope", "rm -rf"], "extra": 1}}),
+        );
+        a["harness"]["name"] = json!("acp");
+        let b = ev("s", 1, "turn.ended", json!({"reason": "stop"}));
+        let mut b = b;
+        b["harness"]["name"] = json!("acp");
+        db.insert_events(&[&a, &b], now).unwrap();
+        let s = db.page_sessions(now, 3_600_000).unwrap();
+        let agent = s[0]["agent"].as_str().unwrap();
+        assert!(
+            agent.starts_with("Evil[2JAgent") && agent.chars().count() == AGENT_MAX,
+            "{agent}"
+        );
+        assert_eq!(
+            s[0]["control"],
+            json!({"prompt": {"queue": "turn_end", "steer": "tool_boundary"}, "cancel": "now", "answer": ["scope"]})
+        );
     }
 
     #[test]

@@ -340,6 +340,23 @@
     }
   }
 
+  // When a control word takes effect in a session, as its session.started says (DECISIONS 30).
+  const WHEN = { now: 'at once', tool_boundary: 'after the current tool', turn_end: 'after the turn', no: 'no' };
+
+  // An ACP session is named for its agent ("Gemini CLI (ACP)"); its harness is always acp.
+  function harnessLabel(s) {
+    return s.harness === 'acp' ? (s.agent || 'ACP agent') + ' (ACP)' : s.harness;
+  }
+
+  function controlLine(c) {
+    if (!c || typeof c !== 'object') return '';
+    const p = c.prompt || {};
+    const bits = [];
+    for (const m of ['steer', 'interrupt']) if (WHEN[p[m]]) bits.push(m + ': ' + WHEN[p[m]]);
+    if (WHEN[c.cancel]) bits.push('stop: ' + WHEN[c.cancel]);
+    return bits.join(' · ');
+  }
+
   function sessionTitle(s) {
     return s.title || s.cwd || s.repo || s.id;
   }
@@ -398,12 +415,20 @@
     const st = $('.state', card);
     st.textContent = s.state;
     st.dataset.state = s.state;
-    const bits = [s.harness];
+    const bits = [harnessLabel(s)];
     if (s.branch) bits.push(s.branch);
     if (s.machine) bits.push(s.machine);
     if (sessionTitle(s) !== s.id) bits.push(short(s.id, 13));
     bits.push('last event ' + ago(s.last_at));
     $('.meta', card).textContent = bits.join(' · ');
+    let ctl = $('.control', card);
+    if (!ctl) {
+      ctl = document.createElement('p');
+      ctl.className = 'meta control';
+      $('.meta', card).after(ctl);
+    }
+    ctl.textContent = controlLine(s.control);
+    ctl.hidden = !ctl.textContent;
     renderMessages(card, s);
     renderAttentions(card, s);
   }

@@ -2,9 +2,11 @@
 //! forwarders saw (sessions, permission requests, turn ends) with the hooks' store functions,
 //! and acts on the messages sp-sync stored for this proxy's sessions:
 //!
-//! - `permission.answer` → the agent gets its `allow_once` / `reject_once` option (never an
-//!   `always` one) if the editor has not answered yet; the editor is sent `$/cancel_request`
-//!   for that request and its late response is swallowed.
+//! - `permission.answer` → the agent gets its `allow_once` / `reject_once` option (an
+//!   `always` one only for `scope: "session"` where it is for the session alone: Gemini CLI's)
+//!   if the editor has not answered yet; the editor is sent `$/cancel_request` for that
+//!   request and its late response is swallowed. With `scope: "session"` sp-acp keeps the
+//!   grant and answers the same call (same tool, same input) again itself.
 //! - `cancel` → `session/cancel` while a prompt runs (pending permissions are answered
 //!   `cancelled`, as ACP requires of whoever cancels); acked `delivered` when the prompt ends
 //!   `cancelled`, `expired` when it ends otherwise first or no turn was running.
@@ -13,13 +15,14 @@
 //!   it offers instead a `session/prompt` with `delivery: "steer"`, as Harn 0.10 does, both go
 //!   that way: Harn 0.10 reads `session/remind` only after the running turn), or as a plain
 //!   `session/prompt` where the agent queues prompts into the running turn (claude-agent-acp's
-//!   `promptQueueing`; acked when the agent answers it), and everything else waits for the
-//!   turn to end.
+//!   `promptQueueing`; acked when the agent answers it), or as `_session/steering` where the
+//!   agent advertises that extension (its answer decides the ack), and everything else waits
+//!   for the turn to end.
 use super::wire::{self, PermissionOptionKind, StopReason};
 use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
 use crate::store::{SessionRef, Store};
-use crate::wire::control::{Decision, Outcome};
+use crate::wire::control::{Decision, Outcome, Scope};
 use crate::wire::event::{How, TurnEnd};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -156,9 +159,16 @@ impl Controller<'_> {
                     return;
                 }
                 let s = session_ref(&sid, cwd.as_deref(), "session/new");
+                let extra = {
+                    let st = self.shared.lock();
+                    super::agent::started_data(
+                        super::agent::display_name(st.agent_name.as_deref(), &st.command),
+                        st.offers(),
+                    )
+                };
                 if self
                     .with_store("recording the session", |st| {
-                        st.record_event(&s, Some(source))
+                        st.record_session(&s, source, &extra)
                     })
                     .is_some()
                 {
@@ -201,6 +211,11 @@ impl Controller<'_> {
             }
             Ev::TurnEnded { sid, stop } => self.turn_ended(&sid, stop),
             Ev::OwnDone { own, result } => self.own_done(own, result),
+            Ev::ToAgent { frame } => {
+                if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
+                    crate::logging::warn(&format!("sp-acp: cannot write to the agent: {e}"));
+                }
+            }
             Ev::Closed => {}
         }
     }
@@ -260,6 +275,7 @@ impl Controller<'_> {
 
     fn own_done(&mut self, own: Own, result: Result<Value, String>) {
         match own {
+            Own::Steering { sid, ids, text } => self.steering_done(&sid, ids, &text, result),
             Own::Prompt { sid } => match result {
                 Ok(r) => crate::logging::info(&format!(
                     "sp-acp: acp:{sid}: the remote prompt's turn ended {}",
@@ -392,10 +408,40 @@ impl Controller<'_> {
             }) else {
                 continue;
             };
+            let for_session = answer.scope == Scope::Session;
+            // DECISIONS 30 `scope: "session"`: the agent's own allow_always only where it is
+            // for this session alone (Gemini CLI's); everywhere else (OpenCode's `always`
+            // persists beyond the session) the once option, and sp-acp keeps the grant.
+            let always = for_session
+                && answer.decision == Decision::Allow
+                && super::agent::always_is_for_the_session(
+                    super::agent::display_name(st.agent_name.as_deref(), &st.command).as_deref(),
+                )
+                && p.options
+                    .iter()
+                    .any(|(_, k)| *k == PermissionOptionKind::AllowAlways);
             let (want, kind) = match answer.decision {
+                Decision::Allow if always => (
+                    "allow_always (the agent's own, for this session)",
+                    PermissionOptionKind::AllowAlways,
+                ),
                 Decision::Allow => ("allow_once", PermissionOptionKind::AllowOnce),
                 Decision::Deny => ("reject_once", PermissionOptionKind::RejectOnce),
             };
+            let grants_held = st.grants.get(sid).map_or(0, |g| g.len());
+            if for_session
+                && grants_held >= super::GRANTS_MAX
+                && !st.grants.get(sid).is_some_and(|g| g.contains_key(&p.grant))
+            {
+                drop(st);
+                let detail = format!(
+                    "scope: this session already holds {grants_held} grants, the most sp-acp keeps; nothing ran, the prompt stays open"
+                );
+                self.with_store("refusing an answer", |db| {
+                    db.finish_message(&answer.id, Outcome::Unsupported, &detail)
+                });
+                continue;
+            }
             let Some(option) = p
                 .options
                 .iter()
@@ -429,8 +475,20 @@ impl Controller<'_> {
             }
             st.perms.remove(&req_key);
             st.swallow_later(req_key);
+            if for_session {
+                st.grants
+                    .entry(sid.to_string())
+                    .or_default()
+                    .insert(p.grant.clone(), answer.decision);
+            }
             drop(st);
-            let detail = format!("acp session/request_permission ({want} option {option:?})");
+            let mut detail = format!("acp session/request_permission ({want} option {option:?})");
+            if for_session {
+                detail.push_str(&format!(
+                    "; for the session: sp-acp answers the same tool with the same input {} until the session ends",
+                    answer.decision.as_str()
+                ));
+            }
             self.with_store("confirming an answer", |db| {
                 db.confirm_answer(&s, &p.attention, &answer, &detail)
             });
@@ -533,10 +591,19 @@ impl Controller<'_> {
         let s = self.sref(sid, "session/prompt");
         let pid = self.pid;
         if self.busy(sid) {
-            let (inject, steer, queueing) = {
+            let (inject, steering, steer, queueing) = {
                 let st = self.shared.lock();
-                (st.inject, st.delivery_steer, st.prompt_queueing)
+                (
+                    st.inject,
+                    st.steering,
+                    st.delivery_steer,
+                    st.prompt_queueing,
+                )
             };
+            if !inject && steering {
+                self.steer(sid);
+                return;
+            }
             for (rank, mode) in [(2, "interrupt_immediate"), (1, "steer")] {
                 // Harn's `session/inject` when offered; else a steering `session/prompt`, for an
                 // interrupt too (Harn 0.10 has no way to put a message in a running turn sooner:
@@ -617,6 +684,12 @@ impl Controller<'_> {
         }
         let text = crate::harness::compose_reason(&claims);
         let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
+        self.send_prompt(sid, ids, &text, "acp session/prompt (sent by sp-acp)");
+    }
+
+    /// Sends claimed prompts as a `session/prompt` of the proxy's own; `detail` is the ack's.
+    fn send_prompt(&mut self, sid: &str, ids: Vec<String>, text: &str, detail: &str) {
+        let s = self.sref(sid, "session/prompt");
         let id = {
             let mut st = self.shared.lock();
             st.sessions.entry(sid.to_string()).or_default().prompts += 1;
@@ -625,13 +698,13 @@ impl Controller<'_> {
             })
         };
         // The editor did not send this prompt: show it in its thread as the user's message.
-        let shown = wire::user_message(sid, &text);
+        let shown = wire::user_message(sid, text);
         let _ = super::frame::write_frame(&self.shared.to_editor, shown.as_bytes());
-        let frame = wire::session_prompt(&id, sid, &text);
+        let frame = wire::session_prompt(&id, sid, text);
         match super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
             Ok(()) => {
                 self.with_store("confirming prompts", |st| {
-                    st.confirm_delivered(&ids, "acp session/prompt (sent by sp-acp)")
+                    st.confirm_delivered(&ids, detail)
                 });
                 crate::logging::info(&format!(
                     "sp-acp: {}: {} prompt(s) sent as {id}",
@@ -654,6 +727,103 @@ impl Controller<'_> {
                 });
             }
         }
+    }
+
+    /// `steer` and `interrupt` while a turn runs, as `_session/steering` (an interrupt as a
+    /// steer, rule 25), asking for `promptRequired` should the turn have ended meanwhile; the
+    /// agent's answer decides the ack ([`Controller::steering_done`]).
+    fn steer(&mut self, sid: &str) {
+        let s = self.sref(sid, "_session/steering");
+        let pid = self.pid;
+        let Some(claims) =
+            self.with_store("claiming prompts", |st| st.take_seam_prompts(&s, pid, 1))
+        else {
+            return;
+        };
+        if claims.is_empty() {
+            return;
+        }
+        let text = crate::harness::compose_reason(&claims);
+        let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
+        let id = self.shared.lock().own_id(Own::Steering {
+            sid: sid.to_string(),
+            ids: ids.clone(),
+            text: text.clone(),
+        });
+        let frame = wire::session_steering(&id, sid, &text);
+        if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
+            self.shared.lock().own.remove(&super::id_key(&id));
+            let detail = format!("cannot write _session/steering to the agent: {e}");
+            self.fail(&ids, &detail);
+        }
+    }
+
+    /// The agent's answer to a `_session/steering`: `injected` (the text joined the running
+    /// turn) and `startedNewTurn` (it started a turn with it) are delivered; `promptRequired`
+    /// (no turn was running any more) sends the text as a `session/prompt`; an error, a
+    /// `failed` outcome or any other answer fails it, and it is never sent twice.
+    fn steering_done(
+        &mut self,
+        sid: &str,
+        ids: Vec<String>,
+        text: &str,
+        result: Result<Value, String>,
+    ) {
+        let outcome = result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.get("outcome"))
+            .and_then(Value::as_str);
+        let reason = result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.get("reason"))
+            .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_string));
+        match (outcome, &result) {
+            (Some("injected"), _) => {
+                self.with_store("confirming a steer", |st| {
+                    st.confirm_delivered(&ids, "acp _session/steering (injected into the running turn)")
+                });
+            }
+            // A turn the agent started itself has no `session/prompt` of ours or the editor's:
+            // its end is not seen, and no `turn.ended` is sent for it.
+            (Some("startedNewTurn"), _) => {
+                self.with_store("confirming a steer", |st| {
+                    st.confirm_delivered(&ids, "acp _session/steering (the agent started a new turn with it)")
+                });
+            }
+            (Some("promptRequired"), _) => self.send_prompt(
+                sid,
+                ids,
+                text,
+                "acp session/prompt (_session/steering answered promptRequired: no turn was running)",
+            ),
+            (_, Err(e)) => self.fail(&ids, &format!("_session/steering failed: {e}")),
+            (Some("failed"), _) => self.fail(
+                &ids,
+                &format!(
+                    "_session/steering failed: {}",
+                    reason.as_deref().unwrap_or("the agent gave no reason")
+                ),
+            ),
+            (_, Ok(r)) => self.fail(
+                &ids,
+                &format!("_session/steering answered {r}, which sp-acp does not know; not sent again"),
+            ),
+        }
+    }
+
+    fn fail(&mut self, ids: &[String], detail: &str) {
+        crate::logging::warn(&format!(
+            "sp-acp: {} message(s) failed: {detail}",
+            ids.len()
+        ));
+        self.with_store("failing messages", |st| {
+            for id in ids {
+                st.finish_message(id, Outcome::Failed, detail)?;
+            }
+            Ok(())
+        });
     }
 
     /// The agent is gone: open cancels fail, every session of this proxy ends.

@@ -4,8 +4,8 @@
 //!
 //! | frame | what the proxy does |
 //! |---|---|
-//! | `initialize` result | notes `agentInfo.name` and how a message joins a running turn (Harn's `session/inject`, Harn 0.10's `session/prompt` `delivery: "steer"`, or claude-agent-acp's `promptQueueing`) |
-//! | `session/new` result, `session/load` result | the session becomes live in the store (harness `acp`) |
+//! | `initialize` result | notes `agentInfo.name` and how a message joins a running turn (Harn's `session/inject`, the `_session/steering` extension, Harn 0.10's `session/prompt` `delivery: "steer"`, or claude-agent-acp's `promptQueueing`) |
+//! | `session/new` result, `session/load` result | the session becomes live in the store (harness `acp`; its `session.started` names the agent and what the session honours, [`agent`]) |
 //! | `session/prompt` request / result | the session is busy until the result (its `stopReason`) |
 //! | `session/request_permission` | `attention.needed` (its id: the `toolCallId` and a digest of the input, DECISIONS 32); a remote answer that comes first answers the agent |
 //! | the editor's response to a permission the proxy answered | swallowed |
@@ -14,6 +14,7 @@
 //! Frames go through on the forwarding threads; everything that touches the store happens
 //! on one controller thread ([`control`]), fed by a bounded queue, so a slow or broken store
 //! never delays or breaks a frame.
+pub mod agent;
 mod control;
 pub mod frame;
 pub mod wire;
@@ -32,6 +33,9 @@ pub const HARNESS: &str = "acp";
 const QUEUE_BOUND: usize = 4096;
 /// At most this many requests of each kind are tracked; more are forwarded untracked.
 const TRACK_MAX: usize = 10_000;
+/// At most this many grants for the session (DECISIONS 30 `scope: "session"`) per session; an
+/// answer that would need one more is acked `unsupported` and the prompt stays open.
+pub const GRANTS_MAX: usize = 256;
 /// Prefix of the ids of the proxy's own requests to the agent.
 pub const OWN_ID_PREFIX: &str = "sp-acp-";
 
@@ -69,6 +73,8 @@ pub(crate) struct Perm {
     pub attention: String,
     /// `(optionId, kind)` as offered.
     pub options: Vec<(String, wire::PermissionOptionKind)>,
+    /// What a grant for the session must match: the tool and its exact input ([`grant_key`]).
+    pub grant: String,
 }
 
 /// A request the proxy sent to the agent itself.
@@ -86,6 +92,12 @@ pub(crate) enum Own {
         /// `promptQueueing`): it counts as a prompt in flight until its response, which may
         /// carry the rest of the turn.
         queued: bool,
+    },
+    /// A `_session/steering` request; its answer says whether the text joined the turn.
+    Steering {
+        sid: String,
+        ids: Vec<String>,
+        text: String,
     },
 }
 
@@ -110,11 +122,27 @@ pub(crate) struct State {
     /// `agentCapabilities._meta.claudeCode.promptQueueing` (claude-agent-acp): a
     /// `session/prompt` sent while a turn runs joins that turn at its next tool boundary.
     pub prompt_queueing: bool,
+    /// `_meta.steering.supported`: the agent takes `_session/steering` into a running turn.
+    pub steering: bool,
     pub agent_name: Option<String>,
+    /// Grants for the session (DECISIONS 30): session id → [`grant_key`] → the decision, kept
+    /// for this proxy's lifetime, at most [`GRANTS_MAX`] a session.
+    pub grants: HashMap<String, HashMap<String, crate::wire::control::Decision>>,
+    /// The command sp-acp launched, which names the agent when `agentInfo` does not.
+    pub command: Vec<String>,
     next_id: u64,
 }
 
 impl State {
+    pub fn offers(&self) -> agent::Offers {
+        agent::Offers {
+            inject: self.inject,
+            steering: self.steering,
+            delivery_steer: self.delivery_steer,
+            prompt_queueing: self.prompt_queueing,
+        }
+    }
+
     /// Remembers that the proxy answered this agent request, so the editor's own answer to it
     /// is swallowed. Bounded: past the cap a late editor answer reaches the agent, which then
     /// gets a second answer for an id it already had one for.
@@ -159,6 +187,9 @@ pub(crate) enum Ev {
         own: Own,
         result: Result<Value, String>,
     },
+    /// A frame for the agent the controller writes (an answer from a grant for the session),
+    /// so the forwarding thread never waits on the agent's stdin.
+    ToAgent { frame: String },
     /// The agent exited: end this proxy's sessions.
     Closed,
 }
@@ -278,10 +309,7 @@ impl Shared {
         };
         match (&m.id, m.method.as_deref()) {
             (Some(id), None) => self.agent_response(&id_key(id), &m),
-            (Some(id), Some("session/request_permission")) => {
-                self.permission(id, &m);
-                Verdict::Forward
-            }
+            (Some(id), Some("session/request_permission")) => self.permission(id, &m),
             _ => Verdict::Forward,
         }
     }
@@ -294,7 +322,7 @@ impl Shared {
                 | Own::Inject {
                     sid, queued: true, ..
                 } => Some(sid.clone()),
-                Own::Inject { .. } => None,
+                Own::Inject { .. } | Own::Steering { .. } => None,
             };
             if let Some(sid) = &ends_a_prompt {
                 end_prompt(&mut st, sid);
@@ -332,12 +360,14 @@ impl Shared {
                     st.inject = offers_inject(caps);
                     st.delivery_steer = offers_delivery_steer(caps);
                     st.prompt_queueing = offers_prompt_queueing(caps);
+                    st.steering = offers_steering(&v);
                     let offered = |b: bool| if b { "offered" } else { "not offered" };
                     crate::logging::info(&format!(
-                        "sp-acp: agent {:?}, protocol {}, session/inject {}, session/prompt delivery steer {}, promptQueueing {}",
+                        "sp-acp: agent {:?}, protocol {}, session/inject {}, _session/steering {}, session/prompt delivery steer {}, promptQueueing {}",
                         st.agent_name.as_deref().unwrap_or("(unnamed)"),
                         v.get("protocolVersion").unwrap_or(&Value::Null),
                         offered(st.inject),
+                        offered(st.steering),
                         offered(st.delivery_steer),
                         offered(st.prompt_queueing),
                     ));
@@ -376,17 +406,31 @@ impl Shared {
         Verdict::Forward
     }
 
-    fn permission(&self, id: &Value, m: &Msg) {
-        let Some(params) = m.params else { return };
+    /// A permission request: answered at once from a grant for the session when one matches
+    /// (and then not forwarded: the editor never sees it), else announced and forwarded.
+    fn permission(&self, id: &Value, m: &Msg) -> Verdict {
+        let Some(params) = m.params else {
+            return Verdict::Forward;
+        };
         let ask = match wire::permission_ask(params) {
             Ok(a) => a,
             Err(e) => {
                 crate::logging::warn(&format!(
                     "sp-acp: a session/request_permission that does not match the ACP schema ({e}); not announced"
                 ));
-                return;
+                return Verdict::Forward;
             }
         };
+        let grant = grant_key(ask.kind.as_deref(), ask.title.as_deref(), &ask.raw_input);
+        if let Some(frame) = self.answer_from_grant(id, &ask, &grant) {
+            // Swallowed only once its answer is sure to be written; else asked as usual.
+            match self.events.try_send(Ev::ToAgent { frame }) {
+                Ok(()) => return Verdict::Swallow,
+                Err(e) => crate::logging::warn(&format!(
+                    "sp-acp: cannot answer from the grant ({e}); asking as usual"
+                )),
+            }
+        }
         let sid = ask.session_id;
         let title = ask.title.as_deref();
         let attention =
@@ -411,7 +455,7 @@ impl Shared {
         });
         let mut st = self.lock();
         if st.perms.len() >= TRACK_MAX {
-            return;
+            return Verdict::Forward;
         }
         st.sessions.entry(sid.clone()).or_default();
         st.perms.insert(
@@ -421,6 +465,7 @@ impl Shared {
                 sid: sid.clone(),
                 attention: attention.clone(),
                 options: ask.options,
+                grant,
             },
         );
         drop(st);
@@ -430,6 +475,32 @@ impl Shared {
             tool,
             message,
         });
+        Verdict::Forward
+    }
+
+    /// The answer to a request the person already answered for the session (the same tool,
+    /// the exact same input): the agent's `allow_once` / `reject_once` option.
+    fn answer_from_grant(
+        &self,
+        id: &Value,
+        ask: &wire::PermissionAsk,
+        grant: &str,
+    ) -> Option<String> {
+        use crate::wire::control::Decision;
+        let st = self.lock();
+        let decision = st.grants.get(&ask.session_id)?.get(grant)?;
+        let kind = match decision {
+            Decision::Allow => wire::PermissionOptionKind::AllowOnce,
+            Decision::Deny => wire::PermissionOptionKind::RejectOnce,
+        };
+        let (option, _) = ask.options.iter().find(|(_, k)| *k == kind)?;
+        crate::logging::info(&format!(
+            "sp-acp: acp:{} {}: {} from the grant for the session (option {option:?}); not announced",
+            ask.session_id,
+            ask.tool_call_id,
+            decision.as_str()
+        ));
+        Some(wire::permission_selected(id, option))
     }
 }
 
@@ -461,6 +532,15 @@ pub fn call_attention_id(
         id.push_str(&format!("{b:02x}"));
     }
     crate::wire::is_session_id(&id).then_some(id)
+}
+
+/// What a grant for the session matches (DECISIONS 30): the call's kind and title (the tool as
+/// the person saw it) and its exact input, as sha256 over them as JSON. Never the call's id.
+pub fn grant_key(kind: Option<&str>, title: Option<&str>, raw_input: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let what = serde_json::json!([kind, title, raw_input]);
+    let d = Sha256::digest(serde_json::to_vec(&what).unwrap_or_default());
+    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `^[A-Za-z0-9_.:-]{1,120}$`, what an event's `tool` may be.
@@ -500,6 +580,18 @@ pub fn offers_prompt_queueing(caps: &Value) -> bool {
     caps.pointer("/_meta/claudeCode/promptQueueing")
         .and_then(Value::as_bool)
         .unwrap_or(false)
+}
+
+/// Whether the agent answers `_session/steering`, the steering extension some ACP adapters
+/// offer, as it says with `_meta.steering.supported: true` on its `initialize` result (under
+/// `agentCapabilities` is taken too).
+pub fn offers_steering(init_result: &Value) -> bool {
+    [
+        "/_meta/steering/supported",
+        "/agentCapabilities/_meta/steering/supported",
+    ]
+    .iter()
+    .any(|p| init_result.pointer(p).and_then(Value::as_bool) == Some(true))
 }
 
 /// The Zed `agent_servers` entry for an agent behind sp-acp (`sp hooks print acp`).
@@ -586,7 +678,10 @@ pub fn run(agent: &[String]) -> ExitCode {
         return ExitCode::from(1);
     };
     let shared = Arc::new(Shared {
-        state: Mutex::new(State::default()),
+        state: Mutex::new(State {
+            command: agent.to_vec(),
+            ..State::default()
+        }),
         events: tx,
         to_agent: agent_in,
         to_editor: frame::sink(std::io::stdout()),
@@ -764,6 +859,20 @@ mod tests {
         assert!(!offers_prompt_queueing(
             &json!({"_meta": {"claudeCode": {"promptQueueing": false}}})
         ));
+    }
+
+    #[test]
+    fn steering_is_found_where_adapters_advertise_it() {
+        assert!(offers_steering(
+            &json!({"_meta": {"steering": {"supported": true}}, "agentCapabilities": {}})
+        ));
+        assert!(offers_steering(
+            &json!({"agentCapabilities": {"_meta": {"steering": {"supported": true}}}})
+        ));
+        assert!(!offers_steering(
+            &json!({"_meta": {"steering": {"supported": "yes"}}})
+        ));
+        assert!(!offers_steering(&json!({"agentCapabilities": {}})));
     }
 
     #[test]

@@ -166,6 +166,20 @@ pub fn session_prompt_steer(id: &Value, session_id: &str, text: &str) -> String 
     )
 }
 
+/// The `_session/steering` extension (not in the ACP schema): the text joins the running turn.
+/// `idleBehavior: "promptRequired"` asks the agent to answer `promptRequired` instead of
+/// starting a turn itself when none runs, so sp-acp still sends every prompt it starts; it is
+/// sent where adapters read it, at the top level and under `_meta.steering`.
+pub fn session_steering(id: &Value, session_id: &str, text: &str) -> String {
+    request(
+        id,
+        "_session/steering",
+        json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}],
+               "idleBehavior": "promptRequired",
+               "_meta": {"steering": {"idleBehavior": "promptRequired"}}}),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

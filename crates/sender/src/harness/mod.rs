@@ -342,6 +342,30 @@ pub fn route(harness: &str, kind: Kind) -> Option<(Outcome, String)> {
     }
 }
 
+/// [`route`] for one message, after DECISIONS 30's optional answer fields: one this sender
+/// does not carry, or `scope: "session"` where the harness keeps no grant (only sp-acp does so
+/// far), is acked `unsupported` naming the field; nothing runs and the prompt stays open.
+pub fn route_message(
+    harness: &str,
+    m: &crate::wire::control::ControlMessage,
+) -> Option<(Outcome, String)> {
+    if m.kind == Kind::PermissionAnswer {
+        if let Some(f) = m.not_carried.first() {
+            return Some((
+                Outcome::Unsupported,
+                format!("{f}: this machine does not carry it yet (DECISIONS 30); nothing ran, the prompt stays open"),
+            ));
+        }
+        if m.scope == crate::wire::control::Scope::Session && harness != "acp" {
+            return Some((
+                Outcome::Unsupported,
+                format!("scope: {harness} sessions keep no grant for the session yet (DECISIONS 30); nothing ran, the prompt stays open"),
+            ));
+        }
+    }
+    route(harness, m.kind)
+}
+
 /// `perm-` + first 16 hex digits of sha256(`<prompt_id>|<tool_name>|<tool_input as JSON>`)
 /// (DECISIONS 9): the same prompt always gets the same id. `tool_input` keeps its key order.
 pub fn minted_attention_id(
@@ -449,6 +473,37 @@ pub fn describe_tool(tool: &str, input: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// DECISIONS 30: a field no path here honours is acked `unsupported` on arrival, naming it.
+    #[test]
+    fn rule_30_fields_nobody_honours_are_unsupported() {
+        let answer = |extra: serde_json::Value| {
+            let mut v = serde_json::json!({"id": "01K6ZZZZZZZZZZZZZZZZZZZZZZ", "kind": "permission.answer",
+                "for": "p1", "decision": "allow", "at": "2026-01-01T00:00:00.000Z",
+                "expires_at": "2026-01-01T00:01:00.000Z"});
+            v.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            match crate::wire::control::check(&v) {
+                crate::wire::control::Checked::Valid(m) => m,
+                other => panic!("{other:?}"),
+            }
+        };
+        let session = answer(serde_json::json!({"scope": "session"}));
+        assert_eq!(route_message("acp", &session), None);
+        let (o, why) = route_message("claude-code", &session).unwrap();
+        assert_eq!(o, Outcome::Unsupported);
+        assert!(why.starts_with("scope:"), "{why}");
+        let (o, why) =
+            route_message("acp", &answer(serde_json::json!({"interrupt": true}))).unwrap();
+        assert_eq!(o, Outcome::Unsupported);
+        assert!(why.starts_with("interrupt:"), "{why}");
+        assert_eq!(
+            route_message("claude-code", &answer(serde_json::json!({}))),
+            None
+        );
+    }
+
     #[test]
     fn attention_id_matches_reference() {
         // From the recorded fixture permission-request-bash-2 (sessionpipe conformance).

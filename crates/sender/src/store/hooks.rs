@@ -34,6 +34,8 @@ pub struct Answer {
     pub sink: String,
     pub decision: Decision,
     pub note: Option<String>,
+    /// DECISIONS 30: `Session` only where the harness keeps a grant (sp-acp).
+    pub scope: crate::wire::control::Scope,
 }
 
 /// A prompt claimed by a Stop hook (state `delivering`).
@@ -238,6 +240,18 @@ pub(crate) fn emit(
 /// Makes the session live; its first event (or the first after a SessionEnd) emits
 /// `session.started` before anything else (DECISIONS 18).
 fn touch(tx: &Transaction, s: &SessionRef, source: Option<&str>, now: Millis) -> Result<String> {
+    touch_with(tx, s, source, None, now)
+}
+
+/// [`touch`], with `extra` merged into the data of the `session.started` it may emit (sp-acp:
+/// the agent's name and the control the session honours); `source` always stays ours.
+fn touch_with(
+    tx: &Transaction,
+    s: &SessionRef,
+    source: Option<&str>,
+    extra: Option<&serde_json::Map<String, serde_json::Value>>,
+    now: Millis,
+) -> Result<String> {
     let key = s.key();
     let at = format_ms(now);
     let cwd = s.cwd.as_deref().map(crate::paths::tilde);
@@ -268,14 +282,13 @@ fn touch(tx: &Transaction, s: &SessionRef, source: Option<&str>, now: Millis) ->
         } else {
             "unknown"
         });
-        emit(
-            tx,
-            &key,
-            event::SESSION_STARTED,
-            &s.event,
-            &event::session_started(source),
-            now,
-        )?;
+        let mut data = event::session_started(source);
+        if let (Some(extra), Some(d)) = (extra, data.as_object_mut()) {
+            for (k, v) in extra {
+                d.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        emit(tx, &key, event::SESSION_STARTED, &s.event, &data, now)?;
     }
     Ok(key)
 }
@@ -363,6 +376,20 @@ impl Store {
         }
         let tx = self.write_tx()?;
         touch(&tx, s, source, now)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// sp-acp's `session/new` and `session/load`: as [`Store::record_event`] with a source, and
+    /// `extra` merged into the data of the `session.started` this emits, if it emits one.
+    pub fn record_session(
+        &mut self,
+        s: &SessionRef,
+        source: &str,
+        extra: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        let tx = self.write_tx()?;
+        touch_with(&tx, s, Some(source), Some(extra), now_ms())?;
         tx.commit()?;
         Ok(())
     }
@@ -543,18 +570,21 @@ impl Store {
             tx.commit()?;
             return Ok(None);
         }
-        let rows: Vec<QueuedRow> = tx
+        let rows: Vec<(QueuedRow, Option<String>)> = tx
             .prepare_cached(
-                "SELECT id, sink, decision, note, deadline_ms FROM messages \
+                "SELECT id, sink, decision, note, deadline_ms, scope FROM messages \
                  WHERE session_key=?1 AND kind='permission.answer' AND attention_id=?2 AND state='queued' \
                  ORDER BY at, id",
             )?
             .query_map(params![key, attention_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                Ok((
+                    (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
+                    r.get(5)?,
+                ))
             })?
             .collect::<rusqlite::Result<_>>()?;
         let mut claimed = None;
-        for (id, sink, decision, note, deadline) in rows {
+        for ((id, sink, decision, note, deadline), scope) in rows {
             if deadline.is_none_or(|d| d <= now) {
                 finish(
                     &tx,
@@ -585,6 +615,10 @@ impl Store {
                 sink,
                 decision,
                 note,
+                scope: scope
+                    .as_deref()
+                    .and_then(crate::wire::control::Scope::parse)
+                    .unwrap_or_default(),
             });
             break;
         }

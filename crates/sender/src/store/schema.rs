@@ -257,4 +257,8 @@ ALTER TABLE messages ADD COLUMN mode TEXT NOT NULL DEFAULT 'queue' CHECK (mode I
     r#"
 ALTER TABLE sessions ADD COLUMN stopped_ms INTEGER;
 "#,
+    // 10: a permission answer's reach (DECISIONS 30 `scope`): NULL is `once`.
+    r#"
+ALTER TABLE messages ADD COLUMN scope TEXT CHECK (scope IN ('once','session'));
+"#,
 ];

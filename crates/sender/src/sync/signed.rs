@@ -117,6 +117,12 @@ pub fn check(
         let mode = prompt_mode(&item, id, kind, &c.session)?;
         let m = ControlMessage {
             mode,
+            scope: c
+                .scope
+                .as_deref()
+                .and_then(control::Scope::parse)
+                .unwrap_or_default(),
+            not_carried: Vec::new(),
             id: id.to_string(),
             kind,
             for_attention: c.for_attention.clone(),
@@ -410,7 +416,7 @@ fn ingest(
             out
         };
         let harness = session.split(':').next().unwrap_or("").to_string();
-        let route = |m: &ControlMessage| crate::harness::route(&harness, m.kind);
+        let route = |m: &ControlMessage| crate::harness::route_message(&harness, m);
         results.extend(store.ingest(
             &ctx.name,
             &session,
