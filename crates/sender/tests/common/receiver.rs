@@ -1,9 +1,11 @@
 //! The real `sp-receiver` as a child process, and a machine (temp HOME, `sp-sync`, the hooks)
 //! whose one sink is that receiver with control on.
 #![allow(dead_code)]
-use super::env::{bin, run_with_stdin, set_mode, wait_timeout};
+use super::env::{
+    bin, run_with_stdin, set_mode, sp_cmd, spawn_daemon, spawn_with_stdin, wait_timeout,
+};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -138,25 +140,11 @@ impl Machine {
     }
 
     pub fn cmd(&self, name: &str) -> Command {
-        let mut c = Command::new(bin(name));
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("SESSIONPIPE_CONFIG", &self.config)
-            .env("SESSIONPIPE_STATE_DIR", &self.state)
-            .env("SESSIONPIPE_LOG", "debug")
-            .env("SESSIONPIPE_NO_SPAWN", "1")
-            .current_dir(&self.home);
-        c
+        sp_cmd(name, &self.home, &self.config, &self.state)
     }
 
     pub fn start_sync(&mut self) {
-        let mut c = self.cmd("sp-sync");
-        c.arg("--daemon")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        self.sync = Some(c.spawn().unwrap());
+        self.sync = Some(spawn_daemon(self.cmd("sp-sync")));
     }
 
     pub fn hook(&self, name: &str, stdin: &Value) -> std::process::Output {
@@ -167,18 +155,8 @@ impl Machine {
 
     pub fn spawn_hook(&self, name: &str, stdin: &Value) -> Child {
         let mut c = self.cmd(name);
-        c.args(["--harness", "claude-code"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.to_string().as_bytes())
-            .unwrap();
-        child
+        c.args(["--harness", "claude-code"]);
+        spawn_with_stdin(c, stdin.to_string().as_bytes())
     }
 
     /// Whether the sender's store holds message `id`.
