@@ -149,7 +149,7 @@ impl Env {
 
     /// A command for one of our binaries with HOME, config and state pointed into the temp dir.
     pub fn cmd(&self, name: &str) -> Command {
-        sp_cmd(name, &self.home, &self.config, &self.state)
+        bin_cmd(name, &self.home, &self.config, &self.state)
     }
 
     /// Runs a hook to completion with this stdin, as a harness does.
@@ -272,7 +272,7 @@ pub fn set_mode(p: &Path, mode: u32) {
 }
 
 /// A command for one of our binaries with HOME, config and state pointed into a temp HOME.
-pub fn sp_cmd(name: &str, home: &Path, config: &Path, state: &Path) -> Command {
+pub fn bin_cmd(name: &str, home: &Path, config: &Path, state: &Path) -> Command {
     let mut c = Command::new(bin(name));
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
