@@ -758,20 +758,10 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
 
     // A prompt queued on the page is delivered at the next Stop.
     let text = "please also update the changelog";
-    b.call(
-        json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}),
-    );
-    b.click(&format!("{card} button.queue"));
+    b.send_text(&card, &text, "queue");
     let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
-    b.wait(&format!("{prompt}[data-status=\"sent\"]"));
-    let id = b.call(json!({"op": "attr", "selector": prompt, "name": "data-message"}))["value"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        until(Duration::from_secs(15), || machine.has_message(&id)),
-        "sp-sync stored {id}"
-    );
+    let id = b.message_id(&prompt, "sent");
+    machine.assert_stored(&id);
     let out = machine.hook("sp-stop", &payload(CC_STOP));
     let v: Value = serde_json::from_str(stdout(&out).trim())
         .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
@@ -797,21 +787,11 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         ),
     ] {
         let text = format!("use the staging database ({mode})");
-        b.call(
-            json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}),
-        );
-        b.click(&format!("{card} button.{button}"));
+        b.send_text(&card, &text, button);
         let msg = format!("{card} li.msg[data-kind=\"prompt\"]:has(span.what[title=\"{text}\"])");
-        b.wait(&format!("{msg}[data-status=\"sent\"]"));
+        let id = b.message_id(&msg, "sent");
         assert!(b.text(&msg).contains(&text), "{}", b.text(&msg));
-        let id = b.call(json!({"op": "attr", "selector": msg, "name": "data-message"}))["value"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        assert!(
-            until(Duration::from_secs(15), || machine.has_message(&id)),
-            "sp-sync stored {id}"
-        );
+        machine.assert_stored(&id);
         let mut input = payload(CC_STOP);
         input["hook_event_name"] = json!(event);
         input["tool_name"] = json!("Bash");
@@ -839,15 +819,8 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     // turn's end, with continue:false, and the page shows which seam delivered it.
     b.click(&format!("{card} button.stop"));
     let cancel = format!("{card} li.msg[data-kind=\"cancel\"]");
-    b.wait(&format!("{cancel}[data-status=\"sent\"]"));
-    let id = b.call(json!({"op": "attr", "selector": cancel, "name": "data-message"}))["value"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        until(Duration::from_secs(15), || machine.has_message(&id)),
-        "sp-sync stored {id}"
-    );
+    let id = b.message_id(&cancel, "sent");
+    machine.assert_stored(&id);
     let out = machine.hook("sp-stop", &payload(CC_STOP));
     let v: Value = serde_json::from_str(stdout(&out).trim())
         .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));

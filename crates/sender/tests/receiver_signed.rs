@@ -333,16 +333,9 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     // A message typed on the page, signed, reaches the session at its next Stop.
     let card = format!("article[data-session=\"{key}\"]");
     let text = "signed: please also update the changelog";
-    b.call(
-        json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}),
-    );
-    b.click(&format!("{card} button.queue"));
+    b.send_text(&card, &text, "queue");
     let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
-    b.wait(&format!("{prompt}[data-status=\"sent\"]"));
-    let id = b.call(json!({"op": "attr", "selector": prompt, "name": "data-message"}))["value"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.message_id(&prompt, "sent");
     assert!(
         until(Duration::from_secs(20), || env.query::<i64>(&format!(
             "SELECT count(*) FROM messages WHERE id = '{id}'"

@@ -2,7 +2,7 @@
 //! whose one sink is that receiver with control on.
 #![allow(dead_code)]
 use super::env::{
-    bin, run_with_stdin, set_mode, sp_cmd, spawn_daemon, spawn_with_stdin, wait_timeout,
+    bin, bin_cmd, run_with_stdin, set_mode, spawn_daemon, spawn_with_stdin, wait_timeout,
 };
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -140,7 +140,7 @@ impl Machine {
     }
 
     pub fn cmd(&self, name: &str) -> Command {
-        sp_cmd(name, &self.home, &self.config, &self.state)
+        bin_cmd(name, &self.home, &self.config, &self.state)
     }
 
     pub fn start_sync(&mut self) {
@@ -170,6 +170,12 @@ impl Machine {
         })
         .map(|n| n == 1)
         .unwrap_or(false)
+    }
+
+    /// Fails unless sp-sync stores message `id` within 15 s.
+    pub fn assert_stored(&self, id: &str) {
+        let stored = super::env::until(Duration::from_secs(15), || self.has_message(id));
+        assert!(stored, "sp-sync stored {id}");
     }
 
     pub fn log(&self) -> String {
