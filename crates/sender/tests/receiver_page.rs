@@ -119,27 +119,6 @@ fn now_ms() -> String {
 // 4. The delivery fixtures against the binary
 // ---------------------------------------------------------------------------------------
 
-/// Subset match with the conformance rules: only the keys listed are compared, arrays must
-/// have equal length, and the string `"*"` matches anything.
-fn subset_match(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
-    match (expected, actual) {
-        (Value::String(s), _) if s == "*" => Ok(()),
-        (Value::Object(e), Value::Object(a)) => e.iter().try_for_each(|(k, ev)| {
-            let av = a
-                .get(k)
-                .ok_or_else(|| format!("{path}.{k}: missing in {actual}"))?;
-            subset_match(ev, av, &format!("{path}.{k}"))
-        }),
-        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => e
-            .iter()
-            .zip(a)
-            .enumerate()
-            .try_for_each(|(i, (ev, av))| subset_match(ev, av, &format!("{path}[{i}]"))),
-        (e, a) if e == a => Ok(()),
-        (e, a) => Err(format!("{path}: expected {e}, got {a}")),
-    }
-}
-
 /// Runs one fixture. The fixtures' `enqueue` step goes through the page's enqueue action,
 /// authenticated with the login token, as a script would; the rest is the sender's side.
 /// What hook `name` printed for `input`, as JSON.
@@ -172,14 +151,7 @@ fn run_fixture(r: &SpReceiver, path: &Path) {
     assert_eq!(wk.status, 200, "{name}: well-known");
     let wk = wk.json();
     let cap = fx["capability"].as_str().unwrap();
-    assert!(
-        wk["capabilities"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c == cap),
-        "{name}: lacks {cap}"
-    );
+    assert!(common::fixtures::offers(&wk, cap), "{name}: lacks {cap}");
     let control = format!("{}{}", r.url, wk["endpoints"]["control"].as_str().unwrap());
     let auth = bearer(TOKEN);
     let login = bearer(LOGIN);
@@ -244,18 +216,8 @@ fn run_fixture(r: &SpReceiver, path: &Path) {
         };
         if let Some(expect) = obj.get("expect") {
             let resp = resp.unwrap();
-            if let Some(status) = expect.get("status") {
-                assert_eq!(
-                    Some(u64::from(resp.status)),
-                    status.as_u64(),
-                    "{name} step {i} ({verb}): {}",
-                    resp.text
-                );
-            }
-            if let Some(body) = expect.get("body") {
-                subset_match(body, &resp.json(), "body")
-                    .unwrap_or_else(|e| panic!("{name} step {i}: {e}"));
-            }
+            let step = format!("{name} step {i} ({verb})");
+            common::fixtures::check_expect(&step, expect, resp.status, &resp.text);
         }
     }
 }
