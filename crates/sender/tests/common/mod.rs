@@ -6,3 +6,4 @@ pub mod needs;
 pub mod receiver;
 pub mod schema;
 pub mod signing;
+pub mod standin;
