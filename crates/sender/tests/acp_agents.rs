@@ -7,7 +7,6 @@
 //!
 //! Run: `cargo test --test acp_agents` as root, after scripts/e2e-deps.sh.
 use serde_json::{json, Value};
-use spreceiver::{Receiver, ReceiverOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -15,12 +14,11 @@ use std::sync::mpsc::{channel, Receiver as Rx};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[path = "common/needs.rs"]
-mod needs;
+mod common;
+use common::e2e::{self, inside, World, ROOT};
+use common::env::until;
+use common::needs;
 
-/// The repository's root (this crate is crates/sender).
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-const INSIDE: &str = "SP_E2E_SCENARIO";
 const SCENARIO_LIMIT: Duration = Duration::from_secs(240);
 
 fn cli(name: &str) -> PathBuf {
@@ -35,7 +33,7 @@ fn which(program: &str) -> bool {
 /// Re-runs this test binary for `name` alone inside a fresh network and pid namespace with
 /// only loopback up; inside, runs `body`.
 fn scenario(name: &str, agent: &str, body: fn(&Scene)) {
-    if std::env::var(INSIDE).as_deref() != Ok(name) {
+    if !inside(name) {
         assert!(
             cli(agent).exists(),
             "{} is missing: run scripts/e2e-deps.sh (it installs the pinned CLIs into e2e/node_modules)",
@@ -47,7 +45,7 @@ fn scenario(name: &str, agent: &str, body: fn(&Scene)) {
 
 /// `scenario` for an agent found elsewhere than e2e/node_modules (checked by the caller).
 fn isolated(name: &str, body: fn(&Scene)) {
-    if std::env::var(INSIDE).as_deref() == Ok(name) {
+    if inside(name) {
         let scene = Scene::new(name);
         body(&scene);
         return;
@@ -58,148 +56,29 @@ fn isolated(name: &str, body: fn(&Scene)) {
             "{t} is not on PATH: run scripts/e2e-deps.sh (as root)"
         );
     }
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "the real-agent scenarios need root for their network namespace (CI runs as root)"
-    );
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd = Command::new("unshare");
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .args([
-            "--net",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg(r#"ip link set lo up || exit 97; "$@"; exit $?"#)
-        .arg("sh")
-        .arg(&exe)
-        // --include-ignored: the Harn scenario is #[ignore]d, and runs here only when asked for.
-        .args([
-            name,
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-            "--include-ignored",
-        ])
-        .env(INSIDE, name)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("starting unshare");
-    let mut out = String::new();
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut s);
-        s
-    });
-    let end = Instant::now() + SCENARIO_LIMIT;
-    let status = loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            break Some(s);
-        }
-        if Instant::now() >= end {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    out.push_str(&reader.join().unwrap());
-    print!("{out}");
-    let status = status.unwrap_or_else(|| panic!("scenario {name} ran over {SCENARIO_LIMIT:?}"));
-    assert_ne!(
-        status.code(),
-        Some(97),
-        "could not bring up lo in the namespace"
-    );
-    assert!(
-        status.success(),
-        "scenario {name} failed ({status}); output above"
-    );
-    assert!(
-        out.contains("test result: ok. 1 passed"),
-        "scenario {name} ran no test inside its namespace"
-    );
+    e2e::assert_root();
+    // --include-ignored: the Harn scenario is #[ignore]d, and runs here only when asked for.
+    e2e::run_in_namespace(name, SCENARIO_LIMIT, &["--include-ignored"]);
 }
 
-fn until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+struct Scene(World);
+
+impl std::ops::Deref for Scene {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.0
     }
-    f()
 }
 
-struct Scene {
-    dir: PathBuf,
-    home: PathBuf,
-    work: PathBuf,
-    receiver: Receiver,
-    model: Child,
-    model_url: String,
-    model_log: PathBuf,
+impl std::ops::DerefMut for Scene {
+    fn deref_mut(&mut self) -> &mut World {
+        &mut self.0
+    }
 }
 
 impl Scene {
     fn new(name: &str) -> Scene {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("sp-e2e-{name}-"))
-            .tempdir()
-            .unwrap()
-            .keep();
-        let home = dir.join("home");
-        let work = dir.join("work");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&work).unwrap();
-        let model_log = dir.join("model.jsonl");
-        let mut model = Command::new("python3")
-            .arg(Path::new(ROOT).join("e2e/model.py"))
-            .args(["--port", "0", "--slow-s", "60", "--log"])
-            .arg(&model_log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("model.stderr")).unwrap())
-            .spawn()
-            .expect("starting e2e/model.py");
-        let mut line = String::new();
-        BufReader::new(model.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .strip_prefix("PORT ")
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("the model stand-in did not start: {line:?}"));
-        let receiver = Receiver::start(ReceiverOptions::default()).expect("receiver");
-        println!("[{name}] folder {}", dir.display());
-        Scene {
-            dir,
-            home,
-            work,
-            receiver,
-            model,
-            model_url: format!("http://127.0.0.1:{port}"),
-            model_log,
-        }
+        Scene(World::new(name))
     }
 
     /// Our config: one sink with control, away for good.
@@ -220,21 +99,7 @@ impl Scene {
     fn configure_opencode(&self) {
         let oc = self.home.join(".config/opencode");
         std::fs::create_dir_all(oc.join("node_modules")).unwrap();
-        let config = json!({
-            "$schema": "https://opencode.ai/config.json",
-            "autoupdate": false,
-            "share": "disabled",
-            "model": "standin/standin",
-            "small_model": "standin/standin",
-            "provider": {"standin": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "sessionpipe model stand-in",
-                "options": {"baseURL": format!("{}/v1", self.model_url), "apiKey": "e2e-dummy"},
-                "models": {"standin": {"name": "Stand-in", "tool_call": true}}
-            }},
-            "permission": {"bash": "ask", "edit": "ask"},
-            "agent": {"build": {"permission": {"bash": "ask", "edit": "ask"}}}
-        });
+        let config = e2e::opencode_config(&self.model_url);
         std::fs::write(oc.join("opencode.json"), config.to_string()).unwrap();
         // Offline, OpenCode's background install of @opencode-ai/plugin would stall its first
         // request; a folder that looks installed skips it (see tests/real_agents.rs).
@@ -255,43 +120,12 @@ impl Scene {
     /// read-only sandbox), as tests/real_agents.rs writes it.
     fn configure_codex(&self) -> PathBuf {
         let ch = self.home.join(".codex");
-        std::fs::create_dir_all(&ch).unwrap();
-        std::fs::write(
-            ch.join("config.toml"),
-            format!(
-                r#"model = "gpt-standin"
-model_provider = "standin"
-approval_policy = "on-request"
-sandbox_mode = "read-only"
-check_for_update_on_startup = false
-
-[model_providers.standin]
-name = "sessionpipe model stand-in"
-base_url = "{}/v1"
-wire_api = "responses"
-env_key = "STANDIN_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-"#,
-                self.model_url
-            ),
-        )
-        .unwrap();
+        e2e::write_codex_config(&ch, &self.model_url);
         ch
     }
 
     fn model_requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.model_log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        e2e::model_requests(&self.model_log)
     }
 
     fn ack(&self, msg: &Value) -> Value {
@@ -366,13 +200,7 @@ impl Client {
             .env("LANG", "C.UTF-8")
             .env("SESSIONPIPE_LOG", "debug")
             .current_dir(&s.work);
-        for v in [
-            "OPENCODE_DISABLE_AUTOUPDATE",
-            "OPENCODE_DISABLE_MODELS_FETCH",
-            "OPENCODE_DISABLE_DEFAULT_PLUGINS",
-            "OPENCODE_DISABLE_LSP_DOWNLOAD",
-            "OPENCODE_DISABLE_SHARE",
-        ] {
+        for v in e2e::OPENCODE_OFFLINE {
             c.env(v, "1");
         }
         for (k, v) in env {
@@ -585,13 +413,7 @@ fn drive(s: &Scene, mut ed: Client, run: &str, agent: &Agent) -> (Client, String
     let needed = s.event("attention.needed", |e| {
         e["data"]["attention_id"] == attention.as_str()
     });
-    assert!(
-        needed["data"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("echo allowed-by-phone > marker.txt"),
-        "{needed}"
-    );
+    e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
     assert!(
         !s.work.join("marker.txt").exists(),
         "nothing ran before the answer"

@@ -1,5 +1,6 @@
 pub mod browser;
 pub mod chaos;
+pub mod e2e;
 pub mod env;
 pub mod fixtures;
 pub mod needs;
