@@ -329,6 +329,47 @@ impl Drop for Client {
 /// The attention id sp-acp gives a `session/request_permission` (DECISIONS 32): the
 /// `toolCallId`, `-`, and 8 hex digits of sha256 over the `rawInput` as JSON (the title, as a
 /// JSON string, where there is no `rawInput`).
+/// Sends a prompt whose tool asks permission; the prompt's id, the permission request, its
+/// attention id and the attention.needed event that announced it.
+fn ask(s: &Scene, ed: &mut Client, sid: &str, prompt: &str) -> (u64, Value, String, Value) {
+    let p = ed.prompt(sid, prompt);
+    let (req, _) = ed.until(Duration::from_secs(90), |v| {
+        v["method"] == "session/request_permission"
+    });
+    let attention = call_attention(&req);
+    let needed = s.event("attention.needed", |e| {
+        e["data"]["attention_id"] == attention.as_str()
+    });
+    (p, req, attention, needed)
+}
+
+/// A file the agent wrote in its work folder, if it did.
+fn work_file(s: &Scene, name: &str) -> Option<String> {
+    std::fs::read_to_string(s.work.join(name)).ok()
+}
+
+/// Turn `p` ends normally, its tool having written `text` into `file`.
+fn ends_having_written(s: &Scene, ed: &Client, p: u64, file: &str, text: &str) {
+    let (done, _) = ed.response(p);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let wrote = work_file(s, file);
+    assert_eq!(wrote.as_deref(), Some(text), "the tool wrote {file}");
+}
+
+/// The lines of a file in the work folder (none if it is not there).
+fn work_lines(s: &Scene, name: &str) -> Vec<String> {
+    let text = work_file(s, name).unwrap_or_default();
+    text.lines().map(str::to_string).collect()
+}
+
+/// A remote allow lets the marker be written; then a remote deny keeps a tool from running.
+fn allow_then_deny(s: &Scene, ed: Client) -> Client {
+    let run = "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt";
+    let (mut ed, _) = drive(s, ed, run, &STAND_IN);
+    remote_deny_keeps_the_tool_from_running(s, &mut ed);
+    ed
+}
+
 fn call_attention(req: &Value) -> String {
     use sha2::{Digest, Sha256};
     let call = &req["params"]["toolCall"];
@@ -405,14 +446,7 @@ fn drive(s: &Scene, mut ed: Client, run: &str, agent: &Agent) -> (Client, String
     assert_eq!(started["harness"]["name"], "acp");
 
     // 2. A remote allow lets the tool run.
-    let p = ed.prompt(&sid, run);
-    let (req, _) = ed.until(Duration::from_secs(90), |v| {
-        v["method"] == "session/request_permission"
-    });
-    let attention = call_attention(&req);
-    let needed = s.event("attention.needed", |e| {
-        e["data"]["attention_id"] == attention.as_str()
-    });
+    let (p, req, attention, needed) = ask(s, &mut ed, &sid, run);
     e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
     assert!(
         !s.work.join("marker.txt").exists(),
@@ -427,15 +461,7 @@ fn drive(s: &Scene, mut ed: Client, run: &str, agent: &Agent) -> (Client, String
         v["method"] == "$/cancel_request"
     });
     assert_eq!(cancel["params"]["requestId"], req["id"]);
-    let (done, _) = ed.response(p);
-    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
-    assert_eq!(
-        std::fs::read_to_string(s.work.join("marker.txt"))
-            .ok()
-            .as_deref(),
-        Some("allowed-by-phone\n"),
-        "the tool ran"
-    );
+    ends_having_written(s, &ed, p, "marker.txt", "allowed-by-phone\n");
     // The editor's late answer (a rejection) is swallowed: OpenCode never sees it.
     ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "reject"}}}));
 
@@ -534,11 +560,7 @@ fn codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
 /// Harn's lines in harn-model.jsonl: one a turn, Harn's own record of every model call the
 /// turn made (e2e/harn-agent.harn writes it when the turn's loop returns).
 fn harn_turns(s: &Scene) -> Vec<String> {
-    std::fs::read_to_string(s.work.join("harn-model.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    work_lines(s, "harn-model.jsonl")
 }
 
 fn harn_ticks(s: &Scene) -> usize {
@@ -620,27 +642,14 @@ fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_stee
             // 5. The editor's own answer wins when it comes first: the remote one is acked
             // expired and never reaches Harn.
             let t = Instant::now();
-            let p = ed.prompt(
+            let (p, req, attention, _) = ask(
+                s,
+                &mut ed,
                 &sid,
                 "Write the other marker. SP-RUN:echo allowed-at-desk > desk.txt",
             );
-            let (req, _) = ed.until(Duration::from_secs(90), |v| {
-                v["method"] == "session/request_permission"
-            });
-            let attention = call_attention(&req);
-            s.event("attention.needed", |e| {
-                e["data"]["attention_id"] == attention.as_str()
-            });
             ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}}));
-            let (done, _) = ed.response(p);
-            assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
-            assert_eq!(
-                std::fs::read_to_string(s.work.join("desk.txt"))
-                    .ok()
-                    .as_deref(),
-                Some("allowed-at-desk\n"),
-                "the editor's allow ran the tool"
-            );
+            ends_having_written(s, &ed, p, "desk.txt", "allowed-at-desk\n");
             let m = s.receiver.enqueue(
                 &key,
                 json!({"kind": "permission.answer", "for": attention, "decision": "deny"}),
@@ -712,17 +721,12 @@ fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_stee
 fn remote_deny_keeps_the_tool_from_running(s: &Scene, ed: &mut Client) -> Value {
     let sid = new_session(s, ed);
     let key = format!("acp:{sid}");
-    let p = ed.prompt(
+    let (p, _, attention, _) = ask(
+        s,
+        ed,
         &sid,
         "Write the other marker. SP-RUN:echo denied-by-phone > denied.txt",
     );
-    let (req, _) = ed.until(Duration::from_secs(90), |v| {
-        v["method"] == "session/request_permission"
-    });
-    let attention = call_attention(&req);
-    s.event("attention.needed", |e| {
-        e["data"]["attention_id"] == attention.as_str()
-    });
     let m = s.receiver.enqueue(
         &key,
         json!({"kind": "permission.answer", "for": attention, "decision": "deny"}),
@@ -790,13 +794,7 @@ fn gemini_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                     ("GEMINI_CLI_TRUST_WORKSPACE", Path::new("true")),
                 ],
             );
-            let (mut ed, _) = drive(
-                s,
-                ed,
-                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-                &STAND_IN,
-            );
-            remote_deny_keeps_the_tool_from_running(s, &mut ed);
+            let _ed = allow_then_deny(s, ed);
             acked_once(s, 4);
         },
     );
@@ -822,13 +820,7 @@ fn copilot_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                     ("COPILOT_MODEL", Path::new("standin")),
                 ],
             );
-            let (mut ed, _) = drive(
-                s,
-                ed,
-                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-                &STAND_IN,
-            );
-            remote_deny_keeps_the_tool_from_running(s, &mut ed);
+            let _ed = allow_then_deny(s, ed);
             acked_once(s, 4);
         },
     );
@@ -856,11 +848,7 @@ fn new_session(s: &Scene, ed: &mut Client) -> String {
 }
 
 fn steps(s: &Scene) -> Vec<String> {
-    std::fs::read_to_string(s.work.join("steps.txt"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    work_lines(s, "steps.txt")
 }
 
 #[test]
@@ -887,13 +875,7 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                     ("IS_SANDBOX", Path::new("1")),
                 ],
             );
-            let (mut ed, _) = drive(
-                s,
-                ed,
-                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-                &STAND_IN,
-            );
-            remote_deny_keeps_the_tool_from_running(s, &mut ed);
+            let mut ed = allow_then_deny(s, ed);
 
             // A remote steer while a turn runs goes as a `session/prompt`, which the adapter
             // (promptQueueing) folds into the running turn at its next tool boundary. In a
