@@ -315,6 +315,34 @@ impl Scene {
         e2e::model_requests(&self.model_log)
     }
 
+    /// Whether a slow answer (`SP-SLOW`) starts streaming to the agent within `limit`.
+    fn slow_answer_streams(&self, limit: Duration) -> bool {
+        until(limit, || {
+            self.agent_requests()
+                .iter()
+                .any(|r| r["answer"][2] == json!(true))
+        })
+    }
+
+    /// Fails unless `who` closed model stream `n` (within 10 s) before it was sent whole.
+    fn assert_stream_cut(&self, n: &Value, who: &str) {
+        let closed = |r: &Value| r["note"] == "client closed the stream" && &r["n"] == n;
+        assert!(
+            until(Duration::from_secs(10), || self
+                .model_requests()
+                .iter()
+                .any(closed)),
+            "{who} closed the slow model stream"
+        );
+        assert!(
+            !self
+                .model_requests()
+                .iter()
+                .any(|r| r["note"] == "stream sent" && &r["n"] == n),
+            "the slow answer never completed"
+        );
+    }
+
     /// The agent's own turns: requests that offer tools (not titles, not Codex's reviewer).
     fn agent_requests(&self) -> Vec<Value> {
         self.model_requests()
@@ -585,6 +613,55 @@ impl Drop for Tui {
     }
 }
 
+/// Starts `argv` (a CLI and its arguments) interactive in tmux, as a person runs it: in the
+/// scene's work folder, our binaries first on PATH, with only a terminal's environment and
+/// `env`. The launcher script is kept in the scene's folder as `<name>-tui.sh`.
+fn tui_start(scene: &Scene, name: &str, env: &[(&str, &str)], argv: &[&str]) -> Tui {
+    let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
+    let path = format!(
+        "{}:{}",
+        scene.bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let home = scene.home.to_string_lossy();
+    let terminal = [
+        ("PATH", path.as_str()),
+        ("HOME", &*home),
+        ("USER", "root"),
+        ("LANG", "C.UTF-8"),
+        ("TERM", "xterm-256color"),
+        ("SESSIONPIPE_LOG", "debug"),
+    ];
+    let mut script = format!(
+        "#!/bin/sh\ncd {}\nexec env -i",
+        q(&scene.work.to_string_lossy())
+    );
+    for (k, v) in terminal.iter().chain(env) {
+        script.push(' ');
+        script.push_str(&q(&format!("{k}={v}")));
+    }
+    for a in argv {
+        script.push(' ');
+        script.push_str(&q(a));
+    }
+    script.push('\n');
+    let launcher = scene.dir.join(format!("{name}-tui.sh"));
+    std::fs::write(&launcher, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tui = Tui {
+        sock: scene.dir.join("tmux.sock"),
+    };
+    let st = tui
+        .tmux()
+        .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
+        .arg(&launcher)
+        .status()
+        .expect("tmux new-session");
+    assert!(st.success(), "tmux started");
+    tui
+}
+
 const TUI_KEY: &str = "sk-ant-e2e-dummy-key-0123456789abcdef";
 
 /// `claude --permission-mode default PROMPT` in its interactive UI, as a person runs it: the
@@ -604,52 +681,23 @@ fn claude_tui(scene: &Scene, prompt: &str) -> Tui {
         serde_json::to_string_pretty(&seeded).unwrap(),
     )
     .unwrap();
-    let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
-    let path = format!(
-        "{}:{}",
-        scene.bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut script = String::from("#!/bin/sh\ncd ");
-    script.push_str(&q(&work));
-    script.push_str("\nexec env -i");
-    for (k, v) in [
-        ("PATH", path.as_str()),
-        ("HOME", &*scene.home.to_string_lossy()),
-        ("USER", "root"),
-        ("LANG", "C.UTF-8"),
+    let claude = cli_path("claude");
+    let argv = [
+        &*claude.to_string_lossy(),
+        "--permission-mode",
+        "default",
+        prompt,
+    ];
+    let env = [
         ("SHELL", "/bin/bash"),
-        ("TERM", "xterm-256color"),
-        ("SESSIONPIPE_LOG", "debug"),
-        ("ANTHROPIC_BASE_URL", &scene.model_url),
+        ("ANTHROPIC_BASE_URL", scene.model_url.as_str()),
         ("ANTHROPIC_API_KEY", TUI_KEY),
         ("DISABLE_TELEMETRY", "1"),
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
         ("DISABLE_AUTOUPDATER", "1"),
         ("DISABLE_ERROR_REPORTING", "1"),
-    ] {
-        script.push(' ');
-        script.push_str(&q(&format!("{k}={v}")));
-    }
-    script.push(' ');
-    script.push_str(&q(&cli_path("claude").to_string_lossy()));
-    script.push_str(" --permission-mode default ");
-    script.push_str(&q(prompt));
-    script.push('\n');
-    let launcher = scene.dir.join("claude-tui.sh");
-    std::fs::write(&launcher, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let tui = Tui {
-        sock: scene.dir.join("tmux.sock"),
-    };
-    let st = tui
-        .tmux()
-        .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
-        .arg(&launcher)
-        .status()
-        .expect("tmux new-session");
-    assert!(st.success(), "tmux started");
+    ];
+    let tui = tui_start(scene, "claude", &env, &argv);
     scene.say(&format!("claude (interactive, tmux) {prompt:?}"));
     tui
 }
@@ -1571,54 +1619,17 @@ fn gemini_tui(scene: &Scene, prompt: &str) -> Tui {
 }
 
 fn gemini_tui_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Tui {
-    let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
-    let path = format!(
-        "{}:{}",
-        scene.bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut script = format!(
-        "#!/bin/sh\ncd {}\nexec env -i",
-        q(&scene.work.to_string_lossy())
-    );
-    for (k, v) in [
-        ("PATH", path.as_str()),
-        ("HOME", &*scene.home.to_string_lossy()),
-        ("USER", "root"),
-        ("LANG", "C.UTF-8"),
+    let gemini = cli_path("gemini").to_string_lossy().into_owned();
+    let mut argv = vec![gemini.as_str(), "-m", "gemini-2.5-flash"];
+    argv.extend(extra);
+    argv.extend(["-i", prompt]);
+    let env = [
         ("SHELL", "/bin/bash"),
-        ("TERM", "xterm-256color"),
-        ("SESSIONPIPE_LOG", "debug"),
         ("GEMINI_API_KEY", "e2e-dummy"),
-        ("GOOGLE_GEMINI_BASE_URL", &scene.model_url),
+        ("GOOGLE_GEMINI_BASE_URL", scene.model_url.as_str()),
         ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
-    ] {
-        script.push(' ');
-        script.push_str(&q(&format!("{k}={v}")));
-    }
-    script.push_str(&format!(
-        " {} -m gemini-2.5-flash",
-        q(&cli_path("gemini").to_string_lossy())
-    ));
-    for a in extra {
-        script.push(' ');
-        script.push_str(&q(a));
-    }
-    script.push_str(&format!(" -i {}\n", q(prompt)));
-    let launcher = scene.dir.join("gemini-tui.sh");
-    std::fs::write(&launcher, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let tui = Tui {
-        sock: scene.dir.join("tmux.sock"),
-    };
-    let st = tui
-        .tmux()
-        .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
-        .arg(&launcher)
-        .status()
-        .expect("tmux new-session");
-    assert!(st.success(), "tmux started");
+    ];
+    let tui = tui_start(scene, "gemini", &env, &argv);
     scene.say(&format!("gemini (interactive, tmux) {prompt:?}"));
     tui
 }
@@ -2529,10 +2540,7 @@ fn opencode_cancel_stops_a_slow_turn() {
         .expect("prompt_async");
         // The slow answer has started streaming.
         assert!(
-            until(Duration::from_secs(60), || s
-                .agent_requests()
-                .iter()
-                .any(|r| r["answer"][2] == json!(true))),
+            s.slow_answer_streams(Duration::from_secs(60)),
             "the slow turn reached the model"
         );
         let slow = s
@@ -2556,18 +2564,7 @@ fn opencode_cancel_stops_a_slow_turn() {
             "well before the 60 s slow answer ended"
         );
         // The stand-in saw that very stream closed by OpenCode, long before its 60 s end.
-        assert!(
-            until(Duration::from_secs(10), || s.model_requests().iter().any(
-                |r| r["note"] == "client closed the stream" && r["n"] == slow
-            )),
-            "OpenCode closed the slow model stream"
-        );
-        assert!(
-            !s.model_requests()
-                .iter()
-                .any(|r| r["note"] == "stream sent" && r["n"] == slow),
-            "the slow answer never completed"
-        );
+        s.assert_stream_cut(&slow, "OpenCode");
         let messages = oc
             .get(&format!("/session/{id}/message{q}"))
             .expect("the session's messages");
