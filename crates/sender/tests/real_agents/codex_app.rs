@@ -164,6 +164,40 @@ fn attached(s: &Scene, thread: &str) -> bool {
         })
 }
 
+/// Starts a slow turn (`SP-SLOW`) and waits until it reached the model; its turn id. `what`
+/// says which in a failure.
+fn slow_turn(s: &Scene, t: &mut Terminal, what: &str) -> String {
+    let slow = t.turn("Take your time. SP-SLOW");
+    assert!(
+        until(Duration::from_secs(30), || s
+            .agent_requests()
+            .iter()
+            .any(|r| turn_of(r) == slow)),
+        "{what}"
+    );
+    slow
+}
+
+/// The detail of message `m`'s ack, which must say `delivered`.
+fn delivered_detail(s: &Scene, m: &Value) -> String {
+    let ack = s.ack(m, Duration::from_secs(30));
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    ack["detail"].as_str().unwrap_or_default().to_string()
+}
+
+/// The attention id of the next permission prompt announced other than those in `seen`.
+fn next_permission(s: &Scene, seen: &[&str]) -> String {
+    let needed = s.wait_event(
+        "attention.needed",
+        |e| {
+            e["data"]["kind"] == "permission"
+                && seen.iter().all(|a| e["data"]["attention_id"] != *a)
+        },
+        Duration::from_secs(60),
+    );
+    needed["data"]["attention_id"].as_str().unwrap().to_string()
+}
+
 fn turn_of(request: &Value) -> String {
     request["headers"]["x-codex-turn-metadata"]
         .as_str()
@@ -173,7 +207,7 @@ fn turn_of(request: &Value) -> String {
 }
 
 /// Starts everything and the terminal's first turn; returns once sp-sync follows the thread.
-fn start(s: &Scene) -> Terminal {
+fn start(s: &Scene) -> (Terminal, String) {
     codex_setup(s, 60);
     let out = sp_codex(s, &["--version"]);
     assert!(
@@ -206,7 +240,8 @@ fn start(s: &Scene) -> Terminal {
         text.contains("codex: sp-sync follows 1 thread"),
         "sp doctor says the session is attached:\n{text}"
     );
-    t
+    let key = t.key();
+    (t, key)
 }
 
 #[test]
@@ -215,8 +250,7 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
         "codex_app::codex_app_server_prompt_steer_and_cancel_reach_the_running_thread",
         &["codex"],
         |s| {
-            let mut t = start(s);
-            let key = t.key();
+            let (mut t, key) = start(s);
 
             // 1. Idle: a remote prompt starts a turn.
             let m = s.enqueue(
@@ -243,14 +277,7 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
             );
 
             // 2. Busy: a steer lands in the running turn, and the model reads it in that turn.
-            let slow = t.turn("Take your time. SP-SLOW");
-            assert!(
-                until(Duration::from_secs(30), || s
-                    .agent_requests()
-                    .iter()
-                    .any(|r| turn_of(r) == slow)),
-                "the slow turn reached the model"
-            );
+            let slow = slow_turn(s, &mut t, "the slow turn reached the model");
             let m = s.enqueue(
                 &key,
                 json!({"kind": "prompt", "text": "Also say it. SP-ECHO:QUINCE", "mode": "steer"}),
@@ -332,8 +359,7 @@ fn codex_app_server_cancel_latency() {
         "codex_app::codex_app_server_cancel_latency",
         &["codex"],
         |s| {
-            let mut t = start(s);
-            let key = t.key();
+            let (mut t, key) = start(s);
             let rounds: usize = std::env::var("SP_BENCH_ROUNDS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -341,13 +367,10 @@ fn codex_app_server_cancel_latency() {
             let mut enqueued = Vec::new();
             let mut polls_after_ack = 0;
             for i in 0..rounds {
-                let slow = t.turn("Take your time. SP-SLOW");
-                assert!(
-                    until(Duration::from_secs(30), || s
-                        .agent_requests()
-                        .iter()
-                        .any(|r| turn_of(r) == slow)),
-                    "round {i}: the slow turn reached the model"
+                let slow = slow_turn(
+                    s,
+                    &mut t,
+                    &format!("round {i}: the slow turn reached the model"),
                 );
                 // As when a person taps seconds later: sp-sync's next long poll is held (a
                 // session is polled at most every 250 ms, DECISIONS 24).
@@ -423,8 +446,7 @@ fn codex_app_server_permission_remote_answer_and_terminal_first() {
         "codex_app::codex_app_server_permission_remote_answer_and_terminal_first",
         &["codex"],
         |s| {
-            let mut t = start(s);
-            let key = t.key();
+            let (mut t, key) = start(s);
 
             // The phone answers first: the hook returned at once, the approval request went to
             // both clients, ours carries the allow.
@@ -455,15 +477,7 @@ fn codex_app_server_permission_remote_answer_and_terminal_first() {
 
             // The terminal answers first: its decline wins, the late phone answer expires.
             let turn = t.turn("Once more. SP-ESCALATE SP-RUN:echo should-not-run > marker.txt");
-            let needed = s.wait_event(
-                "attention.needed",
-                |e| {
-                    e["data"]["kind"] == "permission"
-                        && e["data"]["attention_id"] != attention.as_str()
-                },
-                Duration::from_secs(60),
-            );
-            let second = needed["data"]["attention_id"].as_str().unwrap().to_string();
+            let second = next_permission(s, &[&attention]);
             let req = approval_request(&mut t);
             t.c.respond(&req, json!({"decision": "decline"})).unwrap();
             assert_eq!(cleared(s, &second)["data"]["how"], "answered");
@@ -483,16 +497,7 @@ fn codex_app_server_permission_remote_answer_and_terminal_first() {
 
             // The phone denies with a note: declined, and the model reads the note in that turn.
             let turn = t.turn("And again. SP-ESCALATE SP-RUN:echo denied-by-phone > marker.txt");
-            let needed = s.wait_event(
-                "attention.needed",
-                |e| {
-                    e["data"]["kind"] == "permission"
-                        && e["data"]["attention_id"] != attention.as_str()
-                        && e["data"]["attention_id"] != second.as_str()
-                },
-                Duration::from_secs(60),
-            );
-            let third = needed["data"]["attention_id"].as_str().unwrap().to_string();
+            let third = next_permission(s, &[&attention, &second]);
             approval_request(&mut t);
             let note = "Not on main, please (note SP-NOTE-4711).";
             let m = s.enqueue(
@@ -573,15 +578,8 @@ fn codex_app_server_real_tui_cancel_then_prompt() {
             tui.wait_screen("Take your time. SP-SLOW", Duration::from_secs(10));
 
             let m = s.enqueue(&key, json!({"kind": "cancel"}));
-            let ack = s.ack(&m, Duration::from_secs(30));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .ends_with("ended interrupted"),
-                "{ack}"
-            );
+            let detail = delivered_detail(s, &m);
+            assert!(detail.ends_with("ended interrupted"), "{detail}");
             let screen = tui.wait_screen("Conversation interrupted", Duration::from_secs(15));
             s.say(&format!("the terminal after the cancel:\n{screen}"));
 
@@ -589,14 +587,10 @@ fn codex_app_server_real_tui_cancel_then_prompt() {
                 &key,
                 json!({"kind": "prompt", "text": "From the phone. SP-ECHO:FIG"}),
             );
-            let ack = s.ack(&m, Duration::from_secs(30));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            let detail = delivered_detail(s, &m);
             assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("codex app-server turn/start"),
-                "{ack}"
+                detail.starts_with("codex app-server turn/start"),
+                "{detail}"
             );
             let screen = tui.wait_screen("SP-SAW:FIG", Duration::from_secs(30));
             s.say(&format!("the terminal after the prompt:\n{screen}"));
