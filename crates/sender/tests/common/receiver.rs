@@ -5,10 +5,8 @@ use super::env::{
     bin, bin_cmd, run_with_stdin, set_mode, spawn_daemon, spawn_with_stdin, wait_timeout,
 };
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -54,30 +52,8 @@ impl SpReceiver {
         c.args(["--listen", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().expect("starting sp-receiver");
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listening on ").nth(1) {
-                    let url = rest.split_whitespace().next().unwrap_or("").to_owned();
-                    let _ = tx.send(url);
-                }
-                sink.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-        let url = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(u) => u,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("sp-receiver did not start: {}", log.lock().unwrap());
-            }
-        };
+            .stdout(Stdio::null());
+        let (child, url, log) = super::listening::spawn_listening(c);
         SpReceiver {
             child: Some(child),
             url,
