@@ -725,7 +725,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
 
     // A prompt queued on the page is delivered at the next Stop.
     let text = "please also update the changelog";
-    b.send_text(&card, &text, "queue");
+    b.send_text(&card, text, "queue");
     let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
     let id = b.message_id(&prompt, "sent");
     machine.assert_stored(&id);

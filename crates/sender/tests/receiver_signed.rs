@@ -333,7 +333,7 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     // A message typed on the page, signed, reaches the session at its next Stop.
     let card = format!("article[data-session=\"{key}\"]");
     let text = "signed: please also update the changelog";
-    b.send_text(&card, &text, "queue");
+    b.send_text(&card, text, "queue");
     let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
     let id = b.message_id(&prompt, "sent");
     assert!(

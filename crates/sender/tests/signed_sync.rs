@@ -43,7 +43,7 @@ impl SignedReceiver {
                 let (body, auth) = (&rq.body, &rq.auth);
                 let bearer = |t: &str| rq.bearer(t);
                 let url = &rq.url;
-                let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+                let (path, query) = url.split_once('?').unwrap_or((url, ""));
                 let (status, reply): (u16, Value) = match (rq.method.as_str(), path) {
                     ("GET", "/.well-known/sessionpipe") => (
                         200,
@@ -54,7 +54,7 @@ impl SignedReceiver {
                         }),
                     ),
                     ("POST", "/e") if bearer(SINK_TOKEN) => {
-                        let n = serde_json::from_str::<Value>(&body)
+                        let n = serde_json::from_str::<Value>(body)
                             .ok()
                             .and_then(|v| v["events"].as_array().map(|a| a.len()))
                             .unwrap_or(0);
@@ -93,7 +93,7 @@ impl SignedReceiver {
                     }
                     ("POST", "/c/ack") if bearer(MACHINE_TOKEN) => {
                         let mut s = st.lock().unwrap();
-                        let v: Value = serde_json::from_str(&body).unwrap_or_default();
+                        let v: Value = serde_json::from_str(body).unwrap_or_default();
                         for a in v["acks"].as_array().cloned().unwrap_or_default() {
                             s.queue.retain(|m| m["id"] != a["id"]);
                             s.raw.retain(|(id, _)| a["id"] != id.as_str());
