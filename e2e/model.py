@@ -521,32 +521,29 @@ class Handler(BaseHTTPRequestHandler):
         if path.endswith("/messages/count_tokens"):
             log(entry)
             return self.send_json(200, {"input_tokens": 10})
-        if path.endswith("/messages"):
-            answer = decide("anthropic", body)
-            entry["answer"] = answer
+        def answered(api):
+            entry["answer"] = decide(api, body)
             log(entry)
+            return entry["answer"]
+
+        if path.endswith("/messages"):
+            answer = answered("anthropic")
             if body.get("stream"):
                 return self.send_events(anthropic_stream(body, answer), n)
             return self.send_json(200, anthropic_json(body, answer))
         if path.endswith("/responses"):
-            answer = decide("responses", body)
-            entry["answer"] = answer
-            log(entry)
+            answer = answered("responses")
             return self.send_events(responses_stream(body, answer), n)
         if path.endswith(":countTokens"):
             log(entry)
             return self.send_json(200, {"totalTokens": 10})
         if path.endswith(":generateContent") or path.endswith(":streamGenerateContent"):
-            answer = decide("gemini", body)
-            entry["answer"] = answer
-            log(entry)
+            answer = answered("gemini")
             if path.endswith(":streamGenerateContent"):
                 return self.send_events(gemini_stream(answer), n)
             return self.send_json(200, gemini_response(answer))
         if path.endswith("/chat/completions"):
-            answer = decide("chat", body)
-            entry["answer"] = answer
-            log(entry)
+            answer = answered("chat")
             if body.get("stream"):
                 return self.send_events(chat_stream(body, answer), n)
             return self.send_json(200, chat_json(body, answer))

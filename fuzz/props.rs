@@ -341,29 +341,11 @@ pub fn permission_flow(data: &[u8]) {
     let now = spctl::clock::now_ms();
     let pid = std::process::id();
     let store = &mut f.store;
-    store
-        .open_attention(
-            &own,
-            &attention,
-            Some("Bash"),
-            Some("ls"),
-            now + 60_000,
-            pid,
-        )
-        .unwrap();
-    store
-        .open_attention(&own, &sibling, Some("Bash"), Some("ls"), now + 60_000, pid)
-        .unwrap();
-    store
-        .open_attention(
-            &other,
-            &attention,
-            Some("Bash"),
-            Some("ls"),
-            now + 60_000,
-            pid,
-        )
-        .unwrap();
+    for (session, id) in [(&own, &attention), (&own, &sibling), (&other, &attention)] {
+        store
+            .open_attention(session, id, Some("Bash"), Some("ls"), now + 60_000, pid)
+            .unwrap();
+    }
 
     let mut b = Bytes(data, 0);
     let mut gens: Vec<Gen> = Vec::new();

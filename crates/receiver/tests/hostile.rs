@@ -2,11 +2,11 @@
 //! idle connections past the open-file limit, a huge header line, slowloris, login guessing,
 //! a CSRF value derived from the cookie, a foreign `Host`, and the test door in a release
 //! build. Plain `TcpStream` HTTP, so every byte on the wire is the test's.
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -14,6 +14,9 @@ use sha2::{Digest, Sha256};
 // The sender's tests' one rule for "this test needs tool X", shared, not copied.
 #[path = "../../sender/tests/common/needs.rs"]
 mod needs;
+// And the one way to start a server that says where it listens.
+#[path = "../../sender/tests/common/listening.rs"]
+mod listening;
 
 const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
 const TOKEN: &str = "hostile-bearer-token-0123456789";
@@ -77,30 +80,11 @@ fn start_full(
         .env("HOME", dir.path())
         .envs(env.iter().copied())
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = c.spawn().expect("starting sp-receiver");
-    let stderr = child.stderr.take().unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    let (tx, rx) = mpsc::channel();
-    let sink = Arc::clone(&log);
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on http").nth(1) {
-                let rest = rest.trim_start_matches('s').trim_start_matches("://");
-                let a = rest.split_whitespace().next().unwrap_or("").to_owned();
-                let _ = tx.send(a);
-            }
-            sink.lock().unwrap().push_str(&format!("{line}\n"));
-        }
-    });
-    let addr = match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(a) => a.parse().expect("a socket address"),
-        Err(_) => {
-            let _ = child.kill();
-            panic!("sp-receiver did not start: {}", log.lock().unwrap());
-        }
-    };
+        .stdout(Stdio::null());
+    let (child, url, log) = listening::spawn_listening(c);
+    // `http://ADDR` or `https://ADDR`.
+    let addr = url.split("://").nth(1).unwrap_or(&url);
+    let addr = addr.parse().expect("a socket address");
     Running {
         child,
         addr,

@@ -316,6 +316,42 @@ impl Editor {
         )
     }
 
+    /// Starts a turn that runs until it is stopped (prompt "wait"); its request id.
+    fn working(&mut self, sid: &str) -> u64 {
+        let p = self.prompt(sid, "wait");
+        self.until(Duration::from_secs(20), |v| {
+            v["params"]["update"]["content"]["text"] == "working"
+        });
+        p
+    }
+
+    /// Reads frames until the agent says something starting with `prefix`.
+    fn said_starting(&self, timeout: Duration, prefix: &str) -> (Value, Vec<Value>) {
+        self.until(timeout, |v| {
+            v["params"]["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(prefix))
+        })
+    }
+
+    /// The text of the next session update of kind `update` (`user_message_chunk`, …).
+    fn update_text(&self, timeout: Duration, update: &str) -> String {
+        let (v, _) = self.until(timeout, |v| {
+            v["params"]["update"]["sessionUpdate"] == update
+        });
+        v["params"]["update"]["content"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// The editor stops the session's turn (`session/cancel`).
+    fn stop(&mut self, sid: &str) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}),
+        );
+    }
+
     fn agent_log(&self) -> String {
         std::fs::read_to_string(&self.agent_log).unwrap_or_default()
     }
@@ -356,6 +392,84 @@ fn call_attention(tool_call_id: &str, raw_input: &Value) -> String {
 /// The scripted agent's first call of a session (prompt "ask").
 fn call_1() -> String {
     call_attention("call_1", &json!({"command": "echo hi > out.txt"}))
+}
+
+/// A message the receiver queued: its id.
+trait MessageId {
+    fn id(&self) -> &str;
+}
+
+impl MessageId for Value {
+    fn id(&self) -> &str {
+        self["id"].as_str().expect("a message with an id")
+    }
+}
+
+/// sp-sync running, an editor on sp-acp with the scripted agent (run with `agent_env`), and
+/// a new session that sp-sync polls: (env, editor, session id, session key).
+fn polled_session(agent_env: &[(&str, &str)]) -> (Env, Editor, String, String) {
+    let (env, ed, sid, key) = live_session(agent_env);
+    wait_polled(&env, &key);
+    (env, ed, sid, key)
+}
+
+/// As [`polled_session`], without waiting for sp-sync's first poll.
+fn live_session(agent_env: &[(&str, &str)]) -> (Env, Editor, String, String) {
+    let env = env_with_sync();
+    let mut ed = Editor::start(&env, agent_env);
+    let sid = ed.init_and_new();
+    let key = format!("acp:{sid}");
+    (env, ed, sid, key)
+}
+
+/// The attention.needed event of `attention`, once it reached the receiver.
+fn wait_needed(env: &Env, attention: &str) -> Value {
+    env.wait_event(
+        "attention.needed",
+        json!({"attention_id": attention}),
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|| panic!("no attention.needed for {attention}\n{}", env.log()))
+}
+
+/// How `attention` was cleared, once attention.cleared reached the receiver.
+fn cleared_how(env: &Env, attention: &str) -> Value {
+    let cleared = env.wait_event(
+        "attention.cleared",
+        json!({"attention_id": attention}),
+        Duration::from_secs(20),
+    );
+    cleared.unwrap_or_else(|| panic!("no attention.cleared for {attention}"))["data"]["how"].clone()
+}
+
+/// Whether the store says session `sid` ended.
+fn session_ended(env: &Env, sid: &str) -> bool {
+    let ended: Vec<Option<String>> = env.query(&format!(
+        "select ended_at from sessions where key='acp:{sid}'"
+    ));
+    ended[0].is_some()
+}
+
+/// A `mode` prompt while a turn runs reaches the agent as `session/inject` in
+/// `inject_mode`, and is acked delivered saying so.
+fn assert_injected(env: &Env, ed: &Editor, key: &str, text: &str, mode: &str, inject_mode: &str) {
+    let msg = enqueue_prompt(env, key, text, mode);
+    let (said, _) = ed.said_starting(Duration::from_secs(30), "injected");
+    let said = said["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap();
+    let prefix = format!("injected {inject_mode}: ");
+    assert!(said.starts_with(&prefix) && said.ends_with(text), "{said}");
+    let ack = ack_of(env, msg.id());
+    assert_eq!(ack["outcome"], "delivered");
+    let how = format!("session/inject mode {inject_mode}");
+    assert!(ack["detail"].as_str().unwrap().contains(&how), "{ack}");
+}
+
+/// Queues a prompt of `mode` for the session `key`; the message.
+fn enqueue_prompt(env: &Env, key: &str, text: &str, mode: &str) -> Value {
+    env.receiver
+        .enqueue(key, json!({"kind": "prompt", "text": text, "mode": mode}))
 }
 
 fn env_with_sync() -> Env {
@@ -443,9 +557,7 @@ fn the_agents_exit_code_and_stderr_pass_through() {
 
 #[test]
 fn a_session_becomes_live_and_reaches_the_receiver() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[]);
-    let sid = ed.init_and_new();
+    let (env, ed, sid, _) = live_session(&[]);
     let started = env
         .receiver
         .wait_event(Duration::from_secs(30), |e| e["type"] == "session.started")
@@ -456,29 +568,17 @@ fn a_session_becomes_live_and_reaches_the_receiver() {
     // When the agent exits, the session ends.
     let out = ed.close();
     assert!(out.status.success());
-    let ended: Vec<Option<String>> = env.query(&format!(
-        "select ended_at from sessions where key='acp:{sid}'"
-    ));
-    assert!(ended[0].is_some(), "the session did not end with the agent");
+    assert!(
+        session_ended(&env, &sid),
+        "the session did not end with the agent"
+    );
 }
 
 #[test]
 fn a_remote_allow_answers_allow_once_and_the_editors_late_answer_is_swallowed() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    let p = ed.prompt(&sid, "ask");
-    let (req, _) = ed.until(Duration::from_secs(20), |v| {
-        v["method"] == "session/request_permission"
-    });
-    let needed = env
-        .wait_event(
-            "attention.needed",
-            json!({"attention_id": call_1()}),
-            Duration::from_secs(30),
-        )
-        .unwrap_or_else(|| panic!("no attention.needed\n{}", env.log()));
+    let (env, mut ed, sid, key) = live_session(&[]);
+    let (p, req) = ask(&env, &mut ed, &sid);
+    let needed = wait_needed(&env, &call_1());
     assert_eq!(needed["data"]["tool"], "bash");
     assert_eq!(needed["data"]["message"], "bash echo hi > out.txt");
     wait_polled(&env, &key);
@@ -512,7 +612,7 @@ fn a_remote_allow_answers_allow_once_and_the_editors_late_answer_is_swallowed() 
     // The editor answers late: the agent must never see it.
     ed.send(&json!({"jsonrpc": "2.0", "id": req["id"],
         "result": {"outcome": {"outcome": "selected", "optionId": "no-always"}}}));
-    let ack = ack_of(&env, msg["id"].as_str().unwrap());
+    let ack = ack_of(&env, msg.id());
     assert_eq!(ack["outcome"], "delivered");
     let done = ed.prompt(&sid, "after");
     ed.response(done);
@@ -520,32 +620,13 @@ fn a_remote_allow_answers_allow_once_and_the_editors_late_answer_is_swallowed() 
         !ed.agent_log().contains("no-always"),
         "the late editor answer reached the agent"
     );
-    let cleared = env
-        .wait_event(
-            "attention.cleared",
-            json!({"attention_id": call_1()}),
-            Duration::from_secs(20),
-        )
-        .unwrap();
-    assert_eq!(cleared["data"]["how"], "answered");
+    assert_eq!(cleared_how(&env, &call_1()), "answered");
 }
 
 #[test]
 fn the_editor_answering_first_wins_and_the_remote_answer_is_acked_expired() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    let p = ed.prompt(&sid, "ask");
-    let (req, _) = ed.until(Duration::from_secs(20), |v| {
-        v["method"] == "session/request_permission"
-    });
-    env.wait_event(
-        "attention.needed",
-        json!({"attention_id": call_1()}),
-        Duration::from_secs(30),
-    )
-    .unwrap();
+    let (env, mut ed, sid, key) = live_session(&[]);
+    let (p, req) = ask(&env, &mut ed, &sid);
     ed.send(&json!({"jsonrpc": "2.0", "id": req["id"],
         "result": {"outcome": {"outcome": "selected", "optionId": "no-once"}}}));
     let (said, _) = ed.until(Duration::from_secs(20), |v| v["method"] == "session/update");
@@ -565,28 +646,18 @@ fn the_editor_answering_first_wins_and_the_remote_answer_is_acked_expired() {
         &key,
         json!({"kind": "permission.answer", "for": call_1(), "decision": "allow"}),
     );
-    assert_eq!(
-        ack_of(&env, msg["id"].as_str().unwrap())["outcome"],
-        "expired"
-    );
+    assert_eq!(ack_of(&env, msg.id())["outcome"], "expired");
     assert!(!ed.agent_log().contains("yes-once"));
 }
 
 #[test]
 fn a_remote_cancel_sends_session_cancel_and_is_delivered_when_the_prompt_ends_cancelled() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    wait_polled(&env, &key);
-    let p = ed.prompt(&sid, "wait");
-    ed.until(Duration::from_secs(20), |v| {
-        v["params"]["update"]["content"]["text"] == "working"
-    });
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let p = ed.working(&sid);
     let msg = env.receiver.enqueue(&key, json!({"kind": "cancel"}));
     let (r, _) = ed.response(p);
     assert_eq!(r["result"]["stopReason"], "cancelled");
-    let ack = ack_of(&env, msg["id"].as_str().unwrap());
+    let ack = ack_of(&env, msg.id());
     assert_eq!(ack["outcome"], "delivered", "{ack}");
     assert!(ack["detail"].as_str().unwrap().contains("ended cancelled"));
     assert!(ed.agent_log().contains(r#""method":"session/cancel""#));
@@ -601,46 +672,25 @@ fn a_remote_cancel_sends_session_cancel_and_is_delivered_when_the_prompt_ends_ca
 
 #[test]
 fn a_remote_cancel_while_idle_is_acked_expired() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    wait_polled(&env, &key);
+    let (env, ed, _sid, key) = polled_session(&[]);
     let msg = env.receiver.enqueue(&key, json!({"kind": "cancel"}));
-    assert_eq!(
-        ack_of(&env, msg["id"].as_str().unwrap())["outcome"],
-        "expired"
-    );
+    assert_eq!(ack_of(&env, msg.id())["outcome"], "expired");
     assert!(!ed.agent_log().contains("session/cancel"));
 }
 
 #[test]
 fn a_remote_prompt_while_idle_starts_a_turn_and_its_response_is_not_forwarded() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    wait_polled(&env, &key);
+    let (env, mut ed, sid, key) = polled_session(&[]);
     let msg = env.receiver.enqueue(
         &key,
         json!({"kind": "prompt", "text": "hello from the phone"}),
     );
     // The editor is shown the prompt as the user's message, then the agent's answer.
-    let (shown, _) = ed.until(Duration::from_secs(30), |v| {
-        v["params"]["update"]["sessionUpdate"] == "user_message_chunk"
-    });
-    assert!(shown["params"]["update"]["content"]["text"]
-        .as_str()
-        .unwrap()
-        .ends_with("hello from the phone"));
-    let (echo, _) = ed.until(Duration::from_secs(20), |v| {
-        v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-    });
-    assert!(echo["params"]["update"]["content"]["text"]
-        .as_str()
-        .unwrap()
-        .contains("hello from the phone"));
-    let ack = ack_of(&env, msg["id"].as_str().unwrap());
+    let shown = ed.update_text(Duration::from_secs(30), "user_message_chunk");
+    assert!(shown.ends_with("hello from the phone"), "{shown}");
+    let echo = ed.update_text(Duration::from_secs(20), "agent_message_chunk");
+    assert!(echo.contains("hello from the phone"), "{echo}");
+    let ack = ack_of(&env, msg.id());
     assert_eq!(ack["outcome"], "delivered");
     // The next editor request's response is the next thing the editor gets: the proxy's own
     // prompt response (id sp-acp-1) never reached it.
@@ -654,36 +704,11 @@ fn a_remote_prompt_while_idle_starts_a_turn_and_its_response_is_not_forwarded() 
 
 #[test]
 fn steer_goes_as_session_inject_when_the_agent_offers_it() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[("AGENT_INJECT", "1")]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    wait_polled(&env, &key);
-    let p = ed.prompt(&sid, "wait");
-    ed.until(Duration::from_secs(20), |v| {
-        v["params"]["update"]["content"]["text"] == "working"
-    });
-    let msg = env.receiver.enqueue(
-        &key,
-        json!({"kind": "prompt", "text": "prefer the smaller fix", "mode": "steer"}),
-    );
-    let (said, _) = ed.until(Duration::from_secs(30), |v| {
-        v["params"]["update"]["content"]["text"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("injected"))
-    });
-    let text = said["params"]["update"]["content"]["text"]
-        .as_str()
-        .unwrap();
-    assert!(text.starts_with("injected steer: ") && text.ends_with("prefer the smaller fix"));
-    let ack = ack_of(&env, msg["id"].as_str().unwrap());
-    assert_eq!(ack["outcome"], "delivered");
-    assert!(ack["detail"]
-        .as_str()
-        .unwrap()
-        .contains("session/inject mode steer"));
+    let (env, mut ed, sid, key) = polled_session(&[("AGENT_INJECT", "1")]);
+    let p = ed.working(&sid);
+    assert_injected(&env, &ed, &key, "prefer the smaller fix", "steer", "steer");
     // A stop ends the turn.
-    ed.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+    ed.stop(&sid);
     let (r, _) = ed.response(p);
     assert_eq!(r["result"]["stopReason"], "cancelled");
 }
@@ -740,12 +765,7 @@ fn ask(env: &Env, ed: &mut Editor, sid: &str) -> (u64, Value) {
     let (req, _) = ed.until(Duration::from_secs(20), |v| {
         v["method"] == "session/request_permission"
     });
-    env.wait_event(
-        "attention.needed",
-        json!({"attention_id": call_1()}),
-        Duration::from_secs(30),
-    )
-    .unwrap_or_else(|| panic!("no attention.needed\n{}", env.log()));
+    wait_needed(env, &call_1());
     (p, req)
 }
 
@@ -760,11 +780,7 @@ fn outcome_said(seen: &[Value]) -> Option<String> {
 
 #[test]
 fn a_remote_deny_answers_reject_once() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    wait_polled(&env, &key);
+    let (env, mut ed, sid, key) = polled_session(&[]);
     let (p, _) = ask(&env, &mut ed, &sid);
     let msg = env.receiver.enqueue(
         &key,
@@ -775,19 +791,12 @@ fn a_remote_deny_answers_reject_once() {
         outcome_said(&seen).as_deref(),
         Some(r#"permission {"outcome": "selected", "optionId": "no-once"}"#)
     );
-    assert_eq!(
-        ack_of(&env, msg["id"].as_str().unwrap())["outcome"],
-        "delivered"
-    );
+    assert_eq!(ack_of(&env, msg.id())["outcome"], "delivered");
 }
 
 #[test]
 fn a_remote_cancel_answers_a_pending_permission_cancelled_and_ends_the_turn() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    wait_polled(&env, &key);
+    let (env, mut ed, sid, key) = polled_session(&[]);
     let (p, req) = ask(&env, &mut ed, &sid);
     let msg = env.receiver.enqueue(&key, json!({"kind": "cancel"}));
     let (r, seen) = ed.response(p);
@@ -799,33 +808,16 @@ fn a_remote_cancel_answers_a_pending_permission_cancelled_and_ends_the_turn() {
     assert!(seen
         .iter()
         .any(|v| v["method"] == "$/cancel_request" && v["params"]["requestId"] == req["id"]));
-    let ack = ack_of(&env, msg["id"].as_str().unwrap());
+    let ack = ack_of(&env, msg.id());
     assert_eq!(ack["outcome"], "delivered", "{ack}");
-    let cleared = env
-        .wait_event(
-            "attention.cleared",
-            json!({"attention_id": call_1()}),
-            Duration::from_secs(20),
-        )
-        .unwrap();
-    assert_eq!(cleared["data"]["how"], "cancelled");
+    assert_eq!(cleared_how(&env, &call_1()), "cancelled");
 }
 
 #[test]
 fn a_prompt_while_a_turn_runs_waits_for_its_end_without_session_inject() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    wait_polled(&env, &key);
-    let p = ed.prompt(&sid, "wait");
-    ed.until(Duration::from_secs(20), |v| {
-        v["params"]["update"]["content"]["text"] == "working"
-    });
-    let msg = env.receiver.enqueue(
-        &key,
-        json!({"kind": "prompt", "text": "after this turn", "mode": "steer"}),
-    );
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let p = ed.working(&sid);
+    let msg = enqueue_prompt(&env, &key, "after this turn", "steer");
     let id = msg["id"].as_str().unwrap().to_string();
     // Stored, and still queued while the turn runs (the agent offers no session/inject).
     assert!(until(Duration::from_secs(20), || env
@@ -833,7 +825,7 @@ fn a_prompt_while_a_turn_runs_waits_for_its_end_without_session_inject() {
         .first()
         .is_some_and(|s| s == "queued")));
     assert!(!ed.agent_log().contains("after this turn"));
-    ed.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+    ed.stop(&sid);
     let (r, _) = ed.response(p);
     assert_eq!(r["result"]["stopReason"], "cancelled");
     // Then it starts the next turn.
@@ -873,10 +865,10 @@ fn sigterm_to_sp_acp_reaches_the_agent_and_ends_the_session() {
     let status = wait_timeout(&mut ed.child, Duration::from_secs(20)).expect("sp-acp exits");
     // The agent (Python) died of the SIGTERM it was passed: 128 + 15.
     assert_eq!(status.code(), Some(143));
-    let ended: Vec<Option<String>> = env.query(&format!(
-        "select ended_at from sessions where key='acp:{sid}'"
-    ));
-    assert!(ended[0].is_some(), "the session ended with the agent");
+    assert!(
+        session_ended(&env, &sid),
+        "the session ended with the agent"
+    );
 }
 
 #[test]
@@ -902,97 +894,47 @@ fn a_loaded_session_becomes_live_as_resumed() {
 
 #[test]
 fn interrupt_goes_as_session_inject_interrupt_immediate() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[("AGENT_INJECT", "1")]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    wait_polled(&env, &key);
-    let p = ed.prompt(&sid, "wait");
-    ed.until(Duration::from_secs(20), |v| {
-        v["params"]["update"]["content"]["text"] == "working"
-    });
-    let msg = env.receiver.enqueue(
-        &key,
-        json!({"kind": "prompt", "text": "stop and read this", "mode": "interrupt"}),
-    );
-    let (said, _) = ed.until(Duration::from_secs(30), |v| {
-        v["params"]["update"]["content"]["text"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("injected"))
-    });
-    let text = said["params"]["update"]["content"]["text"]
-        .as_str()
-        .unwrap();
-    assert!(
-        text.starts_with("injected interrupt_immediate: ") && text.ends_with("stop and read this"),
-        "{text}"
-    );
-    let ack = ack_of(&env, msg["id"].as_str().unwrap());
-    assert_eq!(ack["outcome"], "delivered");
-    assert!(ack["detail"]
-        .as_str()
-        .unwrap()
-        .contains("session/inject mode interrupt_immediate"));
-    ed.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+    let (env, mut ed, sid, key) = polled_session(&[("AGENT_INJECT", "1")]);
+    let p = ed.working(&sid);
+    let text = "stop and read this";
+    assert_injected(&env, &ed, &key, text, "interrupt", "interrupt_immediate");
+    ed.stop(&sid);
     ed.response(p);
 }
 
 /// Issue 28 / DECISIONS 32: an approval is bound to the call's input, not to its id alone.
 #[test]
 fn sp_acp_asks_again_when_a_requests_input_changes_under_the_same_id() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    wait_polled(&env, &key);
+    let (env, mut ed, sid, key) = polled_session(&[]);
     let first = call_attention("call_dup", &json!({"command": "echo one > one.txt"}));
     let second = call_attention("call_dup", &json!({"command": "rm -rf important"}));
     assert_ne!(first, second);
     let p = ed.prompt(&sid, "twice");
-    let needed = env
-        .wait_event(
-            "attention.needed",
-            json!({"attention_id": first}),
-            Duration::from_secs(30),
-        )
-        .unwrap_or_else(|| panic!("no attention.needed for {first}\n{}", env.log()));
+    let needed = wait_needed(&env, &first);
     assert_eq!(needed["data"]["message"], "bash echo one > one.txt");
     let allow = env.receiver.enqueue(
         &key,
         json!({"kind": "permission.answer", "for": first, "decision": "allow"}),
     );
-    let (said, _) = ed.until(Duration::from_secs(20), |v| {
-        v["params"]["update"]["content"]["text"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("permission 0"))
-    });
+    let (said, _) = ed.said_starting(Duration::from_secs(20), "permission 0");
     assert_eq!(
         said["params"]["update"]["content"]["text"],
         r#"permission 0 {"outcome": "selected", "optionId": "yes-once"}"#
     );
-    assert_eq!(
-        ack_of(&env, allow["id"].as_str().unwrap())["outcome"],
-        "delivered"
-    );
+    assert_eq!(ack_of(&env, allow.id())["outcome"], "delivered");
     // The same toolCallId with another command: a new prompt, announced with its own id.
     let (req2, _) = ed.until(Duration::from_secs(20), |v| {
         v["method"] == "session/request_permission"
     });
     assert_eq!(req2["params"]["toolCall"]["toolCallId"], "call_dup");
-    let needed = env
-        .wait_event(
-            "attention.needed",
-            json!({"attention_id": second}),
-            Duration::from_secs(30),
-        )
-        .unwrap_or_else(|| panic!("no attention.needed for {second}\n{}", env.log()));
+    let needed = wait_needed(&env, &second);
     assert_eq!(needed["data"]["message"], "bash rm -rf important");
     // Another allow for what the person saw first does not answer it.
     let stale = env.receiver.enqueue(
         &key,
         json!({"kind": "permission.answer", "for": first, "decision": "allow"}),
     );
-    let ack = ack_of(&env, stale["id"].as_str().unwrap());
+    let ack = ack_of(&env, stale.id());
     assert_ne!(ack["outcome"], "delivered", "{ack}");
     let rid2 = req2["id"].as_u64().unwrap();
     assert!(
@@ -1010,34 +952,17 @@ fn sp_acp_asks_again_when_a_requests_input_changes_under_the_same_id() {
             == r#"permission 1 {"outcome": "selected", "optionId": "no-once"}"#),
         "{seen:#?}"
     );
-    assert_eq!(
-        ack_of(&env, deny["id"].as_str().unwrap())["outcome"],
-        "delivered"
-    );
+    assert_eq!(ack_of(&env, deny.id())["outcome"], "delivered");
 }
 
 /// claude-agent-acp's way (`promptQueueing`): a steer while a turn runs goes as a plain
 /// `session/prompt`, which the agent takes into that turn; acked when the agent answers it.
 #[test]
 fn steer_goes_as_a_queued_session_prompt_where_the_agent_queues_prompts() {
-    let env = env_with_sync();
-    let mut ed = Editor::start(&env, &[("AGENT_QUEUEING", "1")]);
-    let sid = ed.init_and_new();
-    let key = format!("acp:{sid}");
-    wait_polled(&env, &key);
-    let p = ed.prompt(&sid, "wait");
-    ed.until(Duration::from_secs(20), |v| {
-        v["params"]["update"]["content"]["text"] == "working"
-    });
-    let msg = env.receiver.enqueue(
-        &key,
-        json!({"kind": "prompt", "text": "prefer the smaller fix", "mode": "steer"}),
-    );
-    let (said, seen) = ed.until(Duration::from_secs(30), |v| {
-        v["params"]["update"]["content"]["text"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("queued: "))
-    });
+    let (env, mut ed, sid, key) = polled_session(&[("AGENT_QUEUEING", "1")]);
+    let p = ed.working(&sid);
+    let msg = enqueue_prompt(&env, &key, "prefer the smaller fix", "steer");
+    let (said, seen) = ed.said_starting(Duration::from_secs(30), "queued: ");
     assert!(said["params"]["update"]["content"]["text"]
         .as_str()
         .unwrap()
@@ -1046,7 +971,7 @@ fn steer_goes_as_a_queued_session_prompt_where_the_agent_queues_prompts() {
     assert!(seen
         .iter()
         .any(|v| v["params"]["update"]["sessionUpdate"] == "user_message_chunk"));
-    let ack = ack_of(&env, msg["id"].as_str().unwrap());
+    let ack = ack_of(&env, msg.id());
     assert_eq!(ack["outcome"], "delivered", "{ack}");
     assert!(
         ack["detail"].as_str().unwrap().contains("promptQueueing"),
@@ -1059,10 +984,7 @@ fn steer_goes_as_a_queued_session_prompt_where_the_agent_queues_prompts() {
         before.iter().all(|v| v.get("result").is_none()),
         "a response the editor did not ask for: {before:#?}"
     );
-    assert_eq!(
-        ack_of(&env, cancel["id"].as_str().unwrap())["outcome"],
-        "delivered"
-    );
+    assert_eq!(ack_of(&env, cancel.id())["outcome"], "delivered");
 }
 
 /// Issue 30: `session.started` names the agent for people and lists when each control word

@@ -7,7 +7,6 @@
 //!
 //! Run: `cargo test --test acp_agents` as root, after scripts/e2e-deps.sh.
 use serde_json::{json, Value};
-use spreceiver::{Receiver, ReceiverOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -15,12 +14,11 @@ use std::sync::mpsc::{channel, Receiver as Rx};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[path = "common/needs.rs"]
-mod needs;
+mod common;
+use common::e2e::{self, inside, World, ROOT};
+use common::env::until;
+use common::needs;
 
-/// The repository's root (this crate is crates/sender).
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-const INSIDE: &str = "SP_E2E_SCENARIO";
 const SCENARIO_LIMIT: Duration = Duration::from_secs(240);
 
 fn cli(name: &str) -> PathBuf {
@@ -35,7 +33,7 @@ fn which(program: &str) -> bool {
 /// Re-runs this test binary for `name` alone inside a fresh network and pid namespace with
 /// only loopback up; inside, runs `body`.
 fn scenario(name: &str, agent: &str, body: fn(&Scene)) {
-    if std::env::var(INSIDE).as_deref() != Ok(name) {
+    if !inside(name) {
         assert!(
             cli(agent).exists(),
             "{} is missing: run scripts/e2e-deps.sh (it installs the pinned CLIs into e2e/node_modules)",
@@ -47,7 +45,7 @@ fn scenario(name: &str, agent: &str, body: fn(&Scene)) {
 
 /// `scenario` for an agent found elsewhere than e2e/node_modules (checked by the caller).
 fn isolated(name: &str, body: fn(&Scene)) {
-    if std::env::var(INSIDE).as_deref() == Ok(name) {
+    if inside(name) {
         let scene = Scene::new(name);
         body(&scene);
         return;
@@ -58,148 +56,29 @@ fn isolated(name: &str, body: fn(&Scene)) {
             "{t} is not on PATH: run scripts/e2e-deps.sh (as root)"
         );
     }
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "the real-agent scenarios need root for their network namespace (CI runs as root)"
-    );
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd = Command::new("unshare");
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .args([
-            "--net",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child",
-            "--",
-            "sh",
-            "-c",
-        ])
-        .arg(r#"ip link set lo up || exit 97; "$@"; exit $?"#)
-        .arg("sh")
-        .arg(&exe)
-        // --include-ignored: the Harn scenario is #[ignore]d, and runs here only when asked for.
-        .args([
-            name,
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-            "--include-ignored",
-        ])
-        .env(INSIDE, name)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("starting unshare");
-    let mut out = String::new();
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut s);
-        s
-    });
-    let end = Instant::now() + SCENARIO_LIMIT;
-    let status = loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            break Some(s);
-        }
-        if Instant::now() >= end {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    out.push_str(&reader.join().unwrap());
-    print!("{out}");
-    let status = status.unwrap_or_else(|| panic!("scenario {name} ran over {SCENARIO_LIMIT:?}"));
-    assert_ne!(
-        status.code(),
-        Some(97),
-        "could not bring up lo in the namespace"
-    );
-    assert!(
-        status.success(),
-        "scenario {name} failed ({status}); output above"
-    );
-    assert!(
-        out.contains("test result: ok. 1 passed"),
-        "scenario {name} ran no test inside its namespace"
-    );
+    e2e::assert_root();
+    // --include-ignored: the Harn scenario is #[ignore]d, and runs here only when asked for.
+    e2e::run_in_namespace(name, SCENARIO_LIMIT, &["--include-ignored"]);
 }
 
-fn until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+struct Scene(World);
+
+impl std::ops::Deref for Scene {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.0
     }
-    f()
 }
 
-struct Scene {
-    dir: PathBuf,
-    home: PathBuf,
-    work: PathBuf,
-    receiver: Receiver,
-    model: Child,
-    model_url: String,
-    model_log: PathBuf,
+impl std::ops::DerefMut for Scene {
+    fn deref_mut(&mut self) -> &mut World {
+        &mut self.0
+    }
 }
 
 impl Scene {
     fn new(name: &str) -> Scene {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("sp-e2e-{name}-"))
-            .tempdir()
-            .unwrap()
-            .keep();
-        let home = dir.join("home");
-        let work = dir.join("work");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&work).unwrap();
-        let model_log = dir.join("model.jsonl");
-        let mut model = Command::new("python3")
-            .arg(Path::new(ROOT).join("e2e/model.py"))
-            .args(["--port", "0", "--slow-s", "60", "--log"])
-            .arg(&model_log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("model.stderr")).unwrap())
-            .spawn()
-            .expect("starting e2e/model.py");
-        let mut line = String::new();
-        BufReader::new(model.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .strip_prefix("PORT ")
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("the model stand-in did not start: {line:?}"));
-        let receiver = Receiver::start(ReceiverOptions::default()).expect("receiver");
-        println!("[{name}] folder {}", dir.display());
-        Scene {
-            dir,
-            home,
-            work,
-            receiver,
-            model,
-            model_url: format!("http://127.0.0.1:{port}"),
-            model_log,
-        }
+        Scene(World::new(name))
     }
 
     /// Our config: one sink with control, away for good.
@@ -220,21 +99,7 @@ impl Scene {
     fn configure_opencode(&self) {
         let oc = self.home.join(".config/opencode");
         std::fs::create_dir_all(oc.join("node_modules")).unwrap();
-        let config = json!({
-            "$schema": "https://opencode.ai/config.json",
-            "autoupdate": false,
-            "share": "disabled",
-            "model": "standin/standin",
-            "small_model": "standin/standin",
-            "provider": {"standin": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "sessionpipe model stand-in",
-                "options": {"baseURL": format!("{}/v1", self.model_url), "apiKey": "e2e-dummy"},
-                "models": {"standin": {"name": "Stand-in", "tool_call": true}}
-            }},
-            "permission": {"bash": "ask", "edit": "ask"},
-            "agent": {"build": {"permission": {"bash": "ask", "edit": "ask"}}}
-        });
+        let config = e2e::opencode_config(&self.model_url);
         std::fs::write(oc.join("opencode.json"), config.to_string()).unwrap();
         // Offline, OpenCode's background install of @opencode-ai/plugin would stall its first
         // request; a folder that looks installed skips it (see tests/real_agents.rs).
@@ -255,43 +120,12 @@ impl Scene {
     /// read-only sandbox), as tests/real_agents.rs writes it.
     fn configure_codex(&self) -> PathBuf {
         let ch = self.home.join(".codex");
-        std::fs::create_dir_all(&ch).unwrap();
-        std::fs::write(
-            ch.join("config.toml"),
-            format!(
-                r#"model = "gpt-standin"
-model_provider = "standin"
-approval_policy = "on-request"
-sandbox_mode = "read-only"
-check_for_update_on_startup = false
-
-[model_providers.standin]
-name = "sessionpipe model stand-in"
-base_url = "{}/v1"
-wire_api = "responses"
-env_key = "STANDIN_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-"#,
-                self.model_url
-            ),
-        )
-        .unwrap();
+        e2e::write_codex_config(&ch, &self.model_url);
         ch
     }
 
     fn model_requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.model_log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        e2e::model_requests(&self.model_log)
     }
 
     fn ack(&self, msg: &Value) -> Value {
@@ -366,13 +200,7 @@ impl Client {
             .env("LANG", "C.UTF-8")
             .env("SESSIONPIPE_LOG", "debug")
             .current_dir(&s.work);
-        for v in [
-            "OPENCODE_DISABLE_AUTOUPDATE",
-            "OPENCODE_DISABLE_MODELS_FETCH",
-            "OPENCODE_DISABLE_DEFAULT_PLUGINS",
-            "OPENCODE_DISABLE_LSP_DOWNLOAD",
-            "OPENCODE_DISABLE_SHARE",
-        ] {
+        for v in e2e::OPENCODE_OFFLINE {
             c.env(v, "1");
         }
         for (k, v) in env {
@@ -501,6 +329,50 @@ impl Drop for Client {
 /// The attention id sp-acp gives a `session/request_permission` (DECISIONS 32): the
 /// `toolCallId`, `-`, and 8 hex digits of sha256 over the `rawInput` as JSON (the title, as a
 /// JSON string, where there is no `rawInput`).
+/// Sends a prompt whose tool asks permission; the prompt's id, the permission request, its
+/// attention id and the attention.needed event that announced it.
+fn ask(s: &Scene, ed: &mut Client, sid: &str, prompt: &str) -> (u64, Value, String, Value) {
+    let p = ed.prompt(sid, prompt);
+    let (req, _) = ed.until(Duration::from_secs(90), |v| {
+        v["method"] == "session/request_permission"
+    });
+    let attention = call_attention(&req);
+    let needed = s.event("attention.needed", |e| {
+        e["data"]["attention_id"] == attention.as_str()
+    });
+    (p, req, attention, needed)
+}
+
+/// A file the agent wrote in its work folder, if it did.
+fn work_file(s: &Scene, name: &str) -> Option<String> {
+    std::fs::read_to_string(s.work.join(name)).ok()
+}
+
+/// Turn `p` ends normally, its tool having written `text` into `file`.
+fn ends_having_written(s: &Scene, ed: &Client, p: u64, file: &str, text: &str) {
+    let (done, _) = ed.response(p);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let wrote = work_file(s, file);
+    assert_eq!(wrote.as_deref(), Some(text), "the tool wrote {file}");
+}
+
+/// The lines of a file in the work folder (none if it is not there).
+fn work_lines(s: &Scene, name: &str) -> Vec<String> {
+    let text = work_file(s, name).unwrap_or_default();
+    text.lines().map(str::to_string).collect()
+}
+
+/// A remote allow lets the marker be written; then a remote deny keeps a tool from running.
+/// A remote allow runs the tool, the session is named `agent` and says its steer lands at
+/// `steer`, then a remote deny keeps the next tool from running.
+fn allow_then_deny(s: &Scene, ed: Client, agent: &str, steer: &str) -> Client {
+    let run = "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt";
+    let (mut ed, _) = drive(s, ed, run, &STAND_IN);
+    named_and_honours(s, agent, steer);
+    remote_deny_keeps_the_tool_from_running(s, &mut ed);
+    ed
+}
+
 fn call_attention(req: &Value) -> String {
     use sha2::{Digest, Sha256};
     let call = &req["params"]["toolCall"];
@@ -577,21 +449,8 @@ fn drive(s: &Scene, mut ed: Client, run: &str, agent: &Agent) -> (Client, String
     assert_eq!(started["harness"]["name"], "acp");
 
     // 2. A remote allow lets the tool run.
-    let p = ed.prompt(&sid, run);
-    let (req, _) = ed.until(Duration::from_secs(90), |v| {
-        v["method"] == "session/request_permission"
-    });
-    let attention = call_attention(&req);
-    let needed = s.event("attention.needed", |e| {
-        e["data"]["attention_id"] == attention.as_str()
-    });
-    assert!(
-        needed["data"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("echo allowed-by-phone > marker.txt"),
-        "{needed}"
-    );
+    let (p, req, attention, needed) = ask(s, &mut ed, &sid, run);
+    e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
     assert!(
         !s.work.join("marker.txt").exists(),
         "nothing ran before the answer"
@@ -605,15 +464,7 @@ fn drive(s: &Scene, mut ed: Client, run: &str, agent: &Agent) -> (Client, String
         v["method"] == "$/cancel_request"
     });
     assert_eq!(cancel["params"]["requestId"], req["id"]);
-    let (done, _) = ed.response(p);
-    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
-    assert_eq!(
-        std::fs::read_to_string(s.work.join("marker.txt"))
-            .ok()
-            .as_deref(),
-        Some("allowed-by-phone\n"),
-        "the tool ran"
-    );
+    ends_having_written(s, &ed, p, "marker.txt", "allowed-by-phone\n");
     // The editor's late answer (a rejection) is swallowed: OpenCode never sees it.
     ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "reject"}}}));
 
@@ -712,11 +563,7 @@ fn codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
 /// Harn's lines in harn-model.jsonl: one a turn, Harn's own record of every model call the
 /// turn made (e2e/harn-agent.harn writes it when the turn's loop returns).
 fn harn_turns(s: &Scene) -> Vec<String> {
-    std::fs::read_to_string(s.work.join("harn-model.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    work_lines(s, "harn-model.jsonl")
 }
 
 fn harn_ticks(s: &Scene) -> usize {
@@ -798,27 +645,14 @@ fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_stee
             // 5. The editor's own answer wins when it comes first: the remote one is acked
             // expired and never reaches Harn.
             let t = Instant::now();
-            let p = ed.prompt(
+            let (p, req, attention, _) = ask(
+                s,
+                &mut ed,
                 &sid,
                 "Write the other marker. SP-RUN:echo allowed-at-desk > desk.txt",
             );
-            let (req, _) = ed.until(Duration::from_secs(90), |v| {
-                v["method"] == "session/request_permission"
-            });
-            let attention = call_attention(&req);
-            s.event("attention.needed", |e| {
-                e["data"]["attention_id"] == attention.as_str()
-            });
             ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}}));
-            let (done, _) = ed.response(p);
-            assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
-            assert_eq!(
-                std::fs::read_to_string(s.work.join("desk.txt"))
-                    .ok()
-                    .as_deref(),
-                Some("allowed-at-desk\n"),
-                "the editor's allow ran the tool"
-            );
+            ends_having_written(s, &ed, p, "desk.txt", "allowed-at-desk\n");
             let m = s.receiver.enqueue(
                 &key,
                 json!({"kind": "permission.answer", "for": attention, "decision": "deny"}),
@@ -890,17 +724,12 @@ fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_stee
 fn remote_deny_keeps_the_tool_from_running(s: &Scene, ed: &mut Client) -> Value {
     let sid = new_session(s, ed);
     let key = format!("acp:{sid}");
-    let p = ed.prompt(
+    let (p, _, attention, _) = ask(
+        s,
+        ed,
         &sid,
         "Write the other marker. SP-RUN:echo denied-by-phone > denied.txt",
     );
-    let (req, _) = ed.until(Duration::from_secs(90), |v| {
-        v["method"] == "session/request_permission"
-    });
-    let attention = call_attention(&req);
-    s.event("attention.needed", |e| {
-        e["data"]["attention_id"] == attention.as_str()
-    });
     let m = s.receiver.enqueue(
         &key,
         json!({"kind": "permission.answer", "for": attention, "decision": "deny"}),
@@ -968,14 +797,7 @@ fn gemini_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                     ("GEMINI_CLI_TRUST_WORKSPACE", Path::new("true")),
                 ],
             );
-            let (mut ed, _) = drive(
-                s,
-                ed,
-                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-                &STAND_IN,
-            );
-            named_and_honours(s, "Gemini CLI", "turn_end");
-            remote_deny_keeps_the_tool_from_running(s, &mut ed);
+            let mut ed = allow_then_deny(s, ed, "Gemini CLI", "turn_end");
             allow_for_the_session(s, &mut ed, true);
             acked_once(s, 5);
         },
@@ -1002,14 +824,7 @@ fn copilot_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                     ("COPILOT_MODEL", Path::new("standin")),
                 ],
             );
-            let (mut ed, _) = drive(
-                s,
-                ed,
-                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-                &STAND_IN,
-            );
-            named_and_honours(s, "Copilot CLI", "turn_end");
-            remote_deny_keeps_the_tool_from_running(s, &mut ed);
+            let mut ed = allow_then_deny(s, ed, "Copilot CLI", "turn_end");
             allow_for_the_session(s, &mut ed, false);
             acked_once(s, 5);
         },
@@ -1038,11 +853,7 @@ fn new_session(s: &Scene, ed: &mut Client) -> String {
 }
 
 fn steps(s: &Scene) -> Vec<String> {
-    std::fs::read_to_string(s.work.join("steps.txt"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    work_lines(s, "steps.txt")
 }
 
 #[test]
@@ -1069,14 +880,7 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                     ("IS_SANDBOX", Path::new("1")),
                 ],
             );
-            let (mut ed, _) = drive(
-                s,
-                ed,
-                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-                &STAND_IN,
-            );
-            named_and_honours(s, "Claude Code", "tool_boundary");
-            remote_deny_keeps_the_tool_from_running(s, &mut ed);
+            let mut ed = allow_then_deny(s, ed, "Claude Code", "tool_boundary");
 
             // A remote steer while a turn runs goes as a `session/prompt`, which the adapter
             // (promptQueueing) folds into the running turn at its next tool boundary. In a

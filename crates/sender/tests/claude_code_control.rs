@@ -12,13 +12,7 @@ fn allow_reaches_the_waiting_hook() {
     let mut env = Env::new();
     env.start_sync();
     let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION));
-    let needed = env
-        .wait_event(
-            "attention.needed",
-            json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(15),
-        )
-        .expect("attention.needed reaches the receiver");
+    let needed = wait_needed(&env, CC_PERMISSION_ID);
     assert_eq!(needed["data"]["kind"], "permission");
     assert_eq!(needed["data"]["tool"], "Bash");
     assert_eq!(needed["data"]["message"], "Bash echo hi > out.txt");
@@ -41,14 +35,7 @@ fn allow_reaches_the_waiting_hook() {
         .wait_ack(msg["id"].as_str().unwrap(), Duration::from_secs(20))
         .expect("ack");
     assert_eq!(ack["outcome"], "delivered");
-    let cleared = env
-        .wait_event(
-            "attention.cleared",
-            json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(20),
-        )
-        .expect("attention.cleared");
-    assert_eq!(cleared["data"]["how"], "answered");
+    assert_eq!(cleared_how(&env, CC_PERMISSION_ID), "answered");
 }
 
 fn session_key() -> String {
@@ -62,13 +49,40 @@ fn env_with_wait(wait_s: u64) -> Env {
     env
 }
 
-fn wait_needed(env: &Env, id: &str) {
+/// The attention.needed event of attention `id`, once it reached the receiver.
+fn wait_needed(env: &Env, id: &str) -> serde_json::Value {
     env.wait_event(
         "attention.needed",
         json!({"attention_id": id}),
         Duration::from_secs(15),
     )
-    .expect("attention.needed reaches the receiver");
+    .unwrap_or_else(|| panic!("attention.needed of {id} reaches the receiver"))
+}
+
+/// How attention `id` was cleared, once attention.cleared reached the receiver.
+fn cleared_how(env: &Env, id: &str) -> serde_json::Value {
+    let cleared = env.wait_event(
+        "attention.cleared",
+        json!({"attention_id": id}),
+        Duration::from_secs(20),
+    );
+    cleared.unwrap_or_else(|| panic!("attention.cleared of {id}"))["data"]["how"].clone()
+}
+
+/// Fails unless message `msg` is acked `outcome` with `detail`.
+fn assert_acked(env: &Env, msg: &serde_json::Value, outcome: &str, detail: &str) {
+    let ack = ack_of(env, msg["id"].as_str().unwrap());
+    let got = (ack["outcome"].as_str(), ack["detail"].as_str());
+    assert_eq!(got, (Some(outcome), Some(detail)), "{ack}");
+}
+
+/// A live session with sp-sync running and these prompts stored; their ids.
+fn live_with_prompts(texts: &[&str], expires_in_s: u64) -> (Env, Vec<String>) {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    let ids = queue_prompts(&env, texts, expires_in_s);
+    (env, ids)
 }
 
 fn ack_of(env: &Env, id: &str) -> serde_json::Value {
@@ -99,14 +113,7 @@ fn deny_carries_the_note() {
         ack_of(&env, msg["id"].as_str().unwrap())["outcome"],
         "delivered"
     );
-    let cleared = env
-        .wait_event(
-            "attention.cleared",
-            json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(20),
-        )
-        .unwrap();
-    assert_eq!(cleared["data"]["how"], "answered");
+    assert_eq!(cleared_how(&env, CC_PERMISSION_ID), "answered");
 }
 
 #[test]
@@ -121,14 +128,7 @@ fn no_answer_in_time_prints_nothing_and_a_late_answer_expires() {
     assert!(out.status.success());
     assert!(out.stdout.is_empty(), "prints nothing: {}", stdout(&out));
     assert!(out.stderr.is_empty());
-    let cleared = env
-        .wait_event(
-            "attention.cleared",
-            json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(20),
-        )
-        .expect("attention.cleared");
-    assert_eq!(cleared["data"]["how"], "timeout");
+    assert_eq!(cleared_how(&env, CC_PERMISSION_ID), "timeout");
     let late = env.receiver.enqueue(
         &session_key(),
         json!({"kind": "permission.answer", "for": CC_PERMISSION_ID, "decision": "allow"}),
@@ -168,14 +168,7 @@ fn answers_for_another_session_or_attention_are_never_delivered() {
     let out = finish(hook, Duration::from_secs(10));
     assert!(out.status.success());
     assert!(out.stdout.is_empty(), "never allow: {}", stdout(&out));
-    let cleared = env
-        .wait_event(
-            "attention.cleared",
-            json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(20),
-        )
-        .unwrap();
-    assert_eq!(cleared["data"]["how"], "timeout");
+    assert_eq!(cleared_how(&env, CC_PERMISSION_ID), "timeout");
 }
 
 #[test]
@@ -199,14 +192,7 @@ fn terminal_answering_first_stops_the_wait() {
     );
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
-    let cleared = env
-        .wait_event(
-            "attention.cleared",
-            json!({"attention_id": CC_PERMISSION_ID}),
-            Duration::from_secs(20),
-        )
-        .unwrap();
-    assert_eq!(cleared["data"]["how"], "answered");
+    assert_eq!(cleared_how(&env, CC_PERMISSION_ID), "answered");
     // A remote answer after that is expired, not delivered.
     let late = env.receiver.enqueue(
         &session_key(),
@@ -228,14 +214,7 @@ fn sigterm_while_waiting_clears_answered() {
     let out = finish(hook, Duration::from_secs(5));
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stdout.is_empty());
-    let cleared = env
-        .wait_event(
-            "attention.cleared",
-            json!({"attention_id": id}),
-            Duration::from_secs(20),
-        )
-        .unwrap();
-    assert_eq!(cleared["data"]["how"], "answered");
+    assert_eq!(cleared_how(&env, id), "answered");
 }
 
 /// Enqueues prompts and waits until sp-sync has stored them all.
@@ -383,10 +362,7 @@ fn prompts_are_delivered_at_stop_oldest_first() {
 
 #[test]
 fn an_expired_prompt_is_not_delivered() {
-    let mut env = Env::new();
-    env.start_sync();
-    make_live(&env);
-    let ids = queue_prompts(&env, &["too late"], 1);
+    let (env, ids) = live_with_prompts(&["too late"], 1);
     std::thread::sleep(Duration::from_millis(1300));
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(out.status.success());
@@ -503,11 +479,11 @@ fn cancel_denies_a_waiting_permission_and_stops_claude_code() {
         v["hookSpecificOutput"]["decision"]["message"],
         "Stopped by the person through sessionpipe (sink \"phone\"). Stop everything."
     );
-    let ack = ack_of(&env, m["id"].as_str().unwrap());
-    assert_eq!(ack["outcome"], "delivered");
-    assert_eq!(
-        ack["detail"],
-        "claude-code PermissionRequest hook (deny, interrupt)"
+    assert_acked(
+        &env,
+        &m,
+        "delivered",
+        "claude-code PermissionRequest hook (deny, interrupt)",
     );
 }
 
@@ -608,10 +584,7 @@ fn invalid_messages_are_acked_failed_naming_the_rule() {
 
 #[test]
 fn a_redelivered_message_is_acted_on_once_and_acked_again() {
-    let mut env = Env::new();
-    env.start_sync();
-    make_live(&env);
-    let ids = queue_prompts(&env, &["only once"], 60);
+    let (env, ids) = live_with_prompts(&["only once"], 60);
     // The receiver is slow to take the ack, so it redelivers the prompt meanwhile.
     env.receiver.push_fault(
         spreceiver::Route::Ack,
@@ -726,10 +699,7 @@ fn bad_input_and_broken_state_never_break_the_host() {
 
 #[test]
 fn forty_concurrent_stops_deliver_one_prompt_once() {
-    let mut env = Env::new();
-    env.start_sync();
-    make_live(&env);
-    let ids = queue_prompts(&env, &["exactly once"], 60);
+    let (env, ids) = live_with_prompts(&["exactly once"], 60);
     let stdin = payload(CC_STOP);
     let children: Vec<_> = (0..40).map(|_| env.spawn_hook("sp-stop", &stdin)).collect();
     let outs: Vec<_> = children
@@ -815,11 +785,11 @@ fn steer_and_interrupt_land_at_the_next_tool_boundary() {
         &session_key(),
         json!({"kind": "prompt", "text": "x", "mode": "now"}),
     );
-    let ack = ack_of(&env, bad["id"].as_str().unwrap());
-    assert_eq!(ack["outcome"], "failed");
-    assert_eq!(
-        ack["detail"],
-        "invalid: mode must be queue, steer or interrupt"
+    assert_acked(
+        &env,
+        &bad,
+        "failed",
+        "invalid: mode must be queue, steer or interrupt",
     );
 }
 
@@ -835,13 +805,7 @@ fn peer_recorded_payloads_get_the_reference_attention_id() {
     };
     let env = env_with_wait(30);
     let hook = env.spawn_hook("sp-permission", &permission);
-    let needed = env
-        .wait_event(
-            "attention.needed",
-            json!({"attention_id": PEER_CC_PERMISSION_ID}),
-            Duration::from_secs(15),
-        )
-        .expect("attention.needed with the reference's attention_id");
+    let needed = wait_needed(&env, PEER_CC_PERMISSION_ID);
     assert_eq!(needed["session"]["id"], PEER_CC_SESSION);
     assert_eq!(needed["data"]["tool"], "Bash");
     let key = format!("claude-code:{PEER_CC_SESSION}");
@@ -856,13 +820,7 @@ fn peer_recorded_payloads_get_the_reference_attention_id() {
         json!({"kind": "prompt", "text": "and the changelog", "expires_in_s": 60}),
     );
     let id = m["id"].as_str().unwrap().to_string();
-    assert!(
-        until(Duration::from_secs(10), || env.query::<i64>(&format!(
-            "select count(*) from messages where id='{id}'"
-        ))[0]
-            == 1),
-        "sp-sync stored {id}"
-    );
+    stored(&env, &id);
     let out = env.hook_json("sp-stop", &stop);
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(v["decision"], "block");

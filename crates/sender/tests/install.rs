@@ -161,21 +161,29 @@ impl Home {
         serde_json::from_str(&self.read(rel)).unwrap()
     }
 
-    /// install.sh as a person runs it, but with the binaries cargo built for the tests.
-    fn install(&self, args: &[&str]) -> Output {
+    /// install.sh with the binaries cargo built for the tests, in this HOME with a plain
+    /// PATH; the prefix and the schedulers it finds are the caller's to set.
+    fn script(&self) -> Command {
         let mut c = Command::new("bash");
         c.arg(format!("{ROOT}/install.sh"))
-            .args(args)
             .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("PATH", "/usr/bin:/bin")
             .env("HOME", &self.home)
-            .env("PREFIX", &self.prefix)
             .env("SP_SKIP_BUILD", "1")
             .env("SP_NO_RECEIVER", "1")
             .env("SP_BUILD_DIR", bin_dir())
-            .env("SP_CRONTAB", &self.crontab)
-            .current_dir(&self.root)
             .stdin(Stdio::null());
+        c
+    }
+
+    /// install.sh as a person runs it, but with the binaries cargo built for the tests.
+    fn install(&self, args: &[&str]) -> Output {
+        let mut c = self.script();
+        c.args(args)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("PREFIX", &self.prefix)
+            .env("SP_CRONTAB", &self.crontab)
+            .current_dir(&self.root);
         let out = c.output().unwrap();
         eprintln!(
             "--- install.sh {args:?}\n{}{}",
@@ -419,17 +427,9 @@ fn reinstalling_elsewhere_moves_our_entries_instead_of_adding_more() {
     let h = Home::new();
     h.write(".codex/hooks.json", CODEX);
     assert!(h.install(&[]).status.success());
-    let mut c = Command::new("bash");
     let other = h.root.join("other-prefix");
-    c.arg(format!("{ROOT}/install.sh"))
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &h.home)
-        .env("PREFIX", &other)
-        .env("SP_SKIP_BUILD", "1")
-        .env("SP_NO_RECEIVER", "1")
-        .env("SP_BUILD_DIR", bin_dir())
-        .env("SP_CRONTAB", &h.crontab);
+    let mut c = h.script();
+    c.env("PREFIX", &other).env("SP_CRONTAB", &h.crontab);
     assert!(c.output().unwrap().status.success());
     let codex = h.json(".codex/hooks.json");
     let p = ours_grouped(&codex, "PermissionRequest");
@@ -466,17 +466,12 @@ fn malformed_settings_file_is_reported_and_left_untouched() {
     // The other harnesses are still set up.
     assert_eq!(ours_grouped(&h.json(".codex/hooks.json"), "Stop").len(), 1);
     // The same for a file whose shape is not the harness's.
-    h.write(
-        ".claude/settings.json",
-        "{\"hooks\": [\"not\", \"an object\"]}",
-    );
+    let misshapen = "{\"hooks\": [\"not\", \"an object\"]}";
+    h.write(".claude/settings.json", misshapen);
     let out = h.install(&[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("\"hooks\" is not an object"));
-    assert_eq!(
-        h.read(".claude/settings.json"),
-        "{\"hooks\": [\"not\", \"an object\"]}"
-    );
+    assert_eq!(h.read(".claude/settings.json"), misshapen);
 }
 
 #[test]
@@ -502,17 +497,9 @@ fn dry_run_changes_nothing() {
 #[test]
 fn fresh_machine_without_crontab_gets_the_timer_printed() {
     let h = Home::new();
-    let mut c = Command::new("bash");
-    c.arg(format!("{ROOT}/install.sh"))
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &h.home)
-        .env("SP_SKIP_BUILD", "1")
-        .env("SP_NO_RECEIVER", "1")
-        .env("SP_BUILD_DIR", bin_dir())
-        .env("SP_CRONTAB", h.root.join("no-such-crontab"))
-        .env("SP_SYSTEMCTL", fake_systemctl(&h.root))
-        .stdin(Stdio::null());
+    let mut c = h.script();
+    c.env("SP_CRONTAB", h.root.join("no-such-crontab"))
+        .env("SP_SYSTEMCTL", fake_systemctl(&h.root));
     let out = c.output().unwrap();
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
@@ -618,17 +605,9 @@ fn fake_systemctl(dir: &Path) -> PathBuf {
 #[test]
 fn no_crontab_and_no_user_systemd_advises_nothing_that_cannot_work() {
     let h = Home::new();
-    let mut c = Command::new("bash");
-    c.arg(format!("{ROOT}/install.sh"))
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &h.home)
-        .env("SP_SKIP_BUILD", "1")
-        .env("SP_NO_RECEIVER", "1")
-        .env("SP_BUILD_DIR", bin_dir())
-        .env("SP_CRONTAB", h.root.join("no-such-crontab"))
-        .env("SP_SYSTEMCTL", h.root.join("no-such-systemctl"))
-        .stdin(Stdio::null());
+    let mut c = h.script();
+    c.env("SP_CRONTAB", h.root.join("no-such-crontab"))
+        .env("SP_SYSTEMCTL", h.root.join("no-such-systemctl"));
     let out = c.output().unwrap();
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));

@@ -16,8 +16,6 @@
 mod common;
 
 use serde_json::{json, Value};
-use spreceiver::{Receiver, ReceiverOptions};
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -27,10 +25,8 @@ use std::time::{Duration, Instant};
 #[path = "real_agents/codex_app.rs"]
 mod codex_app;
 
-/// The repository's root (this crate is crates/sender).
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-/// The variable that tells a re-run test binary it is inside its scenario's namespace.
-const INSIDE: &str = "SP_E2E_SCENARIO";
+use common::e2e::{self, World, INSIDE, ROOT};
+use common::env::{until, wait_timeout};
 /// One scenario may take this long in all before it is killed.
 // The fifty OpenCode runs take about 100-160 s on 2 busy cores; a hang is caught after this.
 const SCENARIO_LIMIT: Duration = Duration::from_secs(420);
@@ -135,18 +131,13 @@ fn preflight(clis: &[&str]) {
         "node on PATH is Node.js {major}; the pinned CLIs need 22 or later: run scripts/test.sh \
          (it installs Node.js 22 into .deps/ and puts .deps/bin first on PATH), or add .deps/bin to PATH"
     );
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "the real-agent scenarios need root for their network namespace (CI runs as root)"
-    );
+    e2e::assert_root();
 }
 
 /// Runs one scenario: here, re-runs this test binary for `name` alone inside a fresh network
 /// and pid namespace with only loopback up; inside, runs `body`.
 fn scenario(name: &str, clis: &[&str], body: fn(&mut Scene)) {
-    if std::env::var(INSIDE).as_deref() == Ok(name) {
+    if e2e::inside(name) {
         let mut scene = Scene::new(name);
         body(&mut scene);
         scene.passed = true;
@@ -154,159 +145,41 @@ fn scenario(name: &str, clis: &[&str], body: fn(&mut Scene)) {
     }
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     preflight(clis);
-    let exe = std::env::current_exe().unwrap();
-    let started = Instant::now();
-    let mut cmd = Command::new("unshare");
-    // If this test process dies, unshare dies with it, and --kill-child takes the namespace.
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .args([
-            "--net",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child",
-            "--",
-            "sh",
-            "-c",
-        ])
-        // sh stays pid 1 (the test is not its last command), so it reaps orphans.
-        .arg(r#"ip link set lo up || exit 97; "$@"; exit $?"#)
-        .arg("sh")
-        .arg(&exe)
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(INSIDE, name)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting unshare");
-    let out = drain(child.stdout.take().unwrap());
-    let err = drain(child.stderr.take().unwrap());
-    let status = wait_limit(&mut child, SCENARIO_LIMIT);
-    if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    let (out, err) = (out.join().unwrap(), err.join().unwrap());
-    print!("{out}");
-    eprint!("{err}");
-    let secs = started.elapsed().as_secs_f32();
-    match status {
-        None => panic!("scenario {name} did not finish within {SCENARIO_LIMIT:?}"),
-        Some(s) if s.code() == Some(97) => {
-            panic!("scenario {name}: could not bring up lo in the new namespace")
-        }
-        Some(s) => assert!(
-            s.success(),
-            "scenario {name} failed after {secs:.1} s ({s}); its output is above"
-        ),
-    }
-    // libtest inside says "1 passed"; anything else means the filter ran no test.
-    assert!(
-        out.contains("test result: ok. 1 passed"),
-        "scenario {name} ran no test inside its namespace"
-    );
-    println!("scenario {name}: passed in {secs:.1} s");
-}
-
-fn drain<R: Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        String::from_utf8_lossy(&buf).into_owned()
-    })
-}
-
-fn wait_limit(c: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let end = Instant::now() + limit;
-    loop {
-        if let Ok(Some(s)) = c.try_wait() {
-            return Some(s);
-        }
-        if Instant::now() >= end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
+    e2e::run_in_namespace(name, SCENARIO_LIMIT, &[]);
 }
 
 // ------------------------------------------------------------------------------------------
 // One scenario's world, inside its namespace
 
 struct Scene {
+    world: World,
     name: String,
-    dir: PathBuf,
-    home: PathBuf,
-    work: PathBuf,
     bin: PathBuf,
-    receiver: Receiver,
-    model: Child,
-    model_url: String,
-    model_log: PathBuf,
     extra: Vec<Child>,
     passed: bool,
 }
 
+/// The folders, receiver and model stand-in are the world's.
+impl std::ops::Deref for Scene {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.world
+    }
+}
+
+impl std::ops::DerefMut for Scene {
+    fn deref_mut(&mut self) -> &mut World {
+        &mut self.world
+    }
+}
+
 impl Scene {
     fn new(name: &str) -> Scene {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("sp-e2e-{name}-"))
-            .tempdir()
-            .unwrap()
-            .keep();
-        let home = dir.join("home");
-        let work = dir.join("work");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&work).unwrap();
-        let model_log = dir.join("model.jsonl");
-        let mut model = Command::new("python3")
-            .arg(Path::new(ROOT).join("e2e/model.py"))
-            .args(["--port", "0", "--slow-s", "60", "--log"])
-            .arg(&model_log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("model.stderr")).unwrap())
-            .spawn()
-            .expect("starting e2e/model.py");
-        let mut line = String::new();
-        BufReader::new(model.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .strip_prefix("PORT ")
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("the model stand-in did not start: {line:?}"));
-        let receiver = Receiver::start(ReceiverOptions::default()).expect("receiver");
-        println!("[{name}] folder {}", dir.display());
+        let world = World::new(name);
         Scene {
             name: name.into(),
-            bin: home.join(".local/bin"),
-            dir,
-            home,
-            work,
-            receiver,
-            model,
-            model_url: format!("http://127.0.0.1:{port}"),
-            model_log,
+            bin: world.home.join(".local/bin"),
+            world,
             extra: Vec::new(),
             passed: false,
         }
@@ -439,11 +312,35 @@ impl Scene {
 
     /// Every request the model stand-in logged, in order.
     fn model_requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.model_log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        e2e::model_requests(&self.model_log)
+    }
+
+    /// Whether a slow answer (`SP-SLOW`) starts streaming to the agent within `limit`.
+    fn slow_answer_streams(&self, limit: Duration) -> bool {
+        until(limit, || {
+            self.agent_requests()
+                .iter()
+                .any(|r| r["answer"][2] == json!(true))
+        })
+    }
+
+    /// Fails unless `who` closed model stream `n` (within 10 s) before it was sent whole.
+    fn assert_stream_cut(&self, n: &Value, who: &str) {
+        let closed = |r: &Value| r["note"] == "client closed the stream" && &r["n"] == n;
+        assert!(
+            until(Duration::from_secs(10), || self
+                .model_requests()
+                .iter()
+                .any(closed)),
+            "{who} closed the slow model stream"
+        );
+        assert!(
+            !self
+                .model_requests()
+                .iter()
+                .any(|r| r["note"] == "stream sent" && &r["n"] == n),
+            "the slow answer never completed"
+        );
     }
 
     /// The agent's own turns: requests that offer tools (not titles, not Codex's reviewer).
@@ -477,7 +374,7 @@ impl Scene {
         for c in self
             .extra
             .iter_mut()
-            .chain(std::iter::once(&mut self.model))
+            .chain(std::iter::once(&mut self.world.model))
         {
             let _ = c.kill();
             let _ = c.wait();
@@ -574,7 +471,7 @@ fn spawn_logged(scene: &Scene, mut c: Command, label: &str) -> Child {
 }
 
 fn finish_logged(scene: &Scene, mut child: Child, label: &str, limit: Duration) -> Run {
-    let status = wait_limit(&mut child, limit);
+    let status = wait_timeout(&mut child, limit);
     let read = |ext: &str| {
         std::fs::read_to_string(scene.dir.join(format!("{label}.{ext}"))).unwrap_or_default()
     };
@@ -716,6 +613,55 @@ impl Drop for Tui {
     }
 }
 
+/// Starts `argv` (a CLI and its arguments) interactive in tmux, as a person runs it: in the
+/// scene's work folder, our binaries first on PATH, with only a terminal's environment and
+/// `env`. The launcher script is kept in the scene's folder as `<name>-tui.sh`.
+fn tui_start(scene: &Scene, name: &str, env: &[(&str, &str)], argv: &[&str]) -> Tui {
+    let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
+    let path = format!(
+        "{}:{}",
+        scene.bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let home = scene.home.to_string_lossy();
+    let terminal = [
+        ("PATH", path.as_str()),
+        ("HOME", &*home),
+        ("USER", "root"),
+        ("LANG", "C.UTF-8"),
+        ("TERM", "xterm-256color"),
+        ("SESSIONPIPE_LOG", "debug"),
+    ];
+    let mut script = format!(
+        "#!/bin/sh\ncd {}\nexec env -i",
+        q(&scene.work.to_string_lossy())
+    );
+    for (k, v) in terminal.iter().chain(env) {
+        script.push(' ');
+        script.push_str(&q(&format!("{k}={v}")));
+    }
+    for a in argv {
+        script.push(' ');
+        script.push_str(&q(a));
+    }
+    script.push('\n');
+    let launcher = scene.dir.join(format!("{name}-tui.sh"));
+    std::fs::write(&launcher, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tui = Tui {
+        sock: scene.dir.join("tmux.sock"),
+    };
+    let st = tui
+        .tmux()
+        .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
+        .arg(&launcher)
+        .status()
+        .expect("tmux new-session");
+    assert!(st.success(), "tmux started");
+    tui
+}
+
 const TUI_KEY: &str = "sk-ant-e2e-dummy-key-0123456789abcdef";
 
 /// `claude --permission-mode default PROMPT` in its interactive UI, as a person runs it: the
@@ -735,52 +681,23 @@ fn claude_tui(scene: &Scene, prompt: &str) -> Tui {
         serde_json::to_string_pretty(&seeded).unwrap(),
     )
     .unwrap();
-    let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
-    let path = format!(
-        "{}:{}",
-        scene.bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut script = String::from("#!/bin/sh\ncd ");
-    script.push_str(&q(&work));
-    script.push_str("\nexec env -i");
-    for (k, v) in [
-        ("PATH", path.as_str()),
-        ("HOME", &*scene.home.to_string_lossy()),
-        ("USER", "root"),
-        ("LANG", "C.UTF-8"),
+    let claude = cli_path("claude");
+    let argv = [
+        &*claude.to_string_lossy(),
+        "--permission-mode",
+        "default",
+        prompt,
+    ];
+    let env = [
         ("SHELL", "/bin/bash"),
-        ("TERM", "xterm-256color"),
-        ("SESSIONPIPE_LOG", "debug"),
-        ("ANTHROPIC_BASE_URL", &scene.model_url),
+        ("ANTHROPIC_BASE_URL", scene.model_url.as_str()),
         ("ANTHROPIC_API_KEY", TUI_KEY),
         ("DISABLE_TELEMETRY", "1"),
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
         ("DISABLE_AUTOUPDATER", "1"),
         ("DISABLE_ERROR_REPORTING", "1"),
-    ] {
-        script.push(' ');
-        script.push_str(&q(&format!("{k}={v}")));
-    }
-    script.push(' ');
-    script.push_str(&q(&cli_path("claude").to_string_lossy()));
-    script.push_str(" --permission-mode default ");
-    script.push_str(&q(prompt));
-    script.push('\n');
-    let launcher = scene.dir.join("claude-tui.sh");
-    std::fs::write(&launcher, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let tui = Tui {
-        sock: scene.dir.join("tmux.sock"),
-    };
-    let st = tui
-        .tmux()
-        .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
-        .arg(&launcher)
-        .status()
-        .expect("tmux new-session");
-    assert!(st.success(), "tmux started");
+    ];
+    let tui = tui_start(scene, "claude", &env, &argv);
     scene.say(&format!("claude (interactive, tmux) {prompt:?}"));
     tui
 }
@@ -1424,34 +1341,7 @@ fn codex_home(scene: &Scene) -> PathBuf {
 fn codex_setup(scene: &Scene, permission_wait_s: u64) {
     scene.write_config("codex", permission_wait_s);
     let ch = codex_home(scene);
-    std::fs::create_dir_all(&ch).unwrap();
-    std::fs::write(
-        ch.join("config.toml"),
-        format!(
-            r#"model = "gpt-standin"
-model_provider = "standin"
-approval_policy = "on-request"
-sandbox_mode = "read-only"
-check_for_update_on_startup = false
-
-[model_providers.standin]
-name = "sessionpipe model stand-in"
-base_url = "{}/v1"
-wire_api = "responses"
-env_key = "STANDIN_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-"#,
-            scene.model_url
-        ),
-    )
-    .unwrap();
+    e2e::write_codex_config(&ch, &scene.model_url);
     let out = scene.install(&[("CODEX_HOME", &ch)]);
     assert!(out.contains("codex"), "{out}");
     let hooks: Value = serde_json::from_str(
@@ -1528,13 +1418,7 @@ fn codex_remote_allow_runs_the_escalated_command() {
                 true,
             );
             let (key, attention, needed) = wait_permission(s, "codex");
-            assert!(
-                needed["data"]["message"]
-                    .as_str()
-                    .unwrap()
-                    .contains("echo allowed-by-phone > marker.txt"),
-                "{needed}"
-            );
+            e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
             answer_and_finish(
                 s,
                 "codex",
@@ -1735,54 +1619,17 @@ fn gemini_tui(scene: &Scene, prompt: &str) -> Tui {
 }
 
 fn gemini_tui_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Tui {
-    let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
-    let path = format!(
-        "{}:{}",
-        scene.bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut script = format!(
-        "#!/bin/sh\ncd {}\nexec env -i",
-        q(&scene.work.to_string_lossy())
-    );
-    for (k, v) in [
-        ("PATH", path.as_str()),
-        ("HOME", &*scene.home.to_string_lossy()),
-        ("USER", "root"),
-        ("LANG", "C.UTF-8"),
+    let gemini = cli_path("gemini").to_string_lossy().into_owned();
+    let mut argv = vec![gemini.as_str(), "-m", "gemini-2.5-flash"];
+    argv.extend(extra);
+    argv.extend(["-i", prompt]);
+    let env = [
         ("SHELL", "/bin/bash"),
-        ("TERM", "xterm-256color"),
-        ("SESSIONPIPE_LOG", "debug"),
         ("GEMINI_API_KEY", "e2e-dummy"),
-        ("GOOGLE_GEMINI_BASE_URL", &scene.model_url),
+        ("GOOGLE_GEMINI_BASE_URL", scene.model_url.as_str()),
         ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
-    ] {
-        script.push(' ');
-        script.push_str(&q(&format!("{k}={v}")));
-    }
-    script.push_str(&format!(
-        " {} -m gemini-2.5-flash",
-        q(&cli_path("gemini").to_string_lossy())
-    ));
-    for a in extra {
-        script.push(' ');
-        script.push_str(&q(a));
-    }
-    script.push_str(&format!(" -i {}\n", q(prompt)));
-    let launcher = scene.dir.join("gemini-tui.sh");
-    std::fs::write(&launcher, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let tui = Tui {
-        sock: scene.dir.join("tmux.sock"),
-    };
-    let st = tui
-        .tmux()
-        .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
-        .arg(&launcher)
-        .status()
-        .expect("tmux new-session");
-    assert!(st.success(), "tmux started");
+    ];
+    let tui = tui_start(scene, "gemini", &env, &argv);
     scene.say(&format!("gemini (interactive, tmux) {prompt:?}"));
     tui
 }
@@ -2460,22 +2307,7 @@ fn opencode_start(scene: &mut Scene) -> OpenCode {
     scene.write_config("opencode", 60);
     let cfg_dir = scene.home.join(".config/opencode");
     std::fs::create_dir_all(&cfg_dir).unwrap();
-    let config = json!({
-        "$schema": "https://opencode.ai/config.json",
-        "autoupdate": false,
-        "share": "disabled",
-        "model": "standin/standin",
-        "small_model": "standin/standin",
-        "provider": {"standin": {
-            "npm": "@ai-sdk/openai-compatible",
-            "name": "sessionpipe model stand-in",
-            "options": {"baseURL": format!("{}/v1", scene.model_url), "apiKey": "e2e-dummy"},
-            "models": {"standin": {"name": "Stand-in", "tool_call": true}}
-        }},
-        // `ask` must be set at the top and for the build agent, or bash just runs.
-        "permission": {"bash": "ask", "edit": "ask"},
-        "agent": {"build": {"permission": {"bash": "ask", "edit": "ask"}}}
-    });
+    let config = e2e::opencode_config(&scene.model_url);
     std::fs::write(
         cfg_dir.join("opencode.json"),
         serde_json::to_string_pretty(&config).unwrap(),
@@ -2494,13 +2326,7 @@ fn opencode_start(scene: &mut Scene) -> OpenCode {
     let port = free_port();
     let mut c = Command::new(cli_path("opencode"));
     scene.base_env(&mut c);
-    for v in [
-        "OPENCODE_DISABLE_AUTOUPDATE",
-        "OPENCODE_DISABLE_MODELS_FETCH",
-        "OPENCODE_DISABLE_DEFAULT_PLUGINS",
-        "OPENCODE_DISABLE_LSP_DOWNLOAD",
-        "OPENCODE_DISABLE_SHARE",
-    ] {
+    for v in e2e::OPENCODE_OFFLINE {
         c.env(v, "1");
     }
     c.args([
@@ -2714,10 +2540,7 @@ fn opencode_cancel_stops_a_slow_turn() {
         .expect("prompt_async");
         // The slow answer has started streaming.
         assert!(
-            until(Duration::from_secs(60), || s
-                .agent_requests()
-                .iter()
-                .any(|r| r["answer"][2] == json!(true))),
+            s.slow_answer_streams(Duration::from_secs(60)),
             "the slow turn reached the model"
         );
         let slow = s
@@ -2741,18 +2564,7 @@ fn opencode_cancel_stops_a_slow_turn() {
             "well before the 60 s slow answer ended"
         );
         // The stand-in saw that very stream closed by OpenCode, long before its 60 s end.
-        assert!(
-            until(Duration::from_secs(10), || s.model_requests().iter().any(
-                |r| r["note"] == "client closed the stream" && r["n"] == slow
-            )),
-            "OpenCode closed the slow model stream"
-        );
-        assert!(
-            !s.model_requests()
-                .iter()
-                .any(|r| r["note"] == "stream sent" && r["n"] == slow),
-            "the slow answer never completed"
-        );
+        s.assert_stream_cut(&slow, "OpenCode");
         let messages = oc
             .get(&format!("/session/{id}/message{q}"))
             .expect("the session's messages");
@@ -2785,13 +2597,7 @@ fn opencode_permission_reply_takes_effect() {
         .expect("prompt_async");
             let (key, attention, needed) = wait_permission(s, "opencode");
             assert_eq!(key, format!("opencode:{id}"));
-            assert!(
-                needed["data"]["message"]
-                    .as_str()
-                    .unwrap()
-                    .contains("echo allowed-by-phone > marker.txt"),
-                "{needed}"
-            );
+            e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
             assert_eq!(s.marker(), None, "nothing ran before the answer");
             let m = s.enqueue(
                 &key,

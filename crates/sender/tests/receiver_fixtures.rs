@@ -257,38 +257,6 @@ fn event(session: &str, seq: u64, tier: u8) -> Value {
 // Delivery fixture interpreter
 // ---------------------------------------------------------------------------------------
 
-/// Subset match with the conformance rules: only the keys listed are compared, arrays must
-/// have equal length, and the string `"*"` matches anything.
-fn subset_match(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
-    match (expected, actual) {
-        (Value::String(s), _) if s == "*" => Ok(()),
-        (Value::Object(e), Value::Object(a)) => {
-            for (k, ev) in e {
-                let av = a
-                    .get(k)
-                    .ok_or_else(|| format!("{path}.{k}: missing in {actual}"))?;
-                subset_match(ev, av, &format!("{path}.{k}"))?;
-            }
-            Ok(())
-        }
-        (Value::Array(e), Value::Array(a)) => {
-            if e.len() != a.len() {
-                return Err(format!(
-                    "{path}: expected {} items, got {}: {actual}",
-                    e.len(),
-                    a.len()
-                ));
-            }
-            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
-                subset_match(ev, av, &format!("{path}[{i}]"))?;
-            }
-            Ok(())
-        }
-        (e, a) if e == a => Ok(()),
-        (e, a) => Err(format!("{path}: expected {e}, got {a}")),
-    }
-}
-
 /// Resolves an endpoint from the well-known (relative to the origin, or absolute).
 fn endpoint(base: &str, ep: &str) -> String {
     if ep.starts_with("http://") || ep.starts_with("https://") {
@@ -317,11 +285,7 @@ fn run_fixture(path: &Path) {
     let wk = wk.json();
     if let Some(cap) = fx["capability"].as_str() {
         assert!(
-            wk["capabilities"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|c| c == cap),
+            fixtures::offers(&wk, cap),
             "{name}: receiver lacks capability {cap}"
         );
     }
@@ -398,19 +362,8 @@ fn run_fixture(path: &Path) {
         };
         if let Some(expect) = obj.get("expect") {
             let resp = resp.unwrap_or_else(|| panic!("{name} step {i}: expect without a request"));
-            if let Some(status) = expect.get("status") {
-                assert_eq!(
-                    Some(u64::from(resp.status)),
-                    status.as_u64(),
-                    "{name} step {i} ({verb}): status; body {:?}",
-                    resp.text
-                );
-            }
-            if let Some(body) = expect.get("body") {
-                if let Err(e) = subset_match(body, &resp.json(), "body") {
-                    panic!("{name} step {i} ({verb}): {e}");
-                }
-            }
+            let step = format!("{name} step {i} ({verb})");
+            fixtures::check_expect(&step, expect, resp.status, &resp.text);
         }
     }
     r.stop();
@@ -456,11 +409,15 @@ fn peer_fixture_11_control_double_ack() {
 #[test]
 fn subset_matcher_follows_the_conformance_rules() {
     let actual = json!({"messages": [{"id": "X", "kind": "prompt", "text": "hi"}], "extra": 1});
-    assert!(subset_match(&json!({"messages": [{"kind": "prompt"}]}), &actual, "b").is_ok());
-    assert!(subset_match(&json!({"messages": [{"id": "*"}]}), &actual, "b").is_ok());
-    assert!(subset_match(&json!({"messages": []}), &actual, "b").is_err());
-    assert!(subset_match(&json!({"messages": [{"kind": "cancel"}]}), &actual, "b").is_err());
-    assert!(subset_match(&json!({"missing": "*"}), &actual, "b").is_err());
+    assert!(
+        fixtures::subset_match(&json!({"messages": [{"kind": "prompt"}]}), &actual, "b").is_ok()
+    );
+    assert!(fixtures::subset_match(&json!({"messages": [{"id": "*"}]}), &actual, "b").is_ok());
+    assert!(fixtures::subset_match(&json!({"messages": []}), &actual, "b").is_err());
+    assert!(
+        fixtures::subset_match(&json!({"messages": [{"kind": "cancel"}]}), &actual, "b").is_err()
+    );
+    assert!(fixtures::subset_match(&json!({"missing": "*"}), &actual, "b").is_err());
 }
 
 // ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
 use common::receiver::{write_secret, Machine, SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -95,6 +95,15 @@ fn post_json(url: &str, headers: &[(&str, &str)], body: &Value) -> Resp {
     post(url, headers, "application/json", &body.to_string())
 }
 
+/// The sender's poll for `session`'s messages, not waiting, with this `authorization`.
+fn poll_now(r: &SpReceiver, session: &str, authorization: &str) -> Resp {
+    let url = format!(
+        "{}/api/sessionpipe/v1/control?session={session}&wait=0",
+        r.url
+    );
+    get(&url, &[("authorization", authorization)])
+}
+
 fn bearer(t: &str) -> String {
     format!("Bearer {t}")
 }
@@ -110,29 +119,23 @@ fn now_ms() -> String {
 // 4. The delivery fixtures against the binary
 // ---------------------------------------------------------------------------------------
 
-/// Subset match with the conformance rules: only the keys listed are compared, arrays must
-/// have equal length, and the string `"*"` matches anything.
-fn subset_match(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
-    match (expected, actual) {
-        (Value::String(s), _) if s == "*" => Ok(()),
-        (Value::Object(e), Value::Object(a)) => e.iter().try_for_each(|(k, ev)| {
-            let av = a
-                .get(k)
-                .ok_or_else(|| format!("{path}.{k}: missing in {actual}"))?;
-            subset_match(ev, av, &format!("{path}.{k}"))
-        }),
-        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => e
-            .iter()
-            .zip(a)
-            .enumerate()
-            .try_for_each(|(i, (ev, av))| subset_match(ev, av, &format!("{path}[{i}]"))),
-        (e, a) if e == a => Ok(()),
-        (e, a) => Err(format!("{path}: expected {e}, got {a}")),
-    }
-}
-
 /// Runs one fixture. The fixtures' `enqueue` step goes through the page's enqueue action,
 /// authenticated with the login token, as a script would; the rest is the sender's side.
+/// What hook `name` printed for `input`, as JSON.
+fn hook_answer(machine: &Machine, name: &str, input: &Value) -> Value {
+    let out = machine.hook(name, input);
+    serde_json::from_str(stdout(&out).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)))
+}
+
+/// A fresh sp-receiver with its files in `dir`, after it passed the fixtures at `paths`.
+fn run_fixtures(dir: &Path, paths: impl IntoIterator<Item = PathBuf>) -> SpReceiver {
+    let r = SpReceiver::start(dir, &[]);
+    for p in paths {
+        run_fixture(&r, &p);
+    }
+    r
+}
+
 fn run_fixture(r: &SpReceiver, path: &Path) {
     let file = path.display().to_string();
     let raw = std::fs::read_to_string(path).unwrap();
@@ -148,14 +151,7 @@ fn run_fixture(r: &SpReceiver, path: &Path) {
     assert_eq!(wk.status, 200, "{name}: well-known");
     let wk = wk.json();
     let cap = fx["capability"].as_str().unwrap();
-    assert!(
-        wk["capabilities"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c == cap),
-        "{name}: lacks {cap}"
-    );
+    assert!(common::fixtures::offers(&wk, cap), "{name}: lacks {cap}");
     let control = format!("{}{}", r.url, wk["endpoints"]["control"].as_str().unwrap());
     let auth = bearer(TOKEN);
     let login = bearer(LOGIN);
@@ -220,18 +216,8 @@ fn run_fixture(r: &SpReceiver, path: &Path) {
         };
         if let Some(expect) = obj.get("expect") {
             let resp = resp.unwrap();
-            if let Some(status) = expect.get("status") {
-                assert_eq!(
-                    Some(u64::from(resp.status)),
-                    status.as_u64(),
-                    "{name} step {i} ({verb}): {}",
-                    resp.text
-                );
-            }
-            if let Some(body) = expect.get("body") {
-                subset_match(body, &resp.json(), "body")
-                    .unwrap_or_else(|e| panic!("{name} step {i}: {e}"));
-            }
+            let step = format!("{name} step {i} ({verb})");
+            common::fixtures::check_expect(&step, expect, resp.status, &resp.text);
         }
     }
 }
@@ -242,28 +228,27 @@ fn peer_delivery_fixtures_pass_against_sp_receiver() {
     let Some(peer) = common::fixtures::peer_or_skip("the delivery fixtures 09-11") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let r = SpReceiver::start(dir.path(), &[]);
-    for f in [
+    let files = [
         "09-control.9138259c54ffd58dec54344b02c62ffb8494ad8e.json",
         "10-control-expired.e918475f4a7284f20cc7b4877aa20e59ce10a343.json",
         "11-control-double-ack.e918475f4a7284f20cc7b4877aa20e59ce10a343.json",
-    ] {
-        run_fixture(&r, &peer.join("delivery").join(f));
-    }
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    run_fixtures(dir.path(), files.map(|f| peer.join("delivery").join(f)));
 }
 
 #[test]
 fn delivery_fixtures_pass_against_sp_receiver() {
-    let dir = tempfile::tempdir().unwrap();
-    let r = SpReceiver::start(dir.path(), &[]);
-    for f in [
+    let files = [
         "control-prompt.json",
         "control-expired.json",
         "control-double-ack.json",
-    ] {
-        run_fixture(&r, &common::fixtures::own(&format!("delivery/{f}")));
-    }
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let r = run_fixtures(
+        dir.path(),
+        files.map(|f| common::fixtures::own(&format!("delivery/{f}"))),
+    );
     // The binary has no test door.
     let door = post_json(
         &format!("{}/test/enqueue", r.url),
@@ -353,13 +338,7 @@ fn page_and_actions_need_the_login_token() {
     assert!(bad.text.contains("not the login token"));
     assert!(t.elapsed() >= Duration::from_millis(400));
     // Nothing was queued by any of that.
-    let poll = get(
-        &format!(
-            "{}/api/sessionpipe/v1/control?session=claude-code:s1&wait=0",
-            r.url
-        ),
-        &[("authorization", &sender)],
-    );
+    let poll = poll_now(&r, "claude-code:s1", &sender);
     assert_eq!(poll.status, 204);
 
     // The login token as a bearer works (scripts), no CSRF needed: no cookie is involved.
@@ -476,13 +455,7 @@ fn page_and_actions_need_the_login_token() {
         401
     );
     // The protocol routes still take only the bearer token.
-    let login_as_sender = get(
-        &format!(
-            "{}/api/sessionpipe/v1/control?session=codex:s&wait=0",
-            r.url
-        ),
-        &[("authorization", &bearer(LOGIN))],
-    );
+    let login_as_sender = poll_now(&r, "codex:s", &bearer(LOGIN));
     assert_eq!(login_as_sender.status, 401);
 }
 
@@ -647,13 +620,7 @@ fn state_survives_a_restart() {
     );
 
     let r = SpReceiver::start(dir.path(), &[]);
-    let poll = get(
-        &format!(
-            "{}/api/sessionpipe/v1/control?session=codex:s1&wait=0",
-            r.url
-        ),
-        &[("authorization", &sender)],
-    );
+    let poll = poll_now(&r, "codex:s1", &sender);
     assert_eq!(poll.status, 200);
     assert_eq!(poll.json()["messages"], json!([m]));
     // The event is remembered: a resend is a duplicate, and the page still shows the session.
@@ -758,23 +725,11 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
 
     // A prompt queued on the page is delivered at the next Stop.
     let text = "please also update the changelog";
-    b.call(
-        json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}),
-    );
-    b.click(&format!("{card} button.queue"));
+    b.send_text(&card, text, "queue");
     let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
-    b.wait(&format!("{prompt}[data-status=\"sent\"]"));
-    let id = b.call(json!({"op": "attr", "selector": prompt, "name": "data-message"}))["value"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        until(Duration::from_secs(15), || machine.has_message(&id)),
-        "sp-sync stored {id}"
-    );
-    let out = machine.hook("sp-stop", &payload(CC_STOP));
-    let v: Value = serde_json::from_str(stdout(&out).trim())
-        .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let id = b.message_id(&prompt, "sent");
+    machine.assert_stored(&id);
+    let v = hook_answer(&machine, "sp-stop", &payload(CC_STOP));
     assert_eq!(v["decision"], "block");
     assert!(v["reason"].as_str().unwrap().ends_with(text), "{v}");
     b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
@@ -797,21 +752,11 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         ),
     ] {
         let text = format!("use the staging database ({mode})");
-        b.call(
-            json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}),
-        );
-        b.click(&format!("{card} button.{button}"));
+        b.send_text(&card, &text, button);
         let msg = format!("{card} li.msg[data-kind=\"prompt\"]:has(span.what[title=\"{text}\"])");
-        b.wait(&format!("{msg}[data-status=\"sent\"]"));
+        let id = b.message_id(&msg, "sent");
         assert!(b.text(&msg).contains(&text), "{}", b.text(&msg));
-        let id = b.call(json!({"op": "attr", "selector": msg, "name": "data-message"}))["value"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        assert!(
-            until(Duration::from_secs(15), || machine.has_message(&id)),
-            "sp-sync stored {id}"
-        );
+        machine.assert_stored(&id);
         let mut input = payload(CC_STOP);
         input["hook_event_name"] = json!(event);
         input["tool_name"] = json!("Bash");
@@ -820,9 +765,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         if event == "PostToolUse" {
             input["tool_response"] = json!({});
         }
-        let out = machine.hook("sp-event", &input);
-        let v: Value = serde_json::from_str(stdout(&out).trim())
-            .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+        let v = hook_answer(&machine, "sp-event", &input);
         let handed = if event == "PostToolUse" {
             &v["hookSpecificOutput"]["additionalContext"]
         } else {
@@ -839,18 +782,9 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     // turn's end, with continue:false, and the page shows which seam delivered it.
     b.click(&format!("{card} button.stop"));
     let cancel = format!("{card} li.msg[data-kind=\"cancel\"]");
-    b.wait(&format!("{cancel}[data-status=\"sent\"]"));
-    let id = b.call(json!({"op": "attr", "selector": cancel, "name": "data-message"}))["value"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        until(Duration::from_secs(15), || machine.has_message(&id)),
-        "sp-sync stored {id}"
-    );
-    let out = machine.hook("sp-stop", &payload(CC_STOP));
-    let v: Value = serde_json::from_str(stdout(&out).trim())
-        .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let id = b.message_id(&cancel, "sent");
+    machine.assert_stored(&id);
+    let v = hook_answer(&machine, "sp-stop", &payload(CC_STOP));
     assert_eq!(v["continue"], false);
     b.wait(&format!("{cancel}[data-status=\"delivered\"]"));
     assert!(

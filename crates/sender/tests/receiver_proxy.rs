@@ -295,11 +295,7 @@ fn caddy_terminates_tls_and_a_phone_answers_a_permission_through_it() {
     assert_eq!(stdout(&out), format!("{ALLOW}\n"), "log: {}", machine.log());
     let card = format!("article[data-session=\"claude-code:{CC_SESSION}\"]");
     let answer = format!("{card} li.msg[data-kind=\"permission.answer\"]");
-    b.wait(&format!("{answer}[data-status=\"delivered\"]"));
-    let id = b.call(json!({"op": "attr", "selector": answer, "name": "data-message"}))["value"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.message_id(&answer, "delivered");
 
     // The receiver recorded the machine's ack: in its state, read through Caddy, and in
     // its database file.

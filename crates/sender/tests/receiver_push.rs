@@ -173,6 +173,37 @@ fn start_with(allow_private_push: bool) -> Receiver {
     r
 }
 
+/// The page's push settings change `op`; its status and answer.
+fn push_settings(r: &Receiver, op: Value) -> (u16, Value) {
+    page(r, "POST", "/page/api/push", Some(op))
+}
+
+/// The push settings as the page reads them, checked to hold nothing of `secret`.
+fn push_state_without(r: &Receiver, secret: &str) -> Value {
+    let state = push_state(r);
+    let text = state.to_string();
+    assert!(!text.contains(secret), "the page sees {secret}: {text}");
+    state
+}
+
+/// A push settings change the receiver takes; its answer.
+fn set_push(r: &Receiver, op: Value) -> Value {
+    let (s, v) = push_settings(r, op);
+    assert_eq!(s, 200, "{v}");
+    v
+}
+
+/// The push settings as the page reads them.
+fn push_state(r: &Receiver) -> Value {
+    page(r, "GET", "/page/api/push", None).1
+}
+
+/// The person is away when attention `id` is needed: it is pushed.
+fn away_then_needed(r: &Receiver, id: &str) {
+    set_away(r, true);
+    post_event(r, attention("attention.needed", 1, id));
+}
+
 fn set_away(r: &Receiver, away: bool) {
     assert_eq!(
         page(r, "POST", "/page/api/away", Some(json!({"away": away}))).0,
@@ -180,24 +211,17 @@ fn set_away(r: &Receiver, away: bool) {
     );
 }
 
-/// The push log as the page sees it, newest first.
 /// Subscribes `device` at `endpoint` the way the page does; the receiver's answer.
 fn subscribe(r: &Receiver, device: &Device, endpoint: &str) -> Value {
-    let (s, v) = page(
+    set_push(
         r,
-        "POST",
-        "/page/api/push",
-        Some(json!({"op": "subscribe", "subscription": device.subscription(endpoint)})),
-    );
-    assert_eq!(s, 200, "{v}");
-    v
+        json!({"op": "subscribe", "subscription": device.subscription(endpoint)}),
+    )
 }
 
+/// The push log as the page sees it, newest first.
 fn push_log(r: &Receiver) -> Vec<Value> {
-    page(r, "GET", "/page/api/push", None).1["log"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    push_state(r)["log"].as_array().cloned().unwrap_or_default()
 }
 
 fn until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
@@ -286,25 +310,15 @@ fn a_prompt_is_pushed_encrypted_and_signed_and_withdrawn_when_it_clears() {
     let service = FakeService::start();
     let device = Device::new(7);
     let endpoint = format!("{}/push/device-one", service.url);
-    let (s, v) = page(
+    set_push(
         &r,
-        "POST",
-        "/page/api/push",
-        Some(
-            json!({"op": "subscribe", "subscription": device.subscription(&endpoint), "name": "phone"}),
-        ),
+        json!({"op": "subscribe", "subscription": device.subscription(&endpoint), "name": "phone"}),
     );
-    assert_eq!(s, 200, "{v}");
-    let (_, state) = page(&r, "GET", "/page/api/push", None);
+    // The page never sees a device's endpoint.
+    let state = push_state_without(&r, "device-one");
     let page_key = state["vapid"].as_str().unwrap().to_owned();
     assert_eq!(state["devices"][0]["name"], "phone");
-    assert!(
-        !state.to_string().contains("device-one"),
-        "the page never sees a device's endpoint: {state}"
-    );
-    set_away(&r, true);
-
-    post_event(&r, attention("attention.needed", 1, "perm-1"));
+    away_then_needed(&r, "perm-1");
     let got = service.next();
     assert_eq!(got.path, "/push/device-one");
     assert_eq!(got.headers["content-encoding"], "aes128gcm");
@@ -328,13 +342,7 @@ fn a_prompt_is_pushed_encrypted_and_signed_and_withdrawn_when_it_clears() {
     post_event(&r, attention("attention.needed", 3, "perm-2"));
     service.next();
     assert!(
-        until(Duration::from_secs(10), || page(
-            &r,
-            "GET",
-            "/page/api/push",
-            None
-        )
-        .1["devices"]
+        until(Duration::from_secs(10), || push_state(&r)["devices"]
             == json!([])),
         "the device the service no longer knows is removed"
     );
@@ -395,13 +403,7 @@ fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again()
     // Quiet device, away: nothing goes to it.
     set_away(&r, true);
     assert_eq!(
-        page(
-            &r,
-            "POST",
-            "/page/api/push",
-            Some(json!({"op": "quiet", "id": id, "quiet": true}))
-        )
-        .0,
+        push_settings(&r, json!({"op": "quiet", "id": id, "quiet": true})).0,
         200
     );
     post_event(&r, attention("attention.needed", 2, "perm-2"));
@@ -411,13 +413,7 @@ fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again()
             && l["result"] == "not sent: every device is quiet")));
     // Loud again: a 503 is tried again (after its backoff) and then delivered.
     assert_eq!(
-        page(
-            &r,
-            "POST",
-            "/page/api/push",
-            Some(json!({"op": "quiet", "id": id, "quiet": false}))
-        )
-        .0,
+        push_settings(&r, json!({"op": "quiet", "id": id, "quiet": false})).0,
         200
     );
     service.statuses.lock().unwrap().push(503);
@@ -439,13 +435,9 @@ fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again()
         .iter()
         .any(|l| l["result"].as_str().unwrap_or("").contains("trying again")));
     // A subscription the page sends wrong is refused with the rule.
-    let (s, v) = page(
+    let (s, v) = push_settings(
         &r,
-        "POST",
-        "/page/api/push",
-        Some(
-            json!({"op": "subscribe", "subscription": {"endpoint": "http://push.example/x", "keys": {"p256dh": "AAAA", "auth": "AAAA"}}}),
-        ),
+        json!({"op": "subscribe", "subscription": {"endpoint": "http://push.example/x", "keys": {"p256dh": "AAAA", "auth": "AAAA"}}}),
     );
     assert_eq!(
         (s, v["reason"].as_str()),
@@ -458,24 +450,17 @@ fn ntfy_gets_the_topic_the_token_a_title_and_an_action_that_opens_the_page() {
     let r = start();
     let ntfy = FakeService::start();
     let topic = format!("{}/sp-alerts", ntfy.url);
-    let (s, v) = page(
+    set_push(
         &r,
-        "POST",
-        "/page/api/push",
-        Some(json!({"op": "ntfy", "url": topic, "token": "tk_secret", "content": true})),
+        json!({"op": "ntfy", "url": topic, "token": "tk_secret", "content": true}),
     );
-    assert_eq!(s, 200, "{v}");
-    let (_, state) = page(&r, "GET", "/page/api/push", None);
+    // The token never goes back to the page.
+    let state = push_state_without(&r, "tk_secret");
     assert_eq!(
         state["ntfy"],
         json!({"url": topic, "token": true, "content": true})
     );
-    assert!(
-        !state.to_string().contains("tk_secret"),
-        "the token never goes back to the page"
-    );
-    set_away(&r, true);
-    post_event(&r, attention("attention.needed", 1, "perm-9"));
+    away_then_needed(&r, "perm-9");
     let got = ntfy.next();
     assert_eq!(got.path, "/sp-alerts");
     assert_eq!(got.headers["authorization"], "Bearer tk_secret");
@@ -540,12 +525,7 @@ fn without_allow_private_push_private_targets_are_refused_and_the_push_log_says_
         "https://100.64.0.1/topic".to_owned(),
         "http://ntfy.example/topic".to_owned(),
     ] {
-        let (s, v) = page(
-            &r,
-            "POST",
-            "/page/api/push",
-            Some(json!({"op": "ntfy", "url": url})),
-        );
+        let (s, v) = push_settings(&r, json!({"op": "ntfy", "url": url}));
         let why = v["reason"].as_str().unwrap_or_default();
         assert_eq!(s, 400, "{url}: {v}");
         assert!(
@@ -555,13 +535,9 @@ fn without_allow_private_push_private_targets_are_refused_and_the_push_log_says_
         );
     }
     let device = Device::new(11);
-    let (s, v) = page(
+    let (s, v) = push_settings(
         &r,
-        "POST",
-        "/page/api/push",
-        Some(
-            json!({"op": "subscribe", "subscription": device.subscription(&format!("{}/push/d", ntfy.url))}),
-        ),
+        json!({"op": "subscribe", "subscription": device.subscription(&format!("{}/push/d", ntfy.url))}),
     );
     assert_eq!(s, 400, "{v}");
     assert!(
@@ -576,15 +552,8 @@ fn without_allow_private_push_private_targets_are_refused_and_the_push_log_says_
     // says refused and why (never a status code), and it is not tried again.
     let counter = Counter::start();
     let sneaky = format!("https://127.1:{}/topic", counter.port);
-    let (s, v) = page(
-        &r,
-        "POST",
-        "/page/api/push",
-        Some(json!({"op": "ntfy", "url": sneaky})),
-    );
-    assert_eq!(s, 200, "{v}");
-    set_away(&r, true);
-    post_event(&r, attention("attention.needed", 1, "perm-1"));
+    set_push(&r, json!({"op": "ntfy", "url": sneaky}));
+    away_then_needed(&r, "perm-1");
     let target = format!("ntfy {sneaky}");
     assert!(
         until(Duration::from_secs(10), || push_log(&r)
@@ -620,15 +589,8 @@ fn with_allow_private_push_a_loopback_ntfy_over_http_is_used() {
     let r = start_with(true);
     let ntfy = FakeService::start();
     let topic = format!("{}/local", ntfy.url);
-    let (s, v) = page(
-        &r,
-        "POST",
-        "/page/api/push",
-        Some(json!({"op": "ntfy", "url": topic})),
-    );
-    assert_eq!(s, 200, "{v}");
-    set_away(&r, true);
-    post_event(&r, attention("attention.needed", 1, "perm-1"));
+    set_push(&r, json!({"op": "ntfy", "url": topic}));
+    away_then_needed(&r, "perm-1");
     assert_eq!(ntfy.next().path, "/local");
     assert!(until(Duration::from_secs(10), || push_log(&r)
         .iter()
@@ -640,17 +602,8 @@ fn ntfy_hears_only_who_needs_the_person_unless_they_ask_for_the_content() {
     let r = start();
     let ntfy = FakeService::start();
     let topic = format!("{}/quiet-topic", ntfy.url);
-    let (s, v) = page(
-        &r,
-        "POST",
-        "/page/api/push",
-        Some(json!({"op": "ntfy", "url": topic})),
-    );
-    assert_eq!(s, 200, "{v}");
-    assert_eq!(
-        page(&r, "GET", "/page/api/push", None).1["ntfy"]["content"],
-        false
-    );
+    set_push(&r, json!({"op": "ntfy", "url": topic}));
+    assert_eq!(push_state(&r)["ntfy"]["content"], false);
     set_away(&r, true);
     let mut ev = attention("attention.needed", 1, "perm-1");
     ev["session"]["machine"] = json!("laptop");

@@ -333,16 +333,9 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     // A message typed on the page, signed, reaches the session at its next Stop.
     let card = format!("article[data-session=\"{key}\"]");
     let text = "signed: please also update the changelog";
-    b.call(
-        json!({"op": "fill", "selector": format!("{card} textarea.prompt-text"), "value": text}),
-    );
-    b.click(&format!("{card} button.queue"));
+    b.send_text(&card, text, "queue");
     let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
-    b.wait(&format!("{prompt}[data-status=\"sent\"]"));
-    let id = b.call(json!({"op": "attr", "selector": prompt, "name": "data-message"}))["value"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = b.message_id(&prompt, "sent");
     assert!(
         until(Duration::from_secs(20), || env.query::<i64>(&format!(
             "SELECT count(*) FROM messages WHERE id = '{id}'"
@@ -425,6 +418,10 @@ mod http {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    fn post(url: &str, bearer: &str, body: &Value) -> (u16, Value) {
+        call("POST", url, Some(bearer), Some(body))
+    }
+
     fn now_ms() -> i64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -439,12 +436,7 @@ mod http {
         if let Some(m) = machine {
             body["machine"] = json!(m);
         }
-        let (s, started) = call(
-            "POST",
-            &format!("{u}{CONTROL}/pair"),
-            Some(SINK),
-            Some(&body),
-        );
+        let (s, started) = post(&format!("{u}{CONTROL}/pair"), SINK, &body);
         assert_eq!(s, 201, "{started}");
         check_spec("control-pair-started.json", &started);
         let (m, code) = (
@@ -461,25 +453,22 @@ mod http {
         let approve = format!("{u}/page/api/pairing");
         // A proof over anything else is not carried.
         let wrong = passkey.assert(&sha256(b"other"), &Ceremony::get("localhost"));
-        let (s, _) = call(
-            "POST",
+        let (s, _) = post(
             &approve,
-            Some(LOGIN),
-            Some(&json!({"code": code, "key": passkey.trusted(), "proof": wrong})),
+            LOGIN,
+            &json!({"code": code, "key": passkey.trusted(), "proof": wrong}),
         );
         assert_eq!(s, 400);
-        let (s, v) = call(
-            "POST",
+        let (s, v) = post(
             &approve,
-            Some(LOGIN),
-            Some(&json!({"code": code, "key": passkey.trusted(), "proof": proof})),
+            LOGIN,
+            &json!({"code": code, "key": passkey.trusted(), "proof": proof}),
         );
         assert_eq!(s, 200, "{v}");
-        let (s, _) = call(
-            "POST",
+        let (s, _) = post(
             &approve,
-            Some(LOGIN),
-            Some(&json!({"code": code, "key": passkey.trusted(), "proof": proof})),
+            LOGIN,
+            &json!({"code": code, "key": passkey.trusted(), "proof": proof}),
         );
         assert_eq!(s, 409, "approved once only");
         let (s, paired) = call("GET", &status_url, Some(SINK), None);
@@ -565,12 +554,7 @@ mod http {
             &nonce(),
             now,
         );
-        let (s, env) = call(
-            "POST",
-            &format!("{u}/page/api/signed"),
-            Some(LOGIN),
-            Some(&day.sign(&cmd)),
-        );
+        let (s, env) = post(&format!("{u}/page/api/signed"), LOGIN, &day.sign(&cmd));
         assert_eq!(s, 200, "{env}");
         assert_eq!(env["cmd"], json!(cmd));
         assert_eq!(env["csig"], json!(day.csig(&cmd)));
@@ -592,12 +576,7 @@ mod http {
             &nonce(),
             now,
         );
-        let (s, _) = call(
-            "POST",
-            &format!("{u}/page/api/signed"),
-            Some(LOGIN),
-            Some(&day.sign(&stray)),
-        );
+        let (s, _) = post(&format!("{u}/page/api/signed"), LOGIN, &day.sign(&stray));
         assert_eq!(s, 400);
 
         // The early check: a command the machine would refuse is refused here, with its code.
@@ -617,20 +596,10 @@ mod http {
             (edited, "bad_csig"),
             (day.sign(&old_cmd), "outside_grant"),
         ] {
-            let (s, v) = call(
-                "POST",
-                &format!("{u}/page/api/signed"),
-                Some(LOGIN),
-                Some(&signed),
-            );
+            let (s, v) = post(&format!("{u}/page/api/signed"), LOGIN, &signed);
             assert_eq!((s, v["code"].as_str()), (400, Some(code)), "{v}");
         }
-        let (s, _) = call(
-            "POST",
-            &format!("{u}/page/api/signed"),
-            Some(LOGIN),
-            Some(&json!({"cmd": cmd})),
-        );
+        let (s, _) = post(&format!("{u}/page/api/signed"), LOGIN, &json!({"cmd": cmd}));
         assert_eq!(s, 400, "an unsigned command is not carried");
 
         // Served to the machine, again until acked; never to the unsigned session poll, and
@@ -651,40 +620,13 @@ mod http {
         let refused =
             json!({"acks": [{"id": id, "outcome": "refused", "code": "replay", "at": at}]});
         for t in [SINK, other_token.as_str()] {
-            assert_eq!(
-                call(
-                    "POST",
-                    &format!("{u}{CONTROL}/ack"),
-                    Some(t),
-                    Some(&refused)
-                )
-                .0,
-                202
-            );
+            assert_eq!(post(&format!("{u}{CONTROL}/ack"), t, &refused).0, 202);
         }
         assert_eq!(call("GET", &poll, Some(&token), None).0, 200);
         // refused needs its code.
         let bare = json!({"acks": [{"id": id, "outcome": "refused", "at": at}]});
-        assert_eq!(
-            call(
-                "POST",
-                &format!("{u}{CONTROL}/ack"),
-                Some(&token),
-                Some(&bare)
-            )
-            .0,
-            400
-        );
-        assert_eq!(
-            call(
-                "POST",
-                &format!("{u}{CONTROL}/ack"),
-                Some(&token),
-                Some(&refused)
-            )
-            .0,
-            202
-        );
+        assert_eq!(post(&format!("{u}{CONTROL}/ack"), &token, &bare).0, 400);
+        assert_eq!(post(&format!("{u}{CONTROL}/ack"), &token, &refused).0, 202);
         assert_eq!(call("GET", &poll, Some(&token), None).0, 204);
         assert_eq!(
             r.wait_ack(id, Duration::from_secs(1)).unwrap()["code"],
@@ -703,12 +645,7 @@ mod http {
         );
         let mut body = day.sign(&steer);
         body["mode"] = json!("steer");
-        let (s, env) = call(
-            "POST",
-            &format!("{u}/page/api/signed"),
-            Some(LOGIN),
-            Some(&body),
-        );
+        let (s, env) = post(&format!("{u}/page/api/signed"), LOGIN, &body);
         assert_eq!(s, 200, "{env}");
         assert_eq!(
             (env["mode"].as_str(), env["cmd"].as_str()),
@@ -723,34 +660,14 @@ mod http {
             let c = command(&machine, kind, SESSION, &fields, &nonce(), now);
             let mut body = day.sign(&c);
             body["mode"] = json!(mode);
-            let (s, v) = call(
-                "POST",
-                &format!("{u}/page/api/signed"),
-                Some(LOGIN),
-                Some(&body),
-            );
+            let (s, v) = post(&format!("{u}/page/api/signed"), LOGIN, &body);
             assert_eq!(s, 400, "{kind} with mode {mode}: {v}");
         }
 
         // off: the machine and its token are gone.
+        assert_eq!(post(&format!("{u}{CONTROL}/off"), SINK, &json!({})).0, 401);
         assert_eq!(
-            call(
-                "POST",
-                &format!("{u}{CONTROL}/off"),
-                Some(SINK),
-                Some(&json!({}))
-            )
-            .0,
-            401
-        );
-        assert_eq!(
-            call(
-                "POST",
-                &format!("{u}{CONTROL}/off"),
-                Some(&token),
-                Some(&json!({}))
-            )
-            .0,
+            post(&format!("{u}{CONTROL}/off"), &token, &json!({})).0,
             200
         );
         assert_eq!(call("GET", &poll, Some(&token), None).0, 401);
@@ -770,12 +687,7 @@ mod http {
             r.well_known()["control"]["signing"]["rp_id"],
             "pipe.example.org"
         );
-        let (s, v) = call(
-            "POST",
-            &format!("{}{CONTROL}/pair", r.url()),
-            Some(SINK),
-            Some(&json!({})),
-        );
+        let (s, v) = post(&format!("{}{CONTROL}/pair", r.url()), SINK, &json!({}));
         assert_eq!(s, 201);
         let code = v["code"].as_str().unwrap();
         assert_eq!(
@@ -789,16 +701,7 @@ mod http {
         let r = start(None);
         let u = r.url();
         assert!(r.well_known()["control"].get("signing").is_none());
-        assert_eq!(
-            call(
-                "POST",
-                &format!("{u}{CONTROL}/pair"),
-                Some(SINK),
-                Some(&json!({}))
-            )
-            .0,
-            404
-        );
+        assert_eq!(post(&format!("{u}{CONTROL}/pair"), SINK, &json!({})).0, 404);
         assert_eq!(
             call(
                 "GET",
@@ -809,15 +712,6 @@ mod http {
             .0,
             404
         );
-        assert_eq!(
-            call(
-                "POST",
-                &format!("{u}{CONTROL}/off"),
-                Some(SINK),
-                Some(&json!({}))
-            )
-            .0,
-            404
-        );
+        assert_eq!(post(&format!("{u}{CONTROL}/off"), SINK, &json!({})).0, 404);
     }
 }

@@ -101,18 +101,23 @@ fn cpu_share(pid: u32, d: Duration) -> f64 {
     (b - a) as f64 / d.as_millis() as f64
 }
 
-#[test]
-fn poll_errors_back_off_on_the_control_schedule_then_deliver() {
-    let r = rig(1);
-    let single = [
+/// One of each failure a receiver can answer with: server errors, a reset, a body cut short,
+/// a 200 that is not JSON.
+fn failures() -> Vec<Fault> {
+    vec![
         Fault::Status(500),
         Fault::Status(502),
         Fault::Status(503),
         Fault::Reset,
         Fault::Truncated,
         Fault::InvalidJson,
-    ];
-    for f in &single {
+    ]
+}
+
+#[test]
+fn poll_errors_back_off_on_the_control_schedule_then_deliver() {
+    let r = rig(1);
+    for f in &failures() {
         r.env.receiver.push_fault(Route::Poll, f.clone());
         // One failure: the first step of the schedule, 1 s ±25 %.
         let g = gap_after(&r.watch, Route::Poll, f, 0, Duration::from_secs(20));
@@ -299,19 +304,15 @@ fn discovery_errors_are_retried_on_the_schedule() {
 #[test]
 fn ack_faults_are_retried_until_the_receiver_takes_them() {
     let r = rig(1);
-    let faults = [
-        Fault::Status(500),
-        Fault::Status(502),
-        Fault::Status(503),
-        Fault::Reset,
-        Fault::Truncated,
-        // A 200 whose body is not JSON counts as taken (DECISIONS 3: any 2xx); the receiver
-        // did not record it, so it redelivers the message and the stored ack goes again.
-        Fault::InvalidJson,
+    // Of the failures, a 200 whose body is not JSON counts as taken (DECISIONS 3: any 2xx);
+    // the receiver did not record it, so it redelivers the message and the stored ack goes
+    // again. The delay is slower than the 15 s send timeout: it is recorded late and resent
+    // meanwhile.
+    let mut faults = failures();
+    faults.extend([
         Fault::TooManyRequests { retry_after_s: 1 },
-        // Slower than the 15 s send timeout: it is recorded late and resent meanwhile.
         Fault::Delay(Duration::from_secs(16)),
-    ];
+    ]);
     let mut ids = Vec::new();
     for (i, f) in faults.iter().enumerate() {
         r.env.receiver.push_fault(Route::Ack, f.clone());
@@ -432,16 +433,11 @@ fn a_storm_of_faults_changes_no_outcome() {
         "SELECT count(*) FROM attention WHERE state='open'"
     ) == 1));
     let mut sync = SyncGuard::start(&env);
-    let kinds = [
-        Fault::Status(500),
-        Fault::Status(502),
-        Fault::Status(503),
-        Fault::Reset,
-        Fault::Truncated,
-        Fault::InvalidJson,
+    let mut kinds = failures();
+    kinds.extend([
         Fault::TooManyRequests { retry_after_s: 1 },
         Fault::Delay(Duration::from_millis(1500)),
-    ];
+    ]);
     let routes = [Route::Poll, Route::Ack, Route::Events];
     let mut injected = 0;
     let mut prompts = Vec::new();

@@ -4,6 +4,7 @@
 mod common;
 use common::env::*;
 use common::signing::*;
+use common::standin::{serve, Request};
 use serde_json::{json, Value};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -39,31 +40,20 @@ struct PairingReceiver {
 }
 
 fn start(answer: Answer, passkey: Passkey, other: Passkey) -> PairingReceiver {
-    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-    let port = server.server_addr().to_ip().unwrap().port();
-    let url = format!("http://127.0.0.1:{port}");
     let seen = Arc::new(Mutex::new(Seen::default()));
     let seen2 = seen.clone();
-    let thread = std::thread::spawn(move || {
+    let (port, thread) = serve(move |port| {
         let mut status_polls = 0;
-        for mut rq in server.incoming_requests() {
-            let mut body = String::new();
-            let _ = rq.as_reader().read_to_string(&mut body);
-            let auth = rq
-                .headers()
-                .iter()
-                .find(|h| h.field.equiv("authorization"))
-                .map(|h| h.value.to_string());
-            let path = rq.url().to_string();
-            let method = rq.method().to_string();
-            seen2.lock().unwrap().requests.push((
-                method.clone(),
-                path.clone(),
-                auth.clone(),
-                body.clone(),
-            ));
-            let bearer = |t: &str| auth.as_deref() == Some(&format!("Bearer {t}"));
-            let (status, reply): (u16, Value) = match (method.as_str(), path.as_str()) {
+        move |rq: &Request| {
+            let request = (
+                rq.method.clone(),
+                rq.url.clone(),
+                rq.auth.clone(),
+                rq.body.clone(),
+            );
+            seen2.lock().unwrap().requests.push(request);
+            let bearer = |t: &str| rq.bearer(t);
+            let (status, reply): (u16, Value) = match (rq.method.as_str(), rq.url.as_str()) {
                 ("GET", "/.well-known/sessionpipe") => (
                     200,
                     json!({
@@ -106,20 +96,10 @@ fn start(answer: Answer, passkey: Passkey, other: Passkey) -> PairingReceiver {
                 ("POST", "/c/off") if bearer(MACHINE_TOKEN) => (204, json!({})),
                 _ => (401, json!({"reason": "unauthorized"})),
             };
-            let resp = tiny_http::Response::from_string(if status == 204 {
-                String::new()
-            } else {
-                reply.to_string()
-            })
-            .with_status_code(status)
-            .with_header(
-                "content-type: application/json"
-                    .parse::<tiny_http::Header>()
-                    .unwrap(),
-            );
-            let _ = rq.respond(resp);
+            (status, reply.to_string())
         }
     });
+    let url = format!("http://127.0.0.1:{port}");
     PairingReceiver {
         url,
         seen,

@@ -6,6 +6,7 @@
 mod common;
 use common::env::*;
 use common::signing::*;
+use common::standin::{serve, Request};
 use serde_json::{json, Value};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -35,23 +36,15 @@ struct SignedReceiver {
 
 impl SignedReceiver {
     fn start(passkey: Passkey) -> SignedReceiver {
-        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-        let port = server.server_addr().to_ip().unwrap().port();
         let state = Arc::new(Mutex::new(State::default()));
         let st = state.clone();
-        std::thread::spawn(move || {
-            for mut rq in server.incoming_requests() {
-                let mut body = String::new();
-                let _ = rq.as_reader().read_to_string(&mut body);
-                let auth = rq
-                    .headers()
-                    .iter()
-                    .find(|h| h.field.equiv("authorization"))
-                    .map(|h| h.value.to_string());
-                let bearer = |t: &str| auth.as_deref() == Some(&format!("Bearer {t}"));
-                let url = rq.url().to_string();
-                let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-                let (status, reply): (u16, Value) = match (rq.method().as_str(), path) {
+        let (port, _) = serve(move |port| {
+            move |rq: &Request| {
+                let (body, auth) = (&rq.body, &rq.auth);
+                let bearer = |t: &str| rq.bearer(t);
+                let url = &rq.url;
+                let (path, query) = url.split_once('?').unwrap_or((url, ""));
+                let (status, reply): (u16, Value) = match (rq.method.as_str(), path) {
                     ("GET", "/.well-known/sessionpipe") => (
                         200,
                         json!({
@@ -61,7 +54,7 @@ impl SignedReceiver {
                         }),
                     ),
                     ("POST", "/e") if bearer(SINK_TOKEN) => {
-                        let n = serde_json::from_str::<Value>(&body)
+                        let n = serde_json::from_str::<Value>(body)
                             .ok()
                             .and_then(|v| v["events"].as_array().map(|a| a.len()))
                             .unwrap_or(0);
@@ -100,7 +93,7 @@ impl SignedReceiver {
                     }
                     ("POST", "/c/ack") if bearer(MACHINE_TOKEN) => {
                         let mut s = st.lock().unwrap();
-                        let v: Value = serde_json::from_str(&body).unwrap_or_default();
+                        let v: Value = serde_json::from_str(body).unwrap_or_default();
                         for a in v["acks"].as_array().cloned().unwrap_or_default() {
                             s.queue.retain(|m| m["id"] != a["id"]);
                             s.raw.retain(|(id, _)| a["id"] != id.as_str());
@@ -111,9 +104,7 @@ impl SignedReceiver {
                     _ => (401, json!({"reason": "unauthorized"})),
                 };
                 let raw: Vec<String> = st.lock().unwrap().raw.iter().map(|r| r.1.clone()).collect();
-                let text = if status == 204 {
-                    String::new()
-                } else if path == "/c" && status == 200 && !raw.is_empty() {
+                let text = if path == "/c" && status == 200 && !raw.is_empty() {
                     let mut all: Vec<String> = reply["messages"]
                         .as_array()
                         .unwrap()
@@ -125,14 +116,7 @@ impl SignedReceiver {
                 } else {
                     reply.to_string()
                 };
-                let resp = tiny_http::Response::from_string(text)
-                    .with_status_code(status)
-                    .with_header(
-                        "content-type: application/json"
-                            .parse::<tiny_http::Header>()
-                            .unwrap(),
-                    );
-                let _ = rq.respond(resp);
+                (status, text)
             }
         });
         SignedReceiver {

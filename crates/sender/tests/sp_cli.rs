@@ -220,13 +220,7 @@ fn doctor_fails_on_a_world_readable_config() {
 
 #[test]
 fn doctor_fails_on_a_sink_whose_well_known_lacks_control() {
-    let env = Env::with(
-        ReceiverOptions {
-            capabilities: vec!["events".into()],
-            ..Default::default()
-        },
-        json!({}),
-    );
+    let env = events_only();
     let out = sp(&env, &["doctor"]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
@@ -272,6 +266,23 @@ fn doctor_finds_hooks_pointing_at_missing_binaries() {
     assert!(text.contains("claude-code: hooks in ~/.claude/settings.json point at missing binaries: /gone/bin/sp-stop"), "{text}");
 }
 
+/// `sp sink add <url> --token-file <tf>` and `extra`.
+fn sink_add(env: &Env, url: &str, tf: &std::path::Path, extra: &[&str]) -> Output {
+    let args = ["sink", "add", url, "--token-file", tf.to_str().unwrap()];
+    sp(env, &[&args[..], extra].concat())
+}
+
+/// A receiver that offers events only, no control.
+fn events_only() -> Env {
+    Env::with(
+        ReceiverOptions {
+            capabilities: vec!["events".into()],
+            ..Default::default()
+        },
+        json!({}),
+    )
+}
+
 fn token_file(env: &Env, mode: u32) -> std::path::PathBuf {
     let f = env.home.join("phone.token");
     std::fs::write(&f, format!("{}\n", env.receiver.token())).unwrap();
@@ -285,19 +296,7 @@ fn sink_add_checks_the_well_known_and_writes_a_private_config() {
     std::fs::remove_file(&env.config).unwrap();
     let tf = token_file(&env, 0o600);
     let url = env.receiver.url();
-    let out = sp(
-        &env,
-        &[
-            "sink",
-            "add",
-            &url,
-            "--token-file",
-            tf.to_str().unwrap(),
-            "--control",
-            "--tier",
-            "1",
-        ],
-    );
+    let out = sink_add(&env, &url, &tf, &["--control", "--tier", "1"]);
     assert!(out.status.success());
     let text = stdout(&out);
     assert!(text.contains("capabilities: events, control"), "{text}");
@@ -313,26 +312,8 @@ fn sink_add_checks_the_well_known_and_writes_a_private_config() {
         json!([{"name": "localhost", "url": url, "tier": 1, "control": true, "token_file": tf.canonicalize().unwrap()}])
     );
     // The same URL again is refused; another name is derived for another URL.
-    assert_eq!(
-        sp(
-            &env,
-            &["sink", "add", &url, "--token-file", tf.to_str().unwrap()]
-        )
-        .status
-        .code(),
-        Some(1)
-    );
-    let out = sp(
-        &env,
-        &[
-            "sink",
-            "add",
-            &format!("{url}/other"),
-            "--token-file",
-            tf.to_str().unwrap(),
-            "--no-check",
-        ],
-    );
+    assert_eq!(sink_add(&env, &url, &tf, &[]).status.code(), Some(1));
+    let out = sink_add(&env, &format!("{url}/other"), &tf, &["--no-check"]);
     assert!(out.status.success());
     let list = sp_json(&env, &["sink", "list", "--json"]);
     let names: Vec<&str> = list["sinks"]
@@ -363,26 +344,10 @@ fn sink_add_checks_the_well_known_and_writes_a_private_config() {
 
 #[test]
 fn sink_add_refuses_control_the_receiver_does_not_offer() {
-    let env = Env::with(
-        ReceiverOptions {
-            capabilities: vec!["events".into()],
-            ..Default::default()
-        },
-        json!({}),
-    );
+    let env = events_only();
     std::fs::remove_file(&env.config).unwrap();
     let tf = token_file(&env, 0o600);
-    let out = sp(
-        &env,
-        &[
-            "sink",
-            "add",
-            &env.receiver.url(),
-            "--token-file",
-            tf.to_str().unwrap(),
-            "--control",
-        ],
-    );
+    let out = sink_add(&env, &env.receiver.url(), &tf, &["--control"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -391,18 +356,9 @@ fn sink_add_refuses_control_the_receiver_does_not_offer() {
     );
     assert!(!env.config.exists(), "nothing saved");
     // Without --control it is added for events.
-    assert!(sp(
-        &env,
-        &[
-            "sink",
-            "add",
-            &env.receiver.url(),
-            "--token-file",
-            tf.to_str().unwrap()
-        ]
-    )
-    .status
-    .success());
+    assert!(sink_add(&env, &env.receiver.url(), &tf, &[])
+        .status
+        .success());
 }
 
 /// `--signed` is refused for a receiver that does not declare control.signing (the test
@@ -412,17 +368,7 @@ fn sink_add_signed_needs_a_receiver_that_signs() {
     let env = Env::new();
     std::fs::remove_file(&env.config).unwrap();
     let tf = token_file(&env, 0o600);
-    let out = sp(
-        &env,
-        &[
-            "sink",
-            "add",
-            &env.receiver.url(),
-            "--token-file",
-            tf.to_str().unwrap(),
-            "--signed",
-        ],
-    );
+    let out = sink_add(&env, &env.receiver.url(), &tf, &["--signed"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("does not speak signed control"), "{err}");
@@ -433,30 +379,12 @@ fn sink_add_signed_needs_a_receiver_that_signs() {
 fn sink_add_refuses_a_readable_token_file_and_bad_urls() {
     let env = Env::new();
     let tf = token_file(&env, 0o644);
-    let out = sp(
-        &env,
-        &[
-            "sink",
-            "add",
-            &env.receiver.url(),
-            "--token-file",
-            tf.to_str().unwrap(),
-        ],
-    );
+    let out = sink_add(&env, &env.receiver.url(), &tf, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains(&format!("fix with: chmod 600 {}", tf.display())));
     set_mode(&tf, 0o600);
-    let out = sp(
-        &env,
-        &[
-            "sink",
-            "add",
-            "http://example.com/x",
-            "--token-file",
-            tf.to_str().unwrap(),
-        ],
-    );
+    let out = sink_add(&env, "http://example.com/x", &tf, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("use https://"));
     let out = sp(&env, &["sink", "add", &env.receiver.url()]);

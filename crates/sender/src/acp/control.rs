@@ -21,7 +21,7 @@
 use super::wire::{self, PermissionOptionKind, StopReason};
 use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
-use crate::store::{SessionRef, Store};
+use crate::store::{PromptClaim, SessionRef, Store};
 use crate::wire::control::{Decision, Outcome, Scope};
 use crate::wire::event::{How, TurnEnd};
 use serde_json::Value;
@@ -104,6 +104,51 @@ fn session_ref(sid: &str, cwd: Option<&str>, event: &str) -> SessionRef {
         cwd: cwd.map(str::to_string),
         event: event.to_string(),
     }
+}
+
+/// Takes the session's pending permission requests out of the state, with their keys.
+fn remove_perms(st: &mut super::State, sid: &str) -> Vec<(String, super::Perm)> {
+    let keys: Vec<String> = st
+        .perms
+        .iter()
+        .filter(|(_, p)| p.sid == sid)
+        .map(|(k, _)| k.clone())
+        .collect();
+    keys.into_iter()
+        .filter_map(|k| st.perms.remove(&k).map(|p| (k, p)))
+        .collect()
+}
+
+/// The ways the agent offers to put a message into a running turn.
+#[derive(Clone, Copy)]
+struct Offers {
+    /// Harn's `session/inject`.
+    inject: bool,
+    /// A `session/prompt` with `delivery: "steer"`.
+    steer: bool,
+    /// claude-agent-acp's `promptQueueing`: a plain `session/prompt` joins the running turn.
+    queueing: bool,
+}
+
+/// How a prompt of `mode` goes into the running turn, or None: it waits for the turn's end.
+/// Harn's `session/inject` when offered; else a steering `session/prompt`, for an interrupt
+/// too (Harn 0.10 has no way to put a message in a running turn sooner: its `session/remind`
+/// is read only after that turn); else, where the agent queues a prompt into the running turn
+/// (claude-agent-acp's promptQueueing), a plain `session/prompt`, an interrupt as a steer
+/// (rule 25).
+fn into_turn(offers: Offers, mode: &str) -> Option<&'static str> {
+    Some(match (offers.inject, mode) {
+        (true, "steer") => "session/inject mode steer",
+        (true, _) => "session/inject mode interrupt_immediate",
+        (false, _) if offers.steer => "session/prompt delivery steer",
+        (false, "steer") if offers.queueing => {
+            "session/prompt (promptQueueing: it joins the running turn at its next tool boundary)"
+        }
+        (false, _) if offers.queueing => {
+            "session/prompt (promptQueueing: an interrupt goes as a steer, joining the running turn at its next tool boundary)"
+        }
+        _ => return None,
+    })
 }
 
 impl Controller<'_> {
@@ -221,28 +266,13 @@ impl Controller<'_> {
     }
 
     fn turn_ended(&mut self, sid: &str, stop: Option<StopReason>) {
-        let busy = self
-            .shared
-            .lock()
-            .sessions
-            .get(sid)
-            .is_some_and(|s| s.prompts > 0);
-        if busy {
+        if self.busy(sid) {
             return;
         }
         // Permission requests of a finished turn will not be answered any more.
-        let stale: Vec<super::Perm> = {
-            let mut st = self.shared.lock();
-            let keys: Vec<String> = st
-                .perms
-                .iter()
-                .filter(|(_, p)| p.sid == sid)
-                .map(|(k, _)| k.clone())
-                .collect();
-            keys.iter().filter_map(|k| st.perms.remove(k)).collect()
-        };
+        let stale = remove_perms(&mut self.shared.lock(), sid);
         let s = self.sref(sid, "session/prompt");
-        for p in stale {
+        for (_, p) in stale {
             self.with_store("clearing a permission of an ended turn", |st| {
                 st.close_attention(&s, &p.attention, How::Cancelled)
             });
@@ -255,12 +285,7 @@ impl Controller<'_> {
             } else {
                 let stop = stop.map_or("without a stopReason".into(), wire::stop_word);
                 let detail = format!("the turn ended {stop} before session/cancel took effect");
-                self.with_store("expiring a cancel", |st| {
-                    for id in &c.ids {
-                        st.finish_message(id, Outcome::Expired, &detail)?;
-                    }
-                    Ok(())
-                });
+                self.finish_all("expiring a cancel", &c.ids, Outcome::Expired, &detail);
             }
         }
         if self.live.contains_key(sid) {
@@ -535,25 +560,19 @@ impl Controller<'_> {
         // Whoever cancels answers the session's pending permission requests `cancelled`.
         let pending: Vec<super::Perm> = {
             let mut st = self.shared.lock();
-            let keys: Vec<String> = st
-                .perms
-                .iter()
-                .filter(|(_, p)| p.sid == sid)
-                .map(|(k, _)| k.clone())
-                .collect();
-            let mut out = Vec::new();
-            for k in keys {
-                if let Some(p) = st.perms.remove(&k) {
+            let taken = remove_perms(&mut st, sid);
+            taken
+                .into_iter()
+                .map(|(k, p)| {
                     // The editor first, as for a remote answer (see `answers`).
                     let note = wire::cancel_request(&p.id);
                     let _ = super::frame::write_frame(&self.shared.to_editor, note.as_bytes());
                     let reply = wire::permission_cancelled(&p.id);
                     let _ = super::frame::write_frame(&self.shared.to_agent, reply.as_bytes());
                     st.swallow_later(k);
-                    out.push(p);
-                }
-            }
-            out
+                    p
+                })
+                .collect()
         };
         for p in &pending {
             self.with_store("clearing a cancelled permission", |st| {
@@ -577,104 +596,98 @@ impl Controller<'_> {
             }
             Err(e) => {
                 let detail = format!("cannot write session/cancel to the agent: {e}");
-                self.with_store("failing a cancel", |st| {
-                    for id in &claim.ids {
-                        st.finish_message(id, Outcome::Failed, &detail)?;
-                    }
-                    Ok(())
-                });
+                self.finish_all("failing a cancel", &claim.ids, Outcome::Failed, &detail);
             }
         }
     }
 
     fn prompts(&mut self, sid: &str) {
+        if self.busy(sid) {
+            self.prompts_into_turn(sid);
+        } else {
+            self.prompt_when_idle(sid);
+        }
+    }
+
+    /// `interrupt` first, then `steer`: each goes into the running turn the way the agent
+    /// offers (see [`into_turn`]); with no way, it waits for the turn's end.
+    fn prompts_into_turn(&mut self, sid: &str) {
         let s = self.sref(sid, "session/prompt");
         let pid = self.pid;
-        if self.busy(sid) {
-            let (inject, steering, steer, queueing) = {
-                let st = self.shared.lock();
-                (
-                    st.inject,
-                    st.steering,
-                    st.delivery_steer,
-                    st.prompt_queueing,
-                )
+        let (offers, steering) = {
+            let st = self.shared.lock();
+            let offers = Offers {
+                inject: st.inject,
+                steer: st.delivery_steer,
+                queueing: st.prompt_queueing,
             };
-            if !inject && steering {
-                self.steer(sid);
-                return;
-            }
-            for (rank, mode) in [(2, "interrupt_immediate"), (1, "steer")] {
-                // Harn's `session/inject` when offered; else a steering `session/prompt`, for an
-                // interrupt too (Harn 0.10 has no way to put a message in a running turn sooner:
-                // its `session/remind` is read only after that turn); else, where the agent
-                // queues a prompt into the running turn (claude-agent-acp's promptQueueing), a
-                // plain `session/prompt`, an interrupt as a steer (rule 25); with none, the
-                // prompt waits for the turn's end.
-                let how = match (inject, mode) {
-                    (true, "steer") => "session/inject mode steer",
-                    (true, _) => "session/inject mode interrupt_immediate",
-                    (false, _) if steer => "session/prompt delivery steer",
-                    (false, "steer") if queueing => {
-                        "session/prompt (promptQueueing: it joins the running turn at its next tool boundary)"
-                    }
-                    (false, _) if queueing => {
-                        "session/prompt (promptQueueing: an interrupt goes as a steer, joining the running turn at its next tool boundary)"
-                    }
-                    _ => continue,
-                };
-                let queued = !inject && !steer;
-                let Some(claims) =
-                    self.with_store("claiming prompts", |st| st.take_seam_prompts(&s, pid, rank))
-                else {
-                    return;
-                };
-                if claims.is_empty() {
-                    continue;
-                }
-                let text = crate::harness::compose_reason(&claims);
-                let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
-                let id = {
-                    let mut st = self.shared.lock();
-                    if queued {
-                        st.sessions.entry(sid.to_string()).or_default().prompts += 1;
-                    }
-                    st.own_id(Own::Inject {
-                        sid: sid.to_string(),
-                        ids: ids.clone(),
-                        how,
-                        queued,
-                    })
-                };
-                let frame = if queued {
-                    // As for a prompt while idle: the editor did not send it, so it is shown.
-                    let shown = wire::user_message(sid, &text);
-                    let _ = super::frame::write_frame(&self.shared.to_editor, shown.as_bytes());
-                    wire::session_prompt(&id, sid, &text)
-                } else if steer && !inject {
-                    wire::session_prompt_steer(&id, sid, &text)
-                } else {
-                    wire::session_inject(&id, sid, mode, &text)
-                };
-                if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
-                    {
-                        let mut st = self.shared.lock();
-                        st.own.remove(&super::id_key(&id));
-                        if queued {
-                            super::end_prompt(&mut st, sid);
-                        }
-                    }
-                    let detail = format!("cannot write {how} to the agent: {e}");
-                    self.with_store("failing prompts", |st| {
-                        for id in &ids {
-                            st.finish_message(id, Outcome::Failed, &detail)?;
-                        }
-                        Ok(())
-                    });
-                }
-            }
+            (offers, st.steering)
+        };
+        // `_session/steering` where the agent offers it and no Harn `session/inject`.
+        if !offers.inject && steering {
+            self.steer(sid);
             return;
         }
+        for (rank, mode) in [(2, "interrupt_immediate"), (1, "steer")] {
+            let Some(how) = into_turn(offers, mode) else {
+                continue;
+            };
+            let Some(claims) =
+                self.with_store("claiming prompts", |st| st.take_seam_prompts(&s, pid, rank))
+            else {
+                return;
+            };
+            if !claims.is_empty() {
+                self.send_into_turn(sid, offers, mode, how, &claims);
+            }
+        }
+    }
+
+    /// Sends `claims` into the running turn as `how` says; a plain queued `session/prompt`
+    /// counts as a prompt of the session's and is shown in the editor's thread.
+    fn send_into_turn(
+        &mut self,
+        sid: &str,
+        offers: Offers,
+        mode: &str,
+        how: &'static str,
+        claims: &[PromptClaim],
+    ) {
+        let queued = !offers.inject && !offers.steer;
+        let text = crate::harness::compose_reason(claims);
+        let ids: Vec<String> = claims.iter().map(|c| c.id.clone()).collect();
+        let id = {
+            let mut st = self.shared.lock();
+            if queued {
+                st.sessions.entry(sid.to_string()).or_default().prompts += 1;
+            }
+            st.own_id(Own::Inject {
+                sid: sid.to_string(),
+                ids: ids.clone(),
+                how,
+                queued,
+            })
+        };
+        let frame = if queued {
+            // As for a prompt while idle: the editor did not send it, so it is shown.
+            let shown = wire::user_message(sid, &text);
+            let _ = super::frame::write_frame(&self.shared.to_editor, shown.as_bytes());
+            wire::session_prompt(&id, sid, &text)
+        } else if offers.steer && !offers.inject {
+            wire::session_prompt_steer(&id, sid, &text)
+        } else {
+            wire::session_inject(&id, sid, mode, &text)
+        };
+        if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
+            let detail = format!("cannot write {how} to the agent: {e}");
+            self.unsent(&id, sid, queued, &ids, &detail);
+        }
+    }
+
+    /// The session is idle: its queued prompts go as one `session/prompt` of the proxy's.
+    fn prompt_when_idle(&mut self, sid: &str) {
+        let s = self.sref(sid, "session/prompt");
+        let pid = self.pid;
         let Some(claims) = self.with_store("claiming prompts", |st| st.take_prompts(&s, pid, None))
         else {
             return;
@@ -713,18 +726,8 @@ impl Controller<'_> {
                 ));
             }
             Err(e) => {
-                {
-                    let mut st = self.shared.lock();
-                    st.own.remove(&super::id_key(&id));
-                    super::end_prompt(&mut st, sid);
-                }
                 let detail = format!("cannot write session/prompt to the agent: {e}");
-                self.with_store("failing prompts", |st| {
-                    for id in &ids {
-                        st.finish_message(id, Outcome::Failed, &detail)?;
-                    }
-                    Ok(())
-                });
+                self.unsent(&id, sid, true, &ids, &detail);
             }
         }
     }
@@ -818,9 +821,27 @@ impl Controller<'_> {
             "sp-acp: {} message(s) failed: {detail}",
             ids.len()
         ));
-        self.with_store("failing messages", |st| {
+        self.finish_all("failing messages", ids, Outcome::Failed, detail);
+    }
+
+    /// A request of ours that could not be written: it is forgotten (with the prompt it
+    /// started, if `started`) and its messages fail.
+    fn unsent(&mut self, id: &Value, sid: &str, started: bool, ids: &[String], detail: &str) {
+        {
+            let mut st = self.shared.lock();
+            st.own.remove(&super::id_key(id));
+            if started {
+                super::end_prompt(&mut st, sid);
+            }
+        }
+        self.finish_all("failing prompts", ids, Outcome::Failed, detail);
+    }
+
+    /// Ends every message of `ids` with `outcome`; a store failure is logged.
+    fn finish_all(&mut self, what: &str, ids: &[String], outcome: Outcome, detail: &str) {
+        self.with_store(what, |st| {
             for id in ids {
-                st.finish_message(id, Outcome::Failed, detail)?;
+                st.finish_message(id, outcome, detail)?;
             }
             Ok(())
         });
@@ -830,16 +851,8 @@ impl Controller<'_> {
     fn finish(&mut self) {
         let cancels: Vec<PendingCancel> = self.cancels.drain().map(|(_, c)| c).collect();
         for c in cancels {
-            self.with_store("failing a cancel", |st| {
-                for id in &c.ids {
-                    st.finish_message(
-                        id,
-                        Outcome::Failed,
-                        "the agent exited before the prompt ended",
-                    )?;
-                }
-                Ok(())
-            });
+            let detail = "the agent exited before the prompt ended";
+            self.finish_all("failing a cancel", &c.ids, Outcome::Failed, detail);
         }
         let sids: Vec<String> = self.live.keys().cloned().collect();
         for sid in sids {

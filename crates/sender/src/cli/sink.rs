@@ -5,7 +5,6 @@ use crate::sync::http::Client;
 use crate::sync::wellknown::{self, Discovered, WellKnown};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Map, Value};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -161,30 +160,12 @@ fn write_config(path: &Path, config: &Map<String, Value>) -> Result<()> {
         b.create(dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let tmp = dir.join(format!(".config.json.sp-tmp-{}", std::process::id()));
-    let result = (|| -> Result<()> {
-        let mut o = std::fs::OpenOptions::new();
-        o.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        let mut f = o
-            .open(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        let mut text = serde_json::to_string_pretty(config)?;
-        text.push('\n');
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        drop(f);
-        Config::load_from(&tmp)
-            .context("the changed config would not load, so it was not saved")?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("cannot replace {}", path.display()))?;
+    let mut text = serde_json::to_string_pretty(config)?;
+    text.push('\n');
+    crate::setup::json::write_checked(path, text.as_bytes(), Some(0o600), |tmp| {
+        Config::load_from(tmp).context("the changed config would not load, so it was not saved")?;
         Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    })
 }
 
 #[cfg(unix)]

@@ -3,6 +3,7 @@
 //! nothing more (a stray field makes the hook count as failed).
 use super::{
     describe_tool, field, minted_attention_id, object, session_ref, text, Harness, HookInput,
+    PASCAL_LIFECYCLE,
 };
 use crate::wire::control::Decision;
 use serde_json::json;
@@ -55,32 +56,19 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         }
         // A subagent's Stop carries agent_id; only the main turn end delivers prompts.
         "Stop" if field(&v, &["agent_id"]).is_none() => HookInput::Stop { session },
-        "SessionStart" => HookInput::SessionStart {
-            source: text(&v, &["source"]).unwrap_or("unknown").to_string(),
-            session,
-        },
-        "SessionEnd" => HookInput::SessionEnd { session },
         "PostToolUse" => HookInput::TerminalAnswered {
             attention_id: attention(),
             session,
         },
-        "UserPromptSubmit" => HookInput::TerminalAnswered {
-            attention_id: None,
-            session,
-        },
-        _ => HookInput::Alive { session },
+        _ => PASCAL_LIFECYCLE.read(event, session, text(&v, &["source"])),
     }
 }
 
-/// `permission-request.command.output`: `decision` holds `behavior` and, on deny, `message`;
-/// `updatedInput`, `updatedPermissions` and `interrupt:true` make Codex fail the hook.
+/// `permission-request.command.output` is Claude Code's answer exactly: `decision` holds
+/// `behavior` and, on deny, `message`; `updatedInput`, `updatedPermissions` and
+/// `interrupt:true` make Codex fail the hook.
 pub fn render_permission(decision: Decision, message: &str) -> String {
-    let decision = match decision {
-        Decision::Allow => json!({ "behavior": "allow" }),
-        Decision::Deny => json!({ "behavior": "deny", "message": message }),
-    };
-    json!({ "hookSpecificOutput": { "hookEventName": "PermissionRequest", "decision": decision } })
-        .to_string()
+    super::claude_code::render_permission(decision, message)
 }
 
 /// Seen with the real 0.171.0 (`codex exec`): after a PostToolUse `continue:false` it prints
@@ -158,18 +146,6 @@ mod tests {
     #[test]
     fn events() {
         assert!(matches!(parse(b"{"), HookInput::Skip(_)));
-        assert!(matches!(
-            parse(br#"{"hook_event_name":"Stop"}"#),
-            HookInput::Skip(_)
-        ));
-        assert!(matches!(
-            parse(br#"{"session_id":"s","hook_event_name":"Stop"}"#),
-            HookInput::Stop { .. }
-        ));
-        assert!(matches!(
-            parse(br#"{"session_id":"s","hook_event_name":"Stop","agent_id":"a"}"#),
-            HookInput::Alive { .. }
-        ));
         assert!(matches!(
             parse(br#"{"session_id":"s","hook_event_name":"PermissionRequest"}"#),
             HookInput::Skip(_)

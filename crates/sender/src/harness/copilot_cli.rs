@@ -8,7 +8,7 @@
 //! `hookName`, `toolName` and an object `toolInput`; agentStop carries `stop_hook_active`.
 use super::{
     describe_tool, field, minted_attention_id, object, session_ref, text, tool_args, Harness,
-    HookInput,
+    HookInput, Lifecycle,
 };
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
@@ -62,6 +62,13 @@ fn event_of(v: &Value) -> &'static str {
     }
 }
 
+const LIFECYCLE: Lifecycle = Lifecycle {
+    start: "sessionStart",
+    end: "sessionEnd",
+    prompt: "userPromptSubmitted",
+    default_source: "unknown",
+};
+
 pub fn parse(stdin: &[u8]) -> HookInput {
     let v = match object(stdin, "Copilot CLI") {
         Ok(v) => v,
@@ -111,15 +118,6 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         // A tool boundary only: its permission is asked at permissionRequest.
         "preToolUse" => HookInput::Alive { session },
         "agentStop" => HookInput::Stop { session },
-        "sessionStart" => HookInput::SessionStart {
-            source: text(&v, &["source"]).unwrap_or("unknown").to_string(),
-            session,
-        },
-        "sessionEnd" => HookInput::SessionEnd { session },
-        "userPromptSubmitted" => HookInput::TerminalAnswered {
-            attention_id: None,
-            session,
-        },
         // Copilot prompts only after the hook returned, so nothing of ours is open unless the
         // call id names it.
         "postToolUse" | "postToolUseFailure" => match call_id {
@@ -129,7 +127,7 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             },
             None => HookInput::Alive { session },
         },
-        _ => HookInput::Alive { session },
+        _ => LIFECYCLE.read(event, session, text(&v, &["source"])),
     }
 }
 
@@ -264,14 +262,6 @@ mod tests {
 
     #[test]
     fn shapes() {
-        assert_eq!(
-            render_permission(Decision::Allow, "x"),
-            r#"{"behavior":"allow"}"#
-        );
-        assert_eq!(
-            render_permission(Decision::Deny, "no"),
-            r#"{"behavior":"deny","message":"no"}"#
-        );
         assert_eq!(render_block("r"), r#"{"decision":"block","reason":"r"}"#);
         assert_eq!(
             render_seam_prompt("postToolUse", "go").unwrap().0,

@@ -9,7 +9,7 @@
 //! is from Cursor's documentation (harness-contracts §4).
 use super::{
     describe_tool, field, minted_attention_id, object, session_ref, text, tool_args, Harness,
-    HookInput,
+    HookInput, Lifecycle,
 };
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
@@ -26,6 +26,13 @@ fn call(v: &Value, event: &str) -> Option<(String, Value)> {
         .unwrap_or(Value::Null);
     Some((tool.to_string(), input))
 }
+
+const LIFECYCLE: Lifecycle = Lifecycle {
+    start: "sessionStart",
+    end: "sessionEnd",
+    prompt: "beforeSubmitPrompt",
+    default_source: "startup",
+};
 
 pub fn parse(stdin: &[u8]) -> HookInput {
     let v = match object(stdin, "Cursor") {
@@ -80,16 +87,7 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             None | Some("completed") => HookInput::Stop { session },
             Some(_) => HookInput::Alive { session },
         },
-        "sessionStart" => HookInput::SessionStart {
-            source: text(&v, &["source"]).unwrap_or("startup").to_string(),
-            session,
-        },
-        "sessionEnd" => HookInput::SessionEnd { session },
-        "beforeSubmitPrompt" => HookInput::TerminalAnswered {
-            attention_id: None,
-            session,
-        },
-        _ => HookInput::Alive { session },
+        _ => LIFECYCLE.read(event, session, text(&v, &["source"])),
     }
 }
 
@@ -119,14 +117,6 @@ mod tests {
 
     #[test]
     fn shapes() {
-        assert_eq!(
-            render_permission(Decision::Allow, "x"),
-            r#"{"permission":"allow"}"#
-        );
-        assert_eq!(
-            render_permission(Decision::Deny, "no"),
-            r#"{"permission":"deny","user_message":"no","agent_message":"no"}"#
-        );
         assert_eq!(render_ask(), r#"{"permission":"ask"}"#);
         assert_eq!(render_block("go on"), r#"{"followup_message":"go on"}"#);
     }

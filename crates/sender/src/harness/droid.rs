@@ -6,6 +6,7 @@
 //! prompt's id is minted from the tool and its input. Run for real in tests/real_agents.rs.
 use super::{
     describe_tool, field, minted_attention_id, object, session_ref, text, Harness, HookInput,
+    PASCAL_LIFECYCLE,
 };
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
@@ -56,20 +57,11 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             None => HookInput::Skip("Droid PreToolUse without tool_name".into()),
         },
         "Stop" if !subagent => HookInput::Stop { session },
-        "SessionStart" => HookInput::SessionStart {
-            source: text(&v, &["source"]).unwrap_or("unknown").to_string(),
-            session,
-        },
-        "SessionEnd" => HookInput::SessionEnd { session },
         "PostToolUse" => HookInput::TerminalAnswered {
             attention_id: tool.map(attention),
             session,
         },
-        "UserPromptSubmit" => HookInput::TerminalAnswered {
-            attention_id: None,
-            session,
-        },
-        _ => HookInput::Alive { session },
+        _ => PASCAL_LIFECYCLE.read(event, session, text(&v, &["source"])),
     }
 }
 
@@ -140,14 +132,6 @@ mod tests {
 
     #[test]
     fn shapes() {
-        assert_eq!(
-            render_permission(Decision::Allow, "x"),
-            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}"#
-        );
-        assert_eq!(
-            render_permission(Decision::Deny, "no"),
-            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#
-        );
         assert_eq!(
             render_seam_prompt("PostToolUse", "go").unwrap().0,
             r#"{"hookSpecificOutput":{"hookEventName":"PostToolUse","additionalContext":"go"}}"#

@@ -12,8 +12,16 @@
 //!   `Tool execution blocked: <reason>` as its result: `interrupt`.
 //! - `continue:false` at either ends the agent (`Agent execution stopped: <stopReason>`; before
 //!   a tool, that tool does not run), and at AfterAgent it ends the turn without continuing.
-use super::{field, minted_attention_id, object, session_ref, text, Harness, HookInput};
+use super::{field, minted_attention_id, object, session_ref, text, Harness, HookInput, Lifecycle};
 use serde_json::{json, Value};
+
+/// A new prompt is `BeforeAgent`.
+const GEMINI_LIFECYCLE: Lifecycle = Lifecycle {
+    start: "SessionStart",
+    end: "SessionEnd",
+    prompt: "BeforeAgent",
+    default_source: "unknown",
+};
 
 pub fn parse(stdin: &[u8]) -> HookInput {
     let v = match object(stdin, "Gemini CLI") {
@@ -62,17 +70,12 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             }
         }
         "AfterAgent" => HookInput::Stop { session },
-        "SessionStart" => HookInput::SessionStart {
-            source: text(&v, &["source"]).unwrap_or("unknown").to_string(),
-            session,
-        },
-        "SessionEnd" => HookInput::SessionEnd { session },
-        // The terminal answered its own dialog: the tool ran, or a new prompt came.
-        "AfterTool" | "BeforeAgent" => HookInput::TerminalAnswered {
+        // The terminal answered its own dialog: the tool ran (or, below, a new prompt came).
+        "AfterTool" => HookInput::TerminalAnswered {
             attention_id: None,
             session,
         },
-        _ => HookInput::Alive { session },
+        _ => GEMINI_LIFECYCLE.read(event, session, text(&v, &["source"])),
     }
 }
 

@@ -446,6 +446,47 @@ pub(crate) fn session_ref(
     }
 }
 
+/// How a harness names the session events every adapter reads alike.
+pub(crate) struct Lifecycle {
+    pub start: &'static str,
+    pub end: &'static str,
+    /// The person sent a new prompt.
+    pub prompt: &'static str,
+    /// The start's `source` when the payload has none.
+    pub default_source: &'static str,
+}
+
+/// Claude Code's spelling, which Codex and Droid share.
+pub(crate) const PASCAL_LIFECYCLE: Lifecycle = Lifecycle {
+    start: "SessionStart",
+    end: "SessionEnd",
+    prompt: "UserPromptSubmit",
+    default_source: "unknown",
+};
+
+impl Lifecycle {
+    /// The session's start, its end, and the person's new prompt, which tells that the
+    /// terminal answered whatever was pending (no id to name it); any other event is a sign
+    /// of life.
+    pub(crate) fn read(&self, event: &str, session: SessionRef, source: Option<&str>) -> HookInput {
+        if event == self.start {
+            HookInput::SessionStart {
+                source: source.unwrap_or(self.default_source).to_string(),
+                session,
+            }
+        } else if event == self.end {
+            HookInput::SessionEnd { session }
+        } else if event == self.prompt {
+            HookInput::TerminalAnswered {
+                attention_id: None,
+                session,
+            }
+        } else {
+            HookInput::Alive { session }
+        }
+    }
+}
+
 /// Short human text for attention.needed: the tool and what it acts on.
 pub fn describe_tool(tool: &str, input: &serde_json::Value) -> String {
     let subject = [
@@ -502,6 +543,62 @@ mod tests {
             route_message("claude-code", &answer(serde_json::json!({}))),
             None
         );
+    }
+
+    #[test]
+    fn permission_answers_in_each_harness_shape() {
+        let claude = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":"#;
+        let droid = r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"#;
+        let table = [
+            (
+                Harness::ClaudeCode,
+                format!(r#"{claude}{{"behavior":"allow"}}}}}}"#),
+                format!(r#"{claude}{{"behavior":"deny","message":"no"}}}}}}"#),
+            ),
+            // Codex 0.171 takes Claude Code's shape exactly.
+            (
+                Harness::Codex,
+                format!(r#"{claude}{{"behavior":"allow"}}}}}}"#),
+                format!(r#"{claude}{{"behavior":"deny","message":"no"}}}}}}"#),
+            ),
+            (
+                Harness::Droid,
+                format!(r#"{droid}"allow"}}}}"#),
+                format!(r#"{droid}"deny","permissionDecisionReason":"no"}}}}"#),
+            ),
+            (
+                Harness::CopilotCli,
+                r#"{"behavior":"allow"}"#.into(),
+                r#"{"behavior":"deny","message":"no"}"#.into(),
+            ),
+            (
+                Harness::Cursor,
+                r#"{"permission":"allow"}"#.into(),
+                r#"{"permission":"deny","user_message":"no","agent_message":"no"}"#.into(),
+            ),
+        ];
+        for (h, allow, deny) in table {
+            assert_eq!(h.render_permission(Decision::Allow, "no"), allow, "{h:?}");
+            assert_eq!(h.render_permission(Decision::Deny, "no"), deny, "{h:?}");
+        }
+    }
+
+    #[test]
+    fn claude_shaped_stops_skip_bad_sessions_and_subagents() {
+        for h in [Harness::ClaudeCode, Harness::Codex, Harness::Droid] {
+            let parse = |payload: &str| h.parse_input(payload.as_bytes());
+            for no_session in [
+                r#"{"hook_event_name":"Stop"}"#,
+                r#"{"session_id":"a b","hook_event_name":"Stop"}"#,
+            ] {
+                assert!(matches!(parse(no_session), HookInput::Skip(_)), "{h:?}");
+            }
+            let stop = parse(r#"{"session_id":"s1","hook_event_name":"Stop"}"#);
+            assert!(matches!(stop, HookInput::Stop { .. }), "{h:?}");
+            // A subagent's Stop is no turn end: it delivers nothing.
+            let sub = parse(r#"{"session_id":"s1","hook_event_name":"Stop","agent_id":"a"}"#);
+            assert!(matches!(sub, HookInput::Alive { .. }), "{h:?}");
+        }
     }
 
     #[test]

@@ -458,6 +458,25 @@ pub fn resolve(path: &Path) -> PathBuf {
 /// Writes a file whole or not at all (temp file in the same folder, then rename), keeping
 /// the mode of the file it replaces; `mode` applies to a new file.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
+    #[cfg(unix)]
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o7777)
+            .or(mode)
+    };
+    write_checked(path, bytes, mode, |_| Ok(()))
+}
+
+/// Writes a file whole or not at all with exactly `mode` (where given): `check` reads the
+/// temp file first, and a file it refuses is never put in place.
+pub fn write_checked(
+    path: &Path,
+    bytes: &[u8],
+    mode: Option<u32>,
+    check: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -465,18 +484,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> 
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.sp-tmp-{}", std::process::id()));
-    #[cfg(unix)]
-    let existing_mode = {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path)
-            .ok()
-            .map(|m| m.permissions().mode() & 0o7777)
-    };
     let result = (|| -> Result<()> {
         let mut o = std::fs::OpenOptions::new();
         o.write(true).create_new(true);
         #[cfg(unix)]
-        if let Some(m) = existing_mode.or(mode) {
+        if let Some(m) = mode {
             std::os::unix::fs::OpenOptionsExt::mode(&mut o, m);
         }
         let mut f = o
@@ -485,11 +497,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> 
         f.write_all(bytes)?;
         // The umask may have narrowed the mode asked for at creation.
         #[cfg(unix)]
-        if let Some(m) = existing_mode.or(mode) {
+        if let Some(m) = mode {
             use std::os::unix::fs::PermissionsExt;
             f.set_permissions(std::fs::Permissions::from_mode(m))?;
         }
         f.sync_all()?;
+        drop(f);
+        check(&tmp)?;
         std::fs::rename(&tmp, path)
             .with_context(|| format!("cannot replace {}", path.display()))?;
         Ok(())

@@ -206,7 +206,17 @@ fn events_answered(
     batch: &Batch,
 ) -> anyhow::Result<Sent> {
     match r.status {
-        200..=299 => events_accepted(ctx, store, st, r, batch),
+        // A 2xx without a batch response (a proxy's page, a body cut short) took nothing:
+        // retry it like an error.
+        200..=299 => match batch_response(&r.body) {
+            Some(v) => events_accepted(ctx, store, st, &v, batch.last),
+            None => events_failed(
+                ctx,
+                store,
+                st,
+                format!("events answered {} without a batch response", r.status),
+            ),
+        },
         400 => {
             crate::logging::error(&format!(
                 "sink {}: events answered 400 ({}); batch dropped",
@@ -241,28 +251,23 @@ fn events_answered(
     }
 }
 
-/// §2.2: the cursor moves only on an accepted batch. A 2xx without a batch response (a
-/// proxy's page, a body cut short) took nothing: retry it like an error.
+/// The batch response of a 2xx: an object with a count `accepted`.
+fn batch_response(body: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .filter(|v| v.get("accepted").is_some_and(Value::is_u64))
+}
+
+/// §2.2: the cursor moves only on an accepted batch; `last` is its last event's outbox row.
 fn events_accepted(
     ctx: &SinkCtx,
     store: &mut Store,
     st: &mut EventsState,
-    r: &Reply,
-    batch: &Batch,
+    v: &Value,
+    last: i64,
 ) -> anyhow::Result<Sent> {
-    let Some(v) = serde_json::from_str::<Value>(&r.body)
-        .ok()
-        .filter(|v| v.get("accepted").is_some_and(Value::is_u64))
-    else {
-        return events_failed(
-            ctx,
-            store,
-            st,
-            format!("events answered {} without a batch response", r.status),
-        );
-    };
     st.failures = 0;
-    store.advance_cursor(&ctx.name, batch.last, true)?;
+    store.advance_cursor(&ctx.name, last, true)?;
     if let Some(rej) = v
         .get("rejected")
         .and_then(Value::as_array)

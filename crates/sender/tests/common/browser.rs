@@ -128,6 +128,24 @@ impl Browser {
     pub fn click(&mut self, selector: &str) {
         self.call(json!({"op": "click", "selector": selector}));
     }
+    pub fn attr(&mut self, selector: &str, name: &str) -> String {
+        self.call(json!({"op": "attr", "selector": selector, "name": name}))["value"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+    /// Types `text` into the session card's message box and presses its `button` (`queue`,
+    /// `steer`, `interrupt`).
+    pub fn send_text(&mut self, card: &str, text: &str, button: &str) {
+        let field = format!("{card} textarea.prompt-text");
+        self.call(json!({"op": "fill", "selector": field, "value": text}));
+        self.click(&format!("{card} button.{button}"));
+    }
+    /// Waits until the message shown at `selector` has `status`; its message id.
+    pub fn message_id(&mut self, selector: &str, status: &str) -> String {
+        self.wait(&format!("{selector}[data-status=\"{status}\"]"));
+        self.attr(selector, "data-message")
+    }
 }
 
 impl Drop for Browser {

@@ -552,14 +552,8 @@ pub fn q1(env: &Env, sql: &str) -> i64 {
 
 /// `sp` (status, queue, doctor) in the test's environment.
 pub fn sp_cmd(env: &Env) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_sp"));
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &env.home)
-        .env("SESSIONPIPE_CONFIG", &env.config)
-        .env("SESSIONPIPE_STATE_DIR", &env.state)
-        .env("SESSIONPIPE_NO_SPAWN", "1")
-        .env("SP_CRONTAB", "/nonexistent/crontab")
-        .current_dir(&env.home);
+    let mut c = env.cmd("sp");
+    c.env_remove("SESSIONPIPE_LOG")
+        .env("SP_CRONTAB", "/nonexistent/crontab");
     c
 }

@@ -149,16 +149,7 @@ impl Env {
 
     /// A command for one of our binaries with HOME, config and state pointed into the temp dir.
     pub fn cmd(&self, name: &str) -> Command {
-        let mut c = Command::new(bin(name));
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("SESSIONPIPE_CONFIG", &self.config)
-            .env("SESSIONPIPE_STATE_DIR", &self.state)
-            .env("SESSIONPIPE_LOG", "debug")
-            .env("SESSIONPIPE_NO_SPAWN", "1")
-            .current_dir(&self.home);
-        c
+        bin_cmd(name, &self.home, &self.config, &self.state)
     }
 
     /// Runs a hook to completion with this stdin, as a harness does.
@@ -178,18 +169,8 @@ impl Env {
     /// Starts a hook of `harness` that will wait; stdin is written and closed.
     pub fn spawn_hook_as(&self, harness: &str, name: &str, stdin: &Value) -> Child {
         let mut c = self.cmd(name);
-        c.args(["--harness", harness])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.to_string().as_bytes())
-            .unwrap();
-        child
+        c.args(["--harness", harness]);
+        spawn_with_stdin(c, stdin.to_string().as_bytes())
     }
 
     pub fn hook_json(&self, name: &str, stdin: &Value) -> Output {
@@ -198,29 +179,12 @@ impl Env {
 
     /// Starts a hook that will wait (PermissionRequest); stdin is written and closed.
     pub fn spawn_hook(&self, name: &str, stdin: &Value) -> Child {
-        let mut c = self.cmd(name);
-        c.args(["--harness", "claude-code"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.to_string().as_bytes())
-            .unwrap();
-        child
+        self.spawn_hook_as("claude-code", name, stdin)
     }
 
     /// sp-sync --daemon in the background, killed when the Env drops.
     pub fn start_sync(&mut self) {
-        let mut c = self.cmd("sp-sync");
-        c.arg("--daemon")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        self.sync = Some(c.spawn().unwrap());
+        self.sync = Some(spawn_daemon(self.cmd("sp-sync")));
     }
 
     pub fn stop_sync(&mut self) {
@@ -305,6 +269,39 @@ impl Drop for Env {
 pub fn set_mode(p: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A command for one of our binaries with HOME, config and state pointed into a temp HOME.
+pub fn bin_cmd(name: &str, home: &Path, config: &Path, state: &Path) -> Command {
+    let mut c = Command::new(bin(name));
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("SESSIONPIPE_CONFIG", config)
+        .env("SESSIONPIPE_STATE_DIR", state)
+        .env("SESSIONPIPE_LOG", "debug")
+        .env("SESSIONPIPE_NO_SPAWN", "1")
+        .current_dir(home);
+    c
+}
+
+/// Starts `c` as a hook that will wait (a permission request); stdin is written and closed.
+pub fn spawn_with_stdin(mut c: Command, stdin: &[u8]) -> Child {
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child
+}
+
+/// `c --daemon` in the background, its output discarded (sp-sync).
+pub fn spawn_daemon(mut c: Command) -> Child {
+    c.arg("--daemon")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c.spawn().unwrap()
 }
 
 pub fn run_with_stdin(mut c: Command, stdin: &[u8]) -> Output {

@@ -6,6 +6,7 @@
 //! cross-check: tests named `peer_*` run them when they are present and say they skipped
 //! otherwise; `SP_REQUIRE_PEER_DATA=1` (CI) makes their absence a failure.
 #![allow(dead_code)]
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// `tests/fixtures/` in this crate.
@@ -63,4 +64,62 @@ pub fn peer_or_skip(what: &str) -> Option<PathBuf> {
         peer_required(),
     );
     None
+}
+
+/// Subset match with the conformance rules: only the keys listed are compared, arrays must
+/// have equal length, and the string `"*"` matches anything.
+pub fn subset_match(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
+    match (expected, actual) {
+        (Value::String(s), _) if s == "*" => Ok(()),
+        (Value::Object(e), Value::Object(a)) => {
+            for (k, ev) in e {
+                let av = a
+                    .get(k)
+                    .ok_or_else(|| format!("{path}.{k}: missing in {actual}"))?;
+                subset_match(ev, av, &format!("{path}.{k}"))?;
+            }
+            Ok(())
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            if e.len() != a.len() {
+                return Err(format!(
+                    "{path}: expected {} items, got {}: {actual}",
+                    e.len(),
+                    a.len()
+                ));
+            }
+            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                subset_match(ev, av, &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        (e, a) if e == a => Ok(()),
+        (e, a) => Err(format!("{path}: expected {e}, got {a}")),
+    }
+}
+
+/// Whether a well-known document lists capability `cap`.
+pub fn offers(well_known: &Value, cap: &str) -> bool {
+    well_known["capabilities"]
+        .as_array()
+        .is_some_and(|caps| caps.iter().any(|c| c == cap))
+}
+
+/// Checks a delivery fixture step's `expect` (its `status`, and its `body` as a subset)
+/// against the answer; `step` names the step in the failure.
+pub fn check_expect(step: &str, expect: &Value, status: u16, text: &str) {
+    if let Some(want) = expect.get("status") {
+        assert_eq!(
+            Some(u64::from(status)),
+            want.as_u64(),
+            "{step}: status; body {text:?}"
+        );
+    }
+    if let Some(body) = expect.get("body") {
+        let got: Value = serde_json::from_str(text)
+            .unwrap_or_else(|e| panic!("{step}: body is not JSON ({e}): {text:?}"));
+        if let Err(e) = subset_match(body, &got, "body") {
+            panic!("{step}: {e}");
+        }
+    }
 }

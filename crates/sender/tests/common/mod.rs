@@ -1,8 +1,11 @@
 pub mod browser;
 pub mod chaos;
+pub mod e2e;
 pub mod env;
 pub mod fixtures;
+pub mod listening;
 pub mod needs;
 pub mod receiver;
 pub mod schema;
 pub mod signing;
+pub mod standin;

@@ -1,12 +1,12 @@
 //! The real `sp-receiver` as a child process, and a machine (temp HOME, `sp-sync`, the hooks)
 //! whose one sink is that receiver with control on.
 #![allow(dead_code)]
-use super::env::{bin, run_with_stdin, set_mode, wait_timeout};
+use super::env::{
+    bin, bin_cmd, run_with_stdin, set_mode, spawn_daemon, spawn_with_stdin, wait_timeout,
+};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,30 +52,8 @@ impl SpReceiver {
         c.args(["--listen", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().expect("starting sp-receiver");
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listening on ").nth(1) {
-                    let url = rest.split_whitespace().next().unwrap_or("").to_owned();
-                    let _ = tx.send(url);
-                }
-                sink.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-        let url = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(u) => u,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("sp-receiver did not start: {}", log.lock().unwrap());
-            }
-        };
+            .stdout(Stdio::null());
+        let (child, url, log) = super::listening::spawn_listening(c);
         SpReceiver {
             child: Some(child),
             url,
@@ -138,25 +116,11 @@ impl Machine {
     }
 
     pub fn cmd(&self, name: &str) -> Command {
-        let mut c = Command::new(bin(name));
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("SESSIONPIPE_CONFIG", &self.config)
-            .env("SESSIONPIPE_STATE_DIR", &self.state)
-            .env("SESSIONPIPE_LOG", "debug")
-            .env("SESSIONPIPE_NO_SPAWN", "1")
-            .current_dir(&self.home);
-        c
+        bin_cmd(name, &self.home, &self.config, &self.state)
     }
 
     pub fn start_sync(&mut self) {
-        let mut c = self.cmd("sp-sync");
-        c.arg("--daemon")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        self.sync = Some(c.spawn().unwrap());
+        self.sync = Some(spawn_daemon(self.cmd("sp-sync")));
     }
 
     pub fn hook(&self, name: &str, stdin: &Value) -> std::process::Output {
@@ -167,18 +131,8 @@ impl Machine {
 
     pub fn spawn_hook(&self, name: &str, stdin: &Value) -> Child {
         let mut c = self.cmd(name);
-        c.args(["--harness", "claude-code"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.to_string().as_bytes())
-            .unwrap();
-        child
+        c.args(["--harness", "claude-code"]);
+        spawn_with_stdin(c, stdin.to_string().as_bytes())
     }
 
     /// Whether the sender's store holds message `id`.
@@ -192,6 +146,12 @@ impl Machine {
         })
         .map(|n| n == 1)
         .unwrap_or(false)
+    }
+
+    /// Fails unless sp-sync stores message `id` within 15 s.
+    pub fn assert_stored(&self, id: &str) {
+        let stored = super::env::until(Duration::from_secs(15), || self.has_message(id));
+        assert!(stored, "sp-sync stored {id}");
     }
 
     pub fn log(&self) -> String {

@@ -164,6 +164,40 @@ fn attached(s: &Scene, thread: &str) -> bool {
         })
 }
 
+/// Starts a slow turn (`SP-SLOW`) and waits until it reached the model; its turn id. `what`
+/// says which in a failure.
+fn slow_turn(s: &Scene, t: &mut Terminal, what: &str) -> String {
+    let slow = t.turn("Take your time. SP-SLOW");
+    assert!(
+        until(Duration::from_secs(30), || s
+            .agent_requests()
+            .iter()
+            .any(|r| turn_of(r) == slow)),
+        "{what}"
+    );
+    slow
+}
+
+/// The detail of message `m`'s ack, which must say `delivered`.
+fn delivered_detail(s: &Scene, m: &Value) -> String {
+    let ack = s.ack(m, Duration::from_secs(30));
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    ack["detail"].as_str().unwrap_or_default().to_string()
+}
+
+/// The attention id of the next permission prompt announced other than those in `seen`.
+fn next_permission(s: &Scene, seen: &[&str]) -> String {
+    let needed = s.wait_event(
+        "attention.needed",
+        |e| {
+            e["data"]["kind"] == "permission"
+                && seen.iter().all(|a| e["data"]["attention_id"] != *a)
+        },
+        Duration::from_secs(60),
+    );
+    needed["data"]["attention_id"].as_str().unwrap().to_string()
+}
+
 fn turn_of(request: &Value) -> String {
     request["headers"]["x-codex-turn-metadata"]
         .as_str()
@@ -173,7 +207,7 @@ fn turn_of(request: &Value) -> String {
 }
 
 /// Starts everything and the terminal's first turn; returns once sp-sync follows the thread.
-fn start(s: &Scene) -> Terminal {
+fn start(s: &Scene) -> (Terminal, String) {
     codex_setup(s, 60);
     let out = sp_codex(s, &["--version"]);
     assert!(
@@ -206,7 +240,8 @@ fn start(s: &Scene) -> Terminal {
         text.contains("codex: sp-sync follows 1 thread"),
         "sp doctor says the session is attached:\n{text}"
     );
-    t
+    let key = t.key();
+    (t, key)
 }
 
 #[test]
@@ -215,8 +250,7 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
         "codex_app::codex_app_server_prompt_steer_and_cancel_reach_the_running_thread",
         &["codex"],
         |s| {
-            let mut t = start(s);
-            let key = t.key();
+            let (mut t, key) = start(s);
 
             // 1. Idle: a remote prompt starts a turn.
             let m = s.enqueue(
@@ -243,14 +277,7 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
             );
 
             // 2. Busy: a steer lands in the running turn, and the model reads it in that turn.
-            let slow = t.turn("Take your time. SP-SLOW");
-            assert!(
-                until(Duration::from_secs(30), || s
-                    .agent_requests()
-                    .iter()
-                    .any(|r| turn_of(r) == slow)),
-                "the slow turn reached the model"
-            );
+            let slow = slow_turn(s, &mut t, "the slow turn reached the model");
             let m = s.enqueue(
                 &key,
                 json!({"kind": "prompt", "text": "Also say it. SP-ECHO:QUINCE", "mode": "steer"}),
@@ -307,12 +334,6 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
                 started.elapsed() < Duration::from_secs(30),
                 "well before the 60 s answer"
             );
-            assert!(
-                until(Duration::from_secs(10), || s.model_requests().iter().any(
-                    |r| r["note"] == "client closed the stream" && r["n"] == n
-                )),
-                "Codex closed the slow model stream"
-            );
             let before = s.model_requests().len();
             std::thread::sleep(Duration::from_secs(2));
             let after: Vec<Value> = s.model_requests().into_iter().skip(before).collect();
@@ -320,12 +341,7 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
                 after.iter().all(|r| r["method"].is_null()),
                 "no model request (so no tool) after the interrupt: {after:?}"
             );
-            assert!(
-                !s.model_requests()
-                    .iter()
-                    .any(|r| r["note"] == "stream sent" && r["n"] == n),
-                "the slow answer never completed"
-            );
+            s.assert_stream_cut(&n, "Codex");
 
             // 4. Idle again: a cancel has nothing to stop.
             let m = s.enqueue(&key, json!({"kind": "cancel"}));
@@ -343,8 +359,7 @@ fn codex_app_server_cancel_latency() {
         "codex_app::codex_app_server_cancel_latency",
         &["codex"],
         |s| {
-            let mut t = start(s);
-            let key = t.key();
+            let (mut t, key) = start(s);
             let rounds: usize = std::env::var("SP_BENCH_ROUNDS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -352,13 +367,10 @@ fn codex_app_server_cancel_latency() {
             let mut enqueued = Vec::new();
             let mut polls_after_ack = 0;
             for i in 0..rounds {
-                let slow = t.turn("Take your time. SP-SLOW");
-                assert!(
-                    until(Duration::from_secs(30), || s
-                        .agent_requests()
-                        .iter()
-                        .any(|r| turn_of(r) == slow)),
-                    "round {i}: the slow turn reached the model"
+                let slow = slow_turn(
+                    s,
+                    &mut t,
+                    &format!("round {i}: the slow turn reached the model"),
                 );
                 // As when a person taps seconds later: sp-sync's next long poll is held (a
                 // session is polled at most every 250 ms, DECISIONS 24).
@@ -434,8 +446,7 @@ fn codex_app_server_permission_remote_answer_and_terminal_first() {
         "codex_app::codex_app_server_permission_remote_answer_and_terminal_first",
         &["codex"],
         |s| {
-            let mut t = start(s);
-            let key = t.key();
+            let (mut t, key) = start(s);
 
             // The phone answers first: the hook returned at once, the approval request went to
             // both clients, ours carries the allow.
@@ -466,15 +477,7 @@ fn codex_app_server_permission_remote_answer_and_terminal_first() {
 
             // The terminal answers first: its decline wins, the late phone answer expires.
             let turn = t.turn("Once more. SP-ESCALATE SP-RUN:echo should-not-run > marker.txt");
-            let needed = s.wait_event(
-                "attention.needed",
-                |e| {
-                    e["data"]["kind"] == "permission"
-                        && e["data"]["attention_id"] != attention.as_str()
-                },
-                Duration::from_secs(60),
-            );
-            let second = needed["data"]["attention_id"].as_str().unwrap().to_string();
+            let second = next_permission(s, &[&attention]);
             let req = approval_request(&mut t);
             t.c.respond(&req, json!({"decision": "decline"})).unwrap();
             assert_eq!(cleared(s, &second)["data"]["how"], "answered");
@@ -494,16 +497,7 @@ fn codex_app_server_permission_remote_answer_and_terminal_first() {
 
             // The phone denies with a note: declined, and the model reads the note in that turn.
             let turn = t.turn("And again. SP-ESCALATE SP-RUN:echo denied-by-phone > marker.txt");
-            let needed = s.wait_event(
-                "attention.needed",
-                |e| {
-                    e["data"]["kind"] == "permission"
-                        && e["data"]["attention_id"] != attention.as_str()
-                        && e["data"]["attention_id"] != second.as_str()
-                },
-                Duration::from_secs(60),
-            );
-            let third = needed["data"]["attention_id"].as_str().unwrap().to_string();
+            let third = next_permission(s, &[&attention, &second]);
             approval_request(&mut t);
             let note = "Not on main, please (note SP-NOTE-4711).";
             let m = s.enqueue(
@@ -555,49 +549,16 @@ fn codex_app_server_real_tui_cancel_then_prompt() {
             let out = sp_codex(s, &["--version"]);
             assert!(out.status.success(), "{out:?}");
             drop(Terminal::open(s)); // trusts the hooks; its empty thread is never used
-            let q = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
-            let path = format!(
-                "{}:{}",
-                s.bin.display(),
-                std::env::var("PATH").unwrap_or_default()
-            );
-            let mut script = format!(
-                "#!/bin/sh\ncd {}\nexec env -i",
-                q(&s.work.to_string_lossy())
-            );
-            for (k, v) in [
-                ("PATH", path.as_str()),
-                ("HOME", &*s.home.to_string_lossy()),
-                ("USER", "root"),
-                ("LANG", "C.UTF-8"),
-                ("TERM", "xterm-256color"),
-                ("SESSIONPIPE_LOG", "debug"),
-                ("CODEX_HOME", &*codex_home(s).to_string_lossy()),
+            let sp = s.bin.join("sp");
+            let argv = [&*sp.to_string_lossy(), "codex", "Take your time. SP-SLOW"];
+            let codex_home = codex_home(s);
+            let codex = cli_path("codex");
+            let env = [
+                ("CODEX_HOME", &*codex_home.to_string_lossy()),
                 ("STANDIN_API_KEY", "e2e-dummy"),
-                ("SP_CODEX", &*cli_path("codex").to_string_lossy()),
-            ] {
-                script.push(' ');
-                script.push_str(&q(&format!("{k}={v}")));
-            }
-            script.push_str(&format!(
-                " {} codex {}\n",
-                q(&s.bin.join("sp").to_string_lossy()),
-                q("Take your time. SP-SLOW")
-            ));
-            let launcher = s.dir.join("codex-tui.sh");
-            std::fs::write(&launcher, script).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
-            let tui = Tui {
-                sock: s.dir.join("tmux.sock"),
-            };
-            let st = tui
-                .tmux()
-                .args(["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50"])
-                .arg(&launcher)
-                .status()
-                .expect("tmux new-session");
-            assert!(st.success());
+                ("SP_CODEX", &*codex.to_string_lossy()),
+            ];
+            let tui = tui_start(s, "codex", &env, &argv);
             // The TUI's thread: its hooks report it, sp-sync follows it, the model streams.
             let started = s.wait_event(
                 "session.started",
@@ -611,24 +572,14 @@ fn codex_app_server_real_tui_cancel_then_prompt() {
                 "sp-sync follows the TUI's thread {thread}"
             );
             assert!(
-                until(Duration::from_secs(30), || s
-                    .agent_requests()
-                    .iter()
-                    .any(|r| r["answer"][2] == json!(true))),
+                s.slow_answer_streams(Duration::from_secs(30)),
                 "the slow turn is streaming"
             );
             tui.wait_screen("Take your time. SP-SLOW", Duration::from_secs(10));
 
             let m = s.enqueue(&key, json!({"kind": "cancel"}));
-            let ack = s.ack(&m, Duration::from_secs(30));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .ends_with("ended interrupted"),
-                "{ack}"
-            );
+            let detail = delivered_detail(s, &m);
+            assert!(detail.ends_with("ended interrupted"), "{detail}");
             let screen = tui.wait_screen("Conversation interrupted", Duration::from_secs(15));
             s.say(&format!("the terminal after the cancel:\n{screen}"));
 
@@ -636,14 +587,10 @@ fn codex_app_server_real_tui_cancel_then_prompt() {
                 &key,
                 json!({"kind": "prompt", "text": "From the phone. SP-ECHO:FIG"}),
             );
-            let ack = s.ack(&m, Duration::from_secs(30));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            let detail = delivered_detail(s, &m);
             assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("codex app-server turn/start"),
-                "{ack}"
+                detail.starts_with("codex app-server turn/start"),
+                "{detail}"
             );
             let screen = tui.wait_screen("SP-SAW:FIG", Duration::from_secs(30));
             s.say(&format!("the terminal after the prompt:\n{screen}"));
