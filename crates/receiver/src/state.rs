@@ -11,16 +11,17 @@ use std::collections::HashMap;
 #[cfg(feature = "testing")]
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use super::db::Db;
-use super::validate::{format_ms_timestamp, parse_ms_timestamp};
-use super::ReceiverOptions;
+use crate::db::Db;
+use crate::limits::{LimitLog, LoginLimits};
+use crate::options::ReceiverOptions;
 #[cfg(feature = "testing")]
-use super::{Fault, RequestRecord, Route};
+use crate::options::{Fault, RequestRecord, Route};
+use crate::validate::{format_ms_timestamp, parse_ms_timestamp};
 
 /// Rejected events kept for inspection (the oldest are dropped past this).
 const REJECTED_KEPT: usize = 1000;
@@ -35,7 +36,8 @@ pub(crate) enum Refused {
 }
 
 pub(crate) struct State {
-    pub opts: ReceiverOptions,
+    /// The options, fixed for the receiver's life (the same `Arc` as [`Shared::opts`]).
+    pub opts: Arc<ReceiverOptions>,
     pub db: Db,
     /// Bumped on every change the page shows.
     pub version: u64,
@@ -58,20 +60,22 @@ pub(crate) struct State {
     /// Each login's CSRF secret (random, kept only here), by the login cookie's hash.
     pub csrf: HashMap<String, String>,
     /// Login attempts allowed per client and overall.
-    pub login_limits: super::page::LoginLimits,
+    pub login_limits: LoginLimits,
     /// The push worker's handle (push.rs): notices go to it, never a wait.
     pub pusher: Option<crate::push::Pusher>,
 }
 
 pub(crate) struct Shared {
+    /// The options, fixed for the receiver's life.
+    pub opts: Arc<ReceiverOptions>,
     pub state: Mutex<State>,
     pub changed: Condvar,
     /// Bumped with every notify: what held requests (async) wait on.
     pub watch: tokio::sync::watch::Sender<u64>,
     /// Where limits hit are logged (throttled).
-    pub limits: super::server::LimitLog,
+    pub limits: LimitLog,
     /// Request bodies in flight, in KiB: each read first takes its size from here.
-    pub bodies: std::sync::Arc<tokio::sync::Semaphore>,
+    pub bodies: Arc<tokio::sync::Semaphore>,
     /// The bound address (`127.0.0.1:PORT` for tests), fixed for the receiver's life
     /// (set_down/up rebinds the same port).
     pub addr: SocketAddr,
@@ -81,8 +85,10 @@ impl Shared {
     pub fn new(opts: ReceiverOptions, db: Db, addr: SocketAddr) -> Shared {
         // Never below one body of the largest cap, or that body could never be read.
         let budget_kib = opts.body_budget.max(opts.max_bytes).max(1 << 20) / 1024 + 1;
+        let opts = Arc::new(opts);
         Shared {
-            bodies: std::sync::Arc::new(tokio::sync::Semaphore::new(budget_kib)),
+            opts: opts.clone(),
+            bodies: Arc::new(tokio::sync::Semaphore::new(budget_kib)),
             state: Mutex::new(State {
                 opts,
                 db,
@@ -121,6 +127,48 @@ impl Shared {
         self.changed.notify_all();
         self.watch.send_modify(|v| *v = v.wrapping_add(1));
     }
+
+    /// Whether the receiver is still up in `generation` (not gone down or stopped since).
+    #[cfg(feature = "testing")]
+    pub fn same_generation(&self, generation: u64) -> bool {
+        let st = self.lock();
+        st.generation == generation && !st.stopped
+    }
+
+    /// Runs `f` on the state under the lock, on a thread for blocking work (SQLite, and the
+    /// lock itself), never on an async worker; wakes every waiter afterwards when `f`
+    /// changed the version.
+    pub async fn with_db<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut State) -> T + Send + 'static,
+    ) -> T {
+        let shared = self.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut st = shared.lock();
+            let version = st.version;
+            let out = f(&mut st);
+            let changed = st.version != version;
+            drop(st);
+            if changed {
+                shared.notify();
+            }
+            out
+        })
+        .await;
+        match joined {
+            Ok(v) => v,
+            // A panic in `f` is a bug: the request fails, the receiver goes on.
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+}
+
+/// What every handler gets: the shared state and the serving generation it was accepted
+/// under (a request of an older generation is cut, never answered).
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub shared: Arc<Shared>,
+    pub generation: u64,
 }
 
 impl State {
@@ -226,35 +274,6 @@ impl State {
         self.db.insert_message(session, &value, expires_ms, now)?;
         self.bump();
         Ok(())
-    }
-
-    /// The `/.well-known/sessionpipe` document for the current options.
-    pub fn well_known(&self) -> Value {
-        let o = &self.opts;
-        let control = o.capabilities.iter().any(|c| c == "control");
-        let mut endpoints = Map::new();
-        endpoints.insert("events".into(), super::EVENTS_PATH.into());
-        if control {
-            endpoints.insert("control".into(), super::CONTROL_PATH.into());
-        }
-        let mut doc = Map::new();
-        doc.insert("protocol".into(), serde_json::json!([1]));
-        doc.insert("max_tier".into(), o.max_tier.into());
-        doc.insert("capabilities".into(), o.capabilities.clone().into());
-        doc.insert("auth".into(), serde_json::json!(["bearer"]));
-        doc.insert("endpoints".into(), Value::Object(endpoints));
-        doc.insert(
-            "batch".into(),
-            serde_json::json!({"max_events": o.max_events, "max_bytes": o.max_bytes}),
-        );
-        if control {
-            let mut c = serde_json::json!({"wait_max_s": o.wait_max_s});
-            if let Some(rp) = &o.rp_id {
-                c["signing"] = serde_json::json!({"rp_id": rp, "algs": [-7, -257]});
-            }
-            doc.insert("control".into(), c);
-        }
-        Value::Object(doc)
     }
 
     /// Whether signed control is on (control offered and an rp id declared).
