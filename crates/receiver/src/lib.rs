@@ -4,10 +4,10 @@
 //! It speaks the seed-era protocol (`HTTP.md` @ e918475, `CONTROL.md` @ e918475; see
 //! `shared/spec/sessionpipe-protocol.md` §2): discovery, `POST {events}` with dedup, the
 //! per-session control long poll and acks. Everything it keeps is in one SQLite database
-//! (`db.rs`): a file for `sp-receiver`, a private in-memory one for tests, same SQL. Tests of the
+//! (`db/`): a file for `sp-receiver`, a private in-memory one for tests, same SQL. Tests of the
 //! sender drive it through this API (and fault injection); the delivery fixtures drive it
 //! through its own test door (tests) or the page's enqueue action (`sp-receiver`). The page
-//! (`page.rs`) lets a person answer from a phone: see there for its routes and security.
+//! (`routes/page.rs`) lets a person answer from a phone: see there for its routes and security.
 //!
 //! | route | auth | answers |
 //! |---|---|---|
@@ -15,15 +15,23 @@
 //! | `POST /api/sessionpipe/v1/events` | Bearer | 202 `{accepted,duplicates,rejected,max_tier}`; 400 malformed/empty/over `max_events` or `sessionpipe-protocol` other than 1; 401; 403 `tier_above_max`; 413 over `max_bytes` |
 //! | `GET /api/sessionpipe/v1/control?session=&wait=` | Bearer | 200 `{messages}` (at once, or as soon as one is enqueued), 204 when the wait runs out; 400; 401; 404 without the `control` capability |
 //! | `POST /api/sessionpipe/v1/control/ack` | Bearer | 202 `{}`; 400 with the violated rule; 401; 404 without `control` |
-//! | `POST /api/sessionpipe/v1/control/pair`, `GET …/control/pair?code=` | Bearer | signed control's pairing (only with `rp_id`; `signed.rs`) |
+//! | `POST /api/sessionpipe/v1/control/pair`, `GET …/control/pair?code=` | Bearer | signed control's pairing (only with `rp_id`; `routes/signed.rs`) |
 //! | `GET /api/sessionpipe/v1/control?machine=&wait=`, `POST …/control/off` | machine token | signed control's per-machine queue and leaving (only with `rp_id`) |
 //! | `GET /healthz` | none | 200 `{"status":"ok"}` when the server and its database answer; 503 otherwise |
 //! | `POST /test/enqueue`, `GET /test/events`, `GET /test/acks` | none | the test door (only built with the `testing` feature, and on with `test_door`) |
-//! | `/`, `/login`, `/logout`, `/assets/*`, `/page/api/*` | login | the page (`page.rs`) |
-//! | anything else | | 404 `{"reason":"not_found"}` (405 for a known path with the wrong method) |
+//! | `/`, `/login`, `/logout`, `/assets/*`, `/page/api/*` | login | the page (`routes/page.rs`) |
+//! | anything else | | 404 `{"reason":"not_found"}` (405 with `allow` for a known path with the wrong method) |
 //!
-//! Requests run as tokio tasks (`server.rs`, with its limits); a held long poll is an async
-//! wait that costs no thread. Errors carry `error.json` bodies (`{"reason"}`).
+//! One axum route per endpoint (`routes/`), put together under the layers every request
+//! passes (`app.rs`); requests run as tokio tasks (`server.rs`, with its limits); a held long
+//! poll is an async wait that costs no thread (`longpoll.rs`), and only the database calls
+//! block (off the async workers). Errors carry `error.json` bodies (`{"reason"}`,
+//! `error.rs`). Who may ask is decided by extractors (`auth.rs`) before a body is read
+//! (`body.rs`).
+//!
+//! The modules form layers, each importing only those below it: `options`, `validate`,
+//! `limits`, `push`, `db`, `state`, `error`, `auth`, `body`, `longpoll`, `routes`, `app`,
+//! `server`, `cli`.
 //!
 //! Fault injection ([`Fault`], [`Receiver::push_fault`]), the request log and the test door
 //! exist only with the cargo feature `testing` (the sender's tests turn it on); a release
