@@ -60,6 +60,7 @@ pub use options::{
 };
 
 use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -303,7 +304,7 @@ impl Receiver {
 
     /// Number of `POST {events}` requests seen (any status, faults included).
     pub fn event_posts(&self) -> usize {
-        self.shared().lock().event_posts
+        self.shared().event_posts.load(Ordering::Relaxed)
     }
 
     /// Every valid ack entry received, duplicates included, in arrival order.
@@ -317,7 +318,7 @@ impl Receiver {
 
     /// Number of control poll requests seen (any status, faults included).
     pub fn polls(&self) -> usize {
-        self.shared().lock().polls
+        self.shared().polls.load(Ordering::Relaxed)
     }
 
     #[cfg(feature = "testing")]

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 #[cfg(feature = "testing")]
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
@@ -42,8 +43,6 @@ pub(crate) struct State {
     /// Bumped on every change the page shows.
     pub version: u64,
     pub rejected: Vec<Value>,
-    pub event_posts: usize,
-    pub polls: usize,
     #[cfg(feature = "testing")]
     pub poll_sessions: Vec<String>,
     #[cfg(feature = "testing")]
@@ -72,6 +71,10 @@ pub(crate) struct Shared {
     pub changed: Condvar,
     /// Bumped with every notify: what held requests (async) wait on.
     pub watch: tokio::sync::watch::Sender<u64>,
+    /// `POST {events}` requests seen (any status, faults included).
+    pub event_posts: AtomicUsize,
+    /// Control poll requests seen (any status, faults included).
+    pub polls: AtomicUsize,
     /// Where limits hit are logged (throttled).
     pub limits: LimitLog,
     /// Request bodies in flight, in KiB: each read first takes its size from here.
@@ -94,8 +97,6 @@ impl Shared {
                 db,
                 version: 1,
                 rejected: Vec::new(),
-                event_posts: 0,
-                polls: 0,
                 #[cfg(feature = "testing")]
                 poll_sessions: Vec::new(),
                 #[cfg(feature = "testing")]
@@ -111,6 +112,8 @@ impl Shared {
             }),
             changed: Condvar::new(),
             watch: tokio::sync::watch::Sender::new(0),
+            event_posts: AtomicUsize::new(0),
+            polls: AtomicUsize::new(0),
             limits: Default::default(),
             addr,
         }

@@ -228,7 +228,10 @@ async fn login(
         &format!("body larger than {cap} bytes"),
     )
     .await?;
-    let allowed = app.shared.lock().login_limits.take(client, Instant::now());
+    let allowed = app
+        .shared
+        .with_db(move |st| st.login_limits.take(client, Instant::now()))
+        .await;
     if let Err(wait) = allowed {
         app.shared.limits.hit(
             "login",

@@ -2,6 +2,7 @@
 //! long poll and acks, and `/healthz`. Each protocol route is counted (and in test builds
 //! logged and open to injected faults) by [`on_route`] before its extractors run.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -50,14 +51,11 @@ pub(crate) fn router(app: &AppState) -> Router<AppState> {
 /// Counts a request to a protocol route (`event_posts`, `polls`); in test builds, logs its
 /// route and gives it the fault queued for it.
 async fn on_route(State(app): State<AppState>, route: Route, req: Request, next: Next) -> Response {
-    {
-        let mut st = app.shared.lock();
-        match route {
-            Route::Events => st.event_posts += 1,
-            Route::Poll => st.polls += 1,
-            _ => {}
-        }
-    }
+    match route {
+        Route::Events => app.shared.event_posts.fetch_add(1, Ordering::Relaxed),
+        Route::Poll => app.shared.polls.fetch_add(1, Ordering::Relaxed),
+        _ => 0,
+    };
     #[cfg(feature = "testing")]
     return super::testing::inject(&app, route, req, next).await;
     #[cfg(not(feature = "testing"))]
