@@ -1,7 +1,7 @@
 //! The page: where a person answers from a phone. Plain HTML, CSS and a little JavaScript
 //! (`page/*`, embedded by `assets.rs`), served by the receiver itself; no build step. Every
 //! route here sits under two layers: the `Host` check ([`crate::auth::page_host`]) and the
-//! security headers ([`page_headers`]); login and CSRF are extractors (`auth.rs`).
+//! security headers (tower-http's `SetResponseHeaderLayer`); login and CSRF are extractors (`auth.rs`).
 //!
 //! | route | auth | answers |
 //! |---|---|---|
@@ -48,13 +48,14 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::auth::{
     client_ip, cookie_name, is_https, page_host, random_hex, same_secret, sha256_hex, token_fp,
@@ -99,35 +100,38 @@ pub(crate) fn router(app: &AppState) -> Router<AppState> {
         .merge(signed::page_router())
         .merge(assets::router())
         .route_layer(middleware::from_fn_with_state(app.clone(), page_host))
-        .layer(middleware::from_fn(page_headers))
+        // Every page answer: `nosniff` and `referrer-policy: same-origin` (not `no-referrer`,
+        // which makes browsers send `Origin: null` on form posts); HTML adds the
+        // Content-Security-Policy and `x-frame-options: DENY`.
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("same-origin"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            on_html(CSP),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_FRAME_OPTIONS,
+            on_html("DENY"),
+        ))
 }
 
-/// Every page answer: `nosniff` and `referrer-policy: same-origin` (not `no-referrer`, which
-/// makes browsers send `Origin: null` on form posts); HTML adds the Content-Security-Policy
-/// and `x-frame-options: DENY`.
-async fn page_headers(req: Request, next: Next) -> Response {
-    let mut r = next.run(req).await;
-    let h = r.headers_mut();
-    let html = h
+/// Whether an answer is an HTML page.
+fn is_html(r: &Response) -> bool {
+    r.headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("text/html"));
-    if html {
-        h.insert(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CSP),
-        );
-        h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    }
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("same-origin"),
-    );
-    r
+        .is_some_and(|t| t.starts_with("text/html"))
+}
+
+/// Only on HTML: `value`.
+fn on_html(value: &'static str) -> impl Fn(&Response) -> Option<HeaderValue> + Clone {
+    move |r: &Response| is_html(r).then(|| HeaderValue::from_static(value))
 }
 
 fn html_escape(s: &str) -> String {
