@@ -127,7 +127,11 @@ impl Control {
     /// makes held requests give up unanswered. State is kept.
     fn go_down(&self, serving: &mut Option<server::Serving>) {
         let Some(s) = serving.take() else { return };
-        self.shared.lock().generation += 1;
+        {
+            let mut st = self.shared.lock();
+            st.generation += 1;
+            st.touched.push(state::ALL.to_owned());
+        }
         self.shared.notify();
         // Returns once the listener is closed and every connection task has been dropped
         // (which closes its socket).

@@ -18,11 +18,14 @@ const AWAY_TOLD_MAX: usize = 10_000;
 
 /// Waits until `check` answers `Some` (it runs now, on every change of the state, and at
 /// least every `recheck`), and gives it a last look (`last` true) at `deadline`, where it
-/// must answer. `None` when the receiver went down or stopped meanwhile.
+/// must answer. With a `key` (a poll's), a change looks again only when it touched that key
+/// (or every key; see [`crate::state::Marks`]). `None` when the receiver went down or
+/// stopped meanwhile.
 pub(crate) async fn hold<T, F>(
     app: &AppState,
     deadline: Instant,
     recheck: Option<Duration>,
+    key: Option<&str>,
     mut check: F,
 ) -> Option<T>
 where
@@ -31,31 +34,42 @@ where
 {
     let mut rx = app.shared.watch.subscribe();
     let generation = app.generation;
+    let marks = || app.shared.marks.lock().unwrap_or_else(|e| e.into_inner());
+    // The latest mark before the last look, and when the next look is due regardless.
+    let mut seen: Option<u64> = None;
+    let mut due = deadline;
     loop {
         rx.borrow_and_update();
         let now = Instant::now();
         let last = now >= deadline;
-        let (f, out) = app
-            .shared
-            .with_db(move |st| {
-                if st.generation != generation || st.stopped {
-                    return (check, Err(()));
-                }
-                let out = check(st, last);
-                (check, Ok(out))
-            })
-            .await;
-        check = f;
-        match out {
-            Err(()) => return None,
-            Ok(Some(v)) => return Some(v),
-            Ok(None) if last => return None,
-            Ok(None) => {}
+        let quiet = match (key, seen) {
+            (Some(k), Some(s)) if !last && now < due => !marks().changed_since(k, s),
+            _ => false,
+        };
+        if !quiet {
+            seen = Some(marks().seq());
+            due = recheck.map_or(deadline, |r| deadline.min(now + r));
+            let (f, out) = app
+                .shared
+                .with_db(move |st| {
+                    if st.generation != generation || st.stopped {
+                        return (check, Err(()));
+                    }
+                    let out = check(st, last);
+                    (check, Ok(out))
+                })
+                .await;
+            check = f;
+            match out {
+                Err(()) => return None,
+                Ok(Some(v)) => return Some(v),
+                Ok(None) if last => return None,
+                Ok(None) => {}
+            }
         }
-        let until = recheck.map_or(deadline, |r| deadline.min(now + r));
         tokio::select! {
             _ = rx.changed() => {}
-            _ = tokio::time::sleep_until(until.into()) => {}
+            _ = tokio::time::sleep_until(due.into()) => {}
         }
     }
 }
@@ -97,7 +111,8 @@ pub(crate) async fn poll(
     who: String,
     mut pending: impl FnMut(&State) -> rusqlite::Result<Vec<(i64, Value)>> + Send + 'static,
 ) -> Reply {
-    let answer = hold(app, deadline, recheck, move |st, last| {
+    let key = who.clone();
+    let answer = hold(app, deadline, recheck, Some(&key), move |st, last| {
         let away = st.db.away().unwrap_or(false);
         // Told another word before (a poller that never polled hears it at its answer).
         let stale = st.away_told.get(&who).is_some_and(|t| *t != away);

@@ -24,6 +24,45 @@ use crate::options::ReceiverOptions;
 use crate::options::{Fault, RequestRecord, Route};
 use crate::validate::{format_ms_timestamp, parse_ms_timestamp};
 
+/// The key a change that concerns every held poll touches (the Away switch, going down).
+pub(crate) const ALL: &str = "*";
+/// Poll keys remembered in [`Marks`]; past this they are forgotten, as if all were touched.
+const MARKS_MAX: usize = 10_000;
+
+/// Which poll keys changed when: a held poll looks at the database again only when its key
+/// (or every key) was touched since its last look, so one enqueue does not send every held
+/// poll to SQLite. Behind its own small lock, never held across a database call.
+#[derive(Default)]
+pub(crate) struct Marks {
+    seq: u64,
+    all: u64,
+    keys: HashMap<String, u64>,
+}
+
+impl Marks {
+    fn touch(&mut self, keys: Vec<String>) {
+        for k in keys {
+            self.seq += 1;
+            if k == ALL || (self.keys.len() >= MARKS_MAX && !self.keys.contains_key(&k)) {
+                self.keys.clear();
+                self.all = self.seq;
+            } else {
+                self.keys.insert(k, self.seq);
+            }
+        }
+    }
+
+    /// The latest mark: a look that starts now has seen everything up to it.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether `key` (or every key) was touched after `since`.
+    pub fn changed_since(&self, key: &str, since: u64) -> bool {
+        self.all > since || self.keys.get(key).is_some_and(|s| *s > since)
+    }
+}
+
 /// Rejected events kept for inspection (the oldest are dropped past this).
 const REJECTED_KEPT: usize = 1000;
 
@@ -53,6 +92,9 @@ pub(crate) struct State {
     /// older generation gives up without answering (its connection has been cut).
     pub generation: u64,
     pub stopped: bool,
+    /// The poll keys (a session key, `machine:<id>`, or [`ALL`]) whose pending rows changed
+    /// since the last [`Shared::notify`], which hands them to [`Shared::marks`].
+    pub touched: Vec<String>,
     /// The Away word each poller (a session key, or `machine:<id>`) was last told: a poll
     /// from one that has not heard the current word is answered at once (DECISIONS 27).
     pub away_told: HashMap<String, bool>,
@@ -75,6 +117,8 @@ pub(crate) struct Shared {
     pub event_posts: AtomicUsize,
     /// Control poll requests seen (any status, faults included).
     pub polls: AtomicUsize,
+    /// Which held polls have something new to look at.
+    pub marks: Mutex<Marks>,
     /// Where limits hit are logged (throttled).
     pub limits: LimitLog,
     /// Request bodies in flight, in KiB: each read first takes its size from here.
@@ -105,6 +149,7 @@ impl Shared {
                 requests: Vec::new(),
                 generation: 0,
                 stopped: false,
+                touched: Vec::new(),
                 away_told: HashMap::new(),
                 csrf: HashMap::new(),
                 login_limits: Default::default(),
@@ -114,6 +159,7 @@ impl Shared {
             watch: tokio::sync::watch::Sender::new(0),
             event_posts: AtomicUsize::new(0),
             polls: AtomicUsize::new(0),
+            marks: Mutex::new(Marks::default()),
             limits: Default::default(),
             addr,
         }
@@ -127,6 +173,13 @@ impl Shared {
 
     /// Wakes every waiter (held requests and the test API's waits) to look again.
     pub fn notify(&self) {
+        let touched = std::mem::take(&mut self.lock().touched);
+        if !touched.is_empty() {
+            self.marks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .touch(touched);
+        }
         self.changed.notify_all();
         self.watch.send_modify(|v| *v = v.wrapping_add(1));
     }
@@ -275,6 +328,7 @@ impl State {
         let expires_ms = expires.map(|e| (e.unix_timestamp_nanos() / 1_000_000) as i64);
         let now = self.now_ms();
         self.db.insert_message(session, &value, expires_ms, now)?;
+        self.touched.push(session.to_owned());
         self.bump();
         Ok(())
     }

@@ -348,7 +348,7 @@ async fn state(State(app): State<AppState>, Login(who): Login, Q(q): Q<StateQuer
         Who::Cookie { csrf, .. } => Some(csrf),
         Who::Bearer => None,
     };
-    let answer = longpoll::hold(&app, deadline, None, move |st, last| {
+    let answer = longpoll::hold(&app, deadline, None, None, move |st, last| {
         if since == Some(st.version) && !last {
             return None;
         }
@@ -494,6 +494,8 @@ async fn away(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: Bo
         .with_db(move |st| {
             let now = st.now_ms();
             st.db.set_away(away, now)?;
+            // Every held poll answers at once with the new word (DECISIONS 27).
+            st.touched.push(crate::state::ALL.to_owned());
             st.bump();
             Ok::<_, ApiError>(())
         })

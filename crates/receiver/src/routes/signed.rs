@@ -508,6 +508,7 @@ fn carry_signed(
     let value = Value::Object(out);
     st.db
         .insert_envelope(&cmd.machine, &cmd.session, &cmd.kind, &value, expires, now)?;
+    st.touched.push(format!("machine:{}", cmd.machine));
     st.bump();
     Ok(value)
 }
