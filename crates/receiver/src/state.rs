@@ -26,6 +26,8 @@ use crate::validate::{format_ms_timestamp, parse_ms_timestamp};
 
 /// The key a change that concerns every held poll touches (the Away switch, going down).
 pub(crate) const ALL: &str = "*";
+/// Database calls at once (see [`Shared::db_slots`]).
+const DB_SLOTS: usize = 4;
 /// Poll keys remembered in [`Marks`]; past this they are forgotten, as if all were touched.
 const MARKS_MAX: usize = 10_000;
 
@@ -117,6 +119,9 @@ pub(crate) struct Shared {
     pub event_posts: AtomicUsize,
     /// Control poll requests seen (any status, faults included).
     pub polls: AtomicUsize,
+    /// Database calls running at once (they take the one lock in turn anyway): a few, so a
+    /// herd of held polls waking together does not grow a thread for each.
+    pub db_slots: tokio::sync::Semaphore,
     /// Which held polls have something new to look at.
     pub marks: Mutex<Marks>,
     /// Where limits hit are logged (throttled).
@@ -159,6 +164,7 @@ impl Shared {
             watch: tokio::sync::watch::Sender::new(0),
             event_posts: AtomicUsize::new(0),
             polls: AtomicUsize::new(0),
+            db_slots: tokio::sync::Semaphore::new(DB_SLOTS),
             marks: Mutex::new(Marks::default()),
             limits: Default::default(),
             addr,
@@ -198,6 +204,8 @@ impl Shared {
         self: &Arc<Self>,
         f: impl FnOnce(&mut State) -> T + Send + 'static,
     ) -> T {
+        // Never closed, so a slot always comes.
+        let _slot = self.db_slots.acquire().await;
         let shared = self.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let mut st = shared.lock();

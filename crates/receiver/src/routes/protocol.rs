@@ -8,14 +8,15 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
+#[cfg(feature = "testing")]
 use axum::middleware::{self, Next};
-use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tower::util::MapRequestLayer;
 
-use crate::auth::{AckAuth, ControlOffered, SinkToken};
+use crate::auth::{bearer_machine, AckAuth, ControlOffered, SinkToken};
 use crate::body;
 use crate::error::{clip, json_reply, ApiError, Reply};
 use crate::limits::OTHER_BODY_CAP;
@@ -29,41 +30,37 @@ use super::{signed, wait_s, Q};
 
 /// The protocol's routes.
 pub(crate) fn router(app: &AppState) -> Router<AppState> {
-    let counted = |route: Route| {
-        middleware::from_fn_with_state(app.clone(), move |s, req, next| {
-            on_route(s, route, req, next)
-        })
-    };
     Router::new()
-        .route(
-            WELL_KNOWN_PATH,
-            get(well_known).route_layer(counted(Route::WellKnown)),
-        )
-        .route(
-            EVENTS_PATH,
-            post(events).route_layer(counted(Route::Events)),
-        )
-        .route(CONTROL_PATH, get(poll).route_layer(counted(Route::Poll)))
-        .route(ACK_PATH, post(ack).route_layer(counted(Route::Ack)))
+        .route(WELL_KNOWN_PATH, on(app, Route::WellKnown, get(well_known)))
+        .route(EVENTS_PATH, on(app, Route::Events, post(events)))
+        .route(CONTROL_PATH, on(app, Route::Poll, get(poll)))
+        .route(ACK_PATH, on(app, Route::Ack, post(ack)))
         .route("/healthz", get(healthz))
 }
 
-/// Counts a request to a protocol route (`event_posts`, `polls`); in test builds, logs its
-/// route and gives it the fault queued for it.
-async fn on_route(State(app): State<AppState>, route: Route, req: Request, next: Next) -> Response {
-    match route {
-        Route::Events => app.shared.event_posts.fetch_add(1, Ordering::Relaxed),
-        Route::Poll => app.shared.polls.fetch_add(1, Ordering::Relaxed),
-        _ => 0,
-    };
+/// A protocol route, counted (`event_posts`, `polls`) before its extractors run; in test
+/// builds also logged and open to the faults queued for it (`testing.rs`).
+fn on(app: &AppState, route: Route, m: MethodRouter<AppState>) -> MethodRouter<AppState> {
     #[cfg(feature = "testing")]
-    return super::testing::inject(&app, route, req, next).await;
-    #[cfg(not(feature = "testing"))]
-    next.run(req).await
+    let m = m.route_layer(middleware::from_fn_with_state(
+        app.clone(),
+        move |State(app): State<AppState>, req: Request, next: Next| async move {
+            super::testing::inject(&app, route, req, next).await
+        },
+    ));
+    let shared = app.shared.clone();
+    m.route_layer(MapRequestLayer::new(move |req: Request| {
+        match route {
+            Route::Events => shared.event_posts.fetch_add(1, Ordering::Relaxed),
+            Route::Poll => shared.polls.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
+        req
+    }))
 }
 
 /// `GET /.well-known/sessionpipe`.
-async fn well_known(State(app): State<AppState>) -> Response {
+async fn well_known(State(app): State<AppState>) -> axum::response::Response {
     json_reply(StatusCode::OK, app.shared.opts.well_known())
 }
 
@@ -195,9 +192,13 @@ async fn poll(
     let wait_max = app.shared.opts.wait_max_s as f64;
     if let Some(machine) = q.machine {
         let wait = wait_s(q.wait.as_deref(), wait_max, wait_max)?;
-        return signed::machine_poll(&app, &headers, machine, wait).await;
+        let token_of = bearer_machine(&app, &headers).await?;
+        // Nothing of the request is kept while the poll is held.
+        drop(headers);
+        return signed::machine_poll(&app, token_of, machine, wait).await;
     }
     SinkToken::check(&app, &headers)?;
+    drop(headers);
     let session = q
         .session
         .ok_or_else(|| ApiError::bad_request("missing session"))?;
