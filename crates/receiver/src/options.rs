@@ -21,7 +21,7 @@ pub const PAIR_PATH: &str = "/api/sessionpipe/v1/control/pair";
 /// `{control}/off` (signed control: a machine leaves).
 pub const OFF_PATH: &str = "/api/sessionpipe/v1/control/off";
 
-/// How a [`Receiver`] is set up.
+/// How a [`Receiver`](crate::Receiver) is set up.
 #[derive(Debug, Clone)]
 pub struct ReceiverOptions {
     /// Bearer token the sender must present on events, control and ack.
@@ -49,7 +49,7 @@ pub struct ReceiverOptions {
     pub prompt_expiry_s: u64,
     /// The test door (`/test/*`). Off by default; only built with the `testing` feature.
     pub test_door: bool,
-    /// The in-memory request log ([`Receiver::requests`], [`Receiver::poll_sessions`]); only
+    /// The in-memory request log ([`Receiver::requests`](crate::Receiver::requests), [`Receiver::poll_sessions`](crate::Receiver::poll_sessions)); only
     /// built with the `testing` feature. `sp-receiver` turns it off.
     pub request_log: bool,
     /// The most connections open at once (further ones are closed at once); never more than
@@ -161,7 +161,7 @@ pub enum Route {
     Ack,
 }
 
-/// A misbehaviour for the next request to a route (see [`Receiver::push_fault`]).
+/// A misbehaviour for the next request to a route (see [`Receiver::push_fault`](crate::Receiver::push_fault)).
 #[cfg(feature = "testing")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {

@@ -9,13 +9,13 @@
 //!   431 and closes), read within [`HEADER_READ_TIMEOUT`] (slowloris). hyper starts that timer
 //!   whenever it waits for a head, so an idle keep-alive connection is closed after it too;
 //! * the body: judged from the head first (the route's extractors: token or cookie, then the
-//!   declared length, `body.rs`), so a stranger's or an over-cap body is answered (401, 413) unread; then at most
-//!   the route's cap (`batch.max_bytes` for events) within the budget for bodies in flight
-//!   (503 past it), read within [`BODY_TIMEOUT`]; the whole request within the longest hold
-//!   plus [`REQUEST_SLACK`].
+//!   declared length, `body.rs`), so a stranger's or an over-cap body is answered (401, 413)
+//!   unread; then at most the route's cap (`batch.max_bytes` for events) within the budget
+//!   for bodies in flight (503 past it), read within [`crate::limits::BODY_TIMEOUT`]; the
+//!   whole request within the longest hold plus [`crate::limits::REQUEST_SLACK`] (`app.rs`).
 //!
-//! Every limit hit is logged (tracing, to stderr), at most once per [`LOG_EVERY`] per kind with
-//! a count, so an attack cannot flood the journal.
+//! Every limit hit is logged (tracing, to stderr), at most once per
+//! [`crate::limits::LOG_EVERY`] per kind with a count, so an attack cannot flood the journal.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,18 +1,21 @@
 //! The page: where a person answers from a phone. Plain HTML, CSS and a little JavaScript
 //! (`page/*`, embedded by `assets.rs`), served by the receiver itself; no build step. Every
 //! route here sits under two layers: the `Host` check ([`crate::auth::page_host`]) and the
-//! security headers (tower-http's `SetResponseHeaderLayer`); login and CSRF are extractors (`auth.rs`).
+//! security headers (tower-http's `SetResponseHeaderLayer`); login and CSRF are extractors
+//! (`auth.rs`). Bodies are typed (serde, unknown fields refused); a page message's own rules
+//! are checked by [`page_message`], which names the rule broken.
 //!
 //! | route | auth | answers |
 //! |---|---|---|
 //! | `GET /` | login | 200 the page; 401 with the login form |
 //! | `GET /login` | none | 200 the login form |
-//! | `POST /login` | the login token | 303 to `/` with the login cookie; 401 with the form again |
+//! | `POST /login` | the login token | 303 to `/` with the login cookie; 401 with the form again; 429 past the login limits; 413 over 16 KiB |
 //! | `POST /logout` | login + CSRF | 204, the cookie cleared and the login forgotten |
 //! | `GET /assets/{app.css,app.js,login.js,icon…}`, `/manifest.webmanifest`, `/sw.js` | none | the static files (nothing secret) |
 //! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts, messages and outcomes; held up to S (≤ 25) seconds until the state's version differs from V |
 //! | `POST /page/api/enqueue` | login + CSRF | 200 the queued message; 400 naming what is wrong |
 //! | `POST /page/api/away` | login + CSRF | `{"away": bool}`: the Away switch; 200 `{"away"}` |
+//! | `GET /page/api/push`, `POST /page/api/push` `{"op": "subscribe" \| "remove" \| "quiet" \| "ntfy", …}` | login (+ CSRF to post) | telling the person (`push/`): the devices, ntfy and the push log; 400 naming what is wrong |
 //! | `GET /pair?code=` | login | the page, opened on its pairing view (signed control) |
 //! | `/page/api/pairing`, `/page/api/signed` | login (+ CSRF to post) | signed control: see `signed.rs` |
 //!

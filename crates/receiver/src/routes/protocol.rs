@@ -1,6 +1,6 @@
 //! The protocol's routes (`HTTP.md`, `CONTROL.md` @ e918475): discovery, events, the control
 //! long poll and acks, and `/healthz`. Each protocol route is counted (and in test builds
-//! logged and open to injected faults) by [`on_route`] before its extractors run.
+//! logged and open to injected faults) by [`on`] before its extractors run.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
