@@ -34,7 +34,7 @@
 //! A machine is one thread (short stack) with one keep-alive connection polling
 //! `GET {control}?session=codex:load-I&wait=25` with the shared bearer token, re-polling at
 //! once after each answer: the unsigned per-session poll, which is the same hold
-//! (`http::hold_poll`) the signed per-machine poll uses. It is a benchmark, not a test: it
+//! (`longpoll::poll`) the signed per-machine poll uses. It is a benchmark, not a test: it
 //! prints figures and fails only when the receiver or the load cannot be set up.
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};

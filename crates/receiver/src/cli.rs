@@ -561,6 +561,32 @@ fn raise_nofile() {
     }
 }
 
+/// The options `sp-receiver` serves with: its tokens and database, the page's settings,
+/// signed control on (its rp id from `--public-url`, else localhost), no test door, no
+/// request log.
+fn serve_options(a: &Args, s: &Setup2) -> anyhow::Result<ReceiverOptions> {
+    Ok(ReceiverOptions {
+        token: s.token.clone(),
+        max_tier: 3,
+        login_token: Some(s.login.clone()),
+        permission_expiry_s: a.permission_expiry_s,
+        prompt_expiry_s: a.prompt_expiry_s,
+        test_door: false,
+        request_log: false,
+        db_path: Some(s.db.clone()),
+        rp_id: Some(match &a.public_url {
+            Some(u) => rp_id_of(u)?,
+            None => "localhost".to_owned(),
+        }),
+        public_url: a.public_url.clone(),
+        trust_proxy: a.trust_proxy,
+        tls: a.tls.clone(),
+        max_connections: a.max_connections,
+        allow_private_push: a.allow_private_push,
+        ..ReceiverOptions::default()
+    })
+}
+
 /// Runs the command line; errors wrapping [`Setup`] are usage or setup problems.
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let a = match parse_args(args)? {
@@ -600,26 +626,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    let opts = ReceiverOptions {
-        token: s.token,
-        max_tier: 3,
-        login_token: Some(s.login),
-        permission_expiry_s: a.permission_expiry_s,
-        prompt_expiry_s: a.prompt_expiry_s,
-        test_door: false,
-        request_log: false,
-        db_path: Some(s.db.clone()),
-        rp_id: Some(match &a.public_url {
-            Some(u) => rp_id_of(u)?,
-            None => "localhost".to_owned(),
-        }),
-        public_url: a.public_url.clone(),
-        trust_proxy: a.trust_proxy,
-        tls: a.tls.clone(),
-        max_connections: a.max_connections,
-        allow_private_push: a.allow_private_push,
-        ..ReceiverOptions::default()
-    };
+    let opts = serve_options(&a, &s)?;
     let receiver = match Receiver::start_on(a.listen, opts) {
         Ok(r) => r,
         Err(e) if e.chain().any(|c| c.to_string().contains("database")) => {

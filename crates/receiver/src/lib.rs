@@ -4,10 +4,10 @@
 //! It speaks the seed-era protocol (`HTTP.md` @ e918475, `CONTROL.md` @ e918475; see
 //! `shared/spec/sessionpipe-protocol.md` §2): discovery, `POST {events}` with dedup, the
 //! per-session control long poll and acks. Everything it keeps is in one SQLite database
-//! (`db.rs`): a file for `sp-receiver`, a private in-memory one for tests, same SQL. Tests of the
+//! (`db/`): a file for `sp-receiver`, a private in-memory one for tests, same SQL. Tests of the
 //! sender drive it through this API (and fault injection); the delivery fixtures drive it
 //! through its own test door (tests) or the page's enqueue action (`sp-receiver`). The page
-//! (`page.rs`) lets a person answer from a phone: see there for its routes and security.
+//! (`routes/page.rs`) lets a person answer from a phone: see there for its routes and security.
 //!
 //! | route | auth | answers |
 //! |---|---|---|
@@ -15,32 +15,52 @@
 //! | `POST /api/sessionpipe/v1/events` | Bearer | 202 `{accepted,duplicates,rejected,max_tier}`; 400 malformed/empty/over `max_events` or `sessionpipe-protocol` other than 1; 401; 403 `tier_above_max`; 413 over `max_bytes` |
 //! | `GET /api/sessionpipe/v1/control?session=&wait=` | Bearer | 200 `{messages}` (at once, or as soon as one is enqueued), 204 when the wait runs out; 400; 401; 404 without the `control` capability |
 //! | `POST /api/sessionpipe/v1/control/ack` | Bearer | 202 `{}`; 400 with the violated rule; 401; 404 without `control` |
-//! | `POST /api/sessionpipe/v1/control/pair`, `GET …/control/pair?code=` | Bearer | signed control's pairing (only with `rp_id`; `signed.rs`) |
+//! | `POST /api/sessionpipe/v1/control/pair`, `GET …/control/pair?code=` | Bearer | signed control's pairing (only with `rp_id`; `routes/signed.rs`) |
 //! | `GET /api/sessionpipe/v1/control?machine=&wait=`, `POST …/control/off` | machine token | signed control's per-machine queue and leaving (only with `rp_id`) |
 //! | `GET /healthz` | none | 200 `{"status":"ok"}` when the server and its database answer; 503 otherwise |
 //! | `POST /test/enqueue`, `GET /test/events`, `GET /test/acks` | none | the test door (only built with the `testing` feature, and on with `test_door`) |
-//! | `/`, `/login`, `/logout`, `/assets/*`, `/page/api/*` | login | the page (`page.rs`) |
-//! | anything else | | 404 `{"reason":"not_found"}` (405 for a known path with the wrong method) |
+//! | `/`, `/login`, `/logout`, `/assets/*`, `/page/api/*` | login | the page (`routes/page.rs`) |
+//! | anything else | | 404 `{"reason":"not_found"}` (405 with `allow` for a known path with the wrong method) |
 //!
-//! Requests run as tokio tasks (`server.rs`, with its limits); a held long poll is an async
-//! wait that costs no thread. Errors carry `error.json` bodies (`{"reason"}`).
+//! One axum route per endpoint (`routes/`), put together under the layers every request
+//! passes (`app.rs`); requests run as tokio tasks (`server.rs`, with its limits); a held long
+//! poll is an async wait that costs no thread (`longpoll.rs`), and only the database calls
+//! block (off the async workers). Errors carry `error.json` bodies (`{"reason"}`,
+//! `error.rs`). Who may ask is decided by extractors (`auth.rs`) before a body is read
+//! (`body.rs`).
+//!
+//! The modules form layers, each importing only those below it: `options`, `validate`,
+//! `limits`, `push`, `db`, `state`, `error`, `auth`, `body`, `longpoll`, `routes`, `app`,
+//! `server`, `cli`.
 //!
 //! Fault injection ([`Fault`], [`Receiver::push_fault`]), the request log and the test door
 //! exist only with the cargo feature `testing` (the sender's tests turn it on); a release
 //! build of `sp-receiver` has none of them.
 
+mod app;
+mod auth;
+mod body;
 pub mod cli;
 mod db;
-mod http;
-mod page;
+mod error;
+mod limits;
+mod longpoll;
+mod options;
 pub mod push;
+mod routes;
 mod server;
-mod signed;
 mod state;
 mod validate;
 
+#[cfg(feature = "testing")]
+pub use options::{Fault, RequestRecord};
+pub use options::{
+    ReceiverOptions, Route, ACK_PATH, CONTROL_PATH, DEFAULT_BODY_BUDGET, EVENTS_PATH, OFF_PATH,
+    PAIR_PATH, WELL_KNOWN_PATH,
+};
+
 use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,179 +68,6 @@ use anyhow::Context;
 use serde_json::Value;
 
 use state::Shared;
-
-/// Discovery path.
-pub const WELL_KNOWN_PATH: &str = "/.well-known/sessionpipe";
-/// `endpoints.events` as advertised.
-pub const EVENTS_PATH: &str = "/api/sessionpipe/v1/events";
-/// `endpoints.control` as advertised (the long poll).
-pub const CONTROL_PATH: &str = "/api/sessionpipe/v1/control";
-/// `{control}/ack`.
-pub const ACK_PATH: &str = "/api/sessionpipe/v1/control/ack";
-/// `{control}/pair` (signed control: pairing).
-pub const PAIR_PATH: &str = "/api/sessionpipe/v1/control/pair";
-/// `{control}/off` (signed control: a machine leaves).
-pub const OFF_PATH: &str = "/api/sessionpipe/v1/control/off";
-
-/// How a [`Receiver`] is set up.
-#[derive(Debug, Clone)]
-pub struct ReceiverOptions {
-    /// Bearer token the sender must present on events, control and ack.
-    pub token: String,
-    /// Advertised `control.wait_max_s`; also the cap on a poll's `wait`.
-    pub wait_max_s: u64,
-    /// Advertised capabilities. Without `"control"` the control routes answer 404 and the
-    /// well-known has no `endpoints.control` or `control` object.
-    pub capabilities: Vec<String>,
-    /// Advertised `max_tier`; events above it get 403 `tier_above_max`.
-    pub max_tier: u8,
-    /// `batch.max_events`.
-    pub max_events: usize,
-    /// `batch.max_bytes`.
-    pub max_bytes: usize,
-    /// Receiver clock skew in ms: applied to the `at`/`expires_at` it mints and to its own
-    /// expiry checks.
-    pub clock_offset_ms: i64,
-    /// The page's login token (separate from `token`). `None`: the page and its actions
-    /// answer 401 to everyone.
-    pub login_token: Option<String>,
-    /// How long a `permission.answer` (and a `cancel`) queued from the page stays valid (s).
-    pub permission_expiry_s: u64,
-    /// How long a `prompt` queued from the page stays valid (s).
-    pub prompt_expiry_s: u64,
-    /// The test door (`/test/*`). Off by default; only built with the `testing` feature.
-    pub test_door: bool,
-    /// The in-memory request log ([`Receiver::requests`], [`Receiver::poll_sessions`]); only
-    /// built with the `testing` feature. `sp-receiver` turns it off.
-    pub request_log: bool,
-    /// The most connections open at once (further ones are closed at once); never more than
-    /// the open-file limit allows.
-    pub max_connections: usize,
-    /// The database file; `None` keeps everything in a private in-memory database.
-    pub db_path: Option<PathBuf>,
-    /// Signed control (DECISIONS 22): the WebAuthn rp id declared as
-    /// `control.signing.rp_id`. `None`: no `control.signing` in the well-known, and the
-    /// pairing and machine routes answer 404 (the unsigned mode alone, as before).
-    pub rp_id: Option<String>,
-    /// Where people open the page (`https://host` behind a proxy); pairing links start with
-    /// it. `None`: `http://localhost:PORT` (WebAuthn rp ids cannot be IP addresses). The page
-    /// answers only requests whose `Host` is this URL's, or localhost / an IP address (no DNS
-    /// rebinding).
-    pub public_url: Option<String>,
-    /// Trust `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-For` (a TLS proxy in
-    /// front). Off: they are ignored.
-    pub trust_proxy: bool,
-    /// Serve HTTPS with this PEM certificate chain and private key.
-    pub tls: Option<(PathBuf, PathBuf)>,
-    /// `--allow-private-push`: Web Push endpoints and ntfy URLs may be private, loopback or
-    /// link-local addresses, and http there. Off: https to a public address only.
-    pub allow_private_push: bool,
-    /// The most request-body bytes held at once across all connections; a request whose
-    /// body would go past it is answered 503 (with `retry-after`) before it is read.
-    pub body_budget: usize,
-}
-
-impl Default for ReceiverOptions {
-    fn default() -> Self {
-        ReceiverOptions {
-            // No token anyone could know: each set of options draws its own (tests read it
-            // back with `Receiver::token`); `sp-receiver` always sets the one from its file.
-            token: random_token(),
-            wait_max_s: 25,
-            capabilities: vec!["events".to_owned(), "control".to_owned()],
-            max_tier: 1,
-            max_events: 50,
-            max_bytes: 262_144,
-            clock_offset_ms: 0,
-            login_token: None,
-            permission_expiry_s: 120,
-            prompt_expiry_s: 3600,
-            test_door: false,
-            request_log: true,
-            max_connections: 8192,
-            db_path: None,
-            rp_id: None,
-            public_url: None,
-            trust_proxy: false,
-            tls: None,
-            allow_private_push: false,
-            body_budget: DEFAULT_BODY_BUDGET,
-        }
-    }
-}
-
-fn random_token() -> String {
-    let b: [u8; 16] = rand::random();
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("tok-{hex}")
-}
-
-/// [`ReceiverOptions::body_budget`]'s default: room for 64 full default event batches.
-pub const DEFAULT_BODY_BUDGET: usize = 16 << 20;
-
-/// A route that faults can be injected into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Route {
-    /// `GET /.well-known/sessionpipe`
-    WellKnown,
-    /// `POST {events}`
-    Events,
-    /// `GET {control}?session=…` (the long poll)
-    Poll,
-    /// `POST {control}/ack`
-    Ack,
-}
-
-/// A misbehaviour for the next request to a route (see [`Receiver::push_fault`]).
-#[cfg(feature = "testing")]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fault {
-    /// Answer this status with a small JSON body `{"reason":"…"}` (no body for 1xx/204/304).
-    Status(u16),
-    /// 429 with a `retry-after: <s>` header.
-    TooManyRequests { retry_after_s: u64 },
-    /// Close the connection without answering (the client reads EOF before any response).
-    Reset,
-    /// 200 with a `content-length` 64 bytes larger than the body sent, then close.
-    Truncated,
-    /// 200 with the body `{not json`.
-    InvalidJson,
-    /// Handle normally after this delay.
-    Delay(Duration),
-    /// Never answer; the connection is held until `set_down(true)` or `stop()`.
-    Hang,
-}
-
-/// One request as the receiver saw it (any route, any status).
-#[cfg(feature = "testing")]
-#[derive(Debug, Clone)]
-pub struct RequestRecord {
-    pub method: String,
-    /// Path and query as sent.
-    pub url: String,
-    /// The protocol route, if it was one (method and path both match).
-    pub route: Option<Route>,
-    /// Header names lower-cased, in the order received.
-    pub headers: Vec<(String, String)>,
-    /// The body read (for events, at most `max_bytes + 1` bytes).
-    pub body: Vec<u8>,
-    /// Status answered; `None` while in flight, or for `Reset`/`Hang`/a cut connection.
-    pub status: Option<u16>,
-    /// The fault this request consumed.
-    pub fault: Option<Fault>,
-}
-
-#[cfg(feature = "testing")]
-impl RequestRecord {
-    /// First value of a header (name case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 struct Control {
     shared: Arc<Shared>,
@@ -280,7 +127,11 @@ impl Control {
     /// makes held requests give up unanswered. State is kept.
     fn go_down(&self, serving: &mut Option<server::Serving>) {
         let Some(s) = serving.take() else { return };
-        self.shared.lock().generation += 1;
+        {
+            let mut st = self.shared.lock();
+            st.generation += 1;
+            st.touched.push(state::ALL.to_owned());
+        }
         self.shared.notify();
         // Returns once the listener is closed and every connection task has been dropped
         // (which closes its socket).
@@ -332,7 +183,7 @@ impl Receiver {
             .build()
             .context("starting the tokio runtime")?;
         let shared = Arc::new(Shared::new(opts, db, addr));
-        let allow_private_push = shared.lock().opts.allow_private_push;
+        let allow_private_push = shared.opts.allow_private_push;
         let pusher = push::Pusher::start(
             Arc::new(state::PushView(Arc::downgrade(&shared))),
             allow_private_push,
@@ -392,12 +243,12 @@ impl Receiver {
 
     /// The bearer token it expects.
     pub fn token(&self) -> String {
-        self.shared().lock().opts.token.clone()
+        self.shared().opts.token.clone()
     }
 
     /// The well-known document it currently serves.
     pub fn well_known(&self) -> Value {
-        self.shared().lock().well_known()
+        self.shared().opts.well_known()
     }
 
     /// Enqueues a message for session `"<harness>:<id>"` from a partial one, like the
@@ -457,7 +308,7 @@ impl Receiver {
 
     /// Number of `POST {events}` requests seen (any status, faults included).
     pub fn event_posts(&self) -> usize {
-        self.shared().lock().event_posts
+        self.shared().event_posts.load(Ordering::Relaxed)
     }
 
     /// Every valid ack entry received, duplicates included, in arrival order.
@@ -471,7 +322,7 @@ impl Receiver {
 
     /// Number of control poll requests seen (any status, faults included).
     pub fn polls(&self) -> usize {
-        self.shared().lock().polls
+        self.shared().polls.load(Ordering::Relaxed)
     }
 
     #[cfg(feature = "testing")]

@@ -1,5 +1,5 @@
-//! The sockets: an accept loop on tokio, one hyper HTTP/1 connection task per client, and an
-//! axum router in front of the handlers (`http.rs`). Everything here is a limit:
+//! The sockets: an accept loop on tokio, one hyper HTTP/1 connection task per client, and the
+//! axum router (`app.rs`) in front of the handlers. Everything here is a limit:
 //!
 //! * open connections are capped (a semaphore, sized under `RLIMIT_NOFILE`); over the cap a
 //!   new connection is closed at once;
@@ -8,105 +8,35 @@
 //! * the request head: at most [`MAX_HEAD`] bytes and [`MAX_HEADERS`] headers (hyper answers
 //!   431 and closes), read within [`HEADER_READ_TIMEOUT`] (slowloris). hyper starts that timer
 //!   whenever it waits for a head, so an idle keep-alive connection is closed after it too;
-//! * the body: judged from the head first (`http::admit`: route, token or cookie, declared
-//!   length), so a stranger's or an over-cap body is answered (401, 413) unread; then at most
-//!   the route's cap (`batch.max_bytes` for events) within the budget for bodies in flight
-//!   (503 past it), read within [`BODY_TIMEOUT`]; the whole request within the longest hold
-//!   plus [`REQUEST_SLACK`].
+//! * the body: judged from the head first (the route's extractors: token or cookie, then the
+//!   declared length, `body.rs`), so a stranger's or an over-cap body is answered (401, 413)
+//!   unread; then at most the route's cap (`batch.max_bytes` for events) within the budget
+//!   for bodies in flight (503 past it), read within [`crate::limits::BODY_TIMEOUT`]; the
+//!   whole request within the longest hold plus [`crate::limits::REQUEST_SLACK`] (`app.rs`).
 //!
-//! Every limit hit is logged (tracing, to stderr), at most once per [`LOG_EVERY`] per kind with
-//! a count, so an attack cannot flood the journal.
+//! Every limit hit is logged (tracing, to stderr), at most once per
+//! [`crate::limits::LOG_EVERY`] per kind with a count, so an attack cannot flood the journal.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-#[cfg(feature = "testing")]
-use std::{future::Future, pin::Pin, task::Poll};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
-use axum::http::{header, Request, Response, StatusCode};
+use axum::extract::ConnectInfo;
+use axum::http::Request;
 use axum::Router;
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tower::ServiceExt;
-use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
-use super::http::{self, Outcome, Reply};
-use super::state::Shared;
+use crate::error::Cut;
+use crate::limits::{connection_cap, ACCEPT_PAUSE, HEADER_READ_TIMEOUT, MAX_HEAD, MAX_HEADERS};
+use crate::state::{AppState, Shared};
 
-/// Largest request head (request line and headers).
-pub(crate) const MAX_HEAD: usize = 16 * 1024;
-/// Most headers in one request.
-pub(crate) const MAX_HEADERS: usize = 64;
-/// A request head must arrive within this; also the idle keep-alive limit.
-pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// A request body must arrive within this.
-pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(30);
-/// A request may take its longest hold plus this.
-const REQUEST_SLACK: Duration = Duration::from_secs(60);
-/// The pause after an accept error that is about the process (EMFILE...), not the client.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
-/// Descriptors kept for everything but client connections (database, logs, a new accept).
-const FD_RESERVE: u64 = 64;
-/// Past the cap, a body is still read (and dropped) up to this many bytes so the 413 reaches
-/// a client that sends it all before reading.
-const DRAIN_MAX: usize = 8 << 20;
-/// A body refused from its head: at most this much of it is read (and dropped) ...
-const DISCARD_MAX: usize = 64 << 10;
-/// ... within this, before the answer.
-const DISCARD_WITHIN: Duration = Duration::from_millis(200);
-/// How often one kind of limit is logged.
-const LOG_EVERY: Duration = Duration::from_secs(5);
-
-/// Logs one line per kind per [`LOG_EVERY`], with how many happened since the last line.
-#[derive(Default)]
-pub(crate) struct LimitLog {
-    kinds: Mutex<HashMap<&'static str, (Instant, u64)>>,
-}
-
-impl LimitLog {
-    pub fn hit(&self, kind: &'static str, detail: &dyn std::fmt::Display) {
-        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let entry = kinds.entry(kind).or_insert((now - LOG_EVERY, 0));
-        entry.1 += 1;
-        if now.duration_since(entry.0) >= LOG_EVERY {
-            tracing::warn!(kind, count = entry.1, "limit: {detail}");
-            *entry = (now, 0);
-        }
-    }
-}
-
-/// The most connections served at once: `wanted`, but never more than the descriptors left.
-pub(crate) fn connection_cap(wanted: usize) -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we own.
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-        lim.rlim_cur
-    } else {
-        1024
-    };
-    let by_fds = soft.saturating_sub(FD_RESERVE).max(16);
-    wanted.min(usize::try_from(by_fds).unwrap_or(usize::MAX))
-}
-
-/// The extension a handler's response carries to have its connection closed unanswered.
-#[derive(Clone, Copy)]
-struct Cut;
-
-/// The client's socket address, put on each request.
-#[derive(Clone, Copy)]
-struct Peer(SocketAddr);
-
+/// Why a connection is closed unanswered (a response marked [`Cut`]).
 #[derive(Debug)]
 struct CutError;
 impl std::fmt::Display for CutError {
@@ -115,12 +45,6 @@ impl std::fmt::Display for CutError {
     }
 }
 impl std::error::Error for CutError {}
-
-#[derive(Clone)]
-struct App {
-    shared: Arc<Shared>,
-    generation: u64,
-}
 
 /// One "up" period of the server.
 pub(crate) struct Serving {
@@ -190,21 +114,6 @@ pub(crate) fn serve(
     })
 }
 
-fn router(app: App) -> Router {
-    let hold_max = {
-        let st = app.shared.lock();
-        Duration::from_secs(st.opts.wait_max_s.max(25))
-    };
-    Router::new()
-        .fallback(any_request)
-        .with_state(app)
-        .layer(RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            hold_max + REQUEST_SLACK,
-        ))
-}
-
 /// Whether an accept error is about this process or machine (pause before retrying) rather
 /// than about the one connection that failed.
 fn accept_error_is_ours(e: &std::io::Error) -> bool {
@@ -221,9 +130,9 @@ async fn accept_loop(
     tls: Option<tokio_rustls::TlsAcceptor>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let cap = connection_cap(shared.lock().opts.max_connections);
+    let cap = connection_cap(shared.opts.max_connections);
     let slots = Arc::new(Semaphore::new(cap));
-    let app = router(App {
+    let app = crate::app::router(AppState {
         shared: shared.clone(),
         generation,
     });
@@ -291,7 +200,7 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-        req.extensions_mut().insert(Peer(peer));
+        req.extensions_mut().insert(ConnectInfo(peer));
         let app = app.clone();
         async move {
             let resp = match app.oneshot(req.map(Body::new)).await {
@@ -327,220 +236,6 @@ where
                 .hit("malformed", &format_args!("bad request from {peer}: {e}"));
         } else {
             tracing::debug!("connection from {peer}: {e}");
-        }
-    }
-}
-
-/// Every request: decide from its head whether to read the body (and how much: the route's
-/// cap, within the budget for bodies in flight), read it, hand it to `http::handle`, write
-/// what it says. A request refused from its head never has its body read.
-async fn any_request(State(app): State<App>, req: Request<Body>) -> Response<Body> {
-    let peer = req.extensions().get::<Peer>().map(|p| p.0);
-    let (parts, mut body) = req.into_parts();
-    let url = parts
-        .uri
-        .path_and_query()
-        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
-    let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
-    let headers: Vec<(String, String)> = parts
-        .headers
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
-    let head = http::Head {
-        method: parts.method.as_str().to_owned(),
-        path: path.to_owned(),
-        query: query.to_owned(),
-        headers,
-        peer,
-    };
-    let declared = head.declared_len();
-    let (head, admission) = http::admit(&app.shared, head).await;
-    // The body's share of the budget, held until the answer is made.
-    let mut _held = None;
-    let mut refused = None;
-    let mut buf = Vec::new();
-    match admission {
-        http::Admission::NoBody => {}
-        http::Admission::Refuse(r) => {
-            if r.status == 413 {
-                app.shared.limits.hit(
-                    "body_size",
-                    &format_args!("{}: declared body too large from {peer:?}: 413", head.path),
-                );
-            }
-            refused = Some(r);
-        }
-        http::Admission::Body(cap) => {
-            let want = declared.map_or(cap + 1, |n| (n as usize).min(cap + 1));
-            let kib = u32::try_from(want / 1024 + 1).unwrap_or(u32::MAX);
-            match app.shared.bodies.clone().try_acquire_many_owned(kib) {
-                Err(_) => {
-                    app.shared.limits.hit(
-                        "body_budget",
-                        &format_args!("{}: bodies in flight over the budget: 503", head.path),
-                    );
-                    refused = Some(http::Reply::error(503, "busy").header("retry-after", "1"));
-                }
-                Ok(permit) => {
-                    _held = Some(permit);
-                    match read_capped(&mut body, cap).await {
-                        Some(b) => buf = b,
-                        // The client went away (or was too slow) mid-body: nothing to answer.
-                        None => return cut(),
-                    }
-                    if buf.len() > cap {
-                        app.shared.limits.hit(
-                            "body_size",
-                            &format_args!("{}: body over {cap} bytes from {peer:?}", head.path),
-                        );
-                    }
-                }
-            }
-        }
-    }
-    let unread = refused.is_some() && (declared.is_some_and(|n| n > 0) || chunked(&parts.headers));
-    if unread && !parts.headers.contains_key(header::EXPECT) {
-        // Costs nothing kept: lets a small honest body arrive, so closing the socket does not
-        // reset the connection before the client has read the answer.
-        discard_briefly(&mut body).await;
-    }
-
-    let outcome = http::handle(
-        app.shared.clone(),
-        app.generation,
-        head,
-        url.clone(),
-        buf,
-        refused,
-    )
-    .await;
-    let mut resp = match outcome {
-        Outcome::Reply(r) => to_response(r),
-        Outcome::Cut => return cut(),
-        #[cfg(feature = "testing")]
-        Outcome::Truncated(r, declared) => return truncated(r, declared),
-    };
-    if unread {
-        // The rest of the body is never read: the connection ends with this answer.
-        resp.headers_mut().insert(
-            header::CONNECTION,
-            header::HeaderValue::from_static("close"),
-        );
-    }
-    resp
-}
-
-fn chunked(headers: &axum::http::HeaderMap) -> bool {
-    headers.contains_key(header::TRANSFER_ENCODING)
-}
-
-/// Reads a body, keeping at most `cap + 1` bytes (to tell "too large"); past that the rest is
-/// drained, up to [`DRAIN_MAX`], so the 413 reaches a client that sends it all before
-/// reading. `None` when the body failed (the client went away or was too slow).
-async fn read_capped(body: &mut Body, cap: usize) -> Option<Vec<u8>> {
-    let mut buf = Vec::new();
-    let mut seen = 0usize;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.ok()?;
-        if let Ok(data) = frame.into_data() {
-            seen = seen.saturating_add(data.len());
-            let room = (cap + 1).saturating_sub(buf.len());
-            buf.extend_from_slice(&data[..data.len().min(room)]);
-            if seen > cap.saturating_add(DRAIN_MAX) {
-                break;
-            }
-        }
-    }
-    Some(buf)
-}
-
-/// Reads and drops what a refused request's body has sent: at most [`DISCARD_MAX`] bytes
-/// within [`DISCARD_WITHIN`].
-async fn discard_briefly(body: &mut Body) {
-    let drain = async {
-        let mut seen = 0usize;
-        while let Some(Ok(frame)) = body.frame().await {
-            if let Ok(data) = frame.into_data() {
-                seen += data.len();
-                if seen > DISCARD_MAX {
-                    break;
-                }
-            }
-        }
-    };
-    let _ = tokio::time::timeout(DISCARD_WITHIN, drain).await;
-}
-
-fn cut() -> Response<Body> {
-    let mut r = Response::new(Body::empty());
-    r.extensions_mut().insert(Cut);
-    r
-}
-
-pub(crate) fn to_response(r: Reply) -> Response<Body> {
-    let no_body = matches!(r.status, 100..=199 | 204 | 304);
-    let mut b = Response::builder().status(r.status);
-    if !no_body && r.body.is_some() {
-        b = b.header(header::CONTENT_TYPE, r.content_type);
-    }
-    for (k, v) in &r.headers {
-        b = b.header(*k, v.as_str());
-    }
-    b = b.header(header::CACHE_CONTROL, "no-store");
-    let body = match r.body {
-        Some(bytes) if !no_body => Body::from(bytes),
-        _ => Body::empty(),
-    };
-    b.body(body).unwrap_or_else(|e| {
-        tracing::error!("building a response: {e}");
-        let mut r = Response::new(Body::from(r#"{"reason":"internal_error"}"#));
-        *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-        r
-    })
-}
-
-/// `Fault::Truncated`: the head says `declared` bytes, the body sends fewer, then fails, and
-/// hyper closes the connection.
-#[cfg(feature = "testing")]
-fn truncated(r: Reply, declared: usize) -> Response<Body> {
-    let data = axum::body::Bytes::from(r.body.clone().unwrap_or_default());
-    let mut resp = to_response(Reply { body: None, ..r });
-    resp.headers_mut()
-        .insert(header::CONTENT_LENGTH, declared.into());
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    let pause = Box::pin(tokio::time::sleep(Duration::from_millis(100)));
-    *resp.body_mut() = Body::new(CutShort(Some(data), pause));
-    resp
-}
-
-/// A body that yields its bytes, waits a moment (so hyper flushes the head and those bytes),
-/// then fails, which makes hyper close the connection.
-#[cfg(feature = "testing")]
-struct CutShort(Option<axum::body::Bytes>, Pin<Box<tokio::time::Sleep>>);
-
-#[cfg(feature = "testing")]
-impl hyper::body::Body for CutShort {
-    type Data = axum::body::Bytes;
-    type Error = CutError;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> Poll<Option<Result<hyper::body::Frame<axum::body::Bytes>, CutError>>> {
-        if let Some(b) = self.0.take() {
-            return Poll::Ready(Some(Ok(hyper::body::Frame::data(b))));
-        }
-        match self.1.as_mut().poll(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(()) => Poll::Ready(Some(Err(CutError))),
         }
     }
 }

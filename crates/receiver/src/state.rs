@@ -11,16 +11,59 @@ use std::collections::HashMap;
 #[cfg(feature = "testing")]
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use super::db::Db;
-use super::validate::{format_ms_timestamp, parse_ms_timestamp};
-use super::ReceiverOptions;
+use crate::db::Db;
+use crate::limits::{LimitLog, LoginLimits};
+use crate::options::ReceiverOptions;
 #[cfg(feature = "testing")]
-use super::{Fault, RequestRecord, Route};
+use crate::options::{Fault, RequestRecord, Route};
+use crate::validate::{format_ms_timestamp, parse_ms_timestamp};
+
+/// The key a change that concerns every held poll touches (the Away switch, going down).
+pub(crate) const ALL: &str = "*";
+/// Database calls at once (see [`Shared::db_slots`]).
+const DB_SLOTS: usize = 4;
+/// Poll keys remembered in [`Marks`]; past this they are forgotten, as if all were touched.
+const MARKS_MAX: usize = 10_000;
+
+/// Which poll keys changed when: a held poll looks at the database again only when its key
+/// (or every key) was touched since its last look, so one enqueue does not send every held
+/// poll to SQLite. Behind its own small lock, never held across a database call.
+#[derive(Default)]
+pub(crate) struct Marks {
+    seq: u64,
+    all: u64,
+    keys: HashMap<String, u64>,
+}
+
+impl Marks {
+    fn touch(&mut self, keys: Vec<String>) {
+        for k in keys {
+            self.seq += 1;
+            if k == ALL || (self.keys.len() >= MARKS_MAX && !self.keys.contains_key(&k)) {
+                self.keys.clear();
+                self.all = self.seq;
+            } else {
+                self.keys.insert(k, self.seq);
+            }
+        }
+    }
+
+    /// The latest mark: a look that starts now has seen everything up to it.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether `key` (or every key) was touched after `since`.
+    pub fn changed_since(&self, key: &str, since: u64) -> bool {
+        self.all > since || self.keys.get(key).is_some_and(|s| *s > since)
+    }
+}
 
 /// Rejected events kept for inspection (the oldest are dropped past this).
 const REJECTED_KEPT: usize = 1000;
@@ -35,13 +78,12 @@ pub(crate) enum Refused {
 }
 
 pub(crate) struct State {
-    pub opts: ReceiverOptions,
+    /// The options, fixed for the receiver's life (the same `Arc` as [`Shared::opts`]).
+    pub opts: Arc<ReceiverOptions>,
     pub db: Db,
     /// Bumped on every change the page shows.
     pub version: u64,
     pub rejected: Vec<Value>,
-    pub event_posts: usize,
-    pub polls: usize,
     #[cfg(feature = "testing")]
     pub poll_sessions: Vec<String>,
     #[cfg(feature = "testing")]
@@ -52,26 +94,40 @@ pub(crate) struct State {
     /// older generation gives up without answering (its connection has been cut).
     pub generation: u64,
     pub stopped: bool,
+    /// The poll keys (a session key, `machine:<id>`, or [`ALL`]) whose pending rows changed
+    /// since the last [`Shared::notify`], which hands them to [`Shared::marks`].
+    pub touched: Vec<String>,
     /// The Away word each poller (a session key, or `machine:<id>`) was last told: a poll
     /// from one that has not heard the current word is answered at once (DECISIONS 27).
     pub away_told: HashMap<String, bool>,
     /// Each login's CSRF secret (random, kept only here), by the login cookie's hash.
     pub csrf: HashMap<String, String>,
     /// Login attempts allowed per client and overall.
-    pub login_limits: super::page::LoginLimits,
+    pub login_limits: LoginLimits,
     /// The push worker's handle (push.rs): notices go to it, never a wait.
     pub pusher: Option<crate::push::Pusher>,
 }
 
 pub(crate) struct Shared {
+    /// The options, fixed for the receiver's life.
+    pub opts: Arc<ReceiverOptions>,
     pub state: Mutex<State>,
     pub changed: Condvar,
     /// Bumped with every notify: what held requests (async) wait on.
     pub watch: tokio::sync::watch::Sender<u64>,
+    /// `POST {events}` requests seen (any status, faults included).
+    pub event_posts: AtomicUsize,
+    /// Control poll requests seen (any status, faults included).
+    pub polls: AtomicUsize,
+    /// Database calls running at once (they take the one lock in turn anyway): a few, so a
+    /// herd of held polls waking together does not grow a thread for each.
+    pub db_slots: tokio::sync::Semaphore,
+    /// Which held polls have something new to look at.
+    pub marks: Mutex<Marks>,
     /// Where limits hit are logged (throttled).
-    pub limits: super::server::LimitLog,
+    pub limits: LimitLog,
     /// Request bodies in flight, in KiB: each read first takes its size from here.
-    pub bodies: std::sync::Arc<tokio::sync::Semaphore>,
+    pub bodies: Arc<tokio::sync::Semaphore>,
     /// The bound address (`127.0.0.1:PORT` for tests), fixed for the receiver's life
     /// (set_down/up rebinds the same port).
     pub addr: SocketAddr,
@@ -81,15 +137,15 @@ impl Shared {
     pub fn new(opts: ReceiverOptions, db: Db, addr: SocketAddr) -> Shared {
         // Never below one body of the largest cap, or that body could never be read.
         let budget_kib = opts.body_budget.max(opts.max_bytes).max(1 << 20) / 1024 + 1;
+        let opts = Arc::new(opts);
         Shared {
-            bodies: std::sync::Arc::new(tokio::sync::Semaphore::new(budget_kib)),
+            opts: opts.clone(),
+            bodies: Arc::new(tokio::sync::Semaphore::new(budget_kib)),
             state: Mutex::new(State {
                 opts,
                 db,
                 version: 1,
                 rejected: Vec::new(),
-                event_posts: 0,
-                polls: 0,
                 #[cfg(feature = "testing")]
                 poll_sessions: Vec::new(),
                 #[cfg(feature = "testing")]
@@ -98,6 +154,7 @@ impl Shared {
                 requests: Vec::new(),
                 generation: 0,
                 stopped: false,
+                touched: Vec::new(),
                 away_told: HashMap::new(),
                 csrf: HashMap::new(),
                 login_limits: Default::default(),
@@ -105,6 +162,10 @@ impl Shared {
             }),
             changed: Condvar::new(),
             watch: tokio::sync::watch::Sender::new(0),
+            event_posts: AtomicUsize::new(0),
+            polls: AtomicUsize::new(0),
+            db_slots: tokio::sync::Semaphore::new(DB_SLOTS),
+            marks: Mutex::new(Marks::default()),
             limits: Default::default(),
             addr,
         }
@@ -118,9 +179,60 @@ impl Shared {
 
     /// Wakes every waiter (held requests and the test API's waits) to look again.
     pub fn notify(&self) {
+        let touched = std::mem::take(&mut self.lock().touched);
+        if !touched.is_empty() {
+            self.marks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .touch(touched);
+        }
         self.changed.notify_all();
         self.watch.send_modify(|v| *v = v.wrapping_add(1));
     }
+
+    /// Whether the receiver is still up in `generation` (not gone down or stopped since).
+    #[cfg(feature = "testing")]
+    pub fn same_generation(&self, generation: u64) -> bool {
+        let st = self.lock();
+        st.generation == generation && !st.stopped
+    }
+
+    /// Runs `f` on the state under the lock, on a thread for blocking work (SQLite, and the
+    /// lock itself), never on an async worker; wakes every waiter afterwards when `f`
+    /// changed the version.
+    pub async fn with_db<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut State) -> T + Send + 'static,
+    ) -> T {
+        // Never closed, so a slot always comes.
+        let _slot = self.db_slots.acquire().await;
+        let shared = self.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut st = shared.lock();
+            let version = st.version;
+            let out = f(&mut st);
+            let changed = st.version != version;
+            drop(st);
+            if changed {
+                shared.notify();
+            }
+            out
+        })
+        .await;
+        match joined {
+            Ok(v) => v,
+            // A panic in `f` is a bug: the request fails, the receiver goes on.
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+}
+
+/// What every handler gets: the shared state and the serving generation it was accepted
+/// under (a request of an older generation is cut, never answered).
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub shared: Arc<Shared>,
+    pub generation: u64,
 }
 
 impl State {
@@ -224,37 +336,9 @@ impl State {
         let expires_ms = expires.map(|e| (e.unix_timestamp_nanos() / 1_000_000) as i64);
         let now = self.now_ms();
         self.db.insert_message(session, &value, expires_ms, now)?;
+        self.touched.push(session.to_owned());
         self.bump();
         Ok(())
-    }
-
-    /// The `/.well-known/sessionpipe` document for the current options.
-    pub fn well_known(&self) -> Value {
-        let o = &self.opts;
-        let control = o.capabilities.iter().any(|c| c == "control");
-        let mut endpoints = Map::new();
-        endpoints.insert("events".into(), super::EVENTS_PATH.into());
-        if control {
-            endpoints.insert("control".into(), super::CONTROL_PATH.into());
-        }
-        let mut doc = Map::new();
-        doc.insert("protocol".into(), serde_json::json!([1]));
-        doc.insert("max_tier".into(), o.max_tier.into());
-        doc.insert("capabilities".into(), o.capabilities.clone().into());
-        doc.insert("auth".into(), serde_json::json!(["bearer"]));
-        doc.insert("endpoints".into(), Value::Object(endpoints));
-        doc.insert(
-            "batch".into(),
-            serde_json::json!({"max_events": o.max_events, "max_bytes": o.max_bytes}),
-        );
-        if control {
-            let mut c = serde_json::json!({"wait_max_s": o.wait_max_s});
-            if let Some(rp) = &o.rp_id {
-                c["signing"] = serde_json::json!({"rp_id": rp, "algs": [-7, -257]});
-            }
-            doc.insert("control".into(), c);
-        }
-        Value::Object(doc)
     }
 
     /// Whether signed control is on (control offered and an rp id declared).

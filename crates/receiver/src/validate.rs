@@ -266,6 +266,27 @@ pub fn check_ack_body(body: &Value) -> Result<Vec<Value>, String> {
     Ok(acks.clone())
 }
 
+/// A string field of an object: `None` when absent or null; an error naming it otherwise.
+pub fn str_field<'a>(
+    m: &'a serde_json::Map<String, Value>,
+    k: &str,
+) -> Result<Option<&'a str>, String> {
+    match m.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("{k} must be a string")),
+    }
+}
+
+/// A prompt's `mode` (DECISIONS 25): `queue` (the default, left out), `steer` or `interrupt`.
+pub fn prompt_mode(mode: Option<&str>) -> Result<Option<&str>, String> {
+    match mode {
+        None | Some("queue") => Ok(None),
+        Some(mode @ ("steer" | "interrupt")) => Ok(Some(mode)),
+        Some(_) => Err("mode must be queue, steer or interrupt".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

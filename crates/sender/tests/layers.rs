@@ -4,8 +4,7 @@
 //! between the submodules of one module. A child using its parent's items (`super::Thing`)
 //! and a parent using its children are not layers and are not counted.
 //!
-//! Covered: the sender (this crate) and the wire crate. The receiver is added once its
-//! modules are in layers.
+//! Covered: the sender (this crate), the wire crate and the receiver.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -375,6 +374,11 @@ fn the_sender_modules_form_layers() {
 #[test]
 fn the_wire_modules_form_layers() {
     assert_layers(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../wire/src"));
+}
+
+#[test]
+fn the_receiver_modules_form_layers() {
+    assert_layers(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../receiver/src"));
 }
 
 /// The checker itself: a crate with a top-level cycle through a `use` group, a submodule

@@ -1,0 +1,513 @@
+//! Signed control, the receiver's side (DECISIONS 22; the reference's CONTROL.md §2, §3.3 and
+//! HTTP.md §3). The receiver carries; it never signs and never adds a key on its own.
+//!
+//! | route | auth | answers |
+//! |---|---|---|
+//! | `POST {control}/pair` | sink token | 201 `{machine, code, url, check, expires_at}` |
+//! | `GET {control}/pair?code=` | sink token | 200 `{status: pending}` / `{status: paired, key, proof, token?}` / `{status: expired}`; 404 unknown code |
+//! | `GET {control}?machine=&wait=` | that machine's token | 200 `{messages: [envelope…]}` (redelivered until acked), 204 when the wait runs out |
+//! | `POST {control}/off` | a machine's token | 200 `{}`: the machine, its keys and its queue are forgotten |
+//! | `GET /page/api/pairing?code=` | login | the pairing as the page shows it (machine, name, check digits, status) |
+//! | `POST /page/api/pairing` | login + CSRF | `{code, key, proof}` from the page's passkey; 200 once the proof verifies |
+//! | `POST /page/api/signed` | login + CSRF | `{cmd, csig, grant}` signed on the page; 200 the queued envelope; 400 with the verifier's `code` when the early check (CONTROL.md §5, against the keys this receiver carried) refuses it |
+//!
+//! Every route answers 404 without signed control (the `control` capability and an rp id).
+//! The machine token is made when the machine's first pairing is first reported `paired`,
+//! handed over in that one answer, and stored only as its SHA-256. Sessions reach the page
+//! through the sink token, which names no machine: this receiver has one sink token, and the
+//! page signs for the most recently paired machine (one machine per sink token; a command for
+//! another machine would be refused `wrong_machine` there, never run).
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::auth::{token_hash, Csrf, Login, MachineToken, SignedOffered, SinkToken};
+use crate::body;
+use crate::error::{json_reply, ApiError, Reply};
+use crate::limits::OTHER_BODY_CAP;
+use crate::longpoll;
+use crate::options::{OFF_PATH, PAIR_PATH};
+use crate::state::{AppState, State as St};
+use crate::validate::{format_ms_timestamp, prompt_mode};
+use spwire::signed::{self as wire, Assertion, TrustedKey};
+use spwire::split_session_key;
+
+use super::Q;
+
+/// How long a pairing code is good for.
+const PAIR_TTL: Duration = Duration::from_secs(10 * 60);
+/// The longest an envelope is carried (CONTROL.md §3.3).
+const ENVELOPE_MAX: Duration = Duration::from_secs(24 * 3600);
+/// The most a command string may be (CONTROL.md §3.1).
+const CMD_MAX: usize = 48_000;
+/// The receiver's early check passes commands signed at most this long ago (CONTROL.md §5).
+const EARLY_MAX_AGE_MS: i64 = 10 * 60 * 1000;
+/// A machine poll looks at the database at least this often, so a row written by another
+/// process (an administrator's, or a test's) is served without waiting out the poll.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// The machines' routes (pairing and leaving; their poll is `protocol.rs`'s `GET {control}`).
+pub(crate) fn router() -> Router<AppState> {
+    Router::new()
+        .route(PAIR_PATH, post(pair_start).get(pair_status))
+        .route(OFF_PATH, post(off))
+}
+
+/// The page's routes for signed control (under the page's layers, `page.rs`).
+pub(crate) fn page_router() -> Router<AppState> {
+    Router::new()
+        .route("/page/api/pairing", get(page_pairing).post(page_approve))
+        .route("/page/api/signed", post(page_signed))
+}
+
+fn random_bytes(n: usize) -> Result<Vec<u8>, ApiError> {
+    use std::io::Read;
+    let mut b = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| {
+            tracing::error!("cannot read /dev/urandom: {e}");
+            ApiError::internal()
+        })?;
+    Ok(b)
+}
+
+fn random_b64url(n_bytes: usize, len: usize) -> Result<String, ApiError> {
+    let mut s = wire::b64url(&random_bytes(n_bytes)?);
+    s.truncate(len);
+    Ok(s)
+}
+
+fn ms_to_wire(ms: i64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    format_ms_timestamp(t)
+}
+
+/// `POST {control}/pair`'s body (may be empty).
+#[derive(Deserialize, Default)]
+struct PairStart {
+    /// The machine's name, shown on the page (cut to 80 characters).
+    name: Option<String>,
+    /// A machine already paired here pairing again (a new key).
+    machine: Option<String>,
+}
+
+/// `POST {control}/pair`.
+async fn pair_start(
+    State(app): State<AppState>,
+    _: SignedOffered,
+    _: SinkToken,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply {
+    let cap = OTHER_BODY_CAP;
+    let read = body::read(
+        &app,
+        &headers,
+        body,
+        cap,
+        &format!("body larger than {cap} bytes"),
+    )
+    .await?;
+    let asked: PairStart = if read.bytes.iter().all(u8::is_ascii_whitespace) {
+        PairStart::default()
+    } else {
+        read.json()?
+    };
+    let name = asked.name.map(|n| n.chars().take(80).collect::<String>());
+    let code = random_b64url(16, 22)?;
+    let r = random_bytes(4)?;
+    let check = format!(
+        "{:06}",
+        u32::from_le_bytes([r[0], r[1], r[2], r[3]]) % 1_000_000
+    );
+    let fresh_id = format!("m_{}", random_b64url(17, 22)?);
+    let port = app.shared.addr.port();
+    let out = app
+        .shared
+        .with_db(move |st| -> Result<Value, ApiError> {
+            let machine = match asked.machine {
+                Some(m) if st.db.machine_known(&m)? => m,
+                _ => fresh_id,
+            };
+            let now = st.now_ms();
+            let expires = now + PAIR_TTL.as_millis() as i64;
+            st.db
+                .create_pairing(&code, &machine, &check, name.as_deref(), now, expires)?;
+            let url = format!("{}/pair?code={code}", st.page_base(port));
+            Ok(
+                json!({"machine": machine, "code": code, "url": url, "check": check,
+                      "expires_at": ms_to_wire(expires)}),
+            )
+        })
+        .await?;
+    Ok(json_reply(StatusCode::CREATED, out))
+}
+
+/// A pairing's code in a query.
+#[derive(Deserialize)]
+struct CodeQuery {
+    code: Option<String>,
+}
+
+/// `GET {control}/pair?code=`.
+async fn pair_status(
+    State(app): State<AppState>,
+    _: SignedOffered,
+    _: SinkToken,
+    Q(q): Q<CodeQuery>,
+) -> Reply {
+    let code = q
+        .code
+        .ok_or_else(|| ApiError::bad_request("missing code"))?;
+    let token = random_b64url(32, 43)?;
+    let out = app
+        .shared
+        .with_db(move |st| -> Result<Value, ApiError> {
+            let p = st.db.pairing(&code)?.ok_or_else(ApiError::not_found)?;
+            let (Some(key), Some(proof)) = (&p.key, &p.proof) else {
+                let status = if p.expires_ms <= st.now_ms() {
+                    "expired"
+                } else {
+                    "pending"
+                };
+                return Ok(json!({ "status": status }));
+            };
+            let key: Value = serde_json::from_str(key).unwrap_or(Value::Null);
+            let proof: Value = serde_json::from_str(proof).unwrap_or(Value::Null);
+            let mut out = json!({"status": "paired", "key": key, "proof": proof});
+            if !p.token_given && st.db.give_token(&code, &token_hash(&token))? {
+                out["token"] = token.into();
+            }
+            Ok(out)
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, out))
+}
+
+/// `GET {control}?machine=&wait=`: the one poll per machine. `wait` is already clamped.
+/// `token_of` is the machine the request's bearer token names, if any.
+pub(crate) async fn machine_poll(
+    app: &AppState,
+    token_of: Option<String>,
+    machine: String,
+    wait: f64,
+) -> Reply {
+    if !crate::auth::signed_on(app) {
+        return Err(ApiError::not_found());
+    }
+    if token_of.as_deref() != Some(machine.as_str()) {
+        return Err(ApiError::unauthorized());
+    }
+    let deadline = Instant::now() + Duration::from_secs_f64(wait);
+    let who = format!("machine:{machine}");
+    longpoll::poll(app, deadline, Some(RECHECK), who, move |st| {
+        st.db.machine_pending(&machine, st.now_ms())
+    })
+    .await
+}
+
+/// `POST {control}/off`: reads no body, only its token matters.
+async fn off(
+    State(app): State<AppState>,
+    _: SignedOffered,
+    MachineToken(machine): MachineToken,
+) -> Reply {
+    app.shared
+        .with_db(move |st| {
+            st.db.remove_machine(&machine)?;
+            st.bump();
+            Ok::<_, ApiError>(())
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, json!({})))
+}
+
+/// What the page's state answer says about signing: `{rp_id, machine?, name?}`.
+pub(crate) fn page_signing(st: &St) -> Option<Value> {
+    if !st.signed() {
+        return None;
+    }
+    let mut v = json!({"rp_id": st.opts.rp_id});
+    if let Ok(Some(m)) = st.db.latest_machine() {
+        v["machine"] = m["machine"].clone();
+        v["name"] = m["name"].clone();
+    }
+    Some(v)
+}
+
+/// `GET /page/api/pairing?code=`.
+async fn page_pairing(
+    State(app): State<AppState>,
+    _: Login,
+    _: SignedOffered,
+    Q(q): Q<CodeQuery>,
+) -> Reply {
+    let code = q
+        .code
+        .ok_or_else(|| ApiError::bad_request("missing code"))?;
+    let out = app
+        .shared
+        .with_db(move |st| -> Result<Value, ApiError> {
+            let p = st.db.pairing(&code)?.ok_or_else(ApiError::not_found)?;
+            let status = if p.key.is_some() {
+                "paired"
+            } else if p.expires_ms <= st.now_ms() {
+                "expired"
+            } else {
+                "pending"
+            };
+            Ok(
+                json!({"code": code, "machine": p.machine, "name": p.name, "check": p.check,
+                   "status": status, "expires_at": ms_to_wire(p.expires_ms), "rp_id": st.opts.rp_id}),
+            )
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, out))
+}
+
+/// `POST /page/api/pairing`'s body: what the page's passkey made.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Approve {
+    code: String,
+    key: TrustedKey,
+    proof: Assertion,
+}
+
+/// `POST /page/api/pairing` `{code, key: {id, alg, spki}, proof: {cred, ad, cd, sig}}`.
+/// The receiver checks the proof as the machine will (a courtesy: the machine checks again)
+/// and keeps exactly what the page sent.
+async fn page_approve(
+    State(app): State<AppState>,
+    _: Csrf,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply {
+    let cap = OTHER_BODY_CAP;
+    let read = body::read(
+        &app,
+        &headers,
+        body,
+        cap,
+        &format!("body larger than {cap} bytes"),
+    )
+    .await?;
+    let Approve { code, key, proof } = read.json()?;
+    let Some(rp_id) = app
+        .shared
+        .opts
+        .rp_id
+        .clone()
+        .filter(|_| crate::auth::signed_on(&app))
+    else {
+        return Err(ApiError::not_found());
+    };
+    let machine = app
+        .shared
+        .with_db(move |st| -> Result<String, ApiError> {
+            let p = st.db.pairing(&code)?.ok_or_else(ApiError::not_found)?;
+            if let Err(why) = wire::verify_enrollment(&p.machine, &code, &key, &proof, &rp_id) {
+                return Err(ApiError::bad_request(&format!(
+                    "the passkey's proof does not verify: {why}"
+                )));
+            }
+            let key_v = json!({"id": key.id, "alg": key.alg, "spki": key.spki});
+            let proof_v =
+                json!({"cred": proof.cred, "ad": proof.ad, "cd": proof.cd, "sig": proof.sig});
+            let now = st.now_ms();
+            if !st.db.approve_pairing(&code, &key_v, &proof_v, now)? {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "the pairing is no longer pending",
+                ));
+            }
+            st.bump();
+            Ok(p.machine)
+        })
+        .await?;
+    Ok(json_reply(
+        StatusCode::OK,
+        json!({"status": "paired", "machine": machine}),
+    ))
+}
+
+/// `POST /page/api/signed`'s body: a command the page signed, with its day grant (or a
+/// passkey's confirmation), and a prompt's `mode` beside it (DECISIONS 25).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignedReq {
+    cmd: String,
+    csig: Option<String>,
+    grant: Option<Value>,
+    confirm: Option<Value>,
+    mode: Option<String>,
+}
+
+/// What a signed command says it is, read before it is carried.
+struct Cmd {
+    machine: String,
+    session: String,
+    kind: String,
+}
+
+fn shape_ok(v: &Value, keys: &[&str]) -> bool {
+    keys.iter().all(|k| {
+        v.get(*k)
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.len() <= 16_000)
+    })
+}
+
+/// Checks a signed command's shape; returns what it names and the envelope's fields beside
+/// `cmd` (`csig` and `grant`, or `confirm`; `mode`).
+fn check_signed(req: &SignedReq) -> Result<(Cmd, Map<String, Value>), ApiError> {
+    if req.cmd.len() > CMD_MAX {
+        return Err(ApiError::bad_request("cmd is longer than 48000 characters"));
+    }
+    let parsed: Value = match serde_json::from_str(&req.cmd) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => return Err(ApiError::bad_request("cmd is not a JSON object")),
+    };
+    if parsed["t"] != "sessionpipe.control" {
+        return Err(ApiError::bad_request(
+            "cmd is not a sessionpipe.control command",
+        ));
+    }
+    let text = |k: &str| parsed[k].as_str().unwrap_or_default().to_owned();
+    let cmd = Cmd {
+        machine: text("machine"),
+        session: text("session"),
+        kind: text("kind"),
+    };
+    if !matches!(cmd.kind.as_str(), "prompt" | "permission.answer" | "cancel") {
+        return Err(ApiError::bad_request(
+            "kind must be prompt, permission.answer or cancel",
+        ));
+    }
+    if split_session_key(&cmd.session).is_none() {
+        return Err(ApiError::bad_request(
+            "malformed session: want <harness>:<id>",
+        ));
+    }
+    let mut env = Map::new();
+    if let Some(mode) = prompt_mode(req.mode.as_deref()).map_err(|e| ApiError::bad_request(&e))? {
+        if cmd.kind != "prompt" {
+            return Err(ApiError::bad_request("mode is for prompts only"));
+        }
+        env.insert("mode".into(), mode.into());
+    }
+    match (&req.csig, &req.grant, &req.confirm) {
+        (Some(csig), Some(grant), None)
+            if csig.len() <= 200 && shape_ok(grant, &["str", "cred", "ad", "cd", "sig"]) =>
+        {
+            env.insert("csig".into(), csig.clone().into());
+            env.insert("grant".into(), grant.clone());
+        }
+        (None, None, Some(confirm)) if shape_ok(confirm, &["cred", "ad", "cd", "sig"]) => {
+            env.insert("confirm".into(), confirm.clone());
+        }
+        _ => return Err(ApiError::bad_request("want csig and grant, or confirm")),
+    }
+    Ok((cmd, env))
+}
+
+/// `POST /page/api/signed` `{cmd, csig, grant}` (or `{cmd, confirm}`), and a prompt's `mode`:
+/// a command the page signed, queued for the machine it names as an envelope `{id, cmd, csig,
+/// grant, mode?, at, expires_at}` with `cmd` byte for byte.
+async fn page_signed(
+    State(app): State<AppState>,
+    _: Csrf,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply {
+    let cap = OTHER_BODY_CAP;
+    let read = body::read(
+        &app,
+        &headers,
+        body,
+        cap,
+        &format!("body larger than {cap} bytes"),
+    )
+    .await?;
+    let req: SignedReq = read.json()?;
+    let (cmd, env) = check_signed(&req)?;
+    let mut signed = json!({"cmd": req.cmd});
+    for k in ["csig", "grant", "confirm"] {
+        if let Some(v) = env.get(k) {
+            signed[k] = v.clone();
+        }
+    }
+    let signed: wire::SignedCommand = serde_json::from_value(signed).map_err(|_| {
+        ApiError::bad_request("malformed: want {cmd, csig, grant} or {cmd, confirm}")
+    })?;
+    let value = app
+        .shared
+        .with_db(move |st| carry_signed(st, &req.cmd, &cmd, env, &signed))
+        .await?;
+    Ok(json_reply(StatusCode::OK, value))
+}
+
+/// The receiver's early word on a signed command (CONTROL.md §5, a courtesy: the machine
+/// checks again, and is the gate): the reference verifier against the keys this receiver
+/// carried for the machine, so a command the machine would refuse is refused here, where the
+/// person sees why. Then the envelope is queued for the machine.
+fn carry_signed(
+    st: &mut St,
+    cmd_text: &str,
+    cmd: &Cmd,
+    env: Map<String, Value>,
+    signed: &wire::SignedCommand,
+) -> Result<Value, ApiError> {
+    if !st.db.machine_known(&cmd.machine)? {
+        return Err(ApiError::bad_request("cmd names no machine paired here"));
+    }
+    let trusted: Vec<TrustedKey> = st
+        .db
+        .machine_keys(&cmd.machine)?
+        .into_iter()
+        .map(|(id, alg, spki)| TrustedKey { id, alg, spki })
+        .collect();
+    let rp_id = st.opts.rp_id.clone().unwrap_or_default();
+    let opts = wire::VerifyOptions {
+        machine: &cmd.machine,
+        rp_id: &rp_id,
+        trusted: &trusted,
+        now: st.now_ms(),
+        max_age_ms: EARLY_MAX_AGE_MS,
+    };
+    if let Err(r) = wire::verify_command(signed, &opts, None) {
+        return Err(
+            ApiError::bad_request(&format!("refused: {}: {}", r.code.as_str(), r.why))
+                .with("code", r.code.as_str().into()),
+        );
+    }
+    let life_s = if cmd.kind == "prompt" {
+        st.opts.prompt_expiry_s
+    } else {
+        st.opts.permission_expiry_s
+    };
+    let life = Duration::from_secs(life_s).min(ENVELOPE_MAX);
+    let now = st.now_ms();
+    let expires = now + life.as_millis() as i64;
+    let mut out = Map::new();
+    out.insert("id".into(), ulid::Ulid::new().to_string().into());
+    out.insert("cmd".into(), cmd_text.into());
+    out.extend(env);
+    out.insert("at".into(), ms_to_wire(now).into());
+    out.insert("expires_at".into(), ms_to_wire(expires).into());
+    let value = Value::Object(out);
+    st.db
+        .insert_envelope(&cmd.machine, &cmd.session, &cmd.kind, &value, expires, now)?;
+    st.touched.push(format!("machine:{}", cmd.machine));
+    st.bump();
+    Ok(value)
+}
