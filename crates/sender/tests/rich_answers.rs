@@ -1,0 +1,384 @@
+//! DECISIONS 30 on Claude Code (issue 27): answers beyond yes or no, with the real hooks and
+//! sp-sync in a temp HOME against a real receiver on loopback. A session grant asks the
+//! person once for exactly one tool and input of one session; an edited command, deny & stop
+//! and a question's answers reach stdout in Claude Code 2.1.332's shapes; every misuse is
+//! acked once, naming the rule, and the prompt stays open.
+mod common;
+use common::env::*;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::process::Child;
+use std::time::Duration;
+
+const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
+
+fn key(session: &str) -> String {
+    format!("claude-code:{session}")
+}
+
+/// The attention id DECISIONS 9 mints for a Claude Code prompt.
+fn attention_id(p: &Value) -> String {
+    let s = format!(
+        "{}|{}|{}",
+        p["prompt_id"].as_str().unwrap(),
+        p["tool_name"].as_str().unwrap(),
+        serde_json::to_string(&p["tool_input"]).unwrap()
+    );
+    let d = Sha256::digest(s.as_bytes());
+    let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
+    format!("perm-{}", &hex[..16])
+}
+
+/// CC_PERMISSION with another prompt (`prompt_id`), and optionally another session or command.
+fn call(prompt: &str, session: Option<&str>, command: Option<&str>) -> Value {
+    let mut p = payload(CC_PERMISSION);
+    p["prompt_id"] = json!(format!("c27f8a10-4e6d-4b93-8f25-{prompt:0>12}"));
+    if let Some(s) = session {
+        p["session_id"] = json!(s);
+    }
+    if let Some(c) = command {
+        p["tool_input"]["command"] = json!(c);
+    }
+    p
+}
+
+fn question(prompt: &str) -> Value {
+    let mut p = call(prompt, None, None);
+    p["tool_name"] = json!("AskUserQuestion");
+    p["tool_input"] = json!({"questions": [
+        {"question": "Which color?", "header": "Color", "multiSelect": false,
+         "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]},
+        {"question": "Which sizes?", "header": "Sizes", "multiSelect": true,
+         "options": [{"label": "S", "description": "small"}, {"label": "L", "description": "large"}]}
+    ]});
+    p.as_object_mut().unwrap().remove("permission_suggestions");
+    p
+}
+
+fn env() -> Env {
+    let mut env = Env::with(Default::default(), json!({"permission_wait_s": 20}));
+    env.start_sync();
+    env
+}
+
+fn wait_needed(env: &Env, id: &str) -> Value {
+    env.wait_event(
+        "attention.needed",
+        json!({"attention_id": id}),
+        Duration::from_secs(15),
+    )
+    .unwrap_or_else(|| panic!("attention.needed for {id} reaches the receiver"))
+}
+
+fn ack_of(env: &Env, id: &str) -> Value {
+    env.receiver
+        .wait_ack(id, Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("no ack for {id}"))
+}
+
+/// Sends an answer for the prompt `p` and returns its id.
+fn answer(env: &Env, p: &Value, fields: Value) -> String {
+    let mut m = json!({"kind": "permission.answer", "for": attention_id(p)});
+    m.as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
+    let sent = env
+        .receiver
+        .enqueue(&key(p["session_id"].as_str().unwrap()), m);
+    sent["id"].as_str().unwrap().to_string()
+}
+
+/// The hook's decision object, from its one line of stdout.
+fn decision(hook: Child) -> Value {
+    let out = finish(hook, Duration::from_secs(25));
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(
+        text.ends_with('\n') && text.lines().count() == 1,
+        "{text:?}"
+    );
+    let v: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(
+        v["hookSpecificOutput"]["hookEventName"],
+        "PermissionRequest"
+    );
+    v["hookSpecificOutput"]["decision"].clone()
+}
+
+fn attentions(env: &Env, session: &str) -> i64 {
+    env.query::<i64>(&format!(
+        "select count(*) from attention where session_key='{}'",
+        key(session)
+    ))[0]
+}
+
+/// Asks `p` and answers it with `fields`; returns the decision printed.
+fn ask_and_answer(env: &Env, p: &Value, fields: Value) -> (Value, String) {
+    let hook = env.spawn_hook("sp-permission", p);
+    wait_needed(env, &attention_id(p));
+    let id = answer(env, p, fields);
+    let d = decision(hook);
+    let ack = ack_of(env, &id);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    (d, id)
+}
+
+fn grants(env: &Env) -> Vec<Value> {
+    let out = run_with_stdin(
+        {
+            let mut c = env.cmd("sp");
+            c.args(["grants", "--json"]);
+            c
+        },
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
+    let env = env();
+    let first = call("1", None, None);
+    let (d, first_id) = ask_and_answer(
+        &env,
+        &first,
+        json!({"decision": "allow", "scope": "session"}),
+    );
+    // Claude Code's own session rule is passed too: the suggestion it offered, as offered.
+    assert_eq!(
+        d,
+        json!({"behavior": "allow", "updatedPermissions": [
+            {"type": "addDirectories", "directories": ["/home/dev/src/notes"], "destination": "session"}]})
+    );
+    assert_eq!(attentions(&env, CC_SESSION), 1);
+
+    // The same command in the next prompt: allowed at once, without asking.
+    let second = call("2", None, None);
+    let started = std::time::Instant::now();
+    let out = env.hook_json("sp-permission", &second);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(stdout(&out), format!("{ALLOW}\n"));
+    assert_eq!(
+        attentions(&env, CC_SESSION),
+        1,
+        "the granted call was announced"
+    );
+    assert!(env.log().contains("from grant"), "{}", env.log());
+
+    // Another command is asked again.
+    let other = call("3", None, Some("rm -rf out.txt"));
+    let hook = env.spawn_hook("sp-permission", &other);
+    wait_needed(&env, &attention_id(&other));
+    let deny = answer(&env, &other, json!({"decision": "deny"}));
+    assert_eq!(decision(hook)["behavior"], "deny");
+    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+
+    // The same command in another session is asked again.
+    let elsewhere = call("4", Some("0d6e4c1a-7b2f-4e8a-9c3d-5f1a2b3c4d5e"), None);
+    let hook = env.spawn_hook("sp-permission", &elsewhere);
+    wait_needed(&env, &attention_id(&elsewhere));
+    let deny = answer(&env, &elsewhere, json!({"decision": "deny"}));
+    assert_eq!(decision(hook)["behavior"], "deny");
+    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+
+    // `sp grants` lists the one grant; the sqlite3 view shows it too.
+    let g = grants(&env);
+    assert_eq!(g.len(), 1, "{g:?}");
+    assert_eq!(g[0]["session"], key(CC_SESSION));
+    assert_eq!(g[0]["tool"], "Bash");
+    assert_eq!(g[0]["decision"], "allow");
+    assert_eq!(g[0]["who"], "phone");
+    assert_eq!(g[0]["used"], 1);
+    assert!(g[0]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("echo hi > out.txt"));
+    assert_eq!(env.query::<i64>("select count(*) from live_grants"), [1]);
+    let text = env.cmd("sp").arg("grants").output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("echo hi > out.txt"));
+
+    // Revoked: the next identical call is asked again.
+    let id = g[0]["id"].as_i64().unwrap().to_string();
+    let out = env
+        .cmd("sp")
+        .args(["grants", "revoke", &id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(grants(&env).is_empty());
+    let again = env
+        .cmd("sp")
+        .args(["grants", "revoke", &id])
+        .output()
+        .unwrap();
+    assert!(!again.status.success(), "a revoked grant is gone");
+    let fifth = call("5", None, None);
+    let hook = env.spawn_hook("sp-permission", &fifth);
+    wait_needed(&env, &attention_id(&fifth));
+    let allow = answer(&env, &fifth, json!({"decision": "allow"}));
+    assert_eq!(decision(hook), json!({"behavior": "allow"}));
+    assert_eq!(ack_of(&env, &allow)["outcome"], "delivered");
+
+    // Each answer acked exactly once.
+    for id in [&first_id, &allow] {
+        assert_eq!(env.acks_for(id).len(), 1, "{id}");
+    }
+}
+
+#[test]
+fn grants_end_with_their_session() {
+    let env = env();
+    let first = call("1", None, None);
+    ask_and_answer(
+        &env,
+        &first,
+        json!({"decision": "allow", "scope": "session"}),
+    );
+    assert_eq!(grants(&env).len(), 1);
+    let end = json!({"session_id": CC_SESSION, "hook_event_name": "SessionEnd",
+        "cwd": "/home/dev/src/notes", "reason": "exit"});
+    let out = env.hook_json("sp-event", &end);
+    assert!(out.status.success() && out.stdout.is_empty());
+    assert!(grants(&env).is_empty());
+    assert_eq!(
+        env.query::<String>("select ended_how from grants"),
+        ["session_ended"]
+    );
+    // A resumed session asks again.
+    let second = call("2", None, None);
+    let hook = env.spawn_hook("sp-permission", &second);
+    wait_needed(&env, &attention_id(&second));
+    let deny = answer(&env, &second, json!({"decision": "deny"}));
+    assert_eq!(decision(hook)["behavior"], "deny");
+    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+}
+
+#[test]
+fn an_edited_command_runs_as_the_person_wrote_it() {
+    let env = env();
+    let p = call("1", None, None);
+    let (d, id) = ask_and_answer(
+        &env,
+        &p,
+        json!({"decision": "allow", "input": {"command": "echo hello > out.txt"}}),
+    );
+    // The person's input, whole: never merged with the model's (no description).
+    assert_eq!(
+        d,
+        json!({"behavior": "allow", "updatedInput": {"command": "echo hello > out.txt"}})
+    );
+    let ack = ack_of(&env, &id);
+    assert!(ack["detail"].as_str().unwrap().contains("input"), "{ack}");
+    assert_eq!(env.acks_for(&id).len(), 1);
+}
+
+#[test]
+fn deny_and_stop_interrupts() {
+    let env = env();
+    let p = call("1", None, None);
+    let (d, _) = ask_and_answer(
+        &env,
+        &p,
+        json!({"decision": "deny", "interrupt": true, "note": "Stop: wrong folder."}),
+    );
+    assert_eq!(
+        d,
+        json!({"behavior": "deny", "message": "Stop: wrong folder.", "interrupt": true})
+    );
+}
+
+#[test]
+fn a_question_is_answered_with_its_questions_kept() {
+    let env = env();
+    let q = question("1");
+    let hook = env.spawn_hook("sp-permission", &q);
+    wait_needed(&env, &attention_id(&q));
+    // Allowed without answers: failed, naming the rule; the question stays open.
+    let bare = answer(&env, &q, json!({"decision": "allow"}));
+    let ack = ack_of(&env, &bare);
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("a question needs answers"),
+        "{ack}"
+    );
+    assert_eq!(
+        env.query::<String>(&format!(
+            "select state from attention where attention_id='{}'",
+            attention_id(&q)
+        )),
+        ["open"]
+    );
+    let answers = json!({"Which color?": "Blue", "Which sizes?": ["S", "L"]});
+    let good = answer(&env, &q, json!({"decision": "allow", "answers": answers}));
+    let d = decision(hook);
+    assert_eq!(d["behavior"], "allow");
+    assert_eq!(d["updatedInput"]["questions"], q["tool_input"]["questions"]);
+    assert_eq!(d["updatedInput"]["answers"], answers);
+    assert_eq!(ack_of(&env, &good)["outcome"], "delivered");
+    for id in [&bare, &good] {
+        assert_eq!(env.acks_for(id).len(), 1, "{id}");
+    }
+}
+
+#[test]
+fn each_misuse_is_acked_once_naming_the_rule_and_the_prompt_stays_open() {
+    let env = env();
+    let p = call("1", None, None);
+    let hook = env.spawn_hook("sp-permission", &p);
+    wait_needed(&env, &attention_id(&p));
+    let cases = [
+        (
+            json!({"decision": "deny", "input": {"command": "ls"}}),
+            "input goes with allow only",
+        ),
+        (
+            json!({"decision": "allow", "interrupt": true}),
+            "interrupt goes with deny only",
+        ),
+        (
+            json!({"decision": "allow", "input": "ls"}),
+            "input must be an object",
+        ),
+        (
+            json!({"decision": "allow", "answers": {"Which?": 3}}),
+            "answers must map each question",
+        ),
+        // Checked when the call is known: this one is no question.
+        (
+            json!({"decision": "allow", "answers": {"Which?": "A"}}),
+            "not a question",
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (fields, says) in cases {
+        let id = answer(&env, &p, fields);
+        let ack = ack_of(&env, &id);
+        assert_eq!(ack["outcome"], "failed", "{ack}");
+        let detail = ack["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(says) && detail.contains("DECISIONS 30"),
+            "{ack}"
+        );
+        ids.push(id);
+    }
+    // Nothing was printed, and a plain answer still answers the prompt.
+    let deny = answer(&env, &p, json!({"decision": "deny", "note": "no"}));
+    assert_eq!(decision(hook), json!({"behavior": "deny", "message": "no"}));
+    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+    ids.push(deny);
+    for id in &ids {
+        assert_eq!(env.acks_for(id).len(), 1, "{id}");
+    }
+}
