@@ -382,3 +382,131 @@ fn each_misuse_is_acked_once_naming_the_rule_and_the_prompt_stays_open() {
         assert_eq!(env.acks_for(id).len(), 1, "{id}");
     }
 }
+
+/// Our signed vectors for DECISIONS 30's fields (in `fixtures/signed-answers/`, made here
+/// from fixed keys and nonces; `SP_WRITE_VECTORS=1` writes them anew): each valid shape, and
+/// each misuse refused `bad_fields` with the rule named, through the real `sp control verify`.
+mod signed_vectors {
+    use super::common::signing::*;
+    use serde_json::{json, Value};
+    use std::path::PathBuf;
+
+    const MACHINE: &str = "m_ourtestmachine00000001";
+    const RP: &str = "control.test";
+    const SESSION: &str = "claude-code:3f2b8c1e-5a6d-4e7f-8a9b-0c1d2e3f4a5b";
+    const IAT: i64 = 1_800_000_000_000;
+    const NOW: i64 = IAT + 90_000;
+    const HOUR: i64 = 3_600_000;
+
+    fn dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/signed-answers")
+    }
+
+    fn vectors() -> Vec<(String, Value)> {
+        let pk = Passkey::es256(1);
+        let get = Ceremony::get(RP);
+        let day = DayKey::new(10, &pk, IAT - HOUR, IAT + 11 * HOUR, RP, &get);
+        let bad = |why: &str| json!({"ok": false, "code": "bad_fields", "why": why});
+        let ok = json!({"ok": true, "via": "grant", "kind": "permission.answer"});
+        let cases: Vec<(&str, &str, Vec<(&str, Value)>, Value)> = vec![
+            ("scope-session", "allow", vec![("scope", json!("session"))], ok.clone()),
+            ("edited-input", "allow", vec![("input", json!({"command": "echo hello > out.txt"}))], ok.clone()),
+            ("deny-and-stop", "deny", vec![("note", json!("wrong folder")), ("interrupt", json!(true))], ok.clone()),
+            ("question-answers", "allow", vec![("answers", json!({"Which color?": "Blue", "Which sizes?": ["S", "L"]}))], ok.clone()),
+            ("all-allow-fields", "allow", vec![("scope", json!("session")), ("input", json!({"command": "ls"})), ("answers", json!({"Which?": "A"}))], ok.clone()),
+            ("input-on-deny", "deny", vec![("input", json!({"command": "ls"}))], bad("input goes with allow only (DECISIONS 30)")),
+            ("input-not-object", "allow", vec![("input", json!("ls"))], bad("input must be an object, the tool's whole input (DECISIONS 30)")),
+            ("interrupt-on-allow", "allow", vec![("interrupt", json!(true))], bad("interrupt goes with deny only (DECISIONS 30)")),
+            ("interrupt-not-bool", "deny", vec![("interrupt", json!("yes"))], bad("interrupt must be true or absent (DECISIONS 30)")),
+            ("answers-on-deny", "deny", vec![("answers", json!({"Which?": "A"}))], bad("answers go with allow only (DECISIONS 30)")),
+            ("answers-not-labels", "allow", vec![("answers", json!({"Which?": 1}))], bad("answers must map each question to a label, or to an array of labels for a multi-select (DECISIONS 30)")),
+            ("answers-empty", "allow", vec![("answers", json!({}))], bad("answers must map each question to a label, or to an array of labels for a multi-select (DECISIONS 30)")),
+            ("unknown-field", "allow", vec![("updatedInput", json!({"command": "ls"}))], bad("a permission.answer does not carry \"updatedInput\"")),
+            ("scope-unknown", "allow", vec![("scope", json!("forever"))], bad("scope is once or session")),
+        ];
+        let mut out = Vec::new();
+        for (i, (name, decision, fields, expect)) in cases.into_iter().enumerate() {
+            let mut all = vec![
+                ("for", json!("perm-9633ea781128eacb")),
+                ("decision", json!(decision)),
+            ];
+            all.extend(fields);
+            // A fixed nonce per vector, so the files are reproducible byte for byte.
+            let nonce = b64(&sha256(format!("rule-30-{i}").as_bytes())[..16]);
+            let cmd = command(MACHINE, "permission.answer", SESSION, &all, &nonce, IAT);
+            out.push((name.to_string(), cmd, expect));
+        }
+        // A rule-30 field rides only on a permission answer.
+        let nonce = b64(&sha256(b"rule-30-prompt")[..16]);
+        let prompt = command(
+            MACHINE,
+            "prompt",
+            SESSION,
+            &[("text", json!("hi")), ("input", json!({}))],
+            &nonce,
+            IAT,
+        );
+        out.push((
+            "prompt-with-input".into(),
+            prompt,
+            bad("a prompt does not carry \"input\""),
+        ));
+        out.into_iter()
+            .map(|(name, cmd, expect)| {
+                let file = json!({
+                    "name": format!("rule-30-{name}"),
+                    "about": "Our own signed-control vector for DECISIONS 30 (crates/sender/tests/rich_answers.rs made it).",
+                    "input": {"signed": day.sign(&cmd), "machine": MACHINE, "rp_id": RP,
+                              "trusted": [pk.trusted()], "now": NOW},
+                    "expect": expect,
+                });
+                (format!("rule-30-{name}.json"), file)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn signed_rule_30_vectors_come_out_as_they_expect() {
+        let vectors = vectors();
+        if std::env::var_os("SP_WRITE_VECTORS").is_some() {
+            std::fs::create_dir_all(dir()).unwrap();
+            for (file, v) in &vectors {
+                let text = serde_json::to_string_pretty(v).unwrap() + "\n";
+                std::fs::write(dir().join(file), text).unwrap();
+            }
+        }
+        let mut failures = Vec::new();
+        for (file, made) in &vectors {
+            let path = dir().join(file);
+            let stored: Value = serde_json::from_slice(
+                &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+            )
+            .unwrap();
+            assert_eq!(&stored, made, "{file} differs from what this test makes");
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_sp"))
+                .env("HOME", "/nonexistent")
+                .env("SESSIONPIPE_CONFIG", "/nonexistent/config.json")
+                .env("SESSIONPIPE_STATE_DIR", "/nonexistent/state")
+                .args(["control", "verify"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+            if got != stored["expect"] {
+                failures.push(format!("{file}: expected {}, got {got}", stored["expect"]));
+            }
+            let want = if stored["expect"]["ok"] == json!(true) {
+                0
+            } else {
+                1
+            };
+            assert_eq!(out.status.code(), Some(want), "{file}");
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        assert_eq!(
+            std::fs::read_dir(dir()).unwrap().count(),
+            vectors.len(),
+            "a vector file nobody makes"
+        );
+    }
+}
