@@ -123,6 +123,20 @@ fn ask_and_answer(env: &Env, p: &Value, fields: Value) -> (Value, String) {
     (d, id)
 }
 
+/// One final outcome for the message: stored once, and every ack the receiver took for it
+/// (a redelivery is acked again, DECISIONS 8) says that outcome.
+fn acked_once(env: &Env, id: &str) {
+    let stored = env.query::<String>(&format!(
+        "select outcome from messages where id='{id}' and state='done'"
+    ));
+    assert_eq!(stored.len(), 1, "{id}: {stored:?}");
+    let acks = env.acks_for(id);
+    assert!(
+        !acks.is_empty() && acks.iter().all(|a| a["outcome"] == stored[0].as_str()),
+        "{id}: {acks:?}"
+    );
+}
+
 fn grants(env: &Env) -> Vec<Value> {
     let out = run_with_stdin(
         {
@@ -230,7 +244,7 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
 
     // Each answer acked exactly once.
     for id in [&first_id, &allow] {
-        assert_eq!(env.acks_for(id).len(), 1, "{id}");
+        acked_once(&env, id);
     }
 }
 
@@ -278,7 +292,7 @@ fn an_edited_command_runs_as_the_person_wrote_it() {
     );
     let ack = ack_of(&env, &id);
     assert!(ack["detail"].as_str().unwrap().contains("input"), "{ack}");
-    assert_eq!(env.acks_for(&id).len(), 1);
+    acked_once(&env, &id);
 }
 
 #[test]
@@ -328,7 +342,7 @@ fn a_question_is_answered_with_its_questions_kept() {
     assert_eq!(d["updatedInput"]["answers"], answers);
     assert_eq!(ack_of(&env, &good)["outcome"], "delivered");
     for id in [&bare, &good] {
-        assert_eq!(env.acks_for(id).len(), 1, "{id}");
+        acked_once(&env, id);
     }
 }
 
@@ -379,7 +393,7 @@ fn each_misuse_is_acked_once_naming_the_rule_and_the_prompt_stays_open() {
     assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
     ids.push(deny);
     for id in &ids {
-        assert_eq!(env.acks_for(id).len(), 1, "{id}");
+        acked_once(&env, id);
     }
 }
 
@@ -509,4 +523,114 @@ mod signed_vectors {
             "a vector file nobody makes"
         );
     }
+}
+
+/// Codex 0.171's hook answers carry none of DECISIONS 30's fields (its own PermissionRequest
+/// output schema refuses `updatedInput`, `updatedPermissions` and `interrupt`), so each is
+/// acked `unsupported` naming it, nothing is printed and the prompt stays open for a plain
+/// answer.
+#[test]
+fn codex_hooks_ack_each_field_unsupported_and_the_prompt_stays_open() {
+    let env = env();
+    let away = env.cmd("sp").args(["away", "on"]).output().unwrap();
+    assert!(away.status.success());
+    let session = "019a7e3c-5b2d-7f10-9c4e-2a6b8d0f1e3c";
+    let p = json!({"session_id": session, "turn_id": "019a7e3c-turn-0001", "transcript_path": null,
+        "cwd": "/tmp/sp-ws", "hook_event_name": "PermissionRequest", "model": "gpt-5.1-codex",
+        "permission_mode": "default", "tool_name": "Bash",
+        "tool_input": {"command": "git push origin main", "description": "Push"}});
+    let hook = env.spawn_hook_as("codex", "sp-permission", &p);
+    let needed = env
+        .wait_event(
+            "attention.needed",
+            json!({"tool": "Bash"}),
+            Duration::from_secs(15),
+        )
+        .expect("attention.needed");
+    let id = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    let key = format!("codex:{session}");
+    for (fields, named) in [
+        (json!({"decision": "allow", "scope": "session"}), "scope:"),
+        (
+            json!({"decision": "allow", "input": {"command": "git status"}}),
+            "input:",
+        ),
+        (json!({"decision": "deny", "interrupt": true}), "interrupt:"),
+    ] {
+        let mut m = json!({"kind": "permission.answer", "for": id});
+        m.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        let sent = env.receiver.enqueue(&key, m);
+        let sent = sent["id"].as_str().unwrap();
+        let ack = ack_of(&env, sent);
+        assert_eq!(ack["outcome"], "unsupported", "{ack}");
+        assert!(ack["detail"].as_str().unwrap().starts_with(named), "{ack}");
+        acked_once(&env, sent);
+    }
+    let deny = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": id, "decision": "deny", "note": "not now"}),
+    );
+    assert_eq!(
+        decision(hook),
+        json!({"behavior": "deny", "message": "not now"})
+    );
+    assert_eq!(
+        ack_of(&env, deny["id"].as_str().unwrap())["outcome"],
+        "delivered"
+    );
+    assert!(grants(&env).is_empty());
+}
+
+/// Why Codex keeps those fields `unsupported`: its own PermissionRequest output schema, read
+/// from the pinned 0.171 binary (as harnesses.rs does), reserves `updatedInput`,
+/// `updatedPermissions` and `interrupt: true`, and says its hooks fail closed on each.
+#[test]
+fn codex_0_171_permission_output_has_no_rule_30_fields() {
+    let scope =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../e2e/node_modules/@openai");
+    let bin = std::fs::read_dir(&scope)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|p| p.file_name().to_string_lossy().starts_with("codex-"))
+        .flat_map(|p| {
+            std::fs::read_dir(p.path().join("vendor"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|t| t.path().join("bin/codex"))
+        .find(|b| b.is_file());
+    if !common::needs::needs(
+        "the pinned Codex CLI 0.171.0 in e2e/node_modules (scripts/e2e-deps.sh)",
+        bin.is_some(),
+    ) {
+        return;
+    }
+    let bytes = std::fs::read(bin.unwrap()).unwrap();
+    let start = b"{\n  \"$schema\": \"http://json-schema.org/draft-07/schema#\"";
+    let schema = memchr::memmem::find_iter(&bytes, start)
+        .filter_map(|at| {
+            serde_json::Deserializer::from_slice(&bytes[at..])
+                .into_iter::<Value>()
+                .next()?
+                .ok()
+        })
+        .find(|s| s["title"] == "permission-request.command.output")
+        .expect("Codex carries its permission-request.command.output schema");
+    let decision = &schema["definitions"]["PermissionRequestDecisionWire"]["properties"];
+    for field in ["updatedInput", "updatedPermissions", "interrupt"] {
+        let about = decision[field]["description"].as_str().unwrap_or_default();
+        assert!(
+            about.contains("Reserved") && about.contains("fail closed"),
+            "Codex 0.171 now takes {field}: {about:?}; honour it in caps.rs"
+        );
+    }
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let out = |d: Value| json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": d}});
+    assert!(v.is_valid(&out(json!({"behavior": "allow"}))));
+    assert!(v.is_valid(&out(json!({"behavior": "deny", "message": "no"}))));
+    assert!(!v.is_valid(&out(json!({"behavior": "allow", "answers": {}}))));
 }
