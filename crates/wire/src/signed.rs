@@ -240,7 +240,7 @@ pub struct Command {
     /// A permission answer's `scope` (DECISIONS 30): `once` or `session`.
     pub scope: Option<String>,
     /// A permission answer's `input`, `interrupt`, `answers` (DECISIONS 30), signed.
-    pub rich: crate::control::Rich,
+    pub rich: crate::answer::Rich,
     pub note: Option<String>,
     pub cwd: Option<String>,
     pub files: Vec<FileRef>,
@@ -735,7 +735,7 @@ pub fn parse_command(s: &str) -> Result<Command, Refusal> {
         for_attention: None,
         decision: None,
         scope: None,
-        rich: crate::control::Rich::default(),
+        rich: crate::answer::Rich::default(),
         note: None,
         cwd: None,
         files: Vec::new(),
@@ -799,11 +799,8 @@ fn kind_fields(c: &Map<String, Value>, cmd: &mut Command) -> Result<(), Refusal>
                 }
                 Some(_) => return bad("scope is once or session"),
             }
-            let decision = cmd
-                .decision
-                .as_deref()
-                .and_then(crate::control::Decision::parse);
-            match crate::control::check_rich(c, decision) {
+            let allow = cmd.decision.as_deref().map(|d| d == "allow");
+            match crate::answer::check_rich(c, allow) {
                 Ok(r) => cmd.rich = r,
                 Err(why) => return bad(why.trim_start_matches("invalid: ")),
             }
