@@ -416,13 +416,21 @@ mod signed_vectors {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/signed-answers")
     }
 
+    /// A vector's name, decision, further fields and expected verdict.
+    type Case = (
+        &'static str,
+        &'static str,
+        Vec<(&'static str, Value)>,
+        Value,
+    );
+
     fn vectors() -> Vec<(String, Value)> {
         let pk = Passkey::es256(1);
         let get = Ceremony::get(RP);
         let day = DayKey::new(10, &pk, IAT - HOUR, IAT + 11 * HOUR, RP, &get);
         let bad = |why: &str| json!({"ok": false, "code": "bad_fields", "why": why});
         let ok = json!({"ok": true, "via": "grant", "kind": "permission.answer"});
-        let cases: Vec<(&str, &str, Vec<(&str, Value)>, Value)> = vec![
+        let cases: Vec<Case> = vec![
             ("scope-session", "allow", vec![("scope", json!("session"))], ok.clone()),
             ("edited-input", "allow", vec![("input", json!({"command": "echo hello > out.txt"}))], ok.clone()),
             ("deny-and-stop", "deny", vec![("note", json!("wrong folder")), ("interrupt", json!(true))], ok.clone()),

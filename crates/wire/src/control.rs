@@ -148,8 +148,8 @@ pub struct ControlMessage {
     /// A permission answer's reach (DECISIONS 30); `Once` for every other kind.
     pub scope: Scope,
     /// A permission answer's `input`, `interrupt` and `answers` (DECISIONS 30); empty for
-    /// every other kind.
-    pub rich: Rich,
+    /// every other kind. Boxed: most messages carry none.
+    pub rich: Box<Rich>,
     /// A signed command's nonce (the reference's CONTROL.md §5 step 5): recorded in the same
     /// transaction that stores the message, and a seen one refuses it `replay`.
     pub nonce: Option<String>,
@@ -272,11 +272,11 @@ pub fn check(value: &Value) -> Checked {
             let rich = match kind {
                 Kind::PermissionAnswer => {
                     match crate::answer::check_rich(obj, decision.map(|d| d == Decision::Allow)) {
-                        Ok(r) => r,
+                        Ok(r) => Box::new(r),
                         Err(detail) => return invalid(id, Some(kind_raw), &detail),
                     }
                 }
-                _ => Rich::default(),
+                _ => Box::default(),
             };
             Checked::Valid(ControlMessage {
                 mode,
@@ -473,7 +473,7 @@ mod tests {
         };
         assert_eq!(m.scope, Scope::Session);
         assert_eq!(m.rich.fields(), ["input", "answers"]);
-        assert_eq!(Rich::from_json(m.rich.to_json().as_deref()), m.rich);
+        assert_eq!(Rich::from_json(m.rich.to_json().as_deref()), *m.rich);
         // Each misuse is invalid, naming the field and the rule.
         for (field, value, decision, says) in [
             ("input", json!("ls"), "allow", "input must be an object"),

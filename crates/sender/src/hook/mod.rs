@@ -216,10 +216,7 @@ fn on_permission(
     config: &Config,
     store: &mut crate::store::Store,
     session: &crate::store::SessionRef,
-    attention_id: &str,
-    tool: Option<&str>,
-    message: Option<&str>,
-    call: Option<&crate::harness::Call>,
+    prompt: permission::Prompt,
 ) -> Result<()> {
     // Where the permission event is itself a seam (Droid's PreToolUse, Copilot CLI's
     // permissionRequest), a stop or an interrupt sent for it answers first; read-only
@@ -230,23 +227,12 @@ fn on_permission(
     {
         return Ok(());
     }
-    if let Some(call) = call {
+    if let Some(call) = prompt.call {
         if permission::from_grant(harness, store, session, call)? {
             return Ok(());
         }
     }
-    permission::run(
-        harness,
-        config,
-        store,
-        session,
-        permission::Prompt {
-            attention_id,
-            tool,
-            message,
-            call,
-        },
-    )
+    permission::run(harness, config, store, session, prompt)
 }
 
 fn on_stop(
@@ -321,10 +307,12 @@ fn act(
             config,
             store,
             &session,
-            &attention_id,
-            tool.as_deref(),
-            message.as_deref(),
-            call,
+            permission::Prompt {
+                attention_id: &attention_id,
+                tool: tool.as_deref(),
+                message: message.as_deref(),
+                call,
+            },
         )?,
         HookInput::Stop { session } => on_stop(harness, store, &session, start_sync)?,
         HookInput::SessionStart { session, source } => {
