@@ -170,6 +170,11 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
             {"type": "addDirectories", "directories": ["/home/dev/src/notes"], "destination": "session"}]})
     );
     assert_eq!(attentions(&env, CC_SESSION), 1);
+    let ack = ack_of(&env, &first_id);
+    assert!(
+        ack["detail"].as_str().unwrap().contains("for the session"),
+        "{ack}"
+    );
 
     // The same command in the next prompt: allowed at once, without asking.
     let second = call("2", None, None);
@@ -274,6 +279,35 @@ fn grants_end_with_their_session() {
     let deny = answer(&env, &second, json!({"decision": "deny"}));
     assert_eq!(decision(hook)["behavior"], "deny");
     assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+}
+
+#[test]
+fn a_stopped_session_is_not_answered_from_its_grant() {
+    let env = env();
+    let first = call("1", None, None);
+    ask_and_answer(
+        &env,
+        &first,
+        json!({"decision": "allow", "scope": "session"}),
+    );
+    let stop = env.receiver.enqueue(
+        &key(CC_SESSION),
+        json!({"kind": "cancel", "note": "enough"}),
+    );
+    let stop = stop["id"].as_str().unwrap().to_string();
+    assert!(
+        until(Duration::from_secs(15), || {
+            env.query::<String>(&format!("select state from messages where id='{stop}'"))
+                == ["queued"]
+        }),
+        "the cancel is stored"
+    );
+    let second = call("2", None, None);
+    let d = decision(env.spawn_hook("sp-permission", &second));
+    assert_eq!(d["behavior"], "deny", "{d}");
+    assert_eq!(d["interrupt"], true, "{d}");
+    assert_eq!(ack_of(&env, &stop)["outcome"], "delivered");
+    assert_eq!(grants(&env)[0]["used"], 0);
 }
 
 #[test]

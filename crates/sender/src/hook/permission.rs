@@ -83,10 +83,14 @@ pub fn from_grant(
         return Ok(false);
     }
     let key = session.key();
-    let Some(grant) = store.use_grant(&key, &call.tool, &call.input)? else {
+    let Some(grant) = store.find_grant(&key, &call.tool, &call.input)? else {
         return Ok(false);
     };
     if store.cancel_queued(&key)? || store.stopped(&key)? {
+        crate::logging::info(&format!(
+            "{key}: grant {} not used: the session was stopped",
+            grant.id
+        ));
         return Ok(false);
     }
     let rich = match grant
@@ -118,8 +122,7 @@ pub fn from_grant(
             return Ok(false);
         }
     };
-    // The session stays live as on any hook event of ours (DECISIONS 5).
-    store.record_event(session, None)?;
+    store.grant_used(grant.id, session)?;
     super::print_answer(&out)?;
     crate::logging::info(&format!(
         "{key}: {} {} from grant {} (by {}), no attention announced",
@@ -329,29 +332,30 @@ fn deliver_answer(
     if !fields.is_empty() {
         detail.push_str(&format!(" ({})", fields.join(", ")));
     }
-    if let (true, Some(call)) = (session_rule, call) {
-        // After the answer is out: a crash here costs a second question, never an allow.
-        let printed: Option<serde_json::Value> = serde_json::from_str::<serde_json::Value>(&out)
-            .ok()
-            .and_then(|v| {
-                v["hookSpecificOutput"]["decision"]
-                    .get("updatedInput")
-                    .cloned()
-            });
-        let id = store.add_grant(&NewGrant {
-            session_key: &session.key(),
-            tool: &call.tool,
-            input: &call.input,
-            summary: &describe_tool(&call.tool, &call.input),
-            decision: answer.decision,
-            answer: printed.map(|v| v.to_string()),
-            who: &answer.sink,
-            message_id: &answer.id,
-            until_ms: None,
-        })?;
-        detail.push_str(&format!("; grant {id} for the session"));
+    match (session_rule, call) {
+        (true, Some(call)) => {
+            let printed = serde_json::from_str::<serde_json::Value>(&out)
+                .ok()
+                .and_then(|v| {
+                    v["hookSpecificOutput"]["decision"]
+                        .get("updatedInput")
+                        .cloned()
+                });
+            let grant = NewGrant {
+                session_key: &session.key(),
+                tool: &call.tool,
+                input: &call.input,
+                summary: &describe_tool(&call.tool, &call.input),
+                decision: answer.decision,
+                answer: printed.map(|v| v.to_string()),
+                who: &answer.sink,
+                message_id: &answer.id,
+                until_ms: None,
+            };
+            store.confirm_answer_with_grant(session, attention_id, answer, &detail, &grant)?;
+        }
+        _ => store.confirm_answer(session, attention_id, answer, &detail)?,
     }
-    store.confirm_answer(session, attention_id, answer, &detail)?;
     crate::logging::info(&format!(
         "{} {attention_id}: {} delivered ({})",
         session.key(),

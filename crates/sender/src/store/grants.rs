@@ -3,10 +3,11 @@
 //! answers a later identical prompt of that session from it at once. A grant never matches
 //! more than the person saw; it ends with its session, at `until` (at most 24 h), or by
 //! `sp grants revoke`.
-use super::hooks::finish;
-use super::Store;
+use super::hooks::{clear, finish};
+use super::{Answer, SessionRef, Store};
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::control::Decision;
+use crate::wire::event::How;
 use anyhow::Result;
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
@@ -79,85 +80,99 @@ pub struct NewGrant<'a> {
     pub until_ms: Option<Millis>,
 }
 
+/// Inserts a grant in `tx`; returns its id.
+fn insert_grant(tx: &rusqlite::Transaction, g: &NewGrant, now: Millis) -> Result<i64> {
+    let until = g
+        .until_ms
+        .map_or(now + GRANT_MAX_MS, |u| u.min(now + GRANT_MAX_MS));
+    let summary = crate::wire::text::truncate(g.summary, SUMMARY_MAX);
+    tx.execute(
+        "INSERT INTO grants(session_key, tool, matcher, summary, decision, answer, who, message_id, \
+           created_ms, created_at, until_ms, until_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            g.session_key,
+            g.tool,
+            matcher(g.tool, g.input),
+            summary,
+            g.decision.as_str(),
+            g.answer,
+            g.who,
+            g.message_id,
+            now,
+            format_ms(now),
+            until,
+            format_ms(until),
+        ],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
 impl Store {
     /// Keeps a grant for the session; returns its id.
     pub fn add_grant(&mut self, g: &NewGrant) -> Result<i64> {
-        let now = now_ms();
-        let until = g
-            .until_ms
-            .map_or(now + GRANT_MAX_MS, |u| u.min(now + GRANT_MAX_MS));
-        let summary = crate::wire::text::truncate(g.summary, SUMMARY_MAX);
         let tx = self.write_tx()?;
-        tx.execute(
-            "INSERT INTO grants(session_key, tool, matcher, summary, decision, answer, who, message_id, \
-               created_ms, created_at, until_ms, until_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![
-                g.session_key,
-                g.tool,
-                matcher(g.tool, g.input),
-                summary,
-                g.decision.as_str(),
-                g.answer,
-                g.who,
-                g.message_id,
-                now,
-                format_ms(now),
-                until,
-                format_ms(until),
-            ],
-        )?;
-        let id = tx.last_insert_rowid();
+        let id = insert_grant(&tx, g, now_ms())?;
         tx.commit()?;
         Ok(id)
     }
 
-    /// The live grant of this session for exactly this tool and input, counted as used.
-    /// A read first, so the common case (no grant at all) takes no write lock.
-    pub fn use_grant(
+    /// [`Store::confirm_answer`] for an answer with `scope: "session"`: the ack `delivered`,
+    /// the attention cleared `answered` and the grant kept, in one transaction, so a delivered
+    /// session answer always has its grant. Returns the grant's id.
+    pub fn confirm_answer_with_grant(
         &mut self,
+        s: &SessionRef,
+        attention_id: &str,
+        answer: &Answer,
+        detail: &str,
+        g: &NewGrant,
+    ) -> Result<i64> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        let id = insert_grant(&tx, g, now)?;
+        let detail = format!("{detail}; grant {id} for the session");
+        finish(&tx, &answer.id, "delivered", Some(&detail), now)?;
+        clear(&tx, &s.key(), attention_id, How::Answered, &s.event, now)?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// The live grant of this session for exactly this tool and input (a read: no lock).
+    pub fn find_grant(
+        &self,
         session_key: &str,
         tool: &str,
         input: &Value,
     ) -> Result<Option<Grant>> {
-        let now = now_ms();
-        let m = matcher(tool, input);
-        let any: bool = self
+        let row: Option<(i64, String, Option<String>, String)> = self
             .conn
             .prepare_cached(
-                "SELECT EXISTS(SELECT 1 FROM grants WHERE session_key=?1 AND tool=?2 AND matcher=?3 \
-                   AND ended_at IS NULL AND until_ms > ?4)",
-            )?
-            .query_row(params![session_key, tool, m, now], |r| r.get(0))?;
-        if !any {
-            return Ok(None);
-        }
-        let tx = self.write_tx()?;
-        let row: Option<(i64, String, Option<String>, String)> = tx
-            .query_row(
                 "SELECT id, decision, answer, who FROM grants WHERE session_key=?1 AND tool=?2 \
                    AND matcher=?3 AND ended_at IS NULL AND until_ms > ?4 ORDER BY id DESC LIMIT 1",
-                params![session_key, tool, m, now],
+            )?
+            .query_row(
+                params![session_key, tool, matcher(tool, input), now_ms()],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )
             .optional()?;
-        let grant = match row {
-            Some((id, decision, answer, who)) => match Decision::parse(&decision) {
-                Some(decision) => {
-                    tx.execute("UPDATE grants SET used = used + 1 WHERE id=?1", params![id])?;
-                    Some(Grant {
-                        id,
-                        decision,
-                        answer,
-                        who,
-                    })
-                }
-                None => None,
-            },
-            None => None,
-        };
-        tx.commit()?;
-        Ok(grant)
+        Ok(row.and_then(|(id, decision, answer, who)| {
+            Decision::parse(&decision).map(|decision| Grant {
+                id,
+                decision,
+                answer,
+                who,
+            })
+        }))
+    }
+
+    /// A grant answered another prompt: the session is touched as by any hook event of ours
+    /// (DECISIONS 5), and the grant counts the use.
+    pub fn grant_used(&mut self, id: i64, s: &SessionRef) -> Result<()> {
+        self.record_event(s, None)?;
+        self.conn
+            .execute("UPDATE grants SET used = used + 1 WHERE id=?1", params![id])?;
+        Ok(())
     }
 
     /// SessionEnd: every grant of the session ends with it. Returns how many ended.

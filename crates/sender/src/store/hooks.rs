@@ -297,7 +297,7 @@ fn touch_with(
 
 /// Clears one attention if open: one `attention.cleared` per attention, and any answer
 /// still queued for it can no longer be delivered (DECISIONS 12, 13).
-fn clear(
+pub(crate) fn clear(
     tx: &Transaction,
     key: &str,
     attention_id: &str,
