@@ -373,7 +373,11 @@ fn a_question_is_answered_with_its_questions_kept() {
     let d = decision(hook);
     assert_eq!(d["behavior"], "allow");
     assert_eq!(d["updatedInput"]["questions"], q["tool_input"]["questions"]);
-    assert_eq!(d["updatedInput"]["answers"], answers);
+    // A multi-select's labels comma-separated, as 2.1.332's AskUserQuestion input types them.
+    assert_eq!(
+        d["updatedInput"]["answers"],
+        json!({"Which color?": "Blue", "Which sizes?": "S, L"})
+    );
     assert_eq!(ack_of(&env, &good)["outcome"], "delivered");
     for id in [&bare, &good] {
         acked_once(&env, id);

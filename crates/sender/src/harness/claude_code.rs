@@ -152,7 +152,25 @@ pub fn render_rich_permission(a: &RichAnswer, call: &Call) -> Result<String, Str
                             o.insert("questions".into(), q.clone());
                         }
                     }
-                    o.insert("answers".into(), Value::Object(answers.clone()));
+                    // 2.1.332's AskUserQuestion input types `answers` as question text ->
+                    // string, a multi-select's labels comma-separated (sdk-tools.d.ts).
+                    let answers = answers
+                        .iter()
+                        .map(|(q, a)| {
+                            let a = match a {
+                                Value::Array(labels) => Value::String(
+                                    labels
+                                        .iter()
+                                        .filter_map(Value::as_str)
+                                        .collect::<Vec<_>>()
+                                        .join(", "),
+                                ),
+                                other => other.clone(),
+                            };
+                            (q.clone(), a)
+                        })
+                        .collect();
+                    o.insert("answers".into(), Value::Object(answers));
                     Some(Value::Object(o))
                 }
                 (None, _) if question => {
@@ -306,7 +324,7 @@ mod tests {
             vec![],
         );
         let answers = Rich {
-            answers: Some(obj(json!({"Which?": "A"}))),
+            answers: Some(obj(json!({"Which?": "A", "Which ones?": ["B", "C"]}))),
             ..Rich::default()
         };
         let a = RichAnswer {
@@ -318,7 +336,7 @@ mod tests {
         let out: Value = serde_json::from_str(&render_rich_permission(&a, &q).unwrap()).unwrap();
         let u = &out["hookSpecificOutput"]["decision"]["updatedInput"];
         assert_eq!(u["questions"], q.input["questions"]);
-        assert_eq!(u["answers"], json!({"Which?": "A"}));
+        assert_eq!(u["answers"], json!({"Which?": "A", "Which ones?": "B, C"}));
         assert!(render_rich_permission(&a, &bash)
             .unwrap_err()
             .starts_with("answers:"));
