@@ -327,6 +327,24 @@ fn an_edited_command_runs_as_the_person_wrote_it() {
     let ack = ack_of(&env, &id);
     assert!(ack["detail"].as_str().unwrap().contains("input"), "{ack}");
     acked_once(&env, &id);
+
+    // Edited for the session: the model's same call later runs as the person wrote it.
+    let again = call("2", None, Some("echo bye > out.txt"));
+    let (d, _) = ask_and_answer(
+        &env,
+        &again,
+        json!({"decision": "allow", "scope": "session", "input": {"command": "echo ciao > out.txt"}}),
+    );
+    assert_eq!(d["updatedInput"], json!({"command": "echo ciao > out.txt"}));
+    let out = env.hook_json(
+        "sp-permission",
+        &call("3", None, Some("echo bye > out.txt")),
+    );
+    let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(
+        v["hookSpecificOutput"]["decision"],
+        json!({"behavior": "allow", "updatedInput": {"command": "echo ciao > out.txt"}})
+    );
 }
 
 #[test]
