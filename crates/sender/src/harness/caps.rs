@@ -747,6 +747,21 @@ pub fn readme_table() -> String {
             .map_or("", |r| r.1);
         out.push_str(&format!("| {} | {} |\n", c.name, esc(checked.to_string())));
     }
+    out.push_str(
+        "\n| harness | permission.answer fields beyond yes or no (DECISIONS 30) |\n|---|---|\n",
+    );
+    for c in CAPS {
+        let fields = if c.answer_fields.is_empty() {
+            "none: each is acked `unsupported` naming it, the prompt stays open".to_string()
+        } else {
+            c.answer_fields
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!("| {} | {} |\n", c.name, esc(fields)));
+    }
     out.push('\n');
     out.push_str(README_END);
     out.push('\n');
