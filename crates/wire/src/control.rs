@@ -106,9 +106,7 @@ impl Scope {
     }
 }
 
-/// DECISIONS 30's other optional fields of a `permission.answer`, which this sender does not
-/// carry yet: an answer with one is acked `unsupported` naming it, and nothing runs.
-pub const ANSWER_FIELDS_NOT_CARRIED: [&str; 3] = ["input", "interrupt", "answers"];
+pub use crate::answer::{Rich, RICH_MAX};
 
 /// Final outcomes of a control message (the ack's `outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,8 +147,9 @@ pub struct ControlMessage {
     pub mode: PromptMode,
     /// A permission answer's reach (DECISIONS 30); `Once` for every other kind.
     pub scope: Scope,
-    /// The fields of [`ANSWER_FIELDS_NOT_CARRIED`] a permission answer has.
-    pub not_carried: Vec<&'static str>,
+    /// A permission answer's `input`, `interrupt` and `answers` (DECISIONS 30); empty for
+    /// every other kind. Boxed: most messages carry none.
+    pub rich: Box<Rich>,
     /// A signed command's nonce (the reference's CONTROL.md §5 step 5): recorded in the same
     /// transaction that stores the message, and a seen one refuses it `replay`.
     pub nonce: Option<String>,
@@ -268,19 +267,21 @@ pub fn check(value: &Value) -> Checked {
         }
         _ => Scope::Once,
     };
-    let not_carried: Vec<&'static str> = match kind {
-        Kind::PermissionAnswer => ANSWER_FIELDS_NOT_CARRIED
-            .into_iter()
-            .filter(|f| obj.get(*f).is_some_and(|v| !v.is_null()))
-            .collect(),
-        _ => Vec::new(),
-    };
     match check_fields(obj, kind) {
         Ok((at, at_ms, expires_at, expires_at_ms, for_attention, decision, text, note)) => {
+            let rich = match kind {
+                Kind::PermissionAnswer => {
+                    match crate::answer::check_rich(obj, decision.map(|d| d == Decision::Allow)) {
+                        Ok(r) => Box::new(r),
+                        Err(detail) => return invalid(id, Some(kind_raw), &detail),
+                    }
+                }
+                _ => Box::default(),
+            };
             Checked::Valid(ControlMessage {
                 mode,
                 scope,
-                not_carried,
+                rich,
                 id,
                 kind,
                 for_attention,
@@ -463,15 +464,80 @@ mod tests {
         let Checked::Valid(m) = check(&p) else {
             panic!()
         };
-        assert_eq!((m.scope, m.not_carried.len()), (Scope::Once, 0));
+        assert_eq!((m.scope, m.rich.is_empty()), (Scope::Once, true));
         p["scope"] = json!("session");
-        p["answers"] = json!({"Which?": "A"});
+        p["answers"] = json!({"Which?": "A", "Which ones?": ["B", "C"]});
         p["input"] = json!({"command": "ls"});
         let Checked::Valid(m) = check(&p) else {
             panic!()
         };
         assert_eq!(m.scope, Scope::Session);
-        assert_eq!(m.not_carried, ["input", "answers"]);
+        assert_eq!(m.rich.fields(), ["input", "answers"]);
+        assert_eq!(Rich::from_json(m.rich.to_json().as_deref()), *m.rich);
+        // Each misuse is invalid, naming the field and the rule.
+        for (field, value, decision, says) in [
+            ("input", json!("ls"), "allow", "input must be an object"),
+            (
+                "input",
+                json!({"command": "ls"}),
+                "deny",
+                "input goes with allow only",
+            ),
+            (
+                "interrupt",
+                json!(true),
+                "allow",
+                "interrupt goes with deny only",
+            ),
+            ("interrupt", json!("yes"), "deny", "interrupt must be true"),
+            (
+                "answers",
+                json!({"Which?": 1}),
+                "allow",
+                "answers must map each question",
+            ),
+            (
+                "answers",
+                json!({}),
+                "allow",
+                "answers must map each question",
+            ),
+            (
+                "answers",
+                json!({"Which?": []}),
+                "allow",
+                "answers must map each question",
+            ),
+            (
+                "answers",
+                json!(["A"]),
+                "allow",
+                "answers must map each question",
+            ),
+            (
+                "answers",
+                json!({"Which?": "A"}),
+                "deny",
+                "answers go with allow only",
+            ),
+        ] {
+            let mut q = base("permission.answer");
+            q["for"] = json!("perm-1");
+            q["decision"] = json!(decision);
+            q[field] = value;
+            let d = detail(&q);
+            assert!(d.contains(says) && d.contains("DECISIONS 30"), "{d}");
+        }
+        let mut q = base("permission.answer");
+        q["for"] = json!("perm-1");
+        q["decision"] = json!("deny");
+        q["interrupt"] = json!(true);
+        let Checked::Valid(m) = check(&q) else {
+            panic!()
+        };
+        assert_eq!(m.rich.fields(), ["interrupt"]);
+        p.as_object_mut().unwrap().remove("answers");
+        p.as_object_mut().unwrap().remove("input");
         p["scope"] = json!("forever");
         assert!(detail(&p).contains("scope must be once or session"));
         p["scope"] = json!(true);

@@ -3,6 +3,7 @@
 //! One ULID rule, one session-key rule, one signed-control verifier, one clock format, and the small
 //! helpers both programs need once: URL origins, text truncation, randomness, hex.
 //! Knows nothing about SQL, HTTP or any harness's output.
+pub mod answer;
 pub mod clock;
 pub mod control;
 pub mod event;

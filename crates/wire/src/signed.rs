@@ -140,7 +140,15 @@ impl CmdKind {
         match self {
             CmdKind::Prompt => &["text"],
             // `scope` (DECISIONS 30): signed, because it changes what runs.
-            CmdKind::PermissionAnswer => &["for", "decision", "note", "scope"],
+            CmdKind::PermissionAnswer => &[
+                "for",
+                "decision",
+                "note",
+                "scope",
+                "input",
+                "interrupt",
+                "answers",
+            ],
             CmdKind::Cancel => &["note"],
             CmdKind::Start => &["text", "cwd", "files"],
             CmdKind::KeyAdd => &["key", "name"],
@@ -231,6 +239,8 @@ pub struct Command {
     pub decision: Option<String>,
     /// A permission answer's `scope` (DECISIONS 30): `once` or `session`.
     pub scope: Option<String>,
+    /// A permission answer's `input`, `interrupt`, `answers` (DECISIONS 30), signed.
+    pub rich: crate::answer::Rich,
     pub note: Option<String>,
     pub cwd: Option<String>,
     pub files: Vec<FileRef>,
@@ -725,6 +735,7 @@ pub fn parse_command(s: &str) -> Result<Command, Refusal> {
         for_attention: None,
         decision: None,
         scope: None,
+        rich: crate::answer::Rich::default(),
         note: None,
         cwd: None,
         files: Vec::new(),
@@ -787,6 +798,11 @@ fn kind_fields(c: &Map<String, Value>, cmd: &mut Command) -> Result<(), Refusal>
                     cmd.scope = Some(sc.clone())
                 }
                 Some(_) => return bad("scope is once or session"),
+            }
+            let allow = cmd.decision.as_deref().map(|d| d == "allow");
+            match crate::answer::check_rich(c, allow) {
+                Ok(r) => cmd.rich = r,
+                Err(why) => return bad(why.trim_start_matches("invalid: ")),
             }
         }
         CmdKind::KeyAdd => {
@@ -1083,8 +1099,8 @@ mod tests {
         assert_eq!(parse_command(&ok).unwrap().kind, CmdKind::Cancel);
     }
 
-    /// DECISIONS 30: `scope` is signed, inside the command, on a permission answer only; the
-    /// other optional answer fields stay `bad_fields`.
+    /// DECISIONS 30: `scope`, `input`, `interrupt` and `answers` are signed, inside the
+    /// command, on a permission answer only; a misuse or any other field is `bad_fields`.
     #[test]
     fn a_permission_answers_scope_is_signed() {
         let cmd = |kind: &str, extra: &str| {
@@ -1098,7 +1114,19 @@ mod tests {
             parse_command(&cmd("permission.answer", "")).unwrap().scope,
             None
         );
-        for bad in [r#","scope":"always""#, r#","input":{}"#, r#","answers":{}"#] {
+        let c = parse_command(&cmd(
+            "permission.answer",
+            r#","input":{"command":"ls"},"answers":{"Which?":["A","B"]}"#,
+        ))
+        .unwrap();
+        assert_eq!(c.rich.fields(), ["input", "answers"]);
+        for bad in [
+            r#","scope":"always""#,
+            r#","input":"ls""#,
+            r#","answers":{}"#,
+            r#","interrupt":true"#,
+            r#","other":1"#,
+        ] {
             assert_eq!(
                 parse_command(&cmd("permission.answer", bad))
                     .unwrap_err()

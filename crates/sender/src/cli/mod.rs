@@ -4,6 +4,7 @@
 mod codex;
 mod control;
 mod doctor;
+mod grants;
 mod pair;
 mod setup;
 mod sink;
@@ -73,6 +74,14 @@ enum Command {
         /// How long to wait for the approval
         #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
         timeout: Option<u64>,
+    },
+    /// Grants for a session (DECISIONS 30): a prompt answered for the session answers the
+    /// same tool with the same input again at once; `revoke ID` ends one
+    Grants {
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        revoke: Option<GrantsCommand>,
     },
     /// Signed control: enrolled passkeys, pairings, verdicts
     #[command(subcommand)]
@@ -155,6 +164,12 @@ enum ControlCommand {
     /// The verdict for one signed control command or enrollment proof (a control-vector
     /// file, or - for stdin) as JSON; exits 1 if refused
     Verify { file: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum GrantsCommand {
+    /// Ends one grant now: the next such call is asked again
+    Revoke { id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -290,6 +305,11 @@ pub fn run(args: Vec<String>) -> Result<Done> {
         }) => pair::remove_key(&id),
         Command::Control(ControlCommand::Keys { json, remove: None }) => pair::keys(json),
         Command::Control(ControlCommand::Off { sink }) => pair::off(&sink),
+        Command::Grants { json, revoke: None } => grants::list(json),
+        Command::Grants {
+            revoke: Some(GrantsCommand::Revoke { id }),
+            ..
+        } => grants::revoke(&id),
         Command::Control(ControlCommand::Verify { file }) => control::verify(&file),
         Command::Hooks(HooksCommand::List) => setup::list(),
         Command::Hooks(HooksCommand::Table) => {

@@ -167,7 +167,14 @@ pub struct Caps {
     /// costs the person at the desk nothing. The others show theirs only after the hook
     /// returns: their hooks wait only while the person is away (DECISIONS 27).
     pub waits_at_desk: bool,
+    /// DECISIONS 30's optional fields of a `permission.answer` this harness's permission hook
+    /// honours (`scope` meaning `"session"`); any other is acked `unsupported` naming it.
+    pub answer_fields: &'static [&'static str],
 }
+
+/// Claude Code's PermissionRequest takes every one: `updatedInput`, `interrupt`, the
+/// question's `answers` in `updatedInput`, and `updatedPermissions` beside our own grant.
+const ALL_ANSWER_FIELDS: &[&str] = &["scope", "input", "interrupt", "answers"];
 
 const CLAUDE_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}`, before a tool with a `PreToolUse` deny too (2.1.332 runs that tool otherwise); a waiting permission is denied with `interrupt`; expired when the person's next prompt comes first";
 const DROID_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}` (0.225.2 ends the run), before a tool with a `PreToolUse` deny too; a `PreToolUse` held for a remote answer is answered so; expired when the person's next prompt comes first";
@@ -228,6 +235,7 @@ pub const CAPS: &[Caps] = &[
             ask: None,
         },
         waits_at_desk: true,
+        answer_fields: ALL_ANSWER_FIELDS,
     },
     Caps {
         harness: Harness::Codex,
@@ -280,6 +288,7 @@ pub const CAPS: &[Caps] = &[
             ask: None,
         },
         waits_at_desk: false,
+        answer_fields: &[],
     },
     Caps {
         harness: Harness::Cursor,
@@ -327,6 +336,7 @@ pub const CAPS: &[Caps] = &[
             ask: Some(r#"{"permission":"ask"}"#),
         },
         waits_at_desk: false,
+        answer_fields: &[],
     },
     Caps {
         harness: Harness::CopilotCli,
@@ -381,6 +391,7 @@ pub const CAPS: &[Caps] = &[
             ask: None,
         },
         waits_at_desk: false,
+        answer_fields: &[],
     },
     Caps {
         harness: Harness::Kiro,
@@ -426,6 +437,7 @@ pub const CAPS: &[Caps] = &[
             ask: None,
         },
         waits_at_desk: false,
+        answer_fields: &[],
     },
     Caps {
         harness: Harness::Droid,
@@ -476,6 +488,7 @@ pub const CAPS: &[Caps] = &[
             ask: None,
         },
         waits_at_desk: false,
+        answer_fields: &[],
     },
     Caps {
         harness: Harness::GeminiCli,
@@ -532,6 +545,7 @@ pub const CAPS: &[Caps] = &[
             ask: None,
         },
         waits_at_desk: false,
+        answer_fields: &[],
     },
     Caps {
         harness: Harness::OpenCode,
@@ -573,6 +587,7 @@ pub const CAPS: &[Caps] = &[
             ask: None,
         },
         waits_at_desk: false,
+        answer_fields: &[],
     },
 ];
 
@@ -731,6 +746,21 @@ pub fn readme_table() -> String {
             .find(|(n, _)| *n == c.name)
             .map_or("", |r| r.1);
         out.push_str(&format!("| {} | {} |\n", c.name, esc(checked.to_string())));
+    }
+    out.push_str(
+        "\n| harness | permission.answer fields beyond yes or no (DECISIONS 30) |\n|---|---|\n",
+    );
+    for c in CAPS {
+        let fields = if c.answer_fields.is_empty() {
+            "none: each is acked `unsupported` naming it, the prompt stays open".to_string()
+        } else {
+            c.answer_fields
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!("| {} | {} |\n", c.name, esc(fields)));
     }
     out.push('\n');
     out.push_str(README_END);

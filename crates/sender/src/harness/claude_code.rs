@@ -1,5 +1,5 @@
 //! Claude Code (2.1.x): hook stdin per harness-contracts §1, answers in its exact shapes.
-use super::{describe_tool, minted_attention_id, HookInput, PASCAL_LIFECYCLE};
+use super::{describe_tool, minted_attention_id, Call, HookInput, RichAnswer, PASCAL_LIFECYCLE};
 use crate::store::SessionRef;
 use crate::wire::control::Decision;
 use serde::Deserialize;
@@ -82,6 +82,117 @@ pub fn render_permission(decision: Decision, message: &str) -> String {
         .to_string()
 }
 
+/// The tool a question comes through (DECISIONS 30 `answers`).
+pub const QUESTION_TOOL: &str = "AskUserQuestion";
+
+#[derive(Deserialize)]
+struct CallInput {
+    tool_name: String,
+    tool_input: Value,
+    #[serde(default)]
+    permission_suggestions: Option<Vec<Value>>,
+}
+
+/// A PermissionRequest's call: the tool, its exact input and the offered session rules.
+pub fn call(stdin: &[u8]) -> Option<Call> {
+    let c: CallInput = serde_json::from_slice(stdin).ok()?;
+    Some(Call {
+        tool: c.tool_name,
+        input: c.tool_input,
+        suggestions: c.permission_suggestions.unwrap_or_default(),
+    })
+}
+
+/// An answer with DECISIONS 30's fields, as harness-contracts §1.3 and §11 found 2.1.332 takes
+/// it: `updatedInput` replaces the whole input (the person's `input`, never merged with the
+/// model's; for a question the original input with `questions` kept plus `answers`),
+/// `interrupt: true` on a deny ends the turn, and `scope: "session"` passes the session rules
+/// Claude Code itself offered (`permission_suggestions` with destination `session`, never a
+/// settings file). `Err` names the rule when this call cannot take the answer.
+pub fn render_rich_permission(a: &RichAnswer, call: &Call) -> Result<String, String> {
+    let question = call.tool == QUESTION_TOOL;
+    let decision = match a.decision {
+        Decision::Deny => {
+            let mut d = json!({ "behavior": "deny", "message": a.message });
+            if a.rich.interrupt {
+                d["interrupt"] = json!(true);
+            }
+            d
+        }
+        Decision::Allow => {
+            if a.rich.answers.is_some() && !question {
+                return Err(format!(
+                    "answers: this call is {}, not a question (DECISIONS 30); nothing ran",
+                    call.tool
+                ));
+            }
+            let mut d = json!({ "behavior": "allow" });
+            let updated = match (&a.rich.answers, &a.rich.input) {
+                (Some(answers), input) => {
+                    let base = match input {
+                        Some(i) => Value::Object(i.clone()),
+                        None => call.input.clone(),
+                    };
+                    let Value::Object(mut o) = base else {
+                        return Err(
+                            "answers: the question's input is not an object; nothing ran".into(),
+                        );
+                    };
+                    if !o.contains_key("questions") {
+                        if let Some(q) = call.input.get("questions") {
+                            o.insert("questions".into(), q.clone());
+                        }
+                    }
+                    // 2.1.332's AskUserQuestion input types `answers` as question text ->
+                    // string, a multi-select's labels comma-separated (sdk-tools.d.ts).
+                    let answers = answers
+                        .iter()
+                        .map(|(q, a)| {
+                            let a = match a {
+                                Value::Array(labels) => Value::String(
+                                    labels
+                                        .iter()
+                                        .filter_map(Value::as_str)
+                                        .collect::<Vec<_>>()
+                                        .join(", "),
+                                ),
+                                other => other.clone(),
+                            };
+                            (q.clone(), a)
+                        })
+                        .collect();
+                    o.insert("answers".into(), Value::Object(answers));
+                    Some(Value::Object(o))
+                }
+                (None, _) if question => {
+                    return Err("a question needs answers (DECISIONS 30); nothing ran".into())
+                }
+                (None, Some(input)) => Some(Value::Object(input.clone())),
+                (None, None) => None,
+            };
+            if let Some(u) = updated {
+                d["updatedInput"] = u;
+            }
+            if a.session_rule {
+                let rules: Vec<Value> = call
+                    .suggestions
+                    .iter()
+                    .filter(|s| s.get("destination").and_then(Value::as_str) == Some("session"))
+                    .cloned()
+                    .collect();
+                if !rules.is_empty() {
+                    d["updatedPermissions"] = Value::Array(rules);
+                }
+            }
+            d
+        }
+    };
+    Ok(
+        json!({ "hookSpecificOutput": { "hookEventName": "PermissionRequest", "decision": decision } })
+            .to_string(),
+    )
+}
+
 pub fn render_block(reason: &str) -> String {
     json!({ "decision": "block", "reason": reason }).to_string()
 }
@@ -140,6 +251,88 @@ mod tests {
             render_block("x\"y"),
             r#"{"decision":"block","reason":"x\"y"}"#
         );
+    }
+
+    #[test]
+    fn rich_shapes() {
+        use crate::wire::control::Rich;
+        let call = |tool: &str, input: Value, suggestions: Vec<Value>| Call {
+            tool: tool.into(),
+            input,
+            suggestions,
+        };
+        let obj = |v: Value| v.as_object().unwrap().clone();
+        let bash = call(
+            "Bash",
+            json!({"command": "rm -rf x", "description": "d"}),
+            vec![
+                json!({"type": "addDirectories", "directories": ["/w"], "destination": "session"}),
+                json!({"type": "addRules", "rules": [], "behavior": "allow", "destination": "localSettings"}),
+            ],
+        );
+        let edit = Rich {
+            input: Some(obj(json!({"command": "rm -ri x"}))),
+            ..Rich::default()
+        };
+        let a = RichAnswer {
+            decision: Decision::Allow,
+            message: "",
+            rich: &edit,
+            session_rule: true,
+        };
+        let out: Value = serde_json::from_str(&render_rich_permission(&a, &bash).unwrap()).unwrap();
+        let d = &out["hookSpecificOutput"]["decision"];
+        assert_eq!(d["updatedInput"], json!({"command": "rm -ri x"}));
+        assert_eq!(
+            d["updatedPermissions"],
+            json!([{"type": "addDirectories", "directories": ["/w"], "destination": "session"}])
+        );
+        let stop = Rich {
+            interrupt: true,
+            ..Rich::default()
+        };
+        let a = RichAnswer {
+            decision: Decision::Deny,
+            message: "no",
+            rich: &stop,
+            session_rule: false,
+        };
+        assert_eq!(
+            render_rich_permission(&a, &bash).unwrap(),
+            r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"deny","message":"no","interrupt":true}}}"#
+        );
+        let q = call(
+            QUESTION_TOOL,
+            json!({"questions": [{"question": "Which?", "options": [{"label": "A"}]}]}),
+            vec![],
+        );
+        let answers = Rich {
+            answers: Some(obj(json!({"Which?": "A", "Which ones?": ["B", "C"]}))),
+            ..Rich::default()
+        };
+        let a = RichAnswer {
+            decision: Decision::Allow,
+            message: "",
+            rich: &answers,
+            session_rule: false,
+        };
+        let out: Value = serde_json::from_str(&render_rich_permission(&a, &q).unwrap()).unwrap();
+        let u = &out["hookSpecificOutput"]["decision"]["updatedInput"];
+        assert_eq!(u["questions"], q.input["questions"]);
+        assert_eq!(u["answers"], json!({"Which?": "A", "Which ones?": "B, C"}));
+        assert!(render_rich_permission(&a, &bash)
+            .unwrap_err()
+            .starts_with("answers:"));
+        let bare = Rich::default();
+        let a = RichAnswer {
+            decision: Decision::Allow,
+            message: "",
+            rich: &bare,
+            session_rule: false,
+        };
+        assert!(render_rich_permission(&a, &q)
+            .unwrap_err()
+            .contains("a question needs answers"));
     }
 
     #[test]

@@ -127,6 +127,32 @@ impl Harness {
         }
     }
 
+    /// The call a permission prompt is about, where this adapter reads one (Claude Code).
+    pub fn permission_call(self, stdin: &[u8]) -> Option<Call> {
+        match self {
+            Harness::ClaudeCode => claude_code::call(stdin),
+            _ => None,
+        }
+    }
+
+    /// Whether this harness's permission hook keeps grants for a session (DECISIONS 30).
+    pub fn keeps_grants(self) -> bool {
+        self.caps().answer_fields.contains(&"scope")
+    }
+
+    /// The stdout of an answer carrying DECISIONS 30's fields for `call`. Only a harness whose
+    /// [`caps::Caps::answer_fields`] name them is given one (the rest are acked `unsupported`
+    /// on arrival); `Err` is the `failed` detail when this call cannot take it.
+    pub fn render_rich_permission(self, a: &RichAnswer, call: &Call) -> Result<String, String> {
+        match self {
+            Harness::ClaudeCode => claude_code::render_rich_permission(a, call),
+            _ => Err(format!(
+                "{} cannot carry DECISIONS 30's answer fields; nothing ran",
+                self.name()
+            )),
+        }
+    }
+
     /// What to print when a permission hook ends without a remote answer: the harness's own
     /// "ask the person" where its silence means "run" (Cursor); None prints nothing, so the
     /// harness's own behaviour stands.
@@ -342,28 +368,56 @@ pub fn route(harness: &str, kind: Kind) -> Option<(Outcome, String)> {
     }
 }
 
-/// [`route`] for one message, after DECISIONS 30's optional answer fields: one this sender
-/// does not carry, or `scope: "session"` where the harness keeps no grant (only sp-acp does so
-/// far), is acked `unsupported` naming the field; nothing runs and the prompt stays open.
+/// [`route`] for one message, after DECISIONS 30's optional answer fields: one the harness's
+/// path cannot honour ([`caps::Caps::answer_fields`]; sp-acp keeps grants only) is acked
+/// `unsupported` naming the field; nothing runs and the prompt stays open.
 pub fn route_message(
     harness: &str,
     m: &crate::wire::control::ControlMessage,
 ) -> Option<(Outcome, String)> {
     if m.kind == Kind::PermissionAnswer {
-        if let Some(f) = m.not_carried.first() {
-            return Some((
-                Outcome::Unsupported,
-                format!("{f}: this machine does not carry it yet (DECISIONS 30); nothing ran, the prompt stays open"),
-            ));
+        let honoured: &[&str] = if harness == "acp" {
+            &["scope"]
+        } else {
+            caps::named(harness).map_or(&[], |c| c.answer_fields)
+        };
+        let mut asked = m.rich.fields();
+        if m.scope == crate::wire::control::Scope::Session {
+            asked.insert(0, "scope");
         }
-        if m.scope == crate::wire::control::Scope::Session && harness != "acp" {
+        if let Some(f) = asked.into_iter().find(|f| !honoured.contains(f)) {
+            let why = if f == "scope" {
+                format!("scope: {harness} sessions keep no grant for the session (DECISIONS 30)")
+            } else {
+                format!("{f}: {harness}'s permission answer has no such field (DECISIONS 30)")
+            };
             return Some((
                 Outcome::Unsupported,
-                format!("scope: {harness} sessions keep no grant for the session yet (DECISIONS 30); nothing ran, the prompt stays open"),
+                format!("{why}; nothing ran, the prompt stays open"),
             ));
         }
     }
     route(harness, m.kind)
+}
+
+/// A permission prompt's call as the harness put it, where the adapter reads it (Claude
+/// Code): what a grant matches, and what an answer's `input` or `answers` build on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub tool: String,
+    pub input: serde_json::Value,
+    /// The harness's own "always allow" offers (Claude Code `permission_suggestions`).
+    pub suggestions: Vec<serde_json::Value>,
+}
+
+/// The stdout of an answer with DECISIONS 30's fields, for a harness that honours them; `Err`
+/// names the rule when the answer cannot be carried out for this call (ack `failed`).
+pub struct RichAnswer<'a> {
+    pub decision: Decision,
+    pub message: &'a str,
+    pub rich: &'a crate::wire::control::Rich,
+    /// `scope: "session"`: the harness's own session rule is passed too, where it offered one.
+    pub session_rule: bool,
 }
 
 /// `perm-` + first 16 hex digits of sha256(`<prompt_id>|<tool_name>|<tool_input as JSON>`)
@@ -517,7 +571,7 @@ mod tests {
 
     /// DECISIONS 30: a field no path here honours is acked `unsupported` on arrival, naming it.
     #[test]
-    fn rule_30_fields_nobody_honours_are_unsupported() {
+    fn rule_30_fields_only_where_honoured() {
         let answer = |extra: serde_json::Value| {
             let mut v = serde_json::json!({"id": "01K6ZZZZZZZZZZZZZZZZZZZZZZ", "kind": "permission.answer",
                 "for": "p1", "decision": "allow", "at": "2026-01-01T00:00:00.000Z",
@@ -532,13 +586,19 @@ mod tests {
         };
         let session = answer(serde_json::json!({"scope": "session"}));
         assert_eq!(route_message("acp", &session), None);
-        let (o, why) = route_message("claude-code", &session).unwrap();
+        assert_eq!(route_message("claude-code", &session), None);
+        let (o, why) = route_message("codex", &session).unwrap();
         assert_eq!(o, Outcome::Unsupported);
         assert!(why.starts_with("scope:"), "{why}");
-        let (o, why) =
-            route_message("acp", &answer(serde_json::json!({"interrupt": true}))).unwrap();
+        let stop = answer(serde_json::json!({"decision": "deny", "interrupt": true}));
+        let (o, why) = route_message("acp", &stop).unwrap();
         assert_eq!(o, Outcome::Unsupported);
         assert!(why.starts_with("interrupt:"), "{why}");
+        assert_eq!(route_message("claude-code", &stop), None);
+        let edit = answer(serde_json::json!({"input": {"command": "ls"}}));
+        let (o, why) = route_message("codex", &edit).unwrap();
+        assert_eq!(o, Outcome::Unsupported);
+        assert!(why.starts_with("input:"), "{why}");
         assert_eq!(
             route_message("claude-code", &answer(serde_json::json!({}))),
             None

@@ -95,7 +95,12 @@ pub fn run(harness: Harness) -> Result<()> {
         Config::default()
     });
     let mut store = crate::store::open(&crate::paths::database_file(), BUSY_TIMEOUT)?;
-    act(harness, &config, &mut store, input)
+    // DECISIONS 30: the call itself, for grants and for answers that change its input.
+    let call = match &input {
+        HookInput::Permission { .. } => harness.permission_call(&stdin),
+        _ => None,
+    };
+    act(harness, &config, &mut store, input, call.as_ref())
 }
 
 /// What the model reads when a tool is denied because the person stopped the session.
@@ -211,9 +216,7 @@ fn on_permission(
     config: &Config,
     store: &mut crate::store::Store,
     session: &crate::store::SessionRef,
-    attention_id: &str,
-    tool: Option<&str>,
-    message: Option<&str>,
+    prompt: permission::Prompt,
 ) -> Result<()> {
     // Where the permission event is itself a seam (Droid's PreToolUse, Copilot CLI's
     // permissionRequest), a stop or an interrupt sent for it answers first; read-only
@@ -224,7 +227,12 @@ fn on_permission(
     {
         return Ok(());
     }
-    permission::run(harness, config, store, session, attention_id, tool, message)
+    if let Some(call) = prompt.call {
+        if permission::from_grant(harness, store, session, call)? {
+            return Ok(());
+        }
+    }
+    permission::run(harness, config, store, session, prompt)
 }
 
 fn on_stop(
@@ -285,6 +293,7 @@ fn act(
     config: &Config,
     store: &mut crate::store::Store,
     input: HookInput,
+    call: Option<&crate::harness::Call>,
 ) -> Result<()> {
     let start_sync = !config.sinks.is_empty();
     match input {
@@ -298,9 +307,12 @@ fn act(
             config,
             store,
             &session,
-            &attention_id,
-            tool.as_deref(),
-            message.as_deref(),
+            permission::Prompt {
+                attention_id: &attention_id,
+                tool: tool.as_deref(),
+                message: message.as_deref(),
+                call,
+            },
         )?,
         HookInput::Stop { session } => on_stop(harness, store, &session, start_sync)?,
         HookInput::SessionStart { session, source } => {
@@ -310,7 +322,17 @@ fn act(
                 crate::sync_lock::ensure_running();
             }
         }
-        HookInput::SessionEnd { session } => store.end_session(&session)?,
+        HookInput::SessionEnd { session } => {
+            store.end_session(&session)?;
+            // DECISIONS 30: a session's grants end with it.
+            let n = store.end_grants(&session.key())?;
+            if n > 0 {
+                crate::logging::info(&format!(
+                    "{}: {n} grant(s) ended with the session",
+                    session.key()
+                ));
+            }
+        }
         HookInput::TerminalAnswered {
             session,
             attention_id,
@@ -361,7 +383,7 @@ fn act(
                     report.seq,
                 )?;
             }
-            act(harness, config, store, *then)?;
+            act(harness, config, store, *then, call)?;
         }
         HookInput::Skip(_) => {}
     }

@@ -4,9 +4,9 @@
 //! here, and `hook::main`'s guard answers "ask" for a harness that reads silence as allow.
 use crate::clock::now_ms;
 use crate::config::Config;
-use crate::harness::Harness;
-use crate::store::{Answer, SessionRef, Store};
-use crate::wire::control::Decision;
+use crate::harness::{describe_tool, Call, Harness, RichAnswer};
+use crate::store::{Answer, NewGrant, SessionRef, Store};
+use crate::wire::control::{Decision, Rich, Scope};
 use crate::wire::event::How;
 use anyhow::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,15 +61,92 @@ fn wait_for(config: &Config, store: &Store, harness: Harness) -> Duration {
     }
 }
 
+/// The prompt a permission hook is about.
+pub struct Prompt<'a> {
+    pub attention_id: &'a str,
+    pub tool: Option<&'a str>,
+    pub message: Option<&'a str>,
+    /// The call itself, where the adapter reads it (DECISIONS 30).
+    pub call: Option<&'a Call>,
+}
+
+/// DECISIONS 30: a live grant of this session for exactly this tool and input answers the
+/// prompt at once, and no attention is announced for it. Never while a stop of the session
+/// waits or holds (that prompt is denied on the usual path). Returns whether it answered.
+pub fn from_grant(
+    harness: Harness,
+    store: &mut Store,
+    session: &SessionRef,
+    call: &Call,
+) -> Result<bool> {
+    if !harness.keeps_grants() {
+        return Ok(false);
+    }
+    let key = session.key();
+    let Some(grant) = store.find_grant(&key, &call.tool, &call.input)? else {
+        return Ok(false);
+    };
+    if store.cancel_queued(&key)? || store.stopped(&key)? {
+        crate::logging::info(&format!(
+            "{key}: grant {} not used: the session was stopped",
+            grant.id
+        ));
+        return Ok(false);
+    }
+    let rich = match grant
+        .answer
+        .as_deref()
+        .map(serde_json::from_str::<serde_json::Value>)
+    {
+        // The grant replays the person's input as it was printed the first time.
+        Some(Ok(serde_json::Value::Object(o))) => Rich {
+            input: Some(o),
+            ..Rich::default()
+        },
+        _ => Rich::default(),
+    };
+    let message = format!(
+        "Denied by the person through sessionpipe for this session (grant {}).",
+        grant.id
+    );
+    let answer = RichAnswer {
+        decision: grant.decision,
+        message: &message,
+        rich: &rich,
+        session_rule: false,
+    };
+    let out = match harness.render_rich_permission(&answer, call) {
+        Ok(out) => out,
+        Err(why) => {
+            crate::logging::warn(&format!("{key}: grant {} not used: {why}", grant.id));
+            return Ok(false);
+        }
+    };
+    store.grant_used(grant.id, session)?;
+    super::print_answer(&out)?;
+    crate::logging::info(&format!(
+        "{key}: {} {} from grant {} (by {}), no attention announced",
+        call.tool,
+        grant.decision.as_str(),
+        grant.id,
+        grant.who
+    ));
+    Ok(true)
+}
+
 pub fn run(
     harness: Harness,
     config: &Config,
     store: &mut Store,
     session: &SessionRef,
-    attention_id: &str,
-    tool: Option<&str>,
-    message: Option<&str>,
+    prompt: Prompt,
 ) -> Result<()> {
+    let Prompt {
+        attention_id,
+        tool,
+        message,
+        call,
+    } = prompt;
     if at_the_desk(config, store, harness) {
         return Ok(());
     }
@@ -99,7 +176,7 @@ pub fn run(
     if wait.is_zero() {
         return Ok(());
     }
-    wait_for_answer(harness, store, session, attention_id, wait, &stop)
+    wait_for_answer(harness, store, session, (attention_id, call), wait, &stop)
 }
 
 /// Waits up to `wait` for the person's answer to this attention, printing it when one is
@@ -109,7 +186,7 @@ fn wait_for_answer(
     harness: Harness,
     store: &mut Store,
     session: &SessionRef,
-    attention_id: &str,
+    (attention_id, call): (&str, Option<&Call>),
     wait: Duration,
     stop: &AtomicBool,
 ) -> Result<()> {
@@ -152,7 +229,11 @@ fn wait_for_answer(
         }
         if answer_queued {
             if let Some(answer) = store.claim_answer(&key, attention_id, pid)? {
-                return deliver_answer(harness, store, session, attention_id, &answer);
+                if deliver_answer(harness, store, session, (attention_id, call), &answer)? {
+                    return Ok(());
+                }
+                // Acked `failed`; the prompt stays open for another answer.
+                continue;
             }
         }
         if started.elapsed() >= wait {
@@ -192,14 +273,16 @@ fn stop_on_signals() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-/// Prints a claimed answer in the harness's shape, then confirms it delivered.
+/// Prints a claimed answer in the harness's shape, then confirms it delivered, and keeps a
+/// grant for `scope: "session"`. False when the answer cannot be carried out for this call
+/// (DECISIONS 30): it is acked `failed` naming the rule and nothing is printed.
 fn deliver_answer(
     harness: Harness,
     store: &mut Store,
     session: &SessionRef,
-    attention_id: &str,
+    (attention_id, call): (&str, Option<&Call>),
     answer: &Answer,
-) -> Result<()> {
+) -> Result<bool> {
     let text = match answer.decision {
         Decision::Allow => String::new(),
         Decision::Deny => answer
@@ -213,16 +296,73 @@ fn deliver_answer(
                 )
             }),
     };
-    super::print_answer(&harness.render_permission(answer.decision, &text))?;
-    let detail = format!("{} {} hook", harness.name(), session.event);
-    store.confirm_answer(session, attention_id, answer, &detail)?;
+    let session_rule = answer.scope == Scope::Session;
+    let out = match (harness.keeps_grants(), call) {
+        (true, Some(call)) => {
+            let rich = RichAnswer {
+                decision: answer.decision,
+                message: &text,
+                rich: &answer.rich,
+                session_rule,
+            };
+            harness.render_rich_permission(&rich, call)
+        }
+        // Only a harness that names its call gets these fields (the rest are acked
+        // `unsupported` on arrival); never carry part of an answer.
+        _ if session_rule || !answer.rich.is_empty() => {
+            Err("the call's input is unknown here, so this answer cannot be carried out (DECISIONS 30); nothing ran".into())
+        }
+        _ => Ok(harness.render_permission(answer.decision, &text)),
+    };
+    let out = match out {
+        Ok(out) => out,
+        Err(why) => {
+            store.fail_claimed(&answer.id, &why)?;
+            crate::logging::info(&format!(
+                "{} {attention_id}: answer {} failed: {why}",
+                session.key(),
+                answer.id
+            ));
+            return Ok(false);
+        }
+    };
+    super::print_answer(&out)?;
+    let mut detail = format!("{} {} hook", harness.name(), session.event);
+    let fields = answer.rich.fields();
+    if !fields.is_empty() {
+        detail.push_str(&format!(" ({})", fields.join(", ")));
+    }
+    match (session_rule, call) {
+        (true, Some(call)) => {
+            let printed = serde_json::from_str::<serde_json::Value>(&out)
+                .ok()
+                .and_then(|v| {
+                    v["hookSpecificOutput"]["decision"]
+                        .get("updatedInput")
+                        .cloned()
+                });
+            let grant = NewGrant {
+                session_key: &session.key(),
+                tool: &call.tool,
+                input: &call.input,
+                summary: &describe_tool(&call.tool, &call.input),
+                decision: answer.decision,
+                answer: printed.map(|v| v.to_string()),
+                who: &answer.sink,
+                message_id: &answer.id,
+                until_ms: None,
+            };
+            store.confirm_answer_with_grant(session, attention_id, answer, &detail, &grant)?;
+        }
+        _ => store.confirm_answer(session, attention_id, answer, &detail)?,
+    }
     crate::logging::info(&format!(
         "{} {attention_id}: {} delivered ({})",
         session.key(),
         answer.decision.as_str(),
         answer.id
     ));
-    Ok(())
+    Ok(true)
 }
 
 /// A queued `cancel` answers a waiting permission prompt: deny (with the stop's reason, and

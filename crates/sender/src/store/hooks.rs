@@ -34,8 +34,10 @@ pub struct Answer {
     pub sink: String,
     pub decision: Decision,
     pub note: Option<String>,
-    /// DECISIONS 30: `Session` only where the harness keeps a grant (sp-acp).
+    /// DECISIONS 30: `Session` only where the harness keeps a grant.
     pub scope: crate::wire::control::Scope,
+    /// DECISIONS 30: `input`, `interrupt`, `answers`, where the harness honours them.
+    pub rich: crate::wire::control::Rich,
 }
 
 /// A prompt claimed by a Stop hook (state `delivering`).
@@ -295,7 +297,7 @@ fn touch_with(
 
 /// Clears one attention if open: one `attention.cleared` per attention, and any answer
 /// still queued for it can no longer be delivered (DECISIONS 12, 13).
-fn clear(
+pub(crate) fn clear(
     tx: &Transaction,
     key: &str,
     attention_id: &str,
@@ -570,9 +572,9 @@ impl Store {
             tx.commit()?;
             return Ok(None);
         }
-        let rows: Vec<(QueuedRow, Option<String>)> = tx
+        let rows: Vec<(QueuedRow, Option<String>, Option<String>)> = tx
             .prepare_cached(
-                "SELECT id, sink, decision, note, deadline_ms, scope FROM messages \
+                "SELECT id, sink, decision, note, deadline_ms, scope, rich FROM messages \
                  WHERE session_key=?1 AND kind='permission.answer' AND attention_id=?2 AND state='queued' \
                  ORDER BY at, id",
             )?
@@ -580,11 +582,12 @@ impl Store {
                 Ok((
                     (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
                     r.get(5)?,
+                    r.get(6)?,
                 ))
             })?
             .collect::<rusqlite::Result<_>>()?;
         let mut claimed = None;
-        for ((id, sink, decision, note, deadline), scope) in rows {
+        for ((id, sink, decision, note, deadline), scope, rich) in rows {
             if deadline.is_none_or(|d| d <= now) {
                 finish(
                     &tx,
@@ -619,6 +622,7 @@ impl Store {
                     .as_deref()
                     .and_then(crate::wire::control::Scope::parse)
                     .unwrap_or_default(),
+                rich: crate::wire::control::Rich::from_json(rich.as_deref()),
             });
             break;
         }

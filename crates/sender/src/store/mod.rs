@@ -2,6 +2,7 @@
 //! number of short-lived hooks and one sp-sync. Tables and views read plainly in `sqlite3`.
 mod api;
 pub(crate) mod away;
+mod grants;
 mod hooks;
 mod schema;
 pub(crate) mod status;
@@ -9,6 +10,7 @@ mod sync;
 pub(crate) mod trust;
 
 pub use api::{ApiMessage, ApiSession};
+pub use grants::{matcher as grant_matcher, Grant, GrantRow, NewGrant, GRANT_MAX_MS};
 pub use hooks::{Answer, CancelClaim, PromptClaim, SeamState, SessionRef, BLOCK_MAX_CHARS};
 pub use sync::{AckRow, Ingested, SinkState, SweepReport};
 

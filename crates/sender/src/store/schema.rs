@@ -261,4 +261,32 @@ ALTER TABLE sessions ADD COLUMN stopped_ms INTEGER;
     r#"
 ALTER TABLE messages ADD COLUMN scope TEXT CHECK (scope IN ('once','session'));
 "#,
+    // 11: DECISIONS 30 on hook harnesses: a permission answer's `input`, `interrupt` and
+    // `answers` (as JSON, NULL when none), and the grants the machine keeps for a session.
+    r#"
+ALTER TABLE messages ADD COLUMN rich TEXT;
+CREATE TABLE grants (
+    id            INTEGER PRIMARY KEY,
+    session_key   TEXT NOT NULL,
+    tool          TEXT NOT NULL,
+    matcher       TEXT NOT NULL,             -- sha256 of the exact input's canonical JSON
+    summary       TEXT NOT NULL,             -- the input as the person saw it, shortened
+    decision      TEXT NOT NULL CHECK (decision IN ('allow','deny')),
+    answer        TEXT,                      -- the answer's `input`/`answers` (JSON), replayed
+    who           TEXT NOT NULL,             -- the sink the answer came through
+    message_id    TEXT NOT NULL,             -- the answer that made it
+    created_ms    INTEGER NOT NULL,
+    created_at    TEXT NOT NULL,
+    until_ms      INTEGER NOT NULL,          -- at most 24 h after created_ms
+    until_at      TEXT NOT NULL,
+    ended_at      TEXT,                      -- revoked, or the session ended
+    ended_how     TEXT CHECK (ended_how IN ('revoked','session_ended')),
+    used          INTEGER NOT NULL DEFAULT 0 -- prompts it answered after the first
+);
+CREATE INDEX grants_live ON grants(session_key, tool, matcher) WHERE ended_at IS NULL;
+CREATE VIEW live_grants AS
+    SELECT id, session_key AS session, tool, summary, decision, who, created_at, until_at, used
+    FROM grants WHERE ended_at IS NULL
+      AND until_ms > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
+"#,
 ];

@@ -726,8 +726,8 @@ impl NewMessage<'_> {
         self.tx
             .prepare_cached(
                 "INSERT INTO messages(id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at, \
-                   received_at, deadline_ms, deadline_at, mode, scope, state) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 'queued')",
+                   received_at, deadline_ms, deadline_at, mode, scope, rich, state) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 'queued')",
             )?
             .execute(params![
                 self.id,
@@ -746,6 +746,7 @@ impl NewMessage<'_> {
                 v.map_or("queue", |v| v.mode.as_str()),
                 v.filter(|v| v.kind == Kind::PermissionAnswer)
                     .map(|v| v.scope.as_str()),
+                v.and_then(|v| v.rich.to_json()),
             ])?;
         Ok(())
     }

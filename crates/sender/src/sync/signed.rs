@@ -122,7 +122,7 @@ pub fn check(
                 .as_deref()
                 .and_then(control::Scope::parse)
                 .unwrap_or_default(),
-            not_carried: Vec::new(),
+            rich: Box::new(c.rich.clone()),
             id: id.to_string(),
             kind,
             for_attention: c.for_attention.clone(),

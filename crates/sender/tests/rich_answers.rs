@@ -1,0 +1,700 @@
+//! DECISIONS 30 on Claude Code (issue 27): answers beyond yes or no, with the real hooks and
+//! sp-sync in a temp HOME against a real receiver on loopback. A session grant asks the
+//! person once for exactly one tool and input of one session; an edited command, deny & stop
+//! and a question's answers reach stdout in Claude Code 2.1.332's shapes; every misuse is
+//! acked once, naming the rule, and the prompt stays open.
+mod common;
+use common::env::*;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::process::Child;
+use std::time::Duration;
+
+const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
+
+fn key(session: &str) -> String {
+    format!("claude-code:{session}")
+}
+
+/// The attention id DECISIONS 9 mints for a Claude Code prompt.
+fn attention_id(p: &Value) -> String {
+    let s = format!(
+        "{}|{}|{}",
+        p["prompt_id"].as_str().unwrap(),
+        p["tool_name"].as_str().unwrap(),
+        serde_json::to_string(&p["tool_input"]).unwrap()
+    );
+    let d = Sha256::digest(s.as_bytes());
+    let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
+    format!("perm-{}", &hex[..16])
+}
+
+/// CC_PERMISSION with another prompt (`prompt_id`), and optionally another session or command.
+fn call(prompt: &str, session: Option<&str>, command: Option<&str>) -> Value {
+    let mut p = payload(CC_PERMISSION);
+    p["prompt_id"] = json!(format!("c27f8a10-4e6d-4b93-8f25-{prompt:0>12}"));
+    if let Some(s) = session {
+        p["session_id"] = json!(s);
+    }
+    if let Some(c) = command {
+        p["tool_input"]["command"] = json!(c);
+    }
+    p
+}
+
+fn question(prompt: &str) -> Value {
+    let mut p = call(prompt, None, None);
+    p["tool_name"] = json!("AskUserQuestion");
+    p["tool_input"] = json!({"questions": [
+        {"question": "Which color?", "header": "Color", "multiSelect": false,
+         "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]},
+        {"question": "Which sizes?", "header": "Sizes", "multiSelect": true,
+         "options": [{"label": "S", "description": "small"}, {"label": "L", "description": "large"}]}
+    ]});
+    p.as_object_mut().unwrap().remove("permission_suggestions");
+    p
+}
+
+fn env() -> Env {
+    let mut env = Env::with(Default::default(), json!({"permission_wait_s": 20}));
+    env.start_sync();
+    env
+}
+
+fn wait_needed(env: &Env, id: &str) -> Value {
+    env.wait_event(
+        "attention.needed",
+        json!({"attention_id": id}),
+        Duration::from_secs(15),
+    )
+    .unwrap_or_else(|| panic!("attention.needed for {id} reaches the receiver"))
+}
+
+fn ack_of(env: &Env, id: &str) -> Value {
+    env.receiver
+        .wait_ack(id, Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("no ack for {id}"))
+}
+
+/// Sends an answer for the prompt `p` and returns its id.
+fn answer(env: &Env, p: &Value, fields: Value) -> String {
+    let mut m = json!({"kind": "permission.answer", "for": attention_id(p)});
+    m.as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
+    let sent = env
+        .receiver
+        .enqueue(&key(p["session_id"].as_str().unwrap()), m);
+    sent["id"].as_str().unwrap().to_string()
+}
+
+/// The hook's decision object, from its one line of stdout.
+fn decision(hook: Child) -> Value {
+    let out = finish(hook, Duration::from_secs(25));
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(
+        text.ends_with('\n') && text.lines().count() == 1,
+        "{text:?}"
+    );
+    let v: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(
+        v["hookSpecificOutput"]["hookEventName"],
+        "PermissionRequest"
+    );
+    v["hookSpecificOutput"]["decision"].clone()
+}
+
+fn attentions(env: &Env, session: &str) -> i64 {
+    env.query::<i64>(&format!(
+        "select count(*) from attention where session_key='{}'",
+        key(session)
+    ))[0]
+}
+
+/// Asks `p` and answers it with `fields`; returns the decision printed.
+fn ask_and_answer(env: &Env, p: &Value, fields: Value) -> (Value, String) {
+    let hook = env.spawn_hook("sp-permission", p);
+    wait_needed(env, &attention_id(p));
+    let id = answer(env, p, fields);
+    let d = decision(hook);
+    let ack = ack_of(env, &id);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    (d, id)
+}
+
+/// One final outcome for the message: stored once, and every ack the receiver took for it
+/// (a redelivery is acked again, DECISIONS 8) says that outcome.
+fn acked_once(env: &Env, id: &str) {
+    let stored = env.query::<String>(&format!(
+        "select outcome from messages where id='{id}' and state='done'"
+    ));
+    assert_eq!(stored.len(), 1, "{id}: {stored:?}");
+    let acks = env.acks_for(id);
+    assert!(
+        !acks.is_empty() && acks.iter().all(|a| a["outcome"] == stored[0].as_str()),
+        "{id}: {acks:?}"
+    );
+}
+
+fn grants(env: &Env) -> Vec<Value> {
+    let out = run_with_stdin(
+        {
+            let mut c = env.cmd("sp");
+            c.args(["grants", "--json"]);
+            c
+        },
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
+    let env = env();
+    let first = call("1", None, None);
+    let (d, first_id) = ask_and_answer(
+        &env,
+        &first,
+        json!({"decision": "allow", "scope": "session"}),
+    );
+    // Claude Code's own session rule is passed too: the suggestion it offered, as offered.
+    assert_eq!(
+        d,
+        json!({"behavior": "allow", "updatedPermissions": [
+            {"type": "addDirectories", "directories": ["/home/dev/src/notes"], "destination": "session"}]})
+    );
+    assert_eq!(attentions(&env, CC_SESSION), 1);
+    let ack = ack_of(&env, &first_id);
+    assert!(
+        ack["detail"].as_str().unwrap().contains("for the session"),
+        "{ack}"
+    );
+
+    // The same command in the next prompt: allowed at once, without asking.
+    let second = call("2", None, None);
+    let started = std::time::Instant::now();
+    let out = env.hook_json("sp-permission", &second);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(stdout(&out), format!("{ALLOW}\n"));
+    assert_eq!(
+        attentions(&env, CC_SESSION),
+        1,
+        "the granted call was announced"
+    );
+    assert!(env.log().contains("from grant"), "{}", env.log());
+
+    // Another command is asked again.
+    let other = call("3", None, Some("rm -rf out.txt"));
+    let hook = env.spawn_hook("sp-permission", &other);
+    wait_needed(&env, &attention_id(&other));
+    let deny = answer(&env, &other, json!({"decision": "deny"}));
+    assert_eq!(decision(hook)["behavior"], "deny");
+    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+
+    // The same command in another session is asked again.
+    let elsewhere = call("4", Some("0d6e4c1a-7b2f-4e8a-9c3d-5f1a2b3c4d5e"), None);
+    let hook = env.spawn_hook("sp-permission", &elsewhere);
+    wait_needed(&env, &attention_id(&elsewhere));
+    let deny = answer(&env, &elsewhere, json!({"decision": "deny"}));
+    assert_eq!(decision(hook)["behavior"], "deny");
+    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+
+    // `sp grants` lists the one grant; the sqlite3 view shows it too.
+    let g = grants(&env);
+    assert_eq!(g.len(), 1, "{g:?}");
+    assert_eq!(g[0]["session"], key(CC_SESSION));
+    assert_eq!(g[0]["tool"], "Bash");
+    assert_eq!(g[0]["decision"], "allow");
+    assert_eq!(g[0]["who"], "phone");
+    assert_eq!(g[0]["used"], 1);
+    assert!(g[0]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("echo hi > out.txt"));
+    assert_eq!(env.query::<i64>("select count(*) from live_grants"), [1]);
+    let text = env.cmd("sp").arg("grants").output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("echo hi > out.txt"));
+
+    // Revoked: the next identical call is asked again.
+    let id = g[0]["id"].as_i64().unwrap().to_string();
+    let out = env
+        .cmd("sp")
+        .args(["grants", "revoke", &id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(grants(&env).is_empty());
+    let again = env
+        .cmd("sp")
+        .args(["grants", "revoke", &id])
+        .output()
+        .unwrap();
+    assert!(!again.status.success(), "a revoked grant is gone");
+    let fifth = call("5", None, None);
+    let hook = env.spawn_hook("sp-permission", &fifth);
+    wait_needed(&env, &attention_id(&fifth));
+    let allow = answer(&env, &fifth, json!({"decision": "allow"}));
+    assert_eq!(decision(hook), json!({"behavior": "allow"}));
+    assert_eq!(ack_of(&env, &allow)["outcome"], "delivered");
+
+    // Each answer acked exactly once.
+    for id in [&first_id, &allow] {
+        acked_once(&env, id);
+    }
+}
+
+#[test]
+fn grants_end_with_their_session() {
+    let env = env();
+    let first = call("1", None, None);
+    ask_and_answer(
+        &env,
+        &first,
+        json!({"decision": "allow", "scope": "session"}),
+    );
+    assert_eq!(grants(&env).len(), 1);
+    let end = json!({"session_id": CC_SESSION, "hook_event_name": "SessionEnd",
+        "cwd": "/home/dev/src/notes", "reason": "exit"});
+    let out = env.hook_json("sp-event", &end);
+    assert!(out.status.success() && out.stdout.is_empty());
+    assert!(grants(&env).is_empty());
+    assert_eq!(
+        env.query::<String>("select ended_how from grants"),
+        ["session_ended"]
+    );
+    // A resumed session asks again.
+    let second = call("2", None, None);
+    let hook = env.spawn_hook("sp-permission", &second);
+    wait_needed(&env, &attention_id(&second));
+    let deny = answer(&env, &second, json!({"decision": "deny"}));
+    assert_eq!(decision(hook)["behavior"], "deny");
+    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+}
+
+#[test]
+fn a_stopped_session_is_not_answered_from_its_grant() {
+    let env = env();
+    let first = call("1", None, None);
+    ask_and_answer(
+        &env,
+        &first,
+        json!({"decision": "allow", "scope": "session"}),
+    );
+    let stop = env.receiver.enqueue(
+        &key(CC_SESSION),
+        json!({"kind": "cancel", "note": "enough"}),
+    );
+    let stop = stop["id"].as_str().unwrap().to_string();
+    assert!(
+        until(Duration::from_secs(15), || {
+            env.query::<String>(&format!("select state from messages where id='{stop}'"))
+                == ["queued"]
+        }),
+        "the cancel is stored"
+    );
+    let second = call("2", None, None);
+    let d = decision(env.spawn_hook("sp-permission", &second));
+    assert_eq!(d["behavior"], "deny", "{d}");
+    assert_eq!(d["interrupt"], true, "{d}");
+    assert_eq!(ack_of(&env, &stop)["outcome"], "delivered");
+    assert_eq!(grants(&env)[0]["used"], 0);
+}
+
+#[test]
+fn an_edited_command_runs_as_the_person_wrote_it() {
+    let env = env();
+    let p = call("1", None, None);
+    let (d, id) = ask_and_answer(
+        &env,
+        &p,
+        json!({"decision": "allow", "input": {"command": "echo hello > out.txt"}}),
+    );
+    // The person's input, whole: never merged with the model's (no description).
+    assert_eq!(
+        d,
+        json!({"behavior": "allow", "updatedInput": {"command": "echo hello > out.txt"}})
+    );
+    let ack = ack_of(&env, &id);
+    assert!(ack["detail"].as_str().unwrap().contains("input"), "{ack}");
+    acked_once(&env, &id);
+
+    // Edited for the session: the model's same call later runs as the person wrote it.
+    let again = call("2", None, Some("echo bye > out.txt"));
+    let (d, _) = ask_and_answer(
+        &env,
+        &again,
+        json!({"decision": "allow", "scope": "session", "input": {"command": "echo ciao > out.txt"}}),
+    );
+    assert_eq!(d["updatedInput"], json!({"command": "echo ciao > out.txt"}));
+    let out = env.hook_json(
+        "sp-permission",
+        &call("3", None, Some("echo bye > out.txt")),
+    );
+    let v: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(
+        v["hookSpecificOutput"]["decision"],
+        json!({"behavior": "allow", "updatedInput": {"command": "echo ciao > out.txt"}})
+    );
+}
+
+#[test]
+fn deny_and_stop_interrupts() {
+    let env = env();
+    let p = call("1", None, None);
+    let (d, _) = ask_and_answer(
+        &env,
+        &p,
+        json!({"decision": "deny", "interrupt": true, "note": "Stop: wrong folder."}),
+    );
+    assert_eq!(
+        d,
+        json!({"behavior": "deny", "message": "Stop: wrong folder.", "interrupt": true})
+    );
+}
+
+#[test]
+fn a_question_is_answered_with_its_questions_kept() {
+    let env = env();
+    let q = question("1");
+    let hook = env.spawn_hook("sp-permission", &q);
+    wait_needed(&env, &attention_id(&q));
+    // Allowed without answers: failed, naming the rule; the question stays open.
+    let bare = answer(&env, &q, json!({"decision": "allow"}));
+    let ack = ack_of(&env, &bare);
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("a question needs answers"),
+        "{ack}"
+    );
+    assert_eq!(
+        env.query::<String>(&format!(
+            "select state from attention where attention_id='{}'",
+            attention_id(&q)
+        )),
+        ["open"]
+    );
+    let answers = json!({"Which color?": "Blue", "Which sizes?": ["S", "L"]});
+    let good = answer(&env, &q, json!({"decision": "allow", "answers": answers}));
+    let d = decision(hook);
+    assert_eq!(d["behavior"], "allow");
+    assert_eq!(d["updatedInput"]["questions"], q["tool_input"]["questions"]);
+    // A multi-select's labels comma-separated, as 2.1.332's AskUserQuestion input types them.
+    assert_eq!(
+        d["updatedInput"]["answers"],
+        json!({"Which color?": "Blue", "Which sizes?": "S, L"})
+    );
+    assert_eq!(ack_of(&env, &good)["outcome"], "delivered");
+    for id in [&bare, &good] {
+        acked_once(&env, id);
+    }
+}
+
+#[test]
+fn each_misuse_is_acked_once_naming_the_rule_and_the_prompt_stays_open() {
+    let env = env();
+    let p = call("1", None, None);
+    let hook = env.spawn_hook("sp-permission", &p);
+    wait_needed(&env, &attention_id(&p));
+    let cases = [
+        (
+            json!({"decision": "deny", "input": {"command": "ls"}}),
+            "input goes with allow only",
+        ),
+        (
+            json!({"decision": "allow", "interrupt": true}),
+            "interrupt goes with deny only",
+        ),
+        (
+            json!({"decision": "allow", "input": "ls"}),
+            "input must be an object",
+        ),
+        (
+            json!({"decision": "allow", "answers": {"Which?": 3}}),
+            "answers must map each question",
+        ),
+        // Checked when the call is known: this one is no question.
+        (
+            json!({"decision": "allow", "answers": {"Which?": "A"}}),
+            "not a question",
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (fields, says) in cases {
+        let id = answer(&env, &p, fields);
+        let ack = ack_of(&env, &id);
+        assert_eq!(ack["outcome"], "failed", "{ack}");
+        let detail = ack["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(says) && detail.contains("DECISIONS 30"),
+            "{ack}"
+        );
+        ids.push(id);
+    }
+    // Nothing was printed, and a plain answer still answers the prompt.
+    let deny = answer(&env, &p, json!({"decision": "deny", "note": "no"}));
+    assert_eq!(decision(hook), json!({"behavior": "deny", "message": "no"}));
+    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+    ids.push(deny);
+    for id in &ids {
+        acked_once(&env, id);
+    }
+}
+
+/// Our signed vectors for DECISIONS 30's fields (in `fixtures/signed-answers/`, made here
+/// from fixed keys and nonces; `SP_WRITE_VECTORS=1` writes them anew): each valid shape, and
+/// each misuse refused `bad_fields` with the rule named, through the real `sp control verify`.
+mod signed_vectors {
+    use super::common::signing::*;
+    use serde_json::{json, Value};
+    use std::path::PathBuf;
+
+    const MACHINE: &str = "m_ourtestmachine00000001";
+    const RP: &str = "control.test";
+    const SESSION: &str = "claude-code:3f2b8c1e-5a6d-4e7f-8a9b-0c1d2e3f4a5b";
+    const IAT: i64 = 1_800_000_000_000;
+    const NOW: i64 = IAT + 90_000;
+    const HOUR: i64 = 3_600_000;
+
+    fn dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/signed-answers")
+    }
+
+    /// A vector's name, decision, further fields and expected verdict.
+    type Case = (
+        &'static str,
+        &'static str,
+        Vec<(&'static str, Value)>,
+        Value,
+    );
+
+    fn vectors() -> Vec<(String, Value)> {
+        let pk = Passkey::es256(1);
+        let get = Ceremony::get(RP);
+        let day = DayKey::new(10, &pk, IAT - HOUR, IAT + 11 * HOUR, RP, &get);
+        let bad = |why: &str| json!({"ok": false, "code": "bad_fields", "why": why});
+        let ok = json!({"ok": true, "via": "grant", "kind": "permission.answer"});
+        let cases: Vec<Case> = vec![
+            ("scope-session", "allow", vec![("scope", json!("session"))], ok.clone()),
+            ("edited-input", "allow", vec![("input", json!({"command": "echo hello > out.txt"}))], ok.clone()),
+            ("deny-and-stop", "deny", vec![("note", json!("wrong folder")), ("interrupt", json!(true))], ok.clone()),
+            ("question-answers", "allow", vec![("answers", json!({"Which color?": "Blue", "Which sizes?": ["S", "L"]}))], ok.clone()),
+            ("all-allow-fields", "allow", vec![("scope", json!("session")), ("input", json!({"command": "ls"})), ("answers", json!({"Which?": "A"}))], ok.clone()),
+            ("input-on-deny", "deny", vec![("input", json!({"command": "ls"}))], bad("input goes with allow only (DECISIONS 30)")),
+            ("input-not-object", "allow", vec![("input", json!("ls"))], bad("input must be an object, the tool's whole input (DECISIONS 30)")),
+            ("interrupt-on-allow", "allow", vec![("interrupt", json!(true))], bad("interrupt goes with deny only (DECISIONS 30)")),
+            ("interrupt-not-bool", "deny", vec![("interrupt", json!("yes"))], bad("interrupt must be true or absent (DECISIONS 30)")),
+            ("answers-on-deny", "deny", vec![("answers", json!({"Which?": "A"}))], bad("answers go with allow only (DECISIONS 30)")),
+            ("answers-not-labels", "allow", vec![("answers", json!({"Which?": 1}))], bad("answers must map each question to a label, or to an array of labels for a multi-select (DECISIONS 30)")),
+            ("answers-empty", "allow", vec![("answers", json!({}))], bad("answers must map each question to a label, or to an array of labels for a multi-select (DECISIONS 30)")),
+            ("unknown-field", "allow", vec![("updatedInput", json!({"command": "ls"}))], bad("a permission.answer does not carry \"updatedInput\"")),
+            ("scope-unknown", "allow", vec![("scope", json!("forever"))], bad("scope is once or session")),
+        ];
+        let mut out = Vec::new();
+        for (i, (name, decision, fields, expect)) in cases.into_iter().enumerate() {
+            let mut all = vec![
+                ("for", json!("perm-9633ea781128eacb")),
+                ("decision", json!(decision)),
+            ];
+            all.extend(fields);
+            // A fixed nonce per vector, so the files are reproducible byte for byte.
+            let nonce = b64(&sha256(format!("rule-30-{i}").as_bytes())[..16]);
+            let cmd = command(MACHINE, "permission.answer", SESSION, &all, &nonce, IAT);
+            out.push((name.to_string(), cmd, expect));
+        }
+        // A rule-30 field rides only on a permission answer.
+        let nonce = b64(&sha256(b"rule-30-prompt")[..16]);
+        let prompt = command(
+            MACHINE,
+            "prompt",
+            SESSION,
+            &[("text", json!("hi")), ("input", json!({}))],
+            &nonce,
+            IAT,
+        );
+        out.push((
+            "prompt-with-input".into(),
+            prompt,
+            bad("a prompt does not carry \"input\""),
+        ));
+        out.into_iter()
+            .map(|(name, cmd, expect)| {
+                let file = json!({
+                    "name": format!("rule-30-{name}"),
+                    "about": "Our own signed-control vector for DECISIONS 30 (crates/sender/tests/rich_answers.rs made it).",
+                    "input": {"signed": day.sign(&cmd), "machine": MACHINE, "rp_id": RP,
+                              "trusted": [pk.trusted()], "now": NOW},
+                    "expect": expect,
+                });
+                (format!("rule-30-{name}.json"), file)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn signed_rule_30_vectors_come_out_as_they_expect() {
+        let vectors = vectors();
+        if std::env::var_os("SP_WRITE_VECTORS").is_some() {
+            std::fs::create_dir_all(dir()).unwrap();
+            for (file, v) in &vectors {
+                let text = serde_json::to_string_pretty(v).unwrap() + "\n";
+                std::fs::write(dir().join(file), text).unwrap();
+            }
+        }
+        let mut failures = Vec::new();
+        for (file, made) in &vectors {
+            let path = dir().join(file);
+            let stored: Value = serde_json::from_slice(
+                &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+            )
+            .unwrap();
+            assert_eq!(&stored, made, "{file} differs from what this test makes");
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_sp"))
+                .env("HOME", "/nonexistent")
+                .env("SESSIONPIPE_CONFIG", "/nonexistent/config.json")
+                .env("SESSIONPIPE_STATE_DIR", "/nonexistent/state")
+                .args(["control", "verify"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+            if got != stored["expect"] {
+                failures.push(format!("{file}: expected {}, got {got}", stored["expect"]));
+            }
+            let want = if stored["expect"]["ok"] == json!(true) {
+                0
+            } else {
+                1
+            };
+            assert_eq!(out.status.code(), Some(want), "{file}");
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        assert_eq!(
+            std::fs::read_dir(dir()).unwrap().count(),
+            vectors.len(),
+            "a vector file nobody makes"
+        );
+    }
+}
+
+/// Codex 0.171's hook answers carry none of DECISIONS 30's fields (its own PermissionRequest
+/// output schema refuses `updatedInput`, `updatedPermissions` and `interrupt`), so each is
+/// acked `unsupported` naming it, nothing is printed and the prompt stays open for a plain
+/// answer.
+#[test]
+fn codex_hooks_ack_each_field_unsupported_and_the_prompt_stays_open() {
+    let env = env();
+    let away = env.cmd("sp").args(["away", "on"]).output().unwrap();
+    assert!(away.status.success());
+    let session = "019a7e3c-5b2d-7f10-9c4e-2a6b8d0f1e3c";
+    let p = json!({"session_id": session, "turn_id": "019a7e3c-turn-0001", "transcript_path": null,
+        "cwd": "/tmp/sp-ws", "hook_event_name": "PermissionRequest", "model": "gpt-5.1-codex",
+        "permission_mode": "default", "tool_name": "Bash",
+        "tool_input": {"command": "git push origin main", "description": "Push"}});
+    let hook = env.spawn_hook_as("codex", "sp-permission", &p);
+    let needed = env
+        .wait_event(
+            "attention.needed",
+            json!({"tool": "Bash"}),
+            Duration::from_secs(15),
+        )
+        .expect("attention.needed");
+    let id = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    let key = format!("codex:{session}");
+    for (fields, named) in [
+        (json!({"decision": "allow", "scope": "session"}), "scope:"),
+        (
+            json!({"decision": "allow", "input": {"command": "git status"}}),
+            "input:",
+        ),
+        (json!({"decision": "deny", "interrupt": true}), "interrupt:"),
+    ] {
+        let mut m = json!({"kind": "permission.answer", "for": id});
+        m.as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        let sent = env.receiver.enqueue(&key, m);
+        let sent = sent["id"].as_str().unwrap();
+        let ack = ack_of(&env, sent);
+        assert_eq!(ack["outcome"], "unsupported", "{ack}");
+        assert!(ack["detail"].as_str().unwrap().starts_with(named), "{ack}");
+        acked_once(&env, sent);
+    }
+    let deny = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": id, "decision": "deny", "note": "not now"}),
+    );
+    assert_eq!(
+        decision(hook),
+        json!({"behavior": "deny", "message": "not now"})
+    );
+    assert_eq!(
+        ack_of(&env, deny["id"].as_str().unwrap())["outcome"],
+        "delivered"
+    );
+    assert!(grants(&env).is_empty());
+}
+
+/// Why Codex keeps those fields `unsupported`: its own PermissionRequest output schema, read
+/// from the pinned 0.171 binary (as harnesses.rs does), reserves `updatedInput`,
+/// `updatedPermissions` and `interrupt: true`, and says its hooks fail closed on each.
+#[test]
+fn codex_0_171_permission_output_has_no_rule_30_fields() {
+    let scope =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../e2e/node_modules/@openai");
+    let bin = std::fs::read_dir(&scope)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|p| p.file_name().to_string_lossy().starts_with("codex-"))
+        .flat_map(|p| {
+            std::fs::read_dir(p.path().join("vendor"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|t| t.path().join("bin/codex"))
+        .find(|b| b.is_file());
+    if !common::needs::needs(
+        "the pinned Codex CLI 0.171.0 in e2e/node_modules (scripts/e2e-deps.sh)",
+        bin.is_some(),
+    ) {
+        return;
+    }
+    let bytes = std::fs::read(bin.unwrap()).unwrap();
+    let start = b"{\n  \"$schema\": \"http://json-schema.org/draft-07/schema#\"";
+    let schema = memchr::memmem::find_iter(&bytes, start)
+        .filter_map(|at| {
+            serde_json::Deserializer::from_slice(&bytes[at..])
+                .into_iter::<Value>()
+                .next()?
+                .ok()
+        })
+        .find(|s| s["title"] == "permission-request.command.output")
+        .expect("Codex carries its permission-request.command.output schema");
+    let decision = &schema["definitions"]["PermissionRequestDecisionWire"]["properties"];
+    for field in ["updatedInput", "updatedPermissions", "interrupt"] {
+        let about = decision[field]["description"].as_str().unwrap_or_default();
+        assert!(
+            about.contains("Reserved") && about.contains("fail closed"),
+            "Codex 0.171 now takes {field}: {about:?}; honour it in caps.rs"
+        );
+    }
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let out = |d: Value| json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": d}});
+    assert!(v.is_valid(&out(json!({"behavior": "allow"}))));
+    assert!(v.is_valid(&out(json!({"behavior": "deny", "message": "no"}))));
+    assert!(!v.is_valid(&out(json!({"behavior": "allow", "answers": {}}))));
+}
