@@ -98,10 +98,8 @@ fn decision(hook: Child) -> Value {
         "{text:?}"
     );
     let v: Value = serde_json::from_str(text.trim_end()).unwrap();
-    assert_eq!(
-        v["hookSpecificOutput"]["hookEventName"],
-        "PermissionRequest"
-    );
+    // Every answer is exactly the shape our schema (and Claude Code 2.1.332's) takes.
+    common::schema::assert_valid("claude-code-permission-request-output.json", &v);
     v["hookSpecificOutput"]["decision"].clone()
 }
 

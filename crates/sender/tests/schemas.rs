@@ -1246,6 +1246,31 @@ fn claude_code_permission_request_output() {
     assert_valid(f, &deny_output(None));
     assert_valid(f, &deny_output(Some("Not on main, please.")));
     assert_valid(f, &deny_output(Some("")));
+    // DECISIONS 30: an edit, a session rule Claude Code offered, deny & stop.
+    assert_valid(
+        f,
+        &set_at(
+            allow_output(),
+            "/hookSpecificOutput/decision/updatedInput",
+            json!({"command": "ls"}),
+        ),
+    );
+    assert_valid(
+        f,
+        &set_at(
+            allow_output(),
+            "/hookSpecificOutput/decision/updatedPermissions",
+            json!([{"type": "addDirectories", "directories": ["/w"], "destination": "session"}]),
+        ),
+    );
+    assert_valid(
+        f,
+        &set_at(
+            deny_output(Some("stop")),
+            "/hookSpecificOutput/decision/interrupt",
+            json!(true),
+        ),
+    );
 
     let cases: Vec<(&str, Value)> = vec![
         ("empty object", json!({})),
@@ -1302,15 +1327,15 @@ fn claude_code_permission_request_output() {
             ),
         ),
         (
-            "allow with updatedInput",
+            "allow with updatedInput not an object",
             set_at(
                 allow_output(),
                 "/hookSpecificOutput/decision/updatedInput",
-                json!({"command": "ls"}),
+                json!("ls"),
             ),
         ),
         (
-            "allow with updatedPermissions",
+            "allow with no updatedPermissions",
             set_at(
                 allow_output(),
                 "/hookSpecificOutput/decision/updatedPermissions",
@@ -1318,11 +1343,35 @@ fn claude_code_permission_request_output() {
             ),
         ),
         (
-            "deny with interrupt",
+            "allow with a rule kept beyond the session",
+            set_at(
+                allow_output(),
+                "/hookSpecificOutput/decision/updatedPermissions",
+                json!([{"type": "addRules", "destination": "localSettings"}]),
+            ),
+        ),
+        (
+            "deny with interrupt false",
             set_at(
                 deny_output(Some("no")),
                 "/hookSpecificOutput/decision/interrupt",
                 json!(false),
+            ),
+        ),
+        (
+            "allow with interrupt",
+            set_at(
+                allow_output(),
+                "/hookSpecificOutput/decision/interrupt",
+                json!(true),
+            ),
+        ),
+        (
+            "deny with updatedInput",
+            set_at(
+                deny_output(None),
+                "/hookSpecificOutput/decision/updatedInput",
+                json!({"command": "ls"}),
             ),
         ),
         (
