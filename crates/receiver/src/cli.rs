@@ -97,8 +97,8 @@ struct Cli {
     /// The page's login token; must differ from the bearer token.
     #[arg(long, value_name = "FILE")]
     login_token_file: Option<PathBuf>,
-    /// The SQLite database.
-    #[arg(long, value_name = "PATH")]
+    /// The SQLite database: a file path (anything with a `scheme://` is refused).
+    #[arg(long, value_name = "PATH", value_parser = db_path)]
     db: Option<PathBuf>,
     /// How long an Allow / Deny from the page stays valid.
     #[arg(long, value_name = "SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=604_800))]
@@ -404,6 +404,29 @@ fn prepare(a: &Args) -> anyhow::Result<Setup2> {
         login_file,
         db,
     })
+}
+
+/// `--db`: a file path. A `scheme://` value is refused rather than taken as a folder name
+/// (`postgres://h/db` used to make a folder `postgres:` here and a SQLite file in it).
+fn db_path(v: &str) -> Result<PathBuf, String> {
+    let scheme = v.split_once("://").map(|(s, _)| s).filter(|s| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+    });
+    match scheme {
+        None if v.is_empty() => Err(
+            "an empty path; give the SQLite file, e.g. ~/.local/state/sessionpipe/receiver.db"
+                .into(),
+        ),
+        None => Ok(PathBuf::from(v)),
+        Some(s) if s.eq_ignore_ascii_case("postgres") || s.eq_ignore_ascii_case("postgresql") => {
+            Err("PostgreSQL is not in this build yet: --db takes the path of a SQLite file".into())
+        }
+        Some(s) => Err(format!(
+            "{s}:// is not a database sp-receiver knows: --db takes the path of a SQLite file"
+        )),
+    }
 }
 
 /// The WebAuthn rp id for a `--public-url`: its host, which must be a name (not an IP

@@ -272,3 +272,31 @@ fn pushes_ignore_proxy_variables_and_ntfy_carries_no_command() {
         "nothing went through the proxy"
     );
 }
+
+/// `--db` with a URL is refused with a message and makes nothing (it used to create a
+/// folder `postgres:` in the working directory and a SQLite file in it).
+#[test]
+fn a_db_url_is_refused_and_nothing_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    for (url, says) in [
+        (
+            "postgres://sp@db.example/sessionpipe",
+            "PostgreSQL is not in this build yet",
+        ),
+        (
+            "ftp://host/receiver.db",
+            "ftp:// is not a database sp-receiver knows",
+        ),
+    ] {
+        let out = Command::new(SP_RECEIVER)
+            .args(["--db", url])
+            .current_dir(dir.path())
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(says) && err.contains("--db"), "{err}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{url}");
+    }
+}
