@@ -9,7 +9,7 @@ use anyhow::Result;
 use rusqlite::{params, OptionalExtension, Transaction};
 
 /// Below this age a session's `last_event_ms` is fresh enough: skip the write.
-const TOUCH_EVERY_MS: Millis = 60_000;
+pub(crate) const TOUCH_EVERY_MS: Millis = 60_000;
 
 /// The session a hook event belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +72,8 @@ impl CancelClaim {
 /// database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SeamState {
+    /// Known and not ended: the session needs no `session.started`.
+    pub live: bool,
     /// Live (no `ended_at`) and touched less than a minute ago: `record_event` writes nothing.
     pub fresh: bool,
     /// Stopped at a tool seam within the last `STOPPED_FOR_MS` ([`Store::stopped`]).
@@ -100,6 +102,65 @@ impl SeamState {
                 (Some(r), Some(min)) => r < min,
             }
     }
+
+    /// Nothing is pending for any hook of this live session (fresh or not): what a quiet
+    /// marker stands for ([`Store::settle_quiet`]).
+    pub fn idle(&self) -> bool {
+        self.live
+            && !self.stop_mark
+            && !self.open_attention
+            && !self.cancel_queued
+            && self.prompt_rank.is_none()
+    }
+}
+
+/// [`Store::seam_state`]'s three look-ups, on a transaction the caller holds.
+pub(super) fn seam_state_in(
+    conn: &rusqlite::Connection,
+    key: &str,
+    now: Millis,
+) -> Result<SeamState> {
+    let session: Option<(bool, Millis, Option<Millis>)> = conn
+        .prepare_cached(
+            "SELECT ended_at IS NULL, last_event_ms, stopped_ms FROM sessions WHERE key=?1",
+        )?
+        .query_row(params![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let mut state = SeamState::default();
+    if let Some((live, last, stop_mark)) = session {
+        state.live = live;
+        state.fresh = live && now - last < TOUCH_EVERY_MS;
+        state.stopped = stop_mark.is_some_and(|t| now - t < STOPPED_FOR_MS);
+        state.stop_mark = stop_mark.is_some();
+    }
+    {
+        let mut queued = conn.prepare_cached(
+            "SELECT kind, mode FROM messages WHERE session_key=?1 AND state='queued'",
+        )?;
+        let mut rows = queued.query(params![key])?;
+        while let Some(r) = rows.next()? {
+            let kind: String = r.get(0)?;
+            match kind.as_str() {
+                "cancel" => state.cancel_queued = true,
+                "prompt" => {
+                    let mode: String = r.get(1)?;
+                    let rank = match mode.as_str() {
+                        "interrupt" => 2,
+                        "steer" => 1,
+                        _ => 0,
+                    };
+                    state.prompt_rank = state.prompt_rank.max(Some(rank));
+                }
+                _ => {}
+            }
+        }
+    }
+    state.open_attention = conn
+        .prepare_cached("SELECT 1 FROM attention WHERE session_key=?1 AND state='open' LIMIT 1")?
+        .query_row(params![key], |_| Ok(()))
+        .optional()?
+        .is_some();
+    Ok(state)
 }
 
 /// A queued message as the hooks read it: id, sink, decision or text, note or at, deadline.
@@ -373,49 +434,8 @@ impl Store {
     /// fraction of what an `EXISTS` subquery or an `IN` list does (BENCHMARKS.md); the
     /// queued messages' kinds and modes are sorted out here instead.
     pub fn seam_state(&self, key: &str) -> Result<SeamState> {
-        let now = now_ms();
         let tx = self.conn.unchecked_transaction()?;
-        let session: Option<(bool, Millis, Option<Millis>)> = tx
-            .prepare_cached(
-                "SELECT ended_at IS NULL, last_event_ms, stopped_ms FROM sessions WHERE key=?1",
-            )?
-            .query_row(params![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()?;
-        let mut state = SeamState::default();
-        if let Some((live, last, stop_mark)) = session {
-            state.fresh = live && now - last < TOUCH_EVERY_MS;
-            state.stopped = stop_mark.is_some_and(|t| now - t < STOPPED_FOR_MS);
-            state.stop_mark = stop_mark.is_some();
-        }
-        {
-            let mut queued = tx.prepare_cached(
-                "SELECT kind, mode FROM messages WHERE session_key=?1 AND state='queued'",
-            )?;
-            let mut rows = queued.query(params![key])?;
-            while let Some(r) = rows.next()? {
-                let kind: String = r.get(0)?;
-                match kind.as_str() {
-                    "cancel" => state.cancel_queued = true,
-                    "prompt" => {
-                        let mode: String = r.get(1)?;
-                        let rank = match mode.as_str() {
-                            "interrupt" => 2,
-                            "steer" => 1,
-                            _ => 0,
-                        };
-                        state.prompt_rank = state.prompt_rank.max(Some(rank));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        state.open_attention = tx
-            .prepare_cached(
-                "SELECT 1 FROM attention WHERE session_key=?1 AND state='open' LIMIT 1",
-            )?
-            .query_row(params![key], |_| Ok(()))
-            .optional()?
-            .is_some();
+        let state = seam_state_in(&tx, key, now_ms())?;
         tx.commit()?;
         Ok(state)
     }
@@ -456,7 +476,7 @@ impl Store {
     /// SessionEnd: open attentions end `cancelled`; the session stops being polled.
     pub fn end_session(&mut self, s: &SessionRef) -> Result<()> {
         let now = now_ms();
-        let tx = self.write_tx()?;
+        let tx = self.write_tx_unmarking(&s.key())?;
         touch_and_cancel_attentions(&tx, s, now)?;
         let key = s.key();
         tx.execute(
@@ -479,7 +499,7 @@ impl Store {
         pid: u32,
     ) -> Result<()> {
         let now = now_ms();
-        let tx = self.write_tx()?;
+        let tx = self.write_tx_unmarking(&s.key())?;
         let key = touch(&tx, s, None, now)?;
         let data = event::attention_needed(attention_id, tool, message);
         let redacted = data
@@ -798,9 +818,10 @@ impl Store {
 
     /// The session was stopped at a tool seam: its later tools of this turn are denied.
     pub fn mark_stopped(&mut self, key: &str) -> Result<()> {
-        self.conn
-            .prepare_cached("UPDATE sessions SET stopped_ms=?2 WHERE key=?1")?
+        let tx = self.write_tx_unmarking(key)?;
+        tx.prepare_cached("UPDATE sessions SET stopped_ms=?2 WHERE key=?1")?
             .execute(params![key, now_ms()])?;
+        tx.commit()?;
         Ok(())
     }
 

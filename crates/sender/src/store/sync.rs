@@ -127,7 +127,8 @@ impl Store {
         if let Some(out) = self.all_pending_duplicates(messages)? {
             return Ok((out, 0));
         }
-        let tx = self.write_tx()?;
+        // Whatever it stores may be work for the session's hooks ([`super::quiet`]).
+        let tx = self.write_tx_unmarking(session_key)?;
         let mut undelivered: i64 = tx
             .prepare_cached(
                 "SELECT count(*) FROM messages WHERE session_key=?1 AND state <> 'done'",
