@@ -361,3 +361,110 @@ fn settling_hooks_racing_sp_sync_never_hide_a_prompt() {
     let reason = stop(&env).expect("delivered");
     assert!(reason.ends_with("after the crash"), "{reason}");
 }
+
+fn spool(env: &Env) -> Vec<PathBuf> {
+    match std::fs::read_dir(env.state.join("spool")) {
+        Ok(d) => d
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The session's stored events, by seq.
+fn stored_events(env: &Env) -> Vec<String> {
+    env.query::<String>(&format!(
+        "select type from events where session_key='{}' order by seq",
+        key()
+    ))
+}
+
+/// A Stop with a sink beside a current marker spools its `turn.ended` instead of opening
+/// the database. The session's next event takes it in first, so the order of the session's
+/// events holds; sp-sync sends it; a file found again after its event was stored (a crash
+/// between the commit and the removal) is removed, never stored twice.
+#[test]
+fn a_stop_beside_a_marker_spools_its_turn_end_and_the_order_holds() {
+    let env = Env::new();
+    make_live(&env);
+    settle(&env);
+    let fast = fast_runs(&env);
+    assert_eq!(stop(&env), None);
+    assert_eq!(fast_runs(&env), fast + 1, "the Stop skipped the database");
+    let files = spool(&env);
+    assert_eq!(files.len(), 1);
+    assert_eq!(stored_events(&env), ["session.started"]);
+    let kept = std::fs::read(&files[0]).unwrap();
+
+    // The next turn's permission prompt: its event comes after the spooled turn end.
+    let session = spctl::store::SessionRef {
+        harness: "claude-code".into(),
+        session_id: CC_SESSION.into(),
+        cwd: None,
+        event: "PermissionRequest".into(),
+    };
+    let mut store = spctl::store::open(&env.db_path(), Duration::from_secs(5)).unwrap();
+    let far = spctl::clock::now_ms() + 600_000;
+    store
+        .open_attention(&session, "perm-y", Some("Bash"), None, far, 1)
+        .unwrap();
+    assert_eq!(
+        stored_events(&env),
+        ["session.started", "turn.ended", "attention.needed"]
+    );
+    // sp-sync sends them in that order and clears the spool.
+    assert!(env.sync_once().status.success());
+    let sent: Vec<(String, i64)> = env
+        .receiver
+        .events()
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_string(),
+                e["session"]["seq"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("session.started".to_string(), 0),
+            ("turn.ended".to_string(), 1),
+            ("attention.needed".to_string(), 2)
+        ]
+    );
+    assert!(spool(&env).is_empty());
+    // The same file back (as if the removal had not happened): removed, not stored again.
+    std::fs::write(&files[0], &kept).unwrap();
+    assert!(env.sync_once().status.success());
+    assert!(spool(&env).is_empty());
+    assert_eq!(
+        env.query::<i64>("select count(*) from events where type='turn.ended'"),
+        [1]
+    );
+}
+
+/// Beside a running sp-sync a spooled turn end reaches the receiver by itself.
+#[test]
+fn sp_sync_takes_in_a_spooled_turn_end_and_sends_it() {
+    let env = synced_env();
+    settle(&env);
+    let fast = fast_runs(&env);
+    assert_eq!(stop(&env), None);
+    assert_eq!(fast_runs(&env), fast + 1);
+    let ended = env
+        .wait_event(
+            "turn.ended",
+            json!({"reason": "stop"}),
+            Duration::from_secs(20),
+        )
+        .expect("turn.ended reaches the receiver");
+    common::schema::assert_valid("event.json", &ended);
+    assert_eq!(ended["harness"]["event"], "Stop");
+    assert!(until(Duration::from_secs(10), || spool(&env).is_empty()));
+    // A prompt queued after that is delivered by the next Stop as ever.
+    let id = enqueue(&env, json!({"kind": "prompt", "text": "one more"}));
+    stored(&env, &id);
+    assert!(stop(&env).expect("block").ends_with("one more"));
+}

@@ -117,8 +117,8 @@ fn quiet_session(input: &HookInput) -> Option<String> {
 
 /// With a current quiet marker, nothing is queued, open or stopped for the session and it
 /// was touched within the minute: an event that only shows it alive has nothing to do, nor
-/// has a Stop with no sink to tell (a Stop with a sink still stores its `turn.ended`).
-/// Returns whether the event is done.
+/// has a Stop with no sink to tell; a Stop with a sink spools its `turn.ended`
+/// ([`crate::store::spool`]). Returns whether the event is done.
 fn quiet_done(config: &Config, input: &HookInput) -> bool {
     let start_sync = !config.sinks.is_empty();
     match input {
@@ -128,7 +128,24 @@ fn quiet_done(config: &Config, input: &HookInput) -> bool {
             }
             true
         }
-        HookInput::Stop { .. } => !start_sync,
+        HookInput::Stop { session } if start_sync => {
+            crate::sync_lock::ensure_running();
+            // Nothing to claim, nothing open, no stop mark: the turn ends `stop`, recorded
+            // in the spool; sp-sync (or the session's next event) stores it.
+            match crate::store::spool::spool_turn_end(
+                &crate::paths::state_dir(),
+                &session.key(),
+                &session.event,
+                TurnEnd::Stop,
+            ) {
+                Ok(()) => true,
+                Err(e) => {
+                    crate::logging::warn(&format!("{e:#}; storing the turn end in the database"));
+                    false
+                }
+            }
+        }
+        HookInput::Stop { .. } => true,
         _ => false,
     }
 }

@@ -7,6 +7,7 @@ use crate::wire::control::Decision;
 use crate::wire::event::{self, How, TurnEnd};
 use anyhow::Result;
 use rusqlite::{params, OptionalExtension, Transaction};
+use std::path::Path;
 
 /// Below this age a session's `last_event_ms` is fresh enough: skip the write.
 pub(crate) const TOUCH_EVERY_MS: Millis = 60_000;
@@ -262,7 +263,8 @@ pub(super) fn claim_prompts(
     Ok(claims)
 }
 
-/// Appends an event with the session's next seq.
+/// Appends an event with the session's next seq, after any turn end of the session still in
+/// the spool ([`super::spool`]), so the session's events keep their order.
 pub(crate) fn emit(
     tx: &Transaction,
     key: &str,
@@ -270,6 +272,30 @@ pub(crate) fn emit(
     harness_event: &str,
     data: &serde_json::Value,
     now: Millis,
+) -> Result<()> {
+    if let Some(db) = tx.path().filter(|p| !p.is_empty()) {
+        super::spool::drain(tx, &super::spool::dir_of(Path::new(db)), Some(key), false)?;
+    }
+    emit_as(
+        tx,
+        key,
+        kind,
+        harness_event,
+        data,
+        now,
+        &crate::wire::new_ulid(),
+    )
+}
+
+/// [`emit`] with its time and event id given (a spooled turn end's).
+pub(super) fn emit_as(
+    tx: &Transaction,
+    key: &str,
+    kind: &str,
+    harness_event: &str,
+    data: &serde_json::Value,
+    now: Millis,
+    event_id: &str,
 ) -> Result<()> {
     let (seq, harness, session_id, cwd): (i64, String, String, Option<String>) = tx.query_row(
         "UPDATE sessions SET next_seq = next_seq + 1 WHERE key=?1 \
@@ -282,7 +308,7 @@ pub(crate) fn emit(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
     .execute(params![
-        crate::wire::new_ulid(),
+        event_id,
         key,
         seq,
         kind,

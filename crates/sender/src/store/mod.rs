@@ -5,6 +5,7 @@ pub(crate) mod away;
 mod hooks;
 pub mod quiet;
 mod schema;
+pub mod spool;
 pub(crate) mod status;
 mod sync;
 pub(crate) mod trust;
@@ -24,6 +25,8 @@ pub struct Store {
     pub(crate) conn: Connection,
     /// Where the quiet markers of this database's sessions live ([`quiet`]).
     pub(crate) quiet_dir: std::path::PathBuf,
+    /// Where Stop hooks spool their turn ends ([`spool`]).
+    pub(crate) spool_dir: std::path::PathBuf,
 }
 
 /// Opens (creating if needed) the database: folder 0700, file 0600, WAL, `synchronous=NORMAL`,
@@ -57,6 +60,7 @@ pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
     let mut store = Store {
         conn,
         quiet_dir: quiet::dir_of(path),
+        spool_dir: spool::dir_of(path),
     };
     // Several processes may meet a new file at once; switching it to WAL takes a lock that
     // SQLite does not wait for, so a busy answer there is retried within the busy timeout.

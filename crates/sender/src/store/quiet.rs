@@ -38,7 +38,7 @@ pub(crate) fn dir_of(db: &Path) -> PathBuf {
 
 /// The marker's file name: the first 128 bits of SHA-256 of the session key, in hex (a key
 /// is the harness's text; a hash keeps it a plain, bounded name).
-fn marker_name(key: &str) -> String {
+pub(crate) fn marker_name(key: &str) -> String {
     use sha2::{Digest, Sha256};
     let h = Sha256::digest(key.as_bytes());
     h[..16].iter().map(|b| format!("{b:02x}")).collect()

@@ -457,8 +457,12 @@ impl Store {
     }
 
     /// How long since the last hook report, in ms; `None` while there is still work: an open
-    /// attention, an undecided message, an unsent ack, or events some sink has not taken.
+    /// attention, an undecided message, an unsent ack, events some sink has not taken, or a
+    /// spooled turn end.
     pub fn idle_for(&self) -> Result<Option<Millis>> {
+        if super::spool::pending(&self.spool_dir) {
+            return Ok(None);
+        }
         let busy: bool = self.conn.query_row(
             "SELECT EXISTS(SELECT 1 FROM attention WHERE state='open') \
                  OR EXISTS(SELECT 1 FROM messages WHERE state<>'done') \
