@@ -205,7 +205,8 @@ impl Store {
     /// the spool change). Returns how many it stored.
     pub fn drain_spool(&mut self) -> Result<usize> {
         let dir = self.spool_dir.clone();
-        if !dir.exists() {
+        // Read without the write lock first: most passes find nothing.
+        if spooled(&dir, None)?.is_empty() {
             return Ok(0);
         }
         let tx = self.write_tx()?;

@@ -98,6 +98,8 @@ pub const DEFAULT_RUN: Duration = Duration::from_secs(55);
 const REFRESH_EVERY: Duration = Duration::from_millis(200);
 /// How often the supervisor looks for commits by other processes (hooks) to wake senders.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
+/// The spool of turn ends is read at least this often ([`crate::store::spool`]).
+const SPOOL_EVERY: Duration = Duration::from_millis(250);
 const SWEEP_EVERY: Duration = Duration::from_secs(2);
 const DB_BUSY: Duration = Duration::from_secs(5);
 
@@ -551,6 +553,7 @@ impl Supervisor {
         let mut last_version = data_version(&self.store).unwrap_or(0);
         let mut last_spool = None;
         let mut spool_left = true;
+        let mut last_drain = Instant::now();
         let mut last_refresh = Instant::now() - REFRESH_EVERY;
         let mut last_sweep = Instant::now() - SWEEP_EVERY;
         // Harnesses with a server API (OpenCode) get their messages at once, not at a hook.
@@ -603,9 +606,13 @@ impl Supervisor {
                 }
             }
             // A Stop hook spooled its turn end ([`crate::store::spool`]): take it in.
+            // The folder's mtime says when it changed, but only to the kernel's coarse clock:
+            // two changes within one tick look the same, so it is also read every
+            // SPOOL_EVERY whatever its mtime says.
             let spool = spool_stamp(&self.store);
-            if spool != last_spool || spool_left {
+            if spool != last_spool || spool_left || last_drain.elapsed() >= SPOOL_EVERY {
                 last_spool = spool;
+                last_drain = Instant::now();
                 spool_left = self.drain_spool();
             }
             // Hooks commit in other processes; a changed data_version means new events or acks.
