@@ -1,16 +1,16 @@
 //! What the hooks do to the store: make sessions live, open and clear attentions, take
 //! answers and prompts. Every write is one `BEGIN IMMEDIATE` transaction, so concurrent hooks
 //! serialise on SQLite's write lock and a queued prompt is claimed by exactly one Stop hook.
+use super::spool::emit;
 use super::Store;
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::control::Decision;
 use crate::wire::event::{self, How, TurnEnd};
 use anyhow::Result;
 use rusqlite::{params, OptionalExtension, Transaction};
-use std::path::Path;
 
 /// Below this age a session's `last_event_ms` is fresh enough: skip the write.
-pub(crate) const TOUCH_EVERY_MS: Millis = 60_000;
+const TOUCH_EVERY_MS: Millis = super::quiet::MARKER_FOR_MS;
 
 /// The session a hook event belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,65 +263,6 @@ pub(super) fn claim_prompts(
     Ok(claims)
 }
 
-/// Appends an event with the session's next seq, after any turn end of the session still in
-/// the spool ([`super::spool`]), so the session's events keep their order.
-pub(crate) fn emit(
-    tx: &Transaction,
-    key: &str,
-    kind: &str,
-    harness_event: &str,
-    data: &serde_json::Value,
-    now: Millis,
-) -> Result<()> {
-    if let Some(db) = tx.path().filter(|p| !p.is_empty()) {
-        super::spool::drain(tx, &super::spool::dir_of(Path::new(db)), Some(key), false)?;
-    }
-    emit_as(
-        tx,
-        key,
-        kind,
-        harness_event,
-        data,
-        now,
-        &crate::wire::new_ulid(),
-    )
-}
-
-/// [`emit`] with its time and event id given (a spooled turn end's).
-pub(super) fn emit_as(
-    tx: &Transaction,
-    key: &str,
-    kind: &str,
-    harness_event: &str,
-    data: &serde_json::Value,
-    now: Millis,
-    event_id: &str,
-) -> Result<()> {
-    let (seq, harness, session_id, cwd): (i64, String, String, Option<String>) = tx.query_row(
-        "UPDATE sessions SET next_seq = next_seq + 1 WHERE key=?1 \
-         RETURNING next_seq - 1, harness, session_id, cwd",
-        params![key],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )?;
-    tx.prepare_cached(
-        "INSERT INTO events(event_id, session_key, seq, type, time, harness, harness_event, session_id, cwd, data) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?
-    .execute(params![
-        event_id,
-        key,
-        seq,
-        kind,
-        format_ms(now),
-        harness,
-        harness_event,
-        session_id,
-        cwd,
-        data.to_string()
-    ])?;
-    Ok(())
-}
-
 /// Makes the session live; its first event (or the first after a SessionEnd) emits
 /// `session.started` before anything else (DECISIONS 18).
 fn touch(tx: &Transaction, s: &SessionRef, source: Option<&str>, now: Millis) -> Result<String> {
@@ -434,6 +375,38 @@ fn open_attentions(tx: &Transaction, key: &str) -> Result<Vec<String>> {
 }
 
 impl Store {
+    /// When nothing is pending for the live session `key` (no queued prompt or cancel, no
+    /// open attention, no stop mark), touches it and (re)makes its quiet marker, in one
+    /// write transaction that read all of that itself. Returns whether it did; false leaves
+    /// the session to the full path.
+    pub fn settle_quiet(&mut self, key: &str) -> Result<bool> {
+        let now = now_ms();
+        let dir = self.quiet_dir.clone();
+        let tx = self.write_tx()?;
+        let st = seam_state_in(&tx, key, now)?;
+        if !st.idle() {
+            return Ok(false);
+        }
+        let touched = tx
+            .prepare_cached(
+                "UPDATE sessions SET last_event_at=?2, last_event_ms=?3 WHERE key=?1 AND ended_at IS NULL",
+            )?
+            .execute(params![key, crate::clock::format_ms(now), now])?;
+        if touched != 1 {
+            return Ok(false);
+        }
+        if let Err(e) = super::quiet::mark(&dir, key, now) {
+            // Not fatal: without a marker the full path runs. A half-made one goes.
+            let _ = super::quiet::unmark(&dir, key);
+            crate::logging::warn(&format!("cannot make the quiet marker of {key}: {e:#}"));
+        }
+        if let Err(e) = tx.commit() {
+            let _ = super::quiet::unmark(&dir, key);
+            return Err(e.into());
+        }
+        Ok(true)
+    }
+
     /// A hook event that only shows the session is alive (SessionStart, UserPromptSubmit, …).
     /// Read-only when the session is already live and fresh, so the common case takes no write lock.
     pub fn record_event(&mut self, s: &SessionRef, source: Option<&str>) -> Result<()> {

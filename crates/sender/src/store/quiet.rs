@@ -8,7 +8,7 @@
 //! - every writer that could give a seam hook work (a message ingested for the session, an
 //!   attention opened, a stop mark set, the session ended) removes the marker inside its
 //!   write transaction, before COMMIT; when the removal fails, the transaction fails with it;
-//! - a marker is (re)made only by [`Store::settle_quiet`], while it holds the write lock
+//! - a marker is (re)made only by [`super::Store::settle_quiet`], while it holds the write lock
 //!   (`BEGIN IMMEDIATE`) and after reading, in that transaction, that nothing is pending.
 //!
 //! Writers and settlers serialise on the write lock, so a marker seen by a hook was made
@@ -19,17 +19,15 @@
 //!
 //! Liveness (DECISIONS 5, 28) is unchanged: the marker's mtime is the `last_event_ms`
 //! written in the same transaction, and it counts only while that is under a minute old,
-//! exactly when [`Store::record_event`] would skip its write too.
-use super::Store;
+//! exactly when [`super::Store::record_event`] would skip its write too.
 use crate::clock::{now_ms, Millis};
 use anyhow::{Context, Result};
-use rusqlite::params;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// A marker older than this says nothing: the session is touched again (the same minute
-/// as `record_event`'s).
-pub(crate) const MARKER_FOR_MS: Millis = super::hooks::TOUCH_EVERY_MS;
+/// A marker older than this says nothing: the session is touched again. The store's hooks
+/// touch a session at most once a minute by this same figure.
+pub(crate) const MARKER_FOR_MS: Millis = 60_000;
 
 /// The folder of the markers, beside the database.
 pub(crate) fn dir_of(db: &Path) -> PathBuf {
@@ -88,7 +86,7 @@ pub(crate) fn unmark(dir: &Path, key: &str) -> Result<()> {
 }
 
 /// Makes (or refreshes) the marker with mtime `at`. Only under the write lock.
-fn mark(dir: &Path, key: &str, at: Millis) -> Result<()> {
+pub(crate) fn mark(dir: &Path, key: &str, at: Millis) -> Result<()> {
     if let Some(t) = crate::files::private_dir(dir)? {
         crate::logging::info(&t.0);
     }
@@ -102,38 +100,4 @@ fn mark(dir: &Path, key: &str, at: Millis) -> Result<()> {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at.max(0) as u64);
     file.set_modified(at)?;
     Ok(())
-}
-
-impl Store {
-    /// When nothing is pending for the live session `key` (no queued prompt or cancel, no
-    /// open attention, no stop mark), touches it and (re)makes its quiet marker, in one
-    /// write transaction that read all of that itself. Returns whether it did; false leaves
-    /// the session to the full path.
-    pub fn settle_quiet(&mut self, key: &str) -> Result<bool> {
-        let now = now_ms();
-        let dir = self.quiet_dir.clone();
-        let tx = self.write_tx()?;
-        let st = super::hooks::seam_state_in(&tx, key, now)?;
-        if !st.idle() {
-            return Ok(false);
-        }
-        let touched = tx
-            .prepare_cached(
-                "UPDATE sessions SET last_event_at=?2, last_event_ms=?3 WHERE key=?1 AND ended_at IS NULL",
-            )?
-            .execute(params![key, crate::clock::format_ms(now), now])?;
-        if touched != 1 {
-            return Ok(false);
-        }
-        if let Err(e) = mark(&dir, key, now) {
-            // Not fatal: without a marker the full path runs. A half-made one goes.
-            let _ = unmark(&dir, key);
-            crate::logging::warn(&format!("cannot make the quiet marker of {key}: {e:#}"));
-        }
-        if let Err(e) = tx.commit() {
-            let _ = unmark(&dir, key);
-            return Err(e.into());
-        }
-        Ok(true)
-    }
 }

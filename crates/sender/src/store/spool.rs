@@ -3,7 +3,7 @@
 //! record; it writes it as one small file, `<state>/spool/<session hash>.<event id>.json`
 //! (written aside, then renamed into place), instead of opening SQLite. The database takes it in:
 //!
-//! - before any other event of that session gets its seq ([`super::hooks::emit`] drains the
+//! - before any other event of that session gets its seq ([`emit`] drains the
 //!   session's spooled turn ends first, in the same transaction), so the session's events keep
 //!   the order they happened in (a session's hooks run one after another);
 //! - and within one watch tick of sp-sync ([`Store::drain_spool`]), which then sends it.
@@ -181,7 +181,7 @@ pub(super) fn drain(
             let _ = std::fs::remove_file(&path);
             continue;
         }
-        super::hooks::emit_as(
+        emit_as(
             tx,
             &f.key,
             event::TURN_ENDED,
@@ -193,6 +193,65 @@ pub(super) fn drain(
         stored += 1;
     }
     Ok(stored)
+}
+
+/// Appends an event with the session's next seq, after any turn end of the session still in
+/// the spool ([`super::spool`]), so the session's events keep their order.
+pub(crate) fn emit(
+    tx: &Transaction,
+    key: &str,
+    kind: &str,
+    harness_event: &str,
+    data: &serde_json::Value,
+    now: Millis,
+) -> Result<()> {
+    if let Some(db) = tx.path().filter(|p| !p.is_empty()) {
+        drain(tx, &dir_of(Path::new(db)), Some(key), false)?;
+    }
+    emit_as(
+        tx,
+        key,
+        kind,
+        harness_event,
+        data,
+        now,
+        &crate::wire::new_ulid(),
+    )
+}
+
+/// [`emit`] with its time and event id given (a spooled turn end's).
+fn emit_as(
+    tx: &Transaction,
+    key: &str,
+    kind: &str,
+    harness_event: &str,
+    data: &serde_json::Value,
+    now: Millis,
+    event_id: &str,
+) -> Result<()> {
+    let (seq, harness, session_id, cwd): (i64, String, String, Option<String>) = tx.query_row(
+        "UPDATE sessions SET next_seq = next_seq + 1 WHERE key=?1 \
+         RETURNING next_seq - 1, harness, session_id, cwd",
+        params![key],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    tx.prepare_cached(
+        "INSERT INTO events(event_id, session_key, seq, type, time, harness, harness_event, session_id, cwd, data) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        event_id,
+        key,
+        seq,
+        kind,
+        format_ms(now),
+        harness,
+        harness_event,
+        session_id,
+        cwd,
+        data.to_string()
+    ])?;
+    Ok(())
 }
 
 /// Whether any turn end waits in the spool (sp-sync is not idle while one does).

@@ -1,6 +1,7 @@
 //! What sp-sync does to the store: ingest polled messages, keep the ack and event outboxes,
 //! remember per-sink state, and sweep what time has decided.
-use super::hooks::{emit, finish, finish_with_code};
+use super::hooks::{finish, finish_with_code};
+use super::spool::emit;
 use super::{pid_alive, Store};
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::control::{deadline, Checked, ControlMessage, Decided, Kind, Outcome};
