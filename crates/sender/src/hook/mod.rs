@@ -1,6 +1,8 @@
 //! The hook runtime shared by sp-permission, sp-stop and sp-event: read stdin, let the
 //! harness adapter say what it means, act on the store, and print the adapter's answer.
 //! A hook never breaks its host: any failure prints nothing, exits 0 and is logged.
+//! Most calls find nothing to do: behind a session's quiet marker ([`crate::store::quiet`])
+//! the events that only show it alive, and a Stop, are done without opening the database.
 mod permission;
 mod stop;
 mod wake;

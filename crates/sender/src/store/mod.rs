@@ -1,5 +1,8 @@
 //! The one place that knows SQL. One SQLite file (`control.db`, DECISIONS 20) shared by any
 //! number of short-lived hooks and one sp-sync. Tables and views read plainly in `sqlite3`.
+//! Beside it, two small folders let most hook calls skip SQLite: `quiet/` (a marker per live
+//! session with nothing pending, [`quiet`]) and `spool/` (turn ends a Stop recorded without
+//! the database, [`spool`]).
 mod api;
 pub(crate) mod away;
 mod hooks;

@@ -137,17 +137,18 @@ fn spooled(dir: &Path, only: Option<&str>) -> Result<Vec<(PathBuf, TurnEndFile)>
 }
 
 /// Takes the spooled turn ends (of session `only`, or all) into `tx`, the caller holding
-/// the write lock. Returns how many it stored; their files stay until a later drain finds
-/// them committed. `remove_committed` only when this is the transaction's first drain, so
-/// an event "already there" was committed by an earlier transaction, not inserted by this
-/// one (which may still roll back).
+/// the write lock. Returns the files whose events it stored: they stay until the caller's
+/// COMMIT succeeded (then it may remove them) or a later drain finds them committed.
+/// `remove_committed` only when this is the transaction's first drain, so an event "already
+/// there" was committed by an earlier transaction, not inserted by this one (which may
+/// still roll back).
 pub(super) fn drain(
     tx: &Transaction,
     dir: &Path,
     only: Option<&str>,
     remove_committed: bool,
-) -> Result<usize> {
-    let mut stored = 0;
+) -> Result<Vec<PathBuf>> {
+    let mut stored = Vec::new();
     for (path, f) in spooled(dir, only)? {
         if only.is_some_and(|k| k != f.key) {
             continue;
@@ -190,7 +191,7 @@ pub(super) fn drain(
             f.at_ms,
             &f.event_id,
         )?;
-        stored += 1;
+        stored.push(path);
     }
     Ok(stored)
 }
@@ -269,9 +270,13 @@ impl Store {
             return Ok(0);
         }
         let tx = self.write_tx()?;
-        let n = drain(&tx, &dir, None, true)?;
+        let stored = drain(&tx, &dir, None, true)?;
         tx.commit()?;
-        Ok(n)
+        // Committed: their files are done with.
+        for p in &stored {
+            let _ = std::fs::remove_file(p);
+        }
+        Ok(stored.len())
     }
 
     /// The spool folder, for sp-sync to watch.

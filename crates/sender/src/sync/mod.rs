@@ -526,15 +526,15 @@ impl Supervisor {
         }
     }
 
-    /// Takes spooled turn ends into the database; returns whether their files are left for
-    /// the next pass to remove (or the pass failed and is to be tried again).
+    /// Takes spooled turn ends into the database; returns whether the pass failed and is to
+    /// be tried again.
     fn drain_spool(&mut self) -> bool {
         match self.store.drain_spool() {
             Ok(0) => false,
             Ok(n) => {
                 crate::logging::debug(&format!("{n} spooled turn end(s) stored"));
                 self.shared.notify();
-                true
+                false
             }
             Err(e) => {
                 crate::logging::warn(&format!("cannot take in the spooled turn ends: {e:#}"));
