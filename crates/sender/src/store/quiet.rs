@@ -1,8 +1,9 @@
-//! The quiet marker: one small file per live session, `<state>/quiet/<hash of the key>`,
+//! The quiet marker: one empty file per live session, `<state>/quiet/<hash of the key>`,
 //! whose presence says "nothing can be pending for this session's hooks", so the hooks that
-//! only show the session alive (PostToolUse, UserPromptSubmit, ...) and a Stop with no sink
-//! skip SQLite altogether: one `stat` of the state folder and one of the marker instead of
-//! opening the database and parsing its schema (most of a hook's cost, BENCHMARKS.md).
+//! only show the session alive (PostToolUse, UserPromptSubmit, ...) and a Stop skip SQLite
+//! altogether: one `stat` of the state folder and one of the marker instead of opening the
+//! database and parsing its schema (most of a hook's cost, BENCHMARKS.md). A Stop with a
+//! sink spools its `turn.ended` ([`super::spool`]).
 //!
 //! The invariant (never "quiet" while something is pending):
 //! - every writer that could give a seam hook work (a message ingested for the session, an

@@ -1,7 +1,7 @@
 //! Turn ends spooled beside the database: a Stop hook with a sink whose session has a
 //! current quiet marker ([`super::quiet`]) has nothing to claim and only a `turn.ended` to
-//! record; it writes it as one small file, `<state>/spool/<session hash>.<event id>.json`
-//! (written aside, then renamed into place), instead of opening SQLite. The database takes it in:
+//! record; it writes it as one small file, `<state>/spool/<session hash>.<event id>.json`,
+//! instead of opening SQLite. The database takes it in:
 //!
 //! - before any other event of that session gets its seq ([`emit`] drains the
 //!   session's spooled turn ends first, in the same transaction), so the session's events keep
@@ -25,8 +25,8 @@ pub(crate) fn dir_of(db: &Path) -> PathBuf {
     db.parent().unwrap_or(Path::new(".")).join("spool")
 }
 
-/// A half-written file older than this was left by a hook that died; it goes.
-const STALE_TMP_MS: Millis = 10 * 60 * 1000;
+/// A file that does not parse is taken for one being written this long; then it goes.
+const PARTIAL_FOR_MS: Millis = 60 * 1000;
 /// No spooled file is read past this size.
 const MAX_FILE: u64 = 64 * 1024;
 
@@ -53,38 +53,61 @@ pub fn spool_turn_end(
     reason: event::TurnEnd,
 ) -> Result<()> {
     let dir = dir_of(&state_dir.join("control.db"));
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
-    }
+    let at_ms = now_ms();
     let f = TurnEndFile {
-        event_id: crate::wire::new_ulid(),
+        event_id: event_id(at_ms),
         key: key.to_string(),
         harness_event: harness_event.to_string(),
         reason: reason.as_str().to_string(),
-        at_ms: now_ms(),
+        at_ms,
     };
-    let name = format!("{}.{}", super::quiet::marker_name(key), f.event_id);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let done = dir.join(format!("{name}.json"));
-    let write = || -> std::io::Result<()> {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new()
+    let path = dir.join(format!(
+        "{}.{}.json",
+        super::quiet::marker_name(key),
+        f.event_id
+    ));
+    let text = serde_json::to_vec(&f)?;
+    // Made in place (no rename: one directory change fewer, each a journal entry on ext4);
+    // a reader that meets it before its bytes waits for them ([`spooled`]).
+    let create = || {
+        std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        file.write_all(&serde_json::to_vec(&f)?)?;
-        std::fs::rename(&tmp, &done)
+            .open(&path)
+    };
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut file = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+                    _ => create()?,
+                }
+            }
+            other => other?,
+        };
+        file.write_all(&text)
     };
     write().with_context(|| format!("cannot spool the turn end in {}", dir.display()))
 }
 
+/// A ULID from the clock and 80 bits of the kernel's randomness (no seeded generator to
+/// start in a process that makes one id).
+fn event_id(at_ms: Millis) -> String {
+    let mut bytes = [0u8; 16];
+    // SAFETY: getrandom writes at most `len` bytes into the buffer it is given.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        return crate::wire::new_ulid();
+    }
+    ulid::Ulid::from_parts(at_ms.max(0) as u64, u128::from_le_bytes(bytes)).to_string()
+}
+
 /// The spooled turn ends (of the session `only`, or all), oldest first (ULIDs sort by
-/// time), each with its file; files that are not ours to read are skipped, half-written
-/// ones left by a dead hook removed.
+/// time), each with its file; files that are not ours to read are skipped, ones that do not
+/// parse are left for a minute (a hook may be writing them) and then removed.
 fn spooled(dir: &Path, only: Option<&str>) -> Result<Vec<(PathBuf, TurnEndFile)>> {
     let prefix = only.map(|k| format!("{}.", super::quiet::marker_name(k)));
     let entries = match std::fs::read_dir(dir) {
@@ -110,19 +133,14 @@ fn spooled(dir: &Path, only: Option<&str>) -> Result<Vec<(PathBuf, TurnEndFile)>
         if !meta.file_type().is_file() || meta.uid() != euid() || meta.len() > MAX_FILE {
             continue;
         }
-        if name.ends_with(".tmp") {
-            let made = meta.mtime() * 1000;
-            if now_ms() - made > STALE_TMP_MS {
-                let _ = std::fs::remove_file(&path);
-            }
-            continue;
-        }
         if !name.ends_with(".json") {
             continue;
         }
         let text = std::fs::read(&path)?;
         match serde_json::from_slice::<TurnEndFile>(&text) {
             Ok(f) => out.push((path, f)),
+            // Made and not yet written (the hook writes it right after): the next pass.
+            Err(_) if now_ms() - meta.mtime() * 1000 < PARTIAL_FOR_MS => {}
             Err(e) => {
                 crate::logging::warn(&format!(
                     "{}: not a spooled turn end ({e}); removed",
@@ -257,7 +275,10 @@ fn emit_as(
 
 /// Whether any turn end waits in the spool (sp-sync is not idle while one does).
 pub(crate) fn pending(dir: &Path) -> bool {
-    spooled(dir, None).is_ok_and(|v| !v.is_empty())
+    // Any file counts, written yet or not.
+    std::fs::read_dir(dir).is_ok_and(|mut d| {
+        d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".json")))
+    })
 }
 
 impl Store {
