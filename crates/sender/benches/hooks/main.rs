@@ -764,14 +764,12 @@ fn callgrind(o: &Opts, bins: &Bins, root: &Path, p: &Payloads) {
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
     };
-    // Make the sessions live first, then count a second, settled run.
+    // Make the sessions live first, and quiet (a PostToolUse with nothing pending leaves the
+    // session's quiet marker), then count a second, settled run.
     for home in [&empty, &big] {
-        count(
-            home,
-            &bins.event,
-            &["--harness", "claude-code"],
-            "SessionStart",
-        );
+        for ev in ["SessionStart", "PostToolUse"] {
+            count(home, &bins.event, &["--harness", "claude-code"], ev);
+        }
     }
     let floor = count(&empty, &bins.floor, &[], "Stop");
     println!("  {:<46} {:>14}", "process floor", floor);

@@ -1,6 +1,8 @@
 //! The hook runtime shared by sp-permission, sp-stop and sp-event: read stdin, let the
 //! harness adapter say what it means, act on the store, and print the adapter's answer.
 //! A hook never breaks its host: any failure prints nothing, exits 0 and is logged.
+//! Most calls find nothing to do: behind a session's quiet marker ([`crate::store::quiet`])
+//! the events that only show it alive, and a Stop, are done without opening the database.
 mod permission;
 mod stop;
 mod wake;
@@ -94,13 +96,65 @@ pub fn run(harness: Harness) -> Result<()> {
         crate::logging::warn(&format!("{e:#}; acting as if no sink were configured"));
         Config::default()
     });
+    let marked = quiet_session(&input)
+        .is_some_and(|key| crate::store::quiet::marked(&crate::paths::state_dir(), &key));
+    if marked && quiet_done(&config, &input) {
+        crate::logging::debug("quiet marker current: nothing pending, the database not opened");
+        return Ok(());
+    }
     let mut store = crate::store::open(&crate::paths::database_file(), BUSY_TIMEOUT)?;
     // DECISIONS 30: the call itself, for grants and for answers that change its input.
     let call = match &input {
         HookInput::Permission { .. } => harness.permission_call(&stdin),
         _ => None,
     };
-    act(harness, &config, &mut store, input, call.as_ref())
+    act(harness, &config, &mut store, input, call.as_ref(), marked)
+}
+
+/// The session whose quiet marker ([`crate::store::quiet`]) can spare this event the
+/// database: the events that only show the session alive, and a Stop.
+fn quiet_session(input: &HookInput) -> Option<String> {
+    match input {
+        HookInput::Alive { session }
+        | HookInput::TerminalAnswered { session, .. }
+        | HookInput::Stop { session } => Some(session.key()),
+        _ => None,
+    }
+}
+
+/// With a current quiet marker, nothing is queued, open or stopped for the session and it
+/// was touched within the minute: an event that only shows it alive has nothing to do, nor
+/// has a Stop with no sink to tell; a Stop with a sink spools its `turn.ended`
+/// ([`crate::store::spool`]). Returns whether the event is done.
+fn quiet_done(config: &Config, input: &HookInput) -> bool {
+    let start_sync = !config.sinks.is_empty();
+    match input {
+        HookInput::Alive { .. } | HookInput::TerminalAnswered { .. } => {
+            if start_sync && matches!(input, HookInput::Alive { .. }) {
+                crate::sync_lock::ensure_running();
+            }
+            true
+        }
+        HookInput::Stop { session } if start_sync => {
+            crate::sync_lock::ensure_running();
+            // Nothing to claim, nothing open, no stop mark: the turn ends `stop`, recorded
+            // in the spool; sp-sync (or the session's next event) stores it.
+            match crate::store::spool::spool_turn_end(
+                &crate::paths::state_dir(),
+                &session.key(),
+                &session.event,
+                TurnEnd::Stop,
+            ) {
+                Ok(()) => true,
+                Err(e) => {
+                    crate::logging::warn(&format!("{e:#}; storing the turn end in the database"));
+                    false
+                }
+            }
+        }
+        HookInput::Stop { .. } => true,
+        _ => false,
+    }
 }
 
 /// What the model reads when a tool is denied because the person stopped the session.
@@ -240,13 +294,26 @@ fn on_stop(
     store: &mut crate::store::Store,
     session: &crate::store::SessionRef,
     start_sync: bool,
+    marked: bool,
 ) -> Result<()> {
     if start_sync {
         crate::sync_lock::ensure_running();
     }
     // One read says what the rest needs: whether the session was stopped, whether a cancel
-    // waits, whether anything is queued at all.
-    let state = store.seam_state(&session.key())?;
+    // waits, whether anything is queued at all. A current quiet marker says it already:
+    // nothing (a prompt queued since is claimed by the write below all the same).
+    let state = if marked {
+        crate::store::SeamState {
+            live: true,
+            fresh: true,
+            ..Default::default()
+        }
+    } else {
+        store.seam_state(&session.key())?
+    };
+    if ends_quiet(store, session, &state, start_sync, marked)? {
+        return Ok(());
+    }
     // A turn the person stopped at a tool seam ends `interrupt`, not `stop`. With no
     // sink, no one hears of it: the Stop stays read-only when nothing is queued.
     let ends = if state.stopped {
@@ -266,6 +333,22 @@ fn on_stop(
         stop::run(harness, store, session, ends)?;
     }
     Ok(())
+}
+
+/// A hook that only needs the session alive, whose read found nothing pending and no quiet
+/// marker: it makes the marker, so the next ones skip the database, and ends. `record`
+/// says whether the event writes something anyway (a Stop with a sink), which then runs.
+fn ends_quiet(
+    store: &mut crate::store::Store,
+    session: &crate::store::SessionRef,
+    state: &crate::store::SeamState,
+    record: bool,
+    marked: bool,
+) -> Result<bool> {
+    if record || marked || !state.idle() {
+        return Ok(false);
+    }
+    store.settle_quiet(&session.key())
 }
 
 /// A server API's report that the turn is over (OpenCode's idle).
@@ -294,6 +377,7 @@ fn act(
     store: &mut crate::store::Store,
     input: HookInput,
     call: Option<&crate::harness::Call>,
+    marked: bool,
 ) -> Result<()> {
     let start_sync = !config.sinks.is_empty();
     match input {
@@ -314,7 +398,7 @@ fn act(
                 call,
             },
         )?,
-        HookInput::Stop { session } => on_stop(harness, store, &session, start_sync)?,
+        HookInput::Stop { session } => on_stop(harness, store, &session, start_sync, marked)?,
         HookInput::SessionStart { session, source } => {
             store.record_event(&session, Some(&source))?;
             cancel_at_seam(harness, store, &session)?;
@@ -338,11 +422,12 @@ fn act(
             attention_id,
         } => {
             // The common case (nothing open, nothing queued, touched within the minute) ends
-            // after one read.
-            if store
-                .seam_state(&session.key())?
-                .quiet(harness.prompt_seam(&session.event))
-            {
+            // after one read; with nothing pending at all it leaves a quiet marker behind.
+            let state = store.seam_state(&session.key())?;
+            if ends_quiet(store, &session, &state, false, marked)? {
+                return Ok(());
+            }
+            if state.quiet(harness.prompt_seam(&session.event)) {
                 return Ok(());
             }
             let n = store.terminal_answered(&session, attention_id.as_deref())?;
@@ -356,9 +441,9 @@ fn act(
         }
         HookInput::Alive { session } => {
             // The common case ends after one read, as for TerminalAnswered.
-            if !store
-                .seam_state(&session.key())?
-                .quiet(harness.prompt_seam(&session.event))
+            let state = store.seam_state(&session.key())?;
+            if !ends_quiet(store, &session, &state, false, marked)?
+                && !state.quiet(harness.prompt_seam(&session.event))
             {
                 store.record_event(&session, None)?;
                 at_tool_boundary(harness, store, &session)?;
@@ -383,7 +468,7 @@ fn act(
                     report.seq,
                 )?;
             }
-            act(harness, config, store, *then, call)?;
+            act(harness, config, store, *then, call, false)?;
         }
         HookInput::Skip(_) => {}
     }

@@ -1,6 +1,7 @@
 //! What the hooks do to the store: make sessions live, open and clear attentions, take
 //! answers and prompts. Every write is one `BEGIN IMMEDIATE` transaction, so concurrent hooks
 //! serialise on SQLite's write lock and a queued prompt is claimed by exactly one Stop hook.
+use super::spool::emit;
 use super::Store;
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::control::Decision;
@@ -9,7 +10,7 @@ use anyhow::Result;
 use rusqlite::{params, OptionalExtension, Transaction};
 
 /// Below this age a session's `last_event_ms` is fresh enough: skip the write.
-const TOUCH_EVERY_MS: Millis = 60_000;
+const TOUCH_EVERY_MS: Millis = super::quiet::MARKER_FOR_MS;
 
 /// The session a hook event belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +77,8 @@ impl CancelClaim {
 /// database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SeamState {
+    /// Known and not ended: the session needs no `session.started`.
+    pub live: bool,
     /// Live (no `ended_at`) and touched less than a minute ago: `record_event` writes nothing.
     pub fresh: bool,
     /// Stopped at a tool seam within the last `STOPPED_FOR_MS` ([`Store::stopped`]).
@@ -104,6 +107,65 @@ impl SeamState {
                 (Some(r), Some(min)) => r < min,
             }
     }
+
+    /// Nothing is pending for any hook of this live session (fresh or not): what a quiet
+    /// marker stands for ([`Store::settle_quiet`]).
+    pub fn idle(&self) -> bool {
+        self.live
+            && !self.stop_mark
+            && !self.open_attention
+            && !self.cancel_queued
+            && self.prompt_rank.is_none()
+    }
+}
+
+/// [`Store::seam_state`]'s three look-ups, on a transaction the caller holds.
+pub(super) fn seam_state_in(
+    conn: &rusqlite::Connection,
+    key: &str,
+    now: Millis,
+) -> Result<SeamState> {
+    let session: Option<(bool, Millis, Option<Millis>)> = conn
+        .prepare_cached(
+            "SELECT ended_at IS NULL, last_event_ms, stopped_ms FROM sessions WHERE key=?1",
+        )?
+        .query_row(params![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let mut state = SeamState::default();
+    if let Some((live, last, stop_mark)) = session {
+        state.live = live;
+        state.fresh = live && now - last < TOUCH_EVERY_MS;
+        state.stopped = stop_mark.is_some_and(|t| now - t < STOPPED_FOR_MS);
+        state.stop_mark = stop_mark.is_some();
+    }
+    {
+        let mut queued = conn.prepare_cached(
+            "SELECT kind, mode FROM messages WHERE session_key=?1 AND state='queued'",
+        )?;
+        let mut rows = queued.query(params![key])?;
+        while let Some(r) = rows.next()? {
+            let kind: String = r.get(0)?;
+            match kind.as_str() {
+                "cancel" => state.cancel_queued = true,
+                "prompt" => {
+                    let mode: String = r.get(1)?;
+                    let rank = match mode.as_str() {
+                        "interrupt" => 2,
+                        "steer" => 1,
+                        _ => 0,
+                    };
+                    state.prompt_rank = state.prompt_rank.max(Some(rank));
+                }
+                _ => {}
+            }
+        }
+    }
+    state.open_attention = conn
+        .prepare_cached("SELECT 1 FROM attention WHERE session_key=?1 AND state='open' LIMIT 1")?
+        .query_row(params![key], |_| Ok(()))
+        .optional()?
+        .is_some();
+    Ok(state)
 }
 
 /// A queued message as the hooks read it: id, sink, decision or text, note or at, deadline.
@@ -203,40 +265,6 @@ pub(super) fn claim_prompts(
         });
     }
     Ok(claims)
-}
-
-/// Appends an event with the session's next seq.
-pub(crate) fn emit(
-    tx: &Transaction,
-    key: &str,
-    kind: &str,
-    harness_event: &str,
-    data: &serde_json::Value,
-    now: Millis,
-) -> Result<()> {
-    let (seq, harness, session_id, cwd): (i64, String, String, Option<String>) = tx.query_row(
-        "UPDATE sessions SET next_seq = next_seq + 1 WHERE key=?1 \
-         RETURNING next_seq - 1, harness, session_id, cwd",
-        params![key],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )?;
-    tx.prepare_cached(
-        "INSERT INTO events(event_id, session_key, seq, type, time, harness, harness_event, session_id, cwd, data) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?
-    .execute(params![
-        crate::wire::new_ulid(),
-        key,
-        seq,
-        kind,
-        format_ms(now),
-        harness,
-        harness_event,
-        session_id,
-        cwd,
-        data.to_string()
-    ])?;
-    Ok(())
 }
 
 /// Makes the session live; its first event (or the first after a SessionEnd) emits
@@ -362,6 +390,38 @@ fn open_attentions(tx: &Transaction, key: &str) -> Result<Vec<String>> {
 }
 
 impl Store {
+    /// When nothing is pending for the live session `key` (no queued prompt or cancel, no
+    /// open attention, no stop mark), touches it and (re)makes its quiet marker, in one
+    /// write transaction that read all of that itself. Returns whether it did; false leaves
+    /// the session to the full path.
+    pub fn settle_quiet(&mut self, key: &str) -> Result<bool> {
+        let now = now_ms();
+        let dir = self.quiet_dir.clone();
+        let tx = self.write_tx()?;
+        let st = seam_state_in(&tx, key, now)?;
+        if !st.idle() {
+            return Ok(false);
+        }
+        let touched = tx
+            .prepare_cached(
+                "UPDATE sessions SET last_event_at=?2, last_event_ms=?3 WHERE key=?1 AND ended_at IS NULL",
+            )?
+            .execute(params![key, crate::clock::format_ms(now), now])?;
+        if touched != 1 {
+            return Ok(false);
+        }
+        if let Err(e) = super::quiet::mark(&dir, key, now) {
+            // Not fatal: without a marker the full path runs. A half-made one goes.
+            let _ = super::quiet::unmark(&dir, key);
+            crate::logging::warn(&format!("cannot make the quiet marker of {key}: {e:#}"));
+        }
+        if let Err(e) = tx.commit() {
+            let _ = super::quiet::unmark(&dir, key);
+            return Err(e.into());
+        }
+        Ok(true)
+    }
+
     /// A hook event that only shows the session is alive (SessionStart, UserPromptSubmit, …).
     /// Read-only when the session is already live and fresh, so the common case takes no write lock.
     pub fn record_event(&mut self, s: &SessionRef, source: Option<&str>) -> Result<()> {
@@ -402,49 +462,8 @@ impl Store {
     /// fraction of what an `EXISTS` subquery or an `IN` list does (BENCHMARKS.md); the
     /// queued messages' kinds and modes are sorted out here instead.
     pub fn seam_state(&self, key: &str) -> Result<SeamState> {
-        let now = now_ms();
         let tx = self.conn.unchecked_transaction()?;
-        let session: Option<(bool, Millis, Option<Millis>)> = tx
-            .prepare_cached(
-                "SELECT ended_at IS NULL, last_event_ms, stopped_ms FROM sessions WHERE key=?1",
-            )?
-            .query_row(params![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()?;
-        let mut state = SeamState::default();
-        if let Some((live, last, stop_mark)) = session {
-            state.fresh = live && now - last < TOUCH_EVERY_MS;
-            state.stopped = stop_mark.is_some_and(|t| now - t < STOPPED_FOR_MS);
-            state.stop_mark = stop_mark.is_some();
-        }
-        {
-            let mut queued = tx.prepare_cached(
-                "SELECT kind, mode FROM messages WHERE session_key=?1 AND state='queued'",
-            )?;
-            let mut rows = queued.query(params![key])?;
-            while let Some(r) = rows.next()? {
-                let kind: String = r.get(0)?;
-                match kind.as_str() {
-                    "cancel" => state.cancel_queued = true,
-                    "prompt" => {
-                        let mode: String = r.get(1)?;
-                        let rank = match mode.as_str() {
-                            "interrupt" => 2,
-                            "steer" => 1,
-                            _ => 0,
-                        };
-                        state.prompt_rank = state.prompt_rank.max(Some(rank));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        state.open_attention = tx
-            .prepare_cached(
-                "SELECT 1 FROM attention WHERE session_key=?1 AND state='open' LIMIT 1",
-            )?
-            .query_row(params![key], |_| Ok(()))
-            .optional()?
-            .is_some();
+        let state = seam_state_in(&tx, key, now_ms())?;
         tx.commit()?;
         Ok(state)
     }
@@ -485,7 +504,7 @@ impl Store {
     /// SessionEnd: open attentions end `cancelled`; the session stops being polled.
     pub fn end_session(&mut self, s: &SessionRef) -> Result<()> {
         let now = now_ms();
-        let tx = self.write_tx()?;
+        let tx = self.write_tx_unmarking(&s.key())?;
         touch_and_cancel_attentions(&tx, s, now)?;
         let key = s.key();
         tx.execute(
@@ -508,7 +527,7 @@ impl Store {
         pid: u32,
     ) -> Result<()> {
         let now = now_ms();
-        let tx = self.write_tx()?;
+        let tx = self.write_tx_unmarking(&s.key())?;
         let key = touch(&tx, s, None, now)?;
         let data = event::attention_needed(attention_id, tool, message);
         let redacted = data
@@ -836,9 +855,10 @@ impl Store {
 
     /// The session was stopped at a tool seam: its later tools of this turn are denied.
     pub fn mark_stopped(&mut self, key: &str) -> Result<()> {
-        self.conn
-            .prepare_cached("UPDATE sessions SET stopped_ms=?2 WHERE key=?1")?
+        let tx = self.write_tx_unmarking(key)?;
+        tx.prepare_cached("UPDATE sessions SET stopped_ms=?2 WHERE key=?1")?
             .execute(params![key, now_ms()])?;
+        tx.commit()?;
         Ok(())
     }
 

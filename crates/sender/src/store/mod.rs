@@ -1,10 +1,15 @@
 //! The one place that knows SQL. One SQLite file (`control.db`, DECISIONS 20) shared by any
 //! number of short-lived hooks and one sp-sync. Tables and views read plainly in `sqlite3`.
+//! Beside it, two small folders let most hook calls skip SQLite: `quiet/` (a marker per live
+//! session with nothing pending, [`quiet`]) and `spool/` (turn ends a Stop recorded without
+//! the database, [`spool`]).
 mod api;
 pub(crate) mod away;
 mod grants;
 mod hooks;
+pub mod quiet;
 mod schema;
+pub mod spool;
 pub(crate) mod status;
 mod sync;
 pub(crate) mod trust;
@@ -23,6 +28,10 @@ pub use rusqlite;
 
 pub struct Store {
     pub(crate) conn: Connection,
+    /// Where the quiet markers of this database's sessions live ([`quiet`]).
+    pub(crate) quiet_dir: std::path::PathBuf,
+    /// Where Stop hooks spool their turn ends ([`spool`]).
+    pub(crate) spool_dir: std::path::PathBuf,
 }
 
 /// Opens (creating if needed) the database: folder 0700, file 0600, WAL, `synchronous=NORMAL`,
@@ -53,7 +62,11 @@ pub fn open(path: &Path, busy_timeout: Duration) -> Result<Store> {
     .with_context(|| format!("cannot open database {}", path.display()))?;
     set_busy_wait(&conn, busy_timeout)?;
     conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
-    let mut store = Store { conn };
+    let mut store = Store {
+        conn,
+        quiet_dir: quiet::dir_of(path),
+        spool_dir: spool::dir_of(path),
+    };
     // Several processes may meet a new file at once; switching it to WAL takes a lock that
     // SQLite does not wait for, so a busy answer there is retried within the busy timeout.
     let give_up = std::time::Instant::now() + busy_timeout;
@@ -189,6 +202,17 @@ impl Store {
         Ok(self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+
+    /// A write transaction that may give the hooks of session `key` work: it removes the
+    /// session's quiet marker first, under the write lock and before anything it commits
+    /// ([`quiet`]'s invariant). A marker that cannot be removed fails the transaction.
+    pub(crate) fn write_tx_unmarking(&mut self, key: &str) -> Result<rusqlite::Transaction<'_>> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        quiet::unmark(&self.quiet_dir, key)?;
+        Ok(tx)
     }
 
     /// Direct access for read-only inspection (tests, `sp status`).

@@ -1,6 +1,7 @@
 //! What sp-sync does to the store: ingest polled messages, keep the ack and event outboxes,
 //! remember per-sink state, and sweep what time has decided.
-use super::hooks::{emit, finish, finish_with_code};
+use super::hooks::{finish, finish_with_code};
+use super::spool::emit;
 use super::{pid_alive, Store};
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::control::{deadline, Checked, ControlMessage, Decided, Kind, Outcome};
@@ -127,7 +128,8 @@ impl Store {
         if let Some(out) = self.all_pending_duplicates(messages)? {
             return Ok((out, 0));
         }
-        let tx = self.write_tx()?;
+        // Whatever it stores may be work for the session's hooks ([`super::quiet`]).
+        let tx = self.write_tx_unmarking(session_key)?;
         let mut undelivered: i64 = tx
             .prepare_cached(
                 "SELECT count(*) FROM messages WHERE session_key=?1 AND state <> 'done'",
@@ -456,8 +458,12 @@ impl Store {
     }
 
     /// How long since the last hook report, in ms; `None` while there is still work: an open
-    /// attention, an undecided message, an unsent ack, or events some sink has not taken.
+    /// attention, an undecided message, an unsent ack, events some sink has not taken, or a
+    /// spooled turn end.
     pub fn idle_for(&self) -> Result<Option<Millis>> {
+        if super::spool::pending(&self.spool_dir) {
+            return Ok(None);
+        }
         let busy: bool = self.conn.query_row(
             "SELECT EXISTS(SELECT 1 FROM attention WHERE state='open') \
                  OR EXISTS(SELECT 1 FROM messages WHERE state<>'done') \

@@ -98,6 +98,8 @@ pub const DEFAULT_RUN: Duration = Duration::from_secs(55);
 const REFRESH_EVERY: Duration = Duration::from_millis(200);
 /// How often the supervisor looks for commits by other processes (hooks) to wake senders.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
+/// The spool of turn ends is read at least this often ([`crate::store::spool`]).
+const SPOOL_EVERY: Duration = Duration::from_millis(250);
 const SWEEP_EVERY: Duration = Duration::from_secs(2);
 const DB_BUSY: Duration = Duration::from_secs(5);
 
@@ -524,6 +526,23 @@ impl Supervisor {
         }
     }
 
+    /// Takes spooled turn ends into the database; returns whether the pass failed and is to
+    /// be tried again.
+    fn drain_spool(&mut self) -> bool {
+        match self.store.drain_spool() {
+            Ok(0) => false,
+            Ok(n) => {
+                crate::logging::debug(&format!("{n} spooled turn end(s) stored"));
+                self.shared.notify();
+                false
+            }
+            Err(e) => {
+                crate::logging::warn(&format!("cannot take in the spooled turn ends: {e:#}"));
+                true
+            }
+        }
+    }
+
     /// Runs until stopped; returns true when it stopped because the config changed.
     fn run(&mut self) -> Result<bool> {
         if self.shared.mode == Mode::Once {
@@ -532,6 +551,9 @@ impl Supervisor {
         }
         let mut restart = false;
         let mut last_version = data_version(&self.store).unwrap_or(0);
+        let mut last_spool = None;
+        let mut spool_left = true;
+        let mut last_drain = Instant::now();
         let mut last_refresh = Instant::now() - REFRESH_EVERY;
         let mut last_sweep = Instant::now() - SWEEP_EVERY;
         // Harnesses with a server API (OpenCode) get their messages at once, not at a hook.
@@ -583,6 +605,16 @@ impl Supervisor {
                     break;
                 }
             }
+            // A Stop hook spooled its turn end ([`crate::store::spool`]): take it in.
+            // The folder's mtime says when it changed, but only to the kernel's coarse clock:
+            // two changes within one tick look the same, so it is also read every
+            // SPOOL_EVERY whatever its mtime says.
+            let spool = spool_stamp(&self.store);
+            if spool != last_spool || spool_left || last_drain.elapsed() >= SPOOL_EVERY {
+                last_spool = spool;
+                last_drain = Instant::now();
+                spool_left = self.drain_spool();
+            }
             // Hooks commit in other processes; a changed data_version means new events or acks.
             if let Ok(v) = data_version(&self.store) {
                 if v != last_version {
@@ -597,6 +629,7 @@ impl Supervisor {
         // Polls in flight are left behind: an unacked message is redelivered, and a write
         // cut short by the exit is rolled back by SQLite. Waiting could take a whole poll.
         self.polls.clear();
+        self.drain_spool();
         self.sweep();
         // Senders make a last pass after the stop, so acks decided at the end still go out.
         for h in self.senders.drain(..) {
@@ -624,6 +657,7 @@ impl Supervisor {
                 }
             }
         }
+        self.drain_spool();
         self.sweep();
         api::pass(&mut self.store);
         for ctx in &ready {
@@ -631,6 +665,13 @@ impl Supervisor {
         }
         Ok(())
     }
+}
+
+/// When the spool folder last changed (a file spooled, renamed into place or removed).
+fn spool_stamp(store: &Store) -> Option<std::time::SystemTime> {
+    std::fs::metadata(store.spool_dir())
+        .and_then(|m| m.modified())
+        .ok()
 }
 
 fn data_version(store: &Store) -> Result<i64> {
