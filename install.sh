@@ -288,7 +288,16 @@ for b in $binaries; do
     chmod 755 "$bin/.$b.tmp.$$"
     mv -f "$bin/.$b.tmp.$$" "$bin/$b"
     say "installed $bin/$b"
+    [ "$b" != sp-sync ] || sync_replaced=1
 done
+# A running sp-sync is the old program: the new hooks trust a session's quiet marker, which
+# only the new sp-sync removes when it stores a message. Stop it; the next hook (or cron)
+# starts the new one, and a stop at any point loses nothing (RELIABILITY.md).
+if [ -n "${sync_replaced:-}" ] && command -v pkill >/dev/null 2>&1 \
+    && pgrep -f "^$bin/sp-sync( |\$)" >/dev/null 2>&1; then
+    pkill -TERM -f "^$bin/sp-sync( |\$)" || true
+    say "stopped the running sp-sync (the old version); the next hook starts the new one"
+fi
 
 case ":${PATH:-}:" in
     *":$bin:"*) ;;

@@ -736,3 +736,33 @@ fn opencode_gets_a_dependency_stub_only_in_a_fresh_config_folder() {
     assert!(h.home.join(cfg).join("node_modules/left-pad").is_dir());
     assert!(!h.home.join(cfg).join("plugins/sessionpipe.js").exists());
 }
+
+/// Installing a new sp-sync stops the old one still running from the same folder (the new
+/// hooks trust quiet markers that only the new sp-sync removes); the next hook starts the new
+/// one. The stand-in for the old sp-sync is `sleep` run under its name.
+#[test]
+fn a_new_sp_sync_stops_the_old_one_running_from_the_same_folder() {
+    let h = Home::new();
+    assert!(h.install(&[]).status.success());
+    let sync = h.prefix.join("bin/sp-sync");
+    std::fs::copy("/bin/sleep", &sync).unwrap();
+    let mut old = Command::new(&sync).arg("120").spawn().unwrap();
+
+    let out = h.install(&[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("stopped the running sp-sync (the old version)"),
+        "{}",
+        text(&out.stdout)
+    );
+    let status = old.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGTERM),
+        "{status:?}"
+    );
+    assert_eq!(
+        std::fs::read(&sync).unwrap(),
+        std::fs::read(bin_dir().join("sp-sync")).unwrap()
+    );
+}
