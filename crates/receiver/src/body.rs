@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::error::{malformed, ApiError};
-use crate::limits::{DISCARD_MAX, DISCARD_WITHIN, DRAIN_MAX};
+use crate::limits::{DISCARD_MAX, DISCARD_WITHIN, DRAIN_MAX, OTHER_BODY_CAP};
 use crate::state::AppState;
 
 /// A body read whole, with its share of the budget (held until the answer is made).
@@ -105,6 +105,43 @@ pub(crate) async fn read_capped(mut body: Body, cap: usize) -> Option<Bytes> {
         }
     }
     Some(buf.into())
+}
+
+/// Reads a body of at most `cap` bytes as [`read`] does, its 413 saying
+/// `body larger than {cap} bytes`.
+pub(crate) async fn read_up_to(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    cap: usize,
+) -> Result<Read, ApiError> {
+    read(
+        app,
+        headers,
+        body,
+        cap,
+        &format!("body larger than {cap} bytes"),
+    )
+    .await
+}
+
+/// Reads a body of at most [`OTHER_BODY_CAP`] bytes (every route but the login and the
+/// event batches).
+pub(crate) async fn read_other(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Read, ApiError> {
+    read_up_to(app, headers, body, OTHER_BODY_CAP).await
+}
+
+/// Reads a body of at most [`OTHER_BODY_CAP`] bytes as JSON of type `T`.
+pub(crate) async fn read_other_json<T: DeserializeOwned>(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, ApiError> {
+    read_other(app, headers, body).await?.json()
 }
 
 /// A request body that is taken from its slot only when first read: what is still in the

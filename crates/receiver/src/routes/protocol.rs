@@ -19,7 +19,6 @@ use tower::util::MapRequestLayer;
 use crate::auth::{bearer_machine, AckAuth, ControlOffered, SinkToken};
 use crate::body;
 use crate::error::{clip, json_reply, ApiError, Reply};
-use crate::limits::OTHER_BODY_CAP;
 use crate::longpoll;
 use crate::options::{Route, ACK_PATH, CONTROL_PATH, EVENTS_PATH, WELL_KNOWN_PATH};
 use crate::state::AppState;
@@ -224,15 +223,7 @@ async fn ack(
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
-    let cap = OTHER_BODY_CAP;
-    let read = body::read(
-        &app,
-        &headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
+    let read = body::read_other(&app, &headers, body).await?;
     let body: Value = read.json()?;
     let acks = check_ack_body(&body).map_err(|reason| ApiError::bad_request(&reason))?;
     app.shared

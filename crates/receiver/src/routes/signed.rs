@@ -31,7 +31,6 @@ use serde_json::{json, Map, Value};
 use crate::auth::{token_hash, Csrf, Login, MachineToken, SignedOffered, SinkToken};
 use crate::body;
 use crate::error::{json_reply, ApiError, Reply};
-use crate::limits::OTHER_BODY_CAP;
 use crate::longpoll;
 use crate::options::{OFF_PATH, PAIR_PATH};
 use crate::state::{AppState, State as St};
@@ -108,15 +107,7 @@ async fn pair_start(
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
-    let cap = OTHER_BODY_CAP;
-    let read = body::read(
-        &app,
-        &headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
+    let read = body::read_other(&app, &headers, body).await?;
     let asked: PairStart = if read.bytes.iter().all(u8::is_ascii_whitespace) {
         PairStart::default()
     } else {
@@ -292,15 +283,7 @@ async fn page_approve(
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
-    let cap = OTHER_BODY_CAP;
-    let read = body::read(
-        &app,
-        &headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
+    let read = body::read_other(&app, &headers, body).await?;
     let Approve { code, key, proof } = read.json()?;
     let Some(rp_id) = app
         .shared
@@ -429,15 +412,7 @@ async fn page_signed(
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
-    let cap = OTHER_BODY_CAP;
-    let read = body::read(
-        &app,
-        &headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
+    let read = body::read_other(&app, &headers, body).await?;
     let req: SignedReq = read.json()?;
     let (cmd, env) = check_signed(&req)?;
     let mut signed = json!({"cmd": req.cmd});
