@@ -144,11 +144,7 @@ fn grants(env: &Env) -> Vec<Value> {
         },
         b"",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -189,19 +185,13 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
 
     // Another command is asked again.
     let other = call("3", None, Some("rm -rf out.txt"));
-    let hook = env.spawn_hook("sp-permission", &other);
-    wait_needed(&env, &attention_id(&other));
-    let deny = answer(&env, &other, json!({"decision": "deny"}));
-    assert_eq!(decision(hook)["behavior"], "deny");
-    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+    let (d, _) = ask_and_answer(&env, &other, json!({"decision": "deny"}));
+    assert_eq!(d["behavior"], "deny");
 
     // The same command in another session is asked again.
     let elsewhere = call("4", Some("0d6e4c1a-7b2f-4e8a-9c3d-5f1a2b3c4d5e"), None);
-    let hook = env.spawn_hook("sp-permission", &elsewhere);
-    wait_needed(&env, &attention_id(&elsewhere));
-    let deny = answer(&env, &elsewhere, json!({"decision": "deny"}));
-    assert_eq!(decision(hook)["behavior"], "deny");
-    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+    let (d, _) = ask_and_answer(&env, &elsewhere, json!({"decision": "deny"}));
+    assert_eq!(d["behavior"], "deny");
 
     // `sp grants` lists the one grant; the sqlite3 view shows it too.
     let g = grants(&env);
@@ -226,11 +216,7 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
         .args(["grants", "revoke", &id])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     assert!(grants(&env).is_empty());
     let again = env
         .cmd("sp")
@@ -239,11 +225,8 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
         .unwrap();
     assert!(!again.status.success(), "a revoked grant is gone");
     let fifth = call("5", None, None);
-    let hook = env.spawn_hook("sp-permission", &fifth);
-    wait_needed(&env, &attention_id(&fifth));
-    let allow = answer(&env, &fifth, json!({"decision": "allow"}));
-    assert_eq!(decision(hook), json!({"behavior": "allow"}));
-    assert_eq!(ack_of(&env, &allow)["outcome"], "delivered");
+    let (d, allow) = ask_and_answer(&env, &fifth, json!({"decision": "allow"}));
+    assert_eq!(d, json!({"behavior": "allow"}));
 
     // Each answer acked exactly once.
     for id in [&first_id, &allow] {
@@ -455,16 +438,10 @@ fn each_misuse_is_acked_once_naming_the_rule_and_the_prompt_stays_open() {
 /// from fixed keys and nonces; `SP_WRITE_VECTORS=1` writes them anew): each valid shape, and
 /// each misuse refused `bad_fields` with the rule named, through the real `sp control verify`.
 mod signed_vectors {
+    use super::common::signing::vectors::*;
     use super::common::signing::*;
     use serde_json::{json, Value};
     use std::path::PathBuf;
-
-    const MACHINE: &str = "m_ourtestmachine00000001";
-    const RP: &str = "control.test";
-    const SESSION: &str = "claude-code:3f2b8c1e-5a6d-4e7f-8a9b-0c1d2e3f4a5b";
-    const IAT: i64 = 1_800_000_000_000;
-    const NOW: i64 = IAT + 90_000;
-    const HOUR: i64 = 3_600_000;
 
     fn dir() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/signed-answers")
