@@ -121,8 +121,24 @@ fn ask_and_answer(env: &Env, p: &Value, fields: Value) -> (Value, String) {
     (d, id)
 }
 
-/// One final outcome for the message: stored once, and every ack the receiver took for it
+/// Asks the first call of [`CC_SESSION`] and allows it for the session (a grant is kept).
+fn allow_first_call_for_the_session(env: &Env) -> (Value, String) {
+    let first = call("1", None, None);
+    ask_and_answer(
+        env,
+        &first,
+        json!({"decision": "allow", "scope": "session"}),
+    )
+}
+
+/// One final outcome for each message: stored once, and every ack the receiver took for it
 /// (a redelivery is acked again, DECISIONS 8) says that outcome.
+fn each_acked_once(env: &Env, ids: &[impl AsRef<str>]) {
+    for id in ids {
+        acked_once(env, id.as_ref());
+    }
+}
+
 fn acked_once(env: &Env, id: &str) {
     let stored = env.query::<String>(&format!(
         "select outcome from messages where id='{id}' and state='done'"
@@ -151,12 +167,7 @@ fn grants(env: &Env) -> Vec<Value> {
 #[test]
 fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
     let env = env();
-    let first = call("1", None, None);
-    let (d, first_id) = ask_and_answer(
-        &env,
-        &first,
-        json!({"decision": "allow", "scope": "session"}),
-    );
+    let (d, first_id) = allow_first_call_for_the_session(&env);
     // Claude Code's own session rule is passed too: the suggestion it offered, as offered.
     assert_eq!(
         d,
@@ -229,20 +240,13 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
     assert_eq!(d, json!({"behavior": "allow"}));
 
     // Each answer acked exactly once.
-    for id in [&first_id, &allow] {
-        acked_once(&env, id);
-    }
+    each_acked_once(&env, &[&first_id, &allow]);
 }
 
 #[test]
 fn grants_end_with_their_session() {
     let env = env();
-    let first = call("1", None, None);
-    ask_and_answer(
-        &env,
-        &first,
-        json!({"decision": "allow", "scope": "session"}),
-    );
+    allow_first_call_for_the_session(&env);
     assert_eq!(grants(&env).len(), 1);
     let end = json!({"session_id": CC_SESSION, "hook_event_name": "SessionEnd",
         "cwd": "/home/dev/src/notes", "reason": "exit"});
@@ -255,22 +259,14 @@ fn grants_end_with_their_session() {
     );
     // A resumed session asks again.
     let second = call("2", None, None);
-    let hook = env.spawn_hook("sp-permission", &second);
-    wait_needed(&env, &attention_id(&second));
-    let deny = answer(&env, &second, json!({"decision": "deny"}));
-    assert_eq!(decision(hook)["behavior"], "deny");
-    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+    let (d, _) = ask_and_answer(&env, &second, json!({"decision": "deny"}));
+    assert_eq!(d["behavior"], "deny");
 }
 
 #[test]
 fn a_stopped_session_is_not_answered_from_its_grant() {
     let env = env();
-    let first = call("1", None, None);
-    ask_and_answer(
-        &env,
-        &first,
-        json!({"decision": "allow", "scope": "session"}),
-    );
+    allow_first_call_for_the_session(&env);
     let stop = env.receiver.enqueue(
         &key(CC_SESSION),
         json!({"kind": "cancel", "note": "enough"}),
@@ -378,9 +374,7 @@ fn a_question_is_answered_with_its_questions_kept() {
         json!({"Which color?": "Blue", "Which sizes?": "S, L"})
     );
     assert_eq!(ack_of(&env, &good)["outcome"], "delivered");
-    for id in [&bare, &good] {
-        acked_once(&env, id);
-    }
+    each_acked_once(&env, &[&bare, &good]);
 }
 
 #[test]
@@ -429,9 +423,7 @@ fn each_misuse_is_acked_once_naming_the_rule_and_the_prompt_stays_open() {
     assert_eq!(decision(hook), json!({"behavior": "deny", "message": "no"}));
     assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
     ids.push(deny);
-    for id in &ids {
-        acked_once(&env, id);
-    }
+    each_acked_once(&env, &ids);
 }
 
 /// Our signed vectors for DECISIONS 30's fields (in `fixtures/signed-answers/`, made here
