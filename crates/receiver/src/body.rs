@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
+use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -142,6 +142,20 @@ pub(crate) async fn read_other_json<T: DeserializeOwned>(
     body: Body,
 ) -> Result<T, ApiError> {
     read_other(app, headers, body).await?.json()
+}
+
+/// The extractor (the last of a handler's: it takes the body) for a JSON body of at most
+/// [`OTHER_BODY_CAP`] bytes, read as [`read_other`] reads it: the value, and the read whose
+/// share of the budget is held until the answer is made.
+pub(crate) struct OtherJson<T>(pub T, pub Read);
+
+impl<T: DeserializeOwned + Send> FromRequest<AppState> for OtherJson<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, app: &AppState) -> Result<Self, ApiError> {
+        let (parts, body) = req.into_parts();
+        let read = read_other(app, &parts.headers, body).await?;
+        Ok(OtherJson(read.json()?, read))
+    }
 }
 
 /// A request body that is taken from its slot only when first read: what is still in the

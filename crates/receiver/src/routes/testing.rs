@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::future::Future;
 
-use crate::body;
+use crate::body::{self, OtherJson};
 use crate::error::{json_reply, ApiError, Cut, Reply};
 use crate::limits::OTHER_BODY_CAP;
 use crate::options::{Fault, RequestRecord, Route};
@@ -52,9 +52,10 @@ struct TestEnqueue {
 }
 
 /// `POST /test/enqueue` `{"session": "<harness>:<id>", "message": {partial}}`.
-async fn test_enqueue(State(app): State<AppState>, headers: HeaderMap, body: Body) -> Reply {
-    let read = body::read_other(&app, &headers, body).await?;
-    let req: TestEnqueue = read.json()?;
+async fn test_enqueue(
+    State(app): State<AppState>,
+    OtherJson(req, _read): OtherJson<TestEnqueue>,
+) -> Reply {
     if split_session_key(&req.session).is_none() {
         return Err(ApiError::bad_request(
             "malformed session: want <harness>:<id>",
