@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
+use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::error::{malformed, ApiError};
-use crate::limits::{DISCARD_MAX, DISCARD_WITHIN, DRAIN_MAX};
+use crate::limits::{DISCARD_MAX, DISCARD_WITHIN, DRAIN_MAX, OTHER_BODY_CAP};
 use crate::state::AppState;
 
 /// A body read whole, with its share of the budget (held until the answer is made).
@@ -105,6 +105,57 @@ pub(crate) async fn read_capped(mut body: Body, cap: usize) -> Option<Bytes> {
         }
     }
     Some(buf.into())
+}
+
+/// Reads a body of at most `cap` bytes as [`read`] does, its 413 saying
+/// `body larger than {cap} bytes`.
+pub(crate) async fn read_up_to(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    cap: usize,
+) -> Result<Read, ApiError> {
+    read(
+        app,
+        headers,
+        body,
+        cap,
+        &format!("body larger than {cap} bytes"),
+    )
+    .await
+}
+
+/// Reads a body of at most [`OTHER_BODY_CAP`] bytes (every route but the login and the
+/// event batches).
+pub(crate) async fn read_other(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Read, ApiError> {
+    read_up_to(app, headers, body, OTHER_BODY_CAP).await
+}
+
+/// Reads a body of at most [`OTHER_BODY_CAP`] bytes as JSON of type `T`.
+pub(crate) async fn read_other_json<T: DeserializeOwned>(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, ApiError> {
+    read_other(app, headers, body).await?.json()
+}
+
+/// The extractor (the last of a handler's: it takes the body) for a JSON body of at most
+/// [`OTHER_BODY_CAP`] bytes, read as [`read_other`] reads it: the value, and the read whose
+/// share of the budget is held until the answer is made.
+pub(crate) struct OtherJson<T>(pub T, pub Read);
+
+impl<T: DeserializeOwned + Send> FromRequest<AppState> for OtherJson<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, app: &AppState) -> Result<Self, ApiError> {
+        let (parts, body) = req.into_parts();
+        let read = read_other(app, &parts.headers, body).await?;
+        Ok(OtherJson(read.json()?, read))
+    }
 }
 
 /// A request body that is taken from its slot only when first read: what is still in the

@@ -297,14 +297,8 @@ fn load_token(path: &Path, create: bool, what: &str) -> anyhow::Result<(String, 
     let mut created = false;
     if create && !path.exists() {
         if let Some(dir) = path.parent() {
-            if !dir.as_os_str().is_empty() && !dir.is_dir() {
-                let mut b = std::fs::DirBuilder::new();
-                b.recursive(true);
-                #[cfg(unix)]
-                std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-                b.create(dir)
-                    .with_context(|| format!("cannot create the folder {}", dir.display()))?;
-            }
+            spwire::files::create_missing_dir(dir)
+                .with_context(|| format!("cannot create the folder {}", dir.display()))?;
         }
         let mut o = std::fs::OpenOptions::new();
         o.write(true).create_new(true);

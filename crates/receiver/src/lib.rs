@@ -67,7 +67,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::Value;
 
-use state::Shared;
+use state::{Shared, State};
 
 struct Control {
     shared: Arc<Shared>,
@@ -340,35 +340,31 @@ impl Receiver {
     /// Blocks until an accepted event satisfies `pred` (events already there count), or
     /// `timeout` passes. Returns the first such event.
     pub fn wait_event(&self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
-        let deadline = Instant::now() + timeout;
-        let shared = self.shared();
-        let mut st = shared.lock();
-        loop {
+        self.wait_for(timeout, |st| {
             let events = st.db.events().unwrap_or_default();
-            if let Some(ev) = events.into_iter().find(|e| pred(e)) {
-                return Some(ev);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return None;
-            }
-            st = shared
-                .changed
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+            events.into_iter().find(|e| pred(e))
+        })
     }
 
     /// Blocks until an ack entry for message `id` has arrived (or had already), or `timeout`
     /// passes. Returns the first such entry.
     pub fn wait_ack(&self, id: &str, timeout: Duration) -> Option<Value> {
+        self.wait_for(timeout, |st| st.db.first_ack(id).ok().flatten())
+    }
+
+    /// Blocks until `find` finds something in the state (checked now and after each change),
+    /// or `timeout` passes.
+    fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        mut find: impl FnMut(&State) -> Option<T>,
+    ) -> Option<T> {
         let deadline = Instant::now() + timeout;
         let shared = self.shared();
         let mut st = shared.lock();
         loop {
-            if let Ok(Some(a)) = st.db.first_ack(id) {
-                return Some(a);
+            if let Some(found) = find(&st) {
+                return Some(found);
             }
             let now = Instant::now();
             if now >= deadline {

@@ -1281,12 +1281,7 @@ fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
     }
     let dir = tempfile::tempdir().unwrap();
     let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
-    let mut machine = Machine::new(
-        dir.path(),
-        &receiver.url,
-        &dir.path().join("receiver/token"),
-    );
-    machine.start_sync();
+    let machine = Machine::syncing_to(dir.path(), &receiver);
     let agent = write_agent(dir.path());
     // sp-acp in the machine's environment (HOME, config, state), as the editor starts it.
     let base = machine.cmd("sp-sync");

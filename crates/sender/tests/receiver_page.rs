@@ -479,23 +479,7 @@ fn command_line() {
     let help = sp_receiver(dir.path(), &["--help"]);
     assert!(help.status.success());
     let help = String::from_utf8(help.stdout).unwrap();
-    for word in [
-        "--listen",
-        "--token-file",
-        "--login-token-file",
-        "--db",
-        "--permission-expiry-s",
-        "--prompt-expiry-s",
-        "127.0.0.1:8787",
-        "SESSIONPIPE_RECEIVER_DB",
-        "SESSIONPIPE_RECEIVER_TOKEN_FILE",
-        "SESSIONPIPE_RECEIVER_LOGIN_TOKEN_FILE",
-        "receiver.db",
-        "--init",
-        "--login-url",
-    ] {
-        assert!(help.contains(word), "--help mentions {word}");
-    }
+    common::receiver_help::assert_help_names_all(&help);
     let v = sp_receiver(dir.path(), &["--version"]);
     assert_eq!(
         String::from_utf8(v.stdout).unwrap(),
@@ -658,12 +642,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     }
     let dir = tempfile::tempdir().unwrap();
     let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
-    let mut machine = Machine::new(
-        dir.path(),
-        &receiver.url,
-        &dir.path().join("receiver/token"),
-    );
-    machine.start_sync();
+    let machine = Machine::syncing_to(dir.path(), &receiver);
     let key = format!("claude-code:{CC_SESSION}");
     let card = format!("article[data-session=\"{key}\"]");
     let attention = format!("[data-attention=\"{CC_PERMISSION_ID}\"]");

@@ -250,20 +250,11 @@ fn caddy_terminates_tls_and_a_phone_answers_a_permission_through_it() {
         .args(["--login-url", "--public-url", &public])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let link = stdout(&out).trim().to_owned();
     assert!(link.starts_with(&format!("{public}/#login=")), "{link}");
 
-    let mut machine = Machine::new(
-        dir.path(),
-        &receiver.url,
-        &dir.path().join("receiver/token"),
-    );
-    machine.start_sync();
+    let machine = Machine::syncing_to(dir.path(), &receiver);
     let mut ask = payload(CC_PERMISSION);
     ask["cwd"] = json!(format!("{}/src/api", machine.home.display()));
     let hook = machine.spawn_hook("sp-permission", &ask);

@@ -121,8 +121,24 @@ fn ask_and_answer(env: &Env, p: &Value, fields: Value) -> (Value, String) {
     (d, id)
 }
 
-/// One final outcome for the message: stored once, and every ack the receiver took for it
+/// Asks the first call of [`CC_SESSION`] and allows it for the session (a grant is kept).
+fn allow_first_call_for_the_session(env: &Env) -> (Value, String) {
+    let first = call("1", None, None);
+    ask_and_answer(
+        env,
+        &first,
+        json!({"decision": "allow", "scope": "session"}),
+    )
+}
+
+/// One final outcome for each message: stored once, and every ack the receiver took for it
 /// (a redelivery is acked again, DECISIONS 8) says that outcome.
+fn each_acked_once(env: &Env, ids: &[impl AsRef<str>]) {
+    for id in ids {
+        acked_once(env, id.as_ref());
+    }
+}
+
 fn acked_once(env: &Env, id: &str) {
     let stored = env.query::<String>(&format!(
         "select outcome from messages where id='{id}' and state='done'"
@@ -144,23 +160,14 @@ fn grants(env: &Env) -> Vec<Value> {
         },
         b"",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
 fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
     let env = env();
-    let first = call("1", None, None);
-    let (d, first_id) = ask_and_answer(
-        &env,
-        &first,
-        json!({"decision": "allow", "scope": "session"}),
-    );
+    let (d, first_id) = allow_first_call_for_the_session(&env);
     // Claude Code's own session rule is passed too: the suggestion it offered, as offered.
     assert_eq!(
         d,
@@ -189,19 +196,13 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
 
     // Another command is asked again.
     let other = call("3", None, Some("rm -rf out.txt"));
-    let hook = env.spawn_hook("sp-permission", &other);
-    wait_needed(&env, &attention_id(&other));
-    let deny = answer(&env, &other, json!({"decision": "deny"}));
-    assert_eq!(decision(hook)["behavior"], "deny");
-    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+    let (d, _) = ask_and_answer(&env, &other, json!({"decision": "deny"}));
+    assert_eq!(d["behavior"], "deny");
 
     // The same command in another session is asked again.
     let elsewhere = call("4", Some("0d6e4c1a-7b2f-4e8a-9c3d-5f1a2b3c4d5e"), None);
-    let hook = env.spawn_hook("sp-permission", &elsewhere);
-    wait_needed(&env, &attention_id(&elsewhere));
-    let deny = answer(&env, &elsewhere, json!({"decision": "deny"}));
-    assert_eq!(decision(hook)["behavior"], "deny");
-    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+    let (d, _) = ask_and_answer(&env, &elsewhere, json!({"decision": "deny"}));
+    assert_eq!(d["behavior"], "deny");
 
     // `sp grants` lists the one grant; the sqlite3 view shows it too.
     let g = grants(&env);
@@ -226,11 +227,7 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
         .args(["grants", "revoke", &id])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     assert!(grants(&env).is_empty());
     let again = env
         .cmd("sp")
@@ -239,27 +236,17 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
         .unwrap();
     assert!(!again.status.success(), "a revoked grant is gone");
     let fifth = call("5", None, None);
-    let hook = env.spawn_hook("sp-permission", &fifth);
-    wait_needed(&env, &attention_id(&fifth));
-    let allow = answer(&env, &fifth, json!({"decision": "allow"}));
-    assert_eq!(decision(hook), json!({"behavior": "allow"}));
-    assert_eq!(ack_of(&env, &allow)["outcome"], "delivered");
+    let (d, allow) = ask_and_answer(&env, &fifth, json!({"decision": "allow"}));
+    assert_eq!(d, json!({"behavior": "allow"}));
 
     // Each answer acked exactly once.
-    for id in [&first_id, &allow] {
-        acked_once(&env, id);
-    }
+    each_acked_once(&env, &[&first_id, &allow]);
 }
 
 #[test]
 fn grants_end_with_their_session() {
     let env = env();
-    let first = call("1", None, None);
-    ask_and_answer(
-        &env,
-        &first,
-        json!({"decision": "allow", "scope": "session"}),
-    );
+    allow_first_call_for_the_session(&env);
     assert_eq!(grants(&env).len(), 1);
     let end = json!({"session_id": CC_SESSION, "hook_event_name": "SessionEnd",
         "cwd": "/home/dev/src/notes", "reason": "exit"});
@@ -272,22 +259,14 @@ fn grants_end_with_their_session() {
     );
     // A resumed session asks again.
     let second = call("2", None, None);
-    let hook = env.spawn_hook("sp-permission", &second);
-    wait_needed(&env, &attention_id(&second));
-    let deny = answer(&env, &second, json!({"decision": "deny"}));
-    assert_eq!(decision(hook)["behavior"], "deny");
-    assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
+    let (d, _) = ask_and_answer(&env, &second, json!({"decision": "deny"}));
+    assert_eq!(d["behavior"], "deny");
 }
 
 #[test]
 fn a_stopped_session_is_not_answered_from_its_grant() {
     let env = env();
-    let first = call("1", None, None);
-    ask_and_answer(
-        &env,
-        &first,
-        json!({"decision": "allow", "scope": "session"}),
-    );
+    allow_first_call_for_the_session(&env);
     let stop = env.receiver.enqueue(
         &key(CC_SESSION),
         json!({"kind": "cancel", "note": "enough"}),
@@ -395,9 +374,7 @@ fn a_question_is_answered_with_its_questions_kept() {
         json!({"Which color?": "Blue", "Which sizes?": "S, L"})
     );
     assert_eq!(ack_of(&env, &good)["outcome"], "delivered");
-    for id in [&bare, &good] {
-        acked_once(&env, id);
-    }
+    each_acked_once(&env, &[&bare, &good]);
 }
 
 #[test]
@@ -446,25 +423,17 @@ fn each_misuse_is_acked_once_naming_the_rule_and_the_prompt_stays_open() {
     assert_eq!(decision(hook), json!({"behavior": "deny", "message": "no"}));
     assert_eq!(ack_of(&env, &deny)["outcome"], "delivered");
     ids.push(deny);
-    for id in &ids {
-        acked_once(&env, id);
-    }
+    each_acked_once(&env, &ids);
 }
 
 /// Our signed vectors for DECISIONS 30's fields (in `fixtures/signed-answers/`, made here
 /// from fixed keys and nonces; `SP_WRITE_VECTORS=1` writes them anew): each valid shape, and
 /// each misuse refused `bad_fields` with the rule named, through the real `sp control verify`.
 mod signed_vectors {
+    use super::common::signing::vectors::*;
     use super::common::signing::*;
     use serde_json::{json, Value};
     use std::path::PathBuf;
-
-    const MACHINE: &str = "m_ourtestmachine00000001";
-    const RP: &str = "control.test";
-    const SESSION: &str = "claude-code:3f2b8c1e-5a6d-4e7f-8a9b-0c1d2e3f4a5b";
-    const IAT: i64 = 1_800_000_000_000;
-    const NOW: i64 = IAT + 90_000;
-    const HOUR: i64 = 3_600_000;
 
     fn dir() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/signed-answers")

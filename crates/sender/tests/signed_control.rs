@@ -3,17 +3,11 @@
 //! the reference's `signed-control/vectors` (in `../shared/peer-data` or `$SP_PEER_DATA`) as a
 //! `peer_*` cross-check when they are there (required with SP_REQUIRE_PEER_DATA=1, as in CI).
 mod common;
+use common::signing::vectors::*;
 use common::signing::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const MACHINE: &str = "m_ourtestmachine00000001";
-const RP: &str = "control.test";
-const SESSION: &str = "claude-code:3f2b8c1e-5a6d-4e7f-8a9b-0c1d2e3f4a5b";
-const IAT: i64 = 1_800_000_000_000;
-const NOW: i64 = IAT + 90_000;
-const HOUR: i64 = 3_600_000;
 
 /// `sp` with HOME, config and state in a temp dir of the test's, never the user's.
 fn sp() -> Command {

@@ -50,6 +50,18 @@ pub fn private_dir(dir: &Path) -> io::Result<Option<Tightened>> {
     tighten(dir, meta.mode(), 0o700)
 }
 
+/// Creates `dir` (and missing parents) at 0700 when it is not there yet; `""` (a bare file
+/// name's parent: the working folder) and a folder already there are left as they are.
+pub fn create_missing_dir(dir: &Path) -> io::Result<()> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 fn tighten(path: &Path, mode: u32, want: u32) -> io::Result<Option<Tightened>> {
     let mode = mode & 0o7777;
     if mode & 0o077 == 0 {

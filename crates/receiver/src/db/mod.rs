@@ -65,14 +65,8 @@ impl Db {
     /// `synchronous=NORMAL`; a database written by a newer version is refused.
     pub fn open_file(path: &Path) -> anyhow::Result<Db> {
         if let Some(dir) = path.parent() {
-            if !dir.as_os_str().is_empty() && !dir.is_dir() {
-                let mut b = std::fs::DirBuilder::new();
-                b.recursive(true);
-                #[cfg(unix)]
-                std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-                b.create(dir)
-                    .with_context(|| format!("cannot create the folder {}", dir.display()))?;
-            }
+            spwire::files::create_missing_dir(dir)
+                .with_context(|| format!("cannot create the folder {}", dir.display()))?;
         }
         // DECISIONS 24: created without following a symlink, never opened through one, at
         // most 0600 (tightened and logged when looser); its -wal/-shm likewise.

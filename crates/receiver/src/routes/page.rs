@@ -66,7 +66,7 @@ use crate::auth::{
 };
 use crate::body;
 use crate::error::{clip, json_reply, ApiError, Reply};
-use crate::limits::{LOGIN_BODY_CAP, OTHER_BODY_CAP};
+use crate::limits::LOGIN_BODY_CAP;
 use crate::longpoll;
 use crate::state::{AppState, State as St};
 use crate::validate::{format_ms_timestamp, prompt_mode, str_field};
@@ -226,15 +226,7 @@ async fn login(
 ) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
     let client = client_ip(&app, &parts).unwrap_or(IpAddr::from([0, 0, 0, 0]));
-    let cap = LOGIN_BODY_CAP;
-    let read = body::read(
-        &app,
-        &parts.headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
+    let read = body::read_up_to(&app, &parts.headers, body, LOGIN_BODY_CAP).await?;
     let allowed = app
         .shared
         .with_db(move |st| st.login_limits.take(client, Instant::now()))
@@ -464,24 +456,6 @@ fn page_message(
     Ok((out, default_s as i64 * 1000))
 }
 
-/// Reads a logged-in action's JSON body (at most [`OTHER_BODY_CAP`] bytes).
-async fn json_body<T: serde::de::DeserializeOwned>(
-    app: &AppState,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<T, ApiError> {
-    let cap = OTHER_BODY_CAP;
-    let read = body::read(
-        app,
-        headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
-    read.json()
-}
-
 /// `POST /page/api/away`'s body.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -492,7 +466,7 @@ struct AwayReq {
 /// `POST /page/api/away` `{"away": true|false}`: the person's Away switch. Every machine
 /// hears it in its next poll answer (`sessionpipe-away`); polls held now answer at once.
 async fn away(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: Body) -> Reply {
-    let AwayReq { away } = json_body(&app, &headers, body).await?;
+    let AwayReq { away } = body::read_other_json(&app, &headers, body).await?;
     app.shared
         .with_db(move |st| {
             let now = st.now_ms();
@@ -575,7 +549,7 @@ enum PushOp {
 /// {p256dh, auth}}, name?}`, `remove` `{id}`, `quiet` `{id, quiet}`, `ntfy` `{url, token?,
 /// content?}` (an empty url turns ntfy off).
 async fn push_set(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: Body) -> Reply {
-    let op: PushOp = json_body(&app, &headers, body).await?;
+    let op: PushOp = body::read_other_json(&app, &headers, body).await?;
     let private = app.shared.opts.allow_private_push;
     let done = app
         .shared
@@ -661,7 +635,7 @@ struct EnqueueReq {
 /// `POST /page/api/enqueue` `{"session": "<harness>:<id>", "message": {kind, text?, mode?,
 /// for?, decision?, note?, expires_in_s?}}`.
 async fn enqueue(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: Body) -> Reply {
-    let req: EnqueueReq = json_body(&app, &headers, body).await?;
+    let req: EnqueueReq = body::read_other_json(&app, &headers, body).await?;
     if split_session_key(&req.session).is_none() {
         return Err(ApiError::bad_request(
             "malformed session: want <harness>:<id>",

@@ -17,9 +17,8 @@ use serde_json::{json, Value};
 use tower::util::MapRequestLayer;
 
 use crate::auth::{bearer_machine, AckAuth, ControlOffered, SinkToken};
-use crate::body;
+use crate::body::{self, OtherJson};
 use crate::error::{clip, json_reply, ApiError, Reply};
-use crate::limits::OTHER_BODY_CAP;
 use crate::longpoll;
 use crate::options::{Route, ACK_PATH, CONTROL_PATH, EVENTS_PATH, WELL_KNOWN_PATH};
 use crate::state::AppState;
@@ -221,19 +220,8 @@ async fn ack(
     State(app): State<AppState>,
     _: ControlOffered,
     AckAuth(machine): AckAuth,
-    headers: HeaderMap,
-    body: Body,
+    OtherJson(body, _read): OtherJson<Value>,
 ) -> Reply {
-    let cap = OTHER_BODY_CAP;
-    let read = body::read(
-        &app,
-        &headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
-    let body: Value = read.json()?;
     let acks = check_ack_body(&body).map_err(|reason| ApiError::bad_request(&reason))?;
     app.shared
         .with_db(move |st| store_acks(st, acks, machine))

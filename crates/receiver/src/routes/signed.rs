@@ -21,7 +21,8 @@
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
@@ -29,9 +30,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::auth::{token_hash, Csrf, Login, MachineToken, SignedOffered, SinkToken};
-use crate::body;
+use crate::body::{self, OtherJson};
 use crate::error::{json_reply, ApiError, Reply};
-use crate::limits::OTHER_BODY_CAP;
 use crate::longpoll;
 use crate::options::{OFF_PATH, PAIR_PATH};
 use crate::state::{AppState, State as St};
@@ -108,15 +108,7 @@ async fn pair_start(
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
-    let cap = OTHER_BODY_CAP;
-    let read = body::read(
-        &app,
-        &headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
+    let read = body::read_other(&app, &headers, body).await?;
     let asked: PairStart = if read.bytes.iter().all(u8::is_ascii_whitespace) {
         PairStart::default()
     } else {
@@ -152,10 +144,30 @@ async fn pair_start(
     Ok(json_reply(StatusCode::CREATED, out))
 }
 
-/// A pairing's code in a query.
-#[derive(Deserialize)]
-struct CodeQuery {
-    code: Option<String>,
+/// A pairing's code, from the query's `code`: 400 `missing code` without one.
+struct PairingCode(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PairingCode {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        #[derive(Deserialize)]
+        struct CodeQuery {
+            code: Option<String>,
+        }
+        let Q(q) = Q::<CodeQuery>::from_request_parts(parts, state).await?;
+        q.code
+            .map(PairingCode)
+            .ok_or_else(|| ApiError::bad_request("missing code"))
+    }
+}
+
+/// A pairing not (yet) approved: `expired` once past `expires_ms`, else `pending`.
+fn unpaired_status(expires_ms: i64, now_ms: i64) -> &'static str {
+    if expires_ms <= now_ms {
+        "expired"
+    } else {
+        "pending"
+    }
 }
 
 /// `GET {control}/pair?code=`.
@@ -163,22 +175,15 @@ async fn pair_status(
     State(app): State<AppState>,
     _: SignedOffered,
     _: SinkToken,
-    Q(q): Q<CodeQuery>,
+    PairingCode(code): PairingCode,
 ) -> Reply {
-    let code = q
-        .code
-        .ok_or_else(|| ApiError::bad_request("missing code"))?;
     let token = random_b64url(32, 43)?;
     let out = app
         .shared
         .with_db(move |st| -> Result<Value, ApiError> {
             let p = st.db.pairing(&code)?.ok_or_else(ApiError::not_found)?;
             let (Some(key), Some(proof)) = (&p.key, &p.proof) else {
-                let status = if p.expires_ms <= st.now_ms() {
-                    "expired"
-                } else {
-                    "pending"
-                };
+                let status = unpaired_status(p.expires_ms, st.now_ms());
                 return Ok(json!({ "status": status }));
             };
             let key: Value = serde_json::from_str(key).unwrap_or(Value::Null);
@@ -249,21 +254,16 @@ async fn page_pairing(
     State(app): State<AppState>,
     _: Login,
     _: SignedOffered,
-    Q(q): Q<CodeQuery>,
+    PairingCode(code): PairingCode,
 ) -> Reply {
-    let code = q
-        .code
-        .ok_or_else(|| ApiError::bad_request("missing code"))?;
     let out = app
         .shared
         .with_db(move |st| -> Result<Value, ApiError> {
             let p = st.db.pairing(&code)?.ok_or_else(ApiError::not_found)?;
             let status = if p.key.is_some() {
                 "paired"
-            } else if p.expires_ms <= st.now_ms() {
-                "expired"
             } else {
-                "pending"
+                unpaired_status(p.expires_ms, st.now_ms())
             };
             Ok(
                 json!({"code": code, "machine": p.machine, "name": p.name, "check": p.check,
@@ -289,19 +289,8 @@ struct Approve {
 async fn page_approve(
     State(app): State<AppState>,
     _: Csrf,
-    headers: HeaderMap,
-    body: Body,
+    OtherJson(Approve { code, key, proof }, _read): OtherJson<Approve>,
 ) -> Reply {
-    let cap = OTHER_BODY_CAP;
-    let read = body::read(
-        &app,
-        &headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
-    let Approve { code, key, proof } = read.json()?;
     let Some(rp_id) = app
         .shared
         .opts
@@ -426,19 +415,8 @@ fn check_signed(req: &SignedReq) -> Result<(Cmd, Map<String, Value>), ApiError> 
 async fn page_signed(
     State(app): State<AppState>,
     _: Csrf,
-    headers: HeaderMap,
-    body: Body,
+    OtherJson(req, _read): OtherJson<SignedReq>,
 ) -> Reply {
-    let cap = OTHER_BODY_CAP;
-    let read = body::read(
-        &app,
-        &headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
-    let req: SignedReq = read.json()?;
     let (cmd, env) = check_signed(&req)?;
     let mut signed = json!({"cmd": req.cmd});
     for k in ["csig", "grant", "confirm"] {

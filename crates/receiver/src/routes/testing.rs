@@ -15,16 +15,17 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::future::Future;
 
-use crate::body;
+use crate::body::{self, OtherJson};
 use crate::error::{json_reply, ApiError, Cut, Reply};
 use crate::limits::OTHER_BODY_CAP;
 use crate::options::{Fault, RequestRecord, Route};
@@ -51,17 +52,10 @@ struct TestEnqueue {
 }
 
 /// `POST /test/enqueue` `{"session": "<harness>:<id>", "message": {partial}}`.
-async fn test_enqueue(State(app): State<AppState>, headers: HeaderMap, body: Body) -> Reply {
-    let cap = OTHER_BODY_CAP;
-    let read = body::read(
-        &app,
-        &headers,
-        body,
-        cap,
-        &format!("body larger than {cap} bytes"),
-    )
-    .await?;
-    let req: TestEnqueue = read.json()?;
+async fn test_enqueue(
+    State(app): State<AppState>,
+    OtherJson(req, _read): OtherJson<TestEnqueue>,
+) -> Reply {
     if split_session_key(&req.session).is_none() {
         return Err(ApiError::bad_request(
             "malformed session: want <harness>:<id>",
@@ -89,32 +83,6 @@ async fn test_acks(State(app): State<AppState>) -> Reply {
 /// Where a request's entry is in the request log.
 #[derive(Clone, Copy)]
 struct LogIndex(usize);
-
-/// The body as it is read, copied (up to a cap) for the request log.
-struct Tee {
-    inner: Body,
-    copy: Arc<Mutex<Vec<u8>>>,
-    cap: usize,
-}
-
-impl hyper::body::Body for Tee {
-    type Data = Bytes;
-    type Error = axum::Error;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                let mut copy = self.copy.lock().unwrap_or_else(|e| e.into_inner());
-                let room = self.cap.saturating_sub(copy.len());
-                copy.extend_from_slice(&data[..data.len().min(room)]);
-            }
-        }
-        polled
-    }
-}
 
 /// The request log: every request, in arrival order, with the body as read and the status
 /// answered (none for a cut connection).
@@ -153,11 +121,18 @@ pub(crate) async fn log(State(app): State<AppState>, req: Request, next: Next) -
     parts.extensions.insert(LogIndex(index));
     let copy = Arc::new(Mutex::new(Vec::new()));
     let cap = app.shared.opts.max_bytes.max(OTHER_BODY_CAP) + 1;
-    let tee = Body::new(Tee {
-        inner: body,
-        copy: copy.clone(),
-        cap,
-    });
+    // The body as it is read, copied (up to `cap`) for the log.
+    let tee = Body::new(body.map_frame({
+        let copy = copy.clone();
+        move |frame| {
+            if let Some(data) = frame.data_ref() {
+                let mut copy = copy.lock().unwrap_or_else(|e| e.into_inner());
+                let room = cap.saturating_sub(copy.len());
+                copy.extend_from_slice(&data[..data.len().min(room)]);
+            }
+            frame
+        }
+    }));
     let resp = next.run(Request::from_parts(parts, tee)).await;
     let status = resp
         .extensions()

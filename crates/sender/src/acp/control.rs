@@ -21,7 +21,7 @@
 use super::wire::{self, PermissionOptionKind, StopReason};
 use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
-use crate::store::{PromptClaim, SessionRef, Store};
+use crate::store::{Answer, PromptClaim, SessionRef, Store};
 use crate::wire::control::{Decision, Outcome, Scope};
 use crate::wire::event::{How, TurnEnd};
 use serde_json::Value;
@@ -95,6 +95,33 @@ pub(super) fn run(shared: &Shared, rx: Receiver<Ev>) {
         c.pass();
     }
     c.finish();
+}
+
+/// The option an answer wants, as the ack names it, and its kind. DECISIONS 30
+/// `scope: "session"`: the agent's own allow_always only where it is for this session alone
+/// (Gemini CLI's); everywhere else (OpenCode's `always` persists beyond the session) the once
+/// option, and sp-acp keeps the grant.
+fn option_wanted(
+    st: &super::State,
+    p: &super::Perm,
+    answer: &Answer,
+) -> (&'static str, PermissionOptionKind) {
+    let always = answer.scope == Scope::Session
+        && answer.decision == Decision::Allow
+        && super::agent::always_is_for_the_session(
+            super::agent::display_name(st.agent_name.as_deref(), &st.command).as_deref(),
+        )
+        && p.options
+            .iter()
+            .any(|(_, k)| *k == PermissionOptionKind::AllowAlways);
+    match answer.decision {
+        Decision::Allow if always => (
+            "allow_always (the agent's own, for this session)",
+            PermissionOptionKind::AllowAlways,
+        ),
+        Decision::Allow => ("allow_once", PermissionOptionKind::AllowOnce),
+        Decision::Deny => ("reject_once", PermissionOptionKind::RejectOnce),
+    }
 }
 
 fn session_ref(sid: &str, cwd: Option<&str>, event: &str) -> SessionRef {
@@ -416,114 +443,105 @@ impl Controller<'_> {
             }) else {
                 return;
             };
-            if !queued {
-                continue;
+            if queued {
+                self.answer(sid, &s, &p);
             }
-            // Held while claiming and answering: the editor's answer either came before (the
-            // request is gone and nothing is claimed) or is swallowed after.
-            let shared = self.shared;
-            let mut st = shared.lock();
-            let req_key = super::id_key(&p.id);
-            if !st.perms.contains_key(&req_key) {
-                continue;
-            }
-            let pid = self.pid;
-            let Some(Some(answer)) = self.with_store("claiming an answer", |db| {
-                db.claim_answer(&key, &p.attention, pid)
-            }) else {
-                continue;
-            };
-            let for_session = answer.scope == Scope::Session;
-            // DECISIONS 30 `scope: "session"`: the agent's own allow_always only where it is
-            // for this session alone (Gemini CLI's); everywhere else (OpenCode's `always`
-            // persists beyond the session) the once option, and sp-acp keeps the grant.
-            let always = for_session
-                && answer.decision == Decision::Allow
-                && super::agent::always_is_for_the_session(
-                    super::agent::display_name(st.agent_name.as_deref(), &st.command).as_deref(),
-                )
-                && p.options
-                    .iter()
-                    .any(|(_, k)| *k == PermissionOptionKind::AllowAlways);
-            let (want, kind) = match answer.decision {
-                Decision::Allow if always => (
-                    "allow_always (the agent's own, for this session)",
-                    PermissionOptionKind::AllowAlways,
-                ),
-                Decision::Allow => ("allow_once", PermissionOptionKind::AllowOnce),
-                Decision::Deny => ("reject_once", PermissionOptionKind::RejectOnce),
-            };
-            let grants_held = st.grants.get(sid).map_or(0, |g| g.len());
-            if for_session
-                && grants_held >= super::GRANTS_MAX
-                && !st.grants.get(sid).is_some_and(|g| g.contains_key(&p.grant))
-            {
-                drop(st);
-                let detail = format!(
-                    "scope: this session already holds {grants_held} grants, the most sp-acp keeps; nothing ran, the prompt stays open"
-                );
-                self.with_store("refusing an answer", |db| {
-                    db.finish_message(&answer.id, Outcome::Unsupported, &detail)
-                });
-                continue;
-            }
-            let Some(option) = p
-                .options
-                .iter()
-                .find(|(_, k)| *k == kind)
-                .map(|o| o.0.clone())
-            else {
-                drop(st);
-                let detail = format!(
-                    "the agent offered no {want} option (an always option is never chosen)"
-                );
-                crate::logging::warn(&format!("sp-acp: {key} {}: {detail}", p.attention));
-                self.with_store("failing an answer", |db| {
-                    db.finish_message(&answer.id, Outcome::Failed, &detail)
-                });
-                continue;
-            };
-            // The editor still shows the request: ask it to drop it (ACP `$/cancel_request`)
-            // before the agent acts on the answer; whatever it answers to that id is swallowed.
-            let note = wire::cancel_request(&p.id);
-            if let Err(e) = super::frame::write_frame(&shared.to_editor, note.as_bytes()) {
-                crate::logging::warn(&format!("sp-acp: cannot tell the editor: {e}"));
-            }
-            let reply = wire::permission_selected(&p.id, &option);
-            if let Err(e) = super::frame::write_frame(&shared.to_agent, reply.as_bytes()) {
-                drop(st);
-                let detail = format!("cannot write to the agent: {e}");
-                self.with_store("failing an answer", |db| {
-                    db.finish_message(&answer.id, Outcome::Failed, &detail)
-                });
-                continue;
-            }
-            st.perms.remove(&req_key);
-            st.swallow_later(req_key);
-            if for_session {
-                st.grants
-                    .entry(sid.to_string())
-                    .or_default()
-                    .insert(p.grant.clone(), answer.decision);
-            }
+        }
+    }
+
+    /// Claims the answer queued for `p` and gives the agent the option it chose, unless the
+    /// editor answered first; the answer is acked once either way.
+    fn answer(&mut self, sid: &str, s: &SessionRef, p: &super::Perm) {
+        let key = s.key();
+        // Held while claiming and answering: the editor's answer either came before (the
+        // request is gone and nothing is claimed) or is swallowed after.
+        let shared = self.shared;
+        let mut st = shared.lock();
+        let req_key = super::id_key(&p.id);
+        if !st.perms.contains_key(&req_key) {
+            return;
+        }
+        let pid = self.pid;
+        let Some(Some(answer)) = self.with_store("claiming an answer", |db| {
+            db.claim_answer(&key, &p.attention, pid)
+        }) else {
+            return;
+        };
+        let for_session = answer.scope == Scope::Session;
+        let (want, kind) = option_wanted(&st, p, &answer);
+        let grants_held = st.grants.get(sid).map_or(0, |g| g.len());
+        if for_session
+            && grants_held >= super::GRANTS_MAX
+            && !st.grants.get(sid).is_some_and(|g| g.contains_key(&p.grant))
+        {
             drop(st);
-            let mut detail = format!("acp session/request_permission ({want} option {option:?})");
-            if for_session {
-                detail.push_str(&format!(
-                    "; for the session: sp-acp answers the same tool with the same input {} until the session ends",
-                    answer.decision.as_str()
-                ));
-            }
-            self.with_store("confirming an answer", |db| {
-                db.confirm_answer(&s, &p.attention, &answer, &detail)
-            });
-            crate::logging::info(&format!(
-                "sp-acp: {key} {}: {} delivered ({})",
-                p.attention,
-                answer.decision.as_str(),
-                answer.id
+            let detail = format!(
+                "scope: this session already holds {grants_held} grants, the most sp-acp keeps; nothing ran, the prompt stays open"
+            );
+            self.finish_answer(&answer, Outcome::Unsupported, &detail, "refusing an answer");
+            return;
+        }
+        let Some(option) = p
+            .options
+            .iter()
+            .find(|(_, k)| *k == kind)
+            .map(|o| o.0.clone())
+        else {
+            drop(st);
+            let detail =
+                format!("the agent offered no {want} option (an always option is never chosen)");
+            crate::logging::warn(&format!("sp-acp: {key} {}: {detail}", p.attention));
+            self.finish_answer(&answer, Outcome::Failed, &detail, "failing an answer");
+            return;
+        };
+        if let Err(e) = self.select_option(p, &option) {
+            drop(st);
+            let detail = format!("cannot write to the agent: {e}");
+            self.finish_answer(&answer, Outcome::Failed, &detail, "failing an answer");
+            return;
+        }
+        st.perms.remove(&req_key);
+        st.swallow_later(req_key);
+        if for_session {
+            st.grants
+                .entry(sid.to_string())
+                .or_default()
+                .insert(p.grant.clone(), answer.decision);
+        }
+        drop(st);
+        let mut detail = format!("acp session/request_permission ({want} option {option:?})");
+        if for_session {
+            detail.push_str(&format!(
+                "; for the session: sp-acp answers the same tool with the same input {} until the session ends",
+                answer.decision.as_str()
             ));
         }
+        self.with_store("confirming an answer", |db| {
+            db.confirm_answer(s, &p.attention, &answer, &detail)
+        });
+        crate::logging::info(&format!(
+            "sp-acp: {key} {}: {} delivered ({})",
+            p.attention,
+            answer.decision.as_str(),
+            answer.id
+        ));
+    }
+
+    /// Tells the agent the option chosen for its request `p`, after asking the editor, which
+    /// still shows the request, to drop it (ACP `$/cancel_request`; whatever it answers to
+    /// that id is swallowed). Only the agent's write can fail the answer.
+    fn select_option(&self, p: &super::Perm, option: &str) -> std::io::Result<()> {
+        let note = wire::cancel_request(&p.id);
+        if let Err(e) = super::frame::write_frame(&self.shared.to_editor, note.as_bytes()) {
+            crate::logging::warn(&format!("sp-acp: cannot tell the editor: {e}"));
+        }
+        let reply = wire::permission_selected(&p.id, option);
+        super::frame::write_frame(&self.shared.to_agent, reply.as_bytes())
+    }
+
+    /// Acks an answer that was not acted on with `outcome` and `detail`.
+    fn finish_answer(&mut self, answer: &Answer, outcome: Outcome, detail: &str, what: &str) {
+        self.with_store(what, |db| db.finish_message(&answer.id, outcome, detail));
     }
 
     fn busy(&self, sid: &str) -> bool {
@@ -684,19 +702,27 @@ impl Controller<'_> {
         }
     }
 
+    /// Claims prompts with `take`: their ids and the one text they go as, or None when none
+    /// was claimed (or the store failed).
+    fn claim_prompts(
+        &mut self,
+        take: impl FnOnce(&mut Store) -> anyhow::Result<Vec<PromptClaim>>,
+    ) -> Option<(Vec<String>, String)> {
+        let claims = self.with_store("claiming prompts", take)?;
+        if claims.is_empty() {
+            return None;
+        }
+        let text = crate::harness::compose_reason(&claims);
+        Some((claims.into_iter().map(|c| c.id).collect(), text))
+    }
+
     /// The session is idle: its queued prompts go as one `session/prompt` of the proxy's.
     fn prompt_when_idle(&mut self, sid: &str) {
         let s = self.sref(sid, "session/prompt");
         let pid = self.pid;
-        let Some(claims) = self.with_store("claiming prompts", |st| st.take_prompts(&s, pid, None))
-        else {
+        let Some((ids, text)) = self.claim_prompts(|st| st.take_prompts(&s, pid, None)) else {
             return;
         };
-        if claims.is_empty() {
-            return;
-        }
-        let text = crate::harness::compose_reason(&claims);
-        let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
         self.send_prompt(sid, ids, &text, "acp session/prompt (sent by sp-acp)");
     }
 
@@ -738,16 +764,9 @@ impl Controller<'_> {
     fn steer(&mut self, sid: &str) {
         let s = self.sref(sid, "_session/steering");
         let pid = self.pid;
-        let Some(claims) =
-            self.with_store("claiming prompts", |st| st.take_seam_prompts(&s, pid, 1))
-        else {
+        let Some((ids, text)) = self.claim_prompts(|st| st.take_seam_prompts(&s, pid, 1)) else {
             return;
         };
-        if claims.is_empty() {
-            return;
-        }
-        let text = crate::harness::compose_reason(&claims);
-        let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
         let id = self.shared.lock().own_id(Own::Steering {
             sid: sid.to_string(),
             ids: ids.clone(),

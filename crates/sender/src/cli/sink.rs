@@ -152,14 +152,8 @@ fn write_config(path: &Path, config: &Map<String, Value>) -> Result<()> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        let mut b = std::fs::DirBuilder::new();
-        b.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-        b.create(dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-    }
+    spwire::files::create_missing_dir(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
     let mut text = serde_json::to_string_pretty(config)?;
     text.push('\n');
     crate::setup::json::write_checked(path, text.as_bytes(), Some(0o600), |tmp| {

@@ -353,6 +353,12 @@ pub fn until(d: Duration, mut f: impl FnMut() -> bool) -> bool {
     f()
 }
 
+/// Asserts the command exited 0, showing its stderr when it did not.
+#[track_caller]
+pub fn assert_succeeded(o: &Output) {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

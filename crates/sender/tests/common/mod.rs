@@ -6,6 +6,7 @@ pub mod fixtures;
 pub mod listening;
 pub mod needs;
 pub mod receiver;
+pub mod receiver_help;
 pub mod schema;
 pub mod signing;
 pub mod standin;

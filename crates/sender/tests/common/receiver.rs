@@ -115,6 +115,14 @@ impl Machine {
         }
     }
 
+    /// A machine in `dir` whose sink is `receiver` (started in `dir/receiver`, so its token
+    /// is `dir/receiver/token`), with its `sp-sync` running.
+    pub fn syncing_to(dir: &Path, receiver: &SpReceiver) -> Machine {
+        let mut machine = Machine::new(dir, &receiver.url, &dir.join("receiver/token"));
+        machine.start_sync();
+        machine
+    }
+
     pub fn cmd(&self, name: &str) -> Command {
         bin_cmd(name, &self.home, &self.config, &self.state)
     }

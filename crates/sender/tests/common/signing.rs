@@ -10,6 +10,17 @@ use p256::pkcs8::EncodePublicKey;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+/// The machine, relying party, session and times our signed vectors are made for (they are
+/// fixed so that the vectors written once stay valid).
+pub mod vectors {
+    pub const MACHINE: &str = "m_ourtestmachine00000001";
+    pub const RP: &str = "control.test";
+    pub const SESSION: &str = "claude-code:3f2b8c1e-5a6d-4e7f-8a9b-0c1d2e3f4a5b";
+    pub const IAT: i64 = 1_800_000_000_000;
+    pub const NOW: i64 = IAT + 90_000;
+    pub const HOUR: i64 = 3_600_000;
+}
+
 pub const RSA_KEY_PEM: &str = include_str!("../fixtures/rs256-test-passkey.pem");
 pub const RSA_WEAK_KEY_PEM: &str = include_str!("../fixtures/rs256-weak-test-key.pem");
 
