@@ -324,32 +324,49 @@ async fn state(State(app): State<AppState>, Login(who): Login, Q(q): Q<StateQuer
     let wait = wait_s(q.wait.as_deref(), 0.0, STATE_WAIT_MAX_S)?;
     let started = Instant::now();
     let mut deadline = started + Duration::from_secs_f64(wait);
-    // A message's view changes by itself when it expires unacknowledged: answer then too.
-    let next = app
-        .shared
-        .with_db(|st| {
-            st.db
-                .next_expiry(st.now_ms())
-                .ok()
-                .flatten()
-                .map(|n| n - st.now_ms())
-        })
-        .await;
-    if let Some(in_ms) = next {
-        let until = Duration::from_millis(in_ms.max(0) as u64 + 50);
-        deadline = deadline.min(started + until);
-    }
     let csrf = match who {
         Who::Cookie { csrf, .. } => Some(csrf),
         Who::Bearer => None,
     };
-    let answer = longpoll::hold(&app, deadline, None, None, move |st, last| {
-        if since == Some(st.version) && !last {
-            return None;
+    // One trip to the blocking pool for the usual request (a first load, or a version the
+    // page has not seen): the next expiry and, when it is to be answered now, the state.
+    let generation = app.generation;
+    let now_csrf = csrf.clone();
+    let first = app
+        .shared
+        .with_db(move |st| {
+            if st.generation != generation || st.stopped {
+                return Err(());
+            }
+            // A message's view changes by itself when it expires unacknowledged: answer then too.
+            let next = st
+                .db
+                .next_expiry(st.now_ms())
+                .ok()
+                .flatten()
+                .map(|n| n - st.now_ms());
+            let now = (since != Some(st.version) || wait <= 0.0)
+                .then(|| state_body(st, now_csrf.as_deref()));
+            Ok((next, now))
+        })
+        .await;
+    let answer = match first {
+        Err(()) => None,
+        Ok((_, Some(body))) => Some(body),
+        Ok((next, None)) => {
+            if let Some(in_ms) = next {
+                let until = Duration::from_millis(in_ms.max(0) as u64 + 50);
+                deadline = deadline.min(started + until);
+            }
+            longpoll::hold(&app, deadline, None, None, move |st, last| {
+                if since == Some(st.version) && !last {
+                    return None;
+                }
+                Some(state_body(st, csrf.as_deref()))
+            })
+            .await
         }
-        Some(state_body(st, csrf.as_deref()))
-    })
-    .await;
+    };
     match answer {
         Some(body) => Ok(json_reply(StatusCode::OK, body?)),
         None => Err(ApiError::Cut),
