@@ -611,6 +611,43 @@ impl Caps {
             Kind::Cancel => self.cancel,
         }
     }
+
+    /// `data.control` of this harness's `session.started`, in sp-acp's shape
+    /// (`acp::agent::control`): when each prompt mode and a cancel take effect, and which of
+    /// DECISIONS 30's optional `permission.answer` fields its permission hook honours, so
+    /// the page offers only those.
+    pub fn control(&self) -> serde_json::Value {
+        let seam_takes = |rank: i64| self.prompt_seams.iter().any(|(_, r)| *r <= rank);
+        let at = |unsupported: bool, boundary: bool| {
+            if unsupported {
+                "no"
+            } else if boundary {
+                "tool_boundary"
+            } else {
+                "turn_end"
+            }
+        };
+        let no_prompt = matches!(self.prompt, Path::Unsupported(_));
+        let cancel = match self.cancel {
+            Path::Unsupported(_) => "no",
+            Path::Api(_) => "now",
+            Path::Hook(_) => at(
+                false,
+                self.cancel_seams
+                    .iter()
+                    .any(|(event, seam)| *event != self.stop_event && *seam == CancelSeam::Deliver),
+            ),
+        };
+        serde_json::json!({
+            "prompt": {
+                "queue": at(no_prompt, false),
+                "steer": at(no_prompt, seam_takes(1)),
+                "interrupt": at(no_prompt, seam_takes(2)),
+            },
+            "cancel": cancel,
+            "answer": self.answer_fields,
+        })
+    }
 }
 
 /// What each harness's row was checked against: the real program, run offline at the version
