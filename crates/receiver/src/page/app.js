@@ -167,7 +167,8 @@
   async function sendSigned(signing, session, message) {
     const day = await dayKey(signing.rp_id);
     const c = { v: 1, t: 'sessionpipe.control', machine: signing.machine, kind: message.kind, session };
-    for (const k of ['text', 'for', 'decision', 'note']) if (message[k] !== undefined) c[k] = message[k];
+    // DECISIONS 30's fields change what runs: signed, inside cmd.
+    for (const k of ['text', 'for', 'decision', 'scope', 'input', 'interrupt', 'answers', 'note']) if (message[k] !== undefined) c[k] = message[k];
     c.nonce = b64u(rand(16));
     c.iat = Date.now();
     const cmd = JSON.stringify(c);
