@@ -809,6 +809,27 @@ pub fn readme_table() -> String {
 mod tests {
     use super::*;
 
+    /// `data.control` follows each row: no prompt path or no cancel says `no`, an API cancel
+    /// is `now`, and the answer fields are the row's (DECISIONS 30).
+    #[test]
+    fn control_follows_the_row() {
+        let kiro = of(Harness::Kiro).control();
+        assert_eq!(kiro["prompt"]["queue"], "no");
+        assert_eq!(kiro["cancel"], "no");
+        assert_eq!(kiro["answer"], serde_json::json!([]));
+        let cursor = of(Harness::Cursor).control();
+        assert_eq!(cursor["prompt"]["queue"], "turn_end");
+        assert_eq!(cursor["prompt"]["steer"], "turn_end");
+        assert_eq!(cursor["cancel"], "no");
+        assert_eq!(of(Harness::OpenCode).control()["cancel"], "now");
+        let claude = of(Harness::ClaudeCode).control();
+        assert_eq!(claude["prompt"]["interrupt"], "tool_boundary");
+        assert_eq!(
+            claude["answer"],
+            serde_json::json!(["scope", "input", "interrupt", "answers"])
+        );
+    }
+
     #[test]
     fn one_row_per_harness_in_order() {
         let rows: Vec<Harness> = CAPS.iter().map(|c| c.harness).collect();
