@@ -826,3 +826,39 @@ fn peer_recorded_payloads_get_the_reference_attention_id() {
     assert_eq!(v["decision"], "block");
     assert!(v["reason"].as_str().unwrap().ends_with("and the changelog"));
 }
+
+/// DECISIONS 30: a hook harness's `session.started` lists in `data.control` what its row of
+/// the harness table honours, so the page offers only those answers.
+#[test]
+fn session_started_lists_the_answer_fields_the_harness_honours() {
+    let mut env = Env::new();
+    env.start_sync();
+    let mut start = payload(CC_STOP);
+    start["hook_event_name"] = json!("SessionStart");
+    start["source"] = json!("startup");
+    assert!(env.hook_json("sp-event", &start).status.success());
+    let codex = json!({"session_id": "codex-session-1", "transcript_path": null, "cwd": "/tmp",
+        "hook_event_name": "SessionStart", "model": "gpt-5.1-codex",
+        "permission_mode": "default", "source": "startup"});
+    let out = env.hook_as("codex", "sp-event", codex.to_string().as_bytes());
+    assert!(out.status.success());
+    let started = |id: &str| {
+        env.receiver
+            .wait_event(Duration::from_secs(20), |e| {
+                e["type"] == "session.started" && e["session"]["id"] == id
+            })
+            .expect("session.started")
+    };
+    let cc = started(CC_SESSION);
+    assert_eq!(
+        cc["data"]["control"]["answer"],
+        json!(["scope", "input", "interrupt", "answers"])
+    );
+    assert_eq!(cc["data"]["control"]["prompt"]["steer"], "tool_boundary");
+    assert_eq!(cc["data"]["control"]["cancel"], "tool_boundary");
+    assert_eq!(cc["data"]["source"], "startup");
+    let cx = started("codex-session-1");
+    assert_eq!(cx["data"]["control"]["answer"], json!([]));
+    common::schema::assert_valid("event.json", &cc);
+    common::schema::assert_valid("event.json", &cx);
+}

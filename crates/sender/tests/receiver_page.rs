@@ -828,3 +828,114 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     let after = concat!(env!("CARGO_TARGET_TMPDIR"), "/receiver-page-after.png");
     b.call(json!({"op": "screenshot", "path": after, "fullPage": true}));
 }
+
+/// DECISIONS 30 on the page: each open prompt offers only the answers its session's
+/// `session.started` lists in `data.control.answer`. A Claude Code session (all four) gets
+/// "Allow for this session" and "Deny & stop"; "Allow for this session" reaches the waiting
+/// hook as an allow and a grant, so the next identical call is answered without a prompt. A
+/// Codex session (none) gets Allow once and Deny only.
+#[test]
+fn the_page_offers_only_the_answers_the_harness_honours() {
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
+    let machine = Machine::syncing_to(dir.path(), &receiver);
+    let cwd = format!("{}/src/api", machine.home.display());
+    let attention = format!("[data-attention=\"{CC_PERMISSION_ID}\"]");
+
+    // The Claude Code session starts: its session.started carries the harness table's answers.
+    let mut start = payload(CC_STOP);
+    start["hook_event_name"] = json!("SessionStart");
+    start["source"] = json!("startup");
+    start["cwd"] = json!(cwd);
+    assert!(machine.hook("sp-event", &start).status.success());
+    // A Codex session with an open prompt, as its hooks send them (Codex honours none).
+    let sender = bearer(TOKEN);
+    let codex_started = json!({"protocol":1,"id":ulid::Ulid::new().to_string(),"type":"session.started",
+        "time":now_ms(),"tier":1,"harness":{"name":"codex","event":"SessionStart"},
+        "session":{"id":"codex-s1","seq":0,"cwd":"~/src/app"},"privacy":{"rulesets":["secrets@1"],"pii":false},
+        "data":{"source":"startup","control":{"prompt":{"queue":"turn_end","steer":"tool_boundary",
+            "interrupt":"tool_boundary"},"cancel":"tool_boundary","answer":[]}}});
+    let codex_needed = json!({"protocol":1,"id":ulid::Ulid::new().to_string(),"type":"attention.needed",
+        "time":now_ms(),"tier":1,"harness":{"name":"codex","event":"PermissionRequest"},
+        "session":{"id":"codex-s1","seq":1,"cwd":"~/src/app"},"privacy":{"rulesets":["secrets@1"],"pii":false},
+        "data":{"attention_id":"perm-codex-1","kind":"permission","tool":"Bash","message":"Bash git push"}});
+    for ev in [&codex_started, &codex_needed] {
+        common::schema::assert_valid("event.json", ev);
+    }
+    let resp = post_json(
+        &format!("{}/api/sessionpipe/v1/events", receiver.url),
+        &[("authorization", &sender)],
+        &json!({"events":[codex_started, codex_needed]}),
+    );
+    assert_eq!(resp.json()["accepted"], 2, "{}", resp.json());
+
+    let mut b = Browser::launch();
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait("#conn[data-state=\"live\"]");
+
+    let mut ask = payload(CC_PERMISSION);
+    ask["cwd"] = json!(cwd);
+    let hook = machine.spawn_hook("sp-permission", &ask);
+    b.wait(&attention);
+    for shown in ["allow", "allow-session", "deny", "deny-stop", "edit-allow"] {
+        b.wait(&format!("{attention} button.{shown}"));
+    }
+    assert_eq!(
+        b.text(&format!("{attention} button.allow-session")),
+        "Allow for this session"
+    );
+    assert_eq!(
+        b.text(&format!("{attention} button.deny-stop")),
+        "Deny & stop"
+    );
+    let prefilled = b.call(json!({"op": "eval", "script": format!(
+        "document.querySelector('{attention} .edit-cmd').value")}))["value"]
+        .clone();
+    assert_eq!(prefilled, "echo hi > out.txt");
+
+    let codex = "[data-attention=\"perm-codex-1\"]";
+    b.wait(&format!("{codex} button.allow"));
+    b.wait(&format!("{codex} button.deny"));
+    for hidden in ["allow-session", "deny-stop", "edit-allow"] {
+        b.call(json!({"op": "wait", "selector": format!("{codex} button.{hidden}"), "state": "hidden"}));
+    }
+
+    // Allow for this session: the hook allows, and the machine keeps a grant.
+    b.click(&format!("{attention} button.allow-session"));
+    let out = finish(hook, Duration::from_secs(30));
+    assert!(out.status.success());
+    let v: Value = serde_json::from_str(stdout(&out).trim_end())
+        .unwrap_or_else(|e| panic!("{e}: {} log: {}", stdout(&out), machine.log()));
+    assert_eq!(
+        v["hookSpecificOutput"]["decision"]["behavior"], "allow",
+        "{v}"
+    );
+    let answer =
+        format!("li.msg[data-kind=\"permission.answer\"][data-for=\"{CC_PERMISSION_ID}\"]");
+    b.wait(&format!("{answer}[data-status=\"delivered\"]"));
+    assert!(
+        b.text(&answer).contains("for the session"),
+        "{}",
+        b.text(&answer)
+    );
+    // The next identical call is answered from the grant at once, with no prompt.
+    let again = machine.hook("sp-permission", &ask);
+    assert!(again.status.success());
+    let v: Value = serde_json::from_str(stdout(&again).trim_end()).unwrap();
+    assert_eq!(
+        v["hookSpecificOutput"]["decision"]["behavior"], "allow",
+        "{v}"
+    );
+    let grants = machine
+        .cmd("sp")
+        .args(["grants", "--json"])
+        .output()
+        .unwrap();
+    let grants: Value = serde_json::from_slice(&grants.stdout).unwrap();
+    assert_eq!(grants.as_array().map(Vec::len), Some(1), "{grants}");
+}

@@ -167,7 +167,8 @@
   async function sendSigned(signing, session, message) {
     const day = await dayKey(signing.rp_id);
     const c = { v: 1, t: 'sessionpipe.control', machine: signing.machine, kind: message.kind, session };
-    for (const k of ['text', 'for', 'decision', 'note']) if (message[k] !== undefined) c[k] = message[k];
+    // DECISIONS 30's fields change what runs: signed, inside cmd.
+    for (const k of ['text', 'for', 'decision', 'scope', 'input', 'interrupt', 'answers', 'note']) if (message[k] !== undefined) c[k] = message[k];
     c.nonce = b64u(rand(16));
     c.iat = Date.now();
     const cmd = JSON.stringify(c);
@@ -246,7 +247,8 @@
     if (m.kind === 'permission.answer') {
       const tool = tools.get(m.for);
       const verb = m.decision === 'allow' ? 'Allow' : 'Deny';
-      return verb + ' ' + (tool || m.for) + (m.note ? ' — “' + short(m.note, 40) + '”' : '');
+      const how = m.scope === 'session' ? ' for the session' : m.interrupt ? ' and stop' : m.input ? ' (edited)' : '';
+      return verb + ' ' + (tool || m.for) + how + (m.note ? ' — “' + short(m.note, 40) + '”' : '');
     }
     if (m.kind === 'prompt') return (MODE_LABEL[m.mode] || 'Prompt') + ' “' + short(m.text, 60) + '”';
     if (m.kind === 'cancel') return 'Stop';
@@ -294,10 +296,19 @@
       if (!el) {
         el = $('#attention-tpl').content.firstElementChild.cloneNode(true);
         el.dataset.attention = a.attention_id;
-        $('.allow', el).addEventListener('click', () => answer(el, s.key, a.attention_id, 'allow'));
-        $('.deny', el).addEventListener('click', () => answer(el, s.key, a.attention_id, 'deny'));
+        const id = a.attention_id;
+        const key = s.key;
+        $('.allow', el).addEventListener('click', () => answer(el, key, id, 'allow'));
+        $('.allow-session', el).addEventListener('click', () => answer(el, key, id, 'allow', { scope: 'session' }));
+        $('.edit-allow', el).addEventListener('click', () => {
+          const input = Object.assign({}, el.toolInput || {}, { command: $('.edit-cmd', el).value });
+          answer(el, key, id, 'allow', { input });
+        });
+        $('.deny', el).addEventListener('click', () => answer(el, key, id, 'deny'));
+        $('.deny-stop', el).addEventListener('click', () => answer(el, key, id, 'deny', { interrupt: true }));
         box.append(el);
       }
+      offerAnswers(el, s, a);
       $('.att-kind', el).textContent = a.kind === 'permission' || !a.kind ? 'Permission' : a.kind;
       $('.att-tool', el).textContent = a.tool || '';
       $('.att-msg', el).textContent = a.message || '';
@@ -319,7 +330,112 @@
     }
   }
 
-  async function answer(el, session, id, decision) {
+  // A tool whose input is one shell command, which "Edit & allow" lets the person rewrite.
+  const SHELL_TOOL = /^(bash|shell|run_shell_command|exec_command|execute|terminal)$/i;
+
+  // The command a prompt shows: the tool's input if the event carried it, else the message
+  // without the tool's name in front ("Bash ls" -> "ls").
+  function shownCommand(a) {
+    if (a.input && typeof a.input.command === 'string') return a.input.command;
+    const msg = a.message || '';
+    const lead = (a.tool || '') + ' ';
+    return a.tool && msg.startsWith(lead) ? msg.slice(lead.length) : msg;
+  }
+
+  // A question's questions ({question, options: [{label}], multiSelect}), if its input came.
+  function questionsOf(a) {
+    const qs = a.input && Array.isArray(a.input.questions) ? a.input.questions : [];
+    return qs.filter((q) => q && typeof q.question === 'string' && Array.isArray(q.options) && q.options.length);
+  }
+
+  // DECISIONS 30: only the answers the session's harness honours (its session.started's
+  // data.control.answer) are offered; "Allow once" and "Deny" always are.
+  function offerAnswers(el, s, a) {
+    const can = new Set(s.control && Array.isArray(s.control.answer) ? s.control.answer : []);
+    const questions = a.tool === 'AskUserQuestion' && can.has('answers') ? questionsOf(a) : [];
+    const shell = SHELL_TOOL.test(a.tool || '') && can.has('input');
+    $('.allow', el).hidden = questions.length > 0;
+    $('.allow-session', el).hidden = !can.has('scope') || questions.length > 0;
+    $('.edit-allow', el).hidden = !shell;
+    $('.edit', el).hidden = !shell;
+    $('.deny-stop', el).hidden = !can.has('interrupt');
+    if (shell && !el.dataset.edited) {
+      const field = $('.edit-cmd', el);
+      if (document.activeElement !== field) field.value = shownCommand(a);
+      field.setAttribute('aria-label', 'Command for ' + (a.tool || 'the tool') + ', edit then Edit & allow');
+      el.toolInput = a.input && typeof a.input === 'object' ? a.input : null;
+      if (!field.dataset.wired) {
+        field.dataset.wired = '1';
+        field.addEventListener('input', () => { el.dataset.edited = '1'; });
+      }
+    }
+    renderOptions(el, s.key, a, questions);
+  }
+
+  // A question's options as buttons: one pick per question (several for a multi-select);
+  // the answer goes once every question has one.
+  function renderOptions(el, session, a, questions) {
+    const box = $('.options', el);
+    box.hidden = questions.length === 0;
+    const sig = JSON.stringify(questions);
+    if (box.dataset.sig === sig) return;
+    box.dataset.sig = sig;
+    const picks = new Map();
+    const send = document.createElement('button');
+    send.type = 'button';
+    send.className = 'send-answers';
+    send.textContent = 'Send answers';
+    send.disabled = true;
+    const ready = () => questions.every((q) => (picks.get(q.question) || []).length > 0);
+    const answers = () => {
+      const o = {};
+      for (const q of questions) {
+        const p = picks.get(q.question);
+        o[q.question] = q.multiSelect ? p : p[0];
+      }
+      return o;
+    };
+    send.addEventListener('click', () => answer(el, session, a.attention_id, 'allow', { answers: answers() }));
+    const sets = questions.map((q) => {
+      const fs = document.createElement('fieldset');
+      const lg = document.createElement('legend');
+      lg.textContent = q.question;
+      const row = document.createElement('div');
+      row.className = 'row';
+      for (const o of q.options) {
+        const label = o && typeof o.label === 'string' ? o.label : String(o);
+        const b = document.createElement('button');
+        b.type = 'button';
+        b.className = 'option';
+        b.textContent = label;
+        if (o && typeof o.description === 'string') b.title = o.description;
+        b.setAttribute('aria-pressed', 'false');
+        b.addEventListener('click', () => {
+          let p = picks.get(q.question) || [];
+          if (q.multiSelect) {
+            p = p.includes(label) ? p.filter((x) => x !== label) : p.concat([label]);
+          } else {
+            p = [label];
+            for (const other of row.children) other.setAttribute('aria-pressed', 'false');
+          }
+          picks.set(q.question, p);
+          b.setAttribute('aria-pressed', String(p.includes(label)));
+          // A single question with one pick is answered by the tap itself.
+          if (questions.length === 1 && !q.multiSelect) {
+            answer(el, session, a.attention_id, 'allow', { answers: answers() });
+          }
+          send.disabled = !ready();
+        });
+        row.append(b);
+      }
+      fs.append(lg, row);
+      return fs;
+    });
+    const only = questions.length === 1 && !questions[0].multiSelect;
+    box.replaceChildren(...sets, ...(only ? [] : [send]));
+  }
+
+  async function answer(el, session, id, decision, extra) {
     const status = $('.att-status', el);
     el.dataset.busy = '1';
     for (const b of el.querySelectorAll('button')) b.disabled = true;
@@ -327,7 +443,7 @@
     status.textContent = 'Sending…';
     try {
       const note = $('.note', el).value.trim();
-      const m = { kind: 'permission.answer', for: id, decision };
+      const m = Object.assign({ kind: 'permission.answer', for: id, decision }, extra || {});
       if (note) m.note = note;
       await enqueue(session, m);
       status.textContent = (decision === 'allow' ? 'Allow' : 'Deny') + ' sent, waiting for the machine…';

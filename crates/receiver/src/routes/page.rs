@@ -405,7 +405,17 @@ fn page_message(
     for k in m.keys() {
         if !matches!(
             k.as_str(),
-            "kind" | "text" | "for" | "decision" | "note" | "expires_in_s" | "mode"
+            "kind"
+                | "text"
+                | "for"
+                | "decision"
+                | "note"
+                | "expires_in_s"
+                | "mode"
+                | "scope"
+                | "input"
+                | "interrupt"
+                | "answers"
         ) {
             return Err(format!("unknown field {}", clip(k, 40)));
         }
@@ -439,6 +449,7 @@ fn page_message(
             }
             out.insert("for".into(), f.into());
             out.insert("decision".into(), d.into());
+            rule_30_fields(m, d == "allow", &mut out)?;
             perm_s
         }
         "cancel" => perm_s,
@@ -450,8 +461,12 @@ fn page_message(
     if kind != "prompt" && m.get("mode").is_some_and(|t| !t.is_null()) {
         return Err("mode is for prompts only".into());
     }
-    if kind != "permission.answer" && (m.contains_key("for") || m.contains_key("decision")) {
-        return Err("for and decision are for permission.answer only".into());
+    if kind != "permission.answer" {
+        for k in ["for", "decision", "scope", "input", "interrupt", "answers"] {
+            if m.contains_key(k) {
+                return Err(format!("{k} is for permission.answer only"));
+            }
+        }
     }
     if let Some(note) = str_field(m, "note")? {
         if note.chars().count() > 2000 {
@@ -471,6 +486,34 @@ fn page_message(
         out.insert("expires_in_s".into(), v.clone());
     }
     Ok((out, default_s as i64 * 1000))
+}
+
+/// DECISIONS 30's optional fields of a page's `permission.answer`, checked by the machine's
+/// own rules (spwire), so the page cannot queue what every machine would refuse; they go on
+/// the queued message's top level (the unsigned mode).
+fn rule_30_fields(
+    m: &Map<String, Value>,
+    allow: bool,
+    out: &mut Map<String, Value>,
+) -> Result<(), String> {
+    match m.get("scope") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if spwire::control::Scope::parse(s).is_some() => {
+            out.insert("scope".into(), s.as_str().into());
+        }
+        Some(_) => return Err("invalid: scope must be once or session (DECISIONS 30)".into()),
+    }
+    let rich = spwire::answer::check_rich(m, Some(allow))?;
+    if let Some(i) = rich.input {
+        out.insert("input".into(), Value::Object(i));
+    }
+    if rich.interrupt {
+        out.insert("interrupt".into(), Value::Bool(true));
+    }
+    if let Some(a) = rich.answers {
+        out.insert("answers".into(), Value::Object(a));
+    }
+    Ok(())
 }
 
 /// `POST /page/api/away`'s body.
@@ -644,7 +687,8 @@ fn push_op(st: &mut St, op: PushOp, private: bool) -> Result<Value, ApiError> {
 #[serde(deny_unknown_fields)]
 struct EnqueueReq {
     session: String,
-    /// `{kind, text?, mode?, for?, decision?, note?, expires_in_s?}`, checked by
+    /// `{kind, text?, mode?, for?, decision?, scope?, input?, interrupt?, answers?, note?,
+    /// expires_in_s?}`, checked by
     /// [`page_message`] (which names the rule broken).
     message: Map<String, Value>,
 }
@@ -718,6 +762,15 @@ mod tests {
             .unwrap();
             assert_eq!(p.get("mode").and_then(Value::as_str), kept, "{mode}");
         }
+        for rich in [
+            json!({"kind":"permission.answer","for":"p","decision":"allow","scope":"session"}),
+            json!({"kind":"permission.answer","for":"p","decision":"allow","input":{"command":"ls"}}),
+            json!({"kind":"permission.answer","for":"p","decision":"deny","interrupt":true,"note":"stop"}),
+            json!({"kind":"permission.answer","for":"p","decision":"allow","answers":{"Which?":"A"}}),
+        ] {
+            let (p, _) = page_message(&m(rich.clone()), 120, 3600).unwrap();
+            assert_eq!(Value::Object(p), rich, "kept on the queued message");
+        }
         let (_, d) = page_message(&m(json!({"kind":"prompt","text":"hi"})), 120, 3600).unwrap();
         assert_eq!(d, 3_600_000);
         for bad in [
@@ -732,6 +785,12 @@ mod tests {
             json!({"kind":"prompt","text":"x","id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ"}),
             json!({"kind":"prompt","text":"x","expires_in_s":0}),
             json!({"kind":"prompt","text":"x","note":"n".repeat(2001)}),
+            json!({"kind":"permission.answer","for":"x","decision":"allow","scope":"forever"}),
+            json!({"kind":"permission.answer","for":"x","decision":"allow","input":"ls"}),
+            json!({"kind":"permission.answer","for":"x","decision":"allow","interrupt":true}),
+            json!({"kind":"permission.answer","for":"x","decision":"deny","input":{}}),
+            json!({"kind":"permission.answer","for":"x","decision":"allow","answers":{"q":1}}),
+            json!({"kind":"prompt","text":"x","scope":"session"}),
         ] {
             assert!(page_message(&m(bad.clone()), 120, 3600).is_err(), "{bad}");
         }

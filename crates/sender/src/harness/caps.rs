@@ -611,6 +611,43 @@ impl Caps {
             Kind::Cancel => self.cancel,
         }
     }
+
+    /// `data.control` of this harness's `session.started`, in sp-acp's shape
+    /// (`acp::agent::control`): when each prompt mode and a cancel take effect, and which of
+    /// DECISIONS 30's optional `permission.answer` fields its permission hook honours, so
+    /// the page offers only those.
+    pub fn control(&self) -> serde_json::Value {
+        let seam_takes = |rank: i64| self.prompt_seams.iter().any(|(_, r)| *r <= rank);
+        let at = |unsupported: bool, boundary: bool| {
+            if unsupported {
+                "no"
+            } else if boundary {
+                "tool_boundary"
+            } else {
+                "turn_end"
+            }
+        };
+        let no_prompt = matches!(self.prompt, Path::Unsupported(_));
+        let cancel = match self.cancel {
+            Path::Unsupported(_) => "no",
+            Path::Api(_) => "now",
+            Path::Hook(_) => at(
+                false,
+                self.cancel_seams
+                    .iter()
+                    .any(|(event, seam)| *event != self.stop_event && *seam == CancelSeam::Deliver),
+            ),
+        };
+        serde_json::json!({
+            "prompt": {
+                "queue": at(no_prompt, false),
+                "steer": at(no_prompt, seam_takes(1)),
+                "interrupt": at(no_prompt, seam_takes(2)),
+            },
+            "cancel": cancel,
+            "answer": self.answer_fields,
+        })
+    }
 }
 
 /// What each harness's row was checked against: the real program, run offline at the version
@@ -771,6 +808,27 @@ pub fn readme_table() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `data.control` follows each row: no prompt path or no cancel says `no`, an API cancel
+    /// is `now`, and the answer fields are the row's (DECISIONS 30).
+    #[test]
+    fn control_follows_the_row() {
+        let kiro = of(Harness::Kiro).control();
+        assert_eq!(kiro["prompt"]["queue"], "no");
+        assert_eq!(kiro["cancel"], "no");
+        assert_eq!(kiro["answer"], serde_json::json!([]));
+        let cursor = of(Harness::Cursor).control();
+        assert_eq!(cursor["prompt"]["queue"], "turn_end");
+        assert_eq!(cursor["prompt"]["steer"], "turn_end");
+        assert_eq!(cursor["cancel"], "no");
+        assert_eq!(of(Harness::OpenCode).control()["cancel"], "now");
+        let claude = of(Harness::ClaudeCode).control();
+        assert_eq!(claude["prompt"]["interrupt"], "tool_boundary");
+        assert_eq!(
+            claude["answer"],
+            serde_json::json!(["scope", "input", "interrupt", "answers"])
+        );
+    }
 
     #[test]
     fn one_row_per_harness_in_order() {

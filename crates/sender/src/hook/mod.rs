@@ -400,7 +400,10 @@ fn act(
         )?,
         HookInput::Stop { session } => on_stop(harness, store, &session, start_sync, marked)?,
         HookInput::SessionStart { session, source } => {
-            store.record_event(&session, Some(&source))?;
+            // The page offers only what the harness honours (DECISIONS 30).
+            let mut extra = serde_json::Map::new();
+            extra.insert("control".into(), harness.caps().control());
+            store.record_session(&session, &source, &extra)?;
             cancel_at_seam(harness, store, &session)?;
             if start_sync {
                 crate::sync_lock::ensure_running();
