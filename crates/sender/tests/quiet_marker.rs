@@ -275,7 +275,7 @@ fn with_no_sink_the_stop_skips_the_database_until_a_writer_gives_it_work() {
 /// writes `last_event_ms` by), and only in a private state folder of this user.
 #[test]
 fn an_old_marker_or_a_loose_state_folder_sends_the_hook_to_the_database() {
-    let env = synced_env();
+    let mut env = synced_env();
     settle(&env);
     let marker = markers(&env).pop().unwrap();
     let old = std::time::SystemTime::now() - Duration::from_secs(61);
@@ -299,6 +299,9 @@ fn an_old_marker_or_a_loose_state_folder_sends_the_hook_to_the_database() {
     assert_eq!(hook(&env, "PostToolUse"), "");
     assert_eq!(fast_runs(&env), fast + 1);
 
+    // sp-sync keeps the state folder private too (its store opens tighten it): stopped first,
+    // or it could tighten the folder between the loosening and the hook's look.
+    env.stop_sync();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&env.state, std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(hook(&env, "PostToolUse"), "");
