@@ -404,21 +404,26 @@ use std::sync::Mutex;
 
 impl Watch {
     pub fn start(receiver: &spreceiver::Receiver) -> Watch {
-        let stamps = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let stamps = std::sync::Arc::new(Mutex::new(
+            Vec::<(Instant, spreceiver::RequestRecord)>::new(),
+        ));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (r, s, st) = (receiver.clone(), stamps.clone(), stop.clone());
         let handle = std::thread::spawn(move || {
-            let mut seen = 0;
             while !st.load(std::sync::atomic::Ordering::Relaxed) {
                 let reqs = r.requests();
-                if reqs.len() > seen {
-                    let now = Instant::now();
-                    let mut g = s.lock().unwrap();
-                    for rq in &reqs[seen..] {
-                        g.push((now, rq.clone()));
+                let now = Instant::now();
+                let mut g = s.lock().unwrap();
+                // The receiver logs a request as it arrives and fills in its route and fault
+                // once its route takes it: keep each request's first-seen time and its latest
+                // record, or one seen in between stays without a route.
+                for (i, rq) in reqs.into_iter().enumerate() {
+                    match g.get_mut(i) {
+                        Some(slot) => slot.1 = rq,
+                        None => g.push((now, rq)),
                     }
-                    seen = reqs.len();
                 }
+                drop(g);
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
