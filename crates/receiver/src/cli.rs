@@ -131,6 +131,10 @@ struct Cli {
     /// public address only.
     #[arg(long)]
     allow_private_push: bool,
+    /// How long the page's "Not now" puts a prompt off: hidden on every page and not pushed;
+    /// the machine keeps waiting for an answer meanwhile.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::options::NOT_NOW_S, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    not_now_s: u64,
 }
 
 #[derive(Debug)]
@@ -148,6 +152,7 @@ struct Args {
     tls: Option<(PathBuf, PathBuf)>,
     max_connections: usize,
     allow_private_push: bool,
+    not_now_s: u64,
 }
 
 enum Parsed {
@@ -232,6 +237,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
         tls: c.tls_cert.zip(c.tls_key),
         max_connections: usize::try_from(c.max_connections).unwrap_or(usize::MAX),
         allow_private_push: c.allow_private_push,
+        not_now_s: c.not_now_s,
     }))
 }
 
@@ -600,6 +606,7 @@ fn serve_options(a: &Args, s: &Setup2) -> anyhow::Result<ReceiverOptions> {
         tls: a.tls.clone(),
         max_connections: a.max_connections,
         allow_private_push: a.allow_private_push,
+        not_now_s: a.not_now_s,
         ..ReceiverOptions::default()
     })
 }
