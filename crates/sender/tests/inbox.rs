@@ -283,7 +283,17 @@ fn the_inbox_lists_oldest_first_counts_in_the_title_puts_off_and_denies_a_mixed_
         &dir.path().join("receiver"),
         &["--not-now-s", &WINDOW_S.to_string()],
     );
-    let machine = Machine::syncing_to(dir.path(), &receiver);
+    let mut machine = Machine::new(
+        dir.path(),
+        &receiver.url,
+        &dir.path().join("receiver/token"),
+    );
+    // The machine's name, as its config gives it (DECISIONS 19), is what the inbox shows.
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&machine.config).unwrap()).unwrap();
+    config["machine"] = json!("laptop");
+    std::fs::write(&machine.config, config.to_string()).unwrap();
+    machine.start_sync();
     let mut a = Browser::launch();
     login(&mut a, &format!("{}/", receiver.url));
     let mut second = Browser::launch();
@@ -314,8 +324,10 @@ fn the_inbox_lists_oldest_first_counts_in_the_title_puts_off_and_denies_a_mixed_
     for (i, row) in shown.iter().enumerate() {
         assert_eq!(row["for"], ids[i].as_str(), "oldest first: {shown:?}");
         let w = row["where"].as_str().unwrap();
-        assert!(w.ends_with(&format!("src/p{i}")), "machine · folder: {w}");
-        assert!(!w.starts_with("unnamed"), "the machine is named: {w}");
+        assert!(
+            w.starts_with("laptop · ") && w.ends_with(&format!("src/p{i}")),
+            "machine · folder: {w}"
+        );
         assert!(
             row["text"]
                 .as_str()
