@@ -25,9 +25,11 @@ const AFTER_HELP: &str = "\
 It serves the sessionpipe protocol (GET /.well-known/sessionpipe; POST {events}; the control
 long poll GET {control}?session=&wait= and POST {control}/ack, with the bearer token), GET
 /healthz (200 when the server and its database answer) and, at /, a page that shows live
-sessions and their open permission prompts, answers them (Allow / Deny, with an optional
-note), queues a prompt for a session's next turn, asks a session to stop, and shows each
-message's outcome (delivered, expired, unsupported, failed).
+sessions and, at its top, every open permission prompt oldest first (identical ones as one
+group, answered together; \"Not now\" hides one everywhere and silences its push for the
+--not-now-s window), answers them (Allow / Deny, with an optional note), queues a prompt
+for a session's next turn, asks a session to stop, and shows each message's outcome
+(delivered, expired, unsupported, failed).
 
 Signed control: `sp pair SINK` on a machine (its sink set to \"control\": \"signed\") prints a
 pairing link and six check digits; the page shows the same digits and approves with a
