@@ -389,6 +389,7 @@ fn the_inbox_lists_oldest_first_counts_in_the_title_puts_off_and_denies_a_mixed_
     );
 
     // Deny all on a mixed selection (the first and the third): Allow all is not offered.
+    a.call(json!({"op": "wait", "selector": "#inbox-batch", "state": "hidden"}));
     for i in [0, 2] {
         a.click(&format!(
             ".inbox-item[data-for=\"{}\"] input.select",
