@@ -646,3 +646,122 @@ mod pushes {
         assert!(got.try_recv().is_err(), "nothing else was pushed");
     }
 }
+
+/// "Not now" is a page post like the others: the login, the CSRF header and this origin.
+#[test]
+fn not_now_needs_the_login_the_csrf_header_and_this_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = SpReceiver::start(dir.path(), &[]);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let post = |headers: &[(&str, &str)], body: &Value| -> (u16, Value) {
+        let mut q = agent
+            .post(&format!("{}/page/api/snooze", r.url))
+            .header("content-type", "application/json");
+        for (k, v) in headers {
+            q = q.header(*k, *v);
+        }
+        let mut resp = q.send(body.to_string()).unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    };
+    // A page login: the cookie, and the CSRF secret the state answer gives.
+    let mut resp = agent
+        .post(&format!("{}/login", r.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send(format!("token={LOGIN}"))
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 303);
+    let cookie = resp.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let _ = resp.body_mut().read_to_string();
+    let state: Value = serde_json::from_str(
+        &agent
+            .get(&format!("{}/page/api/state", r.url))
+            .header("cookie", &cookie)
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap(),
+    )
+    .unwrap();
+    let csrf = state["csrf"].as_str().unwrap().to_owned();
+    assert_eq!(state["snoozed"], json!([]));
+
+    let body = json!({"prompts": [{"session": "claude-code:s1", "for": "perm-1"}]});
+    let sender = format!("Bearer {TOKEN}");
+    for (headers, want) in [
+        (vec![], 401),
+        (vec![("authorization", sender.as_str())], 401),
+        (vec![("cookie", cookie.as_str())], 403),
+        (
+            vec![("cookie", &cookie), ("x-sessionpipe-csrf", "0000")],
+            403,
+        ),
+        (
+            vec![
+                ("cookie", &cookie),
+                ("x-sessionpipe-csrf", &csrf),
+                ("origin", "http://evil.example"),
+            ],
+            403,
+        ),
+        (
+            vec![
+                ("cookie", &cookie),
+                ("x-sessionpipe-csrf", &csrf),
+                ("sec-fetch-site", "cross-site"),
+            ],
+            403,
+        ),
+        (
+            vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)],
+            200,
+        ),
+    ] {
+        let (status, v) = post(&headers, &body);
+        assert_eq!(status, want, "{headers:?}: {v}");
+        if want == 200 {
+            // No such open prompt: nothing is put off, and it says so.
+            assert_eq!(v["gone"], json!(["perm-1"]), "{v}");
+            assert_eq!(v["snoozed"], json!([]), "{v}");
+        }
+    }
+    let ok = [
+        ("cookie", cookie.as_str()),
+        ("x-sessionpipe-csrf", csrf.as_str()),
+    ];
+    for (bad, word) in [
+        (json!({"prompts": []}), "1 to 200"),
+        (
+            json!({"prompts": [{"session": "s1", "for": "p"}]}),
+            "session",
+        ),
+        (
+            json!({"prompts": [{"session": "codex:s", "for": ""}]}),
+            "for must be",
+        ),
+        (
+            json!({"prompts": [{"session": "codex:s", "for": "p", "until": 1}]}),
+            "until",
+        ),
+    ] {
+        let (status, v) = post(&ok, &bad);
+        assert_eq!(status, 400, "{bad}: {v}");
+        assert!(
+            v["reason"].as_str().unwrap_or_default().contains(word),
+            "{bad}: {v}"
+        );
+    }
+}
