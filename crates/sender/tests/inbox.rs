@@ -197,6 +197,11 @@ fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
     b.call(json!({"op": "wait", "selector": group, "timeout": 60000}));
     let head = b.text(&format!("{group} .group-head"));
     assert!(head.contains("5 ×") && head.contains(command), "{head}");
+    let places = b.text(&format!("{group} .group-where"));
+    assert!(
+        places.contains("/home/dev/src/app0") && places.ends_with("and 2 more"),
+        "{places}"
+    );
     wait_title(&mut b, "(5) sessionpipe");
     // Each is there, once, under the group (and nowhere else).
     for p in &asks {

@@ -704,6 +704,9 @@
     $('.count', g).textContent = members.length + ' ×';
     $('.same', g).textContent = shownCommand(a) || a.tool || 'prompt';
     $('.group-tool', g).textContent = a.tool || '';
+    // Where they wait, at a glance (each one's own line is under "Each of the N").
+    const places = [...new Set(members.map((m) => whereOf(m.s)))];
+    $('.group-where', g).textContent = places.slice(0, 3).join('; ') + (places.length > 3 ? '; and ' + (places.length - 3) + ' more' : '');
     $('.allow-all', g).textContent = 'Allow all ' + members.length;
     $('.deny-all', g).textContent = 'Deny all ' + members.length;
     $('.select-group', g).checked = members.every((m) => selected.has(m.key));
