@@ -25,9 +25,11 @@ const AFTER_HELP: &str = "\
 It serves the sessionpipe protocol (GET /.well-known/sessionpipe; POST {events}; the control
 long poll GET {control}?session=&wait= and POST {control}/ack, with the bearer token), GET
 /healthz (200 when the server and its database answer) and, at /, a page that shows live
-sessions and their open permission prompts, answers them (Allow / Deny, with an optional
-note), queues a prompt for a session's next turn, asks a session to stop, and shows each
-message's outcome (delivered, expired, unsupported, failed).
+sessions and, at its top, every open permission prompt oldest first (identical ones as one
+group, answered together; \"Not now\" hides one everywhere and silences its push for the
+--not-now-s window), answers them (Allow / Deny, with an optional note), queues a prompt
+for a session's next turn, asks a session to stop, and shows each message's outcome
+(delivered, expired, unsupported, failed).
 
 Signed control: `sp pair SINK` on a machine (its sink set to \"control\": \"signed\") prints a
 pairing link and six check digits; the page shows the same digits and approves with a
@@ -131,6 +133,10 @@ struct Cli {
     /// public address only.
     #[arg(long)]
     allow_private_push: bool,
+    /// How long the page's "Not now" puts a prompt off: hidden on every page and not pushed;
+    /// the machine keeps waiting for an answer meanwhile.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::options::NOT_NOW_S, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    not_now_s: u64,
 }
 
 #[derive(Debug)]
@@ -148,6 +154,7 @@ struct Args {
     tls: Option<(PathBuf, PathBuf)>,
     max_connections: usize,
     allow_private_push: bool,
+    not_now_s: u64,
 }
 
 enum Parsed {
@@ -232,6 +239,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
         tls: c.tls_cert.zip(c.tls_key),
         max_connections: usize::try_from(c.max_connections).unwrap_or(usize::MAX),
         allow_private_push: c.allow_private_push,
+        not_now_s: c.not_now_s,
     }))
 }
 
@@ -600,6 +608,7 @@ fn serve_options(a: &Args, s: &Setup2) -> anyhow::Result<ReceiverOptions> {
         tls: a.tls.clone(),
         max_connections: a.max_connections,
         allow_private_push: a.allow_private_push,
+        not_now_s: a.not_now_s,
         ..ReceiverOptions::default()
     })
 }

@@ -77,6 +77,9 @@ pub struct ReceiverOptions {
     /// The most request-body bytes held at once across all connections; a request whose
     /// body would go past it is answered 503 (with `retry-after`) before it is read.
     pub body_budget: usize,
+    /// How long the page's "Not now" puts a prompt off (issue 26): hidden on every page and
+    /// never pushed meanwhile (s).
+    pub not_now_s: u64,
 }
 
 impl Default for ReceiverOptions {
@@ -104,6 +107,7 @@ impl Default for ReceiverOptions {
             tls: None,
             allow_private_push: false,
             body_budget: DEFAULT_BODY_BUDGET,
+            not_now_s: NOT_NOW_S,
         }
     }
 }
@@ -144,6 +148,9 @@ fn random_token() -> String {
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
     format!("tok-{hex}")
 }
+
+/// [`ReceiverOptions::not_now_s`]'s default: 15 minutes.
+pub const NOT_NOW_S: u64 = 15 * 60;
 
 /// [`ReceiverOptions::body_budget`]'s default: room for 64 full default event batches.
 pub const DEFAULT_BODY_BUDGET: usize = 16 << 20;

@@ -452,6 +452,15 @@ impl crate::push::PushStore for PushView {
         }
     }
 
+    fn put_off(&self, session: &str, attention_id: &str) -> bool {
+        let Some(s) = self.0.upgrade() else {
+            return false;
+        };
+        let st = s.lock();
+        let now = st.now_ms();
+        st.db.snoozed(session, attention_id, now).unwrap_or(false)
+    }
+
     fn record(&self, target: &str, what: &str, result: &str) {
         if let Some(s) = self.0.upgrade() {
             let mut st = s.lock();

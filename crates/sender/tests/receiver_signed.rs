@@ -259,7 +259,7 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     );
     let att = open_attention(&env, None);
     let key = format!("claude-code:{SESSION}");
-    let attention = format!("article[data-session=\"{key}\"] [data-attention=\"{att}\"]");
+    let attention = format!("#inbox [data-session=\"{key}\"] [data-attention=\"{att}\"]");
     b.call(json!({"op": "goto", "url": format!("{page}/")}));
     b.wait("#signed");
     b.wait(&attention);
@@ -322,7 +322,7 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
         "a forgery settled the prompt"
     );
     // The person denies it from the page (signed too): the hook prints deny, never allow.
-    let attention2 = format!("article[data-session=\"{key}\"] [data-attention=\"{att2}\"]");
+    let attention2 = format!("#inbox [data-session=\"{key}\"] [data-attention=\"{att2}\"]");
     b.wait(&attention2);
     b.click(&format!("{attention2} button.deny"));
     let out = finish(hook, Duration::from_secs(60));

@@ -205,6 +205,7 @@ fn note_attention(
                open = 0, how = excluded.how, state_seq = excluded.state_seq, cleared_at = excluded.cleared_at",
             params![key, id, s("how"), seq, now_at],
         )?;
+        super::snoozes::unsnooze(tx, key, id)?;
     }
     Ok(())
 }

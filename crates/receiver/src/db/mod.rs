@@ -20,6 +20,8 @@
 //!   token), `machine_keys` (what each approval carried), `pairings` (codes, their check
 //!   digits, and the key and proof the page's passkey produced).
 //!
+//! * `snoozes` (migration 5): prompts put off with "Not now" (issue 26), until when.
+//!
 //! One module per area: `schema` (migrations), `events` (ingest), `sessions` (the page's
 //! view), `queue` (messages and acks), `machines` (pairing and keys), `logins`, `settings`,
 //! `push` (devices and the push log); opening the file and upkeep are here.
@@ -32,6 +34,7 @@ mod queue;
 mod schema;
 mod sessions;
 mod settings;
+mod snoozes;
 
 use std::path::Path;
 
@@ -41,6 +44,7 @@ use rusqlite::{params, Connection};
 // Reachable as `db::Pairing`, as before the split (what `Db::pairing` returns).
 #[allow(unused_imports)]
 pub(crate) use machines::Pairing;
+pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
 
 pub(crate) struct Db {
     conn: Connection,

@@ -140,6 +140,18 @@ CREATE TABLE push_log(
     result TEXT NOT NULL
 );
 "#,
+    // "Not now" (issue 26): an open prompt put off, hidden on every page and not pushed
+    // until `until_ms`; the row goes when the prompt clears.
+    r#"
+CREATE TABLE snoozes(
+    session_key  TEXT NOT NULL,
+    attention_id TEXT NOT NULL,
+    until_ms     INTEGER NOT NULL,
+    made_ms      INTEGER NOT NULL,
+    PRIMARY KEY(session_key, attention_id)
+);
+CREATE INDEX snoozes_until ON snoozes(until_ms);
+"#,
 ];
 
 impl Db {

@@ -284,18 +284,23 @@
     }));
   }
 
+  // Each open prompt's element lives in the inbox (renderInbox places it); made here.
   function renderAttentions(card, s) {
-    const box = $('.attentions', card);
     const want = new Set(s.attentions.map((a) => a.attention_id));
-    for (const el of [...box.children]) {
-      if (!want.has(el.dataset.attention)) el.remove();
+    for (const [k, el] of prompts) {
+      if (el.dataset.sessionKey === s.key && !want.has(el.dataset.attention)) {
+        el.remove();
+        prompts.delete(k);
+      }
     }
     for (const a of s.attentions) {
       if (a.tool) tools.set(a.attention_id, a.tool);
-      let el = [...box.children].find((e) => e.dataset.attention === a.attention_id);
+      let el = prompts.get(promptKey(s.key, a.attention_id));
       if (!el) {
         el = $('#attention-tpl').content.firstElementChild.cloneNode(true);
         el.dataset.attention = a.attention_id;
+        el.dataset.sessionKey = s.key;
+        prompts.set(promptKey(s.key, a.attention_id), el);
         const id = a.attention_id;
         const key = s.key;
         $('.allow', el).addEventListener('click', () => answer(el, key, id, 'allow'));
@@ -306,7 +311,6 @@
         });
         $('.deny', el).addEventListener('click', () => answer(el, key, id, 'deny'));
         $('.deny-stop', el).addEventListener('click', () => answer(el, key, id, 'deny', { interrupt: true }));
-        box.append(el);
       }
       offerAnswers(el, s, a);
       $('.att-kind', el).textContent = a.kind === 'permission' || !a.kind ? 'Permission' : a.kind;
@@ -447,10 +451,12 @@
       if (note) m.note = note;
       await enqueue(session, m);
       status.textContent = (decision === 'allow' ? 'Allow' : 'Deny') + ' sent, waiting for the machine…';
+      return true;
     } catch (e) {
       status.classList.add('error');
       status.textContent = 'Not sent: ' + e.message;
       for (const b of el.querySelectorAll('button')) b.disabled = false;
+      return false;
     } finally {
       delete el.dataset.busy;
     }
@@ -607,6 +613,7 @@
     want.forEach((el, i) => {
       if (list.children[i] !== el) list.insertBefore(el, list.children[i] || null);
     });
+    renderInbox(state);
     $('#empty').hidden = sessions.length > 0;
     if (focusAttention) {
       const el = document.querySelector('[data-attention="' + CSS.escape(focusAttention) + '"]');
@@ -616,6 +623,263 @@
         focusAttention = null;
       }
     }
+  }
+
+  // ---- The inbox (issue 26): every open prompt across machines and sessions, oldest first;
+  // identical ones (same tool, same input) as one group; batch answers; "Not now". --------
+
+  const prompts = new Map(); // promptKey -> the prompt's element (attention-tpl)
+  const promptKey = (session, id) => session + '\n' + id;
+  const items = new Map(); // promptKey -> its inbox item (where, tick box, Not now, the prompt)
+  const groups = new Map(); // sameness -> the group of identical prompts
+  const selected = new Set(); // promptKeys ticked
+  let shownCount = -1;
+
+  // What makes prompts the same: the tool and its input (or, without it, what the prompt
+  // says). A question is never the same as another: it needs its own answers.
+  function sameness(a) {
+    if (a.tool === 'AskUserQuestion') return null;
+    return (a.tool || '') + '\n' + (a.input ? JSON.stringify(a.input) : shownCommand(a));
+  }
+
+  // Every open prompt: {key, s, a, off}, oldest first (off: put off with Not now).
+  function openPrompts(state) {
+    const off = new Set((state.snoozed || []).map((z) => promptKey(z.session, z.for)));
+    const all = [];
+    for (const s of state.sessions) {
+      for (const a of s.attentions) {
+        const key = promptKey(s.key, a.attention_id);
+        all.push({ key, s, a, off: off.has(key) });
+      }
+    }
+    const t = (p) => Date.parse(p.a.needed_at) || 0;
+    all.sort((x, y) => t(x) - t(y) || (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
+    return all;
+  }
+
+  function whereOf(s) {
+    return (s.machine || 'unnamed machine') + ' · ' + (s.cwd || s.repo || sessionTitle(s));
+  }
+
+  function updateItem(p) {
+    let it = items.get(p.key);
+    if (!it) {
+      it = $('#inbox-item-tpl').content.firstElementChild.cloneNode(true);
+      it.dataset.session = p.s.key;
+      it.dataset.for = p.a.attention_id;
+      const box = $('.select', it);
+      box.addEventListener('change', () => {
+        if (box.checked) selected.add(p.key); else selected.delete(p.key);
+        if (current) renderInbox(current);
+      });
+      $('.not-now', it).addEventListener('click', () => putOff([p.key], $('.att-status', prompts.get(p.key) || it)));
+      items.set(p.key, it);
+    }
+    $('.where', it).textContent = whereOf(p.s);
+    $('.select', it).checked = selected.has(p.key);
+    $('.select', it).setAttribute('aria-label', 'Select ' + (p.a.tool || 'prompt') + ' on ' + whereOf(p.s));
+    const el = prompts.get(p.key);
+    if (el && el.parentNode !== it) it.append(el);
+    return it;
+  }
+
+  function updateGroup(same, members) {
+    let g = groups.get(same);
+    if (!g) {
+      g = $('#inbox-group-tpl').content.firstElementChild.cloneNode(true);
+      const box = $('.select-group', g);
+      box.addEventListener('change', () => {
+        for (const k of g.memberKeys) if (box.checked) selected.add(k); else selected.delete(k);
+        if (current) renderInbox(current);
+      });
+      const say = $('.group-status', g);
+      $('.allow-all', g).addEventListener('click', () => answerAll(g.memberKeys, 'allow', say));
+      $('.deny-all', g).addEventListener('click', () => answerAll(g.memberKeys, 'deny', say));
+      $('.not-now', g).addEventListener('click', () => putOff(g.memberKeys, say));
+      groups.set(same, g);
+    }
+    const a = members[0].a;
+    g.memberKeys = members.map((m) => m.key);
+    g.dataset.count = String(members.length);
+    $('.count', g).textContent = members.length + ' ×';
+    $('.same', g).textContent = shownCommand(a) || a.tool || 'prompt';
+    $('.group-tool', g).textContent = a.tool || '';
+    // Where they wait, at a glance (each one's own line is under "Each of the N").
+    const places = [...new Set(members.map((m) => whereOf(m.s)))];
+    $('.group-where', g).textContent = places.slice(0, 3).join('; ') + (places.length > 3 ? '; and ' + (places.length - 3) + ' more' : '');
+    $('.allow-all', g).textContent = 'Allow all ' + members.length;
+    $('.deny-all', g).textContent = 'Deny all ' + members.length;
+    $('.select-group', g).checked = members.every((m) => selected.has(m.key));
+    const list = $('.members', g);
+    members.forEach((m, i) => {
+      const it = items.get(m.key);
+      if (list.children[i] !== it) list.insertBefore(it, list.children[i] || null);
+      if (focusAttention && m.a.attention_id === focusAttention) $('details', g).open = true;
+    });
+    while (list.children.length > members.length) list.lastElementChild.remove();
+    $('.summary-count', g).textContent = 'Each of the ' + members.length;
+    return g;
+  }
+
+  function renderInbox(state) {
+    const all = openPrompts(state);
+    const live = new Set(all.map((p) => p.key));
+    for (const [k, el] of prompts) {
+      if (!live.has(k)) {
+        el.remove();
+        prompts.delete(k);
+      }
+    }
+    for (const [k, it] of items) {
+      if (!live.has(k)) {
+        it.remove();
+        items.delete(k);
+      }
+    }
+    for (const k of [...selected]) if (!live.has(k)) selected.delete(k);
+    const shown = all.filter((p) => !p.off);
+    const off = all.filter((p) => p.off);
+    for (const p of off) {
+      selected.delete(p.key);
+      const it = items.get(p.key);
+      if (it) it.remove();
+    }
+    const bySame = new Map();
+    for (const p of shown) {
+      const same = sameness(p.a);
+      if (same === null) continue;
+      if (!bySame.has(same)) bySame.set(same, []);
+      bySame.get(same).push(p);
+    }
+    // One entry per prompt, or per group of identical ones at the place of its oldest.
+    const want = [];
+    const placed = new Set();
+    const keepGroups = new Set();
+    for (const p of shown) {
+      if (placed.has(p.key)) continue;
+      const same = sameness(p.a);
+      const members = same !== null && bySame.get(same).length > 1 ? bySame.get(same) : [p];
+      for (const m of members) {
+        placed.add(m.key);
+        updateItem(m);
+      }
+      if (members.length > 1) {
+        keepGroups.add(same);
+        want.push(updateGroup(same, members));
+      } else {
+        want.push(items.get(p.key));
+      }
+    }
+    for (const [same, g] of groups) {
+      if (!keepGroups.has(same)) {
+        g.remove();
+        groups.delete(same);
+      }
+    }
+    const list = $('#inbox-list');
+    want.forEach((el, i) => {
+      if (list.children[i] !== el) list.insertBefore(el, list.children[i] || null);
+    });
+    while (list.children.length > want.length) list.lastElementChild.remove();
+    $('#inbox').hidden = all.length === 0;
+    $('#inbox-count').textContent = shown.length ? '(' + shown.length + ')' : '';
+    $('#inbox').dataset.count = String(shown.length);
+    const later = $('#inbox-later');
+    later.hidden = off.length === 0;
+    if (off.length) {
+      const back = Math.min(...(state.snoozed || []).map((z) => Date.parse(z.until)).filter(Number.isFinite));
+      const when = Number.isFinite(back) ? new Date(back - skew).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '';
+      later.textContent = off.length + (off.length === 1 ? ' prompt' : ' prompts') + ' put off with Not now' + (when ? '; back at ' + when : '') + '. The machine still waits.';
+    }
+    // A session's card points up here rather than holding its prompts.
+    const per = new Map();
+    for (const p of shown) per.set(p.s.key, (per.get(p.s.key) || 0) + 1);
+    for (const [k, card] of cards) {
+      const n = per.get(k) || 0;
+      $('.attentions', card).textContent = n ? (n === 1 ? '1 prompt waits' : n + ' prompts wait') + ' in the inbox above.' : '';
+    }
+    renderBatch();
+    showCount(shown.length);
+  }
+
+  // The number of open prompts in the title, and on the installed page's app badge.
+  function showCount(n) {
+    document.title = n ? '(' + n + ') sessionpipe' : 'sessionpipe';
+    if (n === shownCount) return;
+    shownCount = n;
+    try {
+      if (n && navigator.setAppBadge) navigator.setAppBadge(n).catch(() => {});
+      else if (!n && navigator.clearAppBadge) navigator.clearAppBadge().catch(() => {});
+    } catch (e) { /* no badge here */ }
+  }
+
+  function renderBatch() {
+    const bar = $('#inbox-batch');
+    const keys = [...selected];
+    bar.hidden = keys.length === 0;
+    $('#batch-count').textContent = keys.length + ' selected';
+    // Allow all only where every selected prompt is the same call.
+    const open = new Map(current ? openPrompts(current).map((p) => [p.key, p]) : []);
+    const sames = new Set(keys.map((k) => (open.has(k) ? sameness(open.get(k).a) : null)));
+    const allow = $('#batch-allow');
+    allow.disabled = !(sames.size === 1 && !sames.has(null));
+    allow.title = allow.disabled ? 'Allow all needs the same tool and input in every selected prompt' : '';
+  }
+
+  // One command each, one after another, through enqueue (so in the signed mode the first
+  // makes the day key's grant, one passkey touch, and the rest are signed under it).
+  async function answerAll(keys, decision, status) {
+    const list = [...keys];
+    let sent = 0;
+    status.classList.remove('error');
+    status.textContent = 'Sending ' + list.length + '…';
+    for (const k of list) {
+      const el = prompts.get(k);
+      if (!el) continue;
+      if (!(await answer(el, el.dataset.sessionKey, el.dataset.attention, decision))) {
+        status.classList.add('error');
+        status.textContent = 'Stopped: ' + sent + ' of ' + list.length + ' sent; ' + ($('.att-status', el).textContent || 'one was not sent');
+        return;
+      }
+      sent++;
+      selected.delete(k);
+    }
+    status.textContent = (decision === 'allow' ? 'Allow' : 'Deny') + ' sent for ' + sent + ', waiting for the machines…';
+    if (current) renderInbox(current);
+  }
+
+  // Not now: hidden on every page and not pushed for a while (the receiver keeps the time);
+  // the machine keeps waiting, nothing is answered.
+  async function putOff(keys, status) {
+    const list = [...keys].map((k) => {
+      const [session, id] = k.split('\n');
+      return { session, for: id };
+    });
+    if (!list.length) return;
+    try {
+      const r = await post('/page/api/snooze', { prompts: list.slice(0, 200) });
+      for (const k of keys) selected.delete(k);
+      if (status) {
+        status.classList.remove('error');
+        status.textContent = r.snoozed && r.snoozed.length ? 'Put off.' : 'Already gone.';
+      }
+    } catch (e) {
+      if (status) {
+        status.classList.add('error');
+        status.textContent = 'Not put off: ' + e.message;
+      }
+    }
+  }
+
+  function setupInbox() {
+    const say = $('#batch-status');
+    $('#batch-allow').addEventListener('click', () => answerAll(selected, 'allow', say));
+    $('#batch-deny').addEventListener('click', () => answerAll(selected, 'deny', say));
+    $('#batch-later').addEventListener('click', () => putOff([...selected], say));
+    $('#batch-clear').addEventListener('click', () => {
+      selected.clear();
+      if (current) renderInbox(current);
+    });
   }
 
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -777,6 +1041,7 @@
       }
     });
     setupNotifications();
+    setupInbox();
     // Relative times age without new data.
     setInterval(() => {
       if (current) for (const s of current.sessions) {

@@ -9,7 +9,8 @@
 //! its result is kept (the newest [`LOG_KEPT`]) for the page and written to the log.
 //!
 //! Pushes go out only while the person is away (DECISIONS 27: the page's Away switch), and
-//! never to a device set quiet. An ntfy action cannot carry a passkey, so it only opens the
+//! never to a device set quiet, and never for a prompt the person put off with "Not now"
+//! (issue 26) until its time is up. An ntfy action cannot carry a passkey, so it only opens the
 //! page; a Web Push notification's Allow and Deny open that prompt on the page too.
 //!
 //! What each channel carries (docs/notifications.md): a Web Push payload is encrypted to the
@@ -361,6 +362,26 @@ pub trait PushStore: Send + Sync + 'static {
     fn contact(&self) -> String;
     fn drop_subscription(&self, endpoint: &str);
     fn record(&self, target: &str, what: &str, result: &str);
+    /// Whether the person put this prompt off with "Not now" (issue 26): no push for it
+    /// until then.
+    fn put_off(&self, session: &str, attention_id: &str) -> bool;
+}
+
+/// Whether `notice` is for a prompt put off with "Not now"; if so, says so in the push log.
+fn put_off(store: &dyn PushStore, notice: &Notice) -> bool {
+    let Notice::Needed {
+        session,
+        attention_id,
+        ..
+    } = notice
+    else {
+        return false;
+    };
+    let off = store.put_off(session, attention_id);
+    if off {
+        store.record("-", &notice.what(), "not sent: put off with Not now");
+    }
+    off
 }
 
 /// The handle the request path holds.
@@ -449,6 +470,9 @@ fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) 
         let now = Instant::now();
         if let Some(i) = retries.iter().position(|j| j.not_before <= now) {
             let job = retries.remove(i).expect("position is in range");
+            if put_off(&*store, &job.notice) {
+                continue;
+            }
             send(
                 &store,
                 &agent,
@@ -468,6 +492,9 @@ fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) 
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         };
+        if put_off(&*store, &notice) {
+            continue;
+        }
         let (devices, ntfy) = (store.subscriptions(), store.ntfy());
         if devices.is_empty() && ntfy.is_none() && !store.has_quiet_devices() {
             continue; // nothing set up: nothing to say

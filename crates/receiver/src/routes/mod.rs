@@ -1,12 +1,13 @@
 //! The routes, one axum route per endpoint, in sub-routers per area: the protocol
 //! (`protocol.rs`), signed control (`signed.rs`), the page (`page.rs`) and its static files
-//! (`assets.rs`), and in test builds the test door and fault injection (`testing.rs`).
+//! (`assets.rs`), "Not now" (`snooze.rs`), and in test builds the test door and fault injection (`testing.rs`).
 //! `app.rs` puts them together under the layers every request passes.
 
 pub(crate) mod assets;
 pub(crate) mod page;
 pub(crate) mod protocol;
 pub(crate) mod signed;
+pub(crate) mod snooze;
 #[cfg(feature = "testing")]
 pub(crate) mod testing;
 

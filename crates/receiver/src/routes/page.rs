@@ -12,12 +12,13 @@
 //! | `POST /login` | the login token | 303 to `/` with the login cookie; 401 with the form again; 429 past the login limits; 413 over 16 KiB |
 //! | `POST /logout` | login + CSRF | 204, the cookie cleared and the login forgotten |
 //! | `GET /assets/{app.css,app.js,login.js,icon…}`, `/manifest.webmanifest`, `/sw.js` | none | the static files (nothing secret) |
-//! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts, messages and outcomes; held up to S (≤ 25) seconds until the state's version differs from V |
+//! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts, messages and outcomes, the prompts put off (`snoozed`); held up to S (≤ 25) seconds until the state's version differs from V (or a prompt put off comes back) |
 //! | `POST /page/api/enqueue` | login + CSRF | 200 the queued message; 400 naming what is wrong |
 //! | `POST /page/api/away` | login + CSRF | `{"away": bool}`: the Away switch; 200 `{"away"}` |
 //! | `GET /page/api/push`, `POST /page/api/push` `{"op": "subscribe" \| "remove" \| "quiet" \| "ntfy", …}` | login (+ CSRF to post) | telling the person (`push/`): the devices, ntfy and the push log; 400 naming what is wrong |
 //! | `GET /pair?code=` | login | the page, opened on its pairing view (signed control) |
 //! | `/page/api/pairing`, `/page/api/signed` | login (+ CSRF to post) | signed control: see `signed.rs` |
+//! | `POST /page/api/snooze` | login + CSRF | "Not now": see `snooze.rs` |
 //!
 //! **Security.** The login token is separate from the sender's bearer token (the two must
 //! differ; the bearer token never opens the page). A successful `POST /login` sets a random
@@ -73,7 +74,7 @@ use crate::validate::{format_ms_timestamp, prompt_mode, str_field};
 use spwire::split_session_key;
 
 use super::assets::{INDEX_HTML, LOGIN_HTML};
-use super::{assets, enqueued, signed, wait_s, Q};
+use super::{assets, enqueued, signed, snooze, wait_s, Q};
 
 /// A session is shown while its last event is this recent (and it has not ended).
 const LIVE: Duration = Duration::from_secs(24 * 3600);
@@ -101,6 +102,7 @@ pub(crate) fn router(app: &AppState) -> Router<AppState> {
         .route("/page/api/away", post(away))
         .route("/page/api/push", get(push_state).post(push_set))
         .merge(signed::page_router())
+        .merge(snooze::page_router())
         .merge(assets::router())
         .route_layer(middleware::from_fn_with_state(app.clone(), page_host))
         // Every page answer: `nosniff` and `referrer-policy: same-origin` (not `no-referrer`,
@@ -344,6 +346,10 @@ async fn state(State(app): State<AppState>, Login(who): Login, Q(q): Q<StateQuer
                 .next_expiry(st.now_ms())
                 .ok()
                 .flatten()
+                // A prompt put off with "Not now" comes back when its time is up.
+                .into_iter()
+                .chain(st.db.next_snooze_end(st.now_ms()).ok().flatten())
+                .min()
                 .map(|n| n - st.now_ms());
             let now = (since != Some(st.version) || wait <= 0.0)
                 .then(|| state_body(st, now_csrf.as_deref()));
@@ -392,6 +398,8 @@ fn state_body(st: &St, csrf: Option<&str>) -> Result<Value, ApiError> {
         body.insert("signing".into(), signing);
     }
     body.insert("sessions".into(), Value::Array(sessions));
+    // Prompts put off with "Not now" (snooze.rs): every page hides them until then.
+    body.insert("snoozed".into(), Value::Array(st.db.snoozes(now_ms)?));
     Ok(Value::Object(body))
 }
 

@@ -19,6 +19,7 @@ pub const RECEIVER_HELP_NAMES: &[&str] = &[
     "--tls-key",
     "--max-connections",
     "--allow-private-push",
+    "--not-now-s",
     "--help",
     "--version",
     "127.0.0.1:8787",

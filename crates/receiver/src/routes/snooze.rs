@@ -1,0 +1,100 @@
+//! "Not now" from the page (issue 26): `POST /page/api/snooze` puts open prompts off for
+//! [`ReceiverOptions::not_now_s`](crate::ReceiverOptions::not_now_s) (15 minutes unless set):
+//! every open page hides them (the state answer lists them under `snoozed`) and the push
+//! worker sends nothing for them, while the machine keeps waiting. Nothing is answered.
+//! Login and CSRF (with the same-origin checks) as every page post; at most
+//! [`PROMPTS_MAX`] prompts a request and [`SNOOZES_MAX`] put off at once.
+//!
+//! | route | auth | answers |
+//! |---|---|---|
+//! | `POST /page/api/snooze` `{"prompts": [{"session", "for"}]}` | login + CSRF | 200 `{"until", "snoozed": [for…], "gone": [for…]}` (`gone`: no longer open); 400 naming what is wrong or the cap |
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use axum::Router;
+use serde::Deserialize;
+use serde_json::json;
+use spwire::split_session_key;
+
+use crate::auth::Csrf;
+use crate::body;
+use crate::db::{Snooze, SNOOZES_MAX};
+use crate::error::{json_reply, ApiError, Reply};
+use crate::state::AppState;
+use crate::validate::format_ms_timestamp;
+
+/// Prompts one "Not now" may put off (a batch of the page's selection).
+pub(crate) const PROMPTS_MAX: usize = 200;
+
+pub(crate) fn page_router() -> Router<AppState> {
+    Router::new().route("/page/api/snooze", post(snooze))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnoozeReq {
+    prompts: Vec<PromptRef>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptRef {
+    session: String,
+    #[serde(rename = "for")]
+    attention_id: String,
+}
+
+async fn snooze(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: Body) -> Reply {
+    let SnoozeReq { prompts } = body::read_other_json(&app, &headers, body).await?;
+    if prompts.is_empty() || prompts.len() > PROMPTS_MAX {
+        return Err(ApiError::bad_request(&format!(
+            "prompts must list 1 to {PROMPTS_MAX} prompts"
+        )));
+    }
+    for p in &prompts {
+        if split_session_key(&p.session).is_none() {
+            return Err(ApiError::bad_request(
+                "malformed session: want <harness>:<id>",
+            ));
+        }
+        if p.attention_id.is_empty() || p.attention_id.chars().count() > 128 {
+            return Err(ApiError::bad_request(
+                "for must be 1 to 128 characters (the attention_id)",
+            ));
+        }
+    }
+    let window_ms = app.shared.opts.not_now_s as i64 * 1000;
+    let out = app
+        .shared
+        .with_db(move |st| -> Result<_, ApiError> {
+            let now = st.now_ms();
+            let until = now + window_ms;
+            let (mut snoozed, mut gone) = (Vec::new(), Vec::new());
+            for p in prompts {
+                match st.db.snooze(&p.session, &p.attention_id, now, until)? {
+                    Snooze::Until(_) => snoozed.push(p.attention_id),
+                    Snooze::NotOpen => gone.push(p.attention_id),
+                    Snooze::Full => {
+                        if !snoozed.is_empty() {
+                            st.bump();
+                        }
+                        return Err(ApiError::bad_request(&format!(
+                            "at most {SNOOZES_MAX} prompts can be put off at once; answer some first"
+                        )));
+                    }
+                }
+            }
+            if !snoozed.is_empty() {
+                // Every open page hears of it at once (its held state request answers).
+                st.bump();
+            }
+            let until = time::OffsetDateTime::from_unix_timestamp_nanos(until as i128 * 1_000_000)
+                .map(format_ms_timestamp)
+                .unwrap_or_default();
+            Ok(json!({"until": until, "snoozed": snoozed, "gone": gone}))
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, out))
+}
