@@ -169,6 +169,7 @@ fn store_events(
             // answered from the notification where the payload says what to sign.
             if let crate::push::Notice::Needed {
                 session,
+                machine,
                 tool,
                 answer,
                 ..
@@ -176,6 +177,10 @@ fn store_events(
             {
                 if tool.as_deref() != Some("AskUserQuestion") {
                     *answer = super::signed::push_answer(st, session);
+                }
+                // A sender without a `machine` name: the name its machine paired with.
+                if machine.is_none() {
+                    *machine = super::signed::session_machine(st, session).and_then(|m| m.1);
                 }
             }
             st.notify(n);
