@@ -43,6 +43,13 @@ const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest
 /// What DECISIONS 34 asks: every open page and every notification, within a second.
 const WITHIN: Duration = Duration::from_secs(1);
 
+/// One browser at a time: the measured test shares two cores with nothing of its own.
+static ONE_BROWSER: Mutex<()> = Mutex::new(());
+
+fn one_browser() -> std::sync::MutexGuard<'static, ()> {
+    ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// One request the fake push service got.
 struct Got {
     path: String,
@@ -153,23 +160,51 @@ impl SpReceiver {
         c
     }
 
-    /// A page API call with the login token as a bearer (no cookie, so no CSRF).
-    fn api(&self, path: &str, body: Value) -> Value {
+    /// A page API call (GET without a body) with the login token as a bearer (no cookie,
+    /// so no CSRF): its status and answer.
+    fn call(&self, path: &str, body: Option<Value>) -> (u16, Value) {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(20)))
             .build()
             .into();
-        let mut r = agent
-            .post(format!("{}{path}", self.running.url))
-            .header("authorization", &format!("Bearer {LOGIN}"))
-            .header("content-type", "application/json")
-            .send(body.to_string())
-            .unwrap();
+        let url = format!("{}{path}", self.running.url);
+        let auth = format!("Bearer {LOGIN}");
+        let mut r = match body {
+            None => agent.get(&url).header("authorization", &auth).call(),
+            Some(b) => agent
+                .post(&url)
+                .header("authorization", &auth)
+                .header("content-type", "application/json")
+                .send(b.to_string()),
+        }
+        .unwrap();
         let status = r.status().as_u16();
         let text = r.body_mut().read_to_string().unwrap_or_default();
-        assert_eq!(status, 200, "{path}: {text}");
-        serde_json::from_str(&text).unwrap_or(Value::Null)
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// A page API post that must succeed; its answer.
+    fn api(&self, path: &str, body: Value) -> Value {
+        let (status, v) = self.call(path, Some(body));
+        assert_eq!(status, 200, "{path}: {v}");
+        v
+    }
+
+    /// Events posted as a sender does (the shared sink token).
+    fn post_events(&self, events: &[Value]) {
+        let mut r = ureq::post(format!("{}/api/sessionpipe/v1/events", self.running.url))
+            .header("authorization", &format!("Bearer {TOKEN}"))
+            .header("sessionpipe-protocol", "1")
+            .header("content-type", "application/json")
+            .send(json!({ "events": events }).to_string())
+            .unwrap();
+        assert_eq!(
+            r.status().as_u16(),
+            202,
+            "{:?}",
+            r.body_mut().read_to_string()
+        );
     }
 
     /// The person is away, and devices A and B get pushes at `service`.
@@ -301,6 +336,7 @@ fn a_prompt_answered_in_the_terminal_leaves_every_page_and_every_device_within_a
     if let Some(why) = missing_browser_deps() {
         panic!("the browser test cannot run: {why}");
     }
+    let _one = one_browser();
     let dir = tempfile::tempdir().unwrap();
     let receiver = SpReceiver::start(&dir.path().join("receiver"));
     let mut service = PushService::start();
@@ -350,8 +386,10 @@ fn a_prompt_answered_in_the_terminal_leaves_every_page_and_every_device_within_a
     post["tool_response"] = json!({"stdout": "", "stderr": "", "interrupted": false});
     post["tool_use_id"] = json!("toolu_01");
     let answered = Instant::now();
+    let answered_ms = unix_ms();
     let ev = env.hook_json("sp-event", &post);
     assert!(ev.status.success() && ev.stdout.is_empty());
+    let hook_done = answered.elapsed();
 
     // Both tabs drop it and say how it ended.
     let ended = format!("[data-cleared=\"{att}\"][data-ended=\"terminal\"]");
@@ -378,8 +416,18 @@ fn a_prompt_answered_in_the_terminal_leaves_every_page_and_every_device_within_a
         "the notification was not withdrawn"
     );
     let closed = answered.elapsed();
+    // When the cleared event reached the receiver (its own record), for the breakdown.
+    let arrived_ms: i64 = receiver
+        .db()
+        .query_row(
+            "SELECT received_ms FROM events WHERE type = 'attention.cleared'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     eprintln!(
-        "terminal answer -> prompt gone from tab 2: {:?}, tab 1: {:?}; clearing push at both devices: {pushed:?}; notification closed: {closed:?}",
+        "terminal answer -> sp-event done: {hook_done:?}; attention.cleared at the receiver: {} ms; prompt gone from tab 2: {:?}, tab 1: {:?}; clearing push at both devices: {pushed:?}; notification closed: {closed:?}",
+        arrived_ms - answered_ms,
         pages[0], pages[1]
     );
     for (what, took) in [
@@ -396,6 +444,157 @@ fn a_prompt_answered_in_the_terminal_leaves_every_page_and_every_device_within_a
     let out = finish(hook, Duration::from_secs(15));
     assert!(out.status.success());
     assert!(out.stdout.is_empty(), "{}", stdout(&out));
+
+    // Unsigned control: a notification's Allow never answers; it opens the prompt (in
+    // one of the two tabs: the worker picks one).
+    show(&mut b, &receiver.page, &needed);
+    press(&mut b, &tag, "allow");
+    let opened = format!("#attention={}&do=allow", url_encoded(&att));
+    let mut urls = Vec::new();
+    assert!(
+        until(Duration::from_secs(10), || {
+            urls = [0, 1]
+                .map(|tab| {
+                    b.call(json!({"op": "use_page", "index": tab}));
+                    b.call(json!({"op": "url"}))["url"].clone()
+                })
+                .to_vec();
+            urls.iter()
+                .any(|u| u.as_str().is_some_and(|u| u.ends_with(&opened)))
+        }),
+        "no tab opened at the prompt: {urls:?}"
+    );
+    assert_eq!(receiver.messages_for(&att), Vec::<(String, String)>::new());
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn now_wire() -> String {
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::OffsetDateTime::now_utc().format(&fmt).unwrap()
+}
+
+fn event(kind: &str, seq: u64, data: Value) -> Value {
+    json!({
+        "protocol": 1, "id": ulid::Ulid::new().to_string(), "type": kind, "time": now_wire(),
+        "tier": 1, "harness": {"name": "claude-code", "event": "PermissionRequest"},
+        "session": {"id": "quiet-session-1", "seq": seq, "cwd": "~/src/api"},
+        "privacy": {"rulesets": ["secrets@1"], "pii": false}, "data": data
+    })
+}
+
+/// `HH:MM`, `shift` minutes from now in a zone `offset_h` hours ahead of UTC.
+fn hhmm(offset_h: i64, shift: i64) -> String {
+    let t = time::OffsetDateTime::now_utc();
+    let m =
+        (i64::from(t.hour()) * 60 + i64::from(t.minute()) + offset_h * 60 + shift).rem_euclid(1440);
+    format!("{:02}:{:02}", m / 60, m % 60)
+}
+
+#[test]
+fn quiet_hours_are_per_device_in_its_own_zone_and_a_withdrawal_reaches_every_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"));
+    let mut service = PushService::start();
+    let (dev_a, dev_b) = (Device::new(41), Device::new(42));
+    receiver.push_to(&service, &dev_a, &dev_b);
+    let devices = receiver.call("/page/api/push", None).1["devices"].clone();
+    let id = |i: usize| devices[i]["id"].as_str().unwrap().to_owned();
+    let (a, b) = (id(0), id(1));
+    // Tokyo is UTC+9 all year. A's window is around now in UTC, so not now in Tokyo; B's
+    // is around now in Tokyo.
+    let for_a = json!({"op": "quiet_hours", "id": a, "from": hhmm(0, -60), "to": hhmm(0, 60), "tz": "Asia/Tokyo"});
+    let for_b = json!({"op": "quiet_hours", "id": b, "from": hhmm(9, -60), "to": hhmm(9, 60), "tz": "Asia/Tokyo"});
+    receiver.api("/page/api/push", for_a);
+    let set = receiver.api("/page/api/push", for_b);
+    assert_eq!(
+        set["quiet_hours"],
+        json!({"from": hhmm(9, -60), "to": hhmm(9, 60), "tz": "Asia/Tokyo"})
+    );
+    let shown = receiver.call("/page/api/push", None).1["devices"].clone();
+    assert_eq!(shown[1]["quiet_hours"]["tz"], "Asia/Tokyo", "{shown}");
+    // Bad windows are refused, naming the rule.
+    for (bad, why) in [
+        (
+            json!({"from": "22:00", "to": "07:00", "tz": "Mars/Base"}),
+            "IANA time zone",
+        ),
+        (
+            json!({"from": "25:00", "to": "07:00", "tz": "UTC"}),
+            "from must be a time HH:MM",
+        ),
+        (
+            json!({"from": "22:00", "to": "22:00", "tz": "UTC"}),
+            "must differ",
+        ),
+        (
+            json!({"from": "22:00", "tz": "UTC"}),
+            "give both from and to",
+        ),
+    ] {
+        let mut op = bad.clone();
+        op["op"] = json!("quiet_hours");
+        op["id"] = json!(a);
+        let (s, v) = receiver.call("/page/api/push", Some(op));
+        assert_eq!(s, 400, "{bad}: {v}");
+        assert!(
+            v["reason"].as_str().unwrap_or("").contains(why),
+            "{bad}: {v}"
+        );
+    }
+    let (s, _) = receiver.call(
+        "/page/api/push",
+        Some(json!({"op": "quiet_hours", "id": "0000000000000000", "from": "", "to": ""})),
+    );
+    assert_eq!(s, 404);
+
+    // A prompt reaches A only; its withdrawal reaches both. The worker sends in order, so
+    // a push of the prompt to B would have come before B's withdrawal.
+    receiver.post_events(&[
+        event("session.started", 0, json!({"source": "startup"})),
+        event("attention.needed", 1, json!({"attention_id": "perm-q1", "kind": "permission", "tool": "Bash", "message": "Bash make deploy"})),
+    ]);
+    let tag = "attention:perm-q1";
+    assert_eq!(service.next(&dev_a, "/push/a", tag)["body"], "make deploy");
+    receiver.post_events(&[event(
+        "attention.cleared",
+        2,
+        json!({"attention_id": "perm-q1", "how": "timeout"}),
+    )]);
+    assert_eq!(service.next(&dev_b, "/push/b", tag), json!({"clear": tag}));
+    assert_eq!(service.next(&dev_a, "/push/a", tag), json!({"clear": tag}));
+    assert!(
+        service.kept.iter().all(|g| g.path != "/push/b"),
+        "B heard of the prompt in its quiet hours"
+    );
+    // The page's state says how it ended.
+    let state = receiver.call("/page/api/state", None).1;
+    let cleared = &state["sessions"][0]["cleared"][0];
+    assert_eq!(
+        (&cleared["attention_id"], &cleared["ended"]),
+        (&json!("perm-q1"), &json!("timeout"))
+    );
+    // Quiet hours end: B hears again.
+    receiver.api(
+        "/page/api/push",
+        json!({"op": "quiet_hours", "id": b, "from": "", "to": ""}),
+    );
+    receiver.post_events(&[event(
+        "attention.needed",
+        3,
+        json!({"attention_id": "perm-q2", "kind": "permission", "tool": "Bash", "message": "Bash ls"}),
+    )]);
+    assert_eq!(
+        service.next(&dev_b, "/push/b", "attention:perm-q2")["body"],
+        "ls"
+    );
 }
 
 /// `sp pair phone` on the machine and Approve on the page (a passkey of the virtual
@@ -472,6 +671,7 @@ fn a_notifications_allow_is_signed_in_the_worker_and_without_a_current_grant_it_
     if let Some(why) = missing_browser_deps() {
         panic!("the browser test cannot run: {why}");
     }
+    let _one = one_browser();
     let dir = tempfile::tempdir().unwrap();
     let receiver = SpReceiver::start(&dir.path().join("receiver"));
     let mut service = PushService::start();
