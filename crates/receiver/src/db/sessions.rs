@@ -236,3 +236,97 @@ impl Db {
         rows.collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(seq: i64, ty: &str, data: Value) -> Value {
+        json!({"protocol":1,"id":ulid::Ulid::new().to_string(),"type":ty,"time":"2026-01-01T00:00:00.000Z",
+            "tier":1,"harness":{"name":"claude-code"},"session":{"id":"s","seq":seq},
+            "privacy":{"rulesets":["secrets@1"],"pii":false},"data":data})
+    }
+
+    #[test]
+    fn a_prompt_that_ended_says_how_from_its_event_and_the_answers_delivered() {
+        let mut db = Db::open_memory().unwrap();
+        let now = 1_800_000_000_000;
+        let needed = |seq, id: &str| {
+            ev(
+                seq,
+                "attention.needed",
+                json!({"attention_id": id, "tool": "Bash", "message": "Bash ls"}),
+            )
+        };
+        let cleared = |seq, id: &str, how: &str| {
+            ev(
+                seq,
+                "attention.cleared",
+                json!({"attention_id": id, "how": how}),
+            )
+        };
+        let evs = [
+            needed(1, "p-page"),
+            needed(2, "p-term"),
+            needed(3, "p-late"),
+            needed(4, "p-open"),
+        ];
+        db.insert_events(&evs.iter().collect::<Vec<_>>(), now)
+            .unwrap();
+        // A signed answer from a page for p-page, delivered; an unsigned one for p-term that
+        // the machine refused (the terminal answered it).
+        let cmd = json!({"v":1,"t":"sessionpipe.control","machine":"m","kind":"permission.answer",
+            "session":"claude-code:s","for":"p-page","decision":"allow"})
+        .to_string();
+        db.insert_message(
+            "claude-code:s",
+            &json!({"id": "m1", "kind": "permission.answer", "cmd": cmd}),
+            None,
+            now,
+        )
+        .unwrap();
+        db.insert_message(
+            "claude-code:s",
+            &json!({"id": "m2", "kind": "permission.answer", "for": "p-term", "decision": "deny"}),
+            None,
+            now,
+        )
+        .unwrap();
+        db.insert_acks(
+            &[
+                json!({"id": "m1", "outcome": "delivered", "at": "2026-01-01T00:00:00.000Z"}),
+                json!({"id": "m2", "outcome": "expired", "at": "2026-01-01T00:00:00.000Z"}),
+            ],
+            now,
+        )
+        .unwrap();
+        let evs = [
+            cleared(5, "p-page", "answered"),
+            cleared(6, "p-term", "answered"),
+        ];
+        db.insert_events(&evs.iter().collect::<Vec<_>>(), now)
+            .unwrap();
+        // Ended long ago: no longer listed.
+        db.insert_events(
+            &[&cleared(7, "p-late", "timeout")],
+            now - CLEARED_FOR_MS - 1,
+        )
+        .unwrap();
+        let s = &db.page_sessions(now, 3_600_000).unwrap()[0];
+        let ended: Vec<(&str, &str)> = s["cleared"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["attention_id"].as_str().unwrap(),
+                    c["ended"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(ended.len(), 2, "{ended:?}");
+        assert!(ended.contains(&("p-page", "page")), "{ended:?}");
+        assert!(ended.contains(&("p-term", "terminal")), "{ended:?}");
+        assert_eq!(s["attentions"][0]["attention_id"], "p-open");
+    }
+}
