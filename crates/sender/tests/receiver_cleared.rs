@@ -465,6 +465,27 @@ fn a_prompt_answered_in_the_terminal_leaves_every_page_and_every_device_within_a
         "no tab opened at the prompt: {urls:?}"
     );
     assert_eq!(receiver.messages_for(&att), Vec::<(String, String)>::new());
+
+    // Quiet hours set on the page are kept in this browser's own time zone.
+    b.call(json!({"op": "use_page", "index": 0}));
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.page)}));
+    b.click("#notify summary");
+    let row = "#devices li:first-child";
+    b.wait(&format!("{row} .quiet-from"));
+    b.call(json!({"op": "fill", "selector": format!("{row} .quiet-from"), "value": "22:00"}));
+    b.call(json!({"op": "fill", "selector": format!("{row} .quiet-to"), "value": "07:00"}));
+    b.click(&format!("{row} .quiet-save"));
+    b.call(json!({"op": "wait_text", "selector": format!("{row} .quiet-status"), "text": "saved"}));
+    let zone = b
+        .call(json!({"op": "eval", "script": "Intl.DateTimeFormat().resolvedOptions().timeZone"}))
+        ["value"]
+        .clone();
+    let devices = receiver.call("/page/api/push", None).1["devices"].clone();
+    assert_eq!(
+        devices[0]["quiet_hours"],
+        json!({"from": "22:00", "to": "07:00", "tz": zone}),
+        "{devices}"
+    );
 }
 
 fn unix_ms() -> i64 {
@@ -563,6 +584,8 @@ fn quiet_hours_are_per_device_in_its_own_zone_and_a_withdrawal_reaches_every_dev
     ]);
     let tag = "attention:perm-q1";
     assert_eq!(service.next(&dev_a, "/push/a", tag)["body"], "make deploy");
+    // Back at the desk before it ends: the prompt was pushed, so its withdrawal still goes.
+    receiver.api("/page/api/away", json!({"away": false}));
     receiver.post_events(&[event(
         "attention.cleared",
         2,
@@ -581,7 +604,8 @@ fn quiet_hours_are_per_device_in_its_own_zone_and_a_withdrawal_reaches_every_dev
         (&cleared["attention_id"], &cleared["ended"]),
         (&json!("perm-q1"), &json!("timeout"))
     );
-    // Quiet hours end: B hears again.
+    // Quiet hours end: B hears again (away again).
+    receiver.api("/page/api/away", json!({"away": true}));
     receiver.api(
         "/page/api/push",
         json!({"op": "quiet_hours", "id": b, "from": "", "to": ""}),
