@@ -12,7 +12,7 @@
 //! | `POST /login` | the login token | 303 to `/` with the login cookie; 401 with the form again; 429 past the login limits; 413 over 16 KiB |
 //! | `POST /logout` | login + CSRF | 204, the cookie cleared and the login forgotten |
 //! | `GET /assets/{app.css,app.js,login.js,icon…}`, `/manifest.webmanifest`, `/sw.js` | none | the static files (nothing secret) |
-//! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts, messages and outcomes; held up to S (≤ 25) seconds until the state's version differs from V |
+//! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts (and `cleared`: those ended lately, and how), messages and outcomes; held up to S (≤ 25) seconds until the state's version differs from V |
 //! | `POST /page/api/enqueue` | login + CSRF | 200 the queued message; 400 naming what is wrong |
 //! | `POST /page/api/away` | login + CSRF | `{"away": bool}`: the Away switch; 200 `{"away"}` |
 //! | `GET /page/api/push`, `POST /page/api/push` `{"op": "subscribe" \| "remove" \| "quiet" \| "quiet_hours" \| "ntfy", …}` | login (+ CSRF to post) | telling the person (`push/`): the devices, ntfy and the push log; 400 naming what is wrong |
