@@ -385,14 +385,16 @@ impl crate::push::PushStore for PushView {
             .is_some_and(|s| s.lock().db.away().unwrap_or(false))
     }
 
-    fn subscriptions(&self) -> Vec<crate::push::Subscription> {
+    fn subscriptions(&self, withdrawal: bool) -> Vec<crate::push::Subscription> {
         let Some(s) = self.0.upgrade() else {
             return Vec::new();
         };
-        let devices = s.lock().db.push_devices().unwrap_or_default();
+        let st = s.lock();
+        let (devices, now) = (st.db.push_devices().unwrap_or_default(), st.now_ms());
+        drop(st);
         devices
             .into_iter()
-            .filter(|d| !d.quiet)
+            .filter(|d| withdrawal || d.hears(now))
             .map(|d| d.sub)
             .collect()
     }
@@ -401,8 +403,10 @@ impl crate::push::PushStore for PushView {
         let Some(s) = self.0.upgrade() else {
             return false;
         };
-        let devices = s.lock().db.push_devices().unwrap_or_default();
-        devices.iter().any(|d| d.quiet)
+        let st = s.lock();
+        let (devices, now) = (st.db.push_devices().unwrap_or_default(), st.now_ms());
+        drop(st);
+        devices.iter().any(|d| !d.hears(now))
     }
 
     fn ntfy(&self) -> Option<crate::push::Ntfy> {

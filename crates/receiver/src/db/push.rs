@@ -40,13 +40,26 @@ impl Db {
     /// Every device, oldest first.
     pub fn push_devices(&self) -> rusqlite::Result<Vec<crate::push::Device>> {
         let mut st = self.conn.prepare_cached(
-            "SELECT id, name, quiet, created_ms, endpoint, p256dh, auth FROM push_devices ORDER BY created_ms",
+            "SELECT id, name, quiet, created_ms, endpoint, p256dh, auth, quiet_from, quiet_to, quiet_tz \
+             FROM push_devices ORDER BY created_ms",
         )?;
         let rows = st.query_map([], |r| {
             Ok(crate::push::Device {
                 id: r.get(0)?,
                 name: r.get(1)?,
                 quiet: r.get::<_, i64>(2)? != 0,
+                quiet_hours: match (
+                    r.get::<_, Option<i64>>(7)?,
+                    r.get::<_, Option<i64>>(8)?,
+                    r.get::<_, Option<String>>(9)?,
+                ) {
+                    (Some(from), Some(to), Some(tz)) => Some(crate::push::QuietHours {
+                        from: from.clamp(0, 1439) as u16,
+                        to: to.clamp(0, 1439) as u16,
+                        tz,
+                    }),
+                    _ => None,
+                },
                 created_ms: r.get(3)?,
                 sub: crate::push::Subscription {
                     endpoint: r.get(4)?,
@@ -70,6 +83,23 @@ impl Db {
         Ok(self.conn.execute(
             "UPDATE push_devices SET quiet=?2 WHERE id=?1",
             params![id, quiet as i64],
+        )? > 0)
+    }
+
+    /// Sets (or, with `None`, ends) a device's quiet hours; whether the device was there.
+    pub fn push_set_quiet_hours(
+        &self,
+        id: &str,
+        hours: Option<&crate::push::QuietHours>,
+    ) -> rusqlite::Result<bool> {
+        Ok(self.conn.execute(
+            "UPDATE push_devices SET quiet_from=?2, quiet_to=?3, quiet_tz=?4 WHERE id=?1",
+            params![
+                id,
+                hours.map(|h| h.from),
+                hours.map(|h| h.to),
+                hours.map(|h| h.tz.as_str())
+            ],
         )? > 0)
     }
 

@@ -152,6 +152,17 @@ CREATE TABLE snoozes(
 );
 CREATE INDEX snoozes_until ON snoozes(until_ms);
 "#,
+    // Quiet hours per device (issue 26): minutes after the device's local midnight, in the
+    // IANA time zone its page gave; all three or none.
+    r#"
+ALTER TABLE push_devices ADD COLUMN quiet_from INTEGER;
+ALTER TABLE push_devices ADD COLUMN quiet_to INTEGER;
+ALTER TABLE push_devices ADD COLUMN quiet_tz TEXT;
+"#,
+    // The prompts that ended lately, which the page says how (DECISIONS 34).
+    r#"
+CREATE INDEX attentions_cleared ON attentions(session_key, cleared_at) WHERE open = 0;
+"#,
 ];
 
 impl Db {

@@ -8,6 +8,10 @@ use super::Db;
 
 /// Messages listed per session on the page.
 const PAGE_MESSAGES: usize = 20;
+/// How long, and how many per session, the page is told of prompts that ended (so every
+/// open page says how: DECISIONS 34).
+const CLEARED_FOR_MS: i64 = 10 * 60 * 1000;
+const CLEARED_LISTED: i64 = 10;
 
 struct SessionRow {
     key: String,
@@ -105,6 +109,7 @@ impl Db {
         } in rows
         {
             let attentions = self.open_attentions(&key)?;
+            let cleared = self.cleared_attentions(&key, now_ms)?;
             let messages = self.session_messages(&key, now_ms)?;
             let state = if !attentions.is_empty() {
                 "needs you"
@@ -131,6 +136,7 @@ impl Db {
             v.insert("first_at".into(), first_at.into());
             v.insert("last_at".into(), last_at.into());
             v.insert("attentions".into(), Value::Array(attentions));
+            v.insert("cleared".into(), Value::Array(cleared));
             v.insert("messages".into(), Value::Array(messages));
             out.push(Value::Object(v));
         }
@@ -149,6 +155,48 @@ impl Db {
                 "tool": r.get::<_, Option<String>>(2)?,
                 "message": r.get::<_, Option<String>>(3)?,
                 "needed_at": r.get::<_, Option<String>>(4)?,
+            }))
+        })?;
+        rows.collect()
+    }
+
+    /// The prompts of `key` that ended in the last [`CLEARED_FOR_MS`], newest first, each
+    /// with `ended`: how, from what its `attention.cleared` said (`how`) and what this
+    /// receiver carried: `page` (answered, and a page's answer for it was delivered),
+    /// `terminal` (answered otherwise: at the machine), `timeout`, `cancelled` (the session
+    /// stopped or ended), or `unknown`.
+    fn cleared_attentions(&self, key: &str, now_ms: i64) -> rusqlite::Result<Vec<Value>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT a.attention_id, a.tool, a.message, a.how, a.cleared_at,
+                    EXISTS (SELECT 1 FROM messages m JOIN acks k ON k.id = m.id
+                            WHERE m.session = a.session_key AND m.kind = 'permission.answer'
+                              AND k.outcome = 'delivered'
+                              AND a.attention_id = coalesce(
+                                    json_extract(m.body, '$.for'),
+                                    CASE WHEN json_valid(json_extract(m.body, '$.cmd'))
+                                         THEN json_extract(json_extract(m.body, '$.cmd'), '$.for') END))
+             FROM attentions a
+             WHERE a.session_key = ?1 AND a.open = 0 AND a.cleared_at >= ?2
+             ORDER BY a.cleared_at DESC LIMIT ?3",
+        )?;
+        let since = super::fmt_ms(now_ms - CLEARED_FOR_MS);
+        let rows = st.query_map(params![key, since, CLEARED_LISTED], |r| {
+            let how: Option<String> = r.get(3)?;
+            let by_page: bool = r.get(5)?;
+            let ended = match how.as_deref() {
+                Some("answered") if by_page => "page",
+                Some("answered") => "terminal",
+                Some("timeout") => "timeout",
+                Some("cancelled") => "cancelled",
+                _ => "unknown",
+            };
+            Ok(json!({
+                "attention_id": r.get::<_, String>(0)?,
+                "tool": r.get::<_, Option<String>>(1)?,
+                "message": r.get::<_, Option<String>>(2)?,
+                "how": how,
+                "ended": ended,
+                "cleared_at": r.get::<_, Option<String>>(4)?,
             }))
         })?;
         rows.collect()
@@ -186,5 +234,99 @@ impl Db {
             })
         })?;
         rows.collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(seq: i64, ty: &str, data: Value) -> Value {
+        json!({"protocol":1,"id":ulid::Ulid::new().to_string(),"type":ty,"time":"2026-01-01T00:00:00.000Z",
+            "tier":1,"harness":{"name":"claude-code"},"session":{"id":"s","seq":seq},
+            "privacy":{"rulesets":["secrets@1"],"pii":false},"data":data})
+    }
+
+    #[test]
+    fn a_prompt_that_ended_says_how_from_its_event_and_the_answers_delivered() {
+        let mut db = Db::open_memory().unwrap();
+        let now = 1_800_000_000_000;
+        let needed = |seq, id: &str| {
+            ev(
+                seq,
+                "attention.needed",
+                json!({"attention_id": id, "tool": "Bash", "message": "Bash ls"}),
+            )
+        };
+        let cleared = |seq, id: &str, how: &str| {
+            ev(
+                seq,
+                "attention.cleared",
+                json!({"attention_id": id, "how": how}),
+            )
+        };
+        let evs = [
+            needed(1, "p-page"),
+            needed(2, "p-term"),
+            needed(3, "p-late"),
+            needed(4, "p-open"),
+        ];
+        db.insert_events(&evs.iter().collect::<Vec<_>>(), now)
+            .unwrap();
+        // A signed answer from a page for p-page, delivered; an unsigned one for p-term that
+        // the machine refused (the terminal answered it).
+        let cmd = json!({"v":1,"t":"sessionpipe.control","machine":"m","kind":"permission.answer",
+            "session":"claude-code:s","for":"p-page","decision":"allow"})
+        .to_string();
+        db.insert_message(
+            "claude-code:s",
+            &json!({"id": "m1", "kind": "permission.answer", "cmd": cmd}),
+            None,
+            now,
+        )
+        .unwrap();
+        db.insert_message(
+            "claude-code:s",
+            &json!({"id": "m2", "kind": "permission.answer", "for": "p-term", "decision": "deny"}),
+            None,
+            now,
+        )
+        .unwrap();
+        db.insert_acks(
+            &[
+                json!({"id": "m1", "outcome": "delivered", "at": "2026-01-01T00:00:00.000Z"}),
+                json!({"id": "m2", "outcome": "expired", "at": "2026-01-01T00:00:00.000Z"}),
+            ],
+            now,
+        )
+        .unwrap();
+        let evs = [
+            cleared(5, "p-page", "answered"),
+            cleared(6, "p-term", "answered"),
+        ];
+        db.insert_events(&evs.iter().collect::<Vec<_>>(), now)
+            .unwrap();
+        // Ended long ago: no longer listed.
+        db.insert_events(
+            &[&cleared(7, "p-late", "timeout")],
+            now - CLEARED_FOR_MS - 1,
+        )
+        .unwrap();
+        let s = &db.page_sessions(now, 3_600_000).unwrap()[0];
+        let ended: Vec<(&str, &str)> = s["cleared"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["attention_id"].as_str().unwrap(),
+                    c["ended"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(ended.len(), 2, "{ended:?}");
+        assert!(ended.contains(&("p-page", "page")), "{ended:?}");
+        assert!(ended.contains(&("p-term", "terminal")), "{ended:?}");
+        assert_eq!(s["attentions"][0]["attention_id"], "p-open");
     }
 }

@@ -449,6 +449,7 @@
       const note = $('.note', el).value.trim();
       const m = Object.assign({ kind: 'permission.answer', for: id, decision }, extra || {});
       if (note) m.note = note;
+      answeredHere.add(id);
       await enqueue(session, m);
       status.textContent = (decision === 'allow' ? 'Allow' : 'Deny') + ' sent, waiting for the machine…';
       return true;
@@ -553,6 +554,40 @@
     ctl.hidden = !ctl.textContent;
     renderMessages(card, s);
     renderAttentions(card, s);
+    renderCleared(card, s);
+  }
+
+  // ---- Answered elsewhere (DECISIONS 34) ----------------------------------------------
+  // A prompt this page showed that has ended (state.sessions[].cleared, newest first) is
+  // dropped by renderAttentions; here the page says in one line how it ended.
+  const shownOpen = new Set(); // attention ids this page showed open
+  const answeredHere = new Set(); // attention ids this page sent an answer for
+  const ENDED = {
+    terminal: 'answered in the terminal',
+    timeout: 'timed out',
+    cancelled: 'ended with the session',
+    unknown: 'ended',
+  };
+  function renderCleared(card, s) {
+    for (const a of s.attentions) shownOpen.add(a.attention_id);
+    let ul = $('.cleared', card);
+    if (!ul) {
+      ul = document.createElement('ul');
+      ul.className = 'cleared';
+      $('.attentions', card).after(ul);
+    }
+    const ended = (s.cleared || []).filter((c) => shownOpen.has(c.attention_id));
+    ul.replaceChildren(...ended.map((c) => {
+      const li = document.createElement('li');
+      li.dataset.cleared = c.attention_id;
+      li.dataset.ended = c.ended;
+      const how = c.ended === 'page'
+        ? (answeredHere.has(c.attention_id) ? 'answered here' : 'answered from another device')
+        : ENDED[c.ended] || 'ended';
+      li.textContent = short((c.tool ? c.tool + ' · ' : '') + (c.message || c.attention_id), 60) + ' — ' + how + ' ' + ago(c.cleared_at);
+      return li;
+    }));
+    ul.hidden = ended.length === 0;
   }
 
   function render(state) {
@@ -914,6 +949,7 @@
       box.checked = !!d.quiet;
       box.addEventListener('change', () => post('/page/api/push', { op: 'quiet', id: d.id, quiet: box.checked }).catch(() => {}));
       quiet.append(box, ' quiet');
+      const hours = quietHoursForm(d);
       const rm = document.createElement('button');
       rm.type = 'button';
       rm.className = 'link remove';
@@ -922,7 +958,7 @@
         await post('/page/api/push', { op: 'remove', id: d.id }).catch(() => {});
         refreshNotifications();
       });
-      li.append(name, quiet, rm);
+      li.append(name, quiet, hours, rm);
       return li;
     }));
     if (p.ntfy && document.activeElement !== $('#ntfy-url')) $('#ntfy-url').value = p.ntfy.url;
@@ -934,6 +970,43 @@
       return li;
     }));
     return p;
+  }
+
+  // Quiet hours per device: a window in that device's own time zone (the browser's IANA
+  // zone, so daylight saving time needs nothing). Both empty ends them.
+  function quietHoursForm(d) {
+    const f = document.createElement('form');
+    f.className = 'quiet-hours';
+    const from = document.createElement('input');
+    const to = document.createElement('input');
+    from.type = to.type = 'time';
+    from.className = 'quiet-from';
+    to.className = 'quiet-to';
+    from.setAttribute('aria-label', 'Quiet from');
+    to.setAttribute('aria-label', 'Quiet until');
+    from.value = d.quiet_hours ? d.quiet_hours.from : '';
+    to.value = d.quiet_hours ? d.quiet_hours.to : '';
+    const save = document.createElement('button');
+    save.type = 'submit';
+    save.className = 'link quiet-save';
+    save.textContent = 'Set';
+    const said = document.createElement('span');
+    said.className = 'quiet-status';
+    if (d.quiet_hours) said.textContent = d.quiet_hours.tz;
+    f.append('quiet hours ', from, '–', to, save, said);
+    f.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const tz = Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+      try {
+        const r = await post('/page/api/push', { op: 'quiet_hours', id: d.id, from: from.value, to: to.value, tz });
+        said.classList.remove('error');
+        said.textContent = r.quiet_hours ? 'saved (' + r.quiet_hours.tz + ')' : 'none';
+      } catch (e) {
+        said.classList.add('error');
+        said.textContent = e.message;
+      }
+    });
+    return f;
   }
 
   function setupNotifications() {

@@ -9,9 +9,13 @@
 //! its result is kept (the newest [`LOG_KEPT`]) for the page and written to the log.
 //!
 //! Pushes go out only while the person is away (DECISIONS 27: the page's Away switch), and
-//! never to a device set quiet, and never for a prompt the person put off with "Not now"
-//! (issue 26) until its time is up. An ntfy action cannot carry a passkey, so it only opens the
-//! page; a Web Push notification's Allow and Deny open that prompt on the page too.
+//! never to a device set quiet or inside its quiet hours (a window in the device's own time
+//! zone), and never for a prompt the person put off with "Not now" (issue 26) until its time
+//! is up; the push that withdraws a prompt goes to every device (DECISIONS 34). An ntfy
+//! action cannot carry a passkey, so it only opens the page. A Web Push notification's
+//! Allow and Deny are answered by the service worker (`page/sw.js`) with the page's day key
+//! when the payload says what to sign ([`Answer`]: signed control, a machine paired) and the
+//! device holds a current grant; otherwise they open that prompt on the page.
 //!
 //! What each channel carries (docs/notifications.md): a Web Push payload is encrypted to the
 //! device (RFC 8291), so it says what the agent asks (the tool, its command, the folder).
@@ -38,12 +42,16 @@ use web_push_native::jwt_simple::claims::Claims;
 use web_push_native::p256;
 use web_push_native::{Auth, WebPushBuilder};
 
+mod quiet;
 mod reach;
 
+pub use quiet::QuietHours;
 pub use reach::{check_url, non_public};
 
 /// Notices waiting for the worker; past this they are dropped (and logged).
 pub const QUEUE_MAX: usize = 256;
+/// Prompts remembered as pushed, for their withdrawal (the oldest are forgotten past this).
+const PUSHED_KEPT: usize = 4096;
 /// Tries per push, the first included.
 pub const ATTEMPTS: u32 = 4;
 /// Push attempts kept for the page.
@@ -69,11 +77,13 @@ pub enum Notice {
     /// An agent waits for an answer (`attention.needed`).
     Needed {
         session: String,
-        /// The machine the session runs on (`session.machine`), for a content-free ntfy.
+        /// The machine the session runs on (`session.machine`), named in every push.
         machine: Option<String>,
         attention_id: String,
         tool: Option<String>,
         message: Option<String>,
+        /// What the service worker signs an Allow or Deny for (signed control only).
+        answer: Option<Answer>,
     },
     /// That wait is over (`attention.cleared`): the notification is withdrawn.
     Cleared {
@@ -117,6 +127,7 @@ impl Notice {
                 attention_id: attention_id?,
                 tool: data["tool"].as_str().map(str::to_owned),
                 message: data["message"].as_str().map(str::to_owned),
+                answer: None,
             }),
             "attention.cleared" => Some(Notice::Cleared {
                 session,
@@ -151,17 +162,32 @@ impl Notice {
         match self {
             Notice::Needed {
                 session,
+                machine,
                 attention_id,
                 tool,
                 message,
-                ..
-            } => json!({
-                "title": format!("{} wants to run {}", harness_of(session), tool.as_deref().unwrap_or("a tool")),
-                "body": message.as_deref().unwrap_or("An agent is waiting for your answer."),
-                "tag": format!("attention:{attention_id}"),
-                "url": format!("{page}/#attention={}", enc(attention_id)),
-                "actions": [{"action": "allow", "title": "Allow…"}, {"action": "deny", "title": "Deny…"}],
-            }),
+                answer,
+            } => {
+                let on = machine.as_deref().map(|m| format!(" on {}", short(m, 40)));
+                let mut p = json!({
+                    "title": format!("{}{} wants to run {}", harness_of(session), on.unwrap_or_default(), tool.as_deref().unwrap_or("a tool")),
+                    "body": message.as_deref().map(|m| short(shown_command(tool.as_deref(), m), COMMAND_SHOWN)).unwrap_or_else(|| "An agent is waiting for your answer.".into()),
+                    "tag": format!("attention:{attention_id}"),
+                    "url": format!("{page}/#attention={}", enc(attention_id)),
+                });
+                // Without what to sign, the actions open the page (the "…" says so).
+                p["actions"] = match answer {
+                    Some(a) => {
+                        p["answer"] = json!({"session": session, "attention_id": attention_id,
+                            "machine": a.machine, "rp": a.rp_id});
+                        json!([{"action": "allow", "title": "Allow"}, {"action": "deny", "title": "Deny"}])
+                    }
+                    None => {
+                        json!([{"action": "allow", "title": "Allow…"}, {"action": "deny", "title": "Deny…"}])
+                    }
+                };
+                p
+            }
             Notice::Cleared { attention_id, .. } => json!({
                 "clear": format!("attention:{attention_id}"),
             }),
@@ -238,6 +264,37 @@ impl Notice {
     }
 }
 
+/// What a signed answer from the notification needs beyond the prompt: the machine the
+/// session's commands are signed for, and the rp id the page's day key is kept under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub machine: String,
+    pub rp_id: String,
+}
+
+/// Characters of the command a notification shows (the page shows it whole).
+const COMMAND_SHOWN: usize = 120;
+
+/// The command as the page shows it: the (already redacted) message without the tool's name
+/// in front ("Bash ls" -> "ls").
+fn shown_command<'a>(tool: Option<&str>, message: &'a str) -> &'a str {
+    tool.and_then(|t| message.strip_prefix(t))
+        .and_then(|rest| rest.strip_prefix(' '))
+        .unwrap_or(message)
+}
+
+/// `text` on one line, cut to `n` characters with an ellipsis.
+fn short(text: &str, n: usize) -> String {
+    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() > n {
+        let mut s: String = one.chars().take(n - 1).collect();
+        s.push('…');
+        s
+    } else {
+        one
+    }
+}
+
 fn harness_of(session: &str) -> &str {
     session.split(':').next().unwrap_or(session)
 }
@@ -309,8 +366,22 @@ pub struct Device {
     pub id: String,
     pub name: Option<String>,
     pub quiet: bool,
+    /// Nothing but withdrawals is pushed to it inside this window.
+    pub quiet_hours: Option<QuietHours>,
     pub created_ms: i64,
     pub sub: Subscription,
+}
+
+impl Device {
+    /// Whether a new notice may go to this device at `now_ms` (not quiet, not in its quiet
+    /// hours).
+    pub fn hears(&self, now_ms: i64) -> bool {
+        !self.quiet
+            && !self
+                .quiet_hours
+                .as_ref()
+                .is_some_and(|q| q.contains(now_ms))
+    }
 }
 
 /// An ntfy topic (`https://ntfy.sh/mytopic` or self-hosted) and its access token.
@@ -350,9 +421,10 @@ impl Vapid {
 pub trait PushStore: Send + Sync + 'static {
     /// Whether the person is away (no push otherwise).
     fn away(&self) -> bool;
-    /// The devices not set quiet.
-    fn subscriptions(&self) -> Vec<Subscription>;
-    /// Whether any device is set quiet (so a push left unsent is worth a line in the log).
+    /// The devices a notice goes to: all of them for a withdrawal (DECISIONS 34: the prompt
+    /// closes on every device), else those that hear now ([`Device::hears`]).
+    fn subscriptions(&self, withdrawal: bool) -> Vec<Subscription>;
+    /// Whether any device is quiet now (so a push left unsent is worth a line in the log).
     fn has_quiet_devices(&self) -> bool;
     fn ntfy(&self) -> Option<Ntfy>;
     fn vapid(&self) -> Option<Vapid>;
@@ -465,6 +537,9 @@ pub fn short_endpoint(endpoint: &str) -> String {
 fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) {
     let agent = reach::agent(allow_private, CONNECT_TIMEOUT, TOTAL_TIMEOUT);
     let mut retries: VecDeque<Job> = VecDeque::new();
+    // The prompts pushed (newest last): their withdrawal goes out even once the person is
+    // back at the desk, so no device keeps a notification of a prompt that is over.
+    let mut pushed: VecDeque<String> = VecDeque::new();
     loop {
         // Due retries first; otherwise wait for a notice until the next retry is due.
         let now = Instant::now();
@@ -495,17 +570,26 @@ fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) 
         if put_off(&*store, &notice) {
             continue;
         }
-        let (devices, ntfy) = (store.subscriptions(), store.ntfy());
+        let withdrawal = matches!(notice, Notice::Cleared { .. });
+        let (devices, ntfy) = (store.subscriptions(withdrawal), store.ntfy());
         if devices.is_empty() && ntfy.is_none() && !store.has_quiet_devices() {
             continue; // nothing set up: nothing to say
         }
-        if !store.away() {
+        let was_pushed = match &notice {
+            Notice::Cleared { attention_id, .. } => pushed
+                .iter()
+                .position(|a| a == attention_id)
+                .and_then(|i| pushed.remove(i))
+                .is_some(),
+            _ => false,
+        };
+        if !store.away() && !was_pushed {
             store.record("-", &notice.what(), "not sent: the person is at the desk");
             continue;
         }
         let mut targets: Vec<Target> = devices.into_iter().map(Target::Device).collect();
         // ntfy cannot withdraw a message: it hears of new prompts and failures only.
-        if !matches!(notice, Notice::Cleared { .. }) {
+        if !withdrawal {
             targets.extend(ntfy.map(Target::Ntfy));
         }
         if targets.is_empty() {
@@ -516,6 +600,12 @@ fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) 
         // receiver's lock, and making the VAPID key pair from its secret costs a P-256
         // multiplication.
         let ctx = Ctx::load(&*store, allow_private);
+        if let Notice::Needed { attention_id, .. } = &notice {
+            if pushed.len() >= PUSHED_KEPT {
+                pushed.pop_front();
+            }
+            pushed.push_back(attention_id.clone());
+        }
         for target in targets {
             let job = Job {
                 notice: notice.clone(),
@@ -778,6 +868,40 @@ mod tests {
             &json!({"id": "x", "outcome": "refused", "code": "replay"})
         )
         .is_some());
+    }
+
+    #[test]
+    fn a_prompt_names_its_machine_and_command_and_carries_what_to_sign_when_signed() {
+        let ev = json!({"type": "attention.needed", "harness": {"name": "claude-code"},
+            "session": {"id": "s1", "machine": "laptop"},
+            "data": {"attention_id": "perm-1", "tool": "Bash", "message": format!("Bash git push --force {}", "x".repeat(200))}});
+        let mut n = Notice::from_event(&ev).unwrap();
+        let p = n.payload("https://pipe.example");
+        assert_eq!(p["title"], "claude-code on laptop wants to run Bash");
+        let body = p["body"].as_str().unwrap();
+        assert!(
+            body.starts_with("git push --force xx") && body.ends_with('…'),
+            "{body}"
+        );
+        assert_eq!(body.chars().count(), COMMAND_SHOWN);
+        // Unsigned: no answer to sign, so the actions open the page.
+        assert!(p.get("answer").is_none());
+        assert_eq!(p["actions"][0]["title"], "Allow…");
+        if let Notice::Needed { answer, .. } = &mut n {
+            *answer = Some(Answer {
+                machine: "m_1".into(),
+                rp_id: "pipe.example".into(),
+            });
+        }
+        let p = n.payload("https://pipe.example");
+        assert_eq!(
+            p["answer"],
+            json!({"session": "claude-code:s1", "attention_id": "perm-1", "machine": "m_1", "rp": "pipe.example"})
+        );
+        assert_eq!(
+            p["actions"],
+            json!([{"action": "allow", "title": "Allow"}, {"action": "deny", "title": "Deny"}])
+        );
     }
 
     #[test]

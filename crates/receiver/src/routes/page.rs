@@ -12,10 +12,10 @@
 //! | `POST /login` | the login token | 303 to `/` with the login cookie; 401 with the form again; 429 past the login limits; 413 over 16 KiB |
 //! | `POST /logout` | login + CSRF | 204, the cookie cleared and the login forgotten |
 //! | `GET /assets/{app.css,app.js,login.js,icon…}`, `/manifest.webmanifest`, `/sw.js` | none | the static files (nothing secret) |
-//! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts, messages and outcomes, the prompts put off (`snoozed`); held up to S (≤ 25) seconds until the state's version differs from V (or a prompt put off comes back) |
+//! | `GET /page/api/state?since=V&wait=S` | login | 200 sessions, open prompts (and `cleared`: those ended lately, and how), messages and outcomes, the prompts put off (`snoozed`); held up to S (≤ 25) seconds until the state's version differs from V (or a prompt put off comes back) |
 //! | `POST /page/api/enqueue` | login + CSRF | 200 the queued message; 400 naming what is wrong |
 //! | `POST /page/api/away` | login + CSRF | `{"away": bool}`: the Away switch; 200 `{"away"}` |
-//! | `GET /page/api/push`, `POST /page/api/push` `{"op": "subscribe" \| "remove" \| "quiet" \| "ntfy", …}` | login (+ CSRF to post) | telling the person (`push/`): the devices, ntfy and the push log; 400 naming what is wrong |
+//! | `GET /page/api/push`, `POST /page/api/push` `{"op": "subscribe" \| "remove" \| "quiet" \| "quiet_hours" \| "ntfy", …}` | login (+ CSRF to post) | telling the person (`push/`): the devices, ntfy and the push log; 400 naming what is wrong |
 //! | `GET /pair?code=` | login | the page, opened on its pairing view (signed control) |
 //! | `/page/api/pairing`, `/page/api/signed` | login (+ CSRF to post) | signed control: see `signed.rs` |
 //! | `POST /page/api/snooze` | login + CSRF | "Not now": see `snooze.rs` |
@@ -551,29 +551,32 @@ async fn away(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: Bo
 /// `GET /page/api/push`: the VAPID key a device subscribes with, the devices (never their
 /// endpoints), ntfy (never its token) and the newest push attempts.
 async fn push_state(State(app): State<AppState>, _: Login) -> Reply {
-    let out = app
-        .shared
-        .with_db(|st| -> Result<Value, ApiError> {
-            let vapid = crate::state::vapid_of(st)?.public();
-            let devices: Vec<Value> = st
-                .db
-                .push_devices()?
-                .into_iter()
-                .map(|d| {
-                    json!({"id": d.id, "name": d.name, "quiet": d.quiet,
-                        "since_ms": d.created_ms,
+    let out =
+        app.shared
+            .with_db(|st| -> Result<Value, ApiError> {
+                let vapid = crate::state::vapid_of(st)?.public();
+                let devices: Vec<Value> =
+                    st.db
+                        .push_devices()?
+                        .into_iter()
+                        .map(|d| {
+                            let hours = d.quiet_hours.as_ref().map(
+                                |q| json!({"from": q.from_hhmm(), "to": q.to_hhmm(), "tz": q.tz}),
+                            );
+                            json!({"id": d.id, "name": d.name, "quiet": d.quiet,
+                        "quiet_hours": hours, "since_ms": d.created_ms,
                         "service": crate::push::short_endpoint(&d.sub.endpoint)})
-                })
-                .collect();
-            let ntfy = st.db.setting("ntfy_url").ok().flatten();
-            let has_token = st.db.setting("ntfy_token").ok().flatten().is_some();
-            let content = st.db.setting("ntfy_content").ok().flatten().is_some();
-            let log = st.db.push_log(50).unwrap_or_default();
-            Ok(json!({"vapid": vapid, "devices": devices,
+                        })
+                        .collect();
+                let ntfy = st.db.setting("ntfy_url").ok().flatten();
+                let has_token = st.db.setting("ntfy_token").ok().flatten().is_some();
+                let content = st.db.setting("ntfy_content").ok().flatten().is_some();
+                let log = st.db.push_log(50).unwrap_or_default();
+                Ok(json!({"vapid": vapid, "devices": devices,
                 "ntfy": ntfy.map(|u| json!({"url": u, "token": has_token, "content": content})),
                 "log": log}))
-        })
-        .await?;
+            })
+            .await?;
     Ok(json_reply(StatusCode::OK, out))
 }
 
@@ -604,6 +607,15 @@ enum PushOp {
     Remove { id: String },
     /// A device stays quiet (or not).
     Quiet { id: String, quiet: bool },
+    /// A device's quiet hours, `HH:MM` to `HH:MM` in its IANA time zone `tz`; without
+    /// `from` and `to` they end.
+    #[serde(rename = "quiet_hours")]
+    QuietHours {
+        id: String,
+        from: Option<String>,
+        to: Option<String>,
+        tz: Option<String>,
+    },
     /// ntfy: an empty url turns it off; `content` sends what the agent asks (clear text).
     Ntfy {
         #[serde(default)]
@@ -614,8 +626,9 @@ enum PushOp {
 }
 
 /// `POST /page/api/push` `{"op": …}`: `subscribe` `{subscription: {endpoint, keys:
-/// {p256dh, auth}}, name?}`, `remove` `{id}`, `quiet` `{id, quiet}`, `ntfy` `{url, token?,
-/// content?}` (an empty url turns ntfy off).
+/// {p256dh, auth}}, name?}`, `remove` `{id}`, `quiet` `{id, quiet}`, `quiet_hours` `{id,
+/// from?, to?, tz?}` (`HH:MM` in the device's IANA zone; neither ends them), `ntfy` `{url,
+/// token?, content?}` (an empty url turns ntfy off).
 async fn push_set(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: Body) -> Reply {
     let op: PushOp = body::read_other_json(&app, &headers, body).await?;
     let private = app.shared.opts.allow_private_push;
@@ -661,6 +674,24 @@ fn push_op(st: &mut St, op: PushOp, private: bool) -> Result<Value, ApiError> {
             true => json!({ "quiet": quiet }),
             false => return Err(ApiError::new(StatusCode::NOT_FOUND, "no such device")),
         },
+        PushOp::QuietHours { id, from, to, tz } => {
+            let hours = match (from.as_deref(), to.as_deref()) {
+                (None | Some(""), None | Some("")) => None,
+                (Some(f), Some(t)) => Some(
+                    crate::push::QuietHours::parse(f, t, tz.as_deref().unwrap_or(""))
+                        .map_err(|why| ApiError::bad_request(&why))?,
+                ),
+                _ => {
+                    return Err(ApiError::bad_request(
+                        "quiet hours: give both from and to (HH:MM), or neither to end them",
+                    ))
+                }
+            };
+            if !st.db.push_set_quiet_hours(&id, hours.as_ref())? {
+                return Err(ApiError::new(StatusCode::NOT_FOUND, "no such device"));
+            }
+            json!({"quiet_hours": hours.map(|q| json!({"from": q.from_hhmm(), "to": q.to_hhmm(), "tz": q.tz}))})
+        }
         PushOp::Ntfy {
             url,
             token,

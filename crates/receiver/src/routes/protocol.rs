@@ -164,7 +164,25 @@ fn store_events(
     }
     // Tell the person (push.rs) of each new prompt and of its end; a duplicate never.
     for (ev, _) in valid.iter().zip(&fresh).filter(|(_, f)| **f) {
-        if let Some(n) = crate::push::Notice::from_event(ev) {
+        if let Some(mut n) = crate::push::Notice::from_event(ev) {
+            // A question is answered on the page (its options); other prompts may be
+            // answered from the notification where the payload says what to sign.
+            if let crate::push::Notice::Needed {
+                session,
+                machine,
+                tool,
+                answer,
+                ..
+            } = &mut n
+            {
+                if tool.as_deref() != Some("AskUserQuestion") {
+                    *answer = super::signed::push_answer(st, session);
+                }
+                // A sender without a `machine` name: the name its machine paired with.
+                if machine.is_none() {
+                    *machine = super::signed::session_machine(st, session).and_then(|m| m.1);
+                }
+            }
             st.notify(n);
         }
     }

@@ -236,6 +236,29 @@ async fn off(
     Ok(json_reply(StatusCode::OK, json!({})))
 }
 
+/// The machine a session's signed commands are for (DECISIONS 33): the one place the
+/// receiver decides it. Today the sink token names no machine, so it is the machine paired
+/// most recently (as [`page_signing`] tells the page); `None` without signed control or
+/// before any pairing.
+/// Returns the machine's id and the name it paired with.
+pub(crate) fn session_machine(st: &St, _session: &str) -> Option<(String, Option<String>)> {
+    if !st.signed() {
+        return None;
+    }
+    let m = st.db.latest_machine().ok().flatten()?;
+    let id = m["machine"].as_str()?.to_owned();
+    Some((id, m["name"].as_str().map(str::to_owned)))
+}
+
+/// What the service worker needs to answer `session`'s prompt from its notification with a
+/// signed command (`page/sw.js`): the session's machine and the rp id of the day key.
+pub(crate) fn push_answer(st: &St, session: &str) -> Option<crate::push::Answer> {
+    Some(crate::push::Answer {
+        machine: session_machine(st, session)?.0,
+        rp_id: st.opts.rp_id.clone()?,
+    })
+}
+
 /// What the page's state answer says about signing: `{rp_id, machine?, name?}`.
 pub(crate) fn page_signing(st: &St) -> Option<Value> {
     if !st.signed() {

@@ -19,6 +19,9 @@
 //   grant {origin, permissions}          push {origin, data}     notifications -> {notifications}
 //   worker_activated -> {scope}          caches -> {caches}      offline {offline}
 //   eval {script} -> {value}
+//   sw_eval {script} -> {value}          the script run in the page origin's service worker
+//   new_page -> {index}                  another tab of the same profile, made the current one
+//   use_page {index}                     makes tab `index` (0 is the first) the current one
 //   close
 import { chromium } from 'playwright-core';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -180,6 +183,25 @@ async function run(cmd) {
       }) };
     case 'eval':
       return { value: await page.evaluate(cmd.script) };
+    case 'sw_eval': {
+      // Playwright's Worker.evaluate in the service worker of the current page's origin.
+      const origin = new URL(page.url()).origin;
+      const until = Date.now() + timeout;
+      let sw = null;
+      while (!(sw = context.serviceWorkers().find((w) => w.url().startsWith(origin)))) {
+        if (Date.now() > until) throw new Error('no service worker for ' + origin);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return { value: await sw.evaluate(cmd.script) };
+    }
+    case 'new_page':
+      page = await context.newPage();
+      page.setDefaultTimeout(20000);
+      return { index: context.pages().indexOf(page) };
+    case 'use_page':
+      page = context.pages()[cmd.index];
+      if (!page) throw new Error('no tab ' + cmd.index);
+      return {};
     case 'cookies':
       return { cookies: await context.cookies() };
     case 'url':
