@@ -39,6 +39,7 @@ use anyhow::{bail, Context};
 use rusqlite::{params, Connection};
 
 // Reachable as `db::Pairing`, as before the split (what `Db::pairing` returns).
+pub(crate) use events::Stored;
 #[allow(unused_imports)]
 pub(crate) use machines::Pairing;
 

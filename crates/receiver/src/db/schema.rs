@@ -140,6 +140,12 @@ CREATE TABLE push_log(
     result TEXT NOT NULL
 );
 "#,
+    // One inbox (DECISIONS 33): the paired machine whose token each session's events came
+    // with (NULL: the shared sink token, an unpaired sender).
+    r#"
+ALTER TABLE sessions ADD COLUMN machine_id TEXT;
+CREATE INDEX sessions_machine ON sessions(machine_id);
+"#,
 ];
 
 impl Db {
