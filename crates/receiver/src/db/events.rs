@@ -40,9 +40,11 @@ impl Db {
             let seq = as_integer(&ev["session"]["seq"]).unwrap_or_default();
             let ty = ev["type"].as_str().unwrap_or_default();
             let key = format!("{harness}:{sid}");
+            // Its machine, while that machine is still paired.
             let owner: Option<Option<String>> = tx
                 .query_row(
-                    "SELECT machine_id FROM sessions WHERE key = ?1",
+                    "SELECT m.id FROM sessions s LEFT JOIN machines m ON m.id = s.machine_id
+                     WHERE s.key = ?1",
                     params![key],
                     |r| r.get(0),
                 )
@@ -53,7 +55,8 @@ impl Db {
                     continue;
                 }
                 (None, Some(m)) => {
-                    // Unowned so far (or not there yet): the machine that sent it claims it.
+                    // No machine's so far (not there yet, sent with the shared token, or its
+                    // machine removed): the machine that sent it claims it.
                     tx.execute(
                         "UPDATE sessions SET machine_id = ?2 WHERE key = ?1",
                         params![key, m],
@@ -332,6 +335,14 @@ mod tests {
     fn a_session_keeps_the_machine_its_events_came_from() {
         let mut db = Db::open_memory().unwrap();
         let now = 1_800_000_000_000;
+        for m in ["m_a", "m_b"] {
+            db.conn
+                .execute(
+                    "INSERT INTO machines(id, paired_ms) VALUES (?1, 0)",
+                    params![m],
+                )
+                .unwrap();
+        }
         let a0 = ev("a", 0, "session.started", json!({"source":"startup"}));
         let b0 = ev("b", 0, "session.started", json!({"source":"startup"}));
         let u0 = ev("u", 0, "session.started", json!({"source":"startup"}));
@@ -389,5 +400,17 @@ mod tests {
         assert_eq!(owner("u"), "m_a");
         let b = s.iter().find(|x| x["id"] == "b").unwrap();
         assert_eq!(b["attentions"][0]["attention_id"], "p1");
+        // Once B is removed its sessions are guarded no longer; the shared token sends again.
+        assert!(db.remove_machine("m_b").unwrap());
+        assert_eq!(db.session_machine("claude-code:b").unwrap(), Some(None));
+        let b2 = ev("b", 2, "turn.ended", json!({"reason":"stop"}));
+        assert_eq!(
+            db.insert_events(&[&b2], now, None).unwrap(),
+            vec![Stored::New]
+        );
+        assert_eq!(
+            db.session_machine("claude-code:a").unwrap(),
+            Some(Some("m_a".into()))
+        );
     }
 }

@@ -188,11 +188,12 @@ impl Db {
     }
 
     /// The paired machine a session belongs to: `None` no such session, `Some(None)` one the
-    /// shared sink token sent (DECISIONS 33).
+    /// shared sink token sent, or whose machine was removed (DECISIONS 33).
     pub fn session_machine(&self, key: &str) -> rusqlite::Result<Option<Option<String>>> {
         self.conn
             .query_row(
-                "SELECT machine_id FROM sessions WHERE key = ?1",
+                "SELECT m.id FROM sessions s LEFT JOIN machines m ON m.id = s.machine_id
+                 WHERE s.key = ?1",
                 params![key],
                 |r| r.get(0),
             )
@@ -200,15 +201,13 @@ impl Db {
     }
 
     /// Forgets a machine: its token, keys, pairings and what is queued for it. Its sessions
-    /// stay on the page, no longer anyone's (the shared token may send for them again).
+    /// keep its id (the page signs nothing for them) and are no longer guarded: any token
+    /// may send for them again, a paired machine's claiming them.
     /// Returns whether the machine was there.
     pub fn remove_machine(&mut self, id: &str) -> rusqlite::Result<bool> {
         let tx = self.conn.transaction()?;
         let n = tx.execute("DELETE FROM machines WHERE id = ?1", params![id])?;
-        tx.execute(
-            "UPDATE sessions SET machine_id = NULL WHERE machine_id = ?1",
-            params![id],
-        )?;
+
         tx.execute("DELETE FROM machine_keys WHERE machine = ?1", params![id])?;
         tx.execute("DELETE FROM pairings WHERE machine = ?1", params![id])?;
         tx.execute(
