@@ -674,3 +674,90 @@ mod http {
         assert!(why.contains("paired machine"), "{why}");
     }
 }
+
+/// BENCHMARKS.md, "page Allow → hook stdout with two machines and 50 live sessions": run
+/// with a release build (`cargo build --release --bins`, then `cargo test --release --test
+/// one_inbox -- --ignored --nocapture`). Each round a PermissionRequest waits on one machine
+/// (taking turns), the page shows it, and the time is from the click on Allow (the page signs
+/// with its day key, posts, the receiver queues, that machine's sp-sync verifies and answers
+/// the hook) to the hook's stdout closing with allow printed.
+#[test]
+#[ignore = "a benchmark: run it on a release build with --ignored"]
+fn bench_page_allow_to_hook_two_machines_fifty_sessions() {
+    use std::io::Read;
+    use std::time::Instant;
+    if let Some(why) = missing_browser_deps() {
+        panic!("the benchmark cannot run: {why}");
+    }
+    let rounds: usize = std::env::var("SP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(100);
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
+    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
+    let page = format!("http://localhost:{port}");
+    let mut laptop = Machine::new(&receiver, "laptop", "1a1a1a1a-0000-4000-8000-00000000000a");
+    let mut server = Machine::new(&receiver, "server", "2b2b2b2b-0000-4000-8000-00000000000b");
+    let mut b = Browser::launch();
+    b.call(json!({"op": "webauthn"}));
+    laptop.pair(&mut b, &page, true);
+    server.pair(&mut b, &page, false);
+    laptop.env.start_sync();
+    server.env.start_sync();
+    // 50 live sessions: each machine's prompt session and 24 more each, all started through
+    // the machine's own hooks and sp-sync.
+    for (m, tag) in [(&laptop, "a"), (&server, "b")] {
+        for i in 0..24 {
+            let start = json!({"session_id": format!("{tag}{i:07}-0000-4000-8000-000000000000"),
+                "hook_event_name": "SessionStart", "cwd": "/tmp", "transcript_path": "/tmp/t.jsonl",
+                "source": "startup"});
+            assert!(m.env.hook_json("sp-event", &start).status.success());
+        }
+    }
+    b.call(json!({"op": "goto", "url": format!("{page}/")}));
+    let mut times = Vec::with_capacity(rounds);
+    let mut open: [Option<String>; 2] = [None, None];
+    for round in 0..rounds + 2 {
+        let (m, last) = if round % 2 == 0 {
+            (&laptop, &mut open[0])
+        } else {
+            (&server, &mut open[1])
+        };
+        let (mut hook, att) = m.prompt(&format!("echo {round} > r{round}.txt"), last.as_deref());
+        *last = Some(att.clone());
+        let attention = format!(
+            "article[data-session=\"{}\"] [data-attention=\"{att}\"] button.allow",
+            m.key()
+        );
+        b.wait(&attention);
+        let mut out = hook.stdout.take().unwrap();
+        let t0 = Instant::now();
+        b.click(&attention);
+        let mut printed = String::new();
+        out.read_to_string(&mut printed).unwrap();
+        let took = t0.elapsed();
+        let _ = hook.wait();
+        assert_eq!(printed.trim_end(), ALLOW, "round {round}: {}", m.env.log());
+        // The first round on each machine makes the page's day key (a passkey touch).
+        if round >= 2 {
+            times.push(took.as_secs_f64() * 1000.0);
+        }
+    }
+    let live = receiver_db(&receiver)
+        .query_row("SELECT count(*) FROM sessions WHERE ended = 0", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .unwrap();
+    assert_eq!(live, 50);
+    assert_eq!(refused_acks(&receiver), Vec::<String>::new());
+    times.sort_by(f64::total_cmp);
+    let pct = |p: f64| times[((p / 100.0) * times.len() as f64).ceil() as usize - 1];
+    println!(
+        "page Allow -> hook stdout, two machines, {live} live sessions, {} rounds: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        times.len(),
+        pct(50.0),
+        pct(99.0),
+        times[times.len() - 1]
+    );
+}
