@@ -287,9 +287,8 @@ fn store_acks(
     }
     let mut owners = owners.into_iter();
     acks.retain(|_| match owners.next() {
-        // Unknown ids: the sink token's, as before.
-        None | Some(None) => machine.is_none(),
-        Some(Some(None)) => machine.is_none(),
+        // Unknown ids, and unsigned messages of no machine's session: the sink token's.
+        None | Some(None) | Some(Some(None)) => machine.is_none(),
         Some(Some(Some(m))) => machine.as_deref() == Some(m.as_str()),
     });
     let now = st.now_ms();
