@@ -150,8 +150,39 @@ pub(crate) async fn bearer_machine(
     let hash = token_hash(t);
     Ok(app
         .shared
-        .with_db(move |st| st.db.machine_by_token(&hash))
+        .with_db(move |st| {
+            let m = st.db.machine_by_token(&hash)?;
+            // The page shows each machine's last contact (kept in memory only).
+            if let Some(m) = &m {
+                let now = st.now_ms();
+                st.machine_seen.insert(m.clone(), now);
+            }
+            Ok::<_, rusqlite::Error>(m)
+        })
         .await?)
+}
+
+/// A sender (DECISIONS 33): the shared sink token (`None`: an unpaired or unsigned sender),
+/// or a paired machine's own token (`Some(machine)`); 401 otherwise, before any body is read.
+pub(crate) struct Sender(pub Option<String>);
+
+impl Sender {
+    pub async fn check(app: &AppState, headers: &HeaderMap) -> Result<Sender, ApiError> {
+        if bearer_is(headers, &app.shared.opts.token) {
+            return Ok(Sender(None));
+        }
+        match bearer_machine(app, headers).await? {
+            Some(m) => Ok(Sender(Some(m))),
+            None => Err(ApiError::unauthorized()),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Sender {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, ApiError> {
+        Sender::check(app, &parts.headers).await
+    }
 }
 
 /// A paired machine's token: the machine.

@@ -100,6 +100,8 @@ pub(crate) struct State {
     /// The Away word each poller (a session key, or `machine:<id>`) was last told: a poll
     /// from one that has not heard the current word is answered at once (DECISIONS 27).
     pub away_told: HashMap<String, bool>,
+    /// When each paired machine last came with its token (ms), for the page.
+    pub machine_seen: HashMap<String, i64>,
     /// Each login's CSRF secret (random, kept only here), by the login cookie's hash.
     pub csrf: HashMap<String, String>,
     /// Login attempts allowed per client and overall.
@@ -156,6 +158,7 @@ impl Shared {
                 stopped: false,
                 touched: Vec::new(),
                 away_told: HashMap::new(),
+                machine_seen: HashMap::new(),
                 csrf: HashMap::new(),
                 login_limits: Default::default(),
                 pusher: None,

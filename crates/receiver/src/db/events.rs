@@ -10,10 +10,27 @@ use crate::validate::as_integer;
 /// Session fields a page shows; merged so an empty or absent field never blanks an earlier one.
 const SESSION_FIELDS: &[&str] = &["machine", "cwd", "repo", "branch", "model", "title", "url"];
 
+/// What became of one event of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stored {
+    New,
+    /// Its (harness, session, seq) was already there.
+    Duplicate,
+    /// Its session belongs to another machine than the token it came with (DECISIONS 33).
+    Foreign,
+}
+
 impl Db {
-    /// Stores valid events; for each, `true` if new, `false` if its (harness, session, seq)
-    /// was already there. One transaction for the batch.
-    pub fn insert_events(&mut self, events: &[&Value], now_ms: i64) -> rusqlite::Result<Vec<bool>> {
+    /// Stores valid events sent with `machine`'s token (`None`: the shared sink token), one
+    /// transaction for the batch. A session belongs to the paired machine whose token its
+    /// first event came with (or the first one after, while it has none); no other token
+    /// touches it afterwards.
+    pub fn insert_events(
+        &mut self,
+        events: &[&Value],
+        now_ms: i64,
+        machine: Option<&str>,
+    ) -> rusqlite::Result<Vec<Stored>> {
         let tx = self.conn.transaction()?;
         let mut out = Vec::with_capacity(events.len());
         let now_at = fmt_ms(now_ms);
@@ -22,18 +39,44 @@ impl Db {
             let sid = ev["session"]["id"].as_str().unwrap_or_default();
             let seq = as_integer(&ev["session"]["seq"]).unwrap_or_default();
             let ty = ev["type"].as_str().unwrap_or_default();
+            let key = format!("{harness}:{sid}");
+            // Its machine, while that machine is still paired.
+            let owner: Option<Option<String>> = tx
+                .query_row(
+                    "SELECT m.id FROM sessions s LEFT JOIN machines m ON m.id = s.machine_id
+                     WHERE s.key = ?1",
+                    params![key],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            match (owner.flatten(), machine) {
+                (Some(o), m) if m != Some(o.as_str()) => {
+                    out.push(Stored::Foreign);
+                    continue;
+                }
+                (None, Some(m)) => {
+                    // No machine's so far (not there yet, sent with the shared token, or its
+                    // machine removed): the machine that sent it claims it.
+                    tx.execute(
+                        "UPDATE sessions SET machine_id = ?2 WHERE key = ?1",
+                        params![key, m],
+                    )?;
+                }
+                _ => {}
+            }
             let n = tx.execute(
                 "INSERT OR IGNORE INTO events(harness, session_id, seq, type, event_id, received_ms, received_at, body)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![harness, sid, seq, ty, ev["id"].as_str().unwrap_or_default(), now_ms, now_at, ev.to_string()],
             )?;
             if n == 0 {
-                out.push(false);
+                out.push(Stored::Duplicate);
                 continue;
             }
-            out.push(true);
-            let key = format!("{harness}:{sid}");
-            note_session(&tx, &key, harness, sid, seq, ty, ev, now_ms, &now_at)?;
+            out.push(Stored::New);
+            note_session(
+                &tx, &key, harness, sid, seq, ty, ev, now_ms, &now_at, machine,
+            )?;
             if matches!(ty, "attention.needed" | "attention.cleared") {
                 note_attention(&tx, &key, seq, ty, &ev["data"], &now_at)?;
             }
@@ -64,6 +107,7 @@ fn note_session(
     ev: &Value,
     now_ms: i64,
     now_at: &str,
+    machine: Option<&str>,
 ) -> rusqlite::Result<()> {
     let old: Option<(i64, String)> = tx
         .query_row(
@@ -91,9 +135,9 @@ fn note_session(
     match old {
         None => {
             tx.execute(
-                "INSERT INTO sessions(key, harness, session_id, first_at, last_ms, last_at, last_type, last_seq, info, ended)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6, ?7, ?8, ?9)",
-                params![key, harness, sid, now_at, now_ms, ty, seq, info, ended],
+                "INSERT INTO sessions(key, harness, session_id, first_at, last_ms, last_at, last_type, last_seq, info, ended, machine_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6, ?7, ?8, ?9, ?10)",
+                params![key, harness, sid, now_at, now_ms, ty, seq, info, ended, machine],
             )?;
         }
         Some((last_seq, _)) if seq >= last_seq => {
@@ -237,7 +281,7 @@ mod tests {
         let b = ev("s", 1, "turn.ended", json!({"reason": "stop"}));
         let mut b = b;
         b["harness"]["name"] = json!("acp");
-        db.insert_events(&[&a, &b], now).unwrap();
+        db.insert_events(&[&a, &b], now, None).unwrap();
         let s = db.page_sessions(now, 3_600_000).unwrap();
         let agent = s[0]["agent"].as_str().unwrap();
         assert!(
@@ -262,8 +306,8 @@ mod tests {
             json!({"attention_id":"p1","kind":"permission","tool":"Bash","message":"ls"}),
         );
         assert_eq!(
-            db.insert_events(&[&a, &b, &a], now).unwrap(),
-            vec![true, true, false]
+            db.insert_events(&[&a, &b, &a], now, None).unwrap(),
+            vec![Stored::New, Stored::New, Stored::Duplicate]
         );
         let s = db.page_sessions(now, 3_600_000).unwrap();
         assert_eq!(s.len(), 1);
@@ -277,7 +321,7 @@ mod tests {
             "attention.cleared",
             json!({"attention_id":"p1","how":"answered"}),
         );
-        db.insert_events(&[&c], now).unwrap();
+        db.insert_events(&[&c], now, None).unwrap();
         let s = db.page_sessions(now, 3_600_000).unwrap();
         assert_eq!(s[0]["attentions"], json!([]));
         assert_eq!(s[0]["state"], "active");
@@ -286,5 +330,88 @@ mod tests {
             .page_sessions(now + 4_000_000, 3_600_000)
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn a_session_keeps_the_machine_its_events_came_from() {
+        let mut db = Db::open_memory().unwrap();
+        let now = 1_800_000_000_000;
+        for m in ["m_a", "m_b"] {
+            db.conn
+                .execute(
+                    "INSERT INTO machines(id, paired_ms) VALUES (?1, 0)",
+                    params![m],
+                )
+                .unwrap();
+        }
+        let a0 = ev("a", 0, "session.started", json!({"source":"startup"}));
+        let b0 = ev("b", 0, "session.started", json!({"source":"startup"}));
+        let u0 = ev("u", 0, "session.started", json!({"source":"startup"}));
+        assert_eq!(
+            db.insert_events(&[&a0], now, Some("m_a")).unwrap(),
+            vec![Stored::New]
+        );
+        assert_eq!(
+            db.insert_events(&[&b0], now, Some("m_b")).unwrap(),
+            vec![Stored::New]
+        );
+        assert_eq!(
+            db.insert_events(&[&u0], now, None).unwrap(),
+            vec![Stored::New]
+        );
+        // Machine A's token, and the shared token, cannot touch B's session.
+        let b1 = ev(
+            "b",
+            1,
+            "attention.needed",
+            json!({"attention_id":"p1","kind":"permission","tool":"Bash"}),
+        );
+        assert_eq!(
+            db.insert_events(&[&b1], now, Some("m_a")).unwrap(),
+            vec![Stored::Foreign]
+        );
+        assert_eq!(
+            db.insert_events(&[&b1], now, None).unwrap(),
+            vec![Stored::Foreign]
+        );
+        // Nor a duplicate of B's own event (it is not theirs to confirm).
+        assert_eq!(
+            db.insert_events(&[&b0], now, Some("m_a")).unwrap(),
+            vec![Stored::Foreign]
+        );
+        // An unowned session is claimed by the first paired machine that sends for it, then kept.
+        let u1 = ev("u", 1, "turn.ended", json!({"reason":"stop"}));
+        assert_eq!(
+            db.insert_events(&[&u1], now, Some("m_a")).unwrap(),
+            vec![Stored::New]
+        );
+        let u2 = ev("u", 2, "turn.ended", json!({"reason":"stop"}));
+        assert_eq!(
+            db.insert_events(&[&u2], now, None).unwrap(),
+            vec![Stored::Foreign]
+        );
+        assert_eq!(
+            db.insert_events(&[&b1], now, Some("m_b")).unwrap(),
+            vec![Stored::New]
+        );
+        let s = db.page_sessions(now, 3_600_000).unwrap();
+        let owner = |sid: &str| s.iter().find(|x| x["id"] == sid).unwrap()["machine_id"].clone();
+        assert_eq!(owner("a"), "m_a");
+        assert_eq!(owner("b"), "m_b");
+        assert_eq!(owner("u"), "m_a");
+        let b = s.iter().find(|x| x["id"] == "b").unwrap();
+        assert_eq!(b["attentions"][0]["attention_id"], "p1");
+        // Once B is removed its sessions are guarded no longer; the shared token sends again.
+        assert!(db.remove_machine("m_b").unwrap());
+        assert_eq!(db.session_machine("claude-code:b").unwrap(), Some(None));
+        let b2 = ev("b", 2, "turn.ended", json!({"reason":"stop"}));
+        assert_eq!(
+            db.insert_events(&[&b2], now, None).unwrap(),
+            vec![Stored::New]
+        );
+        assert_eq!(
+            db.session_machine("claude-code:a").unwrap(),
+            Some(Some("m_a".into()))
+        );
     }
 }

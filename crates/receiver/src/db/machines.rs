@@ -167,10 +167,47 @@ impl Db {
         rows.collect()
     }
 
-    /// Forgets a machine: its token, keys, pairings and what is queued for it.
-    pub fn remove_machine(&mut self, id: &str) -> rusqlite::Result<()> {
+    /// Every paired machine as the page shows it, oldest pairing first: `{machine, name,
+    /// paired_ms, keys: [key id…]}`.
+    pub fn machines(&self) -> rusqlite::Result<Vec<Value>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT m.id, m.name, m.paired_ms,
+                    (SELECT json_group_array(k.id) FROM machine_keys k WHERE k.machine = m.id)
+             FROM machines m ORDER BY m.paired_ms, m.rowid",
+        )?;
+        let rows = st.query_map([], |r| {
+            let keys: String = r.get(3)?;
+            Ok(json!({
+                "machine": r.get::<_, String>(0)?,
+                "name": r.get::<_, Option<String>>(1)?,
+                "paired_ms": r.get::<_, i64>(2)?,
+                "keys": serde_json::from_str::<Value>(&keys).unwrap_or(json!([])),
+            }))
+        })?;
+        rows.collect()
+    }
+
+    /// The paired machine a session belongs to: `None` no such session, `Some(None)` one the
+    /// shared sink token sent, or whose machine was removed (DECISIONS 33).
+    pub fn session_machine(&self, key: &str) -> rusqlite::Result<Option<Option<String>>> {
+        self.conn
+            .query_row(
+                "SELECT m.id FROM sessions s LEFT JOIN machines m ON m.id = s.machine_id
+                 WHERE s.key = ?1",
+                params![key],
+                |r| r.get(0),
+            )
+            .optional()
+    }
+
+    /// Forgets a machine: its token, keys, pairings and what is queued for it. Its sessions
+    /// keep its id (the page signs nothing for them) and are no longer guarded: any token
+    /// may send for them again, a paired machine's claiming them.
+    /// Returns whether the machine was there.
+    pub fn remove_machine(&mut self, id: &str) -> rusqlite::Result<bool> {
         let tx = self.conn.transaction()?;
-        tx.execute("DELETE FROM machines WHERE id = ?1", params![id])?;
+        let n = tx.execute("DELETE FROM machines WHERE id = ?1", params![id])?;
+
         tx.execute("DELETE FROM machine_keys WHERE machine = ?1", params![id])?;
         tx.execute("DELETE FROM pairings WHERE machine = ?1", params![id])?;
         tx.execute(
@@ -178,7 +215,8 @@ impl Db {
                AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id)",
             params![id],
         )?;
-        tx.commit()
+        tx.commit()?;
+        Ok(n > 0)
     }
 }
 
@@ -214,7 +252,11 @@ mod tests {
         assert!(!db.give_token("c2", "h3").unwrap());
         assert_eq!(db.machine_by_token("h3").unwrap(), None);
         assert_eq!(db.latest_machine().unwrap().unwrap()["name"], "laptop");
-        db.remove_machine("m_a").unwrap();
+        let listed = db.machines().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0]["keys"], json!(["k1"]));
+        assert!(db.remove_machine("m_a").unwrap());
+        assert!(!db.remove_machine("m_a").unwrap());
         assert_eq!(db.machine_by_token("h1").unwrap(), None);
         assert!(db.pairing("c1").unwrap().is_none());
     }

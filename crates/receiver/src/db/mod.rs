@@ -42,6 +42,7 @@ use anyhow::{bail, Context};
 use rusqlite::{params, Connection};
 
 // Reachable as `db::Pairing`, as before the split (what `Db::pairing` returns).
+pub(crate) use events::Stored;
 #[allow(unused_imports)]
 pub(crate) use machines::Pairing;
 pub(crate) use snoozes::{Snooze, SNOOZES_MAX};

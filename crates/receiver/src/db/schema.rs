@@ -163,6 +163,12 @@ ALTER TABLE push_devices ADD COLUMN quiet_tz TEXT;
     r#"
 CREATE INDEX attentions_cleared ON attentions(session_key, cleared_at) WHERE open = 0;
 "#,
+    // One inbox (DECISIONS 33): the paired machine whose token each session's events came
+    // with (NULL: the shared sink token, an unpaired sender).
+    r#"
+ALTER TABLE sessions ADD COLUMN machine_id TEXT;
+CREATE INDEX sessions_machine ON sessions(machine_id);
+"#,
 ];
 
 impl Db {

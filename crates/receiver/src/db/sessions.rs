@@ -22,6 +22,7 @@ struct SessionRow {
     last_type: String,
     info: String,
     ended: bool,
+    machine_id: Option<String>,
 }
 
 /// One message as the page lists it.
@@ -76,7 +77,7 @@ impl Db {
     /// latest messages (newest first) and their outcomes.
     pub fn page_sessions(&self, now_ms: i64, live_ms: i64) -> rusqlite::Result<Vec<Value>> {
         let mut st = self.conn.prepare_cached(
-            "SELECT key, harness, session_id, first_at, last_at, last_type, info, ended
+            "SELECT key, harness, session_id, first_at, last_at, last_type, info, ended, machine_id
              FROM sessions s
              WHERE (ended = 0 AND last_ms > ?1)
                 OR EXISTS (SELECT 1 FROM attentions a WHERE a.session_key = s.key AND a.open = 1)
@@ -93,6 +94,7 @@ impl Db {
                     last_type: r.get(5)?,
                     info: r.get(6)?,
                     ended: r.get::<_, i64>(7)? != 0,
+                    machine_id: r.get(8)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
@@ -106,6 +108,7 @@ impl Db {
             last_type,
             info,
             ended,
+            machine_id,
         } in rows
         {
             let attentions = self.open_attentions(&key)?;
@@ -130,6 +133,10 @@ impl Db {
                 for (k, x) in info {
                     v.insert(k, x);
                 }
+            }
+            // The paired machine its events came from (DECISIONS 33): the page signs for it.
+            if let Some(m) = machine_id {
+                v.insert("machine_id".into(), m.into());
             }
             v.insert("state".into(), state.into());
             v.insert("last_type".into(), last_type.into());

@@ -2,7 +2,7 @@
 // every action is a POST to /page/api/enqueue with the CSRF header. Untrusted text (session
 // fields, tool messages, notes) only ever goes into textContent.
 //
-// Signed control (DECISIONS 22): once a machine is paired here (state.signing.machine), every
+// Signed control (DECISIONS 22, 33): once machines are paired here (state.signing.machines), every
 // answer, prompt and stop is a command string signed on this device instead: by a day key
 // (WebCrypto P-256, non-extractable, kept in IndexedDB) that a passkey vouches for with a
 // grant made once a day, and posted to /page/api/signed. The pairing view (/pair?code=) shows
@@ -16,7 +16,7 @@
   let skew = 0; // server clock minus local clock, ms
   let current = null;
   const cards = new Map(); // session key -> element
-  const headings = new Map(); // machine name -> its heading
+  const headings = new Map(); // 'id:<paired machine>' or 'name:<machine name>' -> its heading
   const tools = new Map(); // attention_id -> tool, remembered for the message list
 
   const FINAL = new Set(['delivered', 'expired', 'unsupported', 'failed', 'refused']);
@@ -179,10 +179,103 @@
     return post('/page/api/signed', body);
   }
 
-  function enqueue(session, message) {
-    const signing = current && current.signing;
-    if (signing && signing.machine) return sendSigned(signing, session, message);
+  // The paired machines (DECISIONS 33), from state.signing.machines (an older receiver's
+  // state names only its latest pairing).
+  function pairedMachines(state) {
+    const sg = state && state.signing;
+    if (!sg) return [];
+    if (Array.isArray(sg.machines)) return sg.machines;
+    return sg.machine ? [{ machine: sg.machine, name: sg.name }] : [];
+  }
+
+  // What a command for `session` is signed for (DECISIONS 33): the paired machine whose
+  // token its session's events came with (`machine_id`). A session no machine sent (the
+  // shared token) is signed for the one paired machine when there is exactly one (a sender
+  // from before rule 33), else sent unsigned (`null`), as to an unpaired sender. Throws for a
+  // session whose machine was removed: no machine would take it.
+  function signingFor(session) {
+    const sg = current && current.signing;
+    const machines = pairedMachines(current);
+    if (!sg || machines.length === 0) return null;
+    const s = (current.sessions || []).find((x) => x.key === session);
+    const id = s && s.machine_id;
+    let m = null;
+    if (id) {
+      m = machines.find((x) => x.machine === id);
+      if (!m) throw new Error('this session\'s machine is no longer paired here; run sp pair on it');
+    } else if (machines.length === 1) {
+      m = machines[0];
+    }
+    return m ? { rp_id: sg.rp_id, machine: m.machine, name: m.name } : null;
+  }
+
+  async function enqueue(session, message) {
+    const signing = signingFor(session);
+    if (signing) return sendSigned(signing, session, message);
     return post('/page/api/enqueue', { session, message });
+  }
+
+  // "Remove machine" (DECISIONS 33): ends that machine's token and keys, no other's. The
+  // first click arms the button ("Confirm remove"), a second within 5 s removes.
+  async function removeMachine(m, btn) {
+    if (btn.dataset.armed !== '1') {
+      btn.dataset.armed = '1';
+      btn.textContent = 'Confirm remove ' + (m.name || m.machine);
+      setTimeout(() => {
+        if (btn.dataset.armed === '1') {
+          delete btn.dataset.armed;
+          btn.textContent = 'Remove machine';
+        }
+      }, 5000);
+      return;
+    }
+    delete btn.dataset.armed;
+    btn.disabled = true;
+    try {
+      await post('/page/api/machines/remove', { machine: m.machine });
+    } catch (e) {
+      btn.disabled = false;
+      btn.textContent = 'Remove machine';
+      btn.title = e.message;
+    }
+  }
+
+  // A machine's heading: its name, last contact, Away word, paired key and Remove button.
+  function fillMachineHeading(h, label, m) {
+    h.dataset.machine = label;
+    if (m) h.dataset.machineId = m.machine;
+    let name = $('.machine-name', h);
+    if (!name) {
+      name = document.createElement('span');
+      name.className = 'machine-name';
+      h.append(name);
+    }
+    name.textContent = label;
+    let info = $('.machine-info', h);
+    let btn = $('button.remove-machine', h);
+    if (!m) {
+      if (info) info.remove();
+      if (btn) btn.remove();
+      return;
+    }
+    if (!info) {
+      info = document.createElement('span');
+      info.className = 'machine-info';
+      h.append(info);
+    }
+    const bits = ['paired ' + m.machine];
+    if (m.last_at) bits.push('last contact ' + ago(m.last_at));
+    if (m.away !== undefined) bits.push(m.away ? 'away' : 'at the desk');
+    if (m.keys && m.keys.length) bits.push('key ' + String(m.keys[0]).slice(0, 12) + (m.keys.length > 1 ? ' +' + (m.keys.length - 1) : ''));
+    info.textContent = bits.join(' · ');
+    if (!btn) {
+      btn = document.createElement('button');
+      btn.type = 'button';
+      btn.className = 'remove-machine';
+      btn.textContent = 'Remove machine';
+      h.append(btn);
+    }
+    btn.onclick = () => removeMachine(m, btn);
   }
 
   async function ensureCsrf() {
@@ -597,13 +690,19 @@
     skew = Date.parse(state.now) - Date.now();
     const away = $('#away');
     if (away.dataset.busy !== '1') away.checked = !!state.away;
-    const sg = state.signing && state.signing.machine ? state.signing : null;
+    const paired = pairedMachines(state);
     const badge = $('#signed');
-    badge.hidden = !sg;
-    badge.title = sg ? 'Answers are signed on this device for ' + (sg.name || sg.machine) + ' (' + sg.machine + ')' : '';
+    badge.hidden = paired.length === 0;
+    badge.title = paired.length ? 'Answers are signed on this device for the machine of each session: ' + paired.map((m) => (m.name || m.machine) + ' (' + m.machine + ')').join(', ') : '';
     const list = $('#sessions');
-    // One group per machine (the name its events carry), a session that needs you first.
-    const machineOf = (s) => s.machine || 'unnamed machine';
+    // One group per machine: the paired machine its events came with (DECISIONS 33), else
+    // the name its events carry; a session that needs you first.
+    const pairedById = new Map(paired.map((m) => [m.machine, m]));
+    const machineOf = (s) => (s.machine_id && pairedById.has(s.machine_id) ? 'id:' + s.machine_id : 'name:' + (s.machine || 'unnamed machine'));
+    const machineLabel = (s) => {
+      const m = s.machine_id && pairedById.get(s.machine_id);
+      return m ? m.name || s.machine || m.machine : s.machine || 'unnamed machine';
+    };
     const sessions = [...state.sessions].sort((a, b) =>
       machineOf(a).localeCompare(machineOf(b)) ||
       (b.attentions.length > 0) - (a.attentions.length > 0));
@@ -614,7 +713,7 @@
         cards.delete(k);
       }
     }
-    const grouped = new Set(sessions.map(machineOf)).size > 1;
+    const grouped = new Set(sessions.map(machineOf)).size > 1 || paired.length > 1;
     const want = [];
     let last = null;
     for (const s of sessions) {
@@ -624,10 +723,9 @@
         if (!h) {
           h = document.createElement('h2');
           h.className = 'machine';
-          h.dataset.machine = last;
-          h.textContent = last;
           headings.set(last, h);
         }
+        fillMachineHeading(h, machineLabel(s), s.machine_id && pairedById.get(s.machine_id));
         want.push(h);
       }
       let card = cards.get(s.key);

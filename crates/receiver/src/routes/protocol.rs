@@ -16,8 +16,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tower::util::MapRequestLayer;
 
-use crate::auth::{bearer_machine, AckAuth, ControlOffered, SinkToken};
+use crate::auth::{bearer_machine, AckAuth, ControlOffered, Sender};
 use crate::body::{self, OtherJson};
+use crate::db::Stored;
 use crate::error::{clip, json_reply, ApiError, Reply};
 use crate::longpoll;
 use crate::options::{Route, ACK_PATH, CONTROL_PATH, EVENTS_PATH, WELL_KNOWN_PATH};
@@ -77,11 +78,12 @@ async fn healthz(State(app): State<AppState>) -> Reply {
     }
 }
 
-/// `POST {events}`: the sink token, the protocol version and the declared size are judged
+/// `POST {events}`: the token (the shared sink token, or a paired machine's own, which the
+/// batch's sessions then belong to), the protocol version and the declared size are judged
 /// from the head; then the batch.
 async fn events(
     State(app): State<AppState>,
-    _: SinkToken,
+    Sender(machine): Sender,
     headers: HeaderMap,
     body: Body,
 ) -> Reply {
@@ -130,7 +132,7 @@ async fn events(
     let list = list.clone();
     let (accepted, duplicates, rejected) = app
         .shared
-        .with_db(move |st| store_events(st, &list))
+        .with_db(move |st| store_events(st, &list, machine.as_deref()))
         .await?;
     Ok(json_reply(
         StatusCode::ACCEPTED,
@@ -138,10 +140,13 @@ async fn events(
     ))
 }
 
-/// Stores a batch's valid events: how many were new, how many duplicates, and the rejected.
+/// Stores a batch's valid events sent with `machine`'s token (`None`: the shared one): how
+/// many were new, how many duplicates, and the rejected (an event for another machine's
+/// session among them).
 fn store_events(
     st: &mut crate::state::State,
     list: &[Value],
+    machine: Option<&str>,
 ) -> Result<(u64, u64, Vec<Value>), ApiError> {
     let mut rejected = Vec::new();
     let mut valid = Vec::with_capacity(list.len());
@@ -156,14 +161,32 @@ fn store_events(
         valid.push(ev);
     }
     let now = st.now_ms();
-    let fresh = st.db.insert_events(&valid, now)?;
-    let accepted = fresh.iter().filter(|f| **f).count() as u64;
-    let duplicates = fresh.len() as u64 - accepted;
+    let stored = st.db.insert_events(&valid, now, machine)?;
+    let count = |want: Stored| stored.iter().filter(|s| **s == want).count() as u64;
+    let (accepted, duplicates) = (count(Stored::New), count(Stored::Duplicate));
+    for (ev, _) in valid
+        .iter()
+        .zip(&stored)
+        .filter(|(_, s)| **s == Stored::Foreign)
+    {
+        let id = ev["id"].as_str().unwrap_or_default();
+        let reason = if machine.is_some() {
+            "session belongs to another machine (its own token sends for it)"
+        } else {
+            "session belongs to a paired machine (its own token sends for it, not the shared one)"
+        };
+        st.push_rejected(json!({"id": id, "reason": reason, "event": ev}));
+        rejected.push(json!({"id": id, "reason": reason}));
+    }
     if accepted > 0 {
         st.bump();
     }
     // Tell the person (push.rs) of each new prompt and of its end; a duplicate never.
-    for (ev, _) in valid.iter().zip(&fresh).filter(|(_, f)| **f) {
+    for (ev, _) in valid
+        .iter()
+        .zip(&stored)
+        .filter(|(_, s)| **s == Stored::New)
+    {
         if let Some(mut n) = crate::push::Notice::from_event(ev) {
             // A question is answered on the page (its options); other prompts may be
             // answered from the notification where the payload says what to sign.
@@ -214,7 +237,7 @@ async fn poll(
         drop(headers);
         return signed::machine_poll(&app, token_of, machine, wait).await;
     }
-    SinkToken::check(&app, &headers)?;
+    let Sender(sender) = Sender::check(&app, &headers).await?;
     drop(headers);
     let session = q
         .session
@@ -222,6 +245,19 @@ async fn poll(
     if split_session_key(&session).is_none() {
         return Err(ApiError::bad_request(
             "malformed session: want <harness>:<id>",
+        ));
+    }
+    // A session of a paired machine is polled with that machine's token only (DECISIONS 33).
+    let key = session.clone();
+    let owner = app
+        .shared
+        .with_db(move |st| st.db.session_machine(&key))
+        .await?
+        .flatten();
+    if owner.is_some() && owner != sender {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "session_of_another_machine",
         ));
     }
     let wait = wait_s(q.wait.as_deref(), wait_max, wait_max)?;
@@ -255,16 +291,23 @@ fn store_acks(
 ) -> Result<(), ApiError> {
     let mut owners = Vec::with_capacity(acks.len());
     for a in &acks {
-        owners.push(
-            st.db
-                .message_machine(a["id"].as_str().unwrap_or_default())?,
-        );
+        let id = a["id"].as_str().unwrap_or_default();
+        let owner = match st.db.message_machine(id)? {
+            // An unsigned message: the sink token's, or (DECISIONS 33) that of the machine
+            // its session belongs to.
+            Some(None) => match st.db.message_session(id)? {
+                Some(session) => Some(st.db.session_machine(&session)?.flatten()),
+                None => Some(None),
+            },
+            other => other,
+        };
+        owners.push(owner);
     }
     let mut owners = owners.into_iter();
-    acks.retain(|_| match owners.next().flatten() {
-        // Unknown ids and unsigned messages: the sink token's, as before.
-        None | Some(None) => machine.is_none(),
-        Some(Some(m)) => machine.as_deref() == Some(m.as_str()),
+    acks.retain(|_| match owners.next() {
+        // Unknown ids, and unsigned messages of no machine's session: the sink token's.
+        None | Some(None) | Some(Some(None)) => machine.is_none(),
+        Some(Some(Some(m))) => machine.as_deref() == Some(m.as_str()),
     });
     let now = st.now_ms();
     st.db.insert_acks(&acks, now)?;

@@ -12,11 +12,14 @@
 //! | `POST /page/api/signed` | login + CSRF | `{cmd, csig, grant}` signed on the page; 200 the queued envelope; 400 with the verifier's `code` when the early check (CONTROL.md §5, against the keys this receiver carried) refuses it |
 //!
 //! Every route answers 404 without signed control (the `control` capability and an rp id).
+//! | `POST /page/api/machines/remove` | login + CSRF | `{machine}`: that machine's token, keys and queue are forgotten; 404 unknown |
+//!
 //! The machine token is made when the machine's first pairing is first reported `paired`,
-//! handed over in that one answer, and stored only as its SHA-256. Sessions reach the page
-//! through the sink token, which names no machine: this receiver has one sink token, and the
-//! page signs for the most recently paired machine (one machine per sink token; a command for
-//! another machine would be refused `wrong_machine` there, never run).
+//! handed over in that one answer, and stored only as its SHA-256. A paired machine sends
+//! everything with it, events too (DECISIONS 33): each session belongs to the machine whose
+//! token its events came with, and the page signs each command for its session's machine (a
+//! command for another machine would be refused `wrong_machine` there, never run). The shared
+//! sink token still serves unpaired senders; their sessions belong to no machine.
 
 use std::time::{Duration, Instant};
 
@@ -65,6 +68,7 @@ pub(crate) fn page_router() -> Router<AppState> {
     Router::new()
         .route("/page/api/pairing", get(page_pairing).post(page_approve))
         .route("/page/api/signed", post(page_signed))
+        .route("/page/api/machines/remove", post(page_remove_machine))
 }
 
 fn random_bytes(n: usize) -> Result<Vec<u8>, ApiError> {
@@ -229,6 +233,7 @@ async fn off(
     app.shared
         .with_db(move |st| {
             st.db.remove_machine(&machine)?;
+            st.machine_seen.remove(&machine);
             st.bump();
             Ok::<_, ApiError>(())
         })
@@ -237,17 +242,22 @@ async fn off(
 }
 
 /// The machine a session's signed commands are for (DECISIONS 33): the one place the
-/// receiver decides it. Today the sink token names no machine, so it is the machine paired
-/// most recently (as [`page_signing`] tells the page); `None` without signed control or
-/// before any pairing.
-/// Returns the machine's id and the name it paired with.
-pub(crate) fn session_machine(st: &St, _session: &str) -> Option<(String, Option<String>)> {
+/// receiver decides it, from the paired machine whose token the session's events came with;
+/// `None` without signed control, for a session the shared sink token sent, or one whose
+/// machine was removed. Returns the machine's id and the name it paired with.
+pub(crate) fn session_machine(st: &St, session: &str) -> Option<(String, Option<String>)> {
     if !st.signed() {
         return None;
     }
-    let m = st.db.latest_machine().ok().flatten()?;
-    let id = m["machine"].as_str()?.to_owned();
-    Some((id, m["name"].as_str().map(str::to_owned)))
+    let id = st.db.session_machine(session).ok().flatten().flatten()?;
+    let name = st
+        .db
+        .machines()
+        .ok()?
+        .into_iter()
+        .find(|m| m["machine"] == id.as_str())
+        .and_then(|m| m["name"].as_str().map(str::to_owned));
+    Some((id, name))
 }
 
 /// What the service worker needs to answer `session`'s prompt from its notification with a
@@ -259,7 +269,10 @@ pub(crate) fn push_answer(st: &St, session: &str) -> Option<crate::push::Answer>
     })
 }
 
-/// What the page's state answer says about signing: `{rp_id, machine?, name?}`.
+/// What the page's state answer says about signing: `{rp_id, machine?, name?, machines}`.
+/// `machines` lists every paired machine (DECISIONS 33) with its keys, its last contact and
+/// the Away word it last heard; the page signs each command for its session's `machine_id`.
+/// `machine` and `name` (the most recent pairing) stay for an older page.
 pub(crate) fn page_signing(st: &St) -> Option<Value> {
     if !st.signed() {
         return None;
@@ -269,7 +282,56 @@ pub(crate) fn page_signing(st: &St) -> Option<Value> {
         v["machine"] = m["machine"].clone();
         v["name"] = m["name"].clone();
     }
+    let mut machines = st.db.machines().unwrap_or_default();
+    for m in &mut machines {
+        let id = m["machine"].as_str().unwrap_or_default().to_owned();
+        let paired = m["paired_ms"].as_i64().unwrap_or_default();
+        let seen = st
+            .machine_seen
+            .get(&id)
+            .copied()
+            .unwrap_or(paired)
+            .max(paired);
+        m["paired_at"] = ms_to_wire(paired).into();
+        m["last_at"] = ms_to_wire(seen).into();
+        if let Some(away) = st.away_told.get(&format!("machine:{id}")) {
+            m["away"] = (*away).into();
+        }
+    }
+    v["machines"] = Value::Array(machines);
     Some(v)
+}
+
+/// `POST /page/api/machines/remove`'s body.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemoveMachine {
+    machine: String,
+}
+
+/// `POST /page/api/machines/remove` `{machine}` (login + CSRF): "Remove machine" on the page
+/// ends that machine's token and keys and drops what is queued for it; no other machine's
+/// (DECISIONS 33). 404 when no such machine is paired.
+async fn page_remove_machine(
+    State(app): State<AppState>,
+    _: Csrf,
+    _: SignedOffered,
+    OtherJson(RemoveMachine { machine }, _read): OtherJson<RemoveMachine>,
+) -> Reply {
+    app.shared
+        .with_db(move |st| {
+            if !st.db.remove_machine(&machine)? {
+                return Err(ApiError::not_found());
+            }
+            st.machine_seen.remove(&machine);
+            st.away_told.remove(&format!("machine:{machine}"));
+            st.touched.push(format!("machine:{machine}"));
+            st.bump();
+            tracing::info!("machine {machine} removed from the page");
+            Ok::<_, ApiError>(())
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, json!({})))
 }
 
 /// `GET /page/api/pairing?code=`.

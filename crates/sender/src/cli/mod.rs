@@ -65,15 +65,19 @@ enum Command {
         what: String,
     },
     /// Enrolls a passkey for signed control: prints a link and six check digits, waits for
-    /// the approval, verifies its proof before trusting it
+    /// the approval, verifies its proof before trusting it; `--off` ends the pairing
     Pair {
         sink: String,
         /// What the receiver calls this machine
-        #[arg(long)]
+        #[arg(long, conflicts_with = "off")]
         name: Option<String>,
         /// How long to wait for the approval
-        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "off")]
         timeout: Option<u64>,
+        /// Ends this machine's pairing with the sink instead (as `sp control off SINK`): the
+        /// receiver forgets this machine's token and keys, and no other machine's
+        #[arg(long)]
+        off: bool,
     },
     /// Grants for a session (DECISIONS 30): a prompt answered for the session answers the
     /// same tool with the same input again at once; `revoke ID` ends one
@@ -291,9 +295,13 @@ pub fn run(args: Vec<String>) -> Result<Done> {
             _ => status::away_status(),
         },
         Command::Pair {
+            sink, off: true, ..
+        } => pair::off(&sink),
+        Command::Pair {
             sink,
             name,
             timeout,
+            off: false,
         } => pair::pair(pair::PairOptions {
             sink,
             name,

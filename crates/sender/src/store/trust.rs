@@ -90,9 +90,10 @@ impl Store {
             "INSERT OR REPLACE INTO control_keys (sink, id, alg, spki, name, added_at, added_via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pair')",
             params![sink, key.id, key.alg, key.spki, name, now],
         )?;
-        // A pause from a refused machine token ends with a new pairing.
+        // A pause from a refused machine token ends with a new pairing (events are sent with
+        // it too, DECISIONS 33).
         tx.execute(
-            "UPDATE sinks SET control_paused = NULL WHERE name = ?1",
+            "UPDATE sinks SET control_paused = NULL, events_paused = NULL WHERE name = ?1",
             [sink],
         )?;
         tx.commit()?;
@@ -132,6 +133,13 @@ impl Store {
         let tx = self.conn.transaction()?;
         let keys = tx.execute("DELETE FROM control_keys WHERE sink = ?1", [sink])?;
         let machine = tx.execute("DELETE FROM control_machines WHERE sink = ?1", [sink])? > 0;
+        if machine {
+            // Events go with the sink's token again: a pause from the machine's ends.
+            tx.execute(
+                "UPDATE sinks SET control_paused = NULL, events_paused = NULL WHERE name = ?1",
+                [sink],
+            )?;
+        }
         tx.commit()?;
         Ok((keys, machine))
     }

@@ -149,8 +149,10 @@ impl SinkCtx {
 }
 
 impl SinkCtx {
-    /// The bearer for control calls: a paired machine's own token (never the sink token,
-    /// CONTROL.md §2 step 4), else the sink's.
+    /// The bearer for everything sent to the sink, events, polls and acks: a paired
+    /// machine's own token (never the sink token, CONTROL.md §2 step 4; DECISIONS 33: the
+    /// receiver attributes each session to the machine whose token its events carry), else
+    /// the sink's.
     pub fn control_token(&self) -> &str {
         self.signed.as_ref().map_or(&self.token, |m| &m.token)
     }

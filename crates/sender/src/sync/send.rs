@@ -147,7 +147,7 @@ pub fn send_events_once(
     let webhook_id = format!("msg_{}_{}", batch.first, batch.len);
     let reply = shared.client.post_json(
         &found.events_url,
-        &ctx.token,
+        ctx.control_token(),
         &body,
         &[("webhook-id", &webhook_id)],
         SEND_TIMEOUT,
@@ -227,7 +227,15 @@ fn events_answered(
             Ok(Sent::Progress)
         }
         401 => {
-            let why = "events answered 401: check the sink's token, then edit the config";
+            let why = if ctx.signed.is_some() {
+                format!(
+                    "events answered 401: the receiver no longer knows this machine's token (removed on its page?); run `sp pair {0}` again, or `sp pair --off {0}` to send with the sink's token",
+                    ctx.name
+                )
+            } else {
+                "events answered 401: check the sink's token, then edit the config".to_string()
+            };
+            let why = why.as_str();
             store.pause_events(&ctx.name, why, &ctx.fingerprint)?;
             ctx.failed(store, why);
             crate::logging::error(&format!("sink {}: {why}", ctx.name));
