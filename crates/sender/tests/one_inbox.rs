@@ -201,7 +201,7 @@ impl Machine {
     /// Allow on the page for attention `att` of this machine's session; the hook prints allow.
     fn allow_from_page(&self, b: &mut Browser, hook: std::process::Child, att: &str) {
         let attention = format!(
-            "article[data-session=\"{}\"] [data-attention=\"{att}\"]",
+            ".inbox-item[data-session=\"{}\"] [data-attention=\"{att}\"]",
             self.key()
         );
         b.wait(&attention);
@@ -288,10 +288,16 @@ fn two_machines_one_phone_each_prompt_answered_on_its_own_machine() {
     b.wait("#signed");
     for (m, att) in [(&laptop, &laptop_att), (&server, &server_att)] {
         let heading = format!("#sessions h2.machine[data-machine-id=\"{}\"]", m.id);
+        // The session's card under its machine's heading; its prompt in the inbox, named
+        // with its machine.
         b.wait(&format!(
-            "{heading} + article[data-session=\"{}\"] [data-attention=\"{att}\"]",
+            "{heading} + article[data-session=\"{}\"]",
             m.key()
         ));
+        let item = format!(".inbox-item[data-session=\"{}\"]", m.key());
+        b.wait(&format!("{item} [data-attention=\"{att}\"]"));
+        let listed = b.text(&item);
+        assert!(listed.contains(m.name), "{listed}");
         let shown = b.text(&heading);
         assert!(shown.contains(m.name), "{shown}");
         assert!(shown.contains("last contact"), "{shown}");
@@ -727,7 +733,7 @@ fn bench_page_allow_to_hook_two_machines_fifty_sessions() {
         let (mut hook, att) = m.prompt(&format!("echo {round} > r{round}.txt"), last.as_deref());
         *last = Some(att.clone());
         let attention = format!(
-            "article[data-session=\"{}\"] [data-attention=\"{att}\"] button.allow",
+            ".inbox-item[data-session=\"{}\"] [data-attention=\"{att}\"] button.allow",
             m.key()
         );
         b.wait(&attention);
