@@ -352,6 +352,52 @@ fn a_prompt_is_pushed_encrypted_and_signed_and_withdrawn_when_it_clears() {
         .contains("removed"));
 }
 
+#[test]
+fn a_prompt_put_off_with_not_now_has_its_notification_withdrawn_on_every_device() {
+    let r = start();
+    let service = FakeService::start();
+    let (phone, tablet) = (Device::new(8), Device::new(9));
+    for (d, path) in [(&phone, "phone"), (&tablet, "tablet")] {
+        let endpoint = format!("{}/push/{path}", service.url);
+        set_push(
+            &r,
+            json!({"op": "subscribe", "subscription": d.subscription(&endpoint), "name": path}),
+        );
+    }
+    away_then_needed(&r, "perm-5");
+    let mut shown = [service.next(), service.next()];
+    shown.sort_by(|a, b| a.path.cmp(&b.path));
+    assert_eq!(
+        phone.decrypt(shown[0].body.clone())["tag"],
+        "attention:perm-5"
+    );
+    assert_eq!(
+        tablet.decrypt(shown[1].body.clone())["tag"],
+        "attention:perm-5"
+    );
+
+    let (status, v) = page(
+        &r,
+        "POST",
+        "/page/api/snooze",
+        Some(json!({"prompts": [{"session": "claude-code:push-session-1", "for": "perm-5"}]})),
+    );
+    assert_eq!((status, &v["snoozed"]), (200, &json!(["perm-5"])), "{v}");
+    // Not answered, but no longer on any device: each gets the withdrawal for its tag.
+    let mut withdrawn = [service.next(), service.next()];
+    withdrawn.sort_by(|a, b| a.path.cmp(&b.path));
+    assert_eq!(withdrawn[0].path, "/push/phone");
+    assert_eq!(withdrawn[1].path, "/push/tablet");
+    assert_eq!(
+        phone.decrypt(withdrawn[0].body.clone()),
+        json!({"clear": "attention:perm-5"})
+    );
+    assert_eq!(
+        tablet.decrypt(withdrawn[1].body.clone()),
+        json!({"clear": "attention:perm-5"})
+    );
+}
+
 fn turn_ended(seq: u64, reason: &str) -> Value {
     let mut ev = attention("attention.cleared", seq, "unused");
     ev["type"] = json!("turn.ended");

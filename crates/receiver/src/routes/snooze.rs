@@ -1,7 +1,8 @@
 //! "Not now" from the page (issue 26): `POST /page/api/snooze` puts open prompts off for
 //! [`ReceiverOptions::not_now_s`](crate::ReceiverOptions::not_now_s) (15 minutes unless set):
-//! every open page hides them (the state answer lists them under `snoozed`) and the push
-//! worker sends nothing for them, while the machine keeps waiting. Nothing is answered.
+//! every open page hides them (the state answer lists them under `snoozed`), a notification
+//! already shown for one is withdrawn, and the push worker sends nothing for them, while the
+//! machine keeps waiting. Nothing is answered.
 //! Login and CSRF (with the same-origin checks) as every page post; at most
 //! [`PROMPTS_MAX`] prompts a request and [`SNOOZES_MAX`] put off at once.
 //!
@@ -74,7 +75,15 @@ async fn snooze(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: 
             let (mut snoozed, mut gone) = (Vec::new(), Vec::new());
             for p in prompts {
                 match st.db.snooze(&p.session, &p.attention_id, now, until)? {
-                    Snooze::Until(_) => snoozed.push(p.attention_id),
+                    Snooze::Until(_) => {
+                        // Its notification closes on every device too (the withdrawal push
+                        // of DECISIONS 34, sent only where it was pushed).
+                        st.notify(crate::push::Notice::Cleared {
+                            session: p.session,
+                            attention_id: p.attention_id.clone(),
+                        });
+                        snoozed.push(p.attention_id)
+                    }
                     Snooze::NotOpen => gone.push(p.attention_id),
                     Snooze::Full => {
                         if !snoozed.is_empty() {
