@@ -140,6 +140,12 @@ CREATE TABLE push_log(
     result TEXT NOT NULL
 );
 "#,
+    // DECISIONS 31: the call a prompt is about, as the machine showed it (the page shows it
+    // and sends an edit of it back whole).
+    r#"
+ALTER TABLE attentions ADD COLUMN input TEXT;
+ALTER TABLE attentions ADD COLUMN input_partial INTEGER NOT NULL DEFAULT 0;
+"#,
 ];
 
 impl Db {
