@@ -25,6 +25,10 @@ use std::time::{Duration, Instant};
 #[path = "real_agents/codex_app.rs"]
 mod codex_app;
 
+/// Issue 27: Claude Code's answers beyond yes or no, and an interrupt while a tool runs.
+#[path = "real_agents/claude_answers.rs"]
+mod claude_answers;
+
 use common::e2e::{self, World, INSIDE, ROOT};
 use common::env::{until, wait_timeout};
 /// One scenario may take this long in all before it is killed.
