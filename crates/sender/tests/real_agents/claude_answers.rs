@@ -56,6 +56,21 @@ fn claude_code_session_grant_asks_once_and_both_calls_run() {
                 3,
                 "two calls and the final answer"
             );
+            // The second call was answered from the machine's grant (2.1.332 asked again
+            // despite the session rule it was given, harness-contracts §11).
+            // The grant ended with the session when `claude -p` exited.
+            let grants: Vec<(String, i64, Option<String>)> = s
+                .db()
+                .prepare("select tool, used, ended_how from grants")
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(
+                grants,
+                [("Bash".to_string(), 1, Some("session_ended".to_string()))]
+            );
         },
     );
 }
