@@ -37,7 +37,9 @@ the model's last output):
        while fewer than <n> tool results came back;
      - "SP-PAIR:<first> SP-AND:<second>": one answer with two shell calls, <first> then
        <second> (each to the end of its marker);
-     - "SP-ASK:<question>|<label>|<label>…": a call of AskUserQuestion asking that.
+     - "SP-ASK:<question>|<label>|<label>…": a call of AskUserQuestion asking that;
+     - "SP-PLAN:<text>": in plan mode, a Write of that text to the plan file Claude Code
+       named, then a call of ExitPlanMode (2.1.332 reads the plan from that file).
   6. Anything else (titles, summaries, side requests): the text "SP-OK".
 Before any of these, "SP-HOLD:<path>" in that text holds the answer back until <path> exists
 (--hold-s at most), so a test can prepare something while the agent waits on its model.
@@ -287,6 +289,14 @@ def calls_of(api, body):
         if done == 0:
             return ("tools", [(name, {"command": m.group(1).strip(), "description": "First step"}),
                               (name, {"command": m.group(2).strip(), "description": "Second step"})])
+        return None
+    m = re.search(r"SP-PLAN:(.*)", first)
+    if m:
+        where = re.search(r"create your plan at (\S+\.md)", json.dumps(body))
+        if done == 0 and where:
+            return ("tool", "Write", {"file_path": where.group(1), "content": m.group(1).strip() + "\n"})
+        if done <= 1:
+            return ("tool", "ExitPlanMode", {})
         return None
     m = re.search(r"SP-ASK:(.*)", first)
     if m and done == 0:

@@ -671,6 +671,11 @@ const TUI_KEY: &str = "sk-ant-e2e-dummy-key-0123456789abcdef";
 /// `claude --permission-mode default PROMPT` in its interactive UI, as a person runs it: the
 /// onboarding done, the folder trusted and the key approved in a pre-seeded ~/.claude.json.
 fn claude_tui(scene: &Scene, prompt: &str) -> Tui {
+    claude_tui_in(scene, prompt, "default")
+}
+
+/// [`claude_tui`] in another permission mode (`plan`: issue 27's plans).
+fn claude_tui_in(scene: &Scene, prompt: &str, mode: &str) -> Tui {
     let work = scene.work.to_string_lossy().to_string();
     let seeded = json!({
         "hasCompletedOnboarding": true,
@@ -689,7 +694,7 @@ fn claude_tui(scene: &Scene, prompt: &str) -> Tui {
     let argv = [
         &*claude.to_string_lossy(),
         "--permission-mode",
-        "default",
+        mode,
         prompt,
     ];
     let env = [

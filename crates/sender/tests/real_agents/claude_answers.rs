@@ -14,6 +14,21 @@ fn answer_delivered(s: &Scene, key: &str, attention: &str, fields: Value) {
     assert_eq!(ack["outcome"], "delivered", "{ack}");
 }
 
+/// The content of the last tool result the agent sent the model, as text.
+fn last_tool_result(s: &Scene) -> String {
+    let reqs = s.agent_requests();
+    let msgs = reqs.last().expect("an agent request")["body"]["messages"].clone();
+    msgs.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|p| p["type"] == "tool_result")
+        .last()
+        .map(|p| all_text(&p["content"]))
+        .unwrap_or_default()
+}
+
 fn prompts_shown(s: &Scene) -> usize {
     s.receiver
         .events()
@@ -256,6 +271,74 @@ fn claude_code_interrupt_during_a_running_tool_keeps_the_next_from_running() {
                 Some(1),
                 "the model read it in the request right after the two calls"
             );
+        },
+    );
+}
+
+/// A plan in the TUI (`ExitPlanMode` in plan mode) answered from the receiver with
+/// `fields`: the plan's text reached the receiver, the answer is acked `delivered`, and the
+/// tool result the model reads next is returned.
+fn plan_answered(s: &Scene, fields: Value) -> String {
+    claude_setup(s, 60);
+    let tui = claude_tui_in(
+        s,
+        "Plan it. SP-PLAN:Read the code, then fix the bug.",
+        "plan",
+    );
+    let needed = s.wait_event(
+        "attention.needed",
+        |e| e["data"]["tool"] == "ExitPlanMode",
+        Duration::from_secs(60),
+    );
+    s.say(&format!("attention.needed: {}", needed["data"]));
+    // 2.1.332 hands hooks the plan it read from its plan file (the model's input is empty),
+    // with the file's path.
+    assert_eq!(
+        needed["data"]["input"]["plan"],
+        "Read the code, then fix the bug.\n"
+    );
+    let key = session_key_of(&needed);
+    let attention = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    answer_delivered(s, &key, &attention, fields);
+    // Its requests: the plan's Write, the ExitPlanMode call, then the one after it.
+    assert!(
+        until(Duration::from_secs(60), || s.agent_requests().len() >= 3),
+        "the model was called after the plan: screen\n{}",
+        tui.screen()
+    );
+    assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+    let seen = last_tool_result(s);
+    s.say(&format!("tool result: {seen}"));
+    seen
+}
+
+/// Approve: the model reads Claude Code's own approval of the plan.
+#[test]
+fn claude_code_plan_in_the_tui_is_approved_from_the_receiver() {
+    scenario(
+        "claude_answers::claude_code_plan_in_the_tui_is_approved_from_the_receiver",
+        &["claude"],
+        |s| {
+            let seen = plan_answered(s, json!({"decision": "allow"}));
+            assert!(
+                seen.starts_with("User has approved your plan."),
+                "the model read the approval:\n{seen}"
+            );
+        },
+    );
+}
+
+/// Keep planning: a deny whose note the model reads; the plan is not approved.
+#[test]
+fn claude_code_plan_kept_in_planning_from_the_tui() {
+    scenario(
+        "claude_answers::claude_code_plan_kept_in_planning_from_the_tui",
+        &["claude"],
+        |s| {
+            let note = "Keep planning: cover the tests too. SP-NOTE-PLAN";
+            let seen = plan_answered(s, json!({"decision": "deny", "note": note}));
+            assert!(seen.contains(note), "the model read the note:\n{seen}");
+            assert!(!seen.contains("approved your plan"), "{seen}");
         },
     );
 }
