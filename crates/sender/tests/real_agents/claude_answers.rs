@@ -23,8 +23,7 @@ fn last_tool_result(s: &Scene) -> String {
         .flatten()
         .filter_map(|m| m["content"].as_array())
         .flatten()
-        .filter(|p| p["type"] == "tool_result")
-        .last()
+        .rfind(|p| p["type"] == "tool_result")
         .map(|p| all_text(&p["content"]))
         .unwrap_or_default()
 }
