@@ -350,9 +350,10 @@
   function offerAnswers(el, s, a) {
     const can = new Set(s.control && Array.isArray(s.control.answer) ? s.control.answer : []);
     const questions = a.tool === 'AskUserQuestion' && can.has('answers') ? questionsOf(a) : [];
-    // An input the machine redacted or cut is never sent back edited (DECISIONS 31).
-    const whole = a.input && typeof a.input === 'object' && !a.input_partial;
-    const shell = SHELL_TOOL.test(a.tool || '') && can.has('input') && (whole || !a.input);
+    // Only a call whose whole input came is offered an edit: the edit replaces the input
+    // whole, so one the machine redacted or cut (or never sent) is not (DECISIONS 31).
+    const whole = !!a.input && typeof a.input === 'object' && !a.input_partial;
+    const shell = SHELL_TOOL.test(a.tool || '') && can.has('input') && whole;
     const plan = isPlan(a);
     const fileField = can.has('input') && whole ? fileEditField(a) : null;
     $('.allow', el).hidden = questions.length > 0;
