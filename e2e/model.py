@@ -32,6 +32,14 @@ the model's last output):
      runs `echo step-k >> steps.txt` and prints SP-HOLD:<dir>/go-k, so after each call the stand-in
      holds its next answer until the test creates <dir>/go-k (the test puts a steer, an
      interrupt or a cancel in between). After <n> results: "SP-FINAL: tool result seen.".
+  5b. Issue 27 (Claude Code only): the conversation's first text holds
+     - "SP-CALLS:<n>" beside "SP-RUN:<command>": the same call <n> times, one a request,
+       while fewer than <n> tool results came back;
+     - "SP-PAIR:<first> SP-AND:<second>": one answer with two shell calls, <first> then
+       <second> (each to the end of its marker);
+     - "SP-ASK:<question>|<label>|<label>…": a call of AskUserQuestion asking that;
+     - "SP-PLAN:<text>": in plan mode, a Write of that text to the plan file Claude Code
+       named, then a call of ExitPlanMode (2.1.332 reads the plan from that file).
   6. Anything else (titles, summaries, side requests): the text "SP-OK".
 Before any of these, "SP-HOLD:<path>" in that text holds the answer back until <path> exists
 (--hold-s at most), so a test can prepare something while the agent waits on its model.
@@ -237,6 +245,9 @@ def decide(api, body):
         # The hold is spelled by printf, so only the call's output holds it, not an agent's
         # echo of the command (Codex quotes a blocked command back to the model).
         return tool_call(api, body, "echo step-%d >> steps.txt; printf 'SP-%%s:%%s\\n' HOLD %s/go-%d" % (k, gate, k), "")
+    many = calls_of(api, body) if shell_tool(api, body) else None
+    if many:
+        return many
     if kind == "tool_result":
         return ("text", "SP-FINAL: tool result seen.", False)
     m = re.search(r"SP-ECHO:([A-Za-z0-9_-]+)", text)
@@ -248,6 +259,52 @@ def decide(api, body):
     if m and shell_tool(api, body):
         return tool_call(api, body, m.group(1).strip(), text)
     return ("text", "SP-OK", False)
+
+
+def first_text(api, body):
+    return "\n".join(t for r, _, c in conversation(api, body) if r in ("user", "system") for t in texts_of(c))
+
+
+def results_so_far(api, body):
+    return sum(1 for role, _, content in conversation(api, body) if role == "tool"
+               for p in (content if isinstance(content, list) else [])
+               if isinstance(p, dict) and p.get("type") == "tool_result")
+
+
+def calls_of(api, body):
+    """Issue 27's scripts (5b), Anthropic only: the answer, or None."""
+    if api != "anthropic":
+        return None
+    first = first_text(api, body)
+    done = results_so_far(api, body)
+    name, _ = shell_tool(api, body)
+    m = re.search(r"SP-CALLS:(\d+)", first)
+    run = re.search(r"SP-RUN:(.*)", first)
+    if m and run:
+        if done < int(m.group(1)):
+            return ("tool", name, {"command": run.group(1).strip(), "description": "Write the marker file"})
+        return None
+    m = re.search(r"SP-PAIR:(.*?) SP-AND:(.*)", first)
+    if m:
+        if done == 0:
+            return ("tools", [(name, {"command": m.group(1).strip(), "description": "First step"}),
+                              (name, {"command": m.group(2).strip(), "description": "Second step"})])
+        return None
+    m = re.search(r"SP-PLAN:(.*)", first)
+    if m:
+        where = re.search(r"create your plan at (\S+\.md)", json.dumps(body))
+        if done == 0 and where:
+            return ("tool", "Write", {"file_path": where.group(1), "content": m.group(1).strip() + "\n"})
+        if done <= 1:
+            return ("tool", "ExitPlanMode", {})
+        return None
+    m = re.search(r"SP-ASK:(.*)", first)
+    if m and done == 0:
+        q, *labels = [x.strip() for x in m.group(1).split("|")]
+        return ("tool", "AskUserQuestion", {"questions": [{
+            "question": q, "header": "Pick", "multiSelect": False,
+            "options": [{"label": l, "description": "The " + l + " one"} for l in labels]}]})
+    return None
 
 
 def tool_call(api, body, cmd, text):
@@ -288,14 +345,15 @@ def anthropic_stream(body, answer):
     yield sse("message_start", {"type": "message_start", "message": {
         "id": mid, "type": "message", "role": "assistant", "model": model, "content": [],
         "stop_reason": None, "stop_sequence": None, "usage": usage}})
-    if answer[0] == "tool":
-        _, name, args = answer
-        tid = "toolu_" + uuid.uuid4().hex[:24]
-        yield sse("content_block_start", {"type": "content_block_start", "index": 0,
-                                          "content_block": {"type": "tool_use", "id": tid, "name": name, "input": {}}})
-        yield sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                          "delta": {"type": "input_json_delta", "partial_json": json.dumps(args)}})
-        yield sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+    if answer[0] in ("tool", "tools"):
+        calls = answer[1] if answer[0] == "tools" else [(answer[1], answer[2])]
+        for i, (name, args) in enumerate(calls):
+            tid = "toolu_" + uuid.uuid4().hex[:24]
+            yield sse("content_block_start", {"type": "content_block_start", "index": i,
+                                              "content_block": {"type": "tool_use", "id": tid, "name": name, "input": {}}})
+            yield sse("content_block_delta", {"type": "content_block_delta", "index": i,
+                                              "delta": {"type": "input_json_delta", "partial_json": json.dumps(args)}})
+            yield sse("content_block_stop", {"type": "content_block_stop", "index": i})
         stop = "tool_use"
     else:
         _, text, slow = answer
@@ -313,8 +371,10 @@ def anthropic_stream(body, answer):
 
 def anthropic_json(body, answer):
     mid = "msg_" + uuid.uuid4().hex[:24]
-    if answer[0] == "tool":
-        content = [{"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:24], "name": answer[1], "input": answer[2]}]
+    if answer[0] in ("tool", "tools"):
+        calls = answer[1] if answer[0] == "tools" else [(answer[1], answer[2])]
+        content = [{"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:24], "name": n, "input": a}
+                   for n, a in calls]
         stop = "tool_use"
     else:
         content = [{"type": "text", "text": answer[1]}]

@@ -729,7 +729,7 @@ fn tool_event(event: &str) -> serde_json::Value {
 
 /// DECISIONS 25 on Claude Code: `steer` lands beside the next tool result (PostToolUse
 /// additionalContext), `interrupt` in place of the next tool (PreToolUse deny, the text as
-/// its reason), `queue` waits for the turn's end; an unknown mode is refused naming the rule.
+/// its reason; one that came while a tool ran too, never as context after it), `queue` waits for the turn's end; an unknown mode is refused naming the rule.
 #[test]
 fn steer_and_interrupt_land_at_the_next_tool_boundary() {
     let mut env = Env::new();
@@ -760,7 +760,19 @@ fn steer_and_interrupt_land_at_the_next_tool_boundary() {
         "claude-code PostToolUse hook (additionalContext)"
     );
 
+    // An interrupt that comes while a tool runs is no context after it: the tool's end
+    // leaves it for the next tool, which it keeps from running (DECISIONS 25).
     let interrupt = queue_mode(&env, "stop, that deletes prod", "interrupt");
+    assert!(env
+        .hook_json("sp-event", &tool_event("PostToolUse"))
+        .stdout
+        .is_empty());
+    assert_eq!(
+        env.query::<String>(&format!(
+            "select state from messages where id='{interrupt}'"
+        )),
+        vec!["queued"]
+    );
     let out = env.hook_json("sp-event", &tool_event("PreToolUse"));
     let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(

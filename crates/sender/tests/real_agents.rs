@@ -25,6 +25,10 @@ use std::time::{Duration, Instant};
 #[path = "real_agents/codex_app.rs"]
 mod codex_app;
 
+/// Issue 27: Claude Code's answers beyond yes or no, and an interrupt while a tool runs.
+#[path = "real_agents/claude_answers.rs"]
+mod claude_answers;
+
 use common::e2e::{self, World, INSIDE, ROOT};
 use common::env::{until, wait_timeout};
 /// One scenario may take this long in all before it is killed.
@@ -667,6 +671,11 @@ const TUI_KEY: &str = "sk-ant-e2e-dummy-key-0123456789abcdef";
 /// `claude --permission-mode default PROMPT` in its interactive UI, as a person runs it: the
 /// onboarding done, the folder trusted and the key approved in a pre-seeded ~/.claude.json.
 fn claude_tui(scene: &Scene, prompt: &str) -> Tui {
+    claude_tui_in(scene, prompt, "default")
+}
+
+/// [`claude_tui`] in another permission mode (`plan`: issue 27's plans).
+fn claude_tui_in(scene: &Scene, prompt: &str, mode: &str) -> Tui {
     let work = scene.work.to_string_lossy().to_string();
     let seeded = json!({
         "hasCompletedOnboarding": true,
@@ -685,7 +694,7 @@ fn claude_tui(scene: &Scene, prompt: &str) -> Tui {
     let argv = [
         &*claude.to_string_lossy(),
         "--permission-mode",
-        "default",
+        mode,
         prompt,
     ];
     let env = [

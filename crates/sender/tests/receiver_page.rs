@@ -939,3 +939,158 @@ fn the_page_offers_only_the_answers_the_harness_honours() {
     let grants: Value = serde_json::from_slice(&grants.stdout).unwrap();
     assert_eq!(grants.as_array().map(Vec::len), Some(1), "{grants}");
 }
+
+/// DECISIONS 9's attention id of a Claude Code prompt.
+fn cc_attention_id(p: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let s = format!(
+        "{}|{}|{}",
+        p["prompt_id"].as_str().unwrap(),
+        p["tool_name"].as_str().unwrap(),
+        serde_json::to_string(&p["tool_input"]).unwrap()
+    );
+    let hex: String = Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("perm-{}", &hex[..16])
+}
+
+/// The decision a waiting permission hook printed.
+fn printed_decision(machine: &Machine, hook: std::process::Child) -> Value {
+    let out = finish(hook, Duration::from_secs(30));
+    assert!(out.status.success());
+    let v: Value = serde_json::from_str(stdout(&out).trim_end())
+        .unwrap_or_else(|e| panic!("{e}: {:?} log: {}", stdout(&out), machine.log()));
+    v["hookSpecificOutput"]["decision"].clone()
+}
+
+/// DECISIONS 31 on the page: the person sees what they answer and an edit goes back whole.
+/// A command's Edit & allow keeps the call's other fields; a file edit shows as a diff and
+/// its new text can be rewritten; a plan shows as text with Approve and Keep planning; a
+/// question's options are buttons, a multi-select's checkboxes, and a typed answer counts.
+#[test]
+fn the_page_shows_the_call_and_sends_an_edit_back_whole() {
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
+    let machine = Machine::syncing_to(dir.path(), &receiver);
+    let mut start = payload(CC_STOP);
+    start["hook_event_name"] = json!("SessionStart");
+    start["source"] = json!("startup");
+    assert!(machine.hook("sp-event", &start).status.success());
+    let mut b = Browser::launch();
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait("#conn[data-state=\"live\"]");
+    let ask = |n: u32, tool: &str, input: Value| {
+        let mut p = payload(CC_PERMISSION);
+        p["prompt_id"] = json!(format!("d31f8a10-4e6d-4b93-8f25-{n:0>12}"));
+        p["tool_name"] = json!(tool);
+        p["tool_input"] = input;
+        p
+    };
+
+    // A command: Edit & allow sends the whole input with the command changed.
+    let cmd = ask(
+        1,
+        "Bash",
+        json!({"command": "rm -rf build", "description": "Clean the build", "timeout": 60000}),
+    );
+    let card = format!("[data-attention=\"{}\"]", cc_attention_id(&cmd));
+    let hook = machine.spawn_hook("sp-permission", &cmd);
+    b.wait(&format!("{card} button.edit-allow"));
+    b.call(json!({"op": "fill", "selector": format!("{card} .edit-cmd"), "value": "rm -ri build"}));
+    b.click(&format!("{card} button.edit-allow"));
+    let d = printed_decision(&machine, hook);
+    assert_eq!(
+        d["updatedInput"],
+        json!({"command": "rm -ri build", "description": "Clean the build", "timeout": 60000})
+    );
+
+    // A file edit: a diff, and the new text rewritten before it is allowed.
+    let edit_input = json!({"file_path": "/w/src/lib.rs", "old_string": "fn a() {}\nlet b = 2;",
+        "new_string": "fn a() {}\nlet b = 3;", "replace_all": false});
+    let edit = ask(2, "Edit", edit_input.clone());
+    let card = format!("[data-attention=\"{}\"]", cc_attention_id(&edit));
+    let hook = machine.spawn_hook("sp-permission", &edit);
+    b.wait(&format!("{card} .diff"));
+    let diff = b.text(&format!("{card} .diff"));
+    assert!(
+        diff.contains("/w/src/lib.rs")
+            && diff.contains("  fn a() {}")
+            && diff.contains("- let b = 2;")
+            && diff.contains("+ let b = 3;"),
+        "{diff}"
+    );
+    b.call(json!({"op": "wait", "selector": format!("{card} .edit"), "state": "hidden"}));
+    b.call(json!({"op": "fill", "selector": format!("{card} .edit-text"), "value": "fn a() {}\nlet b = 4;"}));
+    b.click(&format!("{card} button.edit-allow"));
+    let d = printed_decision(&machine, hook);
+    let mut want = edit_input;
+    want["new_string"] = json!("fn a() {}\nlet b = 4;");
+    assert_eq!(d["updatedInput"], want);
+
+    // A plan: its text, Approve and Keep planning (a deny with the note).
+    let plan = ask(
+        3,
+        "ExitPlanMode",
+        json!({"plan": "1. Read the code\n2. Fix the bug", "planFilePath": "/w/p.md"}),
+    );
+    let card = format!("[data-attention=\"{}\"]", cc_attention_id(&plan));
+    let hook = machine.spawn_hook("sp-permission", &plan);
+    b.wait(&format!("{card} .plan"));
+    assert_eq!(
+        b.text(&format!("{card} .plan")),
+        "1. Read the code\n2. Fix the bug"
+    );
+    assert_eq!(b.text(&format!("{card} button.allow")), "Approve");
+    assert_eq!(b.text(&format!("{card} button.deny")), "Keep planning");
+    for hidden in ["allow-session", "edit-allow"] {
+        b.call(
+            json!({"op": "wait", "selector": format!("{card} button.{hidden}"), "state": "hidden"}),
+        );
+    }
+    b.call(
+        json!({"op": "fill", "selector": format!("{card} .note"), "value": "Cover the tests too."}),
+    );
+    b.click(&format!("{card} button.deny"));
+    let d = printed_decision(&machine, hook);
+    assert_eq!(
+        d,
+        json!({"behavior": "deny", "message": "Cover the tests too."})
+    );
+
+    // A question: options as buttons, a multi-select's as checkboxes, a typed answer.
+    let q = ask(
+        4,
+        "AskUserQuestion",
+        json!({"questions": [
+            {"question": "Which color?", "header": "Color", "multiSelect": false,
+             "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]},
+            {"question": "Which sizes?", "header": "Sizes", "multiSelect": true,
+             "options": [{"label": "S", "description": "small"}, {"label": "M", "description": "medium"}, {"label": "L", "description": "large"}]}]}),
+    );
+    let card = format!("[data-attention=\"{}\"]", cc_attention_id(&q));
+    let hook = machine.spawn_hook("sp-permission", &q);
+    b.wait(&format!("{card} .options button.option"));
+    assert_eq!(
+        b.call(json!({"op": "count", "selector": format!("{card} .options input[type=checkbox]")}))
+            ["count"],
+        3
+    );
+    b.call(json!({"op": "wait", "selector": format!("{card} button.allow"), "state": "hidden"}));
+    b.call(json!({"op": "fill", "selector": format!("{card} .options fieldset:nth-of-type(1) .free"), "value": "Green"}));
+    b.click(&format!("{card} .options input[value=\"S\"]"));
+    b.click(&format!("{card} .options input[value=\"L\"]"));
+    b.click(&format!("{card} button.send-answers"));
+    let d = printed_decision(&machine, hook);
+    assert_eq!(d["updatedInput"]["questions"], q["tool_input"]["questions"]);
+    assert_eq!(
+        d["updatedInput"]["answers"],
+        json!({"Which color?": "Green", "Which sizes?": "S, L"})
+    );
+}

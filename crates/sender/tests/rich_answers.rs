@@ -377,6 +377,147 @@ fn a_question_is_answered_with_its_questions_kept() {
     each_acked_once(&env, &[&bare, &good]);
 }
 
+/// `p` as another tool with another input.
+fn as_tool(prompt: &str, tool: &str, input: Value) -> Value {
+    let mut p = call(prompt, None, None);
+    p["tool_name"] = json!(tool);
+    p["tool_input"] = input;
+    p.as_object_mut().unwrap().remove("permission_suggestions");
+    p
+}
+
+/// DECISIONS 31: the prompt the receiver gets carries the call as the person is to see it:
+/// a file edit's path and old and new text, a question's questions and options, a command
+/// with its secrets redacted and marked partial (so the page offers no edit of it).
+#[test]
+fn the_person_sees_the_call_they_answer() {
+    let env = env();
+    let edit = as_tool(
+        "1",
+        "Edit",
+        json!({"file_path": "/w/src/main.rs", "old_string": "let a = 1;\nlet b = 2;",
+               "new_string": "let a = 1;\nlet b = 3;", "replace_all": false}),
+    );
+    let q = question("2");
+    let secret = call(
+        "3",
+        None,
+        Some("curl -H 'Authorization: Bearer abc123' x.example"),
+    );
+    let hooks: Vec<Child> = [&edit, &q, &secret]
+        .iter()
+        .map(|p| env.spawn_hook("sp-permission", p))
+        .collect();
+    let e = wait_needed(&env, &attention_id(&edit));
+    assert_eq!(e["data"]["tool"], "Edit");
+    assert_eq!(e["data"]["input"], edit["tool_input"]);
+    assert!(e["data"].get("input_partial").is_none(), "{e}");
+    let e = wait_needed(&env, &attention_id(&q));
+    assert_eq!(
+        e["data"]["input"]["questions"],
+        q["tool_input"]["questions"]
+    );
+    let e = wait_needed(&env, &attention_id(&secret));
+    assert_eq!(
+        e["data"]["input"]["command"],
+        "curl -H 'Authorization: Bearer [REDACTED] x.example"
+    );
+    assert_eq!(e["data"]["input_partial"], true);
+    for e in env.receiver.events() {
+        common::schema::assert_valid("event.json", &e);
+    }
+    // Each answered, so no hook is left waiting.
+    let ids: Vec<String> = [&edit, &q, &secret]
+        .iter()
+        .map(|p| answer(&env, p, json!({"decision": "deny"})))
+        .collect();
+    for h in hooks {
+        assert_eq!(decision(h)["behavior"], "deny");
+    }
+    for id in &ids {
+        assert_eq!(ack_of(&env, id)["outcome"], "delivered");
+    }
+    each_acked_once(&env, &ids);
+}
+
+/// A plan (Claude Code `ExitPlanMode`): Approve allows it as the model wrote it; Keep
+/// planning denies with the person's note. What Claude Code cannot take for a plan (a
+/// session rule, an edited plan) is acked `unsupported` naming the field, the prompt stays
+/// open and nothing is printed.
+#[test]
+fn a_plan_is_approved_as_written_or_kept_in_planning() {
+    let env = env();
+    let plan_input = json!({"plan": "1. Read the code\n2. Fix the bug", "planFilePath": "/w/.claude/plans/p.md"});
+    let plan = as_tool("1", "ExitPlanMode", plan_input.clone());
+    let hook = env.spawn_hook("sp-permission", &plan);
+    let e = wait_needed(&env, &attention_id(&plan));
+    assert_eq!(e["data"]["input"]["plan"], plan_input["plan"]);
+    let mut refused = Vec::new();
+    for (fields, field) in [
+        (json!({"decision": "allow", "scope": "session"}), "scope:"),
+        (
+            json!({"decision": "allow", "input": {"plan": "another plan"}}),
+            "input:",
+        ),
+    ] {
+        let id = answer(&env, &plan, fields);
+        let ack = ack_of(&env, &id);
+        assert_eq!(ack["outcome"], "unsupported", "{ack}");
+        assert!(ack["detail"].as_str().unwrap().starts_with(field), "{ack}");
+        assert!(
+            ack["detail"].as_str().unwrap().contains("still open"),
+            "{ack}"
+        );
+        refused.push(id);
+    }
+    assert_eq!(
+        env.query::<String>(&format!(
+            "select state from attention where attention_id='{}'",
+            attention_id(&plan)
+        )),
+        ["open"]
+    );
+    let ok = answer(&env, &plan, json!({"decision": "allow"}));
+    let d = decision(hook);
+    assert_eq!(d, json!({"behavior": "allow", "updatedInput": plan_input}));
+    assert_eq!(ack_of(&env, &ok)["outcome"], "delivered");
+    refused.push(ok);
+
+    let again = as_tool("2", "ExitPlanMode", plan_input);
+    let (d, id) = ask_and_answer(
+        &env,
+        &again,
+        json!({"decision": "deny", "note": "Keep planning: cover the tests too."}),
+    );
+    assert_eq!(
+        d,
+        json!({"behavior": "deny", "message": "Keep planning: cover the tests too."})
+    );
+    refused.push(id);
+    // A question is answered once too: no session rule for it.
+    let q = question("3");
+    let hook = env.spawn_hook("sp-permission", &q);
+    wait_needed(&env, &attention_id(&q));
+    let id = answer(
+        &env,
+        &q,
+        json!({"decision": "allow", "scope": "session", "answers": {"Which color?": "Red", "Which sizes?": ["S"]}}),
+    );
+    let ack = ack_of(&env, &id);
+    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().starts_with("scope:"),
+        "{ack}"
+    );
+    refused.push(id);
+    let id = answer(&env, &q, json!({"decision": "deny"}));
+    assert_eq!(decision(hook)["behavior"], "deny");
+    assert_eq!(ack_of(&env, &id)["outcome"], "delivered");
+    refused.push(id);
+    each_acked_once(&env, &refused);
+    assert!(grants(&env).is_empty(), "no grant for a plan or a question");
+}
+
 #[test]
 fn each_misuse_is_acked_once_naming_the_rule_and_the_prompt_stays_open() {
     let env = env();

@@ -1003,6 +1003,14 @@ fn assert_event_agrees_with_peer(e: &Value) {
 #[test]
 fn events_we_emit_pass_ours_and_the_protocols() {
     let mut all = vec![started(), needed(0), needed(1), needed(3)];
+    // DECISIONS 31: the call's input as shown, at tier >= 1.
+    let shown = set_at(
+        needed(1),
+        "/data/input",
+        json!({"file_path": "/w/a.rs", "old_string": "a", "new_string": "b"}),
+    );
+    all.push(set_at(shown.clone(), "/data/input_partial", json!(true)));
+    all.push(shown);
     for src in ["startup", "resume", "clear", "compact", "fork", "unknown"] {
         all.push(set_at(started(), "/data/source", json!(src)));
     }
@@ -1199,7 +1207,15 @@ fn events_we_must_not_emit_fail() {
         ),
         (
             "needed data extra",
-            set_at(needed(1), "/data/input", json!({})),
+            set_at(needed(1), "/data/command", json!("ls")),
+        ),
+        (
+            "input at tier 0",
+            set_at(needed(0), "/data/input", json!({"command": "ls"})),
+        ),
+        (
+            "input not an object",
+            set_at(needed(1), "/data/input", json!("ls")),
         ),
         ("how bad", cleared("denied")),
         ("cleared no how", unset_at(cleared("answered"), "/data/how")),

@@ -104,6 +104,84 @@ pub fn attention_needed(attention_id: &str, tool: Option<&str>, message: Option<
     Value::Object(d)
 }
 
+/// DECISIONS 31: the most characters of a call's input an `attention.needed` carries.
+pub const SHOWN_INPUT_MAX: usize = 4000;
+
+/// DECISIONS 31: the call's input as the person is shown it (tier >= 1): every string
+/// secret-redacted line by line, the whole at most [`SHOWN_INPUT_MAX`] characters of JSON
+/// (long strings cut to fit). The flag says whether anything was redacted or cut, so the
+/// page never sends back an input it did not see whole. `None` when no object fits.
+pub fn shown_input(input: &Value) -> Option<(Value, bool)> {
+    fn walk(v: &Value, cap: usize, changed: &mut bool, depth: usize) -> Value {
+        match v {
+            Value::String(s) => {
+                let red: Vec<String> = s.split('\n').map(crate::redact::redact).collect();
+                let red = red.join("\n");
+                let cut = crate::text::truncate(&red, cap);
+                if cut != *s {
+                    *changed = true;
+                }
+                Value::String(cut)
+            }
+            Value::Array(a) if depth < 8 => Value::Array(
+                a.iter()
+                    .take(100)
+                    .map(|x| walk(x, cap, changed, depth + 1))
+                    .collect(),
+            ),
+            Value::Object(o) if depth < 8 => Value::Object(
+                o.iter()
+                    .take(100)
+                    .map(|(k, x)| (k.clone(), walk(x, cap, changed, depth + 1)))
+                    .collect(),
+            ),
+            Value::Array(_) | Value::Object(_) => {
+                *changed = true;
+                Value::Null
+            }
+            other => other.clone(),
+        }
+    }
+    if !input.is_object() {
+        return None;
+    }
+    for cap in [SHOWN_INPUT_MAX, 1500, 600, 200, 60] {
+        let mut changed = false;
+        let shown = walk(input, cap, &mut changed, 0);
+        let len = shown.to_string().chars().count();
+        if len <= SHOWN_INPUT_MAX {
+            let whole = count_nodes(input) == count_nodes(&shown);
+            return Some((shown, changed || !whole));
+        }
+    }
+    None
+}
+
+fn count_nodes(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(count_nodes).sum::<usize>(),
+        Value::Object(o) => 1 + o.values().map(count_nodes).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+/// `attention.needed` with the call's input as shown ([`shown_input`]; DECISIONS 31).
+pub fn attention_needed_shown(
+    attention_id: &str,
+    tool: Option<&str>,
+    message: Option<&str>,
+    input: Option<&Value>,
+) -> Value {
+    let mut d = attention_needed(attention_id, tool, message);
+    if let (Some((shown, partial)), Some(o)) = (input.and_then(shown_input), d.as_object_mut()) {
+        o.insert("input".into(), shown);
+        if partial {
+            o.insert("input_partial".into(), json!(true));
+        }
+    }
+    d
+}
+
 pub fn attention_cleared(attention_id: &str, how: How) -> Value {
     json!({ "attention_id": attention_id, "how": how.as_str() })
 }
@@ -135,4 +213,31 @@ fn is_tool_name(t: &str) -> bool {
         && t.len() <= 120
         && t.bytes()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b':' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shown_input_is_redacted_capped_and_says_so() {
+        let edit = json!({"file_path": "/w/a.rs", "old_string": "a\nb", "new_string": "a\nc"});
+        assert_eq!(shown_input(&edit), Some((edit.clone(), false)));
+        let secret =
+            json!({"command": "curl -H 'Authorization: Bearer abc123'\necho API_TOKEN=xyz"});
+        let (shown, partial) = shown_input(&secret).unwrap();
+        assert!(partial);
+        assert_eq!(
+            shown["command"],
+            "curl -H 'Authorization: Bearer [REDACTED]\necho API_TOKEN=[REDACTED]"
+        );
+        let long = json!({"file_path": "/w/b", "content": "x".repeat(10_000)});
+        let (shown, partial) = shown_input(&long).unwrap();
+        assert!(partial && shown.to_string().chars().count() <= SHOWN_INPUT_MAX);
+        assert_eq!(shown["file_path"], "/w/b");
+        assert_eq!(shown_input(&json!("ls")), None);
+        let d = attention_needed_shown("p1", Some("Edit"), Some("Edit /w/a.rs"), Some(&edit));
+        assert_eq!(d["input"], edit);
+        assert!(d.get("input_partial").is_none());
+    }
 }

@@ -210,6 +210,9 @@ fn note_started(info: &mut Map<String, Value>, data: &Value) {
     info.insert("control".into(), Value::Object(out));
 }
 
+/// The most bytes of a prompt's input kept (the sender sends at most 4,000 characters).
+const INPUT_MAX_BYTES: usize = 32 * 1024;
+
 fn note_attention(
     tx: &rusqlite::Transaction<'_>,
     key: &str,
@@ -233,13 +236,21 @@ fn note_attention(
     }
     let s = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_owned);
     if ty == "attention.needed" {
+        // DECISIONS 31: the call's input, an object of bounded size, kept for the page.
+        let input = data
+            .get("input")
+            .filter(|v| v.is_object())
+            .map(Value::to_string)
+            .filter(|t| t.len() <= INPUT_MAX_BYTES);
+        let partial = data.get("input_partial") == Some(&Value::Bool(true));
         tx.execute(
-            "INSERT INTO attentions(session_key, attention_id, kind, tool, message, open, how, state_seq, needed_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 1, NULL, ?6, ?7)
+            "INSERT INTO attentions(session_key, attention_id, kind, tool, message, open, how, state_seq, needed_at, input, input_partial)
+             VALUES (?1, ?2, ?3, ?4, ?5, 1, NULL, ?6, ?7, ?8, ?9)
              ON CONFLICT(session_key, attention_id) DO UPDATE SET
                kind = excluded.kind, tool = excluded.tool, message = excluded.message, open = 1,
-               how = NULL, state_seq = excluded.state_seq, needed_at = excluded.needed_at, cleared_at = NULL",
-            params![key, id, s("kind"), s("tool"), s("message"), seq, now_at],
+               how = NULL, state_seq = excluded.state_seq, needed_at = excluded.needed_at, cleared_at = NULL,
+               input = excluded.input, input_partial = excluded.input_partial",
+            params![key, id, s("kind"), s("tool"), s("message"), seq, now_at, input, partial],
         )?;
     } else {
         tx.execute(
@@ -303,7 +314,8 @@ mod tests {
             "s",
             1,
             "attention.needed",
-            json!({"attention_id":"p1","kind":"permission","tool":"Bash","message":"ls"}),
+            json!({"attention_id":"p1","kind":"permission","tool":"Bash","message":"ls",
+                   "input":{"command":"ls","description":"list"},"input_partial":true}),
         );
         assert_eq!(
             db.insert_events(&[&a, &b, &a], now, None).unwrap(),
@@ -314,6 +326,12 @@ mod tests {
         assert_eq!(s[0]["state"], "needs you");
         assert_eq!(s[0]["cwd"], "~/x");
         assert_eq!(s[0]["attentions"][0]["tool"], "Bash");
+        // DECISIONS 31: the input the machine showed goes to the page as it came.
+        assert_eq!(
+            s[0]["attentions"][0]["input"],
+            json!({"command":"ls","description":"list"})
+        );
+        assert_eq!(s[0]["attentions"][0]["input_partial"], true);
         // A cleared with an older seq than a newer needed does not close it.
         let c = ev(
             "s",

@@ -169,6 +169,12 @@ CREATE INDEX attentions_cleared ON attentions(session_key, cleared_at) WHERE ope
 ALTER TABLE sessions ADD COLUMN machine_id TEXT;
 CREATE INDEX sessions_machine ON sessions(machine_id);
 "#,
+    // DECISIONS 31: the call a prompt is about, as the machine showed it (the page shows it
+    // and sends an edit of it back whole).
+    r#"
+ALTER TABLE attentions ADD COLUMN input TEXT;
+ALTER TABLE attentions ADD COLUMN input_partial INTEGER NOT NULL DEFAULT 0;
+"#,
 ];
 
 impl Db {

@@ -152,16 +152,22 @@ impl Db {
 
     fn open_attentions(&self, key: &str) -> rusqlite::Result<Vec<Value>> {
         let mut st = self.conn.prepare_cached(
-            "SELECT attention_id, kind, tool, message, needed_at FROM attentions
+            "SELECT attention_id, kind, tool, message, needed_at, input, input_partial FROM attentions
              WHERE session_key = ?1 AND open = 1 ORDER BY needed_at, attention_id",
         )?;
         let rows = st.query_map(params![key], |r| {
+            let input = r
+                .get::<_, Option<String>>(5)?
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .unwrap_or(Value::Null);
             Ok(json!({
                 "attention_id": r.get::<_, String>(0)?,
                 "kind": r.get::<_, Option<String>>(1)?,
                 "tool": r.get::<_, Option<String>>(2)?,
                 "message": r.get::<_, Option<String>>(3)?,
                 "needed_at": r.get::<_, Option<String>>(4)?,
+                "input": input,
+                "input_partial": r.get::<_, bool>(6)?,
             }))
         })?;
         rows.collect()

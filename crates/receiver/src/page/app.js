@@ -398,10 +398,7 @@
         const key = s.key;
         $('.allow', el).addEventListener('click', () => answer(el, key, id, 'allow'));
         $('.allow-session', el).addEventListener('click', () => answer(el, key, id, 'allow', { scope: 'session' }));
-        $('.edit-allow', el).addEventListener('click', () => {
-          const input = Object.assign({}, el.toolInput || {}, { command: $('.edit-cmd', el).value });
-          answer(el, key, id, 'allow', { input });
-        });
+        $('.edit-allow', el).addEventListener('click', () => answer(el, key, id, 'allow', { input: editedInput(el) }));
         $('.deny', el).addEventListener('click', () => answer(el, key, id, 'deny'));
         $('.deny-stop', el).addEventListener('click', () => answer(el, key, id, 'deny', { interrupt: true }));
       }
@@ -450,12 +447,22 @@
   function offerAnswers(el, s, a) {
     const can = new Set(s.control && Array.isArray(s.control.answer) ? s.control.answer : []);
     const questions = a.tool === 'AskUserQuestion' && can.has('answers') ? questionsOf(a) : [];
-    const shell = SHELL_TOOL.test(a.tool || '') && can.has('input');
+    // Only a call whose whole input came is offered an edit: the edit replaces the input
+    // whole, so one the machine redacted or cut (or never sent) is not (DECISIONS 31).
+    const whole = !!a.input && typeof a.input === 'object' && !a.input_partial;
+    const shell = SHELL_TOOL.test(a.tool || '') && can.has('input') && whole;
+    const plan = isPlan(a);
+    const fileField = can.has('input') && whole ? fileEditField(a) : null;
     $('.allow', el).hidden = questions.length > 0;
-    $('.allow-session', el).hidden = !can.has('scope') || questions.length > 0;
-    $('.edit-allow', el).hidden = !shell;
+    $('.allow', el).textContent = plan ? 'Approve' : 'Allow once';
+    $('.deny', el).textContent = plan ? 'Keep planning' : 'Deny';
+    $('.allow-session', el).hidden = !can.has('scope') || questions.length > 0 || plan;
+    $('.edit-allow', el).hidden = !shell && !fileField;
     $('.edit', el).hidden = !shell;
     $('.deny-stop', el).hidden = !can.has('interrupt');
+    el.editField = shell ? 'command' : fileField;
+    renderDiff(el, a, fileField);
+    renderPlan(el, a, plan);
     if (shell && !el.dataset.edited) {
       const field = $('.edit-cmd', el);
       if (document.activeElement !== field) field.value = shownCommand(a);
@@ -469,8 +476,120 @@
     renderOptions(el, s.key, a, questions);
   }
 
-  // A question's options as buttons: one pick per question (several for a multi-select);
-  // the answer goes once every question has one.
+  // The tool that presents a plan (Claude Code): Approve allows it, Keep planning denies
+  // with the note (DECISIONS 31).
+  function isPlan(a) {
+    return a.tool === 'ExitPlanMode' && !!a.input && typeof a.input.plan === 'string';
+  }
+
+  // A file edit's field the person may rewrite before allowing: the new text of an Edit,
+  // the content of a Write; null for anything else.
+  function fileEditField(a) {
+    const i = a.input;
+    if (!i || typeof i.file_path !== 'string') return null;
+    if (typeof i.new_string === 'string' && typeof i.old_string === 'string') return 'new_string';
+    if (typeof i.content === 'string') return 'content';
+    return null;
+  }
+
+  // The whole input of the call with the person's edit in it, so nothing else of the call
+  // is lost (DECISIONS 30 `input` replaces the model's input whole).
+  function editedInput(el) {
+    const base = Object.assign({}, el.toolInput || {});
+    if (el.editField === 'command') base.command = $('.edit-cmd', el).value;
+    else if (el.editField) base[el.editField] = $('.edit-text', el).value;
+    return base;
+  }
+
+  // Lines of `a` and `b` as a unified list of [' '|'-'|'+', line], by their longest common
+  // subsequence; past 400 lines a side, all of `a` removed and all of `b` added.
+  function lineDiff(a, b) {
+    const x = a === '' ? [] : a.split('\n');
+    const y = b === '' ? [] : b.split('\n');
+    if (x.length > 400 || y.length > 400) {
+      return x.map((l) => ['-', l]).concat(y.map((l) => ['+', l]));
+    }
+    const n = x.length;
+    const m = y.length;
+    const t = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
+    for (let i = n - 1; i >= 0; i--) {
+      for (let j = m - 1; j >= 0; j--) {
+        t[i][j] = x[i] === y[j] ? t[i + 1][j + 1] + 1 : Math.max(t[i + 1][j], t[i][j + 1]);
+      }
+    }
+    const out = [];
+    let i = 0;
+    let j = 0;
+    while (i < n && j < m) {
+      if (x[i] === y[j]) { out.push([' ', x[i]]); i++; j++; }
+      else if (t[i + 1][j] >= t[i][j + 1]) out.push(['-', x[i++]]);
+      else out.push(['+', y[j++]]);
+    }
+    while (i < n) out.push(['-', x[i++]]);
+    while (j < m) out.push(['+', y[j++]]);
+    return out;
+  }
+
+  // A file edit as a diff (DECISIONS 31): an Edit's old and new text, a Write's content
+  // as added lines; with `field`, a box to rewrite the new text before Edit & allow.
+  function renderDiff(el, a, field) {
+    const box = $('.diff', el);
+    const i = a.input || {};
+    let pairs = [];
+    if (typeof i.file_path === 'string' && typeof i.new_string === 'string') {
+      pairs = [[typeof i.old_string === 'string' ? i.old_string : '', i.new_string]];
+    } else if (typeof i.file_path === 'string' && Array.isArray(i.edits)) {
+      pairs = i.edits.filter((e) => e && typeof e.new_string === 'string')
+        .map((e) => [typeof e.old_string === 'string' ? e.old_string : '', e.new_string]);
+    } else if (typeof i.file_path === 'string' && typeof i.content === 'string') {
+      pairs = [['', i.content]];
+    }
+    box.hidden = pairs.length === 0;
+    const label = $('.edit-file', el);
+    label.hidden = !field;
+    if (field && !el.dataset.edited) {
+      const text = $('.edit-text', el);
+      if (document.activeElement !== text) text.value = i[field];
+      el.toolInput = i;
+      if (!text.dataset.wired) {
+        text.dataset.wired = '1';
+        text.addEventListener('input', () => { el.dataset.edited = '1'; });
+      }
+    }
+    const sig = JSON.stringify(pairs);
+    if (box.dataset.sig === sig) return;
+    box.dataset.sig = sig;
+    const head = document.createElement('div');
+    head.className = 'diff-file';
+    head.textContent = i.file_path || '';
+    const lines = [];
+    for (const [o, n] of pairs) {
+      for (const [mark, line] of lineDiff(o, n)) {
+        const span = document.createElement('span');
+        span.className = mark === '+' ? 'add' : mark === '-' ? 'del' : 'ctx';
+        span.textContent = mark + ' ' + line + '\n';
+        lines.push(span);
+      }
+    }
+    if (i.replace_all === true) {
+      const note = document.createElement('div');
+      note.className = 'diff-file';
+      note.textContent = 'every occurrence';
+      lines.push(note);
+    }
+    box.replaceChildren(head, ...lines);
+    if (a.input_partial) box.title = 'Shortened or redacted by the machine';
+  }
+
+  // A plan as text (DECISIONS 31); the buttons say Approve and Keep planning.
+  function renderPlan(el, a, plan) {
+    const box = $('.plan', el);
+    box.hidden = !plan;
+    if (plan && box.textContent !== a.input.plan) box.textContent = a.input.plan;
+  }
+
+  // A question's options as buttons: one pick per question (checkboxes for a
+  // multi-select), or a free answer typed in; the answer goes once every question has one.
   function renderOptions(el, session, a, questions) {
     const box = $('.options', el);
     box.hidden = questions.length === 0;
@@ -478,16 +597,24 @@
     if (box.dataset.sig === sig) return;
     box.dataset.sig = sig;
     const picks = new Map();
+    const free = new Map();
     const send = document.createElement('button');
     send.type = 'button';
     send.className = 'send-answers';
     send.textContent = 'Send answers';
     send.disabled = true;
-    const ready = () => questions.every((q) => (picks.get(q.question) || []).length > 0);
+    // A free answer stands for the question's pick (a multi-select's is one more label).
+    const chosen = (q) => {
+      const p = picks.get(q.question) || [];
+      const f = (free.get(q.question) || '').trim();
+      if (!f) return p;
+      return q.multiSelect ? p.concat([f]) : [f];
+    };
+    const ready = () => questions.every((q) => chosen(q).length > 0);
     const answers = () => {
       const o = {};
       for (const q of questions) {
-        const p = picks.get(q.question);
+        const p = chosen(q);
         o[q.question] = q.multiSelect ? p : p[0];
       }
       return o;
@@ -499,8 +626,34 @@
       lg.textContent = q.question;
       const row = document.createElement('div');
       row.className = 'row';
+      const other = document.createElement('input');
+      other.type = 'text';
+      other.className = 'free';
+      other.maxLength = 2000;
+      other.placeholder = 'Or type an answer';
+      other.setAttribute('aria-label', 'Your own answer to: ' + q.question);
+      other.addEventListener('input', () => {
+        free.set(q.question, other.value);
+        send.disabled = !ready();
+      });
       for (const o of q.options) {
         const label = o && typeof o.label === 'string' ? o.label : String(o);
+        if (q.multiSelect) {
+          const box = document.createElement('label');
+          box.className = 'check';
+          const c = document.createElement('input');
+          c.type = 'checkbox';
+          c.value = label;
+          if (o && typeof o.description === 'string') box.title = o.description;
+          c.addEventListener('change', () => {
+            const p = (picks.get(q.question) || []).filter((x) => x !== label);
+            picks.set(q.question, c.checked ? p.concat([label]) : p);
+            send.disabled = !ready();
+          });
+          box.append(c, document.createTextNode(' ' + label));
+          row.append(box);
+          continue;
+        }
         const b = document.createElement('button');
         b.type = 'button';
         b.className = 'option';
@@ -508,13 +661,11 @@
         if (o && typeof o.description === 'string') b.title = o.description;
         b.setAttribute('aria-pressed', 'false');
         b.addEventListener('click', () => {
-          let p = picks.get(q.question) || [];
-          if (q.multiSelect) {
-            p = p.includes(label) ? p.filter((x) => x !== label) : p.concat([label]);
-          } else {
-            p = [label];
-            for (const other of row.children) other.setAttribute('aria-pressed', 'false');
-          }
+          const p = [label];
+          for (const each of row.children) each.setAttribute('aria-pressed', 'false');
+          // A tapped option is the answer, not a free one typed before.
+          other.value = '';
+          free.delete(q.question);
           picks.set(q.question, p);
           b.setAttribute('aria-pressed', String(p.includes(label)));
           // A single question with one pick is answered by the tap itself.
@@ -525,11 +676,10 @@
         });
         row.append(b);
       }
-      fs.append(lg, row);
+      fs.append(lg, row, other);
       return fs;
     });
-    const only = questions.length === 1 && !questions[0].multiSelect;
-    box.replaceChildren(...sets, ...(only ? [] : [send]));
+    box.replaceChildren(...sets, send);
   }
 
   async function answer(el, session, id, decision, extra) {

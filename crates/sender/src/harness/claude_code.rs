@@ -103,6 +103,30 @@ pub fn call(stdin: &[u8]) -> Option<Call> {
     })
 }
 
+/// The tool a plan comes through (DECISIONS 31): approve is an allow, keep planning a deny
+/// whose message the model reads.
+pub const PLAN_TOOL: &str = "ExitPlanMode";
+
+/// What 2.1.332 cannot take for this call (DECISIONS 30): a question or a plan is answered
+/// once, so no session rule; a plan is approved as the model wrote it, never edited (its
+/// card admits only the input it showed).
+pub fn unsupported_for_call(a: &RichAnswer, call: &Call) -> Option<String> {
+    let once = matches!(call.tool.as_str(), QUESTION_TOOL | PLAN_TOOL);
+    if a.session_rule && once {
+        return Some(format!(
+            "scope: {} is answered once, never for the session; nothing ran, the prompt is still open",
+            call.tool
+        ));
+    }
+    if call.tool == PLAN_TOOL && a.decision == Decision::Allow && a.rich.input.is_some() {
+        return Some(
+            "input: Claude Code approves a plan as written, not an edited one; approve it or keep planning with a note; nothing ran, the prompt is still open"
+                .into(),
+        );
+    }
+    None
+}
+
 /// An answer with DECISIONS 30's fields, as harness-contracts §1.3 and §11 found 2.1.332 takes
 /// it: `updatedInput` replaces the whole input (the person's `input`, never merged with the
 /// model's; for a question the original input with `questions` kept plus `answers`),
@@ -167,6 +191,8 @@ pub fn render_rich_permission(a: &RichAnswer, call: &Call) -> Result<String, Str
                 (None, _) if question => {
                     return Err("a question needs answers (DECISIONS 30); nothing ran".into())
                 }
+                // Approve: the plan's card takes the input it showed, plan and all.
+                (None, None) if call.tool == PLAN_TOOL => Some(call.input.clone()),
                 (None, Some(input)) => Some(Value::Object(input.clone())),
                 (None, None) => None,
             };

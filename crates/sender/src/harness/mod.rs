@@ -153,6 +153,15 @@ impl Harness {
         }
     }
 
+    /// DECISIONS 30: a field of this answer the harness cannot honour for this call, named
+    /// (acked `unsupported`, nothing runs, the prompt stays open); `None` when it can.
+    pub fn unsupported_for_call(self, a: &RichAnswer, call: &Call) -> Option<String> {
+        match self {
+            Harness::ClaudeCode => claude_code::unsupported_for_call(a, call),
+            _ => None,
+        }
+    }
+
     /// What to print when a permission hook ends without a remote answer: the harness's own
     /// "ask the person" where its silence means "run" (Cursor); None prints nothing, so the
     /// harness's own behaviour stands.

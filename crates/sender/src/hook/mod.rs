@@ -241,7 +241,18 @@ fn at_tool_boundary(
     let Some(rank) = harness.prompt_seam(&session.event) else {
         return Ok(false);
     };
-    let claims = store.take_seam_prompts(session, std::process::id(), rank)?;
+    // DECISIONS 25: a mode that has a later seam of its own waits for it: an `interrupt`
+    // that came while a tool ran is not context after it but the denial of the next tool,
+    // so that tool does not run (else the Stop delivers it).
+    let upto = harness
+        .caps()
+        .prompt_seams
+        .iter()
+        .map(|(_, r)| *r)
+        .filter(|r| *r > rank)
+        .min()
+        .map_or(i64::MAX, |r| r - 1);
+    let claims = store.take_seam_prompts_between(session, std::process::id(), (rank, upto))?;
     if claims.is_empty() {
         return Ok(false);
     }

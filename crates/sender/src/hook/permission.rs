@@ -162,11 +162,9 @@ pub fn run(
         wait_for(config, store, harness)
     };
     let open_for = if by_api { API_ATTENTION_OPEN } else { wait };
-    store.open_attention(
+    store.open_attention_shown(
         session,
-        attention_id,
-        tool,
-        message,
+        (attention_id, tool, message, call.map(|c| &c.input)),
         now_ms() + open_for.as_millis() as i64,
         std::process::id(),
     )?;
@@ -305,6 +303,15 @@ fn deliver_answer(
                 rich: &answer.rich,
                 session_rule,
             };
+            if let Some(why) = harness.unsupported_for_call(&rich, call) {
+                store.finish_claimed(&answer.id, "unsupported", &why)?;
+                crate::logging::info(&format!(
+                    "{} {attention_id}: answer {} unsupported: {why}",
+                    session.key(),
+                    answer.id
+                ));
+                return Ok(false);
+            }
             harness.render_rich_permission(&rich, call)
         }
         // Only a harness that names its call gets these fields (the rest are acked

@@ -221,8 +221,14 @@ impl Store {
     /// A claimed answer the hook cannot carry out as sent (DECISIONS 30, checked when the
     /// call is known): acked `failed` with `detail`; the prompt stays open for another answer.
     pub fn fail_claimed(&mut self, message_id: &str, detail: &str) -> Result<()> {
+        self.finish_claimed(message_id, "failed", detail)
+    }
+
+    /// A claimed answer acked `outcome` (`failed` or `unsupported`) without being carried
+    /// out; the prompt it answered stays open.
+    pub fn finish_claimed(&mut self, message_id: &str, outcome: &str, detail: &str) -> Result<()> {
         let tx = self.write_tx()?;
-        finish(&tx, message_id, "failed", Some(detail), now_ms())?;
+        finish(&tx, message_id, outcome, Some(detail), now_ms())?;
         tx.commit()?;
         Ok(())
     }

@@ -223,13 +223,24 @@ pub(super) fn claim_prompts(
     now: Millis,
     min_rank: i64,
 ) -> Result<Vec<PromptClaim>> {
+    claim_prompts_between(tx, key, pid, now, (min_rank, i64::MAX))
+}
+
+/// As [`claim_prompts`], for the modes ranked from `min` to `max` only.
+fn claim_prompts_between(
+    tx: &Transaction,
+    key: &str,
+    pid: u32,
+    now: Millis,
+    (min_rank, max_rank): (i64, i64),
+) -> Result<Vec<PromptClaim>> {
     let rows: Vec<QueuedRow> = tx
         .prepare_cached(&format!(
             "SELECT id, sink, text, at, deadline_ms FROM messages \
-             WHERE session_key=?1 AND kind='prompt' AND state='queued' AND {MODE_RANK} >= ?2 \
-             ORDER BY at, id"
+             WHERE session_key=?1 AND kind='prompt' AND state='queued' \
+             AND {MODE_RANK} BETWEEN ?2 AND ?3 ORDER BY at, id"
         ))?
-        .query_map(params![key, min_rank], |r| {
+        .query_map(params![key, min_rank, max_rank], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -526,10 +537,27 @@ impl Store {
         wait_until_ms: Millis,
         pid: u32,
     ) -> Result<()> {
+        self.open_attention_shown(s, (attention_id, tool, message, None), wait_until_ms, pid)
+    }
+
+    /// [`Store::open_attention`] whose event carries the call's input as shown
+    /// (DECISIONS 31: the person sees what they answer).
+    pub fn open_attention_shown(
+        &mut self,
+        s: &SessionRef,
+        (attention_id, tool, message, input): (
+            &str,
+            Option<&str>,
+            Option<&str>,
+            Option<&serde_json::Value>,
+        ),
+        wait_until_ms: Millis,
+        pid: u32,
+    ) -> Result<()> {
         let now = now_ms();
         let tx = self.write_tx_unmarking(&s.key())?;
         let key = touch(&tx, s, None, now)?;
-        let data = event::attention_needed(attention_id, tool, message);
+        let data = event::attention_needed_shown(attention_id, tool, message, input);
         let redacted = data
             .get("message")
             .and_then(|m| m.as_str())
@@ -759,20 +787,32 @@ impl Store {
         pid: u32,
         min_rank: i64,
     ) -> Result<Vec<PromptClaim>> {
+        self.take_seam_prompts_between(s, pid, (min_rank, i64::MAX))
+    }
+
+    /// As [`Store::take_seam_prompts`], for the modes ranked `min..=max` only: after a tool,
+    /// an `interrupt` is left for the seam before the next one, which keeps it from running
+    /// (DECISIONS 25).
+    pub fn take_seam_prompts_between(
+        &mut self,
+        s: &SessionRef,
+        pid: u32,
+        (min_rank, max_rank): (i64, i64),
+    ) -> Result<Vec<PromptClaim>> {
         let key = s.key();
         let any: bool = self
             .conn
             .prepare_cached(&format!(
                 "SELECT EXISTS(SELECT 1 FROM messages WHERE session_key=?1 AND kind='prompt' \
-                 AND state='queued' AND {MODE_RANK} >= ?2)"
+                 AND state='queued' AND {MODE_RANK} BETWEEN ?2 AND ?3)"
             ))?
-            .query_row(params![key, min_rank], |r| r.get(0))?;
+            .query_row(params![key, min_rank, max_rank], |r| r.get(0))?;
         if !any {
             return Ok(Vec::new());
         }
         let now = now_ms();
         let tx = self.write_tx()?;
-        let claims = claim_prompts(&tx, &key, pid, now, min_rank)?;
+        let claims = claim_prompts_between(&tx, &key, pid, now, (min_rank, max_rank))?;
         tx.commit()?;
         Ok(claims)
     }
