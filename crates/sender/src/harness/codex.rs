@@ -2,11 +2,11 @@
 //! `additionalProperties:false`, so every answer here is exactly its documented shape and
 //! nothing more (a stray field makes the hook count as failed).
 use super::{
-    describe_tool, field, minted_attention_id, object, session_ref, text, Harness, HookInput,
-    PASCAL_LIFECYCLE,
+    describe_tool, field, minted_attention_id, object, session_ref, text, Call, Harness, HookInput,
+    RichAnswer, PASCAL_LIFECYCLE,
 };
 use crate::wire::control::Decision;
-use serde_json::json;
+use serde_json::{json, Value};
 
 pub fn parse(stdin: &[u8]) -> HookInput {
     let v = match object(stdin, "Codex") {
@@ -92,6 +92,50 @@ pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
         json!({ "continue": false, "stopReason": reason }).to_string(),
         how,
     )
+}
+
+/// A PermissionRequest's call as a grant matches it (DECISIONS 30): the tool and the command
+/// that runs. `tool_input.description` is the model's justification, not the call, so it is
+/// left out; the app-server's approval request names the same command
+/// ([`grant_call`]), so a grant kept there matches the hook's next prompt too.
+pub fn call(stdin: &[u8]) -> Option<Call> {
+    let v: Value = serde_json::from_slice(stdin).ok()?;
+    if v.get("hook_event_name")?.as_str()? != "PermissionRequest" {
+        return None;
+    }
+    let tool = v.get("tool_name")?.as_str()?;
+    let input = v.get("tool_input")?;
+    let input = match input.get("command").and_then(Value::as_str) {
+        Some(command) => json!({ "command": command }),
+        None => input.clone(),
+    };
+    Some(Call {
+        tool: tool.to_string(),
+        input,
+        suggestions: Vec::new(),
+    })
+}
+
+/// The call of an app-server `item/commandExecution/requestApproval` as [`call`] reads the
+/// hook's (the hook names the shell tool `Bash`).
+pub fn grant_call(command: &str) -> Call {
+    Call {
+        tool: "Bash".into(),
+        input: json!({ "command": command }),
+        suggestions: Vec::new(),
+    }
+}
+
+/// Codex's hook answer takes only `behavior` and a deny's `message` (its 0.171 schema marks
+/// `updatedInput`, `updatedPermissions` and `interrupt` reserved and fails the hook on them),
+/// so `scope: "session"` is kept as our grant alone and any other field is refused.
+pub fn render_rich_permission(a: &RichAnswer) -> Result<String, String> {
+    if let Some(f) = a.rich.fields().first() {
+        return Err(format!(
+            "{f}: codex's permission hook has no such field (DECISIONS 30); nothing ran"
+        ));
+    }
+    Ok(render_permission(a.decision, a.message))
 }
 
 /// `stop.command.output`: a block with a non-empty reason; no hookSpecificOutput on Stop.

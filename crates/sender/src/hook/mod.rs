@@ -265,6 +265,18 @@ fn at_tool_boundary(
     Ok(true)
 }
 
+/// What `session.started` says the session honours (DECISIONS 30): its harness row's, and for
+/// Codex under `sp codex` (hooks run inside the app-server it started, in its environment)
+/// what sp-sync's answers to the app-server's approvals honour.
+fn session_control(harness: Harness) -> serde_json::Value {
+    let caps = harness.caps();
+    if harness == Harness::Codex && std::env::var_os(crate::codex_server::APP_SERVER_ENV).is_some()
+    {
+        return caps.control_with(crate::harness::caps::CODEX_APP_SERVER_ANSWER_FIELDS);
+    }
+    caps.control()
+}
+
 fn on_permission(
     harness: Harness,
     config: &Config,
@@ -402,7 +414,7 @@ fn act(
         HookInput::SessionStart { session, source } => {
             // The page offers only what the harness honours (DECISIONS 30).
             let mut extra = serde_json::Map::new();
-            extra.insert("control".into(), harness.caps().control());
+            extra.insert("control".into(), session_control(harness));
             store.record_session(&session, &source, &extra)?;
             cancel_at_seam(harness, store, &session)?;
             if start_sync {
