@@ -557,7 +557,7 @@ pub const CAPS: &[Caps] = &[
     Caps {
         harness: Harness::OpenCode,
         name: "opencode",
-        permission: Path::Api("sp-sync `POST /permission/:id/reply` (`once`/`reject`, never `always`)"),
+        permission: Path::Api("sp-sync `POST /permission/:id/reply` (`once`/`reject`, never `always`; `scope: \"session\"` as our grant, which sp-event answers the next identical prompt from; a deny with `interrupt` is the reject, then `POST /session/:id/abort`)"),
         permission_event: "permission.asked",
         prompt: Path::Api("sp-sync `POST /session/:id/prompt_async` when idle"),
         stop_event: "session.idle",
@@ -594,7 +594,7 @@ pub const CAPS: &[Caps] = &[
             ask: None,
         },
         waits_at_desk: false,
-        answer_fields: &[],
+        answer_fields: &["scope", "interrupt"],
     },
 ];
 

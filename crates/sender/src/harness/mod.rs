@@ -132,6 +132,7 @@ impl Harness {
         match self {
             Harness::ClaudeCode => claude_code::call(stdin),
             Harness::Codex => codex::call(stdin),
+            Harness::OpenCode => opencode::call(stdin),
             _ => None,
         }
     }
@@ -621,7 +622,7 @@ mod tests {
             why.starts_with("interrupt:") && why.contains("sp codex"),
             "{why}"
         );
-        let (o, why) = route_message("opencode", "opencode:s1", &stop).unwrap();
+        let (o, why) = route_message("droid", "droid:s1", &stop).unwrap();
         assert_eq!(o, Outcome::Unsupported, "{why}");
         let edit = answer(serde_json::json!({"input": {"command": "ls"}}));
         let (o, why) = route_message("codex", "codex:s1", &edit).unwrap();

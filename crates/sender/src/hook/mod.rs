@@ -106,6 +106,9 @@ pub fn run(harness: Harness) -> Result<()> {
     // DECISIONS 30: the call itself, for grants and for answers that change its input.
     let call = match &input {
         HookInput::Permission { .. } => harness.permission_call(&stdin),
+        HookInput::Api { then, .. } if matches!(**then, HookInput::Permission { .. }) => {
+            harness.permission_call(&stdin)
+        }
         _ => None,
     };
     act(harness, &config, &mut store, input, call.as_ref(), marked)
@@ -294,7 +297,12 @@ fn on_permission(
         return Ok(());
     }
     if let Some(call) = prompt.call {
-        if permission::from_grant(harness, store, session, call)? {
+        let granted = if harness.answered_by_api() {
+            permission::from_grant_by_api(store, session, prompt.attention_id, call)?
+        } else {
+            permission::from_grant(harness, store, session, call)?
+        };
+        if granted {
             return Ok(());
         }
     }
