@@ -801,15 +801,24 @@ pub fn readme_table() -> String {
         "\n| harness | permission.answer fields beyond yes or no (DECISIONS 30) |\n|---|---|\n",
     );
     for c in CAPS {
-        let fields = if c.answer_fields.is_empty() {
-            "none: each is acked `unsupported` naming it, the prompt stays open".to_string()
-        } else {
-            c.answer_fields
+        let list = |fields: &[&str]| {
+            fields
                 .iter()
                 .map(|f| format!("`{f}`"))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let mut fields = if c.answer_fields.is_empty() {
+            "none: each is acked `unsupported` naming it, the prompt stays open".to_string()
+        } else {
+            list(c.answer_fields)
+        };
+        if c.harness == Harness::Codex {
+            fields.push_str(&format!(
+                " (our grant); under `sp codex` {} (`acceptForSession` plus our grant, `cancel`)",
+                list(CODEX_APP_SERVER_ANSWER_FIELDS)
+            ));
+        }
         out.push_str(&format!("| {} | {} |\n", c.name, esc(fields)));
     }
     out.push('\n');
