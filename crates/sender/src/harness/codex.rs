@@ -96,8 +96,8 @@ pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
 
 /// A PermissionRequest's call as a grant matches it (DECISIONS 30): the tool and the command
 /// that runs. `tool_input.description` is the model's justification, not the call, so it is
-/// left out; the app-server's approval request names the same command
-/// ([`grant_call`]), so a grant kept there matches the hook's next prompt too.
+/// left out; the app-server path keeps its grant from the prompt's attention ([`shown_call`]),
+/// so a grant kept there matches the hook's next prompt too.
 pub fn call(stdin: &[u8]) -> Option<Call> {
     let v: Value = serde_json::from_slice(stdin).ok()?;
     if v.get("hook_event_name")?.as_str()? != "PermissionRequest" {
@@ -116,14 +116,16 @@ pub fn call(stdin: &[u8]) -> Option<Call> {
     })
 }
 
-/// The call of an app-server `item/commandExecution/requestApproval` as [`call`] reads the
-/// hook's (the hook names the shell tool `Bash`).
-pub fn grant_call(command: &str) -> Call {
-    Call {
-        tool: "Bash".into(),
+/// The call a prompt's attention showed (`tool` and its message, `describe_tool`'s
+/// "<tool> <command>"), as [`call`] reads the hook's: what the app-server path keeps a grant
+/// for. None when the message is not that shape.
+pub fn shown_call(tool: &str, message: &str) -> Option<Call> {
+    let command = message.strip_prefix(tool)?.strip_prefix(' ')?;
+    Some(Call {
+        tool: tool.to_string(),
         input: json!({ "command": command }),
         suggestions: Vec::new(),
-    }
+    })
 }
 
 /// Codex's hook answer takes only `behavior` and a deny's `message` (its 0.171 schema marks

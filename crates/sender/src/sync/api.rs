@@ -225,13 +225,21 @@ fn answer(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Res
     let Some(claimed) = store.claim_answer(&s.key, attention, pid)? else {
         return Ok(());
     };
+    let stop = claimed.decision == Decision::Deny && claimed.rich.interrupt;
     let body = match claimed.decision {
         Decision::Allow => json!({ "reply": "once" }),
+        // A reject with a message is feedback OpenCode hands the model, which it then calls
+        // again; deny & stop rejects without one, so the loop ends there.
+        Decision::Deny if stop => json!({ "reply": "reject" }),
         Decision::Deny => match claimed.note.as_deref().filter(|n| !n.trim().is_empty()) {
             Some(note) => json!({ "reply": "reject", "message": note }),
             None => json!({ "reply": "reject" }),
         },
     };
+    if stop {
+        // Before the reject: the idle that follows reports the turn ended `interrupt`.
+        store.mark_stopped(&s.key)?;
+    }
     let r = api.post_true(s, &format!("/permission/{attention}/reply"), &body);
     let (outcome, mut detail) = ack_detail(&r, "opencode POST /permission/:id/reply");
     if outcome == Outcome::Delivered {
@@ -242,11 +250,10 @@ fn answer(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Res
             event: "permission.reply".into(),
         };
         // DECISIONS 30 `interrupt` (deny & stop): after the reject the session is aborted.
-        if claimed.decision == Decision::Deny && claimed.rich.interrupt {
+        if stop {
             let r = api.post_true(s, &format!("/session/{}/abort", s.session_id), &json!({}));
             match r {
                 Ok(()) => {
-                    store.mark_stopped(&s.key)?;
                     detail.push_str(" (reject), then POST /session/:id/abort: the turn ends");
                 }
                 Err(e) => detail.push_str(&format!(

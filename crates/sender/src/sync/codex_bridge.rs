@@ -453,6 +453,9 @@ impl Follower {
             // No request yet (or the terminal took it): the hook's attention rules apply.
             return Ok(());
         };
+        // The call as its hook showed it (the approval's own `command` is Codex's shell wrapper,
+        // `/bin/bash -lc '…'`, which the hook's next prompt does not carry).
+        let shown = store.api_attention_call(&a.key, attention)?;
         let Some(claimed) = store.claim_answer(&a.key, attention, self.pid)? else {
             return Ok(());
         };
@@ -488,8 +491,18 @@ impl Follower {
         if session_wide {
             // Our grant as well: the hook answers the same command of this session from it
             // should Codex ask again (another app-server, a resumed thread).
-            if let Some(command) = a.command.as_deref() {
-                let call = crate::harness::codex::grant_call(command);
+            let call = shown.and_then(|(tool, message)| {
+                crate::harness::codex::shown_call(tool.as_deref()?, message.as_deref()?)
+            });
+            // Only for the command this approval is about.
+            let call = call.filter(|c| {
+                a.command.as_deref().is_some_and(|cmd| {
+                    c.input["command"]
+                        .as_str()
+                        .is_some_and(|shown| cmd.contains(shown))
+                })
+            });
+            if let Some(call) = call {
                 let grant = NewGrant {
                     session_key: &a.key,
                     tool: &call.tool,
@@ -505,7 +518,7 @@ impl Follower {
                 crate::logging::info(&format!("{}: {attention}: {detail}; grant kept", a.key));
                 return Ok(());
             }
-            detail.push_str(" (Codex's own approval for the session; a file change names no command, so no grant of ours)");
+            detail.push_str(" (Codex's own approval for the session; no grant of ours: the prompt did not show this command whole)");
         }
         // Codex's decline carries no message: the note follows into the same turn as a steer,
         // so the model reads it as it would the hook's deny reason.
