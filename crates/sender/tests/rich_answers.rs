@@ -618,9 +618,12 @@ fn codex_hooks_ack_each_field_unsupported_and_the_prompt_stays_open() {
 /// `description`) is allowed from the grant at once, unannounced; another command is asked.
 #[test]
 fn codex_hook_session_grant_asks_once_for_that_command() {
-    let env = env();
-    let away = env.cmd("sp").args(["away", "on"]).output().unwrap();
-    assert!(away.status.success());
+    // Away whatever the receiver says, so each hook waits for a remote answer.
+    let mut env = Env::with(
+        Default::default(),
+        json!({"away": "always", "permission_wait_s": 20}),
+    );
+    env.start_sync();
     let session = "019a7e3c-5b2d-7f10-9c4e-2a6b8d0f1e4d";
     let key = format!("codex:{session}");
     let p = |turn: &str, command: &str, description: &str| {
@@ -677,7 +680,11 @@ fn codex_hook_session_grant_asks_once_for_that_command() {
             "select count(*) from attention where session_key='{key}' and state='open'"
         ))[0]
             == 1),
-        "the other command is asked"
+        "the other command is asked: {:?}\n{}",
+        env.query::<String>(&format!(
+            "select attention_id || ' ' || state || ' ' || coalesce(message, '') from attention where session_key='{key}'"
+        )),
+        env.log()
     );
     other.kill().unwrap();
     other.wait().unwrap();

@@ -149,6 +149,21 @@ pub fn render_block(reason: &str) -> String {
 mod tests {
     use super::*;
 
+    /// DECISIONS 30: a grant matches the tool and the command, not the model's justification;
+    /// the app-server path reads the same call back from the prompt it showed.
+    #[test]
+    fn a_grant_matches_the_command_as_the_hook_and_the_attention_show_it() {
+        let p = br#"{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"cargo test","description":"Run the tests"}}"#;
+        let c = call(p).expect("a PermissionRequest names its call");
+        assert_eq!(c.tool, "Bash");
+        assert_eq!(c.input, json!({"command": "cargo test"}));
+        let shown = shown_call("Bash", &describe_tool(&c.tool, &c.input)).unwrap();
+        assert_eq!((shown.tool, shown.input), (c.tool, c.input));
+        assert!(shown_call("Bash", "Write x").is_none());
+        let stop = br#"{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"Stop"}"#;
+        assert!(call(stop).is_none());
+    }
+
     #[test]
     fn permission_ids() {
         let p = br#"{"session_id":"s1","turn_id":"t1","transcript_path":null,"cwd":"/w","hook_event_name":"PermissionRequest","model":"m","permission_mode":"default","tool_name":"Bash","tool_input":{"command":"rm -rf build","description":"clean"}}"#;
