@@ -38,6 +38,10 @@ pub fn attached_file() -> PathBuf {
     dir().join("attached.json")
 }
 
+/// Set by `sp codex` in the environment of the app-server it starts, so our hooks (which run
+/// inside it) know the session's approvals reach sp-sync there (its `data.control`).
+pub const APP_SERVER_ENV: &str = "SESSIONPIPE_CODEX_APP_SERVER";
+
 /// sp-sync's report is this fresh or it is not believed (it rewrites it every 2 s).
 const ATTACHED_FRESH_MS: i64 = 10_000;
 

@@ -89,6 +89,20 @@ while True:
             update(sid, "permission " + json.dumps(outcome))
             stop = "cancelled" if outcome == {"outcome": "cancelled"} else "end_turn"
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": stop}})
+        elif "stopme" in text:
+            # Deny & stop: after its answer the turn goes on until session/cancel comes.
+            send({"jsonrpc": "2.0", "id": 600 + n, "method": "session/request_permission", "params": {
+                "sessionId": sid,
+                "toolCall": {"toolCallId": "call_stop", "title": "bash", "kind": "execute",
+                             "rawInput": {"command": "rm -rf build"}},
+                "options": [{"optionId": "yes-once", "name": "Once", "kind": "allow_once"},
+                            {"optionId": "no-once", "name": "No", "kind": "reject_once"}]}})
+            r = wait_response(600 + n)
+            update(sid, "permission " + json.dumps(r.get("result", {}).get("outcome")))
+            while read().get("method") != "session/cancel":
+                pass
+            update(sid, "cancelled after the answer")
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "cancelled"}})
         elif "twice" in text:
             # Two requests under one toolCallId, the second with another command.
             for i, cmd in enumerate(["echo one > one.txt", "rm -rf important"]):
@@ -794,6 +808,50 @@ fn a_remote_deny_answers_reject_once() {
     assert_eq!(ack_of(&env, msg.id())["outcome"], "delivered");
 }
 
+/// DECISIONS 30 `interrupt` (deny & stop): the request is answered `reject_once`, then
+/// sp-acp sends `session/cancel`, so the turn ends `cancelled`; one ack, `delivered`.
+#[test]
+fn a_deny_with_interrupt_rejects_then_cancels_the_turn() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let p = ed.prompt(&sid, "stopme");
+    ed.until(Duration::from_secs(20), |v| {
+        v["method"] == "session/request_permission"
+    });
+    let attention = call_attention("call_stop", &json!({"command": "rm -rf build"}));
+    wait_needed(&env, &attention);
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "deny",
+               "interrupt": true, "note": "stop, do the tests first"}),
+    );
+    let (r, seen) = ed.response(p);
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    assert_eq!(
+        outcome_said(&seen).as_deref(),
+        Some(r#"permission {"outcome": "selected", "optionId": "no-once"}"#)
+    );
+    assert!(
+        seen.iter()
+            .any(|v| v["params"]["update"]["content"]["text"] == "cancelled after the answer"),
+        "the agent read session/cancel after the reject: {seen:#?}"
+    );
+    let ack = ack_of(&env, msg.id());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    let detail = ack["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("reject_once") && detail.contains("then session/cancel"),
+        "{ack}"
+    );
+    assert_eq!(cleared_how(&env, &attention), "answered");
+    let log = ed.agent_log();
+    let (reject, cancel) = (
+        log.find("no-once").expect("the reject reached the agent"),
+        log.find("session/cancel")
+            .expect("session/cancel reached the agent"),
+    );
+    assert!(reject < cancel, "reject first, then session/cancel:\n{log}");
+}
+
 #[test]
 fn a_remote_cancel_answers_a_pending_permission_cancelled_and_ends_the_turn() {
     let (env, mut ed, sid, key) = polled_session(&[]);
@@ -1019,7 +1077,7 @@ fn a_session_is_named_for_its_agent_and_says_what_it_honours() {
     assert_eq!(
         a["data"]["control"],
         json!({"prompt": {"queue": "turn_end", "steer": "turn_end", "interrupt": "turn_end"},
-               "cancel": "now", "answer": ["scope"]})
+               "cancel": "now", "answer": ["scope", "interrupt"]})
     );
     let b = started(&second);
     assert_eq!(b["harness"]["name"], "acp");

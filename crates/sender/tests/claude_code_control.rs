@@ -869,8 +869,9 @@ fn session_started_lists_the_answer_fields_the_harness_honours() {
     assert_eq!(cc["data"]["control"]["prompt"]["steer"], "tool_boundary");
     assert_eq!(cc["data"]["control"]["cancel"], "tool_boundary");
     assert_eq!(cc["data"]["source"], "startup");
+    // Codex's plain hook keeps our grant only (under `sp codex` more: real_agents codex_app).
     let cx = started("codex-session-1");
-    assert_eq!(cx["data"]["control"]["answer"], json!([]));
+    assert_eq!(cx["data"]["control"]["answer"], json!(["scope"]));
     common::schema::assert_valid("event.json", &cc);
     common::schema::assert_valid("event.json", &cx);
 }

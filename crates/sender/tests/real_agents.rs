@@ -2686,3 +2686,134 @@ fn opencode_permission_reject_keeps_the_tool_from_running() {
         },
     );
 }
+
+/// Issue 27 / DECISIONS 30 on OpenCode 1.18.33: "allow for this session" is replied `once` and
+/// kept as our grant, so the same call in the next turn is answered from it by sp-event (no
+/// prompt announced) and runs; deny & stop is the reject, then the session's abort: the tool
+/// does not run and the model is not called again.
+#[test]
+fn opencode_session_grant_and_deny_and_stop() {
+    scenario(
+        "opencode_session_grant_and_deny_and_stop",
+        &["opencode"],
+        |s| {
+            let oc = opencode_start(s);
+            let (id, q) = opencode_session(s, &oc);
+            let run = "Append a line. SP-RUN:echo granted >> granted.txt";
+            let lines = || {
+                std::fs::read_to_string(s.work.join("granted.txt"))
+                    .unwrap_or_default()
+                    .lines()
+                    .count()
+            };
+            let asked = || {
+                s.receiver
+                    .events()
+                    .iter()
+                    .filter(|e| e["type"] == "attention.needed")
+                    .count()
+            };
+            oc.post(
+                &format!("/session/{id}/prompt_async{q}"),
+                json!({"parts": [{"type": "text", "text": run}]}),
+            )
+            .expect("prompt_async");
+            let (key, attention, _) = wait_permission(s, "opencode");
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow",
+                       "scope": "session"}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert!(
+                ack["detail"].as_str().unwrap().contains("for the session"),
+                "{ack}"
+            );
+            assert!(
+                until(Duration::from_secs(30), || lines() == 1),
+                "the tool ran once"
+            );
+            assert!(
+                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
+                    == "idle"),
+                "the first turn ended"
+            );
+            let before = asked();
+            // The same call again: answered from the grant, nobody asked.
+            oc.post(
+                &format!("/session/{id}/prompt_async{q}"),
+                json!({"parts": [{"type": "text", "text": run}]}),
+            )
+            .expect("prompt_async");
+            assert!(
+                until(Duration::from_secs(60), || lines() == 2),
+                "the granted call ran again without a prompt: {} line(s)",
+                lines()
+            );
+            assert!(
+                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
+                    == "idle"),
+                "the second turn ended"
+            );
+            assert_eq!(asked(), before, "the granted call was announced");
+            let used: i64 = s
+                .db()
+                .query_row(
+                    "select used from grants where session_key = ?1",
+                    [&key],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(used, 1, "the grant answered one prompt");
+
+            // Deny & stop.
+            let n = s.agent_requests().len();
+            oc.post(
+                &format!("/session/{id}/prompt_async{q}"),
+                json!({"parts": [{"type": "text", "text": "Write the marker. SP-RUN:echo should-not-run > marker.txt"}]}),
+            )
+            .expect("prompt_async");
+            let needed = s.wait_event(
+                "attention.needed",
+                |e| {
+                    e["data"]["attention_id"] != attention.as_str()
+                        && all_text(e).contains("should-not-run")
+                },
+                Duration::from_secs(60),
+            );
+            let stop = needed["data"]["attention_id"].as_str().unwrap().to_string();
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": stop, "decision": "deny",
+                       "interrupt": true, "note": "Stop; run the tests first."}),
+            );
+            let ack = s.ack(&m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert!(
+                ack["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("abort: the turn ends"),
+                "{ack}"
+            );
+            assert!(
+                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
+                    == "idle"),
+                "the turn ended"
+            );
+            let ended = s.wait_event(
+                "turn.ended",
+                |e| e["session"]["id"] == id.as_str() && e["data"]["reason"] == "interrupt",
+                Duration::from_secs(30),
+            );
+            assert_eq!(ended["data"]["reason"], "interrupt");
+            assert_eq!(s.marker(), None, "the denied tool never ran");
+            assert_eq!(
+                s.agent_requests().len(),
+                n + 1,
+                "the model was called for the tool call only, not again after the stop"
+            );
+        },
+    );
+}

@@ -722,7 +722,6 @@ fn codex_hooks_ack_each_field_unsupported_and_the_prompt_stays_open() {
     let id = needed["data"]["attention_id"].as_str().unwrap().to_string();
     let key = format!("codex:{session}");
     for (fields, named) in [
-        (json!({"decision": "allow", "scope": "session"}), "scope:"),
         (
             json!({"decision": "allow", "input": {"command": "git status"}}),
             "input:",
@@ -753,6 +752,83 @@ fn codex_hooks_ack_each_field_unsupported_and_the_prompt_stays_open() {
         "delivered"
     );
     assert!(grants(&env).is_empty());
+}
+
+/// Codex's plain hook keeps `scope: "session"` as our grant (its answer itself carries only
+/// `behavior`): asked once, the same command of the same session later (another turn, another
+/// `description`) is allowed from the grant at once, unannounced; another command is asked.
+#[test]
+fn codex_hook_session_grant_asks_once_for_that_command() {
+    // Away whatever the receiver says, so each hook waits for a remote answer.
+    let mut env = Env::with(
+        Default::default(),
+        json!({"away": "always", "permission_wait_s": 20}),
+    );
+    env.start_sync();
+    let session = "019a7e3c-5b2d-7f10-9c4e-2a6b8d0f1e4d";
+    let key = format!("codex:{session}");
+    let p = |turn: &str, command: &str, description: &str| {
+        json!({"session_id": session, "turn_id": turn, "transcript_path": null,
+            "cwd": "/tmp/sp-ws", "hook_event_name": "PermissionRequest", "model": "gpt-5.1-codex",
+            "permission_mode": "default", "tool_name": "Bash",
+            "tool_input": {"command": command, "description": description}})
+    };
+    let hook = env.spawn_hook_as("codex", "sp-permission", &p("turn-1", "cargo test", "Test"));
+    let needed = env
+        .wait_event(
+            "attention.needed",
+            json!({"tool": "Bash"}),
+            Duration::from_secs(15),
+        )
+        .expect("attention.needed");
+    let id = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    let sent = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": id, "decision": "allow", "scope": "session"}),
+    );
+    assert_eq!(decision(hook), json!({"behavior": "allow"}));
+    let ack = ack_of(&env, sent["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().contains("for the session"),
+        "{ack}"
+    );
+    let before = env.query::<i64>(&format!(
+        "select count(*) from attention where session_key='{key}'"
+    ))[0];
+    // The same command in a later turn, with another justification: from the grant.
+    let again = env.spawn_hook_as(
+        "codex",
+        "sp-permission",
+        &p("turn-2", "cargo test", "Run the tests again"),
+    );
+    assert_eq!(decision(again), json!({"behavior": "allow"}));
+    let after = env.query::<i64>(&format!(
+        "select count(*) from attention where session_key='{key}'"
+    ))[0];
+    assert_eq!(after, before, "the granted call opened no attention");
+    let g = grants(&env);
+    assert_eq!(g.len(), 1, "{g:?}");
+    assert_eq!(g[0]["used"], 1, "{g:?}");
+    // Another command is asked as usual.
+    let mut other = env.spawn_hook_as(
+        "codex",
+        "sp-permission",
+        &p("turn-2", "cargo clean", "Clean"),
+    );
+    assert!(
+        until(Duration::from_secs(15), || env.query::<i64>(&format!(
+            "select count(*) from attention where session_key='{key}' and state='open'"
+        ))[0]
+            == 1),
+        "the other command is asked: {:?}\n{}",
+        env.query::<String>(&format!(
+            "select attention_id || ' ' || state || ' ' || coalesce(message, '') from attention where session_key='{key}'"
+        )),
+        env.log()
+    );
+    other.kill().unwrap();
+    other.wait().unwrap();
 }
 
 /// Why Codex keeps those fields `unsupported`: its own PermissionRequest output schema, read

@@ -148,7 +148,7 @@ pub fn control(offers: Offers) -> Value {
     json!({
         "prompt": {"queue": "turn_end", "steer": steer, "interrupt": interrupt},
         "cancel": "now",
-        "answer": ["scope"],
+        "answer": crate::harness::answer_fields("acp", ""),
     })
 }
 

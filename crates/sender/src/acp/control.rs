@@ -510,6 +510,15 @@ impl Controller<'_> {
         }
         drop(st);
         let mut detail = format!("acp session/request_permission ({want} option {option:?})");
+        // DECISIONS 30 `interrupt`: deny and stop, so after the reject the turn is cancelled.
+        if answer.decision == Decision::Deny && answer.rich.interrupt {
+            match self.stop_turn(sid, s) {
+                Ok(()) => detail.push_str("; then session/cancel: the turn ends"),
+                Err(e) => detail.push_str(&format!(
+                    "; session/cancel could not be written ({e}): the turn goes on"
+                )),
+            }
+        }
         if for_session {
             detail.push_str(&format!(
                 "; for the session: sp-acp answers the same tool with the same input {} until the session ends",
@@ -525,6 +534,38 @@ impl Controller<'_> {
             answer.decision.as_str(),
             answer.id
         ));
+    }
+
+    /// Ends the session's running turn for a deny with `interrupt`: its other pending
+    /// permission requests are answered `cancelled` (as ACP asks of a client that cancels),
+    /// then `session/cancel`.
+    fn stop_turn(&mut self, sid: &str, s: &SessionRef) -> std::io::Result<()> {
+        let pending: Vec<super::Perm> = {
+            let mut st = self.shared.lock();
+            remove_perms(&mut st, sid)
+                .into_iter()
+                .map(|(k, p)| {
+                    let note = wire::cancel_request(&p.id);
+                    let _ = super::frame::write_frame(&self.shared.to_editor, note.as_bytes());
+                    let reply = wire::permission_cancelled(&p.id);
+                    let _ = super::frame::write_frame(&self.shared.to_agent, reply.as_bytes());
+                    st.swallow_later(k);
+                    p
+                })
+                .collect()
+        };
+        for p in &pending {
+            self.with_store("clearing a cancelled permission", |st| {
+                st.close_attention(s, &p.attention, How::Cancelled)
+            });
+        }
+        let frame = wire::session_cancel(sid);
+        super::frame::write_frame(&self.shared.to_agent, frame.as_bytes())?;
+        crate::logging::info(&format!(
+            "sp-acp: {}: session/cancel sent after a deny with interrupt",
+            s.key()
+        ));
+        Ok(())
     }
 
     /// Tells the agent the option chosen for its request `p`, after asking the editor, which

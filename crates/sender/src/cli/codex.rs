@@ -101,6 +101,7 @@ fn start(socket: &Path) -> Result<()> {
     cmd.arg("app-server")
         .arg("--listen")
         .arg(format!("unix://{}", socket.display()))
+        .env(codex_server::APP_SERVER_ENV, "1")
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);

@@ -176,6 +176,11 @@ pub struct Caps {
 /// question's `answers` in `updatedInput`, and `updatedPermissions` beside our own grant.
 const ALL_ANSWER_FIELDS: &[&str] = &["scope", "input", "interrupt", "answers"];
 
+/// A Codex thread on `sp codex`'s app-server: sp-sync answers its approval request with
+/// `acceptForSession` (plus our grant) or `cancel` (deny and end the turn). The plain hook
+/// keeps only our grant ([`CAPS`]' codex row).
+pub const CODEX_APP_SERVER_ANSWER_FIELDS: &[&str] = &["scope", "interrupt"];
+
 const CLAUDE_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}`, before a tool with a `PreToolUse` deny too (2.1.332 runs that tool otherwise); a waiting permission is denied with `interrupt`; expired when the person's next prompt comes first";
 const DROID_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}` (0.225.2 ends the run), before a tool with a `PreToolUse` deny too; a `PreToolUse` held for a remote answer is answered so; expired when the person's next prompt comes first";
 const COPILOT_CANCEL: &str = "at the next `permissionRequest` (before a tool that asks, also one held for a remote answer): a deny with `\"interrupt\":true`, which ends 1.0.102's run; else at `agentStop`, without a block. 1.0.102 ignores `continue:false`, and a tool that asks no permission cannot be stopped before it runs; expired when the person's next prompt comes first";
@@ -240,7 +245,7 @@ pub const CAPS: &[Caps] = &[
     Caps {
         harness: Harness::Codex,
         name: "codex",
-        permission: Path::Hook("`PermissionRequest` (exact 0.171 schema). Under `sp codex`: sp-sync answers the app-server's approval request (`accept`/`decline`)"),
+        permission: Path::Hook("`PermissionRequest` (exact 0.171 schema; `scope: \"session\"` as our grant). Under `sp codex`: sp-sync answers the app-server's approval request (`accept`/`decline`; `acceptForSession` plus our grant for `scope: \"session\"`, `cancel` for a deny with `interrupt`)"),
         permission_event: "PermissionRequest",
         prompt: Path::Hook("`Stop` block (under `sp codex`: `turn/start` when idle, `turn/steer` when busy)"),
         stop_event: "Stop",
@@ -288,7 +293,9 @@ pub const CAPS: &[Caps] = &[
             ask: None,
         },
         waits_at_desk: false,
-        answer_fields: &[],
+        // Its hook schema takes nothing beyond behavior/message; under `sp codex` more
+        // (CODEX_APP_SERVER_ANSWER_FIELDS).
+        answer_fields: &["scope"],
     },
     Caps {
         harness: Harness::Cursor,
@@ -550,7 +557,7 @@ pub const CAPS: &[Caps] = &[
     Caps {
         harness: Harness::OpenCode,
         name: "opencode",
-        permission: Path::Api("sp-sync `POST /permission/:id/reply` (`once`/`reject`, never `always`)"),
+        permission: Path::Api("sp-sync `POST /permission/:id/reply` (`once`/`reject`, never `always`; `scope: \"session\"` as our grant, which sp-event answers the next identical prompt from; a deny with `interrupt` is the reject, then `POST /session/:id/abort`)"),
         permission_event: "permission.asked",
         prompt: Path::Api("sp-sync `POST /session/:id/prompt_async` when idle"),
         stop_event: "session.idle",
@@ -587,7 +594,7 @@ pub const CAPS: &[Caps] = &[
             ask: None,
         },
         waits_at_desk: false,
-        answer_fields: &[],
+        answer_fields: &["scope", "interrupt"],
     },
 ];
 
@@ -617,6 +624,12 @@ impl Caps {
     /// DECISIONS 30's optional `permission.answer` fields its permission hook honours, so
     /// the page offers only those.
     pub fn control(&self) -> serde_json::Value {
+        self.control_with(self.answer_fields)
+    }
+
+    /// [`Caps::control`] for a session whose path honours `answer_fields` (a Codex thread on
+    /// `sp codex`'s app-server honours more than its hook).
+    pub fn control_with(&self, answer_fields: &[&str]) -> serde_json::Value {
         let seam_takes = |rank: i64| self.prompt_seams.iter().any(|(_, r)| *r <= rank);
         let at = |unsupported: bool, boundary: bool| {
             if unsupported {
@@ -645,7 +658,7 @@ impl Caps {
                 "interrupt": at(no_prompt, seam_takes(2)),
             },
             "cancel": cancel,
-            "answer": self.answer_fields,
+            "answer": answer_fields,
         })
     }
 }
@@ -788,15 +801,24 @@ pub fn readme_table() -> String {
         "\n| harness | permission.answer fields beyond yes or no (DECISIONS 30) |\n|---|---|\n",
     );
     for c in CAPS {
-        let fields = if c.answer_fields.is_empty() {
-            "none: each is acked `unsupported` naming it, the prompt stays open".to_string()
-        } else {
-            c.answer_fields
+        let list = |fields: &[&str]| {
+            fields
                 .iter()
                 .map(|f| format!("`{f}`"))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let mut fields = if c.answer_fields.is_empty() {
+            "none: each is acked `unsupported` naming it, the prompt stays open".to_string()
+        } else {
+            list(c.answer_fields)
+        };
+        if c.harness == Harness::Codex {
+            fields.push_str(&format!(
+                " (our grant); under `sp codex` {} (`acceptForSession` plus our grant, `cancel`)",
+                list(CODEX_APP_SERVER_ANSWER_FIELDS)
+            ));
+        }
         out.push_str(&format!("| {} | {} |\n", c.name, esc(fields)));
     }
     out.push('\n');

@@ -2,11 +2,11 @@
 //! `additionalProperties:false`, so every answer here is exactly its documented shape and
 //! nothing more (a stray field makes the hook count as failed).
 use super::{
-    describe_tool, field, minted_attention_id, object, session_ref, text, Harness, HookInput,
-    PASCAL_LIFECYCLE,
+    describe_tool, field, minted_attention_id, object, session_ref, text, Call, Harness, HookInput,
+    RichAnswer, PASCAL_LIFECYCLE,
 };
 use crate::wire::control::Decision;
-use serde_json::json;
+use serde_json::{json, Value};
 
 pub fn parse(stdin: &[u8]) -> HookInput {
     let v = match object(stdin, "Codex") {
@@ -94,6 +94,52 @@ pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
     )
 }
 
+/// A PermissionRequest's call as a grant matches it (DECISIONS 30): the tool and the command
+/// that runs. `tool_input.description` is the model's justification, not the call, so it is
+/// left out; the app-server path keeps its grant from the prompt's attention ([`shown_call`]),
+/// so a grant kept there matches the hook's next prompt too.
+pub fn call(stdin: &[u8]) -> Option<Call> {
+    let v: Value = serde_json::from_slice(stdin).ok()?;
+    if v.get("hook_event_name")?.as_str()? != "PermissionRequest" {
+        return None;
+    }
+    let tool = v.get("tool_name")?.as_str()?;
+    let input = v.get("tool_input")?;
+    let input = match input.get("command").and_then(Value::as_str) {
+        Some(command) => json!({ "command": command }),
+        None => input.clone(),
+    };
+    Some(Call {
+        tool: tool.to_string(),
+        input,
+        suggestions: Vec::new(),
+    })
+}
+
+/// The call a prompt's attention showed (`tool` and its message, `describe_tool`'s
+/// "<tool> <command>"), as [`call`] reads the hook's: what the app-server path keeps a grant
+/// for. None when the message is not that shape.
+pub fn shown_call(tool: &str, message: &str) -> Option<Call> {
+    let command = message.strip_prefix(tool)?.strip_prefix(' ')?;
+    Some(Call {
+        tool: tool.to_string(),
+        input: json!({ "command": command }),
+        suggestions: Vec::new(),
+    })
+}
+
+/// Codex's hook answer takes only `behavior` and a deny's `message` (its 0.171 schema marks
+/// `updatedInput`, `updatedPermissions` and `interrupt` reserved and fails the hook on them),
+/// so `scope: "session"` is kept as our grant alone and any other field is refused.
+pub fn render_rich_permission(a: &RichAnswer) -> Result<String, String> {
+    if let Some(f) = a.rich.fields().first() {
+        return Err(format!(
+            "{f}: codex's permission hook has no such field (DECISIONS 30); nothing ran"
+        ));
+    }
+    Ok(render_permission(a.decision, a.message))
+}
+
 /// `stop.command.output`: a block with a non-empty reason; no hookSpecificOutput on Stop.
 pub fn render_block(reason: &str) -> String {
     json!({ "decision": "block", "reason": reason }).to_string()
@@ -102,6 +148,21 @@ pub fn render_block(reason: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// DECISIONS 30: a grant matches the tool and the command, not the model's justification;
+    /// the app-server path reads the same call back from the prompt it showed.
+    #[test]
+    fn a_grant_matches_the_command_as_the_hook_and_the_attention_show_it() {
+        let p = br#"{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"cargo test","description":"Run the tests"}}"#;
+        let c = call(p).expect("a PermissionRequest names its call");
+        assert_eq!(c.tool, "Bash");
+        assert_eq!(c.input, json!({"command": "cargo test"}));
+        let shown = shown_call("Bash", &describe_tool(&c.tool, &c.input)).unwrap();
+        assert_eq!((shown.tool, shown.input), (c.tool, c.input));
+        assert!(shown_call("Bash", "Write x").is_none());
+        let stop = br#"{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"Stop"}"#;
+        assert!(call(stop).is_none());
+    }
 
     #[test]
     fn permission_ids() {

@@ -131,6 +131,8 @@ impl Harness {
     pub fn permission_call(self, stdin: &[u8]) -> Option<Call> {
         match self {
             Harness::ClaudeCode => claude_code::call(stdin),
+            Harness::Codex => codex::call(stdin),
+            Harness::OpenCode => opencode::call(stdin),
             _ => None,
         }
     }
@@ -146,6 +148,7 @@ impl Harness {
     pub fn render_rich_permission(self, a: &RichAnswer, call: &Call) -> Result<String, String> {
         match self {
             Harness::ClaudeCode => claude_code::render_rich_permission(a, call),
+            Harness::Codex => codex::render_rich_permission(a),
             _ => Err(format!(
                 "{} cannot carry DECISIONS 30's answer fields; nothing ran",
                 self.name()
@@ -377,19 +380,31 @@ pub fn route(harness: &str, kind: Kind) -> Option<(Outcome, String)> {
     }
 }
 
-/// [`route`] for one message, after DECISIONS 30's optional answer fields: one the harness's
-/// path cannot honour ([`caps::Caps::answer_fields`]; sp-acp keeps grants only) is acked
-/// `unsupported` naming the field; nothing runs and the prompt stays open.
+/// The DECISIONS 30 fields a session honours: its harness row's, and for a Codex thread
+/// sp-sync follows on `sp codex`'s app-server ([`caps::CODEX_APP_SERVER_ANSWER_FIELDS`]) those
+/// of the app-server's approval (`acceptForSession`, `cancel`). sp-acp keeps grants and
+/// rejects then cancels.
+pub fn answer_fields(harness: &str, session_id: &str) -> &'static [&'static str] {
+    match harness {
+        "acp" => &["scope", "interrupt"],
+        "codex" if crate::codex_server::followed(session_id) => {
+            caps::CODEX_APP_SERVER_ANSWER_FIELDS
+        }
+        _ => caps::named(harness).map_or(&[], |c| c.answer_fields),
+    }
+}
+
+/// [`route`] for one message of session `key`, after DECISIONS 30's optional answer fields:
+/// one the session's path cannot honour ([`answer_fields`]) is acked `unsupported` naming the
+/// field; nothing runs and the prompt stays open.
 pub fn route_message(
     harness: &str,
+    key: &str,
     m: &crate::wire::control::ControlMessage,
 ) -> Option<(Outcome, String)> {
     if m.kind == Kind::PermissionAnswer {
-        let honoured: &[&str] = if harness == "acp" {
-            &["scope"]
-        } else {
-            caps::named(harness).map_or(&[], |c| c.answer_fields)
-        };
+        let session_id = key.split_once(':').map_or("", |(_, id)| id);
+        let honoured = answer_fields(harness, session_id);
         let mut asked = m.rich.fields();
         if m.scope == crate::wire::control::Scope::Session {
             asked.insert(0, "scope");
@@ -397,6 +412,8 @@ pub fn route_message(
         if let Some(f) = asked.into_iter().find(|f| !honoured.contains(f)) {
             let why = if f == "scope" {
                 format!("scope: {harness} sessions keep no grant for the session (DECISIONS 30)")
+            } else if harness == "codex" && caps::CODEX_APP_SERVER_ANSWER_FIELDS.contains(&f) {
+                format!("{f}: codex's permission hook has no such field; only a session started with `sp codex` (its app-server) takes it (DECISIONS 30)")
             } else {
                 format!("{f}: {harness}'s permission answer has no such field (DECISIONS 30)")
             };
@@ -594,22 +611,38 @@ mod tests {
             }
         };
         let session = answer(serde_json::json!({"scope": "session"}));
-        assert_eq!(route_message("acp", &session), None);
-        assert_eq!(route_message("claude-code", &session), None);
-        let (o, why) = route_message("codex", &session).unwrap();
+        assert_eq!(route_message("acp", "acp:s1", &session), None);
+        assert_eq!(
+            route_message("claude-code", "claude-code:s1", &session),
+            None
+        );
+        // Codex keeps our grant on the plain hook path too.
+        assert_eq!(route_message("codex", "codex:s1", &session), None);
+        let (o, why) = route_message("droid", "droid:s1", &session).unwrap();
         assert_eq!(o, Outcome::Unsupported);
         assert!(why.starts_with("scope:"), "{why}");
         let stop = answer(serde_json::json!({"decision": "deny", "interrupt": true}));
-        let (o, why) = route_message("acp", &stop).unwrap();
+        assert_eq!(route_message("acp", "acp:s1", &stop), None);
+        assert_eq!(route_message("claude-code", "claude-code:s1", &stop), None);
+        // A Codex thread not on our app-server: its hook cannot stop the turn.
+        let (o, why) = route_message("codex", "codex:not-followed", &stop).unwrap();
         assert_eq!(o, Outcome::Unsupported);
-        assert!(why.starts_with("interrupt:"), "{why}");
-        assert_eq!(route_message("claude-code", &stop), None);
+        assert!(
+            why.starts_with("interrupt:") && why.contains("sp codex"),
+            "{why}"
+        );
+        let (o, why) = route_message("droid", "droid:s1", &stop).unwrap();
+        assert_eq!(o, Outcome::Unsupported, "{why}");
         let edit = answer(serde_json::json!({"input": {"command": "ls"}}));
-        let (o, why) = route_message("codex", &edit).unwrap();
+        let (o, why) = route_message("codex", "codex:s1", &edit).unwrap();
         assert_eq!(o, Outcome::Unsupported);
         assert!(why.starts_with("input:"), "{why}");
         assert_eq!(
-            route_message("claude-code", &answer(serde_json::json!({}))),
+            route_message(
+                "claude-code",
+                "claude-code:s1",
+                &answer(serde_json::json!({}))
+            ),
             None
         );
     }

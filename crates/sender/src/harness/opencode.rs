@@ -9,7 +9,7 @@
 //! Every event also says where the session's server is, and whether the session is idle, so
 //! sp-sync can deliver prompts, cancels and permission replies through OpenCode's server API
 //! (src/sync/api.rs). Nothing is ever printed: the plugin ignores our stdout.
-use super::{field, object, session_ref, text, ApiReport, Harness, HookInput};
+use super::{field, object, session_ref, text, ApiReport, Call, Harness, HookInput};
 use serde_json::Value;
 
 pub fn parse(stdin: &[u8]) -> HookInput {
@@ -63,19 +63,7 @@ pub fn parse(stdin: &[u8]) -> HookInput {
                     "OpenCode permission.asked without a usable request id".into(),
                 );
             };
-            let permission = text(&props, &["permission", "type"]).unwrap_or("permission");
-            let patterns: Vec<&str> = props
-                .get("patterns")
-                .and_then(Value::as_array)
-                .map(|p| p.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let message = if patterns.is_empty() {
-                text(&props, &["title"])
-                    .map(|t| format!("{permission} {t}"))
-                    .unwrap_or_else(|| permission.to_string())
-            } else {
-                format!("{permission} {}", patterns.join(" "))
-            };
+            let (permission, message) = asked(&props);
             HookInput::Permission {
                 attention_id: request.to_string(),
                 tool: Some(permission.to_string()),
@@ -94,6 +82,45 @@ pub fn parse(stdin: &[u8]) -> HookInput {
     HookInput::Api {
         report,
         then: Box::new(then),
+    }
+}
+
+/// A `permission.asked`'s permission and what the person is shown of it (its patterns, else
+/// its title).
+fn asked(props: &Value) -> (&str, String) {
+    let permission = text(props, &["permission", "type"]).unwrap_or("permission");
+    let patterns: Vec<&str> = props
+        .get("patterns")
+        .and_then(Value::as_array)
+        .map(|p| p.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let message = if patterns.is_empty() {
+        text(props, &["title"])
+            .map(|t| format!("{permission} {t}"))
+            .unwrap_or_else(|| permission.to_string())
+    } else {
+        format!("{permission} {}", patterns.join(" "))
+    };
+    (permission, message)
+}
+
+/// A permission prompt's call as a grant for the session matches it (DECISIONS 30): the
+/// permission and exactly what the person was shown of it ([`grant_call`]).
+pub fn call(stdin: &[u8]) -> Option<Call> {
+    let v: Value = serde_json::from_slice(stdin).ok()?;
+    if text(&v, &["hook_event_name", "type"])? != "permission.asked" {
+        return None;
+    }
+    let (permission, message) = asked(v.get("properties")?);
+    Some(grant_call(permission, &message))
+}
+
+/// The call a grant keeps for a prompt of `tool` shown as `message` (the attention's).
+pub fn grant_call(tool: &str, message: &str) -> Call {
+    Call {
+        tool: tool.to_string(),
+        input: serde_json::json!({ "shown": message }),
+        suggestions: Vec::new(),
     }
 }
 

@@ -106,6 +106,9 @@ pub fn run(harness: Harness) -> Result<()> {
     // DECISIONS 30: the call itself, for grants and for answers that change its input.
     let call = match &input {
         HookInput::Permission { .. } => harness.permission_call(&stdin),
+        HookInput::Api { then, .. } if matches!(**then, HookInput::Permission { .. }) => {
+            harness.permission_call(&stdin)
+        }
         _ => None,
     };
     act(harness, &config, &mut store, input, call.as_ref(), marked)
@@ -276,6 +279,18 @@ fn at_tool_boundary(
     Ok(true)
 }
 
+/// What `session.started` says the session honours (DECISIONS 30): its harness row's, and for
+/// Codex under `sp codex` (hooks run inside the app-server it started, in its environment)
+/// what sp-sync's answers to the app-server's approvals honour.
+fn session_control(harness: Harness) -> serde_json::Value {
+    let caps = harness.caps();
+    if harness == Harness::Codex && std::env::var_os(crate::codex_server::APP_SERVER_ENV).is_some()
+    {
+        return caps.control_with(crate::harness::caps::CODEX_APP_SERVER_ANSWER_FIELDS);
+    }
+    caps.control()
+}
+
 fn on_permission(
     harness: Harness,
     config: &Config,
@@ -293,7 +308,12 @@ fn on_permission(
         return Ok(());
     }
     if let Some(call) = prompt.call {
-        if permission::from_grant(harness, store, session, call)? {
+        let granted = if harness.answered_by_api() {
+            permission::from_grant_by_api(store, session, prompt.attention_id, call)?
+        } else {
+            permission::from_grant(harness, store, session, call)?
+        };
+        if granted {
             return Ok(());
         }
     }
@@ -413,7 +433,7 @@ fn act(
         HookInput::SessionStart { session, source } => {
             // The page offers only what the harness honours (DECISIONS 30).
             let mut extra = serde_json::Map::new();
-            extra.insert("control".into(), harness.caps().control());
+            extra.insert("control".into(), session_control(harness));
             store.record_session(&session, &source, &extra)?;
             cancel_at_seam(harness, store, &session)?;
             if start_sync {

@@ -134,6 +134,48 @@ pub fn from_grant(
     Ok(true)
 }
 
+/// [`from_grant`] for a harness answered through its server API (OpenCode): the grant's
+/// answer goes to the prompt's request at once through that API, and no attention is
+/// announced. False (the usual path: announce and ask) when no grant matches, the session
+/// was stopped, or the server did not take it.
+pub fn from_grant_by_api(
+    store: &mut Store,
+    session: &SessionRef,
+    request: &str,
+    call: &Call,
+) -> Result<bool> {
+    let key = session.key();
+    let Some(grant) = store.find_grant(&key, &call.tool, &call.input)? else {
+        return Ok(false);
+    };
+    if store.cancel_queued(&key)? || store.stopped(&key)? {
+        crate::logging::info(&format!(
+            "{key}: grant {} not used: the session was stopped",
+            grant.id
+        ));
+        return Ok(false);
+    }
+    let Some(api) = store.api_session(&key)? else {
+        return Ok(false);
+    };
+    if let Err(why) = crate::sync::api::reply_from_grant(&api, request, grant.decision, grant.id) {
+        crate::logging::warn(&format!(
+            "{key}: grant {} not used: {why}; asking as usual",
+            grant.id
+        ));
+        return Ok(false);
+    }
+    store.grant_used(grant.id, session)?;
+    crate::logging::info(&format!(
+        "{key}: {} {} from grant {} (by {}) through the server API, no attention announced",
+        call.tool,
+        grant.decision.as_str(),
+        grant.id,
+        grant.who
+    ));
+    Ok(true)
+}
+
 pub fn run(
     harness: Harness,
     config: &Config,

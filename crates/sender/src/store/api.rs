@@ -156,6 +156,22 @@ impl Store {
             .collect::<rusqlite::Result<_>>()?)
     }
 
+    /// An open attention's tool and message (what a grant for the session matches on an API
+    /// harness, whose prompt names no input of its own).
+    pub fn api_attention_call(
+        &self,
+        key: &str,
+        attention_id: &str,
+    ) -> Result<Option<(Option<String>, Option<String>)>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT tool, message FROM attention WHERE session_key=?1 AND attention_id=?2 AND state='open'",
+            )?
+            .query_row(params![key, attention_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    }
+
     /// Final outcome of claimed messages after the API call (delivered or failed).
     pub fn api_finish(
         &mut self,

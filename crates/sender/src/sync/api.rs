@@ -6,6 +6,8 @@
 //! | prompt | `POST /session/:id/prompt_async` `{parts:[{type:"text",text}]}` | the session is idle |
 //! | cancel | `POST /session/:id/abort` (answers `true`) | at once |
 //! | permission.answer | `POST /permission/:requestID/reply` `{reply:"once"\|"reject", message?}` | at once; never `always` |
+//! | … with `interrupt` (deny & stop) | the reject, then `POST /session/:id/abort` | at once |
+//! | … with `scope: "session"` | the reply, plus our grant: the plugin's next identical prompt is answered from it by sp-event | at once |
 //!
 //! The ack is `delivered` when the API answered success and `failed` with its error otherwise.
 //! A server that just opened its port can hang requests (~2 s), so nothing is sent in the first
@@ -14,8 +16,8 @@
 //! sp-sync's environment turn on HTTP Basic auth, as they do for the server.
 use super::Shared;
 use crate::clock::now_ms;
-use crate::store::{ApiMessage, ApiSession, SessionRef, Store};
-use crate::wire::control::{Decision, Outcome};
+use crate::store::{ApiMessage, ApiSession, NewGrant, SessionRef, Store};
+use crate::wire::control::{Decision, Outcome, Scope};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -216,20 +218,30 @@ fn answer(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Res
     let Some(attention) = m.attention_id.as_deref() else {
         return Ok(());
     };
+    // What a grant for the session keeps: the prompt as the person saw it (read while open).
+    let shown = store.api_attention_call(&s.key, attention)?;
     // The same claim the waiting hooks use: only a valid, unexpired answer naming exactly this
     // attention of this session, and only while the attention is open.
     let Some(claimed) = store.claim_answer(&s.key, attention, pid)? else {
         return Ok(());
     };
+    let stop = claimed.decision == Decision::Deny && claimed.rich.interrupt;
     let body = match claimed.decision {
         Decision::Allow => json!({ "reply": "once" }),
+        // A reject with a message is feedback OpenCode hands the model, which it then calls
+        // again; deny & stop rejects without one, so the loop ends there.
+        Decision::Deny if stop => json!({ "reply": "reject" }),
         Decision::Deny => match claimed.note.as_deref().filter(|n| !n.trim().is_empty()) {
             Some(note) => json!({ "reply": "reject", "message": note }),
             None => json!({ "reply": "reject" }),
         },
     };
+    if stop {
+        // Before the reject: the idle that follows reports the turn ended `interrupt`.
+        store.mark_stopped(&s.key)?;
+    }
     let r = api.post_true(s, &format!("/permission/{attention}/reply"), &body);
-    let (outcome, detail) = ack_detail(&r, "opencode POST /permission/:id/reply");
+    let (outcome, mut detail) = ack_detail(&r, "opencode POST /permission/:id/reply");
     if outcome == Outcome::Delivered {
         let session = SessionRef {
             harness: s.harness.clone(),
@@ -237,7 +249,40 @@ fn answer(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Res
             cwd: None,
             event: "permission.reply".into(),
         };
-        store.confirm_answer(&session, attention, &claimed, &detail)?;
+        // DECISIONS 30 `interrupt` (deny & stop): after the reject the session is aborted.
+        if stop {
+            let r = api.post_true(s, &format!("/session/{}/abort", s.session_id), &json!({}));
+            match r {
+                Ok(()) => {
+                    detail.push_str(" (reject), then POST /session/:id/abort: the turn ends");
+                }
+                Err(e) => detail.push_str(&format!(
+                    " (reject); the abort failed, the turn goes on: {}",
+                    spwire::text::truncate(&e, 300)
+                )),
+            }
+        }
+        match (claimed.scope == Scope::Session, shown) {
+            (true, Some((tool, Some(message)))) => {
+                let call = crate::harness::opencode::grant_call(
+                    tool.as_deref().unwrap_or("permission"),
+                    &message,
+                );
+                let grant = NewGrant {
+                    session_key: &s.key,
+                    tool: &call.tool,
+                    input: &call.input,
+                    summary: &message,
+                    decision: claimed.decision,
+                    answer: None,
+                    who: &claimed.sink,
+                    message_id: &claimed.id,
+                    until_ms: None,
+                };
+                store.confirm_answer_with_grant(&session, attention, &claimed, &detail, &grant)?;
+            }
+            _ => store.confirm_answer(&session, attention, &claimed, &detail)?,
+        }
     } else {
         // OpenCode still asks in its TUI; the attention stays open for another answer.
         store.api_finish(std::slice::from_ref(&claimed.id), outcome, &detail)?;
@@ -250,6 +295,25 @@ fn answer(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Res
         outcome.as_str()
     ));
     Ok(())
+}
+
+/// A permission prompt answered from a grant for the session (the permission hook, for a
+/// prompt that matches one): `once` or `reject` to request `request`, never `always`.
+pub(crate) fn reply_from_grant(
+    s: &ApiSession,
+    request: &str,
+    decision: Decision,
+    grant: i64,
+) -> Result<(), CallError> {
+    if let Some(why) = unreachable(s) {
+        return Err(why);
+    }
+    let body = match decision {
+        Decision::Allow => json!({ "reply": "once" }),
+        Decision::Deny => json!({ "reply": "reject",
+            "message": format!("Denied by the person through sessionpipe for this session (grant {grant}).") }),
+    };
+    Api::new().post_true(s, &format!("/permission/{request}/reply"), &body)
 }
 
 fn prompt(api: &Api, store: &mut Store, s: &ApiSession, pid: u32) -> anyhow::Result<()> {

@@ -16,8 +16,8 @@
 //! so a hook seam and this path never both act on one message.
 use super::Shared;
 use crate::codex_server::{self, Client, RpcError};
-use crate::store::{ApiMessage, SessionRef, Store};
-use crate::wire::control::{Decision, Outcome};
+use crate::store::{ApiMessage, NewGrant, SessionRef, Store};
+use crate::wire::control::{Decision, Outcome, Scope};
 use crate::wire::event::How;
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -55,6 +55,8 @@ struct Approval {
     request_id: Value,
     method: String,
     turn: String,
+    /// The command a `commandExecution` approval is about (what a grant matches).
+    command: Option<String>,
 }
 
 /// The approval requests we can answer with allow/deny (`accept` / `decline`).
@@ -436,6 +438,7 @@ impl Follower {
                 request_id: m["id"].clone(),
                 method: m["method"].as_str().unwrap_or("").to_string(),
                 turn: m["params"]["turnId"].as_str().unwrap_or("").to_string(),
+                command: m["params"]["command"].as_str().map(str::to_string),
             },
         );
         // An answer may be queued already.
@@ -450,11 +453,19 @@ impl Follower {
             // No request yet (or the terminal took it): the hook's attention rules apply.
             return Ok(());
         };
+        // The call as its hook showed it (the approval's own `command` is Codex's shell wrapper,
+        // `/bin/bash -lc '…'`, which the hook's next prompt does not carry).
+        let shown = store.api_attention_call(&a.key, attention)?;
         let Some(claimed) = store.claim_answer(&a.key, attention, self.pid)? else {
             return Ok(());
         };
+        // DECISIONS 30: `scope: "session"` is Codex's own session approval (plus our grant),
+        // a deny with `interrupt` is `cancel`, which denies and ends the turn.
+        let session_wide = claimed.scope == Scope::Session;
         let decision = match claimed.decision {
+            Decision::Allow if session_wide => "acceptForSession",
             Decision::Allow => "accept",
+            Decision::Deny if claimed.rich.interrupt => "cancel",
             Decision::Deny => "decline",
         };
         let a = self.approvals.remove(attention).expect("looked up above");
@@ -467,6 +478,48 @@ impl Follower {
             return Err(e);
         }
         let mut detail = format!("codex app-server {}: {decision}", a.method);
+        let s = session_ref(&a.thread, "permission.answer");
+        if decision == "cancel" {
+            // So the turn's end reads as the person's stop. `cancel` carries no message: the
+            // turn ends before the model could read a note.
+            store.mark_stopped(&a.key)?;
+            detail.push_str(" (the turn ends; the tool did not run)");
+            store.confirm_answer(&s, attention, &claimed, &detail)?;
+            crate::logging::info(&format!("{}: {attention}: {detail}", a.key));
+            return Ok(());
+        }
+        if session_wide {
+            // Our grant as well: the hook answers the same command of this session from it
+            // should Codex ask again (another app-server, a resumed thread).
+            let call = shown.and_then(|(tool, message)| {
+                crate::harness::codex::shown_call(tool.as_deref()?, message.as_deref()?)
+            });
+            // Only for the command this approval is about.
+            let call = call.filter(|c| {
+                a.command.as_deref().is_some_and(|cmd| {
+                    c.input["command"]
+                        .as_str()
+                        .is_some_and(|shown| cmd.contains(shown))
+                })
+            });
+            if let Some(call) = call {
+                let grant = NewGrant {
+                    session_key: &a.key,
+                    tool: &call.tool,
+                    input: &call.input,
+                    summary: &crate::harness::describe_tool(&call.tool, &call.input),
+                    decision: claimed.decision,
+                    answer: None,
+                    who: &claimed.sink,
+                    message_id: &claimed.id,
+                    until_ms: None,
+                };
+                store.confirm_answer_with_grant(&s, attention, &claimed, &detail, &grant)?;
+                crate::logging::info(&format!("{}: {attention}: {detail}; grant kept", a.key));
+                return Ok(());
+            }
+            detail.push_str(" (Codex's own approval for the session; no grant of ours: the prompt did not show this command whole)");
+        }
         // Codex's decline carries no message: the note follows into the same turn as a steer,
         // so the model reads it as it would the hook's deny reason.
         if let Some(note) = claimed
@@ -486,13 +539,11 @@ impl Follower {
                 Ok(Err(e)) => detail.push_str(&format!("; the note could not follow: {e}")),
                 Err(e) => {
                     detail.push_str("; the note could not follow: the connection ended");
-                    let s = session_ref(&a.thread, "permission.answer");
                     store.confirm_answer(&s, attention, &claimed, &detail)?;
                     return Err(e);
                 }
             }
         }
-        let s = session_ref(&a.thread, "permission.answer");
         store.confirm_answer(&s, attention, &claimed, &detail)?;
         crate::logging::info(&format!("{}: {attention}: {detail}", a.key));
         Ok(())

@@ -1,7 +1,7 @@
 //! sp-sync: long-polls each control sink for every live session, stores what arrives, and
 //! sends the ack and event outboxes. Threads, not async: one per (session × control sink)
 //! poll, one ack sender and one event sender per sink, and a supervisor.
-mod api;
+pub(crate) mod api;
 pub(crate) mod backoff;
 mod codex_bridge;
 mod discover;

@@ -181,7 +181,7 @@ fn ingest(
         anyhow::bail!("poll answer has no messages array");
     };
     let checked: Vec<control::Checked> = items.iter().map(control::check).collect();
-    let route = |m: &control::ControlMessage| crate::harness::route_message(harness, m);
+    let route = |m: &control::ControlMessage| crate::harness::route_message(harness, key, m);
     let (results, left) =
         store.ingest_capped(&ctx.name, key, &checked, &route, MAX_NEW_PER_POLL)?;
     if left > 0 {

@@ -416,7 +416,7 @@ fn ingest(
             out
         };
         let harness = session.split(':').next().unwrap_or("").to_string();
-        let route = |m: &ControlMessage| crate::harness::route_message(&harness, m);
+        let route = |m: &ControlMessage| crate::harness::route_message(&harness, &session, m);
         results.extend(store.ingest(
             &ctx.name,
             &session,

@@ -597,3 +597,140 @@ fn codex_app_server_real_tui_cancel_then_prompt() {
         },
     );
 }
+
+/// The permission prompts announced so far.
+fn permissions_announced(s: &Scene) -> usize {
+    s.receiver
+        .events()
+        .iter()
+        .filter(|e| e["type"] == "attention.needed" && e["data"]["kind"] == "permission")
+        .count()
+}
+
+/// The lines of a file in the work folder.
+fn work_lines(s: &Scene, name: &str) -> Vec<String> {
+    std::fs::read_to_string(s.work.join(name))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 27 / DECISIONS 30 on Codex 0.171's app-server: the session says what it honours;
+/// "allow for this session" answers `acceptForSession` and keeps our grant, so the same command
+/// in the next turn is not asked again and runs; a field Codex cannot honour (`input`) is acked
+/// `unsupported`, nothing runs and the prompt stays open; deny & stop answers `cancel`: the
+/// tool does not run, the turn ends interrupted and the model is not called again.
+#[test]
+fn codex_app_server_session_allow_and_deny_and_stop() {
+    scenario(
+        "codex_app::codex_app_server_session_allow_and_deny_and_stop",
+        &["codex"],
+        |s| {
+            let (mut t, key) = start(s);
+            let started = s.wait_event(
+                "session.started",
+                |e| e["session"]["id"] == t.thread.as_str(),
+                CALL,
+            );
+            assert_eq!(
+                started["data"]["control"]["answer"],
+                json!(["scope", "interrupt"]),
+                "a session under sp codex honours the app-server's fields: {started}"
+            );
+
+            // Allow for this session.
+            let run = "Append a line. SP-ESCALATE SP-RUN:echo granted >> granted.txt";
+            let turn = t.turn(run);
+            let (k, attention, _) = wait_permission(s, "codex");
+            assert_eq!(k, key);
+            approval_request(&mut t);
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow",
+                       "scope": "session"}),
+            );
+            let detail = delivered_detail(s, &m);
+            assert!(
+                detail.starts_with(
+                    "codex app-server item/commandExecution/requestApproval: acceptForSession"
+                ) && detail.contains("for the session"),
+                "{detail}"
+            );
+            assert_eq!(t.completed(&turn)["status"], "completed");
+            assert_eq!(work_lines(s, "granted.txt"), ["granted"]);
+            let grants = {
+                let mut c = Command::new(s.bin.join("sp"));
+                s.base_env(&mut c);
+                c.args(["grants", "--json"]).output().unwrap()
+            };
+            let grants: Value = serde_json::from_slice(&grants.stdout).expect("sp grants --json");
+            assert!(
+                grants
+                    .as_array()
+                    .is_some_and(|g| g.iter().any(|g| g["session"] == key.as_str()
+                        && all_text(g).contains("echo granted >> granted.txt"))),
+                "our grant is kept: {grants}"
+            );
+            let asked = permissions_announced(s);
+            // The same command in the next turn: not asked again, and it runs.
+            let turn = t.turn(run);
+            assert_eq!(t.completed(&turn)["status"], "completed");
+            assert_eq!(work_lines(s, "granted.txt"), ["granted", "granted"]);
+            assert_eq!(
+                permissions_announced(s),
+                asked,
+                "the granted call was asked again"
+            );
+
+            // An edited command: Codex cannot take one. Unsupported, nothing ran, still open.
+            let turn =
+                t.turn("Write the marker. SP-ESCALATE SP-RUN:echo should-not-run > marker.txt");
+            let stop_attention = next_permission(s, &[&attention]);
+            approval_request(&mut t);
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": stop_attention, "decision": "allow",
+                       "input": {"command": "echo edited > marker.txt"}}),
+            );
+            let ack = s.ack(&m, CALL);
+            assert_eq!(ack["outcome"], "unsupported", "{ack}");
+            assert!(
+                ack["detail"].as_str().unwrap().starts_with("input:"),
+                "{ack}"
+            );
+            let state: String = s
+                .db()
+                .query_row(
+                    "select state from attention where attention_id = ?1",
+                    [&stop_attention],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(state, "open", "the prompt stays open");
+            assert_eq!(s.marker(), None, "nothing ran");
+
+            // Deny & stop.
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": stop_attention, "decision": "deny",
+                       "interrupt": true, "note": "Stop; run the tests first."}),
+            );
+            let detail = delivered_detail(s, &m);
+            assert!(
+                detail
+                    .starts_with("codex app-server item/commandExecution/requestApproval: cancel"),
+                "{detail}"
+            );
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "interrupted", "{done}");
+            assert_eq!(s.marker(), None, "the denied command never ran");
+            let calls = s
+                .agent_requests()
+                .iter()
+                .filter(|r| turn_of(r) == turn)
+                .count();
+            assert_eq!(calls, 1, "the model was not called again in that turn");
+        },
+    );
+}
