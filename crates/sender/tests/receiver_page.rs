@@ -851,7 +851,8 @@ fn the_page_offers_only_the_answers_the_harness_honours() {
     start["source"] = json!("startup");
     start["cwd"] = json!(cwd);
     assert!(machine.hook("sp-event", &start).status.success());
-    // A Codex session with an open prompt, as its hooks send them (Codex honours none).
+    // A session with an open prompt whose harness lists no answer fields (`answer: []`, as a
+    // harness that honours only yes or no would send).
     let sender = bearer(TOKEN);
     let codex_started = json!({"protocol":1,"id":ulid::Ulid::new().to_string(),"type":"session.started",
         "time":now_ms(),"tier":1,"harness":{"name":"codex","event":"SessionStart"},
