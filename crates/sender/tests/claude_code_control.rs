@@ -875,3 +875,29 @@ fn session_started_lists_the_answer_fields_the_harness_honours() {
     common::schema::assert_valid("event.json", &cc);
     common::schema::assert_valid("event.json", &cx);
 }
+
+/// A session first seen at another event than its SessionStart (an OpenCode plugin report, a
+/// session resumed after its record was swept) still tells the page what it honours: the
+/// implicit `session.started` carries the harness's `data.control` too.
+#[test]
+fn a_session_first_seen_after_its_start_still_lists_the_answer_fields() {
+    let mut env = Env::new();
+    env.start_sync();
+    let id = "7c7c7c7c-0000-4000-8000-00000000007c";
+    let post_tool = json!({"session_id": id, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
+        "hook_event_name": "PostToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "true"}, "tool_response": {"stdout": ""}});
+    assert!(env.hook_json("sp-event", &post_tool).status.success());
+    let started = env
+        .receiver
+        .wait_event(Duration::from_secs(20), |e| {
+            e["type"] == "session.started" && e["session"]["id"] == id
+        })
+        .expect("session.started");
+    assert_eq!(started["data"]["source"], "unknown");
+    assert_eq!(
+        started["data"]["control"]["answer"],
+        json!(["scope", "input", "interrupt", "answers"])
+    );
+    common::schema::assert_valid("event.json", &started);
+}

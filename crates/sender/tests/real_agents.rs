@@ -2699,6 +2699,16 @@ fn opencode_session_grant_and_deny_and_stop() {
         |s| {
             let oc = opencode_start(s);
             let (id, q) = opencode_session(s, &oc);
+            let started = s.wait_event(
+                "session.started",
+                |e| e["session"]["id"] == id.as_str(),
+                Duration::from_secs(30),
+            );
+            assert_eq!(
+                started["data"]["control"]["answer"],
+                json!(["scope", "interrupt"]),
+                "{started}"
+            );
             let run = "Append a line. SP-RUN:echo granted >> granted.txt";
             let lines = || {
                 std::fs::read_to_string(s.work.join("granted.txt"))

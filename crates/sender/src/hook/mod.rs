@@ -103,6 +103,12 @@ pub fn run(harness: Harness) -> Result<()> {
         return Ok(());
     }
     let mut store = crate::store::open(&crate::paths::database_file(), BUSY_TIMEOUT)?;
+    // A session first seen at another event than its SessionStart still says what it honours.
+    crate::store::set_started_extra(move || {
+        let mut extra = serde_json::Map::new();
+        extra.insert("control".into(), session_control(harness));
+        extra
+    });
     // DECISIONS 30: the call itself, for grants and for answers that change its input.
     let call = match &input {
         HookInput::Permission { .. } => harness.permission_call(&stdin),

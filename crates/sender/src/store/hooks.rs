@@ -280,6 +280,21 @@ fn claim_prompts_between(
 
 /// Makes the session live; its first event (or the first after a SessionEnd) emits
 /// `session.started` before anything else (DECISIONS 18).
+/// What this process's implicit `session.started` says beside its source (a session whose first
+/// event is not its SessionStart: an OpenCode plugin report, a resumed session): a hook process
+/// sets it once for its harness, so the page still learns what the session honours
+/// (`data.control`, DECISIONS 30). Made only when such an event is written.
+type StartedExtra = Box<dyn Fn() -> serde_json::Map<String, serde_json::Value> + Send + Sync>;
+static STARTED_EXTRA: std::sync::OnceLock<StartedExtra> = std::sync::OnceLock::new();
+
+/// Sets what this process's implicit `session.started` events carry ([`STARTED_EXTRA`]);
+/// the first call wins.
+pub fn set_started_extra(
+    extra: impl Fn() -> serde_json::Map<String, serde_json::Value> + Send + Sync + 'static,
+) {
+    let _ = STARTED_EXTRA.set(Box::new(extra));
+}
+
 fn touch(tx: &Transaction, s: &SessionRef, source: Option<&str>, now: Millis) -> Result<String> {
     touch_with(tx, s, source, None, now)
 }
@@ -324,7 +339,11 @@ fn touch_with(
             "unknown"
         });
         let mut data = event::session_started(source);
-        if let (Some(extra), Some(d)) = (extra, data.as_object_mut()) {
+        let implicit = match extra {
+            None => STARTED_EXTRA.get().map(|f| f()),
+            Some(_) => None,
+        };
+        if let (Some(extra), Some(d)) = (extra.or(implicit.as_ref()), data.as_object_mut()) {
             for (k, v) in extra {
                 d.entry(k.clone()).or_insert_with(|| v.clone());
             }
