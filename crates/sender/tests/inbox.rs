@@ -22,11 +22,8 @@ use common::env::*;
 use common::receiver::{Machine, SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
@@ -113,30 +110,14 @@ fn ack(dir: &Path, id: &str) -> Value {
 
 /// `sp pair phone` on `env`'s machine, approved on the page with a passkey the page makes.
 fn pair(env: &Env, b: &mut Browser, page: &str) {
-    let mut pair = env.cmd("sp");
-    pair.args(["pair", "phone", "--timeout", "120"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut pair = pair.spawn().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let out = BufReader::new(pair.stdout.take().unwrap());
-    let printed = Arc::new(Mutex::new(String::new()));
-    let keep = Arc::clone(&printed);
-    std::thread::spawn(move || {
-        for line in out.lines().map_while(Result::ok) {
-            keep.lock().unwrap().push_str(&format!("{line}\n"));
-            let _ = tx.send(line);
-        }
-    });
-    let link = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("sp pair printed no link: {}", printed.lock().unwrap()));
-        if line.contains("/pair?code=") {
-            break line.trim().to_owned();
-        }
-    };
+    let mut cmd = env.cmd("sp");
+    cmd.args(["pair", "phone", "--timeout", "120"]);
+    let common::pairing::SpPair {
+        child: pair,
+        link,
+        printed,
+        ..
+    } = common::pairing::start(cmd);
     assert!(link.starts_with(&format!("{page}/pair?code=")), "{link}");
     login(b, &link);
     b.wait("#pair-check[data-check]");

@@ -20,10 +20,6 @@ use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
 use common::receiver::{SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
@@ -102,35 +98,14 @@ impl Machine {
     /// `sp pair phone` from this machine's terminal, approved on the page `b` has open
     /// (logged in already unless `log_in`).
     fn pair(&mut self, b: &mut Browser, page: &str, log_in: bool) {
-        let mut pair = self.env.cmd("sp");
-        pair.args(["pair", "phone", "--name", self.name, "--timeout", "120"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut pair = pair.spawn().unwrap();
-        let (tx, rx) = mpsc::channel::<String>();
-        let out = BufReader::new(pair.stdout.take().unwrap());
-        let printed = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&printed);
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                keep.lock().unwrap().push_str(&format!("{line}\n"));
-                let _ = tx.send(line);
-            }
-        });
-        let (mut link, mut digits) = (None, None);
-        while link.is_none() || digits.is_none() {
-            let line = rx
-                .recv_timeout(Duration::from_secs(30))
-                .unwrap_or_else(|_| panic!("sp pair printed no link: {}", printed.lock().unwrap()));
-            if line.contains("/pair?code=") {
-                link = Some(line.trim().to_owned());
-            }
-            if let Some(d) = line.split("check digits:").nth(1) {
-                digits = Some(d.replace(' ', ""));
-            }
-        }
-        let (link, digits) = (link.unwrap(), digits.unwrap());
+        let mut cmd = self.env.cmd("sp");
+        cmd.args(["pair", "phone", "--name", self.name, "--timeout", "120"]);
+        let common::pairing::SpPair {
+            child: pair,
+            link,
+            digits,
+            printed,
+        } = common::pairing::start(cmd);
         assert!(link.starts_with(&format!("{page}/pair?code=")), "{link}");
         let first = b.call(json!({"op": "goto", "url": link}));
         if log_in {

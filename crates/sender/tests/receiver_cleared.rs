@@ -32,11 +32,9 @@ use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
 use common::receiver::{LOGIN, TOKEN};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
@@ -624,30 +622,14 @@ fn quiet_hours_are_per_device_in_its_own_zone_and_a_withdrawal_reaches_every_dev
 /// `sp pair phone` on the machine and Approve on the page (a passkey of the virtual
 /// authenticator); the machine's id at the receiver.
 fn pair(env: &Env, b: &mut Browser, receiver: &SpReceiver) -> String {
-    let mut pair = env.cmd("sp");
-    pair.args(["pair", "phone", "--timeout", "120"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut pair = pair.spawn().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let out = BufReader::new(pair.stdout.take().unwrap());
-    let printed = Arc::new(Mutex::new(String::new()));
-    let keep = Arc::clone(&printed);
-    std::thread::spawn(move || {
-        for line in out.lines().map_while(Result::ok) {
-            keep.lock().unwrap().push_str(&format!("{line}\n"));
-            let _ = tx.send(line);
-        }
-    });
-    let link = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("sp pair printed no link: {}", printed.lock().unwrap()));
-        if line.contains("/pair?code=") {
-            break line.trim().to_owned();
-        }
-    };
+    let mut cmd = env.cmd("sp");
+    cmd.args(["pair", "phone", "--timeout", "120"]);
+    let common::pairing::SpPair {
+        child: pair,
+        link,
+        printed,
+        ..
+    } = common::pairing::start(cmd);
     b.call(json!({"op": "goto", "url": link}));
     b.wait("#pair-check[data-check]");
     b.click("#pair-approve");

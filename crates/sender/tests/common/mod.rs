@@ -5,6 +5,7 @@ pub mod env;
 pub mod fixtures;
 pub mod listening;
 pub mod needs;
+pub mod pairing;
 pub mod receiver;
 pub mod receiver_help;
 pub mod schema;
