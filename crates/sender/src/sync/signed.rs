@@ -110,6 +110,7 @@ pub fn check(
         let item = Value::Object(fields);
         let times = envelope_times(&item, id)?;
         let v = verify(&envelope, paired, keys, now, id)?;
+        nothing_beside_cmd(&item, id, &v.cmd)?;
         let expired = control::deadline(times.at_ms, times.expires_at_ms, now) <= now;
         let kind = control_kind(id, &v, expired, folders)?;
         let c = v.cmd;
@@ -210,6 +211,36 @@ fn envelope_command(
             refused(id, "unverified", r.code.as_str(), r.why),
         ))
     })
+}
+
+/// A command's own fields ride inside the signed `cmd` (DECISIONS 30: they change what
+/// runs); one beside it was added where no signature covers it, so the envelope is refused
+/// rather than acted on without it (a reader that took it would run what nobody signed).
+fn nothing_beside_cmd(item: &Value, id: &str, c: &signed::Command) -> Result<(), Settled> {
+    const SIGNED_ONLY: [&str; 8] = [
+        "for",
+        "decision",
+        "scope",
+        "input",
+        "interrupt",
+        "answers",
+        "note",
+        "text",
+    ];
+    match SIGNED_ONLY.iter().find(|k| item.get(**k).is_some()) {
+        None => Ok(()),
+        Some(k) => Err(Box::new((
+            c.session.clone(),
+            refused(
+                id,
+                c.kind.as_str(),
+                "bad_fields",
+                format!(
+                    "`{k}` beside cmd: a command's fields are signed, inside cmd (DECISIONS 30)"
+                ),
+            ),
+        ))),
+    }
 }
 
 /// CONTROL.md §5 steps 1-4: the command, its machine, its freshness and its signature.
