@@ -26,9 +26,12 @@
 //! view), `queue` (messages and acks), `machines` (pairing and keys), `logins`, `settings`,
 //! `push` (devices and the push log); opening the file and upkeep are here.
 
+mod dialect;
 mod events;
 mod logins;
 mod machines;
+#[cfg(test)]
+mod pg_cluster;
 mod push;
 mod queue;
 mod schema;
