@@ -30,6 +30,7 @@ mod dialect;
 mod events;
 mod logins;
 mod machines;
+mod pg;
 #[cfg(test)]
 mod pg_cluster;
 mod push;

@@ -132,6 +132,12 @@ impl Cluster {
         self.dir.path()
     }
 
+    /// The URL a client connects with (the socket folder as the host, percent-encoded).
+    pub fn url(&self) -> String {
+        let host = self.host().to_str().expect("a UTF-8 temp path");
+        format!("postgres://sp@{}/postgres", host.replace('/', "%2F"))
+    }
+
     /// Runs `sql` in one transaction in the database `postgres`, stopping at the first
     /// error (a failure of the test); returns what it printed (unaligned, tuples only).
     pub fn psql(&self, sql: &str) -> String {
