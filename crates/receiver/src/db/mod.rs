@@ -33,6 +33,7 @@ mod machines;
 mod pg;
 #[cfg(test)]
 mod pg_cluster;
+mod pg_wake;
 mod push;
 mod queue;
 mod schema;

@@ -26,7 +26,7 @@ const POOL_MAX: u32 = 8;
 /// How long a query waits for a free connection (or a new one) before it fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The advisory lock the migrations are made under (any fixed number; "sp-recv" in ASCII).
-const MIGRATE_LOCK: i64 = 0x7370_2d72_6563_76;
+const MIGRATE_LOCK: i64 = 0x0073_702d_7265_6376;
 
 pub(crate) struct PgStore {
     pool: r2d2::Pool<PostgresConnectionManager<NoTls>>,
