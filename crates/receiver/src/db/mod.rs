@@ -33,6 +33,7 @@ mod machines;
 mod pg;
 #[cfg(test)]
 mod pg_cluster;
+mod pg_queue;
 mod pg_wake;
 mod push;
 mod queue;
@@ -40,6 +41,7 @@ mod schema;
 mod sessions;
 mod settings;
 mod snoozes;
+mod store;
 
 use std::path::Path;
 

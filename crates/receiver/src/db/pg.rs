@@ -29,7 +29,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const MIGRATE_LOCK: i64 = 0x0073_702d_7265_6376;
 
 pub(crate) struct PgStore {
-    pool: r2d2::Pool<PostgresConnectionManager<NoTls>>,
+    pub(super) pool: r2d2::Pool<PostgresConnectionManager<NoTls>>,
 }
 
 impl PgStore {

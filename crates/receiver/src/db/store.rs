@@ -1,0 +1,162 @@
+//! One interface, two stores (issue 29, DECISIONS 35): what the receiver asks of its
+//! database, implemented by SQLite (`Db`, the default) and PostgreSQL (`PgStore`), with
+//! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
+//! against both.
+//!
+//! So far the control queue and its acks; the other areas follow the same way before
+//! `--db postgres://` is accepted (cli.rs still refuses it).
+#![cfg_attr(not(test), allow(dead_code))]
+
+use serde_json::Value;
+
+use super::Db;
+
+/// The control queue: unsigned messages per session, signed envelopes per machine, each
+/// served until its first ack or its expiry (queue.rs says what each does).
+pub(crate) trait QueueStore {
+    fn insert_message(
+        &mut self,
+        session: &str,
+        value: &Value,
+        expires_ms: Option<i64>,
+        now_ms: i64,
+    ) -> anyhow::Result<()>;
+    fn insert_envelope(
+        &mut self,
+        machine: &str,
+        session: &str,
+        kind: &str,
+        value: &Value,
+        expires_ms: i64,
+        now_ms: i64,
+    ) -> anyhow::Result<()>;
+    fn pending(&mut self, session: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>>;
+    fn machine_pending(&mut self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>>;
+    fn mark_polled(&mut self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize>;
+    fn next_expiry(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>>;
+    fn insert_acks(&mut self, acks: &[Value], now_ms: i64) -> anyhow::Result<()>;
+    fn first_ack(&mut self, id: &str) -> anyhow::Result<Option<Value>>;
+    fn message_session(&mut self, id: &str) -> anyhow::Result<Option<String>>;
+    fn message_machine(&mut self, id: &str) -> anyhow::Result<Option<Option<String>>>;
+}
+
+impl QueueStore for Db {
+    fn insert_message(
+        &mut self,
+        session: &str,
+        value: &Value,
+        expires_ms: Option<i64>,
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        Ok(Db::insert_message(
+            self, session, value, expires_ms, now_ms,
+        )?)
+    }
+    fn insert_envelope(
+        &mut self,
+        machine: &str,
+        session: &str,
+        kind: &str,
+        value: &Value,
+        expires_ms: i64,
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        Ok(Db::insert_envelope(
+            self, machine, session, kind, value, expires_ms, now_ms,
+        )?)
+    }
+    fn pending(&mut self, session: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
+        Ok(Db::pending(self, session, now_ms)?)
+    }
+    fn machine_pending(&mut self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
+        Ok(Db::machine_pending(self, machine, now_ms)?)
+    }
+    fn mark_polled(&mut self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize> {
+        Ok(Db::mark_polled(self, rows, now_ms)?)
+    }
+    fn next_expiry(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>> {
+        Ok(Db::next_expiry(self, now_ms)?)
+    }
+    fn insert_acks(&mut self, acks: &[Value], now_ms: i64) -> anyhow::Result<()> {
+        Ok(Db::insert_acks(self, acks, now_ms)?)
+    }
+    fn first_ack(&mut self, id: &str) -> anyhow::Result<Option<Value>> {
+        Ok(Db::first_ack(self, id)?)
+    }
+    fn message_session(&mut self, id: &str) -> anyhow::Result<Option<String>> {
+        Ok(Db::message_session(self, id)?)
+    }
+    fn message_machine(&mut self, id: &str) -> anyhow::Result<Option<Option<String>>> {
+        Ok(Db::message_machine(self, id)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::pg::PgStore;
+    use super::super::pg_cluster::Cluster;
+    use super::*;
+
+    const ID: &str = "01K6ZZZZZZZZZZZZZZZZZZZZZZ";
+
+    /// The queue's behaviour, whichever store keeps it.
+    fn queue_behaviour(s: &mut dyn QueueStore) {
+        let now = 1_800_000_000_000;
+        let m = json!({"id": ID, "kind": "prompt", "text": "hi"});
+        s.insert_message("codex:s", &m, Some(now + 1000), now)
+            .unwrap();
+        s.insert_message("codex:s", &json!({"kind": "note"}), None, now)
+            .unwrap();
+        let p = s.pending("codex:s", now).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].1, m);
+        assert!(p[0].0 < p[1].0, "oldest first");
+        assert_eq!(s.mark_polled(&[p[0].0, p[1].0], now).unwrap(), 2);
+        assert_eq!(s.mark_polled(&[p[0].0], now).unwrap(), 0);
+        assert_eq!(
+            s.pending("codex:s", now + 1000).unwrap().len(),
+            1,
+            "expired"
+        );
+        assert_eq!(s.next_expiry(now).unwrap(), Some(now + 1000));
+        assert_eq!(s.message_session(ID).unwrap().as_deref(), Some("codex:s"));
+        assert_eq!(s.message_machine(ID).unwrap(), Some(None));
+        assert_eq!(s.message_machine("nope").unwrap(), None);
+
+        let ack = |outcome: &str| json!({"id": ID, "outcome": outcome, "at": "x"});
+        s.insert_acks(&[ack("delivered"), ack("failed")], now)
+            .unwrap();
+        assert_eq!(s.pending("codex:s", now).unwrap().len(), 1, "acked");
+        assert_eq!(s.first_ack(ID).unwrap().unwrap()["outcome"], "delivered");
+        assert_eq!(s.first_ack("nope").unwrap(), None);
+        assert_eq!(s.next_expiry(now).unwrap(), None);
+
+        let e = json!({"id": "E1", "v": 1});
+        s.insert_envelope("m1", "codex:s", "prompt", &e, now + 5, now)
+            .unwrap();
+        assert_eq!(s.machine_pending("m1", now).unwrap()[0].1, e);
+        assert!(s.machine_pending("m2", now).unwrap().is_empty());
+        assert!(s.machine_pending("m1", now + 5).unwrap().is_empty());
+        assert_eq!(
+            s.pending("codex:s", now).unwrap().len(),
+            1,
+            "not the envelope"
+        );
+        assert_eq!(s.message_machine("E1").unwrap(), Some(Some("m1".into())));
+    }
+
+    #[test]
+    fn the_queue_on_sqlite() {
+        queue_behaviour(&mut Db::open_memory().unwrap());
+    }
+
+    #[test]
+    fn the_queue_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        queue_behaviour(&mut PgStore::open(&pg.url()).unwrap());
+    }
+}
