@@ -34,6 +34,7 @@ mod pg;
 #[cfg(test)]
 mod pg_cluster;
 mod pg_queue;
+mod pg_small;
 mod pg_wake;
 mod push;
 mod queue;

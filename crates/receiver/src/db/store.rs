@@ -3,7 +3,7 @@
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both.
 //!
-//! So far the control queue and its acks; the other areas follow the same way before
+//! So far the control queue and its acks, logins and settings; the other areas follow the same way before
 //! `--db postgres://` is accepted (cli.rs still refuses it).
 #![cfg_attr(not(test), allow(dead_code))]
 
@@ -91,6 +91,48 @@ impl QueueStore for Db {
     }
 }
 
+/// Page logins (logins.rs).
+pub(crate) trait LoginStore {
+    fn add_login(&mut self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()>;
+    fn login_valid(&mut self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool>;
+    fn remove_login(&mut self, hash: &str) -> anyhow::Result<()>;
+}
+
+impl LoginStore for Db {
+    fn add_login(&mut self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()> {
+        Ok(Db::add_login(self, hash, token_fp, now_ms)?)
+    }
+    fn login_valid(&mut self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool> {
+        Ok(Db::login_valid(self, hash, token_fp, since_ms)?)
+    }
+    fn remove_login(&mut self, hash: &str) -> anyhow::Result<()> {
+        Ok(Db::remove_login(self, hash)?)
+    }
+}
+
+/// Named settings (settings.rs).
+pub(crate) trait SettingStore {
+    fn away(&mut self) -> anyhow::Result<bool>;
+    fn set_away(&mut self, away: bool, now_ms: i64) -> anyhow::Result<()>;
+    fn setting(&mut self, name: &str) -> anyhow::Result<Option<String>>;
+    fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()>;
+}
+
+impl SettingStore for Db {
+    fn away(&mut self) -> anyhow::Result<bool> {
+        Ok(Db::away(self)?)
+    }
+    fn set_away(&mut self, away: bool, now_ms: i64) -> anyhow::Result<()> {
+        Ok(Db::set_away(self, away, now_ms)?)
+    }
+    fn setting(&mut self, name: &str) -> anyhow::Result<Option<String>> {
+        Ok(Db::setting(self, name)?)
+    }
+    fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()> {
+        Ok(Db::set_setting(self, name, value, now_ms)?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -158,5 +200,61 @@ mod tests {
             return;
         };
         queue_behaviour(&mut PgStore::open(&pg.url()).unwrap());
+    }
+
+    fn login_behaviour(s: &mut dyn LoginStore) {
+        s.add_login("h1", "fp", 100).unwrap();
+        assert!(s.login_valid("h1", "fp", 99).unwrap());
+        assert!(
+            !s.login_valid("h1", "fp", 100).unwrap(),
+            "made before since"
+        );
+        assert!(
+            !s.login_valid("h1", "other", 0).unwrap(),
+            "another login token"
+        );
+        assert!(!s.login_valid("h2", "fp", 0).unwrap());
+        s.add_login("h1", "fp2", 200).unwrap();
+        assert!(s.login_valid("h1", "fp2", 150).unwrap(), "made again");
+        assert!(!s.login_valid("h1", "fp", 0).unwrap());
+        s.remove_login("h1").unwrap();
+        assert!(!s.login_valid("h1", "fp2", 0).unwrap());
+    }
+
+    fn setting_behaviour(s: &mut dyn SettingStore) {
+        assert!(!s.away().unwrap());
+        s.set_away(true, 1).unwrap();
+        assert!(s.away().unwrap());
+        s.set_away(false, 2).unwrap();
+        assert!(!s.away().unwrap());
+        assert_eq!(s.setting("ntfy_url").unwrap(), None);
+        s.set_setting("ntfy_url", Some("https://a"), 1).unwrap();
+        s.set_setting("ntfy_url", Some("https://b"), 2).unwrap();
+        assert_eq!(s.setting("ntfy_url").unwrap().as_deref(), Some("https://b"));
+        s.set_setting("ntfy_url", None, 3).unwrap();
+        assert_eq!(s.setting("ntfy_url").unwrap(), None);
+    }
+
+    #[test]
+    fn logins_and_settings_on_sqlite() {
+        let mut db = Db::open_memory().unwrap();
+        login_behaviour(&mut db);
+        setting_behaviour(&mut db);
+    }
+
+    #[test]
+    fn logins_and_settings_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let mut a = PgStore::open(&pg.url()).unwrap();
+        login_behaviour(&mut a);
+        setting_behaviour(&mut a);
+        // What one receiver stores another reads: a login made through A holds on B.
+        let mut b = PgStore::open(&pg.url()).unwrap();
+        a.add_login("h9", "fp", 5).unwrap();
+        assert!(b.login_valid("h9", "fp", 0).unwrap());
+        b.set_away(true, 6).unwrap();
+        assert!(a.away().unwrap());
     }
 }
