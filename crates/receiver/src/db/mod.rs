@@ -33,6 +33,7 @@ mod machines;
 mod pg;
 #[cfg(test)]
 mod pg_cluster;
+mod pg_pairing;
 mod pg_queue;
 mod pg_small;
 mod pg_wake;

@@ -3,13 +3,13 @@
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both.
 //!
-//! So far the control queue and its acks, logins and settings; the other areas follow the same way before
+//! So far the control queue and its acks, logins, settings and pairing; the other areas follow the same way before
 //! `--db postgres://` is accepted (cli.rs still refuses it).
 #![cfg_attr(not(test), allow(dead_code))]
 
 use serde_json::Value;
 
-use super::Db;
+use super::{Db, Pairing};
 
 /// The control queue: unsigned messages per session, signed envelopes per machine, each
 /// served until its first ack or its expiry (queue.rs says what each does).
@@ -130,6 +130,72 @@ impl SettingStore for Db {
     }
     fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()> {
         Ok(Db::set_setting(self, name, value, now_ms)?)
+    }
+}
+
+/// Pairing a machine (machines.rs): a code made through one receiver may be approved and
+/// its token taken through another.
+pub(crate) trait PairingStore {
+    fn machine_known(&mut self, id: &str) -> anyhow::Result<bool>;
+    fn machine_by_token(&mut self, hash: &str) -> anyhow::Result<Option<String>>;
+    fn create_pairing(
+        &mut self,
+        code: &str,
+        machine: &str,
+        check: &str,
+        name: Option<&str>,
+        now_ms: i64,
+        expires_ms: i64,
+    ) -> anyhow::Result<()>;
+    fn pairing(&mut self, code: &str) -> anyhow::Result<Option<Pairing>>;
+    fn approve_pairing(
+        &mut self,
+        code: &str,
+        key: &Value,
+        proof: &Value,
+        now_ms: i64,
+    ) -> anyhow::Result<bool>;
+    fn give_token(&mut self, code: &str, token_hash: &str) -> anyhow::Result<bool>;
+    fn machine_keys(&mut self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>>;
+}
+
+impl PairingStore for Db {
+    fn machine_known(&mut self, id: &str) -> anyhow::Result<bool> {
+        Ok(Db::machine_known(self, id)?)
+    }
+    fn machine_by_token(&mut self, hash: &str) -> anyhow::Result<Option<String>> {
+        Ok(Db::machine_by_token(self, hash)?)
+    }
+    fn create_pairing(
+        &mut self,
+        code: &str,
+        machine: &str,
+        check: &str,
+        name: Option<&str>,
+        now_ms: i64,
+        expires_ms: i64,
+    ) -> anyhow::Result<()> {
+        Ok(Db::create_pairing(
+            self, code, machine, check, name, now_ms, expires_ms,
+        )?)
+    }
+    fn pairing(&mut self, code: &str) -> anyhow::Result<Option<Pairing>> {
+        Ok(Db::pairing(self, code)?)
+    }
+    fn approve_pairing(
+        &mut self,
+        code: &str,
+        key: &Value,
+        proof: &Value,
+        now_ms: i64,
+    ) -> anyhow::Result<bool> {
+        Ok(Db::approve_pairing(self, code, key, proof, now_ms)?)
+    }
+    fn give_token(&mut self, code: &str, token_hash: &str) -> anyhow::Result<bool> {
+        Ok(Db::give_token(self, code, token_hash)?)
+    }
+    fn machine_keys(&mut self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>> {
+        Ok(Db::machine_keys(self, machine)?)
     }
 }
 
@@ -256,5 +322,79 @@ mod tests {
         assert!(b.login_valid("h9", "fp", 0).unwrap());
         b.set_away(true, 6).unwrap();
         assert!(a.away().unwrap());
+    }
+
+    /// A pairing made through `a` and carried on through `b` (the same store or another
+    /// on the same database).
+    fn pairing_behaviour(a: &mut dyn PairingStore, b: &mut dyn PairingStore) {
+        let now = 1_000;
+        a.create_pairing("C1", "m1", "42", Some("laptop"), now, now + 600_000)
+            .unwrap();
+        let p = b.pairing("C1").unwrap().expect("the pairing");
+        assert_eq!((p.machine.as_str(), p.check.as_str()), ("m1", "42"));
+        assert_eq!(p.name.as_deref(), Some("laptop"));
+        assert_eq!(p.expires_ms, now + 600_000);
+        assert!(p.key.is_none() && p.proof.is_none() && !p.token_given);
+        assert!(b.pairing("nope").unwrap().is_none());
+        assert!(!a.machine_known("m1").unwrap());
+
+        let key = json!({"id": "k1", "alg": -7, "spki": "MFkw"});
+        assert!(
+            !b.approve_pairing("C1", &key, &json!({}), now + 600_000)
+                .unwrap(),
+            "expired"
+        );
+        assert!(b
+            .approve_pairing("C1", &key, &json!({"sig": 1}), now + 5)
+            .unwrap());
+        assert!(
+            !a.approve_pairing("C1", &key, &json!({}), now + 6).unwrap(),
+            "once"
+        );
+        assert!(a.machine_known("m1").unwrap());
+        let p = a.pairing("C1").unwrap().unwrap();
+        assert_eq!(p.key.as_deref(), Some(key.to_string().as_str()));
+        assert_eq!(
+            a.machine_keys("m1").unwrap(),
+            vec![("k1".to_string(), -7, "MFkw".to_string())]
+        );
+
+        assert!(!a.give_token("nope", "H").unwrap());
+        assert!(a.give_token("C1", "H1").unwrap());
+        assert!(!b.give_token("C1", "H2").unwrap(), "one token per pairing");
+        assert!(b.pairing("C1").unwrap().unwrap().token_given);
+        assert_eq!(b.machine_by_token("H1").unwrap().as_deref(), Some("m1"));
+        assert_eq!(b.machine_by_token("H2").unwrap(), None);
+
+        // Paired again (a new key): the key is replaced, not added twice.
+        a.create_pairing("C2", "m1", "7", None, now, now + 600_000)
+            .unwrap();
+        let key2 = json!({"id": "k1", "alg": -8, "spki": "MCow"});
+        assert!(b.approve_pairing("C2", &key2, &json!({}), now + 9).unwrap());
+        assert_eq!(a.machine_keys("m1").unwrap().len(), 1);
+        assert_eq!(a.machine_keys("m1").unwrap()[0].1, -8);
+        assert!(
+            !a.give_token("C2", "H3").unwrap(),
+            "the machine has its token"
+        );
+    }
+
+    #[test]
+    fn pairing_on_sqlite() {
+        // Two connections to one file.
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Db::open_file(&dir.path().join("r.db")).unwrap();
+        let mut b = Db::open_file(&dir.path().join("r.db")).unwrap();
+        pairing_behaviour(&mut a, &mut b);
+    }
+
+    #[test]
+    fn pairing_across_two_stores_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let mut a = PgStore::open(&pg.url()).unwrap();
+        let mut b = PgStore::open(&pg.url()).unwrap();
+        pairing_behaviour(&mut a, &mut b);
     }
 }
