@@ -30,7 +30,7 @@
 //! `dialect` (the same SQL in PostgreSQL's spelling), `pg` (pool and migrations), `pg_wake`
 //! (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area, implemented by both
 //! stores, with the tests both run) and its PostgreSQL side in `pg_queue`, `pg_small` (logins,
-//! settings) and `pg_pairing`.
+//! settings), `pg_pairing` and `pg_push`.
 
 mod dialect;
 mod events;
@@ -40,6 +40,7 @@ mod pg;
 #[cfg(test)]
 mod pg_cluster;
 mod pg_pairing;
+mod pg_push;
 mod pg_queue;
 mod pg_small;
 mod pg_wake;

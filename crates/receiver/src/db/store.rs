@@ -3,13 +3,15 @@
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both.
 //!
-//! So far the control queue and its acks, logins, settings and pairing; the other areas follow the same way before
+//! So far the control queue and its acks, logins, settings, pairing and push devices; the
+//! other areas follow the same way before
 //! `--db postgres://` is accepted (cli.rs still refuses it).
 #![cfg_attr(not(test), allow(dead_code))]
 
 use serde_json::Value;
 
 use super::{Db, Pairing};
+use crate::push::{Device, QuietHours, Subscription};
 
 /// The control queue: unsigned messages per session, signed envelopes per machine, each
 /// served until its first ack or its expiry (queue.rs says what each does).
@@ -196,6 +198,71 @@ impl PairingStore for Db {
     }
     fn machine_keys(&mut self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>> {
         Ok(Db::machine_keys(self, machine)?)
+    }
+}
+
+/// The devices pushed to and what each push did (push.rs).
+pub(crate) trait PushStore {
+    fn push_subscribe(
+        &mut self,
+        sub: &Subscription,
+        name: Option<&str>,
+        now_ms: i64,
+    ) -> anyhow::Result<Option<String>>;
+    fn push_devices(&mut self) -> anyhow::Result<Vec<Device>>;
+    fn push_remove(&mut self, id_or_endpoint: &str) -> anyhow::Result<bool>;
+    fn push_set_quiet(&mut self, id: &str, quiet: bool) -> anyhow::Result<bool>;
+    fn push_set_quiet_hours(
+        &mut self,
+        id: &str,
+        hours: Option<&QuietHours>,
+    ) -> anyhow::Result<bool>;
+    fn push_record(
+        &mut self,
+        target: &str,
+        what: &str,
+        result: &str,
+        now_ms: i64,
+    ) -> anyhow::Result<()>;
+    fn push_log(&mut self, limit: i64) -> anyhow::Result<Vec<Value>>;
+}
+
+impl PushStore for Db {
+    fn push_subscribe(
+        &mut self,
+        sub: &Subscription,
+        name: Option<&str>,
+        now_ms: i64,
+    ) -> anyhow::Result<Option<String>> {
+        Ok(Db::push_subscribe(self, sub, name, now_ms)?)
+    }
+    fn push_devices(&mut self) -> anyhow::Result<Vec<Device>> {
+        Ok(Db::push_devices(self)?)
+    }
+    fn push_remove(&mut self, id_or_endpoint: &str) -> anyhow::Result<bool> {
+        Ok(Db::push_remove(self, id_or_endpoint)?)
+    }
+    fn push_set_quiet(&mut self, id: &str, quiet: bool) -> anyhow::Result<bool> {
+        Ok(Db::push_set_quiet(self, id, quiet)?)
+    }
+    fn push_set_quiet_hours(
+        &mut self,
+        id: &str,
+        hours: Option<&QuietHours>,
+    ) -> anyhow::Result<bool> {
+        Ok(Db::push_set_quiet_hours(self, id, hours)?)
+    }
+    fn push_record(
+        &mut self,
+        target: &str,
+        what: &str,
+        result: &str,
+        now_ms: i64,
+    ) -> anyhow::Result<()> {
+        Ok(Db::push_record(self, target, what, result, now_ms)?)
+    }
+    fn push_log(&mut self, limit: i64) -> anyhow::Result<Vec<Value>> {
+        Ok(Db::push_log(self, limit)?)
     }
 }
 
@@ -396,5 +463,74 @@ mod tests {
         let mut a = PgStore::open(&pg.url()).unwrap();
         let mut b = PgStore::open(&pg.url()).unwrap();
         pairing_behaviour(&mut a, &mut b);
+    }
+
+    /// Push devices and the push log, through `a` and read through `b`.
+    fn push_behaviour(a: &mut dyn PushStore, b: &mut dyn PushStore) {
+        let sub = |e: &str| Subscription {
+            endpoint: format!("https://push.example/{e}"),
+            p256dh: "P".into(),
+            auth: "A".into(),
+        };
+        let id = a
+            .push_subscribe(&sub("1"), Some("phone"), 10)
+            .unwrap()
+            .unwrap();
+        assert_eq!(id.len(), 16);
+        let again = b.push_subscribe(&sub("1"), None, 20).unwrap();
+        assert_eq!(again.as_deref(), Some(id.as_str()), "renewed, not added");
+        a.push_subscribe(&sub("2"), None, 30).unwrap().unwrap();
+        let ds = b.push_devices().unwrap();
+        assert_eq!(ds.len(), 2);
+        assert_eq!(
+            (ds[0].name.as_deref(), ds[0].created_ms),
+            (Some("phone"), 10)
+        );
+        assert!(ds[0].hears(0) && ds[0].quiet_hours.is_none());
+
+        assert!(a.push_set_quiet(&id, true).unwrap());
+        assert!(!a.push_set_quiet("nope", true).unwrap());
+        assert!(!b.push_devices().unwrap()[0].hears(0));
+        let hours = QuietHours {
+            from: 1320,
+            to: 420,
+            tz: "Europe/Paris".into(),
+        };
+        assert!(a.push_set_quiet_hours(&id, Some(&hours)).unwrap());
+        assert_eq!(b.push_devices().unwrap()[0].quiet_hours, Some(hours));
+        assert!(a.push_set_quiet_hours(&id, None).unwrap());
+        assert_eq!(b.push_devices().unwrap()[0].quiet_hours, None);
+
+        assert!(b.push_remove("https://push.example/2").unwrap());
+        assert!(b.push_remove(&id).unwrap());
+        assert!(!a.push_remove(&id).unwrap());
+        assert!(a.push_devices().unwrap().is_empty());
+
+        let kept = crate::push::LOG_KEPT;
+        for i in 0..kept + 3 {
+            a.push_record("phone", &format!("w{i}"), "ok", i).unwrap();
+        }
+        let log = b.push_log(1000).unwrap();
+        assert_eq!(log.len() as i64, kept, "the newest kept");
+        assert_eq!(log[0]["what"], format!("w{}", kept + 2));
+        assert_eq!(b.push_log(2).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn push_devices_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Db::open_file(&dir.path().join("r.db")).unwrap();
+        let mut b = Db::open_file(&dir.path().join("r.db")).unwrap();
+        push_behaviour(&mut a, &mut b);
+    }
+
+    #[test]
+    fn push_devices_across_two_stores_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let mut a = PgStore::open(&pg.url()).unwrap();
+        let mut b = PgStore::open(&pg.url()).unwrap();
+        push_behaviour(&mut a, &mut b);
     }
 }
