@@ -32,6 +32,14 @@ pub(super) const GIVE_TOKEN: &str = "UPDATE pairings SET token_given = 1 \
 pub(super) const SET_TOKEN: &str = "UPDATE machines SET token_hash = ?2 \
     WHERE id = (SELECT machine FROM pairings WHERE code = ?1) AND token_hash IS NULL";
 pub(super) const MACHINE_KEYS: &str = "SELECT id, alg, spki FROM machine_keys WHERE machine = ?1";
+/// Forgetting a machine, in order (the first says whether it was there).
+pub(super) const REMOVE_MACHINE: [&str; 4] = [
+    "DELETE FROM machines WHERE id = ?1",
+    "DELETE FROM machine_keys WHERE machine = ?1",
+    "DELETE FROM pairings WHERE machine = ?1",
+    "DELETE FROM messages WHERE machine = ?1 \
+    AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id)",
+];
 
 /// One pairing (signed control).
 pub(crate) struct Pairing {
@@ -204,15 +212,10 @@ impl Db {
     /// Returns whether the machine was there.
     pub fn remove_machine(&mut self, id: &str) -> rusqlite::Result<bool> {
         let tx = self.conn.transaction()?;
-        let n = tx.execute("DELETE FROM machines WHERE id = ?1", params![id])?;
-
-        tx.execute("DELETE FROM machine_keys WHERE machine = ?1", params![id])?;
-        tx.execute("DELETE FROM pairings WHERE machine = ?1", params![id])?;
-        tx.execute(
-            "DELETE FROM messages WHERE machine = ?1
-               AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id)",
-            params![id],
-        )?;
+        let n = tx.execute(REMOVE_MACHINE[0], params![id])?;
+        for sql in &REMOVE_MACHINE[1..] {
+            tx.execute(sql, params![id])?;
+        }
         tx.commit()?;
         Ok(n > 0)
     }

@@ -3,16 +3,24 @@
 //! racing on one code give one approval and one token.
 #![cfg_attr(not(test), allow(dead_code))]
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::dialect::postgres as q;
 use super::machines::{
     ADD_MACHINE_KEY, APPROVE_PAIRING, CREATE_PAIRING, GIVE_TOKEN, MACHINE_BY_TOKEN, MACHINE_KEYS,
-    MACHINE_KNOWN, PAIRING, PAIRING_MACHINE, PAIR_MACHINE, SET_TOKEN,
+    MACHINE_KNOWN, PAIRING, PAIRING_MACHINE, PAIR_MACHINE, REMOVE_MACHINE, SET_TOKEN,
 };
 use super::pg::PgStore;
 use super::store::PairingStore;
 use super::Pairing;
+
+// PostgreSQL's own text for two lists: it has no `rowid` (ties in `paired_ms` go by id
+// here, by pairing order on SQLite) and spells `json_group_array` `json_agg`.
+const LATEST_MACHINE: &str =
+    "SELECT id, name FROM machines ORDER BY paired_ms DESC, id DESC LIMIT 1";
+const MACHINES: &str = "SELECT m.id, m.name, m.paired_ms, \
+    (SELECT coalesce(json_agg(k.id ORDER BY k.id), '[]')::text FROM machine_keys k \
+    WHERE k.machine = m.id) FROM machines m ORDER BY m.paired_ms, m.id";
 
 impl PairingStore for PgStore {
     fn machine_known(&mut self, id: &str) -> anyhow::Result<bool> {
@@ -115,5 +123,39 @@ impl PairingStore for PgStore {
             .iter()
             .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect())
+    }
+
+    fn latest_machine(&mut self) -> anyhow::Result<Option<Value>> {
+        Ok(self.pool.get()?.query_opt(LATEST_MACHINE, &[])?.map(
+            |r| json!({"machine": r.get::<_, String>(0), "name": r.get::<_, Option<String>>(1)}),
+        ))
+    }
+
+    fn machines(&mut self) -> anyhow::Result<Vec<Value>> {
+        Ok(self
+            .pool
+            .get()?
+            .query(MACHINES, &[])?
+            .iter()
+            .map(|r| {
+                json!({
+                    "machine": r.get::<_, String>(0),
+                    "name": r.get::<_, Option<String>>(1),
+                    "paired_ms": r.get::<_, i64>(2),
+                    "keys": serde_json::from_str::<Value>(r.get(3)).unwrap_or(json!([])),
+                })
+            })
+            .collect())
+    }
+
+    fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool> {
+        let mut c = self.pool.get()?;
+        let mut tx = c.transaction()?;
+        let n = tx.execute(&q(REMOVE_MACHINE[0]), &[&id])?;
+        for sql in &REMOVE_MACHINE[1..] {
+            tx.execute(&q(sql), &[&id])?;
+        }
+        tx.commit()?;
+        Ok(n > 0)
     }
 }

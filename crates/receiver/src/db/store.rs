@@ -159,6 +159,9 @@ pub(crate) trait PairingStore {
     ) -> anyhow::Result<bool>;
     fn give_token(&mut self, code: &str, token_hash: &str) -> anyhow::Result<bool>;
     fn machine_keys(&mut self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>>;
+    fn latest_machine(&mut self) -> anyhow::Result<Option<Value>>;
+    fn machines(&mut self) -> anyhow::Result<Vec<Value>>;
+    fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool>;
 }
 
 impl PairingStore for Db {
@@ -198,6 +201,15 @@ impl PairingStore for Db {
     }
     fn machine_keys(&mut self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>> {
         Ok(Db::machine_keys(self, machine)?)
+    }
+    fn latest_machine(&mut self) -> anyhow::Result<Option<Value>> {
+        Ok(Db::latest_machine(self)?)
+    }
+    fn machines(&mut self) -> anyhow::Result<Vec<Value>> {
+        Ok(Db::machines(self)?)
+    }
+    fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool> {
+        Ok(Db::remove_machine(self, id)?)
     }
 }
 
@@ -444,6 +456,22 @@ mod tests {
             !a.give_token("C2", "H3").unwrap(),
             "the machine has its token"
         );
+
+        assert_eq!(
+            b.latest_machine().unwrap(),
+            Some(json!({"machine": "m1", "name": "laptop"}))
+        );
+        assert_eq!(
+            b.machines().unwrap(),
+            vec![json!({"machine": "m1", "name": "laptop", "paired_ms": now + 9, "keys": ["k1"]})]
+        );
+        assert!(a.remove_machine("m1").unwrap());
+        assert!(!b.remove_machine("m1").unwrap());
+        assert_eq!(b.machine_by_token("H1").unwrap(), None);
+        assert!(b.pairing("C1").unwrap().is_none());
+        assert!(b.machine_keys("m1").unwrap().is_empty());
+        assert_eq!(b.latest_machine().unwrap(), None);
+        assert!(b.machines().unwrap().is_empty());
     }
 
     #[test]
