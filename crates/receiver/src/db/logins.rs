@@ -4,12 +4,18 @@ use rusqlite::{params, OptionalExtension};
 
 use super::Db;
 
+// The logins' SQL, one text for both stores (pg_small.rs runs it on PostgreSQL).
+pub(super) const ADD_LOGIN: &str = "INSERT INTO logins(hash, token_fp, created_ms, last_ms) \
+    VALUES (?1, ?2, ?3, ?3) ON CONFLICT(hash) DO UPDATE SET token_fp = excluded.token_fp, \
+    created_ms = excluded.created_ms, last_ms = excluded.last_ms";
+pub(super) const LOGIN_VALID: &str =
+    "SELECT 1 FROM logins WHERE hash = ?1 AND token_fp = ?2 AND created_ms > ?3";
+pub(super) const REMOVE_LOGIN: &str = "DELETE FROM logins WHERE hash = ?1";
+
 impl Db {
     pub fn add_login(&mut self, hash: &str, token_fp: &str, now_ms: i64) -> rusqlite::Result<()> {
-        self.conn.execute(
-            "INSERT OR REPLACE INTO logins(hash, token_fp, created_ms, last_ms) VALUES (?1, ?2, ?3, ?3)",
-            params![hash, token_fp, now_ms],
-        )?;
+        self.conn
+            .execute(ADD_LOGIN, params![hash, token_fp, now_ms])?;
         Ok(())
     }
 
@@ -17,18 +23,13 @@ impl Db {
     /// made after `since_ms`.
     pub fn login_valid(&self, hash: &str, token_fp: &str, since_ms: i64) -> rusqlite::Result<bool> {
         self.conn
-            .query_row(
-                "SELECT 1 FROM logins WHERE hash = ?1 AND token_fp = ?2 AND created_ms > ?3",
-                params![hash, token_fp, since_ms],
-                |_| Ok(()),
-            )
+            .query_row(LOGIN_VALID, params![hash, token_fp, since_ms], |_| Ok(()))
             .optional()
             .map(|o| o.is_some())
     }
 
     pub fn remove_login(&mut self, hash: &str) -> rusqlite::Result<()> {
-        self.conn
-            .execute("DELETE FROM logins WHERE hash = ?1", params![hash])?;
+        self.conn.execute(REMOVE_LOGIN, params![hash])?;
         Ok(())
     }
 }

@@ -6,6 +6,41 @@ use serde_json::{json, Value};
 
 use super::Db;
 
+// The pairing's SQL, one text for both stores (pg_pairing.rs runs it on PostgreSQL).
+pub(super) const MACHINE_KNOWN: &str = "SELECT 1 FROM machines WHERE id = ?1";
+pub(super) const MACHINE_BY_TOKEN: &str = "SELECT id FROM machines WHERE token_hash = ?1";
+pub(super) const CREATE_PAIRING: &str =
+    "INSERT INTO pairings(code, machine, check_digits, name, created_ms, expires_ms) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+pub(super) const PAIRING: &str =
+    "SELECT machine, check_digits, name, expires_ms, key, proof, token_given \
+    FROM pairings WHERE code = ?1";
+pub(super) const APPROVE_PAIRING: &str =
+    "UPDATE pairings SET key = ?2, proof = ?3, paired_ms = ?4 \
+    WHERE code = ?1 AND key IS NULL AND expires_ms > ?4";
+pub(super) const PAIRING_MACHINE: &str = "SELECT machine, name FROM pairings WHERE code = ?1";
+pub(super) const PAIR_MACHINE: &str =
+    "INSERT INTO machines(id, name, paired_ms) VALUES (?1, ?2, ?3) \
+    ON CONFLICT(id) DO UPDATE SET paired_ms = excluded.paired_ms, \
+    name = COALESCE(excluded.name, machines.name)";
+pub(super) const ADD_MACHINE_KEY: &str =
+    "INSERT INTO machine_keys(machine, id, alg, spki, added_ms) VALUES (?1, ?2, ?3, ?4, ?5) \
+    ON CONFLICT(machine, id) DO UPDATE SET alg = excluded.alg, spki = excluded.spki, \
+    added_ms = excluded.added_ms";
+pub(super) const GIVE_TOKEN: &str = "UPDATE pairings SET token_given = 1 \
+    WHERE code = ?1 AND token_given = 0 AND key IS NOT NULL";
+pub(super) const SET_TOKEN: &str = "UPDATE machines SET token_hash = ?2 \
+    WHERE id = (SELECT machine FROM pairings WHERE code = ?1) AND token_hash IS NULL";
+pub(super) const MACHINE_KEYS: &str = "SELECT id, alg, spki FROM machine_keys WHERE machine = ?1";
+/// Forgetting a machine, in order (the first says whether it was there).
+pub(super) const REMOVE_MACHINE: [&str; 4] = [
+    "DELETE FROM machines WHERE id = ?1",
+    "DELETE FROM machine_keys WHERE machine = ?1",
+    "DELETE FROM pairings WHERE machine = ?1",
+    "DELETE FROM messages WHERE machine = ?1 \
+    AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id)",
+];
+
 /// One pairing (signed control).
 pub(crate) struct Pairing {
     pub machine: String,
@@ -22,9 +57,7 @@ impl Db {
     /// Whether `id` is a paired machine.
     pub fn machine_known(&self, id: &str) -> rusqlite::Result<bool> {
         self.conn
-            .query_row("SELECT 1 FROM machines WHERE id = ?1", params![id], |_| {
-                Ok(())
-            })
+            .query_row(MACHINE_KNOWN, params![id], |_| Ok(()))
             .optional()
             .map(|o| o.is_some())
     }
@@ -32,11 +65,7 @@ impl Db {
     /// The machine whose token hashes to `hash`.
     pub fn machine_by_token(&self, hash: &str) -> rusqlite::Result<Option<String>> {
         self.conn
-            .query_row(
-                "SELECT id FROM machines WHERE token_hash = ?1",
-                params![hash],
-                |r| r.get(0),
-            )
+            .query_row(MACHINE_BY_TOKEN, params![hash], |r| r.get(0))
             .optional()
     }
 
@@ -64,8 +93,7 @@ impl Db {
         expires_ms: i64,
     ) -> rusqlite::Result<()> {
         self.conn.execute(
-            "INSERT INTO pairings(code, machine, check_digits, name, created_ms, expires_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            CREATE_PAIRING,
             params![code, machine, check, name, now_ms, expires_ms],
         )?;
         Ok(())
@@ -74,22 +102,17 @@ impl Db {
     /// A pairing by its code.
     pub fn pairing(&self, code: &str) -> rusqlite::Result<Option<Pairing>> {
         self.conn
-            .query_row(
-                "SELECT machine, check_digits, name, expires_ms, key, proof, token_given
-                 FROM pairings WHERE code = ?1",
-                params![code],
-                |r| {
-                    Ok(Pairing {
-                        machine: r.get(0)?,
-                        check: r.get(1)?,
-                        name: r.get(2)?,
-                        expires_ms: r.get(3)?,
-                        key: r.get(4)?,
-                        proof: r.get(5)?,
-                        token_given: r.get::<_, i64>(6)? != 0,
-                    })
-                },
-            )
+            .query_row(PAIRING, params![code], |r| {
+                Ok(Pairing {
+                    machine: r.get(0)?,
+                    check: r.get(1)?,
+                    name: r.get(2)?,
+                    expires_ms: r.get(3)?,
+                    key: r.get(4)?,
+                    proof: r.get(5)?,
+                    token_given: r.get::<_, i64>(6)? != 0,
+                })
+            })
             .optional()
     }
 
@@ -104,27 +127,19 @@ impl Db {
     ) -> rusqlite::Result<bool> {
         let tx = self.conn.transaction()?;
         let n = tx.execute(
-            "UPDATE pairings SET key = ?2, proof = ?3, paired_ms = ?4
-             WHERE code = ?1 AND key IS NULL AND expires_ms > ?4",
+            APPROVE_PAIRING,
             params![code, key.to_string(), proof.to_string(), now_ms],
         )?;
         if n == 0 {
             return Ok(false);
         }
-        let (machine, name): (String, Option<String>) = tx.query_row(
-            "SELECT machine, name FROM pairings WHERE code = ?1",
-            params![code],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        let (machine, name): (String, Option<String>) =
+            tx.query_row(PAIRING_MACHINE, params![code], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+        tx.execute(PAIR_MACHINE, params![machine, name, now_ms])?;
         tx.execute(
-            "INSERT INTO machines(id, name, paired_ms) VALUES (?1, ?2, ?3)
-             ON CONFLICT(id) DO UPDATE SET paired_ms = excluded.paired_ms,
-                 name = COALESCE(excluded.name, machines.name)",
-            params![machine, name, now_ms],
-        )?;
-        tx.execute(
-            "INSERT OR REPLACE INTO machine_keys(machine, id, alg, spki, added_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            ADD_MACHINE_KEY,
             params![
                 machine,
                 key["id"].as_str().unwrap_or_default(),
@@ -142,27 +157,18 @@ impl Db {
     /// `None` when the machine already has one or this pairing already gave one.
     pub fn give_token(&mut self, code: &str, token_hash: &str) -> rusqlite::Result<bool> {
         let tx = self.conn.transaction()?;
-        let n = tx.execute(
-            "UPDATE pairings SET token_given = 1 WHERE code = ?1 AND token_given = 0 AND key IS NOT NULL",
-            params![code],
-        )?;
+        let n = tx.execute(GIVE_TOKEN, params![code])?;
         if n == 0 {
             return Ok(false);
         }
-        let n = tx.execute(
-            "UPDATE machines SET token_hash = ?2
-             WHERE id = (SELECT machine FROM pairings WHERE code = ?1) AND token_hash IS NULL",
-            params![code, token_hash],
-        )?;
+        let n = tx.execute(SET_TOKEN, params![code, token_hash])?;
         tx.commit()?;
         Ok(n == 1)
     }
 
     /// The keys the page's approvals carried for `machine`: `(id, alg, spki)`.
     pub fn machine_keys(&self, machine: &str) -> rusqlite::Result<Vec<(String, i64, String)>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT id, alg, spki FROM machine_keys WHERE machine = ?1")?;
+        let mut st = self.conn.prepare_cached(MACHINE_KEYS)?;
         let rows = st.query_map(params![machine], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         rows.collect()
     }
@@ -206,15 +212,10 @@ impl Db {
     /// Returns whether the machine was there.
     pub fn remove_machine(&mut self, id: &str) -> rusqlite::Result<bool> {
         let tx = self.conn.transaction()?;
-        let n = tx.execute("DELETE FROM machines WHERE id = ?1", params![id])?;
-
-        tx.execute("DELETE FROM machine_keys WHERE machine = ?1", params![id])?;
-        tx.execute("DELETE FROM pairings WHERE machine = ?1", params![id])?;
-        tx.execute(
-            "DELETE FROM messages WHERE machine = ?1
-               AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id)",
-            params![id],
-        )?;
+        let n = tx.execute(REMOVE_MACHINE[0], params![id])?;
+        for sql in &REMOVE_MACHINE[1..] {
+            tx.execute(sql, params![id])?;
+        }
         tx.commit()?;
         Ok(n > 0)
     }

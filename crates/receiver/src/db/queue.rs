@@ -6,6 +6,40 @@ use serde_json::Value;
 
 use super::{fmt_ms, Db};
 
+// The queue's SQL, one text for both stores (pg_queue.rs runs it on PostgreSQL).
+pub(super) const INSERT_MESSAGE: &str =
+    "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+pub(super) const PENDING: &str = "SELECT n, body FROM messages m \
+    WHERE session = ?1 AND machine IS NULL \
+    AND (expires_ms IS NULL OR expires_ms > ?2) \
+    AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a \
+    WHERE a.id = m.id)) \
+    ORDER BY n";
+pub(super) const MARK_POLLED: &str = "UPDATE messages SET first_polled_at = ?1 \
+    WHERE n = ?2 AND first_polled_at IS NULL";
+pub(super) const NEXT_EXPIRY: &str = "SELECT min(expires_ms) FROM messages m \
+    WHERE expires_ms > ?1 \
+    AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a \
+    WHERE a.id = m.id))";
+pub(super) const INSERT_ACK: &str =
+    "INSERT INTO acks(id, outcome, at, detail, received_ms, received_at, body) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+pub(super) const ACKS: &str = "SELECT body FROM acks ORDER BY n";
+pub(super) const FIRST_ACK: &str = "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1";
+pub(super) const MESSAGE_SESSION: &str = "SELECT session FROM messages WHERE id=?1";
+pub(super) const INSERT_ENVELOPE: &str =
+    "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at, machine) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+pub(super) const MACHINE_PENDING: &str = "SELECT n, body FROM messages m \
+    WHERE machine = ?1 \
+    AND (expires_ms IS NULL OR expires_ms > ?2) \
+    AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a \
+    WHERE a.id = m.id)) \
+    ORDER BY n";
+pub(super) const MESSAGE_MACHINE: &str =
+    "SELECT machine FROM messages WHERE id = ?1 ORDER BY n LIMIT 1";
+
 impl Db {
     pub fn insert_message(
         &mut self,
@@ -15,8 +49,7 @@ impl Db {
         now_ms: i64,
     ) -> rusqlite::Result<()> {
         self.conn.execute(
-            "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            INSERT_MESSAGE,
             params![
                 value.get("id").and_then(Value::as_str),
                 session,
@@ -33,12 +66,7 @@ impl Db {
     /// Messages of `session` neither acked nor expired at `now_ms`, oldest first, with their
     /// row numbers.
     pub fn pending(&self, session: &str, now_ms: i64) -> rusqlite::Result<Vec<(i64, Value)>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT n, body FROM messages m
-             WHERE session = ?1 AND machine IS NULL AND (expires_ms IS NULL OR expires_ms > ?2)
-               AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = m.id))
-             ORDER BY n",
-        )?;
+        let mut st = self.conn.prepare_cached(PENDING)?;
         let rows = st.query_map(params![session, now_ms], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
         })?;
@@ -52,10 +80,7 @@ impl Db {
         let mut changed = 0;
         let tx = self.conn.transaction()?;
         for n in rows {
-            changed += tx.execute(
-                "UPDATE messages SET first_polled_at = ?1 WHERE n = ?2 AND first_polled_at IS NULL",
-                params![at, n],
-            )?;
+            changed += tx.execute(MARK_POLLED, params![at, n])?;
         }
         tx.commit()?;
         Ok(changed)
@@ -64,12 +89,8 @@ impl Db {
     /// The earliest expiry after `now_ms` among messages not acked (when the page's view of
     /// a message changes by itself).
     pub fn next_expiry(&self, now_ms: i64) -> rusqlite::Result<Option<i64>> {
-        self.conn.query_row(
-            "SELECT min(expires_ms) FROM messages m WHERE expires_ms > ?1
-               AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = m.id))",
-            params![now_ms],
-            |r| r.get(0),
-        )
+        self.conn
+            .query_row(NEXT_EXPIRY, params![now_ms], |r| r.get(0))
     }
 
     pub fn insert_acks(&mut self, acks: &[Value], now_ms: i64) -> rusqlite::Result<()> {
@@ -77,8 +98,7 @@ impl Db {
         let tx = self.conn.transaction()?;
         for a in acks {
             tx.execute(
-                "INSERT INTO acks(id, outcome, at, detail, received_ms, received_at, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                INSERT_ACK,
                 params![
                     a.get("id").and_then(Value::as_str).unwrap_or_default(),
                     a.get("outcome").and_then(Value::as_str).unwrap_or_default(),
@@ -95,9 +115,7 @@ impl Db {
 
     /// Every valid ack entry received, duplicates included, in arrival order.
     pub fn acks(&self) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT body FROM acks ORDER BY n")?;
+        let mut st = self.conn.prepare_cached(ACKS)?;
         let rows = st.query_map([], |r| r.get::<_, String>(0))?;
         rows.map(|r| r.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
             .collect()
@@ -106,11 +124,7 @@ impl Db {
     /// The first ack entry for message `id`.
     pub fn first_ack(&self, id: &str) -> rusqlite::Result<Option<Value>> {
         self.conn
-            .query_row(
-                "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1",
-                params![id],
-                |r| r.get::<_, String>(0),
-            )
+            .query_row(FIRST_ACK, params![id], |r| r.get::<_, String>(0))
             .optional()
             .map(|o| o.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
     }
@@ -118,7 +132,7 @@ impl Db {
     /// The session a queued message was for (for a failed ack's notification).
     pub fn message_session(&self, id: &str) -> rusqlite::Result<Option<String>> {
         self.conn
-            .prepare_cached("SELECT session FROM messages WHERE id=?1")?
+            .prepare_cached(MESSAGE_SESSION)?
             .query_row([id], |r| r.get(0))
             .optional()
     }
@@ -135,8 +149,7 @@ impl Db {
         now_ms: i64,
     ) -> rusqlite::Result<()> {
         self.conn.execute(
-            "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at, machine)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            INSERT_ENVELOPE,
             params![
                 value.get("id").and_then(Value::as_str),
                 session,
@@ -157,12 +170,7 @@ impl Db {
         machine: &str,
         now_ms: i64,
     ) -> rusqlite::Result<Vec<(i64, Value)>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT n, body FROM messages m
-             WHERE machine = ?1 AND (expires_ms IS NULL OR expires_ms > ?2)
-               AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = m.id))
-             ORDER BY n",
-        )?;
+        let mut st = self.conn.prepare_cached(MACHINE_PENDING)?;
         let rows = st.query_map(params![machine, now_ms], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
         })?;
@@ -174,11 +182,7 @@ impl Db {
     /// `None` no such message.
     pub fn message_machine(&self, id: &str) -> rusqlite::Result<Option<Option<String>>> {
         self.conn
-            .query_row(
-                "SELECT machine FROM messages WHERE id = ?1 ORDER BY n LIMIT 1",
-                params![id],
-                |r| r.get(0),
-            )
+            .query_row(MESSAGE_MACHINE, params![id], |r| r.get(0))
             .optional()
     }
 }

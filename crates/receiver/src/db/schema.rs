@@ -5,7 +5,7 @@ use rusqlite::TransactionBehavior;
 
 use super::Db;
 
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE events(
     n           INTEGER PRIMARY KEY,

@@ -284,7 +284,7 @@ mod tests {
             needed(3, "p-late"),
             needed(4, "p-open"),
         ];
-        db.insert_events(&evs.iter().collect::<Vec<_>>(), now)
+        db.insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
             .unwrap();
         // A signed answer from a page for p-page, delivered; an unsigned one for p-term that
         // the machine refused (the terminal answered it).
@@ -317,12 +317,13 @@ mod tests {
             cleared(5, "p-page", "answered"),
             cleared(6, "p-term", "answered"),
         ];
-        db.insert_events(&evs.iter().collect::<Vec<_>>(), now)
+        db.insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
             .unwrap();
         // Ended long ago: no longer listed.
         db.insert_events(
             &[&cleared(7, "p-late", "timeout")],
             now - CLEARED_FOR_MS - 1,
+            None,
         )
         .unwrap();
         let s = &db.page_sessions(now, 3_600_000).unwrap()[0];

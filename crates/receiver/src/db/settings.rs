@@ -4,12 +4,23 @@ use rusqlite::{params, OptionalExtension};
 
 use super::Db;
 
+// The settings' SQL, one text for both stores (pg_small.rs runs it on PostgreSQL).
+pub(super) const AWAY: &str = "SELECT value FROM settings WHERE name='away'";
+pub(super) const SET_AWAY: &str =
+    "INSERT INTO settings(name, value, at_ms) VALUES ('away', ?1, ?2) \
+    ON CONFLICT(name) DO UPDATE SET value=excluded.value, at_ms=excluded.at_ms";
+pub(super) const SETTING: &str = "SELECT value FROM settings WHERE name=?1";
+pub(super) const SET_SETTING: &str =
+    "INSERT INTO settings(name, value, at_ms) VALUES (?1, ?2, ?3) \
+    ON CONFLICT(name) DO UPDATE SET value=excluded.value, at_ms=excluded.at_ms";
+pub(super) const REMOVE_SETTING: &str = "DELETE FROM settings WHERE name=?1";
+
 impl Db {
     /// Whether the person said on the page that they are away (false until they do).
     pub fn away(&self) -> rusqlite::Result<bool> {
         Ok(self
             .conn
-            .prepare_cached("SELECT value FROM settings WHERE name='away'")?
+            .prepare_cached(AWAY)?
             .query_row([], |r| r.get::<_, String>(0))
             .optional()?
             .is_some_and(|v| v == "1"))
@@ -17,10 +28,7 @@ impl Db {
 
     pub fn set_away(&self, away: bool, now_ms: i64) -> rusqlite::Result<()> {
         self.conn
-            .prepare_cached(
-                "INSERT INTO settings(name, value, at_ms) VALUES ('away', ?1, ?2) \
-                 ON CONFLICT(name) DO UPDATE SET value=excluded.value, at_ms=excluded.at_ms",
-            )?
+            .prepare_cached(SET_AWAY)?
             .execute(params![if away { "1" } else { "0" }, now_ms])?;
         Ok(())
     }
@@ -28,7 +36,7 @@ impl Db {
     /// A setting's value (`vapid`, `ntfy_url`, `ntfy_token`, `away`).
     pub fn setting(&self, name: &str) -> rusqlite::Result<Option<String>> {
         self.conn
-            .prepare_cached("SELECT value FROM settings WHERE name=?1")?
+            .prepare_cached(SETTING)?
             .query_row([name], |r| r.get(0))
             .optional()
     }
@@ -43,15 +51,9 @@ impl Db {
         match value {
             Some(v) => self
                 .conn
-                .prepare_cached(
-                    "INSERT INTO settings(name, value, at_ms) VALUES (?1, ?2, ?3) \
-                     ON CONFLICT(name) DO UPDATE SET value=excluded.value, at_ms=excluded.at_ms",
-                )?
+                .prepare_cached(SET_SETTING)?
                 .execute(params![name, v, now_ms])?,
-            None => self
-                .conn
-                .prepare_cached("DELETE FROM settings WHERE name=?1")?
-                .execute([name])?,
+            None => self.conn.prepare_cached(REMOVE_SETTING)?.execute([name])?,
         };
         Ok(())
     }

@@ -129,7 +129,7 @@ mod tests {
             "time":"2026-01-01T00:00:00.000Z","tier":1,"harness":{"name":"claude-code"},
             "session":{"id":sid,"seq":seq},"privacy":{"rulesets":["secrets@1"],"pii":false},
             "data":{"attention_id":id,"kind":"permission","tool":"Bash","message":"Bash ls","how":"answered"}});
-        db.insert_events(&[&ev], 1_000).unwrap();
+        db.insert_events(&[&ev], 1_000, None).unwrap();
     }
 
     #[test]
