@@ -971,3 +971,42 @@ impl Follower {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn questions() -> Value {
+        json!([{"id": "pick", "question": "Which colour?", "options": [{"label": "Red"}, {"label": "Blue"}]},
+               {"id": "size", "question": "Which size?", "options": [{"label": "S"}, {"label": "L"}]}])
+    }
+
+    fn answers(v: Value) -> serde_json::Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn answers_keyed_by_text_or_id_become_codex_answers() {
+        let a = answers(json!({"Which colour?": "Blue", "size": ["S", "L"]}));
+        assert_eq!(
+            Follower::question_answers(&questions(), Some(&a)).unwrap(),
+            json!({"answers": {"pick": {"answers": ["Blue"]}, "size": {"answers": ["S", "L"]}}})
+        );
+    }
+
+    #[test]
+    fn answers_that_do_not_answer_every_question_fail() {
+        let q = questions();
+        let no = Follower::question_answers(&q, None).unwrap_err();
+        assert!(no.contains("a question needs answers"), "{no}");
+        let part = answers(json!({"Which colour?": "Blue"}));
+        let e = Follower::question_answers(&q, Some(&part)).unwrap_err();
+        assert!(e.contains("Which size?"), "{e}");
+        let extra = answers(json!({"Which colour?": "Blue", "size": "S", "other": "x"}));
+        let e = Follower::question_answers(&q, Some(&extra)).unwrap_err();
+        assert!(e.contains("names no question"), "{e}");
+        let bad = answers(json!({"Which colour?": 3, "size": "S"}));
+        let e = Follower::question_answers(&q, Some(&bad)).unwrap_err();
+        assert!(e.contains("not a label"), "{e}");
+    }
+}
