@@ -852,6 +852,37 @@ fn codex_app_server_question_answered_from_the_receiver() {
                 CALL,
             );
             assert_eq!(cleared["data"]["how"], "answered", "{cleared}");
+
+            // The next turn asks again (the script asks on every turn); a deny answers no
+            // answers, and the model goes on.
+            let turn = t.turn("Again.");
+            let again = s.wait_event(
+                "attention.needed",
+                |e| {
+                    e["data"]["tool"] == "request_user_input"
+                        && e["data"]["attention_id"] != attention.as_str()
+                },
+                Duration::from_secs(60),
+            );
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": again["data"]["attention_id"],
+                       "decision": "deny"}),
+            );
+            let detail = delivered_detail(s, &m);
+            assert_eq!(
+                detail, "codex app-server item/tool/requestUserInput: no answers (declined)",
+                "{detail}"
+            );
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            assert!(
+                s.agent_requests()
+                    .iter()
+                    .filter(|r| turn_of(r) == turn)
+                    .any(|r| all_text(&r["body"]["input"]).contains(r#"{"answers":{}}"#)),
+                "the model read no answers"
+            );
         },
     );
 }
