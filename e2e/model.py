@@ -40,6 +40,9 @@ the model's last output):
      - "SP-ASK:<question>|<label>|<label>…": a call of AskUserQuestion asking that;
      - "SP-PLAN:<text>": in plan mode, a Write of that text to the plan file Claude Code
        named, then a call of ExitPlanMode (2.1.332 reads the plan from that file).
+  5c. Issue 27 (Codex): "SP-QUESTION:<question>|<label>|<label>…" and the request offers
+     request_user_input (the feature default_mode_request_user_input): a call of it asking
+     that (question id "pick"), once.
   6. Anything else (titles, summaries, side requests): the text "SP-OK".
 Before any of these, "SP-HOLD:<path>" in that text holds the answer back until <path> exists
 (--hold-s at most), so a test can prepare something while the agent waits on its model.
@@ -248,6 +251,9 @@ def decide(api, body):
     many = calls_of(api, body) if shell_tool(api, body) else None
     if many:
         return many
+    ask = codex_question(api, body)
+    if ask:
+        return ask
     if kind == "tool_result":
         return ("text", "SP-FINAL: tool result seen.", False)
     m = re.search(r"SP-ECHO:([A-Za-z0-9_-]+)", text)
@@ -305,6 +311,24 @@ def calls_of(api, body):
             "question": q, "header": "Pick", "multiSelect": False,
             "options": [{"label": l, "description": "The " + l + " one"} for l in labels]}]})
     return None
+
+
+def codex_question(api, body):
+    """Issue 27's Codex question (5c): a call of request_user_input, or None."""
+    if api != "responses" or kind_of_last(api, body) == "tool_result":
+        return None
+    offered = any(isinstance(t, dict) and t.get("name") == "request_user_input" for t in body.get("tools") or [])
+    m = re.search(r"SP-QUESTION:(.*)", first_text(api, body))
+    if not (offered and m):
+        return None
+    q, *labels = [x.strip() for x in m.group(1).split("|")]
+    return ("tool", "request_user_input", {"questions": [{
+        "id": "pick", "header": "Pick", "question": q,
+        "options": [{"label": l, "description": "The " + l + " one"} for l in labels]}]})
+
+
+def kind_of_last(api, body):
+    return last_turn(api, body)[0]
 
 
 def tool_call(api, body, cmd, text):

@@ -436,6 +436,11 @@
     return a.tool && msg.startsWith(lead) ? msg.slice(lead.length) : msg;
   }
 
+  // Claude Code's AskUserQuestion, or the question Codex's model asks under `sp codex`.
+  function isQuestion(a) {
+    return a.tool === 'AskUserQuestion' || a.tool === 'request_user_input';
+  }
+
   // A question's questions ({question, options: [{label}], multiSelect}), if its input came.
   function questionsOf(a) {
     const qs = a.input && Array.isArray(a.input.questions) ? a.input.questions : [];
@@ -446,7 +451,7 @@
   // data.control.answer) are offered; "Allow once" and "Deny" always are.
   function offerAnswers(el, s, a) {
     const can = new Set(s.control && Array.isArray(s.control.answer) ? s.control.answer : []);
-    const questions = a.tool === 'AskUserQuestion' && can.has('answers') ? questionsOf(a) : [];
+    const questions = isQuestion(a) && can.has('answers') ? questionsOf(a) : [];
     // Only a call whose whole input came is offered an edit: the edit replaces the input
     // whole, so one the machine redacted or cut (or never sent) is not (DECISIONS 31).
     const whole = !!a.input && typeof a.input === 'object' && !a.input_partial;
@@ -921,7 +926,7 @@
   // What makes prompts the same: the tool and its input (or, without it, what the prompt
   // says). A question is never the same as another: it needs its own answers.
   function sameness(a) {
-    if (a.tool === 'AskUserQuestion') return null;
+    if (isQuestion(a)) return null;
     return (a.tool || '') + '\n' + (a.input ? JSON.stringify(a.input) : shownCommand(a));
   }
 

@@ -177,9 +177,10 @@ pub struct Caps {
 const ALL_ANSWER_FIELDS: &[&str] = &["scope", "input", "interrupt", "answers"];
 
 /// A Codex thread on `sp codex`'s app-server: sp-sync answers its approval request with
-/// `acceptForSession` (plus our grant) or `cancel` (deny and end the turn). The plain hook
+/// `acceptForSession` (plus our grant) or `cancel` (deny and end the turn), and the model's
+/// question (`item/tool/requestUserInput`) with the person's `answers`. The plain hook
 /// keeps only our grant ([`CAPS`]' codex row).
-pub const CODEX_APP_SERVER_ANSWER_FIELDS: &[&str] = &["scope", "interrupt"];
+pub const CODEX_APP_SERVER_ANSWER_FIELDS: &[&str] = &["scope", "interrupt", "answers"];
 
 const CLAUDE_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}`, before a tool with a `PreToolUse` deny too (2.1.332 runs that tool otherwise); a waiting permission is denied with `interrupt`; expired when the person's next prompt comes first";
 const DROID_CANCEL: &str = "at the next tool boundary or the turn's end: `{\"continue\":false}` (0.225.2 ends the run), before a tool with a `PreToolUse` deny too; a `PreToolUse` held for a remote answer is answered so; expired when the person's next prompt comes first";
@@ -815,7 +816,7 @@ pub fn readme_table() -> String {
         };
         if c.harness == Harness::Codex {
             fields.push_str(&format!(
-                " (our grant); under `sp codex` {} (`acceptForSession` plus our grant, `cancel`)",
+                " (our grant); under `sp codex` {} (`acceptForSession` plus our grant, `cancel`, a question's answers through `item/tool/requestUserInput`)",
                 list(CODEX_APP_SERVER_ANSWER_FIELDS)
             ));
         }

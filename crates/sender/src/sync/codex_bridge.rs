@@ -8,6 +8,7 @@
 //! | prompt (`steer`, `interrupt`) | `turn/start` | `turn/steer` with the running turn's id |
 //! | cancel | acked `expired` (nothing to stop) | `turn/interrupt`; `delivered` when the turn ends interrupted |
 //! | permission.answer | (no request can be open) | the answer to the app-server's approval request, if the terminal has not answered first |
+//! | permission.answer with `answers` | (no request can be open) | the answer to `item/tool/requestUserInput` (the model's question, which no hook sees: we announce it) |
 //!
 //! The session key's id is Codex's thread id (hooks' `session_id` is the thread id). Only
 //! threads the app-server already has loaded are followed: `thread/resume` of anything else
@@ -57,7 +58,20 @@ struct Approval {
     turn: String,
     /// The command a `commandExecution` approval is about (what a grant matches).
     command: Option<String>,
+    /// A question's `questions` (`item/tool/requestUserInput`): what the answers are keyed by.
+    questions: Option<Value>,
 }
+
+/// The model's question (Codex's `request_user_input` tool, experimental in 0.171).
+const QUESTION: &str = "item/tool/requestUserInput";
+/// The tool name the attention shows for it.
+const QUESTION_TOOL: &str = "request_user_input";
+/// How long a question waits for the person: the app-server does not time it out, so this
+/// bounds the attention (sp-sync's sweep clears it after this once sp-sync is gone).
+const QUESTION_WAIT: Duration = Duration::from_secs(3600);
+/// At most this many questions (Codex asks one to three) and options each.
+const MAX_QUESTIONS: usize = 10;
+const MAX_OPTIONS: usize = 20;
 
 /// The approval requests we can answer with allow/deny (`accept` / `decline`).
 const APPROVALS: &[&str] = &[
@@ -123,6 +137,7 @@ pub(crate) fn follow_loop(shared: &Shared) {
                     &mut store,
                     "the connection to the Codex app-server ended before the turn did",
                 );
+                f.close_questions(&mut store);
             }
             Err(e) => {
                 failures += 1;
@@ -367,6 +382,19 @@ impl Follower {
             }
             "thread/closed" => {
                 self.threads.remove(thread);
+                let questions: Vec<String> = self
+                    .approvals
+                    .iter()
+                    .filter(|(_, a)| a.thread == thread && a.method == QUESTION)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for attention in questions {
+                    store.close_attention(
+                        &session_ref(thread, "thread/closed"),
+                        &attention,
+                        How::Cancelled,
+                    )?;
+                }
                 self.approvals.retain(|_, a| a.thread != thread);
             }
             "serverRequest/resolved" => {
@@ -391,6 +419,7 @@ impl Follower {
             m_method if APPROVALS.contains(&m_method) && m.get("id").is_some() => {
                 self.on_approval(store, m, thread)?;
             }
+            QUESTION if m.get("id").is_some() => self.on_question(store, m, thread)?,
             _ => {}
         }
         Ok(())
@@ -439,10 +468,215 @@ impl Follower {
                 method: m["method"].as_str().unwrap_or("").to_string(),
                 turn: m["params"]["turnId"].as_str().unwrap_or("").to_string(),
                 command: m["params"]["command"].as_str().map(str::to_string),
+                questions: None,
             },
         );
         // An answer may be queued already.
         self.deliver(store)
+    }
+
+    /// The model asks the person (`request_user_input`): no hook fires, so we open the
+    /// attention ourselves, with the questions and their options as its input (rule 31,
+    /// shaped like Claude Code's AskUserQuestion so the page shows them as choices).
+    fn on_question(&mut self, store: &mut Store, m: &Value, thread: &str) -> Result<()> {
+        let Some(key) = self.threads.get(thread).map(|t| t.key.clone()) else {
+            return Ok(());
+        };
+        let p = &m["params"];
+        let questions: Vec<Value> = p["questions"]
+            .as_array()
+            .map(|a| a.iter().take(MAX_QUESTIONS).cloned().collect())
+            .unwrap_or_default();
+        let shown: Vec<Value> = questions
+            .iter()
+            .map(|q| {
+                let options: Vec<Value> = q["options"]
+                    .as_array()
+                    .map(|o| {
+                        o.iter()
+                            .take(MAX_OPTIONS)
+                            .map(|o| json!({"label": o["label"], "description": o["description"]}))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                json!({"question": q["question"], "header": q["header"], "id": q["id"],
+                       "options": options, "multiSelect": false})
+            })
+            .collect();
+        let input = json!({ "questions": shown });
+        let call_id = p["itemId"].as_str().unwrap_or("");
+        let attention = crate::harness::minted_attention_id(call_id, QUESTION_TOOL, &input);
+        let message = questions
+            .iter()
+            .filter_map(|q| q["question"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let s = session_ref(thread, QUESTION);
+        let until = crate::clock::now_ms() + QUESTION_WAIT.as_millis() as i64;
+        store.open_attention_shown(
+            &s,
+            (
+                &attention,
+                Some(QUESTION_TOOL),
+                Some(&message),
+                Some(&input),
+            ),
+            until,
+            self.pid,
+        )?;
+        crate::logging::info(&format!(
+            "{key}: question {} (request {}) is attention {attention}",
+            call_id, m["id"]
+        ));
+        self.approvals.insert(
+            attention,
+            Approval {
+                thread: thread.to_string(),
+                key,
+                request_id: m["id"].clone(),
+                method: QUESTION.to_string(),
+                turn: p["turnId"].as_str().unwrap_or("").to_string(),
+                command: None,
+                questions: Some(Value::Array(questions)),
+            },
+        );
+        self.deliver(store)
+    }
+
+    /// The app-server's answer to a question, from the person's `answers` (DECISIONS 30:
+    /// keyed by the question's text, or its id; a label or, multi-select, an array of them).
+    /// `Err` names the rule when they do not answer every question.
+    fn question_answers(
+        questions: &Value,
+        answers: Option<&serde_json::Map<String, Value>>,
+    ) -> std::result::Result<Value, String> {
+        let Some(answers) = answers else {
+            return Err("a question needs answers (DECISIONS 30); nothing was answered, the question is still open".into());
+        };
+        let qs = questions.as_array().map(Vec::as_slice).unwrap_or_default();
+        let mut out = serde_json::Map::new();
+        let mut used = 0;
+        for q in qs {
+            let id = q["id"].as_str().unwrap_or("");
+            let text = q["question"].as_str().unwrap_or("");
+            let Some(a) = answers.get(text).or_else(|| answers.get(id)) else {
+                return Err(format!("answers: no answer for the question {text:?}; nothing was answered, the question is still open"));
+            };
+            used += 1;
+            let labels: Vec<Value> = match a {
+                Value::String(l) => vec![Value::String(l.clone())],
+                Value::Array(ls) if !ls.is_empty() && ls.iter().all(Value::is_string) => ls.clone(),
+                _ => return Err(format!("answers: the answer to {text:?} is not a label or a list of labels; nothing was answered, the question is still open")),
+            };
+            out.insert(id.to_string(), json!({ "answers": labels }));
+        }
+        if used != answers.len() {
+            return Err("answers: an answer names no question asked; nothing was answered, the question is still open".into());
+        }
+        Ok(json!({ "answers": out }))
+    }
+
+    /// The person's answer to a question: allow with `answers` answers it; a deny answers
+    /// nothing (Codex's model then goes on with its own judgment), with `interrupt` it also
+    /// ends the turn.
+    fn answer_question(
+        &mut self,
+        store: &mut Store,
+        attention: &str,
+        claimed: crate::store::Answer,
+    ) -> Result<()> {
+        let a = self
+            .approvals
+            .get(attention)
+            .expect("looked up by the caller");
+        let s = session_ref(&a.thread, "permission.answer");
+        let result = match claimed.decision {
+            _ if claimed.scope == Scope::Session => Err(
+                "scope: a question is answered once, not for the session (DECISIONS 30); nothing was answered, the question is still open".to_string(),
+            ),
+            Decision::Allow => Self::question_answers(
+                a.questions.as_ref().unwrap_or(&Value::Null),
+                claimed.rich.answers.as_ref(),
+            ),
+            Decision::Deny if claimed.rich.answers.is_some() => Err(
+                "answers: only an allow carries answers (DECISIONS 30); nothing was answered, the question is still open".to_string(),
+            ),
+            Decision::Deny => Ok(json!({ "answers": {} })),
+        };
+        let result = match result {
+            Ok(r) => r,
+            Err(why) => {
+                store.fail_claimed(&claimed.id, &why)?;
+                crate::logging::info(&format!(
+                    "{}: {attention}: answer {} failed: {why}",
+                    a.key, claimed.id
+                ));
+                return Ok(());
+            }
+        };
+        let a = self.approvals.remove(attention).expect("looked up above");
+        if let Err(e) = self.client.respond(&a.request_id, result) {
+            let detail = format!("codex app-server {QUESTION}: {e:#}");
+            store.api_finish(std::slice::from_ref(&claimed.id), Outcome::Failed, &detail)?;
+            return Err(e);
+        }
+        let mut detail = match claimed.decision {
+            Decision::Allow => format!("codex app-server {QUESTION}: answered"),
+            Decision::Deny => format!("codex app-server {QUESTION}: no answers (declined)"),
+        };
+        if claimed.decision == Decision::Deny && claimed.rich.interrupt {
+            // Deny & stop: the turn ends too.
+            store.mark_stopped(&a.key)?;
+            match self.client.request(
+                "turn/interrupt",
+                json!({"threadId": a.thread, "turnId": a.turn}),
+                CALL_TIMEOUT,
+            ) {
+                Ok(Ok(_)) => detail.push_str("; the turn was interrupted"),
+                Ok(Err(e)) => detail.push_str(&format!("; turn/interrupt failed: {e}")),
+                Err(e) => {
+                    detail.push_str("; turn/interrupt could not be sent: the connection ended");
+                    store.confirm_answer(&s, attention, &claimed, &detail)?;
+                    return Err(e);
+                }
+            }
+        } else if let Some(note) = claimed
+            .note
+            .as_deref()
+            .filter(|n| claimed.decision == Decision::Deny && !n.trim().is_empty())
+        {
+            let text = format!("The person declined to answer through sessionpipe: {note}");
+            match self.client.request(
+                "turn/steer",
+                json!({"threadId": a.thread, "expectedTurnId": a.turn,
+                       "input": [{"type": "text", "text": text}]}),
+                CALL_TIMEOUT,
+            ) {
+                Ok(Ok(_)) => detail.push_str("; the note followed as turn/steer"),
+                Ok(Err(e)) => detail.push_str(&format!("; the note could not follow: {e}")),
+                Err(e) => {
+                    detail.push_str("; the note could not follow: the connection ended");
+                    store.confirm_answer(&s, attention, &claimed, &detail)?;
+                    return Err(e);
+                }
+            }
+        }
+        store.confirm_answer(&s, attention, &claimed, &detail)?;
+        crate::logging::info(&format!("{}: {attention}: {detail}", a.key));
+        Ok(())
+    }
+
+    /// Questions we opened end with the connection: nobody else will answer them here.
+    fn close_questions(&mut self, store: &mut Store) {
+        for (attention, a) in self.approvals.drain() {
+            if a.method != QUESTION {
+                continue;
+            }
+            let s = session_ref(&a.thread, "connection ended");
+            if let Err(e) = store.close_attention(&s, &attention, How::Unknown) {
+                crate::logging::warn(&format!("codex app-server: {e:#}"));
+            }
+        }
     }
 
     fn answer(&mut self, store: &mut Store, m: &ApiMessage) -> Result<()> {
@@ -459,6 +693,18 @@ impl Follower {
         let Some(claimed) = store.claim_answer(&a.key, attention, self.pid)? else {
             return Ok(());
         };
+        if a.method == QUESTION {
+            return self.answer_question(store, attention, claimed);
+        }
+        if claimed.rich.answers.is_some() {
+            let why = format!("answers: this call is {}, not a question (DECISIONS 30); nothing ran, the prompt is still open", a.method);
+            store.fail_claimed(&claimed.id, &why)?;
+            crate::logging::info(&format!(
+                "{}: {attention}: answer {} failed: {why}",
+                a.key, claimed.id
+            ));
+            return Ok(());
+        }
         // DECISIONS 30: `scope: "session"` is Codex's own session approval (plus our grant),
         // a deny with `interrupt` is `cancel`, which denies and ends the turn.
         let session_wide = claimed.scope == Scope::Session;
@@ -723,5 +969,44 @@ impl Follower {
                 crate::logging::warn(&format!("codex app-server: {e:#}"));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn questions() -> Value {
+        json!([{"id": "pick", "question": "Which colour?", "options": [{"label": "Red"}, {"label": "Blue"}]},
+               {"id": "size", "question": "Which size?", "options": [{"label": "S"}, {"label": "L"}]}])
+    }
+
+    fn answers(v: Value) -> serde_json::Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn answers_keyed_by_text_or_id_become_codex_answers() {
+        let a = answers(json!({"Which colour?": "Blue", "size": ["S", "L"]}));
+        assert_eq!(
+            Follower::question_answers(&questions(), Some(&a)).unwrap(),
+            json!({"answers": {"pick": {"answers": ["Blue"]}, "size": {"answers": ["S", "L"]}}})
+        );
+    }
+
+    #[test]
+    fn answers_that_do_not_answer_every_question_fail() {
+        let q = questions();
+        let no = Follower::question_answers(&q, None).unwrap_err();
+        assert!(no.contains("a question needs answers"), "{no}");
+        let part = answers(json!({"Which colour?": "Blue"}));
+        let e = Follower::question_answers(&q, Some(&part)).unwrap_err();
+        assert!(e.contains("Which size?"), "{e}");
+        let extra = answers(json!({"Which colour?": "Blue", "size": "S", "other": "x"}));
+        let e = Follower::question_answers(&q, Some(&extra)).unwrap_err();
+        assert!(e.contains("names no question"), "{e}");
+        let bad = answers(json!({"Which colour?": 3, "size": "S"}));
+        let e = Follower::question_answers(&q, Some(&bad)).unwrap_err();
+        assert!(e.contains("not a label"), "{e}");
     }
 }

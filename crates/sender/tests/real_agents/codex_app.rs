@@ -208,7 +208,20 @@ fn turn_of(request: &Value) -> String {
 
 /// Starts everything and the terminal's first turn; returns once sp-sync follows the thread.
 fn start(s: &Scene) -> (Terminal, String) {
+    start_with(s, "")
+}
+
+/// [`start`] with `extra` appended to Codex's config.toml first.
+fn start_with(s: &Scene, extra: &str) -> (Terminal, String) {
     codex_setup(s, 60);
+    if !extra.is_empty() {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(codex_home(s).join("config.toml"))
+            .and_then(|mut f| f.write_all(extra.as_bytes()))
+            .expect("appending to config.toml");
+    }
     let out = sp_codex(s, &["--version"]);
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("0.171.0"),
@@ -635,7 +648,7 @@ fn codex_app_server_session_allow_and_deny_and_stop() {
             );
             assert_eq!(
                 started["data"]["control"]["answer"],
-                json!(["scope", "interrupt"]),
+                json!(["scope", "interrupt", "answers"]),
                 "a session under sp codex honours the app-server's fields: {started}"
             );
 
@@ -731,6 +744,145 @@ fn codex_app_server_session_allow_and_deny_and_stop() {
                 .filter(|r| turn_of(r) == turn)
                 .count();
             assert_eq!(calls, 1, "the model was not called again in that turn");
+        },
+    );
+}
+
+/// Issue 27 / DECISIONS 30: the model's question (`request_user_input`, offered by Codex 0.171
+/// with the feature `default_mode_request_user_input`) reaches sp-sync as the app-server's
+/// `item/tool/requestUserInput`; no hook fires, so sp-sync announces it with the questions and
+/// options as `data.input`. An allow without answers is acked `failed` and the question stays
+/// open; an allow with a label answers it, and the model reads that label in the tool result.
+#[test]
+fn codex_app_server_question_answered_from_the_receiver() {
+    scenario(
+        "codex_app::codex_app_server_question_answered_from_the_receiver",
+        &["codex"],
+        |s| {
+            let (mut t, key) =
+                start_with(s, "\n[features]\ndefault_mode_request_user_input = true\n");
+            let started = s.wait_event(
+                "session.started",
+                |e| e["session"]["id"] == t.thread.as_str(),
+                CALL,
+            );
+            assert!(
+                started["data"]["control"]["answer"]
+                    .as_array()
+                    .is_some_and(|a| a.contains(&json!("answers"))),
+                "{started}"
+            );
+
+            let turn = t.turn("Ask me. SP-QUESTION:Which colour?|Red|Blue");
+            let needed = s.wait_event(
+                "attention.needed",
+                |e| e["data"]["tool"] == "request_user_input",
+                Duration::from_secs(60),
+            );
+            let attention = needed["data"]["attention_id"].as_str().unwrap().to_string();
+            assert_eq!(needed["session"]["id"], t.thread.as_str(), "{needed}");
+            let q = &needed["data"]["input"]["questions"][0];
+            assert_eq!(q["question"], "Which colour?", "{needed}");
+            let labels: Vec<&str> = q["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["label"].as_str().unwrap())
+                .collect();
+            assert_eq!(labels, ["Red", "Blue"], "{needed}");
+
+            // An allow without answers: failed, the question still open.
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+            );
+            let ack = s.ack(&m, CALL);
+            assert_eq!(ack["outcome"], "failed", "{ack}");
+            assert!(
+                ack["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("a question needs answers"),
+                "{ack}"
+            );
+            let state: String = s
+                .db()
+                .query_row(
+                    "select state from attention where attention_id = ?1",
+                    [&attention],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(state, "open", "the question stays open");
+
+            // The person picks a label.
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": attention, "decision": "allow",
+                       "answers": {"Which colour?": "Blue"}}),
+            );
+            let detail = delivered_detail(s, &m);
+            assert_eq!(
+                detail, "codex app-server item/tool/requestUserInput: answered",
+                "{detail}"
+            );
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            let outputs: Vec<String> = s
+                .agent_requests()
+                .iter()
+                .filter(|r| turn_of(r) == turn)
+                .flat_map(|r| {
+                    r["body"]["input"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|i| i["type"] == "function_call_output")
+                        .map(|i| all_text(&i["output"]))
+                })
+                .collect();
+            assert!(
+                outputs.iter().any(|o| o.contains(r#""answers":["Blue"]"#)),
+                "the model read the chosen label: {outputs:?}"
+            );
+            let cleared = s.wait_event(
+                "attention.cleared",
+                |e| e["data"]["attention_id"] == attention.as_str(),
+                CALL,
+            );
+            assert_eq!(cleared["data"]["how"], "answered", "{cleared}");
+
+            // The next turn asks again (the script asks on every turn); a deny answers no
+            // answers, and the model goes on.
+            let turn = t.turn("Again.");
+            let again = s.wait_event(
+                "attention.needed",
+                |e| {
+                    e["data"]["tool"] == "request_user_input"
+                        && e["data"]["attention_id"] != attention.as_str()
+                },
+                Duration::from_secs(60),
+            );
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "permission.answer", "for": again["data"]["attention_id"],
+                       "decision": "deny"}),
+            );
+            let detail = delivered_detail(s, &m);
+            assert_eq!(
+                detail, "codex app-server item/tool/requestUserInput: no answers (declined)",
+                "{detail}"
+            );
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            assert!(
+                s.agent_requests()
+                    .iter()
+                    .filter(|r| turn_of(r) == turn)
+                    .any(|r| all_text(&r["body"]["input"]).contains(r#"{"answers":{}}"#)),
+                "the model read no answers"
+            );
         },
     );
 }
