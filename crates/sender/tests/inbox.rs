@@ -86,26 +86,7 @@ fn sign_count(b: &mut Browser) -> i64 {
 }
 
 fn db(dir: &Path) -> rusqlite::Connection {
-    let c = rusqlite::Connection::open(dir.join("receiver.db")).unwrap();
-    c.busy_timeout(Duration::from_secs(5)).unwrap();
-    c
-}
-
-/// The first ack sp-receiver recorded for message `id`.
-fn ack(dir: &Path, id: &str) -> Value {
-    let mut found = None;
-    until(Duration::from_secs(30), || {
-        found = db(dir)
-            .query_row(
-                "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1",
-                [id],
-                |r| r.get::<_, String>(0),
-            )
-            .ok()
-            .map(|s| serde_json::from_str::<Value>(&s).unwrap());
-        found.is_some()
-    });
-    found.unwrap_or_else(|| panic!("no ack for {id}"))
+    common::receiver::open_db(&dir.join("receiver.db"))
 }
 
 /// `sp pair phone` on `env`'s machine, approved on the page with a passkey the page makes.
@@ -238,7 +219,11 @@ fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
         assert_eq!(cmd["decision"], "allow", "{cmd}");
         answered.push(cmd["for"].as_str().unwrap().to_owned());
         grants.insert(envelope["grant"]["str"].as_str().unwrap().to_owned());
-        assert_eq!(ack(&rdir, id)["outcome"], "delivered", "{id}");
+        assert_eq!(
+            common::receiver::first_ack(&rdir.join("receiver.db"), id)["outcome"],
+            "delivered",
+            "{id}"
+        );
     }
     answered.sort();
     let mut want: Vec<String> = asks.iter().map(attention_id).collect();

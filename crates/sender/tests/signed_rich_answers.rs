@@ -69,28 +69,7 @@ fn card(p: &Value) -> String {
     )
 }
 
-fn db(path: &Path) -> rusqlite::Connection {
-    let c = rusqlite::Connection::open(path).unwrap();
-    c.busy_timeout(Duration::from_secs(5)).unwrap();
-    c
-}
-
-/// The first ack sp-receiver recorded for message `id`.
-fn ack(rdb: &Path, id: &str) -> Value {
-    let mut found = None;
-    until(Duration::from_secs(30), || {
-        found = db(rdb)
-            .query_row(
-                "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1",
-                [id],
-                |r| r.get::<_, String>(0),
-            )
-            .ok()
-            .map(|s| serde_json::from_str::<Value>(&s).unwrap());
-        found.is_some()
-    });
-    found.unwrap_or_else(|| panic!("no ack for {id}"))
-}
+use common::receiver::{first_ack as ack, open_db as db};
 
 /// The signed envelope the page queued for prompt `p`: its id, the envelope, and its `cmd`.
 fn signed_for(rdb: &Path, p: &Value) -> (String, Value, Value) {

@@ -646,23 +646,40 @@ impl Follower {
             .filter(|n| claimed.decision == Decision::Deny && !n.trim().is_empty())
         {
             let text = format!("The person declined to answer through sessionpipe: {note}");
-            match self.client.request(
-                "turn/steer",
-                json!({"threadId": a.thread, "expectedTurnId": a.turn,
-                       "input": [{"type": "text", "text": text}]}),
-                CALL_TIMEOUT,
-            ) {
-                Ok(Ok(_)) => detail.push_str("; the note followed as turn/steer"),
-                Ok(Err(e)) => detail.push_str(&format!("; the note could not follow: {e}")),
-                Err(e) => {
-                    detail.push_str("; the note could not follow: the connection ended");
-                    store.confirm_answer(&s, attention, &claimed, &detail)?;
-                    return Err(e);
-                }
+            if let Err(e) = self.steer_note(&a.thread, &a.turn, &text, &mut detail) {
+                store.confirm_answer(&s, attention, &claimed, &detail)?;
+                return Err(e);
             }
         }
         store.confirm_answer(&s, attention, &claimed, &detail)?;
         crate::logging::info(&format!("{}: {attention}: {detail}", a.key));
+        Ok(())
+    }
+
+    /// Sends a deny's note into the same turn as a `turn/steer` (Codex's decline carries no
+    /// message), saying in `detail` how it went. Err only when the connection ended: the
+    /// caller confirms the answer with that detail first, then returns it.
+    fn steer_note(
+        &mut self,
+        thread: &str,
+        turn: &str,
+        text: &str,
+        detail: &mut String,
+    ) -> Result<()> {
+        let steer = self.client.request(
+            "turn/steer",
+            json!({"threadId": thread, "expectedTurnId": turn,
+                   "input": [{"type": "text", "text": text}]}),
+            CALL_TIMEOUT,
+        );
+        match steer {
+            Ok(Ok(_)) => detail.push_str("; the note followed as turn/steer"),
+            Ok(Err(e)) => detail.push_str(&format!("; the note could not follow: {e}")),
+            Err(e) => {
+                detail.push_str("; the note could not follow: the connection ended");
+                return Err(e);
+            }
+        }
         Ok(())
     }
 
@@ -774,20 +791,9 @@ impl Follower {
             .filter(|n| claimed.decision == Decision::Deny && !n.trim().is_empty())
         {
             let text = format!("The person denied that through sessionpipe: {note}");
-            let steer = self.client.request(
-                "turn/steer",
-                json!({"threadId": a.thread, "expectedTurnId": a.turn,
-                       "input": [{"type": "text", "text": text}]}),
-                CALL_TIMEOUT,
-            );
-            match steer {
-                Ok(Ok(_)) => detail.push_str("; the note followed as turn/steer"),
-                Ok(Err(e)) => detail.push_str(&format!("; the note could not follow: {e}")),
-                Err(e) => {
-                    detail.push_str("; the note could not follow: the connection ended");
-                    store.confirm_answer(&s, attention, &claimed, &detail)?;
-                    return Err(e);
-                }
+            if let Err(e) = self.steer_note(&a.thread, &a.turn, &text, &mut detail) {
+                store.confirm_answer(&s, attention, &claimed, &detail)?;
+                return Err(e);
             }
         }
         store.confirm_answer(&s, attention, &claimed, &detail)?;

@@ -178,3 +178,30 @@ impl Drop for Machine {
         }
     }
 }
+
+/// A connection to a receiver's database file, waiting up to 5 s on its lock.
+pub fn open_db(path: &Path) -> rusqlite::Connection {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.busy_timeout(Duration::from_secs(5)).unwrap();
+    c
+}
+
+/// The first ack the receiver whose database is `path` recorded for message `id`, waiting up
+/// to 30 s for it.
+pub fn first_ack(path: &Path, id: &str) -> Value {
+    let limit = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let body = open_db(path)
+            .query_row(
+                "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1",
+                [id],
+                |r| r.get::<_, String>(0),
+            )
+            .ok();
+        if let Some(body) = body {
+            return serde_json::from_str(&body).unwrap();
+        }
+        assert!(std::time::Instant::now() < limit, "no ack for {id}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
