@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::{Db, Pairing};
+use super::{Db, Pairing, Snooze, Stored};
 use crate::push::{Device, QuietHours, Subscription};
 
 /// The control queue: unsigned messages per session, signed envelopes per machine, each
@@ -276,6 +276,122 @@ impl PushStore for Db {
     fn push_log(&mut self, limit: i64) -> anyhow::Result<Vec<Value>> {
         Ok(Db::push_log(self, limit)?)
     }
+}
+
+/// Events as they arrive and the page's view built from them (events.rs, sessions.rs,
+/// machines.rs for a session's machine).
+pub(crate) trait EventStore {
+    fn insert_events(
+        &mut self,
+        events: &[&Value],
+        now_ms: i64,
+        machine: Option<&str>,
+    ) -> anyhow::Result<Vec<Stored>>;
+    fn page_sessions(&mut self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>>;
+    fn session_machine(&mut self, key: &str) -> anyhow::Result<Option<Option<String>>>;
+}
+
+impl EventStore for Db {
+    fn insert_events(
+        &mut self,
+        events: &[&Value],
+        now_ms: i64,
+        machine: Option<&str>,
+    ) -> anyhow::Result<Vec<Stored>> {
+        Ok(Db::insert_events(self, events, now_ms, machine)?)
+    }
+    fn page_sessions(&mut self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>> {
+        Ok(Db::page_sessions(self, now_ms, live_ms)?)
+    }
+    fn session_machine(&mut self, key: &str) -> anyhow::Result<Option<Option<String>>> {
+        Ok(Db::session_machine(self, key)?)
+    }
+}
+
+/// Prompts put off with "Not now" (snoozes.rs).
+pub(crate) trait SnoozeStore {
+    fn snooze(
+        &mut self,
+        session: &str,
+        attention_id: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> anyhow::Result<Snooze>;
+    fn snoozes(&mut self, now_ms: i64) -> anyhow::Result<Vec<Value>>;
+    fn snoozed(&mut self, session: &str, attention_id: &str, now_ms: i64) -> anyhow::Result<bool>;
+    fn next_snooze_end(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>>;
+}
+
+impl SnoozeStore for Db {
+    fn snooze(
+        &mut self,
+        session: &str,
+        attention_id: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> anyhow::Result<Snooze> {
+        Ok(Db::snooze(self, session, attention_id, now_ms, until_ms)?)
+    }
+    fn snoozes(&mut self, now_ms: i64) -> anyhow::Result<Vec<Value>> {
+        Ok(Db::snoozes(self, now_ms)?)
+    }
+    fn snoozed(&mut self, session: &str, attention_id: &str, now_ms: i64) -> anyhow::Result<bool> {
+        Ok(Db::snoozed(self, session, attention_id, now_ms)?)
+    }
+    fn next_snooze_end(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>> {
+        Ok(Db::next_snooze_end(self, now_ms)?)
+    }
+}
+
+/// Upkeep and what the test door reads: the health check's read, forgetting old rows, and
+/// every event and ack as stored.
+pub(crate) trait Upkeep {
+    fn ping(&mut self) -> anyhow::Result<()>;
+    fn sweep(&mut self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize>;
+    fn events(&mut self) -> anyhow::Result<Vec<Value>>;
+    fn acks(&mut self) -> anyhow::Result<Vec<Value>>;
+}
+
+impl Upkeep for Db {
+    fn ping(&mut self) -> anyhow::Result<()> {
+        Ok(Db::ping(self)?)
+    }
+    fn sweep(&mut self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize> {
+        Ok(Db::sweep(self, now_ms, keep_ms)?)
+    }
+    fn events(&mut self) -> anyhow::Result<Vec<Value>> {
+        Ok(Db::events(self)?)
+    }
+    fn acks(&mut self) -> anyhow::Result<Vec<Value>> {
+        Ok(Db::acks(self)?)
+    }
+}
+
+/// Everything the receiver asks of its database: what `State` holds, either store.
+pub(crate) trait Store:
+    QueueStore
+    + LoginStore
+    + SettingStore
+    + PairingStore
+    + PushStore
+    + EventStore
+    + SnoozeStore
+    + Upkeep
+    + Send
+{
+}
+
+impl<T> Store for T where
+    T: QueueStore
+        + LoginStore
+        + SettingStore
+        + PairingStore
+        + PushStore
+        + EventStore
+        + SnoozeStore
+        + Upkeep
+        + Send
+{
 }
 
 #[cfg(test)]
