@@ -157,7 +157,7 @@ pub(crate) async fn bearer_machine(
                 let now = st.now_ms();
                 st.machine_seen.insert(m.clone(), now);
             }
-            Ok::<_, rusqlite::Error>(m)
+            Ok::<_, anyhow::Error>(m)
         })
         .await?)
 }
@@ -390,7 +390,7 @@ async fn who(app: &AppState, headers: &HeaderMap) -> Result<Option<Who>, ApiErro
     let fp = token_fp(&login);
     let found = app
         .shared
-        .with_db(move |st| -> rusqlite::Result<Option<Who>> {
+        .with_db(move |st| -> anyhow::Result<Option<Who>> {
             let since = st.now_ms() - LOGIN_TTL.as_millis() as i64;
             if !st.db.login_valid(&hash, &fp, since)? {
                 return Ok(None);

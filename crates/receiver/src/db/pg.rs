@@ -39,6 +39,15 @@ impl PgStore {
         let config: Config = url
             .parse()
             .context("--db: not a PostgreSQL URL (postgres://user:password@host:port/database)")?;
+        Self::open_config(config)
+    }
+
+    /// [`PgStore::open`] with the URL already parsed.
+    pub fn open_config(mut config: Config) -> anyhow::Result<PgStore> {
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("sp-receiver");
         let pool = r2d2::Pool::builder()
             .max_size(POOL_MAX)
             .min_idle(Some(1))

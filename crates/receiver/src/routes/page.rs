@@ -379,7 +379,7 @@ async fn state(State(app): State<AppState>, Login(who): Login, Q(q): Q<StateQuer
     }
 }
 
-fn state_body(st: &St, csrf: Option<&str>) -> Result<Value, ApiError> {
+fn state_body(st: &mut St, csrf: Option<&str>) -> Result<Value, ApiError> {
     let now_ms = st.now_ms();
     let sessions = st.db.page_sessions(now_ms, LIVE.as_millis() as i64)?;
     let mut body = Map::new();
