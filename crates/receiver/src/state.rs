@@ -510,7 +510,11 @@ pub(crate) fn vapid_of(st: &mut State) -> anyhow::Result<crate::push::Vapid> {
     {
         return Ok(v);
     }
-    let v = crate::push::Vapid::generate();
-    st.db.set_setting("vapid", Some(&v.secret()), st.now_ms())?;
-    Ok(v)
+    // Two receivers on one database asking at once: both keep the first one's key.
+    let now = st.now_ms();
+    let kept = st
+        .db
+        .first_setting("vapid", &crate::push::Vapid::generate().secret(), now)?;
+    crate::push::Vapid::from_secret(&kept)
+        .ok_or_else(|| anyhow::anyhow!("the stored VAPID key does not parse"))
 }

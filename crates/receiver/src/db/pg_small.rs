@@ -6,7 +6,7 @@ use super::dialect::postgres as q;
 use super::logins::{ADD_LOGIN, LOGIN_VALID, REMOVE_LOGIN};
 use super::pg::PgStore;
 use super::pg_wake::announce;
-use super::settings::{AWAY, REMOVE_SETTING, SETTING, SET_AWAY, SET_SETTING};
+use super::settings::{AWAY, FIRST_SETTING, REMOVE_SETTING, SETTING, SET_AWAY, SET_SETTING};
 use super::store::{LoginStore, SettingStore};
 
 impl LoginStore for PgStore {
@@ -55,6 +55,12 @@ impl SettingStore for PgStore {
             .get()?
             .query_opt(&q(SETTING), &[&name])?
             .map(|r| r.get(0)))
+    }
+
+    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String> {
+        let mut c = self.pool.get()?;
+        c.execute(&q(FIRST_SETTING), &[&name, &value, &now_ms])?;
+        Ok(c.query_one(&q(SETTING), &[&name])?.get(0))
     }
 
     fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()> {

@@ -118,6 +118,7 @@ pub(crate) trait SettingStore {
     fn set_away(&mut self, away: bool, now_ms: i64) -> anyhow::Result<()>;
     fn setting(&mut self, name: &str) -> anyhow::Result<Option<String>>;
     fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()>;
+    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String>;
 }
 
 impl SettingStore for Db {
@@ -132,6 +133,9 @@ impl SettingStore for Db {
     }
     fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()> {
         Ok(Db::set_setting(self, name, value, now_ms)?)
+    }
+    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String> {
+        Ok(Db::first_setting(self, name, value, now_ms)?)
     }
 }
 
@@ -494,6 +498,10 @@ mod tests {
         assert_eq!(s.setting("ntfy_url").unwrap().as_deref(), Some("https://b"));
         s.set_setting("ntfy_url", None, 3).unwrap();
         assert_eq!(s.setting("ntfy_url").unwrap(), None);
+        // The first value set wins; a later one gets it back.
+        assert_eq!(s.first_setting("vapid", "k1", 4).unwrap(), "k1");
+        assert_eq!(s.first_setting("vapid", "k2", 5).unwrap(), "k1");
+        assert_eq!(s.setting("vapid").unwrap().as_deref(), Some("k1"));
     }
 
     #[test]
