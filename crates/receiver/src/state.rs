@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::db::Db;
-use crate::limits::{LimitLog, LoginLimits};
+use crate::limits::LimitLog;
 use crate::options::ReceiverOptions;
 #[cfg(feature = "testing")]
 use crate::options::{Fault, RequestRecord, Route};
@@ -100,12 +100,6 @@ pub(crate) struct State {
     /// The Away word each poller (a session key, or `machine:<id>`) was last told: a poll
     /// from one that has not heard the current word is answered at once (DECISIONS 27).
     pub away_told: HashMap<String, bool>,
-    /// When each paired machine last came with its token (ms), for the page.
-    pub machine_seen: HashMap<String, i64>,
-    /// Each login's CSRF secret (random, kept only here), by the login cookie's hash.
-    pub csrf: HashMap<String, String>,
-    /// Login attempts allowed per client and overall.
-    pub login_limits: LoginLimits,
     /// The push worker's handle (push.rs): notices go to it, never a wait.
     pub pusher: Option<crate::push::Pusher>,
 }
@@ -158,9 +152,6 @@ impl Shared {
                 stopped: false,
                 touched: Vec::new(),
                 away_told: HashMap::new(),
-                machine_seen: HashMap::new(),
-                csrf: HashMap::new(),
-                login_limits: Default::default(),
                 pusher: None,
             }),
             changed: Condvar::new(),
@@ -457,6 +448,25 @@ impl crate::push::PushStore for PushView {
                 s.notify();
             }
         }
+    }
+
+    fn claim(&self, key: &str) -> bool {
+        let Some(s) = self.0.upgrade() else {
+            return false;
+        };
+        let mut st = s.lock();
+        let now = st.now_ms();
+        // A claim the database could not take: sent anyway (twice beats never).
+        st.db.claim_push(key, now).unwrap_or_else(|e| {
+            tracing::warn!("push claim {key}: {e}; sending anyway");
+            true
+        })
+    }
+
+    fn claimed(&self, key: &str) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|s| s.lock().db.push_claimed(key).unwrap_or(false))
     }
 
     fn put_off(&self, session: &str, attention_id: &str) -> bool {

@@ -63,6 +63,10 @@ pub(crate) use events::Stored;
 pub(crate) use machines::Pairing;
 pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
 
+/// A machine's last contact is written at most this often (ms): the page shows it to the
+/// second, and a busy poller does not write on every request.
+pub(crate) const SEEN_EVERY_MS: i64 = 5_000;
+
 pub(crate) struct Db {
     conn: Connection,
 }
@@ -126,7 +130,8 @@ impl Db {
 
     /// Forgets what is older than `keep_ms`: events and acks received before, sessions
     /// last seen before, messages enqueued before (and no longer pending), logins made
-    /// before. Returns the number of rows removed.
+    /// before, pushes claimed before; and login attempt buckets that are full again.
+    /// Returns the number of rows removed.
     pub fn sweep(&mut self, now_ms: i64, keep_ms: i64) -> rusqlite::Result<usize> {
         let cutoff = now_ms - keep_ms;
         let tx = self.conn.transaction()?;
@@ -147,6 +152,14 @@ impl Db {
         n += tx.execute(
             "DELETE FROM pairings WHERE expires_ms < ?1",
             params![cutoff],
+        )?;
+        n += tx.execute(
+            "DELETE FROM push_claims WHERE made_ms < ?1",
+            params![cutoff],
+        )?;
+        n += tx.execute(
+            "DELETE FROM login_attempts WHERE full_ms <= ?1",
+            params![now_ms],
         )?;
         tx.commit()?;
         Ok(n)

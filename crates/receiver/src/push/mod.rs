@@ -23,6 +23,11 @@
 //! and where ("claude-code needs you on laptop"), and the details wait on the page; the
 //! person may ask for the content on ntfy too (the page's ntfy setting `content`).
 //!
+//! One push per notice, however many receivers share the database (issue 29): before its
+//! fan-out the worker claims the notice in the database ([`Notice::claim_key`]), and only
+//! the receiver whose claim took sends it; a withdrawal goes where the prompt's push was
+//! claimed, by whichever receiver.
+//!
 //! Where pushes may go ([`reach`]): `https` to a public address, unless sp-receiver runs with
 //! `--allow-private-push`; checked on the addresses actually connected to, never through a
 //! proxy.
@@ -50,8 +55,6 @@ pub use reach::{check_url, non_public};
 
 /// Notices waiting for the worker; past this they are dropped (and logged).
 pub const QUEUE_MAX: usize = 256;
-/// Prompts remembered as pushed, for their withdrawal (the oldest are forgotten past this).
-const PUSHED_KEPT: usize = 4096;
 /// Tries per push, the first included.
 pub const ATTEMPTS: u32 = 4;
 /// Push attempts kept for the page.
@@ -96,6 +99,8 @@ pub enum Notice {
         session: String,
         machine: Option<String>,
         cwd: Option<String>,
+        /// The event's id: one push per turn's end.
+        event: String,
     },
     /// A message the person sent was acked `failed` or `refused`.
     Failed {
@@ -137,6 +142,7 @@ impl Notice {
                 session,
                 machine,
                 cwd: ev["session"]["cwd"].as_str().map(str::to_owned),
+                event: ev["id"].as_str().unwrap_or_default().to_owned(),
             }),
             _ => None,
         }
@@ -254,6 +260,24 @@ impl Notice {
         p
     }
 
+    /// What the push of this notice is claimed as (push_claims): one per prompt, per
+    /// prompt's withdrawal, per turn's end and per failed message.
+    pub fn claim_key(&self) -> String {
+        match self {
+            Notice::Needed {
+                session,
+                attention_id,
+                ..
+            } => needed_key(session, attention_id),
+            Notice::Cleared {
+                session,
+                attention_id,
+            } => format!("cleared|{session}|{attention_id}"),
+            Notice::Done { session, event, .. } => format!("done|{session}|{event}"),
+            Notice::Failed { session, id, .. } => format!("failed|{session}|{id}"),
+        }
+    }
+
     fn what(&self) -> String {
         match self {
             Notice::Needed { attention_id, .. } => format!("attention.needed {attention_id}"),
@@ -262,6 +286,11 @@ impl Notice {
             Notice::Failed { id, outcome, .. } => format!("{outcome} {id}"),
         }
     }
+}
+
+/// The claim of a prompt's push, which its withdrawal looks for.
+fn needed_key(session: &str, attention_id: &str) -> String {
+    format!("needed|{session}|{attention_id}")
 }
 
 /// What a signed answer from the notification needs beyond the prompt: the machine the
@@ -434,6 +463,11 @@ pub trait PushStore: Send + Sync + 'static {
     fn contact(&self) -> String;
     fn drop_subscription(&self, endpoint: &str);
     fn record(&self, target: &str, what: &str, result: &str);
+    /// Claims the push `key` names ([`Notice::claim_key`]): true when this receiver is to
+    /// send it (its claim took, or the database could not say: twice beats never).
+    fn claim(&self, key: &str) -> bool;
+    /// Whether the push `key` names was claimed, by this receiver or another.
+    fn claimed(&self, key: &str) -> bool;
     /// Whether the person put this prompt off with "Not now" (issue 26): no push for it
     /// until then.
     fn put_off(&self, session: &str, attention_id: &str) -> bool;
@@ -537,9 +571,6 @@ pub fn short_endpoint(endpoint: &str) -> String {
 fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) {
     let agent = reach::agent(allow_private, CONNECT_TIMEOUT, TOTAL_TIMEOUT);
     let mut retries: VecDeque<Job> = VecDeque::new();
-    // The prompts pushed (newest last): their withdrawal goes out even once the person is
-    // back at the desk, so no device keeps a notification of a prompt that is over.
-    let mut pushed: VecDeque<String> = VecDeque::new();
     loop {
         // Due retries first; otherwise wait for a notice until the next retry is due.
         let now = Instant::now();
@@ -575,12 +606,13 @@ fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) 
         if devices.is_empty() && ntfy.is_none() && !store.has_quiet_devices() {
             continue; // nothing set up: nothing to say
         }
+        // A prompt that was pushed (by any receiver) has its withdrawal go out even once the
+        // person is back at the desk, so no device keeps a notification of a prompt that is over.
         let was_pushed = match &notice {
-            Notice::Cleared { attention_id, .. } => pushed
-                .iter()
-                .position(|a| a == attention_id)
-                .and_then(|i| pushed.remove(i))
-                .is_some(),
+            Notice::Cleared {
+                session,
+                attention_id,
+            } => store.claimed(&needed_key(session, attention_id)),
             _ => false,
         };
         if !store.away() && !was_pushed {
@@ -600,11 +632,9 @@ fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) 
         // receiver's lock, and making the VAPID key pair from its secret costs a P-256
         // multiplication.
         let ctx = Ctx::load(&*store, allow_private);
-        if let Notice::Needed { attention_id, .. } = &notice {
-            if pushed.len() >= PUSHED_KEPT {
-                pushed.pop_front();
-            }
-            pushed.push_back(attention_id.clone());
+        // Another receiver on the database sends it (or this one already did).
+        if !store.claim(&notice.claim_key()) {
+            continue;
         }
         for target in targets {
             let job = Job {
