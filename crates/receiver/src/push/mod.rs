@@ -24,9 +24,10 @@
 //! person may ask for the content on ntfy too (the page's ntfy setting `content`).
 //!
 //! One push per notice, however many receivers share the database (issue 29): before its
-//! fan-out the worker claims the notice in the database ([`Notice::claim_key`]), and only
-//! the receiver whose claim took sends it; a withdrawal goes where the prompt's push was
-//! claimed, by whichever receiver.
+//! fan-out the worker claims the notice in the database ([`Notice::claim_key`]: the event,
+//! the Not now or the failed message it stands for), and only the receiver whose claim took
+//! sends it (retries stay with it); a prompt pushed by any receiver is marked so, and its
+//! withdrawal goes out even at the desk.
 //!
 //! Where pushes may go ([`reach`]): `https` to a public address, unless sp-receiver runs with
 //! `--allow-private-push`; checked on the addresses actually connected to, never through a
@@ -87,11 +88,16 @@ pub enum Notice {
         message: Option<String>,
         /// What the service worker signs an Allow or Deny for (signed control only).
         answer: Option<Answer>,
+        /// The event's id: one push for it, whichever receivers hear of it.
+        cause: String,
     },
-    /// That wait is over (`attention.cleared`): the notification is withdrawn.
+    /// That wait is over (`attention.cleared`, or put off with "Not now"): the notification
+    /// is withdrawn.
     Cleared {
         session: String,
         attention_id: String,
+        /// The event's id, or the Not now (`not now until <ms>`): one push for it.
+        cause: String,
     },
     /// An agent finished its turn and waits for the person (`turn.ended`, reason `stop`; a
     /// turn the person stopped is not news to them).
@@ -99,8 +105,8 @@ pub enum Notice {
         session: String,
         machine: Option<String>,
         cwd: Option<String>,
-        /// The event's id: one push per turn's end.
-        event: String,
+        /// The event's id: one push for it.
+        cause: String,
     },
     /// A message the person sent was acked `failed` or `refused`.
     Failed {
@@ -125,6 +131,7 @@ impl Notice {
             .map(str::to_owned);
         let data = &ev["data"];
         let attention_id = data["attention_id"].as_str().map(str::to_owned);
+        let cause = ev["id"].as_str().unwrap_or_default().to_owned();
         match ev["type"].as_str()? {
             "attention.needed" => Some(Notice::Needed {
                 session,
@@ -133,16 +140,18 @@ impl Notice {
                 tool: data["tool"].as_str().map(str::to_owned),
                 message: data["message"].as_str().map(str::to_owned),
                 answer: None,
+                cause,
             }),
             "attention.cleared" => Some(Notice::Cleared {
                 session,
                 attention_id: attention_id?,
+                cause,
             }),
             "turn.ended" if data["reason"] == "stop" => Some(Notice::Done {
                 session,
                 machine,
                 cwd: ev["session"]["cwd"].as_str().map(str::to_owned),
-                event: ev["id"].as_str().unwrap_or_default().to_owned(),
+                cause,
             }),
             _ => None,
         }
@@ -173,6 +182,7 @@ impl Notice {
                 tool,
                 message,
                 answer,
+                ..
             } => {
                 let on = machine.as_deref().map(|m| format!(" on {}", short(m, 40)));
                 let mut p = json!({
@@ -260,20 +270,23 @@ impl Notice {
         p
     }
 
-    /// What the push of this notice is claimed as (push_claims): one per prompt, per
-    /// prompt's withdrawal, per turn's end and per failed message.
+    /// What the push of this notice is claimed as (push_claims): one per event (a prompt,
+    /// its end, a turn's end), per Not now, and per failed message, so that receivers
+    /// sharing a database send each once.
     pub fn claim_key(&self) -> String {
         match self {
             Notice::Needed {
                 session,
                 attention_id,
+                cause,
                 ..
-            } => needed_key(session, attention_id),
+            } => format!("needed|{session}|{attention_id}|{cause}"),
             Notice::Cleared {
                 session,
                 attention_id,
-            } => format!("cleared|{session}|{attention_id}"),
-            Notice::Done { session, event, .. } => format!("done|{session}|{event}"),
+                cause,
+            } => format!("cleared|{session}|{attention_id}|{cause}"),
+            Notice::Done { session, cause, .. } => format!("done|{session}|{cause}"),
             Notice::Failed { session, id, .. } => format!("failed|{session}|{id}"),
         }
     }
@@ -288,9 +301,9 @@ impl Notice {
     }
 }
 
-/// The claim of a prompt's push, which its withdrawal looks for.
-fn needed_key(session: &str, attention_id: &str) -> String {
-    format!("needed|{session}|{attention_id}")
+/// Marks a prompt as pushed (by any receiver): its withdrawal looks for this.
+fn pushed_key(session: &str, attention_id: &str) -> String {
+    format!("pushed|{session}|{attention_id}")
 }
 
 /// What a signed answer from the notification needs beyond the prompt: the machine the
@@ -612,7 +625,8 @@ fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) 
             Notice::Cleared {
                 session,
                 attention_id,
-            } => store.claimed(&needed_key(session, attention_id)),
+                ..
+            } => store.claimed(&pushed_key(session, attention_id)),
             _ => false,
         };
         if !store.away() && !was_pushed {
@@ -628,14 +642,22 @@ fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) 
             store.record("-", &notice.what(), "not sent: every device is quiet");
             continue;
         }
-        // Read once for the whole fan-out, not once a device: each read takes the
-        // receiver's lock, and making the VAPID key pair from its secret costs a P-256
-        // multiplication.
-        let ctx = Ctx::load(&*store, allow_private);
         // Another receiver on the database sends it (or this one already did).
         if !store.claim(&notice.claim_key()) {
             continue;
         }
+        if let Notice::Needed {
+            session,
+            attention_id,
+            ..
+        } = &notice
+        {
+            store.claim(&pushed_key(session, attention_id));
+        }
+        // Read once for the whole fan-out, not once a device: each read takes the
+        // receiver's lock, and making the VAPID key pair from its secret costs a P-256
+        // multiplication.
+        let ctx = Ctx::load(&*store, allow_private);
         for target in targets {
             let job = Job {
                 notice: notice.clone(),
