@@ -21,6 +21,11 @@
 //!   digits, and the key and proof the page's passkey produced).
 //!
 //! * `snoozes` (migration 5): prompts put off with "Not now" (issue 26), until when.
+//! * receivers sharing one database (migration 10, issue 29): `logins.csrf` (each login's
+//!   CSRF secret), `machines.seen_ms` (each machine's last contact, written at most every
+//!   [`SEEN_EVERY_MS`]), `login_attempts` (the login limits' buckets: when each is full
+//!   again; full ones are deleted) and `push_claims` (each push, claimed by the one receiver
+//!   that sends it).
 //!
 //! One module per area: `schema` (migrations), `events` (ingest), `sessions` (the page's
 //! view), `queue` (messages and acks), `machines` (pairing and keys), `logins`, `settings`,

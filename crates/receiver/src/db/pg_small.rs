@@ -52,12 +52,12 @@ impl LoginStore for PgStore {
             Ok(c.query_opt(&q(LOGIN_CSRF), &[&hash, &token_fp, &since_ms])?
                 .map(|r| r.get(0)))
         };
-        match read(&mut *c)? {
+        match read(&mut c)? {
             None => Ok(None),
             Some(Some(csrf)) => Ok(Some(csrf)),
             Some(None) => {
                 c.execute(&q(SET_CSRF), &[&hash, &fresh])?;
-                Ok(read(&mut *c)?.flatten())
+                Ok(read(&mut c)?.flatten())
             }
         }
     }
