@@ -501,6 +501,12 @@ pub(crate) fn vapid_of(st: &State) -> rusqlite::Result<crate::push::Vapid> {
         return Ok(v);
     }
     let v = crate::push::Vapid::generate();
+    // Receivers sharing the database making one at once: the first stored is everyone's
+    // (pages subscribe with its public key); one stored that no longer reads is replaced.
+    let kept = st.db.first_setting("vapid", &v.secret(), st.now_ms())?;
+    if let Some(kept) = crate::push::Vapid::from_secret(&kept) {
+        return Ok(kept);
+    }
     st.db.set_setting("vapid", Some(&v.secret()), st.now_ms())?;
     Ok(v)
 }

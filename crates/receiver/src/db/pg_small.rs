@@ -12,7 +12,7 @@ use super::logins::{
 };
 use super::pg::PgStore;
 use super::pg_wake::announce;
-use super::settings::{AWAY, REMOVE_SETTING, SETTING, SET_AWAY, SET_SETTING};
+use super::settings::{AWAY, FIRST_SETTING, REMOVE_SETTING, SETTING, SET_AWAY, SET_SETTING};
 use super::store::{LoginStore, SettingStore};
 use crate::limits::{take_login_attempt, LOGIN_ALL};
 
@@ -125,5 +125,11 @@ impl SettingStore for PgStore {
         announce(&mut tx, "settings")?;
         tx.commit()?;
         Ok(())
+    }
+
+    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String> {
+        let mut c = self.pool.get()?;
+        c.execute(&q(FIRST_SETTING), &[&name, &value, &now_ms])?;
+        Ok(c.query_one(&q(SETTING), &[&name])?.get(0))
     }
 }

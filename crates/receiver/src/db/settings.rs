@@ -14,6 +14,8 @@ pub(super) const SET_SETTING: &str =
     "INSERT INTO settings(name, value, at_ms) VALUES (?1, ?2, ?3) \
     ON CONFLICT(name) DO UPDATE SET value=excluded.value, at_ms=excluded.at_ms";
 pub(super) const REMOVE_SETTING: &str = "DELETE FROM settings WHERE name=?1";
+pub(super) const FIRST_SETTING: &str = "INSERT INTO settings(name, value, at_ms) \
+    VALUES (?1, ?2, ?3) ON CONFLICT(name) DO NOTHING";
 
 impl Db {
     /// Whether the person said on the page that they are away (false until they do).
@@ -56,5 +58,12 @@ impl Db {
             None => self.conn.prepare_cached(REMOVE_SETTING)?.execute([name])?,
         };
         Ok(())
+    }
+
+    /// Sets a setting unless it is set; the value it then has.
+    pub fn first_setting(&self, name: &str, value: &str, now_ms: i64) -> rusqlite::Result<String> {
+        self.conn
+            .execute(FIRST_SETTING, params![name, value, now_ms])?;
+        self.conn.query_row(SETTING, [name], |r| r.get(0))
     }
 }

@@ -147,6 +147,8 @@ pub(crate) trait SettingStore {
     fn set_away(&mut self, away: bool, now_ms: i64) -> anyhow::Result<()>;
     fn setting(&mut self, name: &str) -> anyhow::Result<Option<String>>;
     fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()>;
+    /// Sets a setting unless it is set (by any receiver); the value it then has.
+    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String>;
 }
 
 impl SettingStore for Db {
@@ -161,6 +163,9 @@ impl SettingStore for Db {
     }
     fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()> {
         Ok(Db::set_setting(self, name, value, now_ms)?)
+    }
+    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String> {
+        Ok(Db::first_setting(self, name, value, now_ms)?)
     }
 }
 
@@ -542,6 +547,13 @@ mod tests {
         assert_eq!(s.setting("ntfy_url").unwrap().as_deref(), Some("https://b"));
         s.set_setting("ntfy_url", None, 3).unwrap();
         assert_eq!(s.setting("ntfy_url").unwrap(), None);
+        assert_eq!(s.first_setting("vapid", "k1", 4).unwrap(), "k1");
+        assert_eq!(
+            s.first_setting("vapid", "k2", 5).unwrap(),
+            "k1",
+            "the first kept"
+        );
+        assert_eq!(s.setting("vapid").unwrap().as_deref(), Some("k1"));
     }
 
     #[test]
@@ -565,6 +577,9 @@ mod tests {
         assert!(b.login_valid("h9", "fp", 0).unwrap());
         b.set_away(true, 6).unwrap();
         assert!(a.away().unwrap());
+        // Two receivers making a key (VAPID) at once: the first stored is both's.
+        assert_eq!(a.first_setting("key", "from-a", 7).unwrap(), "from-a");
+        assert_eq!(b.first_setting("key", "from-b", 8).unwrap(), "from-a");
     }
 
     /// A login made through `a` used through `b`: one CSRF secret, whichever asks first; and
