@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::db::Store;
-use crate::limits::{LimitLog, LoginLimits};
+use crate::limits::LimitLog;
 use crate::options::ReceiverOptions;
 #[cfg(feature = "testing")]
 use crate::options::{Fault, RequestRecord, Route};
@@ -100,12 +100,6 @@ pub(crate) struct State {
     /// The Away word each poller (a session key, or `machine:<id>`) was last told: a poll
     /// from one that has not heard the current word is answered at once (DECISIONS 27).
     pub away_told: HashMap<String, bool>,
-    /// When each paired machine last came with its token (ms), for the page.
-    pub machine_seen: HashMap<String, i64>,
-    /// Each login's CSRF secret (random, kept only here), by the login cookie's hash.
-    pub csrf: HashMap<String, String>,
-    /// Login attempts allowed per client and overall.
-    pub login_limits: LoginLimits,
     /// The push worker's handle (push.rs): notices go to it, never a wait.
     pub pusher: Option<crate::push::Pusher>,
 }
@@ -160,9 +154,6 @@ impl Shared {
                 stopped: false,
                 touched: Vec::new(),
                 away_told: HashMap::new(),
-                machine_seen: HashMap::new(),
-                csrf: HashMap::new(),
-                login_limits: Default::default(),
                 pusher: None,
             }),
             changed: Condvar::new(),
@@ -479,6 +470,25 @@ impl crate::push::PushStore for PushView {
         }
     }
 
+    fn claim(&self, key: &str) -> bool {
+        let Some(s) = self.0.upgrade() else {
+            return false;
+        };
+        let mut st = s.lock();
+        let now = st.now_ms();
+        // A claim the database could not take: sent anyway (twice beats never).
+        st.db.claim_push(key, now).unwrap_or_else(|e| {
+            tracing::warn!("push claim {key}: {e}; sending anyway");
+            true
+        })
+    }
+
+    fn claimed(&self, key: &str) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|s| s.lock().db.push_claimed(key).unwrap_or(false))
+    }
+
     fn put_off(&self, session: &str, attention_id: &str) -> bool {
         let Some(s) = self.0.upgrade() else {
             return false;
@@ -510,11 +520,14 @@ pub(crate) fn vapid_of(st: &mut State) -> anyhow::Result<crate::push::Vapid> {
     {
         return Ok(v);
     }
-    // Two receivers on one database asking at once: both keep the first one's key.
+    let v = crate::push::Vapid::generate();
+    // Receivers sharing the database making one at once: the first stored is everyone's
+    // (pages subscribe with its public key); one stored that no longer reads is replaced.
     let now = st.now_ms();
-    let kept = st
-        .db
-        .first_setting("vapid", &crate::push::Vapid::generate().secret(), now)?;
-    crate::push::Vapid::from_secret(&kept)
-        .ok_or_else(|| anyhow::anyhow!("the stored VAPID key does not parse"))
+    let kept = st.db.first_setting("vapid", &v.secret(), now)?;
+    if let Some(kept) = crate::push::Vapid::from_secret(&kept) {
+        return Ok(kept);
+    }
+    st.db.set_setting("vapid", Some(&v.secret()), now)?;
+    Ok(v)
 }

@@ -21,6 +21,11 @@
 //!   digits, and the key and proof the page's passkey produced).
 //!
 //! * `snoozes` (migration 5): prompts put off with "Not now" (issue 26), until when.
+//! * receivers sharing one database (migration 10, issue 29): `logins.csrf` (each login's
+//!   CSRF secret), `machines.seen_ms` (each machine's last contact, written at most every
+//!   [`SEEN_EVERY_MS`]), `login_attempts` (the login limits' buckets: when each is full
+//!   again; full ones are deleted) and `push_claims` (each push, claimed by the one receiver
+//!   that sends it).
 //!
 //! One module per area: `schema` (migrations), `events` (ingest), `sessions` (the page's
 //! view), `queue` (messages and acks), `machines` (pairing and keys), `logins`, `settings`,
@@ -66,6 +71,10 @@ pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
 pub(crate) use store::Store;
 
 pub(crate) use pg_wake::{parse as parse_announcement, Announcer, Listener, Wakeup};
+
+/// A machine's last contact is written at most this often (ms): the page shows it to the
+/// second, and a busy poller does not write on every request.
+pub(crate) const SEEN_EVERY_MS: i64 = 5_000;
 
 pub(crate) struct Db {
     conn: Connection,
@@ -219,7 +228,8 @@ impl Db {
 
     /// Forgets what is older than `keep_ms`: events and acks received before, sessions
     /// last seen before, messages enqueued before (and no longer pending), logins made
-    /// before. Returns the number of rows removed.
+    /// before, pushes claimed before; and login attempt buckets that are full again.
+    /// Returns the number of rows removed.
     pub fn sweep(&mut self, now_ms: i64, keep_ms: i64) -> rusqlite::Result<usize> {
         let cutoff = now_ms - keep_ms;
         let tx = self.conn.transaction()?;
@@ -240,6 +250,14 @@ impl Db {
         n += tx.execute(
             "DELETE FROM pairings WHERE expires_ms < ?1",
             params![cutoff],
+        )?;
+        n += tx.execute(
+            "DELETE FROM push_claims WHERE made_ms < ?1",
+            params![cutoff],
+        )?;
+        n += tx.execute(
+            "DELETE FROM login_attempts WHERE full_ms <= ?1",
+            params![now_ms],
         )?;
         tx.commit()?;
         Ok(n)

@@ -98,6 +98,20 @@ pub(crate) trait LoginStore {
     fn add_login(&mut self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()>;
     fn login_valid(&mut self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool>;
     fn remove_login(&mut self, hash: &str) -> anyhow::Result<()>;
+    /// A valid login's CSRF secret, set to `fresh` the first time (by whichever receiver
+    /// asks first); `None`: no such login (as [`LoginStore::login_valid`]).
+    fn login_csrf(
+        &mut self,
+        hash: &str,
+        token_fp: &str,
+        since_ms: i64,
+        fresh: &str,
+    ) -> anyhow::Result<Option<String>>;
+    /// Takes a login attempt from `client`'s allowance and the overall one (limits.rs);
+    /// `Err(s)`: none is allowed for `s` seconds.
+    fn take_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>>;
+    /// A login that succeeded gives its attempt back (only guesses count).
+    fn give_back_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<()>;
 }
 
 impl LoginStore for Db {
@@ -110,6 +124,21 @@ impl LoginStore for Db {
     fn remove_login(&mut self, hash: &str) -> anyhow::Result<()> {
         Ok(Db::remove_login(self, hash)?)
     }
+    fn login_csrf(
+        &mut self,
+        hash: &str,
+        token_fp: &str,
+        since_ms: i64,
+        fresh: &str,
+    ) -> anyhow::Result<Option<String>> {
+        Ok(Db::login_csrf(self, hash, token_fp, since_ms, fresh)?)
+    }
+    fn take_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>> {
+        Ok(Db::take_login_attempt(self, client, now_ms)?)
+    }
+    fn give_back_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<()> {
+        Ok(Db::give_back_login_attempt(self, client, now_ms)?)
+    }
 }
 
 /// Named settings (settings.rs).
@@ -118,6 +147,7 @@ pub(crate) trait SettingStore {
     fn set_away(&mut self, away: bool, now_ms: i64) -> anyhow::Result<()>;
     fn setting(&mut self, name: &str) -> anyhow::Result<Option<String>>;
     fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()>;
+    /// Sets a setting unless it is set (by any receiver); the value it then has.
     fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String>;
 }
 
@@ -166,6 +196,11 @@ pub(crate) trait PairingStore {
     fn latest_machine(&mut self) -> anyhow::Result<Option<Value>>;
     fn machines(&mut self) -> anyhow::Result<Vec<Value>>;
     fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool>;
+    /// The machine came with its token at `now_ms` (the page shows its last contact):
+    /// written only when the last one stored is older than a few seconds
+    /// ([`super::SEEN_EVERY_MS`]), so a busy poller does not write on every request.
+    /// Whether it was written.
+    fn machine_seen(&mut self, id: &str, now_ms: i64) -> anyhow::Result<bool>;
 }
 
 impl PairingStore for Db {
@@ -215,6 +250,9 @@ impl PairingStore for Db {
     fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool> {
         Ok(Db::remove_machine(self, id)?)
     }
+    fn machine_seen(&mut self, id: &str, now_ms: i64) -> anyhow::Result<bool> {
+        Ok(Db::machine_seen(self, id, now_ms)?)
+    }
 }
 
 /// The devices pushed to and what each push did (push.rs).
@@ -241,6 +279,11 @@ pub(crate) trait PushStore {
         now_ms: i64,
     ) -> anyhow::Result<()>;
     fn push_log(&mut self, limit: i64) -> anyhow::Result<Vec<Value>>;
+    /// Claims the push `key` names (one per prompt, its withdrawal, a turn's end, a failed
+    /// message): true for the one receiver whose claim took, which alone sends it.
+    fn claim_push(&mut self, key: &str, now_ms: i64) -> anyhow::Result<bool>;
+    /// Whether the push `key` names was claimed (by any receiver).
+    fn push_claimed(&mut self, key: &str) -> anyhow::Result<bool>;
 }
 
 impl PushStore for Db {
@@ -279,6 +322,12 @@ impl PushStore for Db {
     }
     fn push_log(&mut self, limit: i64) -> anyhow::Result<Vec<Value>> {
         Ok(Db::push_log(self, limit)?)
+    }
+    fn claim_push(&mut self, key: &str, now_ms: i64) -> anyhow::Result<bool> {
+        Ok(Db::claim_push(self, key, now_ms)?)
+    }
+    fn push_claimed(&mut self, key: &str) -> anyhow::Result<bool> {
+        Ok(Db::push_claimed(self, key)?)
     }
 }
 
@@ -498,9 +547,12 @@ mod tests {
         assert_eq!(s.setting("ntfy_url").unwrap().as_deref(), Some("https://b"));
         s.set_setting("ntfy_url", None, 3).unwrap();
         assert_eq!(s.setting("ntfy_url").unwrap(), None);
-        // The first value set wins; a later one gets it back.
         assert_eq!(s.first_setting("vapid", "k1", 4).unwrap(), "k1");
-        assert_eq!(s.first_setting("vapid", "k2", 5).unwrap(), "k1");
+        assert_eq!(
+            s.first_setting("vapid", "k2", 5).unwrap(),
+            "k1",
+            "the first kept"
+        );
         assert_eq!(s.setting("vapid").unwrap().as_deref(), Some("k1"));
     }
 
@@ -525,6 +577,150 @@ mod tests {
         assert!(b.login_valid("h9", "fp", 0).unwrap());
         b.set_away(true, 6).unwrap();
         assert!(a.away().unwrap());
+        // Two receivers making a key (VAPID) at once: the first stored is both's.
+        assert_eq!(a.first_setting("key", "from-a", 7).unwrap(), "from-a");
+        assert_eq!(b.first_setting("key", "from-b", 8).unwrap(), "from-a");
+    }
+
+    /// A login made through `a` used through `b`: one CSRF secret, whichever asks first; and
+    /// the login attempts, counted together.
+    fn login_across(a: &mut dyn LoginStore, b: &mut dyn LoginStore) {
+        let now = 1_800_000_000_000;
+        assert_eq!(
+            b.login_csrf("h1", "fp", 0, "c-b").unwrap(),
+            None,
+            "no login"
+        );
+        a.add_login("h1", "fp", now).unwrap();
+        assert_eq!(
+            b.login_csrf("h1", "fp", now - 1, "c-b").unwrap().as_deref(),
+            Some("c-b"),
+            "made by the first to ask"
+        );
+        assert_eq!(
+            a.login_csrf("h1", "fp", now - 1, "c-a").unwrap().as_deref(),
+            Some("c-b"),
+            "the other reads the same"
+        );
+        assert_eq!(
+            a.login_csrf("h1", "fp", now, "c-a").unwrap(),
+            None,
+            "too old"
+        );
+        assert_eq!(
+            a.login_csrf("h1", "fp2", 0, "c-a").unwrap(),
+            None,
+            "other token"
+        );
+        // Made again (same hash): a new secret.
+        b.add_login("h1", "fp", now + 1).unwrap();
+        assert_eq!(
+            a.login_csrf("h1", "fp", now, "c-2").unwrap().as_deref(),
+            Some("c-2")
+        );
+        b.remove_login("h1").unwrap();
+        assert_eq!(a.login_csrf("h1", "fp", 0, "c-3").unwrap(), None);
+
+        // Five a minute per client, whichever receiver is asked.
+        for i in 0..5 {
+            let s: &mut dyn LoginStore = if i % 2 == 0 { &mut *a } else { &mut *b };
+            assert_eq!(s.take_login_attempt("10.0.0.1", now).unwrap(), Ok(()));
+        }
+        assert_eq!(b.take_login_attempt("10.0.0.1", now).unwrap(), Err(12));
+        assert_eq!(
+            a.take_login_attempt("10.0.0.1", now + 11_000).unwrap(),
+            Err(1)
+        );
+        // A success gives its attempt back.
+        a.give_back_login_attempt("10.0.0.1", now).unwrap();
+        assert_eq!(b.take_login_attempt("10.0.0.1", now).unwrap(), Ok(()));
+        assert!(a.take_login_attempt("10.0.0.1", now).unwrap().is_err());
+        // A refill later, one more.
+        assert_eq!(
+            b.take_login_attempt("10.0.0.1", now + 12_000).unwrap(),
+            Ok(())
+        );
+        // Overall: 30 a minute, whoever asks (full again by now; one taken just above).
+        for i in 0..29u8 {
+            let s: &mut dyn LoginStore = if i % 2 == 0 { &mut *a } else { &mut *b };
+            assert_eq!(
+                s.take_login_attempt(&format!("10.1.0.{i}"), now + 12_000)
+                    .unwrap(),
+                Ok(()),
+                "{i}"
+            );
+        }
+        assert_eq!(
+            a.take_login_attempt("10.2.0.1", now + 12_000).unwrap(),
+            Err(2)
+        );
+        assert_eq!(
+            b.take_login_attempt("10.2.0.1", now + 14_000).unwrap(),
+            Ok(())
+        );
+        // A minute on, every bucket is full again and forgotten.
+        let later = now + 14_000 + 60_000;
+        assert_eq!(a.take_login_attempt("10.0.0.1", later).unwrap(), Ok(()));
+    }
+
+    #[test]
+    fn logins_across_two_connections_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Db::open_file(&dir.path().join("r.db")).unwrap();
+        let mut b = Db::open_file(&dir.path().join("r.db")).unwrap();
+        login_across(&mut a, &mut b);
+        let rows: i64 = a
+            .conn
+            .query_row("SELECT count(*) FROM login_attempts", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            rows, 2,
+            "only the buckets not full: the client's and overall"
+        );
+    }
+
+    #[test]
+    fn logins_across_two_stores_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let mut a = PgStore::open(&pg.url()).unwrap();
+        let mut b = PgStore::open(&pg.url()).unwrap();
+        login_across(&mut a, &mut b);
+        assert_eq!(pg.psql("SELECT count(*) FROM login_attempts"), "2\n");
+    }
+
+    /// Eight receivers trying one client's login at once take exactly its five attempts;
+    /// eight asking for a login's CSRF secret at once all get the same one.
+    #[test]
+    fn login_attempts_and_csrf_hold_under_a_race_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let url = pg.url();
+        let now = 1_800_000_000_000;
+        PgStore::open(&url)
+            .unwrap()
+            .add_login("h", "fp", now)
+            .unwrap();
+        let got: Vec<(Result<(), u64>, String)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|i| {
+                    let url = &url;
+                    s.spawn(move || {
+                        let mut st = PgStore::open(url).unwrap();
+                        let csrf = st
+                            .login_csrf("h", "fp", 0, &format!("c{i}"))
+                            .unwrap()
+                            .unwrap();
+                        (st.take_login_attempt("10.9.9.9", now).unwrap(), csrf)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(got.iter().filter(|g| g.0.is_ok()).count(), 5, "{got:?}");
+        assert!(got.iter().all(|g| g.1 == got[0].1), "{got:?}");
     }
 
     /// A pairing made through `a` and carried on through `b` (the same store or another
@@ -587,8 +783,21 @@ mod tests {
         );
         assert_eq!(
             b.machines().unwrap(),
-            vec![json!({"machine": "m1", "name": "laptop", "paired_ms": now + 9, "keys": ["k1"]})]
+            vec![
+                json!({"machine": "m1", "name": "laptop", "paired_ms": now + 9, "keys": ["k1"], "seen_ms": null})
+            ]
         );
+        // Its last contact, written through either, at most every few seconds.
+        let every = super::super::SEEN_EVERY_MS;
+        assert!(a.machine_seen("m1", now + 10).unwrap());
+        assert!(
+            !b.machine_seen("m1", now + 10 + every - 1).unwrap(),
+            "too soon"
+        );
+        assert_eq!(b.machines().unwrap()[0]["seen_ms"], now + 10);
+        assert!(b.machine_seen("m1", now + 10 + every).unwrap());
+        assert_eq!(a.machines().unwrap()[0]["seen_ms"], now + 10 + every);
+        assert!(!a.machine_seen("nope", now).unwrap(), "no such machine");
         assert!(a.remove_machine("m1").unwrap());
         assert!(!b.remove_machine("m1").unwrap());
         assert_eq!(b.machine_by_token("H1").unwrap(), None);
@@ -666,6 +875,14 @@ mod tests {
         assert_eq!(log.len() as i64, kept, "the newest kept");
         assert_eq!(log[0]["what"], format!("w{}", kept + 2));
         assert_eq!(b.push_log(2).unwrap().len(), 2);
+
+        // One push per notice: the first claim takes, through either store.
+        assert!(!b.push_claimed("needed|s|p1").unwrap());
+        assert!(a.claim_push("needed|s|p1", 5).unwrap());
+        assert!(!b.claim_push("needed|s|p1", 6).unwrap());
+        assert!(!a.claim_push("needed|s|p1", 7).unwrap());
+        assert!(b.push_claimed("needed|s|p1").unwrap());
+        assert!(b.claim_push("cleared|s|p1", 8).unwrap());
     }
 
     #[test]
@@ -684,5 +901,30 @@ mod tests {
         let mut a = PgStore::open(&pg.url()).unwrap();
         let mut b = PgStore::open(&pg.url()).unwrap();
         push_behaviour(&mut a, &mut b);
+    }
+
+    /// Eight receivers claiming one push at once: exactly one sends it.
+    #[test]
+    fn one_claim_of_a_push_wins_a_race_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let url = pg.url();
+        let won: Vec<bool> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    let url = &url;
+                    s.spawn(move || {
+                        PgStore::open(url)
+                            .unwrap()
+                            .claim_push("needed|codex:s|perm-1", 1)
+                            .unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+        assert_eq!(pg.psql("SELECT count(*) FROM push_claims"), "1\n");
     }
 }

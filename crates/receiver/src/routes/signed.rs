@@ -233,7 +233,6 @@ async fn off(
     app.shared
         .with_db(move |st| {
             st.db.remove_machine(&machine)?;
-            st.machine_seen.remove(&machine);
             st.bump();
             Ok::<_, ApiError>(())
         })
@@ -286,12 +285,7 @@ pub(crate) fn page_signing(st: &mut St) -> Option<Value> {
     for m in &mut machines {
         let id = m["machine"].as_str().unwrap_or_default().to_owned();
         let paired = m["paired_ms"].as_i64().unwrap_or_default();
-        let seen = st
-            .machine_seen
-            .get(&id)
-            .copied()
-            .unwrap_or(paired)
-            .max(paired);
+        let seen = m["seen_ms"].as_i64().unwrap_or(paired).max(paired);
         m["paired_at"] = ms_to_wire(paired).into();
         m["last_at"] = ms_to_wire(seen).into();
         if let Some(away) = st.away_told.get(&format!("machine:{id}")) {
@@ -323,7 +317,6 @@ async fn page_remove_machine(
             if !st.db.remove_machine(&machine)? {
                 return Err(ApiError::not_found());
             }
-            st.machine_seen.remove(&machine);
             st.away_told.remove(&format!("machine:{machine}"));
             st.touched.push(format!("machine:{machine}"));
             st.bump();
