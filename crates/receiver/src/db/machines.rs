@@ -32,6 +32,9 @@ pub(super) const GIVE_TOKEN: &str = "UPDATE pairings SET token_given = 1 \
 pub(super) const SET_TOKEN: &str = "UPDATE machines SET token_hash = ?2 \
     WHERE id = (SELECT machine FROM pairings WHERE code = ?1) AND token_hash IS NULL";
 pub(super) const MACHINE_KEYS: &str = "SELECT id, alg, spki FROM machine_keys WHERE machine = ?1";
+/// A session's machine, while that machine is still paired (events.rs asks it too).
+pub(super) const SESSION_MACHINE: &str = "SELECT m.id FROM sessions s \
+    LEFT JOIN machines m ON m.id = s.machine_id WHERE s.key = ?1";
 /// Forgetting a machine, in order (the first says whether it was there).
 pub(super) const REMOVE_MACHINE: [&str; 4] = [
     "DELETE FROM machines WHERE id = ?1",
@@ -197,12 +200,7 @@ impl Db {
     /// shared sink token sent, or whose machine was removed (DECISIONS 33).
     pub fn session_machine(&self, key: &str) -> rusqlite::Result<Option<Option<String>>> {
         self.conn
-            .query_row(
-                "SELECT m.id FROM sessions s LEFT JOIN machines m ON m.id = s.machine_id
-                 WHERE s.key = ?1",
-                params![key],
-                |r| r.get(0),
-            )
+            .query_row(SESSION_MACHINE, params![key], |r| r.get(0))
             .optional()
     }
 

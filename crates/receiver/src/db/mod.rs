@@ -63,6 +63,26 @@ pub(crate) use events::Stored;
 pub(crate) use machines::Pairing;
 pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
 
+/// What a sweep forgets, in order, one text for both stores (pg_events.rs): each statement
+/// takes the cutoff (`?1`) and, when marked, the time now (`?2`).
+pub(super) const SWEEP: [(&str, bool); 7] = [
+    ("DELETE FROM events WHERE received_ms < ?1", false),
+    (
+        "DELETE FROM attentions WHERE session_key IN \
+        (SELECT key FROM sessions WHERE last_ms < ?1)",
+        false,
+    ),
+    ("DELETE FROM sessions WHERE last_ms < ?1", false),
+    (
+        "DELETE FROM messages WHERE enqueued_ms < ?1 AND (expires_ms < ?2 OR id IS NULL \
+        OR EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id))",
+        true,
+    ),
+    ("DELETE FROM acks WHERE received_ms < ?1", false),
+    ("DELETE FROM logins WHERE created_ms < ?1", false),
+    ("DELETE FROM pairings WHERE expires_ms < ?1", false),
+];
+
 pub(crate) struct Db {
     conn: Connection,
 }
@@ -131,23 +151,13 @@ impl Db {
         let cutoff = now_ms - keep_ms;
         let tx = self.conn.transaction()?;
         let mut n = 0;
-        n += tx.execute("DELETE FROM events WHERE received_ms < ?1", params![cutoff])?;
-        n += tx.execute(
-            "DELETE FROM attentions WHERE session_key IN (SELECT key FROM sessions WHERE last_ms < ?1)",
-            params![cutoff],
-        )?;
-        n += tx.execute("DELETE FROM sessions WHERE last_ms < ?1", params![cutoff])?;
-        n += tx.execute(
-            "DELETE FROM messages WHERE enqueued_ms < ?1
-               AND (expires_ms < ?2 OR id IS NULL OR EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id))",
-            params![cutoff, now_ms],
-        )?;
-        n += tx.execute("DELETE FROM acks WHERE received_ms < ?1", params![cutoff])?;
-        n += tx.execute("DELETE FROM logins WHERE created_ms < ?1", params![cutoff])?;
-        n += tx.execute(
-            "DELETE FROM pairings WHERE expires_ms < ?1",
-            params![cutoff],
-        )?;
+        for (sql, with_now) in SWEEP {
+            n += if with_now {
+                tx.execute(sql, params![cutoff, now_ms])?
+            } else {
+                tx.execute(sql, params![cutoff])?
+            };
+        }
         tx.commit()?;
         Ok(n)
     }
