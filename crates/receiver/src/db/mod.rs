@@ -39,10 +39,13 @@ mod machines;
 mod pg;
 #[cfg(test)]
 mod pg_cluster;
+mod pg_events;
 mod pg_pairing;
 mod pg_push;
 mod pg_queue;
 mod pg_small;
+mod pg_snoozes;
+mod pg_upkeep;
 mod pg_wake;
 mod push;
 mod queue;

@@ -447,4 +447,54 @@ mod tests {
         assert!(ended.contains(&("p-term", "terminal")), "{ended:?}");
         assert_eq!(s["attentions"][0]["attention_id"], "p-open");
     }
+
+    /// `answer_for` and `ack_code` read a body as SQLite's JSON functions in
+    /// `CLEARED_ATTENTIONS` and `SESSION_MESSAGES` do (PostgreSQL's page uses them).
+    #[test]
+    fn answer_for_and_ack_code_read_as_sqlite_does() {
+        let db = Db::open_memory().unwrap();
+        let sqlite = |sql: &str, body: &str| -> Option<String> {
+            let v: rusqlite::types::Value = db.conn.query_row(sql, [body], |r| r.get(0)).unwrap();
+            match v {
+                rusqlite::types::Value::Null => None,
+                rusqlite::types::Value::Integer(i) => Some(i.to_string()),
+                rusqlite::types::Value::Text(t) => Some(t),
+                other => panic!("{other:?}"),
+            }
+        };
+        let cmd = |c: &str| json!({"cmd": c}).to_string();
+        let bodies = [
+            json!({"for": "p1", "cmd": "{\"for\": \"p2\"}"}).to_string(),
+            json!({"for": null, "cmd": "{\"for\": \"p2\"}"}).to_string(),
+            cmd("{\"for\": \"p\\u0000\"}"),
+            cmd("not json"),
+            cmd("{\"for\": 7}"),
+            cmd("[1]"),
+            cmd("5"),
+            json!({"cmd": {"for": "p3"}}).to_string(),
+            json!({"cmd": 5}).to_string(),
+            json!({"for": 12}).to_string(),
+            json!({"for": true}).to_string(),
+            json!({"for": {"a": [1, "x"]}}).to_string(),
+            json!({"text": "a\u{0}b"}).to_string(),
+            json!({}).to_string(),
+        ];
+        let for_sql = "SELECT coalesce(json_extract(?1, '$.for'),
+            CASE WHEN json_valid(json_extract(?1, '$.cmd'))
+                 THEN json_extract(json_extract(?1, '$.cmd'), '$.for') END)";
+        for b in &bodies {
+            assert_eq!(answer_for(b), sqlite(for_sql, b), "{b}");
+        }
+        for b in [
+            json!({"code": "stale_key"}).to_string(),
+            json!({"code": null, "detail": "x\u{0}"}).to_string(),
+            json!({"outcome": "delivered"}).to_string(),
+        ] {
+            assert_eq!(
+                ack_code(&b),
+                sqlite("SELECT json_extract(?1, '$.code')", &b),
+                "{b}"
+            );
+        }
+    }
 }

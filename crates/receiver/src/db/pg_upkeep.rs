@@ -1,0 +1,43 @@
+//! Upkeep on PostgreSQL: the health check's read, a sweep (mod.rs's statements through
+//! dialect.rs, in one transaction) and what the test door reads.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use serde_json::Value;
+
+use super::dialect::postgres as q;
+use super::events::EVENTS;
+use super::pg::PgStore;
+use super::pg_events::bodies;
+use super::queue::ACKS;
+use super::store::Upkeep;
+use super::SWEEP;
+
+impl Upkeep for PgStore {
+    fn ping(&mut self) -> anyhow::Result<()> {
+        PgStore::ping(self)
+    }
+
+    fn sweep(&mut self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize> {
+        let cutoff = now_ms - keep_ms;
+        let mut c = self.pool.get()?;
+        let mut tx = c.transaction()?;
+        let mut n = 0;
+        for (sql, with_now) in SWEEP {
+            n += if with_now {
+                tx.execute(&q(sql), &[&cutoff, &now_ms])?
+            } else {
+                tx.execute(&q(sql), &[&cutoff])?
+            };
+        }
+        tx.commit()?;
+        Ok(usize::try_from(n)?)
+    }
+
+    fn events(&mut self) -> anyhow::Result<Vec<Value>> {
+        bodies(&mut *self.pool.get()?, EVENTS)
+    }
+
+    fn acks(&mut self) -> anyhow::Result<Vec<Value>> {
+        bodies(&mut *self.pool.get()?, ACKS)
+    }
+}
