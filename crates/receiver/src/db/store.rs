@@ -1326,8 +1326,7 @@ mod tests {
         });
         let stored = |got: Vec<Result<Vec<Stored>, String>>| -> Vec<Stored> {
             got.into_iter()
-                .map(|b| b.expect("every batch stored"))
-                .flatten()
+                .flat_map(|b| b.expect("every batch stored"))
                 .collect()
         };
         let (got_a, got_b) = (stored(got_a), stored(got_b));
