@@ -26,11 +26,13 @@
 //! view), `queue` (messages and acks), `machines` (pairing and keys), `logins`, `settings`,
 //! `push` (devices and the push log); opening the file and upkeep are here.
 //!
-//! PostgreSQL (issue 29; built and tested, not yet served: `--db postgres://` is refused):
-//! `dialect` (the same SQL in PostgreSQL's spelling), `pg` (pool and migrations), `pg_wake`
-//! (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area, implemented by both
-//! stores, with the tests both run) and its PostgreSQL side in `pg_queue`, `pg_small` (logins,
-//! settings), `pg_pairing` and `pg_push`.
+//! PostgreSQL (issue 29): `dialect` (the same SQL in PostgreSQL's spelling), `pg` (pool and
+//! migrations), `pg_wake` (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area,
+//! implemented by both stores, with the tests both run; together `Store`, which both are) and
+//! its PostgreSQL side in `pg_queue`, `pg_small` (logins, settings), `pg_pairing`, `pg_push`,
+//! `pg_events` (ingest and the page's view), `pg_snoozes` and `pg_upkeep` (ping, sweep, what
+//! the test door reads). The SQL of each area is one text for both where the engines agree
+//! (the constants in each area's module; the writes are `ON CONFLICT` upserts both speak).
 
 mod dialect;
 mod events;

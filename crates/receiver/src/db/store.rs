@@ -3,9 +3,16 @@
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both.
 //!
-//! So far the control queue and its acks, logins, settings, pairing and push devices; the
-//! other areas follow the same way before
-//! `--db postgres://` is accepted (cli.rs still refuses it).
+//! Every area: the control queue and its acks, logins, settings, pairing, push devices,
+//! events and the page's view of them, "Not now", and upkeep (sweep, what the test door
+//! reads); so both stores are a whole [`Store`] (checked at build below). Where PostgreSQL
+//! reads differently it says why in its pg_* file: per-session locks for ingest (pg_events),
+//! the page's JSON questions answered in Rust (pg_events), a NUL in an attention's fields
+//! kept as U+FFFD (PostgreSQL's text holds none).
+//!
+//! The tests run one body per area on both stores; `a_day_shows_the_same_on_both_stores`
+//! feeds one realistic day to each and compares all they show as JSON, before and after a
+//! sweep; and two PostgreSQL stores store the same events at once.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use serde_json::Value;
