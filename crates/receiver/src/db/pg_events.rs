@@ -59,8 +59,9 @@ const MESSAGES: &str = "SELECT m.body, m.expires_ms, m.first_polled_at, a.outcom
     WHERE m.session = ?1 ORDER BY m.n DESC LIMIT ?2";
 
 /// Text as PostgreSQL can keep it: its `text` holds no NUL, which SQLite's does (an
-/// attention's fields come as the machine sent them); so a NUL reads U+FFFD here.
-fn pg_text(s: Option<String>) -> Option<String> {
+/// attention's fields come as the machine sent them); so a NUL reads U+FFFD here, and a
+/// name asked for with one (a page's snooze of that prompt) is asked for the same way.
+pub(super) fn pg_text(s: Option<String>) -> Option<String> {
     s.map(|t| {
         if t.contains('\0') {
             t.replace('\0', "\u{fffd}")
@@ -283,7 +284,7 @@ impl EventStore for PgStore {
         Ok(self
             .pool
             .get()?
-            .query_opt(&q(SESSION_MACHINE), &[&key])?
+            .query_opt(&q(SESSION_MACHINE), &[&pg_text(Some(key.into()))])?
             .map(|r| r.get(0)))
     }
 }
@@ -349,6 +350,11 @@ mod tests {
             s.snooze("codex:s", "p\u{fffd}1", now, now + 5).unwrap(),
             Snooze::Until(now + 5)
         );
+        assert!(
+            s.snoozed("codex:s", "p\u{0}1", now).unwrap(),
+            "asked with the NUL"
+        );
+        assert_eq!(s.session_machine("codex:s\u{0}").unwrap(), None);
         let clear = ev(
             1,
             "attention.cleared",

@@ -9,12 +9,19 @@ use serde_json::{json, Value};
 use super::dialect::postgres as q;
 use super::fmt_ms;
 use super::pg::PgStore;
+use super::pg_events::pg_text;
 use super::pg_wake::announce;
 use super::snoozes::{
     COUNT, DROP_ENDED, NEXT_END, OPEN_ATTENTION, SNOOZED, SNOOZED_ANY_TIME, SNOOZES, UPSERT,
 };
 use super::store::SnoozeStore;
 use super::{Snooze, SNOOZES_MAX};
+
+/// A prompt's session and id as pg_events.rs stored them.
+fn names(session: &str, attention_id: &str) -> (String, String) {
+    let text = |s: &str| pg_text(Some(s.into())).unwrap_or_default();
+    (text(session), text(attention_id))
+}
 
 impl SnoozeStore for PgStore {
     fn snooze(
@@ -24,6 +31,7 @@ impl SnoozeStore for PgStore {
         now_ms: i64,
         until_ms: i64,
     ) -> anyhow::Result<Snooze> {
+        let (session, attention_id) = names(session, attention_id);
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
         // Conflicts with itself and with writers (an event's unsnooze waits), not readers.
@@ -65,6 +73,7 @@ impl SnoozeStore for PgStore {
     }
 
     fn snoozed(&mut self, session: &str, attention_id: &str, now_ms: i64) -> anyhow::Result<bool> {
+        let (session, attention_id) = names(session, attention_id);
         Ok(self
             .pool
             .get()?

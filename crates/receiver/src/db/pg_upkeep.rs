@@ -1,5 +1,10 @@
 //! Upkeep on PostgreSQL: the health check's read, a sweep (mod.rs's statements through
 //! dialect.rs, in one transaction) and what the test door reads.
+//!
+//! A sweep takes no session locks (pg_events.rs): an event for a session idle past the
+//! cutoff, stored at the instant of a sweep, may meet it in a deadlock, which PostgreSQL ends
+//! by failing one of the two; either is safe to fail (the sender sends the batch again, the
+//! next sweep deletes what this one did not).
 #![cfg_attr(not(test), allow(dead_code))]
 
 use serde_json::Value;
