@@ -19,6 +19,7 @@
 
 use std::collections::HashSet;
 
+use r2d2_postgres::postgres::types::{ToSql, Type};
 use r2d2_postgres::postgres::{GenericClient, IsolationLevel, Transaction};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -77,7 +78,8 @@ fn lock_of(key: &str) -> i32 {
     i32::from_be_bytes([h[0], h[1], h[2], h[3]])
 }
 
-/// Takes the locks of these sessions until the end of `tx`, in ascending order.
+/// Takes the locks of these sessions until the end of `tx`, in ascending order (one
+/// statement: `unnest` yields the array in its order).
 fn lock_sessions<'a>(
     tx: &mut Transaction<'_>,
     keys: impl Iterator<Item = &'a str>,
@@ -85,10 +87,21 @@ fn lock_sessions<'a>(
     let mut locks: Vec<i32> = keys.map(lock_of).collect();
     locks.sort_unstable();
     locks.dedup();
-    for l in locks {
-        tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&SESSION_LOCK, &l])?;
-    }
+    tx.execute_typed(
+        "SELECT pg_advisory_xact_lock($1, k) FROM unnest($2) AS k",
+        &[(&SESSION_LOCK, Type::INT4), (&locks, Type::INT4_ARRAY)],
+    )?;
     Ok(())
+}
+
+/// A parameter sent as text or as a 64-bit integer: with its type given, each statement of
+/// the ingest is one round trip (nothing prepared first).
+fn text(v: &(dyn ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
+    (v, Type::TEXT)
+}
+
+fn int(v: &(dyn ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
+    (v, Type::INT8)
 }
 
 impl EventStore for PgStore {
@@ -103,35 +116,32 @@ impl EventStore for PgStore {
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
         lock_sessions(&mut tx, keys.iter().map(|e| e.key.as_str()))?;
-        let owner_of = tx.prepare(&q(SESSION_MACHINE))?;
-        let claim = tx.prepare(&q(CLAIM_SESSION))?;
-        let insert = tx.prepare(&q(INSERT_EVENT))?;
-        let info_of = tx.prepare(&q(SESSION_INFO))?;
-        let upsert = tx.prepare(&q(UPSERT_SESSION))?;
         let mut out = Vec::with_capacity(events.len());
         for (ev, e) in events.iter().zip(&keys) {
-            let owner: Option<String> = tx.query_opt(&owner_of, &[&e.key])?.and_then(|r| r.get(0));
+            let owner: Option<String> = tx
+                .query_typed_opt(&q(SESSION_MACHINE), &[text(&e.key)])?
+                .and_then(|r| r.get(0));
             match owner_check(owner.as_deref(), machine) {
                 Owner::Foreign => {
                     out.push(Stored::Foreign);
                     continue;
                 }
                 Owner::Claim => {
-                    tx.execute(&claim, &[&e.key, &machine])?;
+                    tx.execute_typed(&q(CLAIM_SESSION), &[text(&e.key), text(&machine)])?;
                 }
                 Owner::Keep => {}
             }
-            let n = tx.execute(
-                &insert,
+            let n = tx.execute_typed(
+                &q(INSERT_EVENT),
                 &[
-                    &e.harness,
-                    &e.sid,
-                    &e.seq,
-                    &e.ty,
-                    &ev["id"].as_str().unwrap_or_default(),
-                    &now_ms,
-                    &now_at,
-                    &ev.to_string(),
+                    text(&e.harness),
+                    text(&e.sid),
+                    int(&e.seq),
+                    text(&e.ty),
+                    text(&ev["id"].as_str().unwrap_or_default()),
+                    int(&now_ms),
+                    text(&now_at),
+                    text(&ev.to_string()),
                 ],
             )?;
             if n == 0 {
@@ -139,20 +149,22 @@ impl EventStore for PgStore {
                 continue;
             }
             out.push(Stored::New);
-            let old: Option<String> = tx.query_opt(&info_of, &[&e.key])?.map(|r| r.get(0));
-            tx.execute(
-                &upsert,
+            let old: Option<String> = tx
+                .query_typed_opt(&q(SESSION_INFO), &[text(&e.key)])?
+                .map(|r| r.get(0));
+            tx.execute_typed(
+                &q(UPSERT_SESSION),
                 &[
-                    &e.key,
-                    &e.harness,
-                    &e.sid,
-                    &now_at,
-                    &now_ms,
-                    &e.ty,
-                    &e.seq,
-                    &merged_info(old.as_deref(), ev, e.ty),
-                    &i64::from(e.ty == "session.ended"),
-                    &machine,
+                    text(&e.key),
+                    text(&e.harness),
+                    text(&e.sid),
+                    text(&now_at),
+                    int(&now_ms),
+                    text(&e.ty),
+                    int(&e.seq),
+                    text(&merged_info(old.as_deref(), ev, e.ty)),
+                    int(&i64::from(e.ty == "session.ended")),
+                    text(&machine),
                 ],
             )?;
             match attention_write(e.ty, &ev["data"]) {
@@ -166,19 +178,35 @@ impl EventStore for PgStore {
                 }) => {
                     let id = pg_text(Some(id));
                     let (kind, tool, message) = (pg_text(kind), pg_text(tool), pg_text(message));
-                    tx.execute(
+                    tx.execute_typed(
                         &q(ATTENTION_NEEDED),
                         &[
-                            &e.key, &id, &kind, &tool, &message, &e.seq, &now_at, &input, &partial,
+                            text(&e.key),
+                            text(&id),
+                            text(&kind),
+                            text(&tool),
+                            text(&message),
+                            int(&e.seq),
+                            text(&now_at),
+                            text(&input),
+                            int(&partial),
                         ],
                     )?;
                 }
                 Some(AttentionWrite::Cleared { id, how }) => {
                     let (id, how) = (pg_text(Some(id)), pg_text(how));
-                    let n =
-                        tx.execute(&q(ATTENTION_CLEARED), &[&e.key, &id, &how, &e.seq, &now_at])?;
+                    let n = tx.execute_typed(
+                        &q(ATTENTION_CLEARED),
+                        &[
+                            text(&e.key),
+                            text(&id),
+                            text(&how),
+                            int(&e.seq),
+                            text(&now_at),
+                        ],
+                    )?;
                     if n > 0 {
-                        tx.execute(&q(UNSNOOZE), &[&e.key, &id])?;
+                        tx.execute_typed(&q(UNSNOOZE), &[text(&e.key), text(&id)])?;
                     }
                 }
                 None => {}
