@@ -36,6 +36,9 @@ pub(super) const MACHINE_KEYS: &str = "SELECT id, alg, spki FROM machine_keys WH
 /// [`super::SEEN_EVERY_MS`]).
 pub(super) const MACHINE_SEEN: &str =
     "UPDATE machines SET seen_ms = ?2 WHERE id = ?1 AND (seen_ms IS NULL OR seen_ms <= ?3)";
+/// A session's machine, while that machine is still paired (events.rs asks it too).
+pub(super) const SESSION_MACHINE: &str = "SELECT m.id FROM sessions s \
+    LEFT JOIN machines m ON m.id = s.machine_id WHERE s.key = ?1";
 /// Forgetting a machine, in order (the first says whether it was there).
 pub(super) const REMOVE_MACHINE: [&str; 4] = [
     "DELETE FROM machines WHERE id = ?1",
@@ -203,12 +206,7 @@ impl Db {
     /// shared sink token sent, or whose machine was removed (DECISIONS 33).
     pub fn session_machine(&self, key: &str) -> rusqlite::Result<Option<Option<String>>> {
         self.conn
-            .query_row(
-                "SELECT m.id FROM sessions s LEFT JOIN machines m ON m.id = s.machine_id
-                 WHERE s.key = ?1",
-                params![key],
-                |r| r.get(0),
-            )
+            .query_row(SESSION_MACHINE, params![key], |r| r.get(0))
             .optional()
     }
 

@@ -31,11 +31,13 @@
 //! view), `queue` (messages and acks), `machines` (pairing and keys), `logins`, `settings`,
 //! `push` (devices and the push log); opening the file and upkeep are here.
 //!
-//! PostgreSQL (issue 29; built and tested, not yet served: `--db postgres://` is refused):
-//! `dialect` (the same SQL in PostgreSQL's spelling), `pg` (pool and migrations), `pg_wake`
-//! (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area, implemented by both
-//! stores, with the tests both run) and its PostgreSQL side in `pg_queue`, `pg_small` (logins,
-//! settings), `pg_pairing` and `pg_push`.
+//! PostgreSQL (issue 29): `dialect` (the same SQL in PostgreSQL's spelling), `pg` (pool and
+//! migrations), `pg_wake` (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area,
+//! implemented by both stores, with the tests both run; together `Store`, which both are) and
+//! its PostgreSQL side in `pg_queue`, `pg_small` (logins, settings), `pg_pairing`, `pg_push`,
+//! `pg_events` (ingest and the page's view), `pg_snoozes` and `pg_upkeep` (ping, sweep, what
+//! the test door reads). The SQL of each area is one text for both where the engines agree
+//! (the constants in each area's module; the writes are `ON CONFLICT` upserts both speak).
 
 mod dialect;
 mod events;
@@ -44,10 +46,13 @@ mod machines;
 mod pg;
 #[cfg(test)]
 mod pg_cluster;
+mod pg_events;
 mod pg_pairing;
 mod pg_push;
 mod pg_queue;
 mod pg_small;
+mod pg_snoozes;
+mod pg_upkeep;
 mod pg_wake;
 mod push;
 mod queue;
@@ -75,6 +80,51 @@ pub(crate) use pg_wake::{parse as parse_announcement, Announcer, Listener, Wakeu
 /// A machine's last contact is written at most this often (ms): the page shows it to the
 /// second, and a busy poller does not write on every request.
 pub(crate) const SEEN_EVERY_MS: i64 = 5_000;
+
+/// What a sweep statement is given: the cutoff (`?1`), then the time now (`?2`), or only now.
+#[derive(Clone, Copy)]
+pub(super) enum SweepArgs {
+    Cutoff,
+    CutoffNow,
+    Now,
+}
+
+/// What a sweep forgets, in order, one text for both stores (pg_upkeep.rs).
+pub(super) const SWEEP: [(&str, SweepArgs); 9] = [
+    (
+        "DELETE FROM events WHERE received_ms < ?1",
+        SweepArgs::Cutoff,
+    ),
+    (
+        "DELETE FROM attentions WHERE session_key IN \
+        (SELECT key FROM sessions WHERE last_ms < ?1)",
+        SweepArgs::Cutoff,
+    ),
+    ("DELETE FROM sessions WHERE last_ms < ?1", SweepArgs::Cutoff),
+    (
+        "DELETE FROM messages WHERE enqueued_ms < ?1 AND (expires_ms < ?2 OR id IS NULL \
+        OR EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id))",
+        SweepArgs::CutoffNow,
+    ),
+    ("DELETE FROM acks WHERE received_ms < ?1", SweepArgs::Cutoff),
+    (
+        "DELETE FROM logins WHERE created_ms < ?1",
+        SweepArgs::Cutoff,
+    ),
+    (
+        "DELETE FROM pairings WHERE expires_ms < ?1",
+        SweepArgs::Cutoff,
+    ),
+    (
+        "DELETE FROM push_claims WHERE made_ms < ?1",
+        SweepArgs::Cutoff,
+    ),
+    // A full bucket is no longer limiting anyone.
+    (
+        "DELETE FROM login_attempts WHERE full_ms <= ?1",
+        SweepArgs::Now,
+    ),
+];
 
 pub(crate) struct Db {
     conn: Connection,
@@ -127,9 +177,10 @@ fn open_postgres(config: r2d2_postgres::postgres::Config) -> anyhow::Result<Open
                 },
                 config,
             };
-            // PENDING-PG-STORE: until every area runs on PostgreSQL.
-            drop((store, shared));
-            bail!("PostgreSQL is not served yet")
+            Ok(Opened {
+                store: Box::new(store),
+                shared: Some(shared),
+            })
         }
     }
 }
@@ -234,31 +285,13 @@ impl Db {
         let cutoff = now_ms - keep_ms;
         let tx = self.conn.transaction()?;
         let mut n = 0;
-        n += tx.execute("DELETE FROM events WHERE received_ms < ?1", params![cutoff])?;
-        n += tx.execute(
-            "DELETE FROM attentions WHERE session_key IN (SELECT key FROM sessions WHERE last_ms < ?1)",
-            params![cutoff],
-        )?;
-        n += tx.execute("DELETE FROM sessions WHERE last_ms < ?1", params![cutoff])?;
-        n += tx.execute(
-            "DELETE FROM messages WHERE enqueued_ms < ?1
-               AND (expires_ms < ?2 OR id IS NULL OR EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id))",
-            params![cutoff, now_ms],
-        )?;
-        n += tx.execute("DELETE FROM acks WHERE received_ms < ?1", params![cutoff])?;
-        n += tx.execute("DELETE FROM logins WHERE created_ms < ?1", params![cutoff])?;
-        n += tx.execute(
-            "DELETE FROM pairings WHERE expires_ms < ?1",
-            params![cutoff],
-        )?;
-        n += tx.execute(
-            "DELETE FROM push_claims WHERE made_ms < ?1",
-            params![cutoff],
-        )?;
-        n += tx.execute(
-            "DELETE FROM login_attempts WHERE full_ms <= ?1",
-            params![now_ms],
-        )?;
+        for (sql, args) in SWEEP {
+            n += match args {
+                SweepArgs::Cutoff => tx.execute(sql, params![cutoff])?,
+                SweepArgs::CutoffNow => tx.execute(sql, params![cutoff, now_ms])?,
+                SweepArgs::Now => tx.execute(sql, params![now_ms])?,
+            };
+        }
         tx.commit()?;
         Ok(n)
     }

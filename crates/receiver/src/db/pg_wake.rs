@@ -6,6 +6,9 @@
 //! so held polls re-read rather than wait for a wake that cannot come; after each
 //! (re)connect it calls back once, for what was missed while it was down.
 //!
+//! What is announced: a session's key (a message queued for it), `machine:<id>` (an
+//! envelope), `acks`, `settings`, `events` (a batch stored something new) and `snoozes`.
+//!
 //! Not wired yet: the store it wakes for (pg.rs) does not serve queries yet.
 #![cfg_attr(not(test), allow(dead_code))]
 
