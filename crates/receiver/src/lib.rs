@@ -158,6 +158,20 @@ impl Drop for Control {
     }
 }
 
+/// With `SP_TEST_RECEIVER_PG` set (a PostgreSQL cluster's admin URL; scripts/test.sh sets it
+/// for its second pass), a fresh database on that cluster for a test's receiver (or two
+/// receivers sharing it); `None` without it. Every test receiver started without a database
+/// gets one of these then, so the receiver's suite runs against PostgreSQL too.
+#[cfg(feature = "testing")]
+pub fn test_database() -> anyhow::Result<Option<Database>> {
+    match std::env::var("SP_TEST_RECEIVER_PG") {
+        Ok(admin) if !admin.is_empty() => {
+            Ok(Some(Database::Postgres(db::new_test_postgres(&admin)?)))
+        }
+        _ => Ok(None),
+    }
+}
+
 impl Receiver {
     /// Binds `127.0.0.1:0` and starts serving.
     pub fn start(opts: ReceiverOptions) -> anyhow::Result<Receiver> {
@@ -169,12 +183,16 @@ impl Receiver {
     pub fn start_on(addr: SocketAddr, opts: ReceiverOptions) -> anyhow::Result<Receiver> {
         let opened = match &opts.db {
             Some(target) => db::open(target)?,
-            #[cfg(feature = "testing")]
-            None if std::env::var_os("SP_TEST_RECEIVER_PG").is_some_and(|v| !v.is_empty()) => {
-                let admin = std::env::var("SP_TEST_RECEIVER_PG").unwrap_or_default();
-                db::open_test_postgres(&admin)?
+            None => {
+                #[cfg(feature = "testing")]
+                let target = test_database()?;
+                #[cfg(not(feature = "testing"))]
+                let target: Option<Database> = None;
+                match target {
+                    Some(target) => db::open(&target)?,
+                    None => db::open_memory()?,
+                }
             }
-            None => db::open_memory()?,
         };
         let tls = match &opts.tls {
             Some((cert, key)) => Some(server::tls_acceptor(cert, key)?),

@@ -433,18 +433,23 @@ fn a_finished_turn_is_pushed_and_one_the_person_stopped_is_not() {
     assert_eq!(turns.len(), 1, "one push for two turn ends: {log:?}");
 }
 
-/// Two receivers on one database (issue 29; here one SQLite file): a prompt sent to both
+/// Two receivers on one database (issue 29; one SQLite file, or in the PostgreSQL pass one
+/// PostgreSQL database): a prompt sent to both
 /// (a sender trying the other) is pushed once, and its end, reported to the other receiver
 /// once the person is back at the desk, still withdraws it, since the push is kept in the
 /// database, not in the memory of the receiver that sent it.
 #[test]
 fn two_receivers_on_one_database_push_a_prompt_once_and_either_withdraws_it() {
     let dir = tempfile::tempdir().unwrap();
+    // The suite's PostgreSQL pass shares a PostgreSQL database instead (scripts/test.sh).
+    let shared = spreceiver::test_database()
+        .unwrap()
+        .unwrap_or_else(|| spreceiver::Database::File(dir.path().join("receiver.db")));
     let on_the_file = || {
         Receiver::start(ReceiverOptions {
             login_token: Some(LOGIN.into()),
             allow_private_push: true,
-            db: Some(spreceiver::Database::File(dir.path().join("receiver.db"))),
+            db: Some(shared.clone()),
             ..ReceiverOptions::default()
         })
         .unwrap()

@@ -186,11 +186,11 @@ fn open_postgres(config: r2d2_postgres::postgres::Config) -> anyhow::Result<Open
 }
 
 /// A fresh database of its own on the PostgreSQL cluster whose admin database `admin_url`
-/// names: what the test receiver runs on when `SP_TEST_RECEIVER_PG` is set, so that the
-/// receiver's suite runs against PostgreSQL too.
+/// names (`SP_TEST_RECEIVER_PG`, so that the receiver's suite runs against PostgreSQL too):
+/// its URL.
 #[cfg(feature = "testing")]
-pub(crate) fn open_test_postgres(admin_url: &str) -> anyhow::Result<Opened> {
-    let mut config = check_postgres_url(admin_url).context("SP_TEST_RECEIVER_PG")?;
+pub(crate) fn new_test_postgres(admin_url: &str) -> anyhow::Result<String> {
+    let config = check_postgres_url(admin_url).context("SP_TEST_RECEIVER_PG")?;
     let name = format!(
         "sp_test_{}",
         ulid::Ulid::new().to_string().to_ascii_lowercase()
@@ -199,8 +199,16 @@ pub(crate) fn open_test_postgres(admin_url: &str) -> anyhow::Result<Opened> {
         .connect(r2d2_postgres::postgres::NoTls)
         .context("SP_TEST_RECEIVER_PG: cannot connect")?;
     admin.batch_execute(&format!("CREATE DATABASE {name}"))?;
-    config.dbname(&name);
-    open_postgres(config)
+    // The same URL with the database's name in its path.
+    let (scheme, rest) = admin_url
+        .split_once("://")
+        .unwrap_or(("postgres", admin_url));
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, format!("?{q}")),
+        None => (rest, String::new()),
+    };
+    let authority = rest.split_once('/').map_or(rest, |(a, _)| a);
+    Ok(format!("{scheme}://{authority}/{name}{query}"))
 }
 
 /// A private in-memory SQLite database (the test receiver's default).
