@@ -62,6 +62,12 @@ A token file at its default path is created (random, mode 600) when missing; a t
 given by flag or variable must exist. Token files must not be readable by group or others,
 and hold one token of at least 16 characters. The database keeps 30 days.
 
+POSTGRESQL: --db postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or ...@/DATABASE?host=
+/run/postgresql for a unix socket) keeps everything in that database, which must exist
+(the tables are made at the first start). Receivers on one database act as one: any of
+them serves any machine's poll, page and pairing, and each wakes the others' held polls.
+TLS to the database is not built: use a unix socket or a private network.
+
 Exit status: 0 stopped by a signal (or --init / --login-url done), 2 bad usage or setup,
 1 other failure (e.g. the address is taken).";
 
