@@ -210,18 +210,30 @@ impl Receiver {
         let shared = Arc::new(Shared::new(opts, opened.store, addr));
         let hears = opened.shared.map(|s| {
             let me = s.announcer.me().to_owned();
+            {
+                let mut st = shared.lock();
+                st.shared_db = true;
+                // Exactly the shared number (the pages of the other receivers hold it).
+                st.version = s.announcer.latest().unwrap_or(st.version);
+            }
             let weak = Arc::downgrade(&shared);
             let hears = s.listen(move |w| {
                 let Some(shared) = weak.upgrade() else { return };
                 match w {
-                    db::Wakeup::Notified(payload) => match db::parse_announcement(&payload) {
-                        (Some(from), _) if from == me => {}
-                        (_, keys) => shared.remote_change(keys),
-                    },
-                    // Connected again, or not: anything may have changed meanwhile.
-                    db::Wakeup::Connected | db::Wakeup::Floor => {
-                        shared.remote_change(vec![state::ALL.to_owned()])
+                    db::Wakeup::Notified(payload) => {
+                        let a = db::parse_announcement(&payload);
+                        if a.from.as_deref() != Some(me.as_str()) {
+                            shared.remote_change(a.version, a.keys);
+                        }
                     }
+                    // Listening again: what was announced meanwhile is lost; the shared
+                    // version says where the page is, and every poll looks again.
+                    db::Wakeup::Connected => {
+                        let latest = shared.announcer.get().and_then(|a| a.latest());
+                        shared.remote_change(latest, vec![state::ALL.to_owned()])
+                    }
+                    // Not listening: every poll looks again on the floor.
+                    db::Wakeup::Floor => shared.remote_change(None, vec![state::ALL.to_owned()]),
                 }
             });
             let _ = shared.announcer.set(s.announcer);
@@ -277,6 +289,8 @@ impl Receiver {
         let n = st.db.sweep(now, keep.as_millis() as i64)?;
         if n > 0 {
             st.bump();
+            drop(st);
+            self.shared().notify();
         }
         Ok(n)
     }
@@ -481,5 +495,70 @@ impl Receiver {
     /// Stops the receiver for every clone: cuts all connections and closes the port.
     pub fn stop(self) {
         self.inner.shutdown();
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+    use crate::db::pg_cluster::Cluster;
+
+    fn version(r: &Receiver) -> u64 {
+        r.shared().lock().version
+    }
+
+    /// Waits (on the state's condvar, at most 5 s) until `r`'s page version is `want`.
+    fn reaches(r: &Receiver, want: u64) -> bool {
+        r.wait_for(Duration::from_secs(5), |st| {
+            (st.version == want).then_some(())
+        })
+        .is_some()
+    }
+
+    /// Two receivers on one PostgreSQL give the page one version: a change through either
+    /// moves both to the same number, so a page that a proxy sends to each in turn is held
+    /// (its number current on both), never answered at once in a loop.
+    #[test]
+    fn receivers_on_one_database_agree_on_the_page_version() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let on_pg = || {
+            Receiver::start(ReceiverOptions {
+                token: "sink-token".into(),
+                db: Some(Database::Postgres(pg.url())),
+                ..Default::default()
+            })
+            .expect("a receiver on PostgreSQL")
+        };
+        let (a, b) = (on_pg(), on_pg());
+        let mut last = version(&a).max(version(&b));
+        for (i, (from, to)) in [(&a, &b), (&b, &a), (&a, &b), (&a, &b)].iter().enumerate() {
+            from.enqueue(
+                "codex:s",
+                serde_json::json!({"kind": "note", "text": i.to_string()}),
+            );
+            let v = version(from);
+            assert!(v > last, "round {i}: the version moved ({last} -> {v})");
+            assert!(
+                reaches(to, v),
+                "round {i}: the other receiver stayed at {}, not {v}",
+                version(to)
+            );
+            last = v;
+        }
+        // Missed announcements (the listening connection cut): after it is back, each
+        // receiver reads the shared version again.
+        b.shared().lock().version = 1;
+        pg.psql(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE application_name = 'sp-receiver wake'",
+        );
+        assert!(
+            reaches(&b, last),
+            "b caught up after reconnecting: {}",
+            version(&b)
+        );
+        assert_eq!(version(&a), last);
     }
 }

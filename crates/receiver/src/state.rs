@@ -81,8 +81,14 @@ pub(crate) struct State {
     /// The options, fixed for the receiver's life (the same `Arc` as [`Shared::opts`]).
     pub opts: Arc<ReceiverOptions>,
     pub db: Box<dyn Store>,
-    /// Bumped on every change the page shows.
+    /// The page's version: moves on every change the page shows. On a shared database it is
+    /// the shared sequence's (see [`State::bump`]).
     pub version: u64,
+    /// Bumped on every change (what [`Shared::with_db`] looks at to wake waiters).
+    pub changes: u64,
+    /// Whether the database is shared (PostgreSQL): the version then moves only to the
+    /// shared sequence's numbers.
+    pub shared_db: bool,
     pub rejected: Vec<Value>,
     #[cfg(feature = "testing")]
     pub poll_sessions: Vec<String>,
@@ -143,6 +149,8 @@ impl Shared {
                 opts,
                 db,
                 version: 1,
+                changes: 0,
+                shared_db: false,
                 rejected: Vec::new(),
                 #[cfg(feature = "testing")]
                 poll_sessions: Vec::new(),
@@ -179,15 +187,24 @@ impl Shared {
     pub fn notify(&self) {
         let touched = std::mem::take(&mut self.lock().touched);
         if let Some(a) = self.announcer.get() {
-            a.send(&touched);
+            let shared_version = a.send(&touched);
+            let mut st = self.lock();
+            match shared_version {
+                Some(v) => st.catch_up(v),
+                // Not announced (the database is failing): the page here still moves.
+                None => st.version = st.version.wrapping_add(1),
+            }
         }
         self.wake_local(touched);
     }
 
-    /// What another receiver announced (or, with its announcements possibly missed, `*`):
-    /// the page's version moves and the polls of `keys` look again.
-    pub fn remote_change(&self, keys: Vec<String>) {
-        self.lock().bump();
+    /// What another receiver announced, or (`version` None, `keys` `*`) what may have been
+    /// missed: the page's version moves up to the announced one and the polls of `keys` look
+    /// again.
+    pub fn remote_change(&self, version: Option<u64>, keys: Vec<String>) {
+        if let Some(v) = version {
+            self.lock().catch_up(v);
+        }
         self.wake_local(keys);
     }
 
@@ -222,9 +239,9 @@ impl Shared {
         let shared = self.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let mut st = shared.lock();
-            let version = st.version;
+            let changes = st.changes;
             let out = f(&mut st);
-            let changed = st.version != version;
+            let changed = st.changes != changes;
             drop(st);
             if changed {
                 shared.notify();
@@ -261,9 +278,19 @@ impl State {
         (self.now().unix_timestamp_nanos() / 1_000_000) as i64
     }
 
-    /// Records a change the page (and other waiters) should see.
+    /// Records a change the page (and other waiters) should see. On a shared database the
+    /// version becomes the shared one when the change is announced ([`Shared::notify`]).
     pub fn bump(&mut self) {
-        self.version = self.version.wrapping_add(1);
+        self.changes = self.changes.wrapping_add(1);
+        if !self.shared_db {
+            self.version = self.version.wrapping_add(1);
+        }
+    }
+
+    /// The page's version on a shared database: the latest of every receiver's changes
+    /// (never back: a page holding a newer number is answered at once, as after a restart).
+    pub fn catch_up(&mut self, shared_version: u64) {
+        self.version = self.version.max(shared_version);
     }
 
     /// Messages of `session` that are neither acked nor expired, oldest first.

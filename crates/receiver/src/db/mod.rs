@@ -45,7 +45,7 @@ mod logins;
 mod machines;
 mod pg;
 #[cfg(test)]
-mod pg_cluster;
+pub(crate) mod pg_cluster;
 mod pg_events;
 mod pg_pairing;
 mod pg_push;

@@ -78,6 +78,8 @@ impl PgStore {
             tx.batch_execute(&dialect::postgres(m))
                 .with_context(|| format!("migration {} failed", i + 1))?;
         }
+        // The page's version shared by every receiver (pg_wake.rs): PostgreSQL's alone.
+        tx.batch_execute("CREATE SEQUENCE IF NOT EXISTS sp_page_version")?;
         tx.execute("DELETE FROM schema_version", &[])?;
         tx.execute("INSERT INTO schema_version(v) VALUES ($1)", &[&latest])?;
         tx.commit()?;

@@ -64,38 +64,80 @@ impl Announcer {
         &self.me
     }
 
-    /// Tells every receiver that `keys` changed (an empty list: only what the page shows).
-    /// A failure is logged: the others then see the change at their next read (a held poll's
-    /// deadline, a page's next request), nothing is lost.
-    pub fn send(&self, keys: &[String]) {
-        let mut payload = format!("{}\t{}", self.me, keys.join("\n"));
-        if payload.len() > PAYLOAD_MAX {
-            payload = format!("{}\t*", self.me);
+    /// Tells every receiver that `keys` changed (an empty list: only what the page shows),
+    /// with the page's next version, which it returns: one number for all receivers (a
+    /// sequence), so a page that one receiver answered and the next asks (a proxy spreads
+    /// them) is held there, not answered at once because two counters differ. A failure is
+    /// logged: the others then see the change at their next read (a held poll's deadline, a
+    /// page's next request), nothing is lost.
+    pub fn send(&self, keys: &[String]) -> Option<u64> {
+        let mut keys = keys.join("\n");
+        if keys.len() > PAYLOAD_MAX {
+            keys = "*".into();
         }
         let sent = self
             .pool
             .get()
             .map_err(|e| e.to_string())
-            .and_then(|mut c| announce(&mut *c, &payload).map_err(|e| e.to_string()));
-        if let Err(e) = sent {
-            tracing::warn!("cannot announce a change to the other receivers: {e}");
+            .and_then(|mut c| {
+                c.query_one(
+                    "SELECT v, pg_notify($1, $2 || E'\\t' || v::text || E'\\t' || $3)
+                     FROM (SELECT nextval('sp_page_version') AS v) AS next",
+                    &[&CHANNEL, &self.me, &keys],
+                )
+                .map(|r| r.get::<_, i64>(0))
+                .map_err(|e| e.to_string())
+            });
+        match sent {
+            Ok(v) => u64::try_from(v).ok(),
+            Err(e) => {
+                tracing::warn!("cannot announce a change to the other receivers: {e}");
+                None
+            }
         }
+    }
+
+    /// The page's latest version across receivers (when announcements may have been missed).
+    pub fn latest(&self) -> Option<u64> {
+        let mut c = self.pool.get().ok()?;
+        let v: i64 = c
+            .query_one(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sp_page_version",
+                &[],
+            )
+            .ok()?
+            .get(0);
+        u64::try_from(v).ok()
     }
 }
 
-/// What an announcement says: who sent it (`None` for one without a sender, such as the
-/// queue's own in-transaction ones) and the keys it touched.
-pub(crate) fn parse(payload: &str) -> (Option<&str>, Vec<String>) {
-    let (from, keys) = match payload.split_once('\t') {
-        Some((from, keys)) => (Some(from), keys),
-        None => (None, payload),
+/// An announcement: who sent it, the page's version it carries, the poll keys it touched.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Announcement {
+    /// `None` for one without a sender (the queue's own, made inside its transaction).
+    pub from: Option<String>,
+    pub version: Option<u64>,
+    pub keys: Vec<String>,
+}
+
+/// Reads an announcement: `FROM \t VERSION \t KEYS` (keys one a line) from
+/// [`Announcer::send`], or bare keys from the stores' in-transaction ones.
+pub(crate) fn parse(payload: &str) -> Announcement {
+    let mut parts = payload.splitn(3, '\t');
+    let (from, version, keys) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(from), Some(v), Some(keys)) => (Some(from.to_owned()), v.parse().ok(), keys),
+        _ => (None, None, payload),
     };
     let keys = keys
         .split('\n')
         .filter(|k| !k.is_empty())
         .map(str::to_owned)
         .collect();
-    (from, keys)
+    Announcement {
+        from,
+        version,
+        keys,
+    }
 }
 
 /// The listening thread; stopped (and joined) when dropped.
@@ -190,6 +232,23 @@ mod tests {
                 Err(e) => panic!("no {want:?} within 10 s: {e}"),
             }
         }
+    }
+
+    #[test]
+    fn an_announcement_reads_as_sender_version_and_keys() {
+        let a = parse("01KREC\t42\tcodex:s\nmachine:m1");
+        assert_eq!(a.from.as_deref(), Some("01KREC"));
+        assert_eq!(a.version, Some(42));
+        assert_eq!(a.keys, ["codex:s", "machine:m1"]);
+        // The stores' own, inside their transactions: bare keys, no version.
+        let a = parse("machine:m1");
+        assert_eq!(
+            (a.from, a.version, a.keys),
+            (None, None, vec!["machine:m1".to_owned()])
+        );
+        // Only the page changed.
+        let a = parse("01KREC\t7\t");
+        assert_eq!((a.version, a.keys.len()), (Some(7), 0));
     }
 
     #[test]
