@@ -9,10 +9,11 @@
 //!    request to A's poll answer is under 250 ms over 20 rounds;
 //! 3. acks sent to A show on B as delivered, and all of it is in PostgreSQL;
 //! 4. behind a real Caddy running docs/deployment.md's Caddyfile for two receivers, a real
-//!    machine (sp-sync and the hooks in a temp HOME) holds its poll on one of them (Caddy's
-//!    own log says which); that one is SIGKILLed, and the machine's next poll, through Caddy
-//!    to the other, gets every message not yet acked: each is delivered by a Stop hook once
-//!    and acked once, nothing lost.
+//!    machine (sp-sync and the hooks in a temp HOME) gets prompts through both and holds its
+//!    next poll on one of them (Caddy's own log says which); that one is frozen (SIGSTOP, so
+//!    it cannot answer) while three prompts are queued through the other, then SIGKILLed.
+//!    The machine's next poll, through Caddy to the other, gets every message not yet acked:
+//!    each is delivered by a Stop hook once and acked once, nothing lost.
 //!
 //! Without PostgreSQL or caddy it fails when `CI` is set and otherwise says it skipped
 //! (tests/common/needs.rs).
@@ -585,6 +586,14 @@ impl Caddy {
         n
     }
 
+    /// How many requests Caddy has sent to an upstream so far.
+    fn requests_sent(&self) -> usize {
+        self.lines()
+            .iter()
+            .filter(|l| l.contains("\"msg\":\"selected upstream\""))
+            .count()
+    }
+
     /// The control polls answered by `upstream` in the log's lines from `from` on.
     fn polls_answered_by(&self, upstream: &str, from: usize) -> usize {
         self.lines()
@@ -652,33 +661,53 @@ fn killing_the_receiver_that_holds_a_poll_loses_nothing() {
         "SessionStart"
     );
 
-    // Three prompts reach it through whichever receiver holds its poll.
+    // Three prompts reach it through either receiver, are delivered by Stop hooks and acked.
     let mut texts: Vec<String> = (1..=3).map(|i| format!("before the kill {i}")).collect();
-    let mut ids: Vec<String> = texts.iter().map(|t| enqueue_prompt(&b, &key, t)).collect();
+    let mut ids: Vec<String> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| enqueue_prompt([&a, &b][i % 2], &key, t))
+        .collect();
     for id in &ids {
         machine.assert_stored(id);
     }
+    let mut reasons = deliver_all(&machine, session);
+    let acked = until(Duration::from_secs(30), || {
+        acks(&pg, &db).len() == ids.len()
+    });
+    assert!(acked, "acked: {:?}\n{}", acks(&pg, &db), machine.log());
 
-    // Its next poll is held: exactly one request in flight through Caddy, and the log says
-    // to which receiver.
+    // Nothing is pending now, so its next poll is held: one request in flight through
+    // Caddy and no new one for half a second; Caddy's log says on which receiver.
     let mut holder = String::new();
-    let held = until(Duration::from_secs(20), || {
+    let mut seen = (0, Instant::now());
+    let held = until(Duration::from_secs(30), || {
         let n = caddy.in_flight();
+        let sent = caddy.requests_sent();
+        if sent != seen.0 {
+            seen = (sent, Instant::now());
+        }
         holder = n.keys().next().cloned().unwrap_or_default();
-        n.len() == 1 && n[&holder] == 1
+        n.len() == 1 && n[&holder] == 1 && seen.1.elapsed() > Duration::from_millis(500)
     });
     assert!(held, "one poll held through caddy: {:?}", caddy.in_flight());
     let (mut victim, survivor) = if holder == a.addr() { (a, b) } else { (b, a) };
     assert_eq!(holder, victim.addr(), "{}", caddy.log());
-    let log_at_kill = caddy.lines().len();
-    victim.kill();
 
-    // Three more, queued on the survivor while the machine's poll is cut.
+    // The holder freezes (so it cannot answer what comes next), three prompts are queued
+    // through the other, and the holder is SIGKILLed with the poll still held.
+    let pid = victim.pid().unwrap() as i32;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     let more: Vec<String> = (1..=3).map(|i| format!("after the kill {i}")).collect();
     for t in &more {
         ids.push(enqueue_prompt(&survivor, &key, t));
     }
     texts.extend(more);
+    let log_at_kill = caddy.lines().len();
+    victim.kill();
+
+    // The machine's next poll, through Caddy to the survivor, gets every message not yet
+    // acked; each is delivered once.
     for id in &ids {
         machine.assert_stored(id);
     }
@@ -687,29 +716,24 @@ fn killing_the_receiver_that_holds_a_poll_loses_nothing() {
         "the machine's next poll went through caddy to the survivor:\n{}",
         caddy.log()
     );
-
-    // Every message not yet acked came to the machine; each is delivered once.
-    let reasons = deliver_all(&machine, session);
+    reasons.extend(deliver_all(&machine, session));
     for t in &texts {
         let times = reasons.iter().filter(|r| r.contains(t.as_str())).count();
         assert_eq!(times, 1, "{t:?} delivered once: {reasons:?}");
     }
     // Each acked once, delivered, in PostgreSQL, and shown so on the survivor's page.
     let acked = until(Duration::from_secs(30), || {
-        let rows = pg.psql(
-            &db,
-            "SELECT id || ' ' || count(*) || ' ' || min(outcome) FROM acks GROUP BY id ORDER BY id",
-        );
-        rows.lines().count() == ids.len()
+        acks(&pg, &db).len() == ids.len()
     });
-    let rows = pg.psql(
-        &db,
-        "SELECT id || ' ' || count(*) || ' ' || min(outcome) FROM acks GROUP BY id ORDER BY id",
+    assert!(
+        acked,
+        "every message acked: {:?}\n{}",
+        acks(&pg, &db),
+        machine.log()
     );
-    assert!(acked, "every message acked: {rows}\n{}", machine.log());
     let mut want: Vec<String> = ids.iter().map(|id| format!("{id} 1 delivered")).collect();
     want.sort();
-    assert_eq!(rows.lines().collect::<Vec<_>>(), want);
+    assert_eq!(acks(&pg, &db), want);
     let state = page_state(&survivor);
     for id in &ids {
         assert_eq!(
@@ -722,4 +746,15 @@ fn killing_the_receiver_that_holds_a_poll_loses_nothing() {
         pg.psql(&db, "SELECT count(*) FROM messages").trim(),
         ids.len().to_string()
     );
+}
+
+/// Each acked message in the database: `ID COUNT OUTCOME`, by id.
+fn acks(pg: &Pg, db: &str) -> Vec<String> {
+    pg.psql(
+        db,
+        "SELECT id || ' ' || count(*) || ' ' || min(outcome) FROM acks GROUP BY id ORDER BY id",
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect()
 }
