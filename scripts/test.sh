@@ -127,7 +127,8 @@ fi
 
 # The second pass, the receiver's suite on PostgreSQL (issue 29): the receiver-centred test
 # binaries again, each in-process test receiver on a fresh database of a throwaway cluster
-# (SP_TEST_RECEIVER_PG, read by spreceiver::Receiver::start) instead of an in-memory SQLite.
+# (SP_TEST_RECEIVER_PG, read by spreceiver::Receiver::start in the `testing` build) instead
+# of an in-memory SQLite.
 # It runs when no cargo arguments were given (the whole suite), or with SP_TEST_PG=1.
 if [ "${#cargo_args[@]}" -eq 0 ] || [ "${SP_TEST_PG:-}" = 1 ]; then
     pg_start=$(date +%s)
@@ -148,7 +149,7 @@ if [ "${#cargo_args[@]}" -eq 0 ] || [ "${SP_TEST_PG:-}" = 1 ]; then
     else
         say "SP_TEST_RECEIVER_PG=$pg_url"
         pg_runs=(
-            "-p sessionpipe-receiver"
+            "-p sessionpipe-receiver --features testing"
             "-p sessionpipe-control --test receiver_fixtures --test receiver_signed --test transport --test reliability_faults --test signed_sync"
         )
         pg_failed_runs=0
