@@ -78,7 +78,7 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let db = crate::db::Db::open_memory().unwrap();
+            let db = crate::db::open_memory().unwrap().store;
             let addr = "127.0.0.1:9".parse().unwrap();
             let opts = ReceiverOptions {
                 token: "sink-token".into(),

@@ -23,16 +23,13 @@ use axum_extra::extract::CookieJar;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
-use crate::state::{AppState, State as St};
+use crate::state::AppState;
 
 /// How long a login lasts.
 pub(crate) const LOGIN_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 /// The cookie's name over https: the `__Host-` prefix makes browsers refuse it unless it is
 /// `Secure`, `Path=/` and set by this very host.
 const HTTPS_COOKIE: &str = "__Host-sessionpipe";
-/// CSRF secrets kept at most (past this the oldest logins get a new one on their next state
-/// request, which the page picks up).
-const CSRF_KEPT: usize = 4096;
 
 /// Constant-time equality (the length is not secret).
 pub(crate) fn same_secret(a: &[u8], b: &[u8]) -> bool {
@@ -152,12 +149,15 @@ pub(crate) async fn bearer_machine(
         .shared
         .with_db(move |st| {
             let m = st.db.machine_by_token(&hash)?;
-            // The page shows each machine's last contact (kept in memory only).
+            // The page shows each machine's last contact (in the database, for every
+            // receiver on it); a failed write costs only that.
             if let Some(m) = &m {
                 let now = st.now_ms();
-                st.machine_seen.insert(m.clone(), now);
+                if let Err(e) = st.db.machine_seen(m, now) {
+                    tracing::warn!("machine {m}: its last contact not kept: {e}");
+                }
             }
-            Ok::<_, rusqlite::Error>(m)
+            Ok::<_, anyhow::Error>(m)
         })
         .await?)
 }
@@ -390,27 +390,16 @@ async fn who(app: &AppState, headers: &HeaderMap) -> Result<Option<Who>, ApiErro
     let fp = token_fp(&login);
     let found = app
         .shared
-        .with_db(move |st| -> rusqlite::Result<Option<Who>> {
+        .with_db(move |st| -> anyhow::Result<Option<Who>> {
             let since = st.now_ms() - LOGIN_TTL.as_millis() as i64;
-            if !st.db.login_valid(&hash, &fp, since)? {
+            // Its CSRF secret, made by whichever receiver is asked first.
+            let Some(csrf) = st.db.login_csrf(&hash, &fp, since, &random_hex())? else {
                 return Ok(None);
-            }
-            let csrf = csrf_of(st, &hash);
+            };
             Ok(Some(Who::Cookie { hash, csrf }))
         })
         .await?;
     Ok(found)
-}
-
-/// The CSRF secret of a login (random, kept only in memory), made on first use.
-fn csrf_of(st: &mut St, hash: &str) -> String {
-    if st.csrf.len() >= CSRF_KEPT && !st.csrf.contains_key(hash) {
-        st.csrf.clear();
-    }
-    st.csrf
-        .entry(hash.to_owned())
-        .or_insert_with(random_hex)
-        .clone()
 }
 
 /// Logged in (401 otherwise).

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use super::options::Database;
 use super::{Receiver, ReceiverOptions};
 
 /// The port it listens on unless told otherwise.
@@ -99,9 +100,10 @@ struct Cli {
     /// The page's login token; must differ from the bearer token.
     #[arg(long, value_name = "FILE")]
     login_token_file: Option<PathBuf>,
-    /// The SQLite database: a file path (anything with a `scheme://` is refused).
-    #[arg(long, value_name = "PATH", value_parser = db_path)]
-    db: Option<PathBuf>,
+    /// The database: a SQLite file's path, or a `postgres://` URL (receivers sharing one
+    /// PostgreSQL database act as one); any other `scheme://` is refused.
+    #[arg(long, value_name = "PATH|URL", value_parser = db_arg)]
+    db: Option<Database>,
     /// How long an Allow / Deny from the page stays valid.
     #[arg(long, value_name = "SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=604_800))]
     permission_expiry_s: u64,
@@ -145,7 +147,7 @@ struct Args {
     listen: SocketAddr,
     token_file: Option<PathBuf>,
     login_token_file: Option<PathBuf>,
-    db: Option<PathBuf>,
+    db: Option<Database>,
     permission_expiry_s: u64,
     prompt_expiry_s: u64,
     /// `--public-url`: where people open the page; its host is the WebAuthn rp id.
@@ -273,12 +275,18 @@ pub fn default_login_token_file() -> PathBuf {
     config_dir().join("receiver-login-token")
 }
 
-pub fn default_db() -> PathBuf {
-    env_path("SESSIONPIPE_RECEIVER_DB").unwrap_or_else(|| {
-        xdg("XDG_STATE_HOME", &[".local", "state"])
-            .join("sessionpipe")
-            .join("receiver.db")
-    })
+/// `SESSIONPIPE_RECEIVER_DB` (read as `--db` is), else the state folder's receiver.db.
+pub fn default_db() -> anyhow::Result<Database> {
+    match std::env::var("SESSIONPIPE_RECEIVER_DB") {
+        Ok(v) if !v.is_empty() => {
+            db_arg(&v).or_else(|e| setup(format!("SESSIONPIPE_RECEIVER_DB: {e}")))
+        }
+        _ => Ok(Database::File(
+            xdg("XDG_STATE_HOME", &[".local", "state"])
+                .join("sessionpipe")
+                .join("receiver.db"),
+        )),
+    }
 }
 
 /// A token file's path and whether it may be created: a path from a flag or variable must
@@ -367,7 +375,7 @@ struct Setup2 {
     token_file: PathBuf,
     login: String,
     login_file: PathBuf,
-    db: PathBuf,
+    db: Database,
 }
 
 fn prepare(a: &Args) -> anyhow::Result<Setup2> {
@@ -398,7 +406,10 @@ fn prepare(a: &Args) -> anyhow::Result<Setup2> {
             eprintln!("sp-receiver: created the {what} file {}", f.display());
         }
     }
-    let db = a.db.clone().unwrap_or_else(default_db);
+    let db = match &a.db {
+        Some(d) => d.clone(),
+        None => default_db()?,
+    };
     Ok(Setup2 {
         token,
         token_file,
@@ -408,9 +419,9 @@ fn prepare(a: &Args) -> anyhow::Result<Setup2> {
     })
 }
 
-/// `--db`: a file path. A `scheme://` value is refused rather than taken as a folder name
-/// (`postgres://h/db` used to make a folder `postgres:` here and a SQLite file in it).
-fn db_path(v: &str) -> Result<PathBuf, String> {
+/// `--db`: a file path or a PostgreSQL URL. Any other `scheme://` value is refused rather
+/// than taken as a folder name (`mysql://h/db` would make a folder `mysql:` here).
+fn db_arg(v: &str) -> Result<Database, String> {
     let scheme = v.split_once("://").map(|(s, _)| s).filter(|s| {
         !s.is_empty()
             && s.bytes()
@@ -421,12 +432,13 @@ fn db_path(v: &str) -> Result<PathBuf, String> {
             "an empty path; give the SQLite file, e.g. ~/.local/state/sessionpipe/receiver.db"
                 .into(),
         ),
-        None => Ok(PathBuf::from(v)),
+        None => Ok(Database::File(PathBuf::from(v))),
         Some(s) if s.eq_ignore_ascii_case("postgres") || s.eq_ignore_ascii_case("postgresql") => {
-            Err("PostgreSQL is not in this build yet: --db takes the path of a SQLite file".into())
+            crate::db::check_postgres_url(v).map_err(|e| format!("{e:#}"))?;
+            Ok(Database::Postgres(v.to_owned()))
         }
         Some(s) => Err(format!(
-            "{s}:// is not a database sp-receiver knows: --db takes the path of a SQLite file"
+            "{s}:// is not a database sp-receiver knows: --db takes the path of a SQLite file or a postgres:// URL"
         )),
     }
 }
@@ -598,7 +610,7 @@ fn serve_options(a: &Args, s: &Setup2) -> anyhow::Result<ReceiverOptions> {
         prompt_expiry_s: a.prompt_expiry_s,
         test_door: false,
         request_log: false,
-        db_path: Some(s.db.clone()),
+        db: Some(s.db.clone()),
         rp_id: Some(match &a.public_url {
             Some(u) => rp_id_of(u)?,
             None => "localhost".to_owned(),
@@ -633,10 +645,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             return Ok(());
         }
         Mode::Init => {
-            drop(super::db::Db::open_file(&s.db).map_err(|e| Setup(format!("{e:#}")))?);
+            drop(super::db::open(&s.db).map_err(|e| Setup(format!("{e:#}")))?);
             println!("bearer token: {}", s.token_file.display());
             println!("login token:  {}", s.login_file.display());
-            println!("database:     {}", s.db.display());
+            println!("database:     {}", s.db);
             println!(
                 "page:         {}",
                 public_page_url(a.listen, a.public_url.as_deref())
@@ -671,7 +683,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "{} sp-receiver {}: listening on {scheme}://{addr} (database {}, bearer token {}, login token {})",
         stamp(),
         env!("CARGO_PKG_VERSION"),
-        s.db.display(),
+        s.db,
         s.token_file.display(),
         s.login_file.display()
     );
@@ -731,7 +743,7 @@ mod tests {
             panic!()
         };
         assert_eq!(a.listen, "0.0.0.0:9000".parse().unwrap());
-        assert_eq!(a.db, Some(PathBuf::from("/x.db")));
+        assert_eq!(a.db, Some(Database::File(PathBuf::from("/x.db"))));
         assert_eq!(a.prompt_expiry_s, 60);
         assert_eq!(a.permission_expiry_s, 120);
         assert!(matches!(

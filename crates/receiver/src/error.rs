@@ -84,9 +84,10 @@ impl ApiError {
     }
 }
 
-impl From<rusqlite::Error> for ApiError {
-    fn from(e: rusqlite::Error) -> ApiError {
-        ApiError::db(&e)
+/// Whatever the store failed with (either store's error, with its context).
+impl From<anyhow::Error> for ApiError {
+    fn from(e: anyhow::Error) -> ApiError {
+        ApiError::db(&format_args!("{e:#}"))
     }
 }
 

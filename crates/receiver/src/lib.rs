@@ -52,12 +52,12 @@ mod server;
 mod state;
 mod validate;
 
+pub use options::{
+    Database, ReceiverOptions, Route, ACK_PATH, CONTROL_PATH, DEFAULT_BODY_BUDGET, EVENTS_PATH,
+    OFF_PATH, PAIR_PATH, WELL_KNOWN_PATH,
+};
 #[cfg(feature = "testing")]
 pub use options::{Fault, RequestRecord};
-pub use options::{
-    ReceiverOptions, Route, ACK_PATH, CONTROL_PATH, DEFAULT_BODY_BUDGET, EVENTS_PATH, OFF_PATH,
-    PAIR_PATH, WELL_KNOWN_PATH,
-};
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::Ordering;
@@ -75,6 +75,8 @@ struct Control {
     /// The runtime the server runs on (its own worker threads).
     rt: Option<tokio::runtime::Runtime>,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    /// On a shared (PostgreSQL) database: the thread that hears the other receivers.
+    _listener: Option<db::Listener>,
 }
 
 /// Handle to a running test receiver. Clones share the same receiver.
@@ -165,9 +167,14 @@ impl Receiver {
     /// Binds `addr` (port 0: any free port) and starts serving. Opens (or creates) the
     /// database first when `opts.db_path` is set.
     pub fn start_on(addr: SocketAddr, opts: ReceiverOptions) -> anyhow::Result<Receiver> {
-        let db = match &opts.db_path {
-            Some(p) => db::Db::open_file(p)?,
-            None => db::Db::open_memory()?,
+        let opened = match &opts.db {
+            Some(target) => db::open(target)?,
+            #[cfg(feature = "testing")]
+            None if std::env::var_os("SP_TEST_RECEIVER_PG").is_some_and(|v| !v.is_empty()) => {
+                let admin = std::env::var("SP_TEST_RECEIVER_PG").unwrap_or_default();
+                db::open_test_postgres(&admin)?
+            }
+            None => db::open_memory()?,
         };
         let tls = match &opts.tls {
             Some((cert, key)) => Some(server::tls_acceptor(cert, key)?),
@@ -182,7 +189,26 @@ impl Receiver {
             .enable_all()
             .build()
             .context("starting the tokio runtime")?;
-        let shared = Arc::new(Shared::new(opts, db, addr));
+        let shared = Arc::new(Shared::new(opts, opened.store, addr));
+        let hears = opened.shared.map(|s| {
+            let me = s.announcer.me().to_owned();
+            let weak = Arc::downgrade(&shared);
+            let hears = s.listen(move |w| {
+                let Some(shared) = weak.upgrade() else { return };
+                match w {
+                    db::Wakeup::Notified(payload) => match db::parse_announcement(&payload) {
+                        (Some(from), _) if from == me => {}
+                        (_, keys) => shared.remote_change(keys),
+                    },
+                    // Connected again, or not: anything may have changed meanwhile.
+                    db::Wakeup::Connected | db::Wakeup::Floor => {
+                        shared.remote_change(vec![state::ALL.to_owned()])
+                    }
+                }
+            });
+            let _ = shared.announcer.set(s.announcer);
+            hears
+        });
         let allow_private_push = shared.opts.allow_private_push;
         let pusher = push::Pusher::start(
             Arc::new(state::PushView(Arc::downgrade(&shared))),
@@ -194,6 +220,7 @@ impl Receiver {
             serving: Mutex::new(None),
             rt: Some(rt),
             tls,
+            _listener: hears,
         };
         let serving = control.serve(listener)?;
         *control.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(serving);
@@ -357,13 +384,13 @@ impl Receiver {
     fn wait_for<T>(
         &self,
         timeout: Duration,
-        mut find: impl FnMut(&State) -> Option<T>,
+        mut find: impl FnMut(&mut State) -> Option<T>,
     ) -> Option<T> {
         let deadline = Instant::now() + timeout;
         let shared = self.shared();
         let mut st = shared.lock();
         loop {
-            if let Some(found) = find(&st) {
+            if let Some(found) = find(&mut st) {
                 return Some(found);
             }
             let now = Instant::now();

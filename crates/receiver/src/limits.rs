@@ -2,7 +2,6 @@
 //! attempts; and the throttled log of limits hit (an attack cannot flood the journal).
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -71,91 +70,62 @@ pub(crate) const OTHER_BODY_CAP: usize = 1 << 20;
 /// send one, so a stranger's body stays small).
 pub(crate) const LOGIN_BODY_CAP: usize = 16 << 10;
 
-/// Login attempts: per client and overall, token buckets.
-const LOGIN_PER_CLIENT: Bucket = Bucket::new(5.0, 60.0);
-const LOGIN_OVERALL: Bucket = Bucket::new(30.0, 60.0);
-/// Clients tracked at most (past this, those back at full allowance are forgotten).
-const CLIENTS_KEPT: usize = 10_000;
+/// Login attempts: per client and overall, token buckets kept in the database (db/logins.rs),
+/// so that receivers sharing one count them together. A bucket is stored as the time it is
+/// full again (ms); none stored, or a time past, is a full bucket.
+pub(crate) const LOGIN_PER_CLIENT: Bucket = Bucket::new(5, 60_000);
+pub(crate) const LOGIN_OVERALL: Bucket = Bucket::new(30, 60_000);
+/// The overall bucket's key (a client's is its address).
+pub(crate) const LOGIN_ALL: &str = "*";
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Bucket {
-    cap: f64,
-    /// Seconds to refill from empty.
-    per_s: f64,
-    tokens: f64,
-    at: Option<Instant>,
+    cap: i64,
+    /// Milliseconds to refill one attempt.
+    token_ms: i64,
 }
 
 impl Bucket {
-    const fn new(cap: f64, refill_s: f64) -> Bucket {
+    const fn new(cap: i64, refill_ms: i64) -> Bucket {
         Bucket {
             cap,
-            per_s: cap / refill_s,
-            tokens: cap,
-            at: None,
+            token_ms: refill_ms / cap,
         }
     }
-    fn refill(&mut self, now: Instant) {
-        if let Some(at) = self.at {
-            let gained = now.saturating_duration_since(at).as_secs_f64() * self.per_s;
-            self.tokens = (self.tokens + gained).min(self.cap);
-        }
-        self.at = Some(now);
+
+    /// Milliseconds to refill one attempt: what a success gives back.
+    pub fn token_ms(&self) -> i64 {
+        self.token_ms
     }
-    /// Seconds until one attempt is allowed (0: now).
-    fn wait_s(&self) -> u64 {
-        if self.tokens >= 1.0 {
-            0
-        } else {
-            ((1.0 - self.tokens) / self.per_s).ceil().max(1.0) as u64
-        }
+
+    /// Milliseconds until one attempt is allowed (0 or less: now).
+    fn wait_ms(&self, full_ms: Option<i64>, now_ms: i64) -> i64 {
+        full_ms.unwrap_or(now_ms).max(now_ms) - now_ms - (self.cap - 1) * self.token_ms
+    }
+
+    /// When the bucket is full again once an attempt is taken from it.
+    fn taken(&self, full_ms: Option<i64>, now_ms: i64) -> i64 {
+        full_ms.unwrap_or(now_ms).max(now_ms) + self.token_ms
     }
 }
 
-/// The login rate limit: an attempt takes one from its client's bucket and the overall one;
-/// a successful login gives them back (only guesses count).
-#[derive(Debug)]
-pub(crate) struct LoginLimits {
-    overall: Bucket,
-    clients: HashMap<IpAddr, Bucket>,
-}
-
-impl Default for LoginLimits {
-    fn default() -> Self {
-        LoginLimits {
-            overall: LOGIN_OVERALL,
-            clients: HashMap::new(),
-        }
+/// A login attempt from a client whose bucket is full at `client` with the overall one full
+/// at `overall`: both buckets' new times, or in how many seconds an attempt is allowed.
+pub(crate) fn take_login_attempt(
+    client: Option<i64>,
+    overall: Option<i64>,
+    now_ms: i64,
+) -> Result<(i64, i64), u64> {
+    let wait = LOGIN_PER_CLIENT
+        .wait_ms(client, now_ms)
+        .max(LOGIN_OVERALL.wait_ms(overall, now_ms));
+    if wait > 0 {
+        return Err(((wait + 999) / 1000).max(1) as u64);
     }
-}
-
-impl LoginLimits {
-    /// Takes an attempt, or says in how many seconds one is allowed.
-    pub fn take(&mut self, client: IpAddr, now: Instant) -> Result<(), u64> {
-        if self.clients.len() >= CLIENTS_KEPT {
-            self.clients.retain(|_, b| {
-                b.refill(now);
-                b.tokens < b.cap
-            });
-        }
-        let mine = self.clients.entry(client).or_insert(LOGIN_PER_CLIENT);
-        mine.refill(now);
-        self.overall.refill(now);
-        let wait = mine.wait_s().max(self.overall.wait_s());
-        if wait > 0 {
-            return Err(wait);
-        }
-        mine.tokens -= 1.0;
-        self.overall.tokens -= 1.0;
-        Ok(())
-    }
-
-    pub fn give_back(&mut self, client: IpAddr) {
-        if let Some(b) = self.clients.get_mut(&client) {
-            b.tokens = (b.tokens + 1.0).min(b.cap);
-        }
-        self.overall.tokens = (self.overall.tokens + 1.0).min(self.overall.cap);
-    }
+    Ok((
+        LOGIN_PER_CLIENT.taken(client, now_ms),
+        LOGIN_OVERALL.taken(overall, now_ms),
+    ))
 }
 
 #[cfg(test)]
@@ -164,26 +134,24 @@ mod tests {
 
     #[test]
     fn login_attempts_are_limited_per_client_and_overall() {
-        let mut l = LoginLimits::default();
-        let t = Instant::now();
-        let a = IpAddr::from([10, 0, 0, 1]);
+        let t = 1_000_000;
+        let (mut client, mut overall) = (None, None);
         for _ in 0..5 {
-            assert_eq!(l.take(a, t), Ok(()));
+            let (c, o) = take_login_attempt(client, overall, t).unwrap();
+            (client, overall) = (Some(c), Some(o));
         }
-        let wait = l.take(a, t).unwrap_err();
-        assert!((1..=12).contains(&wait), "{wait}");
-        // A success gives its attempt back.
-        l.give_back(a);
-        assert_eq!(l.take(a, t), Ok(()));
+        assert_eq!(take_login_attempt(client, overall, t), Err(12));
+        // One attempt back a refill later (12 s a client, 2 s overall).
+        assert_eq!(take_login_attempt(client, overall, t + 11_999), Err(1));
+        assert!(take_login_attempt(client, overall, t + 12_000).is_ok());
+        // A bucket full long ago is a full bucket.
+        assert!(take_login_attempt(Some(0), Some(0), t).is_ok());
         // Overall: 30 a minute, whoever asks.
-        let mut l = LoginLimits::default();
-        for i in 0..30u8 {
-            assert_eq!(l.take(IpAddr::from([10, 1, 0, i]), t), Ok(()));
+        let mut overall = None;
+        for _ in 0..30 {
+            overall = Some(take_login_attempt(None, overall, t).unwrap().1);
         }
-        assert!(l.take(IpAddr::from([10, 2, 0, 1]), t).is_err());
-        assert_eq!(
-            l.take(IpAddr::from([10, 2, 0, 1]), t + Duration::from_secs(2)),
-            Ok(())
-        );
+        assert_eq!(take_login_attempt(None, overall, t), Err(2));
+        assert!(take_login_attempt(None, overall, t + 2_000).is_ok());
     }
 }

@@ -109,7 +109,7 @@ pub(crate) async fn poll(
     deadline: Instant,
     recheck: Option<Duration>,
     who: String,
-    mut pending: impl FnMut(&State) -> rusqlite::Result<Vec<(i64, Value)>> + Send + 'static,
+    mut pending: impl FnMut(&mut State) -> anyhow::Result<Vec<(i64, Value)>> + Send + 'static,
 ) -> Reply {
     let key = who.clone();
     let answer = hold(app, deadline, recheck, Some(&key), move |st, last| {

@@ -21,6 +21,61 @@ pub const PAIR_PATH: &str = "/api/sessionpipe/v1/control/pair";
 /// `{control}/off` (signed control: a machine leaves).
 pub const OFF_PATH: &str = "/api/sessionpipe/v1/control/off";
 
+/// Where a receiver keeps what it remembers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database {
+    /// A SQLite file (WAL, 0600), this receiver's alone.
+    File(PathBuf),
+    /// A PostgreSQL database (`postgres://…`), which other receivers may share (issue 29).
+    Postgres(String),
+}
+
+impl std::fmt::Display for Database {
+    /// The path, or the URL with any password hidden (it goes to logs and the terminal).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Database::File(p) => write!(f, "{}", p.display()),
+            Database::Postgres(url) => f.write_str(&hide_password(url)),
+        }
+    }
+}
+
+/// `url` with the password of its user part and of a `password=` parameter replaced by `***`.
+fn hide_password(url: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (url, None),
+    };
+    let mut out = match head.split_once("://") {
+        Some((scheme, rest)) => {
+            let (auth, host) = match rest.rsplit_once('@') {
+                Some((a, h)) => (Some(a), h),
+                None => (None, rest),
+            };
+            match auth {
+                Some(a) => match a.split_once(':') {
+                    Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+                    None => format!("{scheme}://{a}@{host}"),
+                },
+                None => format!("{scheme}://{host}"),
+            }
+        }
+        None => head.to_owned(),
+    };
+    if let Some(q) = query {
+        let params: Vec<String> = q
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => p.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
+    }
+    out
+}
+
 /// How a [`Receiver`](crate::Receiver) is set up.
 #[derive(Debug, Clone)]
 pub struct ReceiverOptions {
@@ -55,8 +110,8 @@ pub struct ReceiverOptions {
     /// The most connections open at once (further ones are closed at once); never more than
     /// the open-file limit allows.
     pub max_connections: usize,
-    /// The database file; `None` keeps everything in a private in-memory database.
-    pub db_path: Option<PathBuf>,
+    /// The database; `None` keeps everything in a private in-memory SQLite database.
+    pub db: Option<Database>,
     /// Signed control (DECISIONS 22): the WebAuthn rp id declared as
     /// `control.signing.rp_id`. `None`: no `control.signing` in the well-known, and the
     /// pairing and machine routes answer 404 (the unsigned mode alone, as before).
@@ -100,7 +155,7 @@ impl Default for ReceiverOptions {
             test_door: false,
             request_log: true,
             max_connections: 8192,
-            db_path: None,
+            db: None,
             rp_id: None,
             public_url: None,
             trust_proxy: false,
@@ -216,5 +271,29 @@ impl RequestRecord {
             .iter()
             .find(|(k, _)| *k == name)
             .map(|(_, v)| v.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_url_is_shown_without_its_password() {
+        for (url, shown) in [
+            ("postgres://sp:pw@db:5432/x", "postgres://sp:***@db:5432/x"),
+            (
+                "postgres://sp@/x?host=/run/postgresql",
+                "postgres://sp@/x?host=/run/postgresql",
+            ),
+            (
+                "postgresql://db/x?user=sp&password=pw&sslmode=disable",
+                "postgresql://db/x?user=sp&password=***&sslmode=disable",
+            ),
+            ("postgres://a:b:c@h/x", "postgres://a:***@h/x"),
+        ] {
+            assert_eq!(Database::Postgres(url.into()).to_string(), shown);
+        }
+        assert_eq!(Database::File("/d/r.db".into()).to_string(), "/d/r.db");
     }
 }

@@ -17,8 +17,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use crate::db::Db;
-use crate::limits::{LimitLog, LoginLimits};
+use crate::db::Store;
+use crate::limits::LimitLog;
 use crate::options::ReceiverOptions;
 #[cfg(feature = "testing")]
 use crate::options::{Fault, RequestRecord, Route};
@@ -74,13 +74,13 @@ pub(crate) enum Refused {
     /// The request was wrong (400, with this reason).
     Bad(String),
     /// The database failed (500).
-    Db(rusqlite::Error),
+    Db(anyhow::Error),
 }
 
 pub(crate) struct State {
     /// The options, fixed for the receiver's life (the same `Arc` as [`Shared::opts`]).
     pub opts: Arc<ReceiverOptions>,
-    pub db: Db,
+    pub db: Box<dyn Store>,
     /// Bumped on every change the page shows.
     pub version: u64,
     pub rejected: Vec<Value>,
@@ -100,12 +100,6 @@ pub(crate) struct State {
     /// The Away word each poller (a session key, or `machine:<id>`) was last told: a poll
     /// from one that has not heard the current word is answered at once (DECISIONS 27).
     pub away_told: HashMap<String, bool>,
-    /// When each paired machine last came with its token (ms), for the page.
-    pub machine_seen: HashMap<String, i64>,
-    /// Each login's CSRF secret (random, kept only here), by the login cookie's hash.
-    pub csrf: HashMap<String, String>,
-    /// Login attempts allowed per client and overall.
-    pub login_limits: LoginLimits,
     /// The push worker's handle (push.rs): notices go to it, never a wait.
     pub pusher: Option<crate::push::Pusher>,
 }
@@ -133,10 +127,12 @@ pub(crate) struct Shared {
     /// The bound address (`127.0.0.1:PORT` for tests), fixed for the receiver's life
     /// (set_down/up rebinds the same port).
     pub addr: SocketAddr,
+    /// On a shared (PostgreSQL) database: how this receiver tells the others what changed.
+    pub announcer: std::sync::OnceLock<crate::db::Announcer>,
 }
 
 impl Shared {
-    pub fn new(opts: ReceiverOptions, db: Db, addr: SocketAddr) -> Shared {
+    pub fn new(opts: ReceiverOptions, db: Box<dyn Store>, addr: SocketAddr) -> Shared {
         // Never below one body of the largest cap, or that body could never be read.
         let budget_kib = opts.body_budget.max(opts.max_bytes).max(1 << 20) / 1024 + 1;
         let opts = Arc::new(opts);
@@ -158,9 +154,6 @@ impl Shared {
                 stopped: false,
                 touched: Vec::new(),
                 away_told: HashMap::new(),
-                machine_seen: HashMap::new(),
-                csrf: HashMap::new(),
-                login_limits: Default::default(),
                 pusher: None,
             }),
             changed: Condvar::new(),
@@ -171,6 +164,7 @@ impl Shared {
             marks: Mutex::new(Marks::default()),
             limits: Default::default(),
             addr,
+            announcer: std::sync::OnceLock::new(),
         }
     }
 
@@ -180,9 +174,25 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wakes every waiter (held requests and the test API's waits) to look again.
+    /// Wakes every waiter (held requests and the test API's waits) to look again, here and,
+    /// on a shared database, on every other receiver (after the change is committed).
     pub fn notify(&self) {
         let touched = std::mem::take(&mut self.lock().touched);
+        if let Some(a) = self.announcer.get() {
+            a.send(&touched);
+        }
+        self.wake_local(touched);
+    }
+
+    /// What another receiver announced (or, with its announcements possibly missed, `*`):
+    /// the page's version moves and the polls of `keys` look again.
+    pub fn remote_change(&self, keys: Vec<String>) {
+        self.lock().bump();
+        self.wake_local(keys);
+    }
+
+    /// Wakes this receiver's waiters only: `touched` poll keys look again.
+    pub fn wake_local(&self, touched: Vec<String>) {
         if !touched.is_empty() {
             self.marks
                 .lock()
@@ -257,7 +267,7 @@ impl State {
     }
 
     /// Messages of `session` that are neither acked nor expired, oldest first.
-    pub fn pending(&self, session: &str) -> rusqlite::Result<Vec<Value>> {
+    pub fn pending(&mut self, session: &str) -> anyhow::Result<Vec<Value>> {
         Ok(self
             .pending_rows(session)?
             .into_iter()
@@ -266,8 +276,9 @@ impl State {
     }
 
     /// Like [`State::pending`], with each message's row number.
-    pub fn pending_rows(&self, session: &str) -> rusqlite::Result<Vec<(i64, Value)>> {
-        self.db.pending(session, self.now_ms())
+    pub fn pending_rows(&mut self, session: &str) -> anyhow::Result<Vec<(i64, Value)>> {
+        let now = self.now_ms();
+        self.db.pending(session, now)
     }
 
     pub fn push_rejected(&mut self, entry: Value) {
@@ -327,7 +338,7 @@ impl State {
 
     /// Queues exactly this value. It expires at its `expires_at` when that parses (the strict
     /// wire form, else any RFC 3339), never otherwise.
-    pub fn enqueue_raw(&mut self, session: &str, value: Value) -> rusqlite::Result<()> {
+    pub fn enqueue_raw(&mut self, session: &str, value: Value) -> anyhow::Result<()> {
         let expires = value
             .get("expires_at")
             .and_then(Value::as_str)
@@ -392,7 +403,7 @@ impl crate::push::PushStore for PushView {
         let Some(s) = self.0.upgrade() else {
             return Vec::new();
         };
-        let st = s.lock();
+        let mut st = s.lock();
         let (devices, now) = (st.db.push_devices().unwrap_or_default(), st.now_ms());
         drop(st);
         devices
@@ -406,7 +417,7 @@ impl crate::push::PushStore for PushView {
         let Some(s) = self.0.upgrade() else {
             return false;
         };
-        let st = s.lock();
+        let mut st = s.lock();
         let (devices, now) = (st.db.push_devices().unwrap_or_default(), st.now_ms());
         drop(st);
         devices.iter().any(|d| !d.hears(now))
@@ -414,7 +425,7 @@ impl crate::push::PushStore for PushView {
 
     fn ntfy(&self) -> Option<crate::push::Ntfy> {
         let s = self.0.upgrade()?;
-        let st = s.lock();
+        let mut st = s.lock();
         let url = st.db.setting("ntfy_url").ok().flatten()?;
         let token = st.db.setting("ntfy_token").ok().flatten();
         let content = st.db.setting("ntfy_content").ok().flatten().as_deref() == Some("1");
@@ -427,8 +438,8 @@ impl crate::push::PushStore for PushView {
 
     fn vapid(&self) -> Option<crate::push::Vapid> {
         let s = self.0.upgrade()?;
-        let st = s.lock();
-        vapid_of(&st).ok()
+        let mut st = s.lock();
+        vapid_of(&mut st).ok()
     }
 
     fn page_url(&self) -> String {
@@ -459,11 +470,30 @@ impl crate::push::PushStore for PushView {
         }
     }
 
+    fn claim(&self, key: &str) -> bool {
+        let Some(s) = self.0.upgrade() else {
+            return false;
+        };
+        let mut st = s.lock();
+        let now = st.now_ms();
+        // A claim the database could not take: sent anyway (twice beats never).
+        st.db.claim_push(key, now).unwrap_or_else(|e| {
+            tracing::warn!("push claim {key}: {e}; sending anyway");
+            true
+        })
+    }
+
+    fn claimed(&self, key: &str) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|s| s.lock().db.push_claimed(key).unwrap_or(false))
+    }
+
     fn put_off(&self, session: &str, attention_id: &str) -> bool {
         let Some(s) = self.0.upgrade() else {
             return false;
         };
-        let st = s.lock();
+        let mut st = s.lock();
         let now = st.now_ms();
         st.db.snoozed(session, attention_id, now).unwrap_or(false)
     }
@@ -482,7 +512,7 @@ impl crate::push::PushStore for PushView {
 }
 
 /// This receiver's VAPID key pair, made the first time it is asked for.
-pub(crate) fn vapid_of(st: &State) -> rusqlite::Result<crate::push::Vapid> {
+pub(crate) fn vapid_of(st: &mut State) -> anyhow::Result<crate::push::Vapid> {
     if let Some(v) = st
         .db
         .setting("vapid")?
@@ -491,6 +521,13 @@ pub(crate) fn vapid_of(st: &State) -> rusqlite::Result<crate::push::Vapid> {
         return Ok(v);
     }
     let v = crate::push::Vapid::generate();
-    st.db.set_setting("vapid", Some(&v.secret()), st.now_ms())?;
+    // Receivers sharing the database making one at once: the first stored is everyone's
+    // (pages subscribe with its public key); one stored that no longer reads is replaced.
+    let now = st.now_ms();
+    let kept = st.db.first_setting("vapid", &v.secret(), now)?;
+    if let Some(kept) = crate::push::Vapid::from_secret(&kept) {
+        return Ok(kept);
+    }
+    st.db.set_setting("vapid", Some(&v.secret()), now)?;
     Ok(v)
 }

@@ -258,15 +258,17 @@ fn pushes_ignore_proxy_variables_and_ntfy_carries_no_command() {
     );
 }
 
-/// `--db` with a URL is refused with a message and makes nothing (it used to create a
-/// folder `postgres:` in the working directory and a SQLite file in it).
+/// `--db` with a URL the receiver cannot use is refused with a message and makes no
+/// database (a URL used to create a folder `postgres:` in the working directory and a SQLite file in
+/// it); a PostgreSQL password never reaches the terminal.
 #[test]
-fn a_db_url_is_refused_and_nothing_is_created() {
+fn a_db_url_it_cannot_use_is_refused_and_no_database_is_made() {
     let dir = tempfile::tempdir().unwrap();
     for (url, says) in [
+        ("postgres://[bad", "not a PostgreSQL URL"),
         (
-            "postgres://sp@db.example/sessionpipe",
-            "PostgreSQL is not in this build yet",
+            "postgres://sp:hunter2@%2Fnonexistent-sp-socket/sessionpipe?connect_timeout=2",
+            "cannot connect to the PostgreSQL database",
         ),
         (
             "ftp://host/receiver.db",
@@ -281,7 +283,14 @@ fn a_db_url_is_refused_and_nothing_is_created() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{out:?}");
         let err = String::from_utf8(out.stderr).unwrap();
-        assert!(err.contains(says) && err.contains("--db"), "{err}");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{url}");
+        assert!(err.contains(says), "{url}: {err}");
+        assert!(!err.contains("hunter2"), "the password was shown: {err}");
+        // No database anywhere: at most the token files (made before the database is
+        // opened, and kept for the next start).
+        let made: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(made.iter().all(|n| n == ".config"), "{url}: made {made:?}");
     }
 }

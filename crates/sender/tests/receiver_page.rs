@@ -459,6 +459,72 @@ fn page_and_actions_need_the_login_token() {
     assert_eq!(login_as_sender.status, 401);
 }
 
+/// Two receivers on one database behind one name (issue 29; here one SQLite file, behind
+/// a proxy that says https): a login made through one holds on the other with the same CSRF
+/// value, logging out through one ends it on both, and the login limits count attempts made
+/// through either.
+#[test]
+fn a_login_and_its_limits_hold_across_two_receivers_on_one_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = SpReceiver::start(dir.path(), &["--trust-proxy"]);
+    let b = SpReceiver::start(dir.path(), &["--trust-proxy"]);
+    let https = ("x-forwarded-proto", "https");
+    let try_login = |r: &SpReceiver, token: &str| {
+        post(
+            &format!("{}/login", r.url),
+            &[https],
+            "application/x-www-form-urlencoded",
+            &format!("token={token}"),
+        )
+    };
+    let resp = try_login(&a, LOGIN);
+    assert_eq!(resp.status, 303, "{}", resp.text);
+    let set = resp.header("set-cookie").expect("a cookie");
+    let cookie = set.split(';').next().unwrap().to_owned();
+    assert!(cookie.starts_with("__Host-sessionpipe="), "{set}");
+    let csrf_of = |r: &SpReceiver| {
+        let state = get(
+            &format!("{}/page/api/state", r.url),
+            &[https, ("cookie", &cookie)],
+        );
+        assert_eq!(state.status, 200, "{}", state.text);
+        state.json()["csrf"].as_str().unwrap().to_owned()
+    };
+    let csrf = csrf_of(&b);
+    assert_eq!(
+        csrf_of(&a),
+        csrf,
+        "one CSRF value, whichever receiver answers"
+    );
+    let body = json!({"session": "claude-code:s1", "message": {"kind": "prompt", "text": "hi"}});
+    for (r, want) in [(&a, 200), (&b, 200)] {
+        let headers = [https, ("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)];
+        let resp = post_json(&format!("{}/page/api/enqueue", r.url), &headers, &body);
+        assert_eq!(resp.status, want, "{}: {}", r.url, resp.text);
+    }
+    let out = post_json(
+        &format!("{}/logout", b.url),
+        &[https, ("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)],
+        &json!({}),
+    );
+    assert_eq!(out.status, 204);
+    let state = get(
+        &format!("{}/page/api/state", a.url),
+        &[https, ("cookie", &cookie)],
+    );
+    assert_eq!(state.status, 401, "logged out through B, so on A too");
+
+    // Five guesses a minute per client, through either: four on A, the fifth on B, and the
+    // sixth, on A, is refused.
+    for r in [&a, &a, &a, &a, &b] {
+        assert_eq!(try_login(r, "not-the-token").status, 401);
+    }
+    let refused = try_login(&a, LOGIN);
+    assert_eq!(refused.status, 429, "{}", refused.text);
+    let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=12).contains(&wait), "{wait}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Command line and persistence
 // ---------------------------------------------------------------------------------------

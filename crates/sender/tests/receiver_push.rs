@@ -433,6 +433,53 @@ fn a_finished_turn_is_pushed_and_one_the_person_stopped_is_not() {
     assert_eq!(turns.len(), 1, "one push for two turn ends: {log:?}");
 }
 
+/// Two receivers on one database (issue 29; here one SQLite file): a prompt sent to both
+/// (a sender trying the other) is pushed once, and its end, reported to the other receiver
+/// once the person is back at the desk, still withdraws it, since the push is kept in the
+/// database, not in the memory of the receiver that sent it.
+#[test]
+fn two_receivers_on_one_database_push_a_prompt_once_and_either_withdraws_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let on_the_file = || {
+        Receiver::start(ReceiverOptions {
+            login_token: Some(LOGIN.into()),
+            allow_private_push: true,
+            db: Some(spreceiver::Database::File(dir.path().join("receiver.db"))),
+            ..ReceiverOptions::default()
+        })
+        .unwrap()
+    };
+    let (a, b) = (on_the_file(), on_the_file());
+    let service = FakeService::start();
+    let device = Device::new(11);
+    subscribe(&a, &device, &format!("{}/push/shared", service.url));
+    set_away(&b, true);
+    let sent = |r: &Receiver| {
+        push_log(r)
+            .iter()
+            .filter(|l| l["result"].as_str().unwrap_or("").starts_with("delivered"))
+            .count()
+    };
+    let needed = attention("attention.needed", 1, "perm-9");
+    post_event(&a, needed.clone());
+    let shown = device.decrypt(service.next().body);
+    assert_eq!(shown["tag"], "attention:perm-9");
+    // One SQLite file stands in for the shared database here, and SQLite's deferred
+    // transactions give up at once when another connection wrote between their read and
+    // their write: the test writes through one receiver at a time (PostgreSQL has no such
+    // limit).
+    assert!(until(Duration::from_secs(10), || sent(&b) == 1));
+    post_event(&b, needed);
+
+    set_away(&a, false);
+    post_event(&b, attention("attention.cleared", 2, "perm-9"));
+    let cleared = device.decrypt(service.next().body);
+    assert_eq!(cleared, json!({"clear": "attention:perm-9"}));
+    // Both logs are one: one push each, nothing more.
+    assert!(until(Duration::from_secs(10), || sent(&a) == 2 && sent(&b) == 2));
+    assert!(service.got.try_recv().is_err(), "nothing else arrived");
+}
+
 #[test]
 fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again() {
     let r = start();

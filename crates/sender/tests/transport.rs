@@ -10,7 +10,7 @@ mod common;
 use common::chaos::*;
 use common::env::*;
 use serde_json::{json, Value};
-use spreceiver::{Fault, ReceiverOptions, Route};
+use spreceiver::{Database, Fault, ReceiverOptions, Route};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -807,7 +807,7 @@ fn sp_receivers_database_is_never_opened_through_a_symlink() {
     let link = dir.path().join("receiver.db");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     let r = spreceiver::Receiver::start(ReceiverOptions {
-        db_path: Some(link.clone()),
+        db: Some(Database::File(link.clone())),
         ..Default::default()
     });
     let e = match r {

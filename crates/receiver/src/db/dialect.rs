@@ -7,12 +7,15 @@
 //! * `INTEGER` → `BIGINT` (SQLite's integers are 64-bit: the `*_ms` columns need it);
 //! * `BLOB` → `BYTEA`;
 //! * `json_extract(x, '$.a')` → `(x::jsonb ->> 'a')` (our JSON paths are one key deep);
+//! * `COLLATE BINARY` (SQLite's default, spelled out where text is sorted) → `COLLATE "C"`,
+//!   so text sorts by bytes whatever the database's locale;
 //! * placeholders `?N` → `$N`.
 //!
 //! String literals, quoted names and `--` comments are copied as they are.
 //!
-//! Not wired yet: `--db postgres://` is still refused (cli.rs) until the store runs every
-//! query on PostgreSQL.
+//! What is not rewritten, because PostgreSQL 15 cannot say it in SQL: `json_valid` (and a
+//! `\u0000` in JSON, which SQLite reads and PostgreSQL refuses); the one query that needs
+//! it (the page's prompts that ended) reads the bodies in Rust on PostgreSQL (pg_events.rs).
 #![cfg_attr(not(test), allow(dead_code))]
 
 /// `sql` (SQLite's dialect, as in schema.rs and the queries) in PostgreSQL's.
@@ -114,6 +117,9 @@ fn rewrite_word(word: &str, after: &str) -> Option<(String, usize)> {
     if word.eq_ignore_ascii_case("json_extract") {
         return json_extract(after);
     }
+    if word.eq_ignore_ascii_case("COLLATE") {
+        return followed_by(after, &["BINARY"]).map(|n| ("COLLATE \"C\"".into(), n));
+    }
     None
 }
 
@@ -175,6 +181,15 @@ mod tests {
         assert_eq!(postgres(deep), deep);
         let expr = "json_extract(coalesce(a, b), '$.a')";
         assert_eq!(postgres(expr), expr);
+    }
+
+    #[test]
+    fn binary_collation_becomes_c() {
+        assert_eq!(
+            postgres("ORDER BY last_ms DESC, key COLLATE BINARY, b collate\n binary DESC"),
+            "ORDER BY last_ms DESC, key COLLATE \"C\", b COLLATE \"C\" DESC"
+        );
+        assert_eq!(postgres("COLLATE NOCASE"), "COLLATE NOCASE");
     }
 
     #[test]

@@ -4,8 +4,52 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::{Map, Value};
 
+use super::machines::SESSION_MACHINE;
+use super::snoozes::UNSNOOZE;
 use super::{fmt_ms, Db};
 use crate::validate::as_integer;
+
+// The ingest's SQL, one text for both stores (pg_events.rs runs it on PostgreSQL). The
+// writes are upserts, so two receivers storing the first events of one session at once
+// cannot collide on its key.
+/// A session with no paired machine so far is claimed by the machine that sent this.
+pub(super) const CLAIM_SESSION: &str = "UPDATE sessions SET machine_id = ?2 WHERE key = ?1";
+/// Stored once per (harness, session, seq), the protocol's dedup key: a duplicate changes
+/// no row.
+pub(super) const INSERT_EVENT: &str = "INSERT INTO events(harness, session_id, seq, type, \
+    event_id, received_ms, received_at, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+    ON CONFLICT(harness, session_id, seq) DO NOTHING";
+pub(super) const SESSION_INFO: &str = "SELECT info FROM sessions WHERE key = ?1";
+/// A session's row: made by its first event; a later event (by seq) sets its state, an
+/// older one arriving late still counts as activity and may fill fields (`info`, merged).
+pub(super) const UPSERT_SESSION: &str = "INSERT INTO sessions(key, harness, session_id, \
+    first_at, last_ms, last_at, last_type, last_seq, info, ended, machine_id) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6, ?7, ?8, ?9, ?10) \
+    ON CONFLICT(key) DO UPDATE SET last_ms = excluded.last_ms, last_at = excluded.last_at, \
+    info = excluded.info, \
+    last_type = CASE WHEN excluded.last_seq >= sessions.last_seq \
+        THEN excluded.last_type ELSE sessions.last_type END, \
+    ended = CASE WHEN excluded.last_seq >= sessions.last_seq \
+        THEN excluded.ended ELSE sessions.ended END, \
+    last_seq = CASE WHEN excluded.last_seq >= sessions.last_seq \
+        THEN excluded.last_seq ELSE sessions.last_seq END";
+/// An attention follows the later, by seq, of its needed and cleared: an older one arriving
+/// late changes no row.
+pub(super) const ATTENTION_NEEDED: &str = "INSERT INTO attentions(session_key, attention_id, \
+    kind, tool, message, open, how, state_seq, needed_at, input, input_partial) \
+    VALUES (?1, ?2, ?3, ?4, ?5, 1, NULL, ?6, ?7, ?8, ?9) \
+    ON CONFLICT(session_key, attention_id) DO UPDATE SET \
+    kind = excluded.kind, tool = excluded.tool, message = excluded.message, open = 1, \
+    how = NULL, state_seq = excluded.state_seq, needed_at = excluded.needed_at, \
+    cleared_at = NULL, input = excluded.input, input_partial = excluded.input_partial \
+    WHERE attentions.state_seq <= excluded.state_seq";
+pub(super) const ATTENTION_CLEARED: &str = "INSERT INTO attentions(session_key, attention_id, \
+    open, how, state_seq, cleared_at) VALUES (?1, ?2, 0, ?3, ?4, ?5) \
+    ON CONFLICT(session_key, attention_id) DO UPDATE SET \
+    open = 0, how = excluded.how, state_seq = excluded.state_seq, \
+    cleared_at = excluded.cleared_at \
+    WHERE attentions.state_seq <= excluded.state_seq";
+pub(super) const EVENTS: &str = "SELECT body FROM events ORDER BY n";
 
 /// Session fields a page shows; merged so an empty or absent field never blanks an earlier one.
 const SESSION_FIELDS: &[&str] = &["machine", "cwd", "repo", "branch", "model", "title", "url"];
@@ -18,6 +62,111 @@ pub(crate) enum Stored {
     Duplicate,
     /// Its session belongs to another machine than the token it came with (DECISIONS 33).
     Foreign,
+}
+
+/// What the store reads of one event (already validated).
+pub(super) struct EventKey<'a> {
+    pub harness: &'a str,
+    pub sid: &'a str,
+    pub seq: i64,
+    pub ty: &'a str,
+    /// `harness:session`, the session's key.
+    pub key: String,
+}
+
+impl<'a> EventKey<'a> {
+    pub fn of(ev: &'a Value) -> EventKey<'a> {
+        let harness = ev["harness"]["name"].as_str().unwrap_or_default();
+        let sid = ev["session"]["id"].as_str().unwrap_or_default();
+        EventKey {
+            harness,
+            sid,
+            seq: as_integer(&ev["session"]["seq"]).unwrap_or_default(),
+            ty: ev["type"].as_str().unwrap_or_default(),
+            key: format!("{harness}:{sid}"),
+        }
+    }
+}
+
+/// Whether an event sent with `machine`'s token may touch a session owned by `owner` (its
+/// paired machine, if any), and whether that token claims it now.
+pub(super) enum Owner {
+    Foreign,
+    Claim,
+    Keep,
+}
+
+pub(super) fn owner_check(owner: Option<&str>, machine: Option<&str>) -> Owner {
+    match (owner, machine) {
+        (Some(o), m) if m != Some(o) => Owner::Foreign,
+        // No machine's so far (not there yet, sent with the shared token, or its machine
+        // removed): the machine that sent it claims it.
+        (None, Some(_)) => Owner::Claim,
+        _ => Owner::Keep,
+    }
+}
+
+/// What one attention event writes: `needed` (kind, tool, message, input, input_partial)
+/// or `cleared` (how).
+pub(super) enum AttentionWrite {
+    Needed {
+        id: String,
+        kind: Option<String>,
+        tool: Option<String>,
+        message: Option<String>,
+        input: Option<String>,
+        partial: i64,
+    },
+    Cleared {
+        id: String,
+        how: Option<String>,
+    },
+}
+
+/// The attention write of an `attention.needed` / `attention.cleared` with an id.
+pub(super) fn attention_write(ty: &str, data: &Value) -> Option<AttentionWrite> {
+    if !matches!(ty, "attention.needed" | "attention.cleared") {
+        return None;
+    }
+    let id = data.get("attention_id").and_then(Value::as_str)?.to_owned();
+    let s = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_owned);
+    Some(if ty == "attention.needed" {
+        // DECISIONS 31: the call's input, an object of bounded size, kept for the page.
+        let input = data
+            .get("input")
+            .filter(|v| v.is_object())
+            .map(Value::to_string)
+            .filter(|t| t.len() <= INPUT_MAX_BYTES);
+        AttentionWrite::Needed {
+            id,
+            kind: s("kind"),
+            tool: s("tool"),
+            message: s("message"),
+            input,
+            partial: i64::from(data.get("input_partial") == Some(&Value::Bool(true))),
+        }
+    } else {
+        AttentionWrite::Cleared { id, how: s("how") }
+    })
+}
+
+/// The session's fields after `ev`, merged into what was stored (`old`, its `info`): an
+/// empty or absent field never blanks an earlier one.
+pub(super) fn merged_info(old: Option<&str>, ev: &Value, ty: &str) -> String {
+    let mut info = old
+        .and_then(|i| serde_json::from_str::<Map<String, Value>>(i).ok())
+        .unwrap_or_default();
+    for f in SESSION_FIELDS {
+        if let Some(Value::String(s)) = ev["session"].get(*f) {
+            if !s.is_empty() {
+                info.insert((*f).into(), Value::String(s.clone()));
+            }
+        }
+    }
+    if ty == "session.started" {
+        note_started(&mut info, &ev["data"]);
+    }
+    Value::Object(info).to_string()
 }
 
 impl Db {
@@ -35,50 +184,79 @@ impl Db {
         let mut out = Vec::with_capacity(events.len());
         let now_at = fmt_ms(now_ms);
         for ev in events {
-            let harness = ev["harness"]["name"].as_str().unwrap_or_default();
-            let sid = ev["session"]["id"].as_str().unwrap_or_default();
-            let seq = as_integer(&ev["session"]["seq"]).unwrap_or_default();
-            let ty = ev["type"].as_str().unwrap_or_default();
-            let key = format!("{harness}:{sid}");
-            // Its machine, while that machine is still paired.
+            let e = EventKey::of(ev);
             let owner: Option<Option<String>> = tx
-                .query_row(
-                    "SELECT m.id FROM sessions s LEFT JOIN machines m ON m.id = s.machine_id
-                     WHERE s.key = ?1",
-                    params![key],
-                    |r| r.get(0),
-                )
+                .query_row(SESSION_MACHINE, params![e.key], |r| r.get(0))
                 .optional()?;
-            match (owner.flatten(), machine) {
-                (Some(o), m) if m != Some(o.as_str()) => {
+            match owner_check(owner.flatten().as_deref(), machine) {
+                Owner::Foreign => {
                     out.push(Stored::Foreign);
                     continue;
                 }
-                (None, Some(m)) => {
-                    // No machine's so far (not there yet, sent with the shared token, or its
-                    // machine removed): the machine that sent it claims it.
-                    tx.execute(
-                        "UPDATE sessions SET machine_id = ?2 WHERE key = ?1",
-                        params![key, m],
-                    )?;
+                Owner::Claim => {
+                    tx.execute(CLAIM_SESSION, params![e.key, machine])?;
                 }
-                _ => {}
+                Owner::Keep => {}
             }
             let n = tx.execute(
-                "INSERT OR IGNORE INTO events(harness, session_id, seq, type, event_id, received_ms, received_at, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![harness, sid, seq, ty, ev["id"].as_str().unwrap_or_default(), now_ms, now_at, ev.to_string()],
+                INSERT_EVENT,
+                params![
+                    e.harness,
+                    e.sid,
+                    e.seq,
+                    e.ty,
+                    ev["id"].as_str().unwrap_or_default(),
+                    now_ms,
+                    now_at,
+                    ev.to_string()
+                ],
             )?;
             if n == 0 {
                 out.push(Stored::Duplicate);
                 continue;
             }
             out.push(Stored::New);
-            note_session(
-                &tx, &key, harness, sid, seq, ty, ev, now_ms, &now_at, machine,
+            let old: Option<String> = tx
+                .query_row(SESSION_INFO, params![e.key], |r| r.get(0))
+                .optional()?;
+            tx.execute(
+                UPSERT_SESSION,
+                params![
+                    e.key,
+                    e.harness,
+                    e.sid,
+                    now_at,
+                    now_ms,
+                    e.ty,
+                    e.seq,
+                    merged_info(old.as_deref(), ev, e.ty),
+                    i64::from(e.ty == "session.ended"),
+                    machine
+                ],
             )?;
-            if matches!(ty, "attention.needed" | "attention.cleared") {
-                note_attention(&tx, &key, seq, ty, &ev["data"], &now_at)?;
+            match attention_write(e.ty, &ev["data"]) {
+                Some(AttentionWrite::Needed {
+                    id,
+                    kind,
+                    tool,
+                    message,
+                    input,
+                    partial,
+                }) => {
+                    tx.execute(
+                        ATTENTION_NEEDED,
+                        params![e.key, id, kind, tool, message, e.seq, now_at, input, partial],
+                    )?;
+                }
+                Some(AttentionWrite::Cleared { id, how }) => {
+                    let n =
+                        tx.execute(ATTENTION_CLEARED, params![e.key, id, how, e.seq, now_at])?;
+                    // A cleared prompt is no longer put off: asked again, it is news again.
+                    if n > 0 {
+                        tx.execute(UNSNOOZE, params![e.key, id])?;
+                    }
+                }
+                None => {}
             }
         }
         tx.commit()?;
@@ -87,75 +265,11 @@ impl Db {
 
     /// Every accepted event, in arrival order.
     pub fn events(&self) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT body FROM events ORDER BY n")?;
+        let mut st = self.conn.prepare_cached(EVENTS)?;
         let rows = st.query_map([], |r| r.get::<_, String>(0))?;
         rows.map(|r| r.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
             .collect()
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn note_session(
-    tx: &rusqlite::Transaction<'_>,
-    key: &str,
-    harness: &str,
-    sid: &str,
-    seq: i64,
-    ty: &str,
-    ev: &Value,
-    now_ms: i64,
-    now_at: &str,
-    machine: Option<&str>,
-) -> rusqlite::Result<()> {
-    let old: Option<(i64, String)> = tx
-        .query_row(
-            "SELECT last_seq, info FROM sessions WHERE key = ?1",
-            params![key],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let mut info = old
-        .as_ref()
-        .and_then(|(_, i)| serde_json::from_str::<Map<String, Value>>(i).ok())
-        .unwrap_or_default();
-    for f in SESSION_FIELDS {
-        if let Some(Value::String(s)) = ev["session"].get(*f) {
-            if !s.is_empty() {
-                info.insert((*f).into(), Value::String(s.clone()));
-            }
-        }
-    }
-    if ty == "session.started" {
-        note_started(&mut info, &ev["data"]);
-    }
-    let info = Value::Object(info).to_string();
-    let ended = i64::from(ty == "session.ended");
-    match old {
-        None => {
-            tx.execute(
-                "INSERT INTO sessions(key, harness, session_id, first_at, last_ms, last_at, last_type, last_seq, info, ended, machine_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6, ?7, ?8, ?9, ?10)",
-                params![key, harness, sid, now_at, now_ms, ty, seq, info, ended, machine],
-            )?;
-        }
-        Some((last_seq, _)) if seq >= last_seq => {
-            tx.execute(
-                "UPDATE sessions SET last_ms = ?2, last_at = ?3, last_type = ?4, last_seq = ?5, info = ?6, ended = ?7
-                 WHERE key = ?1",
-                params![key, now_ms, now_at, ty, seq, info, ended],
-            )?;
-        }
-        Some(_) => {
-            // An older event arriving late: it still counts as activity and may fill fields.
-            tx.execute(
-                "UPDATE sessions SET last_ms = ?2, last_at = ?3, info = ?4 WHERE key = ?1",
-                params![key, now_ms, now_at, info],
-            )?;
-        }
-    }
-    Ok(())
 }
 
 /// Longest agent name kept (the sender's own cap).
@@ -212,58 +326,6 @@ fn note_started(info: &mut Map<String, Value>, data: &Value) {
 
 /// The most bytes of a prompt's input kept (the sender sends at most 4,000 characters).
 const INPUT_MAX_BYTES: usize = 32 * 1024;
-
-fn note_attention(
-    tx: &rusqlite::Transaction<'_>,
-    key: &str,
-    seq: i64,
-    ty: &str,
-    data: &Value,
-    now_at: &str,
-) -> rusqlite::Result<()> {
-    let Some(id) = data.get("attention_id").and_then(Value::as_str) else {
-        return Ok(());
-    };
-    let state_seq: Option<i64> = tx
-        .query_row(
-            "SELECT state_seq FROM attentions WHERE session_key = ?1 AND attention_id = ?2",
-            params![key, id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if state_seq.is_some_and(|s| s > seq) {
-        return Ok(());
-    }
-    let s = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_owned);
-    if ty == "attention.needed" {
-        // DECISIONS 31: the call's input, an object of bounded size, kept for the page.
-        let input = data
-            .get("input")
-            .filter(|v| v.is_object())
-            .map(Value::to_string)
-            .filter(|t| t.len() <= INPUT_MAX_BYTES);
-        let partial = data.get("input_partial") == Some(&Value::Bool(true));
-        tx.execute(
-            "INSERT INTO attentions(session_key, attention_id, kind, tool, message, open, how, state_seq, needed_at, input, input_partial)
-             VALUES (?1, ?2, ?3, ?4, ?5, 1, NULL, ?6, ?7, ?8, ?9)
-             ON CONFLICT(session_key, attention_id) DO UPDATE SET
-               kind = excluded.kind, tool = excluded.tool, message = excluded.message, open = 1,
-               how = NULL, state_seq = excluded.state_seq, needed_at = excluded.needed_at, cleared_at = NULL,
-               input = excluded.input, input_partial = excluded.input_partial",
-            params![key, id, s("kind"), s("tool"), s("message"), seq, now_at, input, partial],
-        )?;
-    } else {
-        tx.execute(
-            "INSERT INTO attentions(session_key, attention_id, open, how, state_seq, cleared_at)
-             VALUES (?1, ?2, 0, ?3, ?4, ?5)
-             ON CONFLICT(session_key, attention_id) DO UPDATE SET
-               open = 0, how = excluded.how, state_seq = excluded.state_seq, cleared_at = excluded.cleared_at",
-            params![key, id, s("how"), seq, now_at],
-        )?;
-        super::snoozes::unsnooze(tx, key, id)?;
-    }
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {

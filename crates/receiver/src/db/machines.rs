@@ -32,6 +32,13 @@ pub(super) const GIVE_TOKEN: &str = "UPDATE pairings SET token_given = 1 \
 pub(super) const SET_TOKEN: &str = "UPDATE machines SET token_hash = ?2 \
     WHERE id = (SELECT machine FROM pairings WHERE code = ?1) AND token_hash IS NULL";
 pub(super) const MACHINE_KEYS: &str = "SELECT id, alg, spki FROM machine_keys WHERE machine = ?1";
+/// A machine's last contact, when the one stored is older than `?3` (see
+/// [`super::SEEN_EVERY_MS`]).
+pub(super) const MACHINE_SEEN: &str =
+    "UPDATE machines SET seen_ms = ?2 WHERE id = ?1 AND (seen_ms IS NULL OR seen_ms <= ?3)";
+/// A session's machine, while that machine is still paired (events.rs asks it too).
+pub(super) const SESSION_MACHINE: &str = "SELECT m.id FROM sessions s \
+    LEFT JOIN machines m ON m.id = s.machine_id WHERE s.key = ?1";
 /// Forgetting a machine, in order (the first says whether it was there).
 pub(super) const REMOVE_MACHINE: [&str; 4] = [
     "DELETE FROM machines WHERE id = ?1",
@@ -178,7 +185,8 @@ impl Db {
     pub fn machines(&self) -> rusqlite::Result<Vec<Value>> {
         let mut st = self.conn.prepare_cached(
             "SELECT m.id, m.name, m.paired_ms,
-                    (SELECT json_group_array(k.id) FROM machine_keys k WHERE k.machine = m.id)
+                    (SELECT json_group_array(k.id) FROM machine_keys k WHERE k.machine = m.id),
+                    m.seen_ms
              FROM machines m ORDER BY m.paired_ms, m.rowid",
         )?;
         let rows = st.query_map([], |r| {
@@ -188,6 +196,7 @@ impl Db {
                 "name": r.get::<_, Option<String>>(1)?,
                 "paired_ms": r.get::<_, i64>(2)?,
                 "keys": serde_json::from_str::<Value>(&keys).unwrap_or(json!([])),
+                "seen_ms": r.get::<_, Option<i64>>(4)?,
             }))
         })?;
         rows.collect()
@@ -197,12 +206,7 @@ impl Db {
     /// shared sink token sent, or whose machine was removed (DECISIONS 33).
     pub fn session_machine(&self, key: &str) -> rusqlite::Result<Option<Option<String>>> {
         self.conn
-            .query_row(
-                "SELECT m.id FROM sessions s LEFT JOIN machines m ON m.id = s.machine_id
-                 WHERE s.key = ?1",
-                params![key],
-                |r| r.get(0),
-            )
+            .query_row(SESSION_MACHINE, params![key], |r| r.get(0))
             .optional()
     }
 
@@ -210,6 +214,16 @@ impl Db {
     /// keep its id (the page signs nothing for them) and are no longer guarded: any token
     /// may send for them again, a paired machine's claiming them.
     /// Returns whether the machine was there.
+    /// Notes the machine's contact at `now_ms` unless one was noted within
+    /// [`super::SEEN_EVERY_MS`]; whether it was written.
+    pub fn machine_seen(&mut self, id: &str, now_ms: i64) -> rusqlite::Result<bool> {
+        let n = self.conn.execute(
+            MACHINE_SEEN,
+            params![id, now_ms, now_ms - super::SEEN_EVERY_MS],
+        )?;
+        Ok(n > 0)
+    }
+
     pub fn remove_machine(&mut self, id: &str) -> rusqlite::Result<bool> {
         let tx = self.conn.transaction()?;
         let n = tx.execute(REMOVE_MACHINE[0], params![id])?;

@@ -21,16 +21,23 @@
 //!   digits, and the key and proof the page's passkey produced).
 //!
 //! * `snoozes` (migration 5): prompts put off with "Not now" (issue 26), until when.
+//! * receivers sharing one database (migration 10, issue 29): `logins.csrf` (each login's
+//!   CSRF secret), `machines.seen_ms` (each machine's last contact, written at most every
+//!   [`SEEN_EVERY_MS`]), `login_attempts` (the login limits' buckets: when each is full
+//!   again; full ones are deleted) and `push_claims` (each push, claimed by the one receiver
+//!   that sends it).
 //!
 //! One module per area: `schema` (migrations), `events` (ingest), `sessions` (the page's
 //! view), `queue` (messages and acks), `machines` (pairing and keys), `logins`, `settings`,
 //! `push` (devices and the push log); opening the file and upkeep are here.
 //!
-//! PostgreSQL (issue 29; built and tested, not yet served: `--db postgres://` is refused):
-//! `dialect` (the same SQL in PostgreSQL's spelling), `pg` (pool and migrations), `pg_wake`
-//! (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area, implemented by both
-//! stores, with the tests both run) and its PostgreSQL side in `pg_queue`, `pg_small` (logins,
-//! settings), `pg_pairing` and `pg_push`.
+//! PostgreSQL (issue 29): `dialect` (the same SQL in PostgreSQL's spelling), `pg` (pool and
+//! migrations), `pg_wake` (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area,
+//! implemented by both stores, with the tests both run; together `Store`, which both are) and
+//! its PostgreSQL side in `pg_queue`, `pg_small` (logins, settings), `pg_pairing`, `pg_push`,
+//! `pg_events` (ingest and the page's view), `pg_snoozes` and `pg_upkeep` (ping, sweep, what
+//! the test door reads). The SQL of each area is one text for both where the engines agree
+//! (the constants in each area's module; the writes are `ON CONFLICT` upserts both speak).
 
 mod dialect;
 mod events;
@@ -39,10 +46,13 @@ mod machines;
 mod pg;
 #[cfg(test)]
 mod pg_cluster;
+mod pg_events;
 mod pg_pairing;
 mod pg_push;
 mod pg_queue;
 mod pg_small;
+mod pg_snoozes;
+mod pg_upkeep;
 mod pg_wake;
 mod push;
 mod queue;
@@ -62,9 +72,152 @@ pub(crate) use events::Stored;
 #[allow(unused_imports)]
 pub(crate) use machines::Pairing;
 pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
+/// What `State` holds: either store, behind one interface.
+pub(crate) use store::Store;
+
+pub(crate) use pg_wake::{parse as parse_announcement, Announcer, Listener, Wakeup};
+
+/// A machine's last contact is written at most this often (ms): the page shows it to the
+/// second, and a busy poller does not write on every request.
+pub(crate) const SEEN_EVERY_MS: i64 = 5_000;
+
+/// What a sweep statement is given: the cutoff (`?1`), then the time now (`?2`), or only now.
+#[derive(Clone, Copy)]
+pub(super) enum SweepArgs {
+    Cutoff,
+    CutoffNow,
+    Now,
+}
+
+/// What a sweep forgets, in order, one text for both stores (pg_upkeep.rs).
+pub(super) const SWEEP: [(&str, SweepArgs); 9] = [
+    (
+        "DELETE FROM events WHERE received_ms < ?1",
+        SweepArgs::Cutoff,
+    ),
+    (
+        "DELETE FROM attentions WHERE session_key IN \
+        (SELECT key FROM sessions WHERE last_ms < ?1)",
+        SweepArgs::Cutoff,
+    ),
+    ("DELETE FROM sessions WHERE last_ms < ?1", SweepArgs::Cutoff),
+    (
+        "DELETE FROM messages WHERE enqueued_ms < ?1 AND (expires_ms < ?2 OR id IS NULL \
+        OR EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id))",
+        SweepArgs::CutoffNow,
+    ),
+    ("DELETE FROM acks WHERE received_ms < ?1", SweepArgs::Cutoff),
+    (
+        "DELETE FROM logins WHERE created_ms < ?1",
+        SweepArgs::Cutoff,
+    ),
+    (
+        "DELETE FROM pairings WHERE expires_ms < ?1",
+        SweepArgs::Cutoff,
+    ),
+    (
+        "DELETE FROM push_claims WHERE made_ms < ?1",
+        SweepArgs::Cutoff,
+    ),
+    // A full bucket is no longer limiting anyone.
+    (
+        "DELETE FROM login_attempts WHERE full_ms <= ?1",
+        SweepArgs::Now,
+    ),
+];
 
 pub(crate) struct Db {
     conn: Connection,
+}
+
+/// An opened store, and for a shared (PostgreSQL) one what the receivers sharing it wake
+/// each other with.
+pub(crate) struct Opened {
+    pub store: Box<dyn store::Store>,
+    pub shared: Option<SharedDb>,
+}
+
+/// A database other receivers may share: announce changes, listen for theirs.
+pub(crate) struct SharedDb {
+    pub announcer: Announcer,
+    config: r2d2_postgres::postgres::Config,
+}
+
+impl SharedDb {
+    /// Starts listening for the other receivers' announcements (a thread of its own,
+    /// stopped when the returned value is dropped).
+    pub fn listen(&self, on_wake: impl Fn(Wakeup) + Send + 'static) -> Listener {
+        Listener::start(self.config.clone(), on_wake)
+    }
+}
+
+/// Opens the database `--db` names: a SQLite file (made if missing) or a PostgreSQL
+/// database (migrated; it must exist).
+pub(crate) fn open(target: &crate::options::Database) -> anyhow::Result<Opened> {
+    use crate::options::Database;
+    match target {
+        Database::File(p) => Ok(Opened {
+            store: Box::new(Db::open_file(p)?),
+            shared: None,
+        }),
+        Database::Postgres(url) => {
+            open_postgres(check_postgres_url(url)?).with_context(|| format!("database {target}"))
+        }
+    }
+}
+
+fn open_postgres(config: r2d2_postgres::postgres::Config) -> anyhow::Result<Opened> {
+    {
+        {
+            let store = pg::PgStore::open_config(config.clone())?;
+            let shared = SharedDb {
+                announcer: Announcer {
+                    pool: store.pool.clone(),
+                    me: ulid::Ulid::new().to_string(),
+                },
+                config,
+            };
+            Ok(Opened {
+                store: Box::new(store),
+                shared: Some(shared),
+            })
+        }
+    }
+}
+
+/// A fresh database of its own on the PostgreSQL cluster whose admin database `admin_url`
+/// names: what the test receiver runs on when `SP_TEST_RECEIVER_PG` is set, so that the
+/// receiver's suite runs against PostgreSQL too.
+#[cfg(feature = "testing")]
+pub(crate) fn open_test_postgres(admin_url: &str) -> anyhow::Result<Opened> {
+    let mut config = check_postgres_url(admin_url).context("SP_TEST_RECEIVER_PG")?;
+    let name = format!(
+        "sp_test_{}",
+        ulid::Ulid::new().to_string().to_ascii_lowercase()
+    );
+    let mut admin = config
+        .connect(r2d2_postgres::postgres::NoTls)
+        .context("SP_TEST_RECEIVER_PG: cannot connect")?;
+    admin.batch_execute(&format!("CREATE DATABASE {name}"))?;
+    config.dbname(&name);
+    open_postgres(config)
+}
+
+/// A private in-memory SQLite database (the test receiver's default).
+pub(crate) fn open_memory() -> anyhow::Result<Opened> {
+    Ok(Opened {
+        store: Box::new(Db::open_memory()?),
+        shared: None,
+    })
+}
+
+/// Whether `url` is a PostgreSQL URL the client can use, saying what is wrong when not.
+pub(crate) fn check_postgres_url(url: &str) -> anyhow::Result<r2d2_postgres::postgres::Config> {
+    url.parse().map_err(|e| {
+        anyhow::anyhow!(
+            "not a PostgreSQL URL ({e}): want postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, or postgres://USER@/DATABASE?host=/run/postgresql for a unix socket"
+        )
+    })
 }
 
 fn fmt_ms(ms: i64) -> String {
@@ -126,28 +279,19 @@ impl Db {
 
     /// Forgets what is older than `keep_ms`: events and acks received before, sessions
     /// last seen before, messages enqueued before (and no longer pending), logins made
-    /// before. Returns the number of rows removed.
+    /// before, pushes claimed before; and login attempt buckets that are full again.
+    /// Returns the number of rows removed.
     pub fn sweep(&mut self, now_ms: i64, keep_ms: i64) -> rusqlite::Result<usize> {
         let cutoff = now_ms - keep_ms;
         let tx = self.conn.transaction()?;
         let mut n = 0;
-        n += tx.execute("DELETE FROM events WHERE received_ms < ?1", params![cutoff])?;
-        n += tx.execute(
-            "DELETE FROM attentions WHERE session_key IN (SELECT key FROM sessions WHERE last_ms < ?1)",
-            params![cutoff],
-        )?;
-        n += tx.execute("DELETE FROM sessions WHERE last_ms < ?1", params![cutoff])?;
-        n += tx.execute(
-            "DELETE FROM messages WHERE enqueued_ms < ?1
-               AND (expires_ms < ?2 OR id IS NULL OR EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id))",
-            params![cutoff, now_ms],
-        )?;
-        n += tx.execute("DELETE FROM acks WHERE received_ms < ?1", params![cutoff])?;
-        n += tx.execute("DELETE FROM logins WHERE created_ms < ?1", params![cutoff])?;
-        n += tx.execute(
-            "DELETE FROM pairings WHERE expires_ms < ?1",
-            params![cutoff],
-        )?;
+        for (sql, args) in SWEEP {
+            n += match args {
+                SweepArgs::Cutoff => tx.execute(sql, params![cutoff])?,
+                SweepArgs::CutoffNow => tx.execute(sql, params![cutoff, now_ms])?,
+                SweepArgs::Now => tx.execute(sql, params![now_ms])?,
+            };
+        }
         tx.commit()?;
         Ok(n)
     }

@@ -8,8 +8,8 @@
 //! is left exactly as it is; the wake between receivers (`LISTEN`) is to use tokio-postgres
 //! itself on a connection of its own.
 //!
-//! Not wired yet: `--db postgres://` stays refused (cli.rs) until every query of the store
-//! runs here.
+//! Every query of the store runs here now (store.rs: `PgStore` is a `Store`); `--db
+//! postgres://` is accepted once the receiver's state holds either store (cli.rs).
 #![cfg_attr(not(test), allow(dead_code))]
 
 use std::time::Duration;
@@ -39,6 +39,15 @@ impl PgStore {
         let config: Config = url
             .parse()
             .context("--db: not a PostgreSQL URL (postgres://user:password@host:port/database)")?;
+        Self::open_config(config)
+    }
+
+    /// [`PgStore::open`] with the URL already parsed.
+    pub fn open_config(mut config: Config) -> anyhow::Result<PgStore> {
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("sp-receiver");
         let pool = r2d2::Pool::builder()
             .max_size(POOL_MAX)
             .min_idle(Some(1))

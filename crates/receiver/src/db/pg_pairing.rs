@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::dialect::postgres as q;
 use super::machines::{
     ADD_MACHINE_KEY, APPROVE_PAIRING, CREATE_PAIRING, GIVE_TOKEN, MACHINE_BY_TOKEN, MACHINE_KEYS,
-    MACHINE_KNOWN, PAIRING, PAIRING_MACHINE, PAIR_MACHINE, REMOVE_MACHINE, SET_TOKEN,
+    MACHINE_KNOWN, MACHINE_SEEN, PAIRING, PAIRING_MACHINE, PAIR_MACHINE, REMOVE_MACHINE, SET_TOKEN,
 };
 use super::pg::PgStore;
 use super::store::PairingStore;
@@ -20,7 +20,7 @@ const LATEST_MACHINE: &str =
     "SELECT id, name FROM machines ORDER BY paired_ms DESC, id DESC LIMIT 1";
 const MACHINES: &str = "SELECT m.id, m.name, m.paired_ms, \
     (SELECT coalesce(json_agg(k.id ORDER BY k.id), '[]')::text FROM machine_keys k \
-    WHERE k.machine = m.id) FROM machines m ORDER BY m.paired_ms, m.id";
+    WHERE k.machine = m.id), m.seen_ms FROM machines m ORDER BY m.paired_ms, m.id";
 
 impl PairingStore for PgStore {
     fn machine_known(&mut self, id: &str) -> anyhow::Result<bool> {
@@ -143,6 +143,7 @@ impl PairingStore for PgStore {
                     "name": r.get::<_, Option<String>>(1),
                     "paired_ms": r.get::<_, i64>(2),
                     "keys": serde_json::from_str::<Value>(r.get(3)).unwrap_or(json!([])),
+                    "seen_ms": r.get::<_, Option<i64>>(4),
                 })
             })
             .collect())
@@ -156,6 +157,15 @@ impl PairingStore for PgStore {
             tx.execute(&q(sql), &[&id])?;
         }
         tx.commit()?;
+        Ok(n > 0)
+    }
+
+    fn machine_seen(&mut self, id: &str, now_ms: i64) -> anyhow::Result<bool> {
+        let cutoff = now_ms - super::SEEN_EVERY_MS;
+        let n = self
+            .pool
+            .get()?
+            .execute(&q(MACHINE_SEEN), &[&id, &now_ms, &cutoff])?;
         Ok(n > 0)
     }
 }

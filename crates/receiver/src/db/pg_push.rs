@@ -7,8 +7,8 @@ use super::dialect::postgres as q;
 use super::fmt_ms;
 use super::pg::PgStore;
 use super::push::{
-    device_id, quiet_hours, DEVICES, DEVICE_KNOWN_COUNT, LOG, RECORD, REMOVE_DEVICE, SET_QUIET,
-    SET_QUIET_HOURS, SUBSCRIBE, TRIM_LOG,
+    device_id, quiet_hours, CLAIM, CLAIMED, DEVICES, DEVICE_KNOWN_COUNT, LOG, RECORD,
+    REMOVE_DEVICE, SET_QUIET, SET_QUIET_HOURS, SUBSCRIBE, TRIM_LOG,
 };
 use super::store::PushStore;
 use crate::push::{Device, QuietHours, Subscription, LOG_KEPT, SUBSCRIPTIONS_MAX};
@@ -114,5 +114,13 @@ impl PushStore for PgStore {
                     "what": r.get::<_, String>(2), "result": r.get::<_, String>(3)})
             })
             .collect())
+    }
+
+    fn claim_push(&mut self, key: &str, now_ms: i64) -> anyhow::Result<bool> {
+        Ok(self.pool.get()?.execute(&q(CLAIM), &[&key, &now_ms])? == 1)
+    }
+
+    fn push_claimed(&mut self, key: &str) -> anyhow::Result<bool> {
+        Ok(self.pool.get()?.query_opt(&q(CLAIMED), &[&key])?.is_some())
     }
 }

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::dialect::postgres as q;
 use super::fmt_ms;
 use super::pg::PgStore;
+use super::pg_events::pg_text;
 use super::pg_wake::announce;
 use super::queue::{
     FIRST_ACK, INSERT_ACK, INSERT_ENVELOPE, INSERT_MESSAGE, MACHINE_PENDING, MARK_POLLED,
@@ -118,7 +119,10 @@ impl QueueStore for PgStore {
 
     fn insert_acks(&mut self, acks: &[Value], now_ms: i64) -> anyhow::Result<()> {
         let at = fmt_ms(now_ms);
-        let str_of = |a: &Value, k: &str| a.get(k).and_then(Value::as_str).map(str::to_string);
+        // PostgreSQL's text holds no NUL, which an ack's fields may carry (validate.rs lets a
+        // detail have one): stored as pg_events.rs stores such names.
+        let str_of =
+            |a: &Value, k: &str| pg_text(a.get(k).and_then(Value::as_str).map(str::to_string));
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
         let sql = q(INSERT_ACK);

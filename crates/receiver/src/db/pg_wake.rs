@@ -6,6 +6,9 @@
 //! so held polls re-read rather than wait for a wake that cannot come; after each
 //! (re)connect it calls back once, for what was missed while it was down.
 //!
+//! What is announced: a session's key (a message queued for it), `machine:<id>` (an
+//! envelope), `acks`, `settings`, `events` (a batch stored something new) and `snoozes`.
+//!
 //! Not wired yet: the store it wakes for (pg.rs) does not serve queries yet.
 #![cfg_attr(not(test), allow(dead_code))]
 
@@ -42,6 +45,57 @@ pub(crate) enum Wakeup {
 pub(crate) fn announce(tx: &mut impl GenericClient, what: &str) -> Result<(), PgError> {
     tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &what])?;
     Ok(())
+}
+
+/// Announces this receiver's changes to the others after they are committed: the poll keys
+/// touched (a session, `machine:<id>`, or `*`), behind this receiver's own id so that its
+/// own listener can skip them.
+pub(crate) struct Announcer {
+    pub(super) pool: r2d2_postgres::r2d2::Pool<r2d2_postgres::PostgresConnectionManager<NoTls>>,
+    pub(super) me: String,
+}
+
+/// PostgreSQL refuses a payload of 8,000 bytes or more: past this, "everything".
+const PAYLOAD_MAX: usize = 7_900;
+
+impl Announcer {
+    /// This receiver's id in its announcements.
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    /// Tells every receiver that `keys` changed (an empty list: only what the page shows).
+    /// A failure is logged: the others then see the change at their next read (a held poll's
+    /// deadline, a page's next request), nothing is lost.
+    pub fn send(&self, keys: &[String]) {
+        let mut payload = format!("{}\t{}", self.me, keys.join("\n"));
+        if payload.len() > PAYLOAD_MAX {
+            payload = format!("{}\t*", self.me);
+        }
+        let sent = self
+            .pool
+            .get()
+            .map_err(|e| e.to_string())
+            .and_then(|mut c| announce(&mut *c, &payload).map_err(|e| e.to_string()));
+        if let Err(e) = sent {
+            tracing::warn!("cannot announce a change to the other receivers: {e}");
+        }
+    }
+}
+
+/// What an announcement says: who sent it (`None` for one without a sender, such as the
+/// queue's own in-transaction ones) and the keys it touched.
+pub(crate) fn parse(payload: &str) -> (Option<&str>, Vec<String>) {
+    let (from, keys) = match payload.split_once('\t') {
+        Some((from, keys)) => (Some(from), keys),
+        None => (None, payload),
+    };
+    let keys = keys
+        .split('\n')
+        .filter(|k| !k.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (from, keys)
 }
 
 /// The listening thread; stopped (and joined) when dropped.

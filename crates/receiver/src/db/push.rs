@@ -1,6 +1,6 @@
 //! Telling the person (`crate::push`): the devices pushed to, and what each push did.
 
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::{fmt_ms, Db};
@@ -27,6 +27,11 @@ pub(super) const TRIM_LOG: &str =
     "DELETE FROM push_log WHERE n <= (SELECT max(n) FROM push_log) - ?1";
 pub(super) const LOG: &str =
     "SELECT at_ms, target, what, result FROM push_log ORDER BY n DESC LIMIT ?1";
+/// One push per notice across receivers sharing the database: the receiver whose insert
+/// took sends it.
+pub(super) const CLAIM: &str =
+    "INSERT INTO push_claims(key, made_ms) VALUES (?1, ?2) ON CONFLICT(key) DO NOTHING";
+pub(super) const CLAIMED: &str = "SELECT 1 FROM push_claims WHERE key = ?1";
 
 /// A device's id: the first 16 hex digits of sha256(endpoint).
 pub(super) fn device_id(endpoint: &str) -> String {
@@ -134,6 +139,19 @@ impl Db {
             .execute(RECORD, params![now_ms, target, what, result])?;
         self.conn.execute(TRIM_LOG, [crate::push::LOG_KEPT])?;
         Ok(())
+    }
+
+    /// Claims the push `key` names; true when this claim took (the caller sends it).
+    pub fn claim_push(&mut self, key: &str, now_ms: i64) -> rusqlite::Result<bool> {
+        Ok(self.conn.execute(CLAIM, params![key, now_ms])? == 1)
+    }
+
+    /// Whether the push `key` names was claimed.
+    pub fn push_claimed(&mut self, key: &str) -> rusqlite::Result<bool> {
+        self.conn
+            .query_row(CLAIMED, [key], |_| Ok(()))
+            .optional()
+            .map(|o| o.is_some())
     }
 
     /// The newest push attempts first, at most `limit`.

@@ -175,6 +175,24 @@ CREATE INDEX sessions_machine ON sessions(machine_id);
 ALTER TABLE attentions ADD COLUMN input TEXT;
 ALTER TABLE attentions ADD COLUMN input_partial INTEGER NOT NULL DEFAULT 0;
 "#,
+    // Receivers sharing one database (issue 29) see what one of them alone once kept in
+    // memory: each login's CSRF secret, each machine's last contact (written at most every
+    // few seconds), the login attempts (a bucket per client and one overall: when each is
+    // full again; a full one is deleted), and each push claimed by the one receiver that
+    // sends it.
+    r#"
+ALTER TABLE logins ADD COLUMN csrf TEXT;
+ALTER TABLE machines ADD COLUMN seen_ms INTEGER;
+CREATE TABLE login_attempts(
+    key     TEXT PRIMARY KEY,   -- the client's address, or '*' for every client
+    full_ms INTEGER NOT NULL
+);
+CREATE TABLE push_claims(
+    key     TEXT PRIMARY KEY,
+    made_ms INTEGER NOT NULL
+);
+CREATE INDEX push_claims_made ON push_claims(made_ms);
+"#,
 ];
 
 impl Db {

@@ -7,22 +7,53 @@ use serde_json::{json, Map, Value};
 use super::Db;
 
 /// Messages listed per session on the page.
-const PAGE_MESSAGES: usize = 20;
+pub(super) const PAGE_MESSAGES: usize = 20;
 /// How long, and how many per session, the page is told of prompts that ended (so every
 /// open page says how: DECISIONS 34).
-const CLEARED_FOR_MS: i64 = 10 * 60 * 1000;
-const CLEARED_LISTED: i64 = 10;
+pub(super) const CLEARED_FOR_MS: i64 = 10 * 60 * 1000;
+pub(super) const CLEARED_LISTED: i64 = 10;
 
-struct SessionRow {
-    key: String,
-    harness: String,
-    sid: String,
-    first_at: String,
-    last_at: String,
-    last_type: String,
-    info: String,
-    ended: bool,
-    machine_id: Option<String>,
+// The page's SQL, shared by both stores where they can (pg_events.rs): the JSON the rows
+// become is built here, by the same functions for both. The `COLLATE BINARY`s are SQLite's
+// default, spelled out so PostgreSQL sorts text the same way (dialect.rs).
+pub(super) const PAGE_SESSIONS: &str = "SELECT key, harness, session_id, first_at, last_at, \
+    last_type, info, ended, machine_id FROM sessions s \
+    WHERE (ended = 0 AND last_ms > ?1) \
+    OR EXISTS (SELECT 1 FROM attentions a WHERE a.session_key = s.key AND a.open = 1) \
+    ORDER BY last_ms DESC, key COLLATE BINARY";
+pub(super) const OPEN_ATTENTIONS: &str = "SELECT attention_id, kind, tool, message, needed_at, \
+    input, input_partial FROM attentions WHERE session_key = ?1 AND open = 1 \
+    ORDER BY needed_at COLLATE BINARY, attention_id COLLATE BINARY";
+/// The prompts of a session that ended lately, with whether a page's answer for each was
+/// delivered: the answer names its prompt in `for`, or in its signed command's `for`.
+const CLEARED_ATTENTIONS: &str = "SELECT a.attention_id, a.tool, a.message, a.how, a.cleared_at,
+        EXISTS (SELECT 1 FROM messages m JOIN acks k ON k.id = m.id
+                WHERE m.session = a.session_key AND m.kind = 'permission.answer'
+                  AND k.outcome = 'delivered'
+                  AND a.attention_id = coalesce(
+                        json_extract(m.body, '$.for'),
+                        CASE WHEN json_valid(json_extract(m.body, '$.cmd'))
+                             THEN json_extract(json_extract(m.body, '$.cmd'), '$.for') END))
+    FROM attentions a
+    WHERE a.session_key = ?1 AND a.open = 0 AND a.cleared_at >= ?2
+    ORDER BY a.cleared_at COLLATE BINARY DESC, a.attention_id COLLATE BINARY LIMIT ?3";
+const SESSION_MESSAGES: &str = "SELECT m.body, m.expires_ms, m.first_polled_at, a.outcome,
+        COALESCE(a.detail, json_extract(a.body, '$.code')), a.received_at
+    FROM messages m
+    LEFT JOIN acks a ON a.n = (SELECT min(n) FROM acks WHERE acks.id = m.id)
+    WHERE m.session = ?1 ORDER BY m.n DESC LIMIT ?2";
+
+/// One row of [`PAGE_SESSIONS`].
+pub(super) struct SessionRow {
+    pub key: String,
+    pub harness: String,
+    pub sid: String,
+    pub first_at: String,
+    pub last_at: String,
+    pub last_type: String,
+    pub info: String,
+    pub ended: bool,
+    pub machine_id: Option<String>,
 }
 
 /// One message as the page lists it.
@@ -71,18 +102,178 @@ fn message_view(
     Value::Object(v)
 }
 
+/// One session as the page shows it, with its open attentions, the prompts that ended
+/// lately and its latest messages.
+pub(super) fn session_view(
+    row: SessionRow,
+    attentions: Vec<Value>,
+    cleared: Vec<Value>,
+    messages: Vec<Value>,
+) -> Value {
+    let SessionRow {
+        key,
+        harness,
+        sid,
+        first_at,
+        last_at,
+        last_type,
+        info,
+        ended,
+        machine_id,
+    } = row;
+    let state = if !attentions.is_empty() {
+        "needs you"
+    } else if ended {
+        "ended"
+    } else {
+        match last_type.as_str() {
+            "turn.ended" => "idle",
+            "session.started" => "started",
+            _ => "active",
+        }
+    };
+    let mut v = Map::new();
+    v.insert("key".into(), key.into());
+    v.insert("harness".into(), harness.into());
+    v.insert("id".into(), sid.into());
+    if let Ok(Value::Object(info)) = serde_json::from_str::<Value>(&info) {
+        for (k, x) in info {
+            v.insert(k, x);
+        }
+    }
+    // The paired machine its events came from (DECISIONS 33): the page signs for it.
+    if let Some(m) = machine_id {
+        v.insert("machine_id".into(), m.into());
+    }
+    v.insert("state".into(), state.into());
+    v.insert("last_type".into(), last_type.into());
+    v.insert("first_at".into(), first_at.into());
+    v.insert("last_at".into(), last_at.into());
+    v.insert("attentions".into(), Value::Array(attentions));
+    v.insert("cleared".into(), Value::Array(cleared));
+    v.insert("messages".into(), Value::Array(messages));
+    Value::Object(v)
+}
+
+/// One open attention (a row of [`OPEN_ATTENTIONS`]).
+pub(super) fn attention_view(
+    attention_id: String,
+    kind: Option<String>,
+    tool: Option<String>,
+    message: Option<String>,
+    needed_at: Option<String>,
+    input: Option<String>,
+    input_partial: bool,
+) -> Value {
+    let input = input
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .unwrap_or(Value::Null);
+    json!({
+        "attention_id": attention_id,
+        "kind": kind,
+        "tool": tool,
+        "message": message,
+        "needed_at": needed_at,
+        "input": input,
+        "input_partial": input_partial,
+    })
+}
+
+/// One prompt that ended: how, from what its `attention.cleared` said (`how`) and whether a
+/// page's answer for it was delivered (`by_page`).
+pub(super) fn cleared_view(
+    attention_id: String,
+    tool: Option<String>,
+    message: Option<String>,
+    how: Option<String>,
+    cleared_at: Option<String>,
+    by_page: bool,
+) -> Value {
+    let ended = match how.as_deref() {
+        Some("answered") if by_page => "page",
+        Some("answered") => "terminal",
+        Some("timeout") => "timeout",
+        Some("cancelled") => "cancelled",
+        _ => "unknown",
+    };
+    json!({
+        "attention_id": attention_id,
+        "tool": tool,
+        "message": message,
+        "how": how,
+        "ended": ended,
+        "cleared_at": cleared_at,
+    })
+}
+
+/// One message of a session with its outcome: its first ack's, else expired, sent (a poll
+/// took it) or queued.
+pub(super) fn message_status_view(
+    body: &str,
+    expires_ms: Option<i64>,
+    polled_at: Option<String>,
+    outcome: Option<String>,
+    detail: Option<String>,
+    acked_at: Option<String>,
+    now_ms: i64,
+) -> Value {
+    match outcome {
+        Some(o) => message_view(body, &o, detail, acked_at),
+        None if expires_ms.is_some_and(|e| e <= now_ms) => message_view(
+            body,
+            "expired",
+            Some(if polled_at.is_some() {
+                "expired before the machine acknowledged it".into()
+            } else {
+                "expired before the machine picked it up".into()
+            }),
+            None,
+        ),
+        None if polled_at.is_some() => message_view(body, "sent", None, None),
+        None => message_view(body, "queued", None, None),
+    }
+}
+
+/// The prompt a queued message answers, as [`CLEARED_ATTENTIONS`] reads it from the body:
+/// its `for`, else the `for` of its command when that is JSON (a signed envelope's `cmd`).
+/// For a store without SQLite's JSON functions.
+pub(super) fn answer_for(body: &str) -> Option<String> {
+    let m: Value = serde_json::from_str(body).ok()?;
+    if let Some(f) = m.get("for").and_then(sql_text) {
+        return Some(f);
+    }
+    let cmd = match m.get("cmd")? {
+        Value::String(s) => serde_json::from_str::<Value>(s).ok()?,
+        other => other.clone(),
+    };
+    cmd.get("for").and_then(sql_text)
+}
+
+/// An ack's `code`, as `json_extract(body, '$.code')` reads it (for the same stores).
+pub(super) fn ack_code(body: &str) -> Option<String> {
+    serde_json::from_str::<Value>(body)
+        .ok()?
+        .get("code")
+        .and_then(sql_text)
+}
+
+/// A JSON value as SQLite's `json_extract` gives it, compared as text: null is NULL, a
+/// string its text, true and false 1 and 0, anything else its JSON.
+fn sql_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(u8::from(*b).to_string()),
+        other => Some(other.to_string()),
+    }
+}
+
 impl Db {
     /// Sessions the page shows: live ones (not ended, an event within `live_ms`) and any
     /// with an open attention, most recent first, each with its open attentions and its
     /// latest messages (newest first) and their outcomes.
     pub fn page_sessions(&self, now_ms: i64, live_ms: i64) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT key, harness, session_id, first_at, last_at, last_type, info, ended, machine_id
-             FROM sessions s
-             WHERE (ended = 0 AND last_ms > ?1)
-                OR EXISTS (SELECT 1 FROM attentions a WHERE a.session_key = s.key AND a.open = 1)
-             ORDER BY last_ms DESC, key",
-        )?;
+        let mut st = self.conn.prepare_cached(PAGE_SESSIONS)?;
         let rows: Vec<SessionRow> = st
             .query_map(params![now_ms - live_ms], |r| {
                 Ok(SessionRow {
@@ -99,76 +290,27 @@ impl Db {
             })?
             .collect::<rusqlite::Result<_>>()?;
         let mut out = Vec::with_capacity(rows.len());
-        for SessionRow {
-            key,
-            harness,
-            sid,
-            first_at,
-            last_at,
-            last_type,
-            info,
-            ended,
-            machine_id,
-        } in rows
-        {
-            let attentions = self.open_attentions(&key)?;
-            let cleared = self.cleared_attentions(&key, now_ms)?;
-            let messages = self.session_messages(&key, now_ms)?;
-            let state = if !attentions.is_empty() {
-                "needs you"
-            } else if ended {
-                "ended"
-            } else {
-                match last_type.as_str() {
-                    "turn.ended" => "idle",
-                    "session.started" => "started",
-                    _ => "active",
-                }
-            };
-            let mut v = Map::new();
-            v.insert("key".into(), key.into());
-            v.insert("harness".into(), harness.into());
-            v.insert("id".into(), sid.into());
-            if let Ok(Value::Object(info)) = serde_json::from_str::<Value>(&info) {
-                for (k, x) in info {
-                    v.insert(k, x);
-                }
-            }
-            // The paired machine its events came from (DECISIONS 33): the page signs for it.
-            if let Some(m) = machine_id {
-                v.insert("machine_id".into(), m.into());
-            }
-            v.insert("state".into(), state.into());
-            v.insert("last_type".into(), last_type.into());
-            v.insert("first_at".into(), first_at.into());
-            v.insert("last_at".into(), last_at.into());
-            v.insert("attentions".into(), Value::Array(attentions));
-            v.insert("cleared".into(), Value::Array(cleared));
-            v.insert("messages".into(), Value::Array(messages));
-            out.push(Value::Object(v));
+        for row in rows {
+            let attentions = self.open_attentions(&row.key)?;
+            let cleared = self.cleared_attentions(&row.key, now_ms)?;
+            let messages = self.session_messages(&row.key, now_ms)?;
+            out.push(session_view(row, attentions, cleared, messages));
         }
         Ok(out)
     }
 
     fn open_attentions(&self, key: &str) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT attention_id, kind, tool, message, needed_at, input, input_partial FROM attentions
-             WHERE session_key = ?1 AND open = 1 ORDER BY needed_at, attention_id",
-        )?;
+        let mut st = self.conn.prepare_cached(OPEN_ATTENTIONS)?;
         let rows = st.query_map(params![key], |r| {
-            let input = r
-                .get::<_, Option<String>>(5)?
-                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                .unwrap_or(Value::Null);
-            Ok(json!({
-                "attention_id": r.get::<_, String>(0)?,
-                "kind": r.get::<_, Option<String>>(1)?,
-                "tool": r.get::<_, Option<String>>(2)?,
-                "message": r.get::<_, Option<String>>(3)?,
-                "needed_at": r.get::<_, Option<String>>(4)?,
-                "input": input,
-                "input_partial": r.get::<_, bool>(6)?,
-            }))
+            Ok(attention_view(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
         })?;
         rows.collect()
     }
@@ -179,72 +321,34 @@ impl Db {
     /// `terminal` (answered otherwise: at the machine), `timeout`, `cancelled` (the session
     /// stopped or ended), or `unknown`.
     fn cleared_attentions(&self, key: &str, now_ms: i64) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT a.attention_id, a.tool, a.message, a.how, a.cleared_at,
-                    EXISTS (SELECT 1 FROM messages m JOIN acks k ON k.id = m.id
-                            WHERE m.session = a.session_key AND m.kind = 'permission.answer'
-                              AND k.outcome = 'delivered'
-                              AND a.attention_id = coalesce(
-                                    json_extract(m.body, '$.for'),
-                                    CASE WHEN json_valid(json_extract(m.body, '$.cmd'))
-                                         THEN json_extract(json_extract(m.body, '$.cmd'), '$.for') END))
-             FROM attentions a
-             WHERE a.session_key = ?1 AND a.open = 0 AND a.cleared_at >= ?2
-             ORDER BY a.cleared_at DESC LIMIT ?3",
-        )?;
+        let mut st = self.conn.prepare_cached(CLEARED_ATTENTIONS)?;
         let since = super::fmt_ms(now_ms - CLEARED_FOR_MS);
         let rows = st.query_map(params![key, since, CLEARED_LISTED], |r| {
-            let how: Option<String> = r.get(3)?;
-            let by_page: bool = r.get(5)?;
-            let ended = match how.as_deref() {
-                Some("answered") if by_page => "page",
-                Some("answered") => "terminal",
-                Some("timeout") => "timeout",
-                Some("cancelled") => "cancelled",
-                _ => "unknown",
-            };
-            Ok(json!({
-                "attention_id": r.get::<_, String>(0)?,
-                "tool": r.get::<_, Option<String>>(1)?,
-                "message": r.get::<_, Option<String>>(2)?,
-                "how": how,
-                "ended": ended,
-                "cleared_at": r.get::<_, Option<String>>(4)?,
-            }))
+            Ok(cleared_view(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
         })?;
         rows.collect()
     }
 
     fn session_messages(&self, key: &str, now_ms: i64) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT m.body, m.expires_ms, m.first_polled_at, a.outcome,
-                    COALESCE(a.detail, json_extract(a.body, '$.code')), a.received_at
-             FROM messages m
-             LEFT JOIN acks a ON a.n = (SELECT min(n) FROM acks WHERE acks.id = m.id)
-             WHERE m.session = ?1 ORDER BY m.n DESC LIMIT ?2",
-        )?;
+        let mut st = self.conn.prepare_cached(SESSION_MESSAGES)?;
         let rows = st.query_map(params![key, PAGE_MESSAGES as i64], |r| {
             let body: String = r.get(0)?;
-            let expires: Option<i64> = r.get(1)?;
-            let polled: Option<String> = r.get(2)?;
-            let outcome: Option<String> = r.get(3)?;
-            let detail: Option<String> = r.get(4)?;
-            let acked_at: Option<String> = r.get(5)?;
-            Ok(match outcome {
-                Some(o) => message_view(&body, &o, detail, acked_at),
-                None if expires.is_some_and(|e| e <= now_ms) => message_view(
-                    &body,
-                    "expired",
-                    Some(if polled.is_some() {
-                        "expired before the machine acknowledged it".into()
-                    } else {
-                        "expired before the machine picked it up".into()
-                    }),
-                    None,
-                ),
-                None if polled.is_some() => message_view(&body, "sent", None, None),
-                None => message_view(&body, "queued", None, None),
-            })
+            Ok(message_status_view(
+                &body,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                now_ms,
+            ))
         })?;
         rows.collect()
     }
@@ -342,5 +446,55 @@ mod tests {
         assert!(ended.contains(&("p-page", "page")), "{ended:?}");
         assert!(ended.contains(&("p-term", "terminal")), "{ended:?}");
         assert_eq!(s["attentions"][0]["attention_id"], "p-open");
+    }
+
+    /// `answer_for` and `ack_code` read a body as SQLite's JSON functions in
+    /// `CLEARED_ATTENTIONS` and `SESSION_MESSAGES` do (PostgreSQL's page uses them).
+    #[test]
+    fn answer_for_and_ack_code_read_as_sqlite_does() {
+        let db = Db::open_memory().unwrap();
+        let sqlite = |sql: &str, body: &str| -> Option<String> {
+            let v: rusqlite::types::Value = db.conn.query_row(sql, [body], |r| r.get(0)).unwrap();
+            match v {
+                rusqlite::types::Value::Null => None,
+                rusqlite::types::Value::Integer(i) => Some(i.to_string()),
+                rusqlite::types::Value::Text(t) => Some(t),
+                other => panic!("{other:?}"),
+            }
+        };
+        let cmd = |c: &str| json!({"cmd": c}).to_string();
+        let bodies = [
+            json!({"for": "p1", "cmd": "{\"for\": \"p2\"}"}).to_string(),
+            json!({"for": null, "cmd": "{\"for\": \"p2\"}"}).to_string(),
+            cmd("{\"for\": \"p\\u0000\"}"),
+            cmd("not json"),
+            cmd("{\"for\": 7}"),
+            cmd("[1]"),
+            cmd("5"),
+            json!({"cmd": {"for": "p3"}}).to_string(),
+            json!({"cmd": 5}).to_string(),
+            json!({"for": 12}).to_string(),
+            json!({"for": true}).to_string(),
+            json!({"for": {"a": [1, "x"]}}).to_string(),
+            json!({"text": "a\u{0}b"}).to_string(),
+            json!({}).to_string(),
+        ];
+        let for_sql = "SELECT coalesce(json_extract(?1, '$.for'),
+            CASE WHEN json_valid(json_extract(?1, '$.cmd'))
+                 THEN json_extract(json_extract(?1, '$.cmd'), '$.for') END)";
+        for b in &bodies {
+            assert_eq!(answer_for(b), sqlite(for_sql, b), "{b}");
+        }
+        for b in [
+            json!({"code": "stale_key"}).to_string(),
+            json!({"code": null, "detail": "x\u{0}"}).to_string(),
+            json!({"outcome": "delivered"}).to_string(),
+        ] {
+            assert_eq!(
+                ack_code(&b),
+                sqlite("SELECT json_extract(?1, '$.code')", &b),
+                "{b}"
+            );
+        }
     }
 }

@@ -14,6 +14,9 @@ pub(super) const SET_SETTING: &str =
     "INSERT INTO settings(name, value, at_ms) VALUES (?1, ?2, ?3) \
     ON CONFLICT(name) DO UPDATE SET value=excluded.value, at_ms=excluded.at_ms";
 pub(super) const REMOVE_SETTING: &str = "DELETE FROM settings WHERE name=?1";
+pub(super) const FIRST_SETTING: &str =
+    "INSERT INTO settings(name, value, at_ms) VALUES (?1, ?2, ?3) \
+    ON CONFLICT(name) DO NOTHING";
 
 impl Db {
     /// Whether the person said on the page that they are away (false until they do).
@@ -39,6 +42,17 @@ impl Db {
             .prepare_cached(SETTING)?
             .query_row([name], |r| r.get(0))
             .optional()
+    }
+
+    /// The setting's value, set to `value` first if it has none: the first of several
+    /// receivers to set it wins, and every one gets the winner's value.
+    pub fn first_setting(&self, name: &str, value: &str, now_ms: i64) -> rusqlite::Result<String> {
+        self.conn
+            .prepare_cached(FIRST_SETTING)?
+            .execute(params![name, value, now_ms])?;
+        self.conn
+            .prepare_cached(SETTING)?
+            .query_row([name], |r| r.get(0))
     }
 
     /// Sets a setting; `None` removes it.

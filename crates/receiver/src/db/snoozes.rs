@@ -7,6 +7,28 @@ use serde_json::{json, Value};
 
 use super::{fmt_ms, Db};
 
+// The snoozes' SQL, one text for both stores (pg_snoozes.rs runs it on PostgreSQL).
+pub(super) const DROP_ENDED: &str = "DELETE FROM snoozes WHERE until_ms <= ?1";
+pub(super) const OPEN_ATTENTION: &str =
+    "SELECT 1 FROM attentions WHERE session_key = ?1 AND attention_id = ?2 AND open = 1";
+pub(super) const COUNT: &str = "SELECT count(*) FROM snoozes";
+pub(super) const SNOOZED_ANY_TIME: &str =
+    "SELECT 1 FROM snoozes WHERE session_key = ?1 AND attention_id = ?2";
+pub(super) const UPSERT: &str = "INSERT INTO snoozes(session_key, attention_id, until_ms, \
+    made_ms) VALUES (?1, ?2, ?3, ?4) ON CONFLICT(session_key, attention_id) \
+    DO UPDATE SET until_ms = excluded.until_ms, made_ms = excluded.made_ms";
+pub(super) const SNOOZES: &str = "SELECT z.session_key, z.attention_id, z.until_ms \
+    FROM snoozes z JOIN attentions a \
+    ON a.session_key = z.session_key AND a.attention_id = z.attention_id \
+    WHERE z.until_ms > ?1 AND a.open = 1 \
+    ORDER BY z.until_ms, z.session_key COLLATE BINARY, z.attention_id COLLATE BINARY";
+pub(super) const SNOOZED: &str = "SELECT 1 FROM snoozes \
+    WHERE session_key = ?1 AND attention_id = ?2 AND until_ms > ?3";
+pub(super) const NEXT_END: &str = "SELECT min(until_ms) FROM snoozes WHERE until_ms > ?1";
+/// A cleared prompt is no longer put off: if it is asked again, it is news again (events.rs).
+pub(super) const UNSNOOZE: &str =
+    "DELETE FROM snoozes WHERE session_key = ?1 AND attention_id = ?2";
+
 /// Prompts put off at once; past this a "Not now" is refused (the expired ones go first).
 pub const SNOOZES_MAX: i64 = 1000;
 
@@ -32,46 +54,30 @@ impl Db {
         until_ms: i64,
     ) -> rusqlite::Result<Snooze> {
         let tx = self.conn.transaction()?;
-        tx.execute("DELETE FROM snoozes WHERE until_ms <= ?1", params![now_ms])?;
+        tx.execute(DROP_ENDED, params![now_ms])?;
         let open = tx
-            .query_row(
-                "SELECT 1 FROM attentions WHERE session_key = ?1 AND attention_id = ?2 AND open = 1",
-                params![session, attention_id],
-                |_| Ok(()),
-            )
+            .query_row(OPEN_ATTENTION, params![session, attention_id], |_| Ok(()))
             .optional()?
             .is_some();
         if !open {
             return Ok(Snooze::NotOpen);
         }
-        let live: i64 = tx.query_row("SELECT count(*) FROM snoozes", [], |r| r.get(0))?;
+        let live: i64 = tx.query_row(COUNT, [], |r| r.get(0))?;
         let again = tx
-            .query_row(
-                "SELECT 1 FROM snoozes WHERE session_key = ?1 AND attention_id = ?2",
-                params![session, attention_id],
-                |_| Ok(()),
-            )
+            .query_row(SNOOZED_ANY_TIME, params![session, attention_id], |_| Ok(()))
             .optional()?
             .is_some();
         if live >= SNOOZES_MAX && !again {
             return Ok(Snooze::Full);
         }
-        tx.execute(
-            "INSERT INTO snoozes(session_key, attention_id, until_ms, made_ms) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(session_key, attention_id) DO UPDATE SET until_ms = excluded.until_ms, made_ms = excluded.made_ms",
-            params![session, attention_id, until_ms, now_ms],
-        )?;
+        tx.execute(UPSERT, params![session, attention_id, until_ms, now_ms])?;
         tx.commit()?;
         Ok(Snooze::Until(until_ms))
     }
 
     /// The open prompts put off now: `[{session, for, until}]`, for the page.
     pub fn snoozes(&self, now_ms: i64) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT z.session_key, z.attention_id, z.until_ms FROM snoozes z
-             JOIN attentions a ON a.session_key = z.session_key AND a.attention_id = z.attention_id
-             WHERE z.until_ms > ?1 AND a.open = 1 ORDER BY z.until_ms",
-        )?;
+        let mut st = self.conn.prepare_cached(SNOOZES)?;
         let rows = st.query_map(params![now_ms], |r| {
             Ok(json!({
                 "session": r.get::<_, String>(0)?,
@@ -91,9 +97,7 @@ impl Db {
     ) -> rusqlite::Result<bool> {
         Ok(self
             .conn
-            .prepare_cached(
-                "SELECT 1 FROM snoozes WHERE session_key = ?1 AND attention_id = ?2 AND until_ms > ?3",
-            )?
+            .prepare_cached(SNOOZED)?
             .query_row(params![session, attention_id, now_ms], |_| Ok(()))
             .optional()?
             .is_some())
@@ -102,22 +106,9 @@ impl Db {
     /// When the next "Not now" is up (a held page request answers then).
     pub fn next_snooze_end(&self, now_ms: i64) -> rusqlite::Result<Option<i64>> {
         self.conn
-            .prepare_cached("SELECT min(until_ms) FROM snoozes WHERE until_ms > ?1")?
+            .prepare_cached(NEXT_END)?
             .query_row(params![now_ms], |r| r.get(0))
     }
-}
-
-/// A cleared prompt is no longer put off: if it is asked again, it is news again.
-pub(super) fn unsnooze(
-    tx: &rusqlite::Transaction<'_>,
-    session: &str,
-    attention_id: &str,
-) -> rusqlite::Result<()> {
-    tx.execute(
-        "DELETE FROM snoozes WHERE session_key = ?1 AND attention_id = ?2",
-        params![session, attention_id],
-    )?;
-    Ok(())
 }
 
 #[cfg(test)]

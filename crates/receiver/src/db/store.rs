@@ -3,13 +3,21 @@
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both.
 //!
-//! So far the control queue and its acks, logins, settings, pairing and push devices; the
-//! other areas follow the same way before
-//! `--db postgres://` is accepted (cli.rs still refuses it).
+//! Every area: the control queue and its acks, logins, settings, pairing, push devices,
+//! events and the page's view of them, "Not now", and upkeep (sweep, what the test door
+//! reads); so both stores are a whole [`Store`] (checked at build below). Where PostgreSQL
+//! reads differently it says why in its pg_* file: per-session locks for ingest (pg_events),
+//! the page's JSON questions answered in Rust (pg_events), a NUL in an attention's fields
+//! kept as U+FFFD (PostgreSQL's text holds none).
+//!
+//! The tests run one body per area on both stores; `a_day_shows_the_same_on_both_stores`
+//! feeds one realistic day to each and compares all they show as JSON, before and after a
+//! sweep; and two PostgreSQL stores store the same events at once.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use serde_json::Value;
 
+use super::pg::PgStore;
 use super::{Db, Pairing, Snooze, Stored};
 use crate::push::{Device, QuietHours, Subscription};
 
@@ -98,6 +106,20 @@ pub(crate) trait LoginStore {
     fn add_login(&mut self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()>;
     fn login_valid(&mut self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool>;
     fn remove_login(&mut self, hash: &str) -> anyhow::Result<()>;
+    /// A valid login's CSRF secret, set to `fresh` the first time (by whichever receiver
+    /// asks first); `None`: no such login (as [`LoginStore::login_valid`]).
+    fn login_csrf(
+        &mut self,
+        hash: &str,
+        token_fp: &str,
+        since_ms: i64,
+        fresh: &str,
+    ) -> anyhow::Result<Option<String>>;
+    /// Takes a login attempt from `client`'s allowance and the overall one (limits.rs);
+    /// `Err(s)`: none is allowed for `s` seconds.
+    fn take_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>>;
+    /// A login that succeeded gives its attempt back (only guesses count).
+    fn give_back_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<()>;
 }
 
 impl LoginStore for Db {
@@ -110,6 +132,21 @@ impl LoginStore for Db {
     fn remove_login(&mut self, hash: &str) -> anyhow::Result<()> {
         Ok(Db::remove_login(self, hash)?)
     }
+    fn login_csrf(
+        &mut self,
+        hash: &str,
+        token_fp: &str,
+        since_ms: i64,
+        fresh: &str,
+    ) -> anyhow::Result<Option<String>> {
+        Ok(Db::login_csrf(self, hash, token_fp, since_ms, fresh)?)
+    }
+    fn take_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>> {
+        Ok(Db::take_login_attempt(self, client, now_ms)?)
+    }
+    fn give_back_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<()> {
+        Ok(Db::give_back_login_attempt(self, client, now_ms)?)
+    }
 }
 
 /// Named settings (settings.rs).
@@ -118,6 +155,8 @@ pub(crate) trait SettingStore {
     fn set_away(&mut self, away: bool, now_ms: i64) -> anyhow::Result<()>;
     fn setting(&mut self, name: &str) -> anyhow::Result<Option<String>>;
     fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()>;
+    /// Sets a setting unless it is set (by any receiver); the value it then has.
+    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String>;
 }
 
 impl SettingStore for Db {
@@ -132,6 +171,9 @@ impl SettingStore for Db {
     }
     fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()> {
         Ok(Db::set_setting(self, name, value, now_ms)?)
+    }
+    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String> {
+        Ok(Db::first_setting(self, name, value, now_ms)?)
     }
 }
 
@@ -162,6 +204,11 @@ pub(crate) trait PairingStore {
     fn latest_machine(&mut self) -> anyhow::Result<Option<Value>>;
     fn machines(&mut self) -> anyhow::Result<Vec<Value>>;
     fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool>;
+    /// The machine came with its token at `now_ms` (the page shows its last contact):
+    /// written only when the last one stored is older than a few seconds
+    /// ([`super::SEEN_EVERY_MS`]), so a busy poller does not write on every request.
+    /// Whether it was written.
+    fn machine_seen(&mut self, id: &str, now_ms: i64) -> anyhow::Result<bool>;
 }
 
 impl PairingStore for Db {
@@ -211,6 +258,9 @@ impl PairingStore for Db {
     fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool> {
         Ok(Db::remove_machine(self, id)?)
     }
+    fn machine_seen(&mut self, id: &str, now_ms: i64) -> anyhow::Result<bool> {
+        Ok(Db::machine_seen(self, id, now_ms)?)
+    }
 }
 
 /// The devices pushed to and what each push did (push.rs).
@@ -237,6 +287,11 @@ pub(crate) trait PushStore {
         now_ms: i64,
     ) -> anyhow::Result<()>;
     fn push_log(&mut self, limit: i64) -> anyhow::Result<Vec<Value>>;
+    /// Claims the push `key` names (one per prompt, its withdrawal, a turn's end, a failed
+    /// message): true for the one receiver whose claim took, which alone sends it.
+    fn claim_push(&mut self, key: &str, now_ms: i64) -> anyhow::Result<bool>;
+    /// Whether the push `key` names was claimed (by any receiver).
+    fn push_claimed(&mut self, key: &str) -> anyhow::Result<bool>;
 }
 
 impl PushStore for Db {
@@ -275,6 +330,12 @@ impl PushStore for Db {
     }
     fn push_log(&mut self, limit: i64) -> anyhow::Result<Vec<Value>> {
         Ok(Db::push_log(self, limit)?)
+    }
+    fn claim_push(&mut self, key: &str, now_ms: i64) -> anyhow::Result<bool> {
+        Ok(Db::claim_push(self, key, now_ms)?)
+    }
+    fn push_claimed(&mut self, key: &str) -> anyhow::Result<bool> {
+        Ok(Db::push_claimed(self, key)?)
     }
 }
 
@@ -394,6 +455,10 @@ impl<T> Store for T where
 {
 }
 
+// Both stores are whole stores, what `State` may hold (checked at every build).
+const _: fn(Db) -> Box<dyn Store> = |s| Box::new(s);
+const _: fn(PgStore) -> Box<dyn Store> = |s| Box::new(s);
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -494,6 +559,13 @@ mod tests {
         assert_eq!(s.setting("ntfy_url").unwrap().as_deref(), Some("https://b"));
         s.set_setting("ntfy_url", None, 3).unwrap();
         assert_eq!(s.setting("ntfy_url").unwrap(), None);
+        assert_eq!(s.first_setting("vapid", "k1", 4).unwrap(), "k1");
+        assert_eq!(
+            s.first_setting("vapid", "k2", 5).unwrap(),
+            "k1",
+            "the first kept"
+        );
+        assert_eq!(s.setting("vapid").unwrap().as_deref(), Some("k1"));
     }
 
     #[test]
@@ -517,6 +589,150 @@ mod tests {
         assert!(b.login_valid("h9", "fp", 0).unwrap());
         b.set_away(true, 6).unwrap();
         assert!(a.away().unwrap());
+        // Two receivers making a key (VAPID) at once: the first stored is both's.
+        assert_eq!(a.first_setting("key", "from-a", 7).unwrap(), "from-a");
+        assert_eq!(b.first_setting("key", "from-b", 8).unwrap(), "from-a");
+    }
+
+    /// A login made through `a` used through `b`: one CSRF secret, whichever asks first; and
+    /// the login attempts, counted together.
+    fn login_across(a: &mut dyn LoginStore, b: &mut dyn LoginStore) {
+        let now = 1_800_000_000_000;
+        assert_eq!(
+            b.login_csrf("h1", "fp", 0, "c-b").unwrap(),
+            None,
+            "no login"
+        );
+        a.add_login("h1", "fp", now).unwrap();
+        assert_eq!(
+            b.login_csrf("h1", "fp", now - 1, "c-b").unwrap().as_deref(),
+            Some("c-b"),
+            "made by the first to ask"
+        );
+        assert_eq!(
+            a.login_csrf("h1", "fp", now - 1, "c-a").unwrap().as_deref(),
+            Some("c-b"),
+            "the other reads the same"
+        );
+        assert_eq!(
+            a.login_csrf("h1", "fp", now, "c-a").unwrap(),
+            None,
+            "too old"
+        );
+        assert_eq!(
+            a.login_csrf("h1", "fp2", 0, "c-a").unwrap(),
+            None,
+            "other token"
+        );
+        // Made again (same hash): a new secret.
+        b.add_login("h1", "fp", now + 1).unwrap();
+        assert_eq!(
+            a.login_csrf("h1", "fp", now, "c-2").unwrap().as_deref(),
+            Some("c-2")
+        );
+        b.remove_login("h1").unwrap();
+        assert_eq!(a.login_csrf("h1", "fp", 0, "c-3").unwrap(), None);
+
+        // Five a minute per client, whichever receiver is asked.
+        for i in 0..5 {
+            let s: &mut dyn LoginStore = if i % 2 == 0 { &mut *a } else { &mut *b };
+            assert_eq!(s.take_login_attempt("10.0.0.1", now).unwrap(), Ok(()));
+        }
+        assert_eq!(b.take_login_attempt("10.0.0.1", now).unwrap(), Err(12));
+        assert_eq!(
+            a.take_login_attempt("10.0.0.1", now + 11_000).unwrap(),
+            Err(1)
+        );
+        // A success gives its attempt back.
+        a.give_back_login_attempt("10.0.0.1", now).unwrap();
+        assert_eq!(b.take_login_attempt("10.0.0.1", now).unwrap(), Ok(()));
+        assert!(a.take_login_attempt("10.0.0.1", now).unwrap().is_err());
+        // A refill later, one more.
+        assert_eq!(
+            b.take_login_attempt("10.0.0.1", now + 12_000).unwrap(),
+            Ok(())
+        );
+        // Overall: 30 a minute, whoever asks (full again by now; one taken just above).
+        for i in 0..29u8 {
+            let s: &mut dyn LoginStore = if i % 2 == 0 { &mut *a } else { &mut *b };
+            assert_eq!(
+                s.take_login_attempt(&format!("10.1.0.{i}"), now + 12_000)
+                    .unwrap(),
+                Ok(()),
+                "{i}"
+            );
+        }
+        assert_eq!(
+            a.take_login_attempt("10.2.0.1", now + 12_000).unwrap(),
+            Err(2)
+        );
+        assert_eq!(
+            b.take_login_attempt("10.2.0.1", now + 14_000).unwrap(),
+            Ok(())
+        );
+        // A minute on, every bucket is full again and forgotten.
+        let later = now + 14_000 + 60_000;
+        assert_eq!(a.take_login_attempt("10.0.0.1", later).unwrap(), Ok(()));
+    }
+
+    #[test]
+    fn logins_across_two_connections_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Db::open_file(&dir.path().join("r.db")).unwrap();
+        let mut b = Db::open_file(&dir.path().join("r.db")).unwrap();
+        login_across(&mut a, &mut b);
+        let rows: i64 = a
+            .conn
+            .query_row("SELECT count(*) FROM login_attempts", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            rows, 2,
+            "only the buckets not full: the client's and overall"
+        );
+    }
+
+    #[test]
+    fn logins_across_two_stores_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let mut a = PgStore::open(&pg.url()).unwrap();
+        let mut b = PgStore::open(&pg.url()).unwrap();
+        login_across(&mut a, &mut b);
+        assert_eq!(pg.psql("SELECT count(*) FROM login_attempts"), "2\n");
+    }
+
+    /// Eight receivers trying one client's login at once take exactly its five attempts;
+    /// eight asking for a login's CSRF secret at once all get the same one.
+    #[test]
+    fn login_attempts_and_csrf_hold_under_a_race_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let url = pg.url();
+        let now = 1_800_000_000_000;
+        PgStore::open(&url)
+            .unwrap()
+            .add_login("h", "fp", now)
+            .unwrap();
+        let got: Vec<(Result<(), u64>, String)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|i| {
+                    let url = &url;
+                    s.spawn(move || {
+                        let mut st = PgStore::open(url).unwrap();
+                        let csrf = st
+                            .login_csrf("h", "fp", 0, &format!("c{i}"))
+                            .unwrap()
+                            .unwrap();
+                        (st.take_login_attempt("10.9.9.9", now).unwrap(), csrf)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(got.iter().filter(|g| g.0.is_ok()).count(), 5, "{got:?}");
+        assert!(got.iter().all(|g| g.1 == got[0].1), "{got:?}");
     }
 
     /// A pairing made through `a` and carried on through `b` (the same store or another
@@ -579,8 +795,21 @@ mod tests {
         );
         assert_eq!(
             b.machines().unwrap(),
-            vec![json!({"machine": "m1", "name": "laptop", "paired_ms": now + 9, "keys": ["k1"]})]
+            vec![
+                json!({"machine": "m1", "name": "laptop", "paired_ms": now + 9, "keys": ["k1"], "seen_ms": null})
+            ]
         );
+        // Its last contact, written through either, at most every few seconds.
+        let every = super::super::SEEN_EVERY_MS;
+        assert!(a.machine_seen("m1", now + 10).unwrap());
+        assert!(
+            !b.machine_seen("m1", now + 10 + every - 1).unwrap(),
+            "too soon"
+        );
+        assert_eq!(b.machines().unwrap()[0]["seen_ms"], now + 10);
+        assert!(b.machine_seen("m1", now + 10 + every).unwrap());
+        assert_eq!(a.machines().unwrap()[0]["seen_ms"], now + 10 + every);
+        assert!(!a.machine_seen("nope", now).unwrap(), "no such machine");
         assert!(a.remove_machine("m1").unwrap());
         assert!(!b.remove_machine("m1").unwrap());
         assert_eq!(b.machine_by_token("H1").unwrap(), None);
@@ -658,6 +887,14 @@ mod tests {
         assert_eq!(log.len() as i64, kept, "the newest kept");
         assert_eq!(log[0]["what"], format!("w{}", kept + 2));
         assert_eq!(b.push_log(2).unwrap().len(), 2);
+
+        // One push per notice: the first claim takes, through either store.
+        assert!(!b.push_claimed("needed|s|p1").unwrap());
+        assert!(a.claim_push("needed|s|p1", 5).unwrap());
+        assert!(!b.claim_push("needed|s|p1", 6).unwrap());
+        assert!(!a.claim_push("needed|s|p1", 7).unwrap());
+        assert!(b.push_claimed("needed|s|p1").unwrap());
+        assert!(b.claim_push("cleared|s|p1", 8).unwrap());
     }
 
     #[test]
@@ -676,5 +913,707 @@ mod tests {
         let mut a = PgStore::open(&pg.url()).unwrap();
         let mut b = PgStore::open(&pg.url()).unwrap();
         push_behaviour(&mut a, &mut b);
+    }
+
+    /// Eight receivers claiming one push at once: exactly one sends it.
+    #[test]
+    fn one_claim_of_a_push_wins_a_race_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let url = pg.url();
+        let won: Vec<bool> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    let url = &url;
+                    s.spawn(move || {
+                        PgStore::open(url)
+                            .unwrap()
+                            .claim_push("needed|codex:s|perm-1", 1)
+                            .unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+        assert_eq!(pg.psql("SELECT count(*) FROM push_claims"), "1\n");
+    }
+
+    /// An event of `harness:sid` as a machine sends it; `session` adds fields to its session.
+    fn event(harness: &str, sid: &str, seq: i64, ty: &str, session: Value, data: Value) -> Value {
+        let mut s = json!({"id": sid, "seq": seq});
+        if let (Some(s), Value::Object(more)) = (s.as_object_mut(), session) {
+            s.extend(more);
+        }
+        json!({"protocol": 1, "id": format!("01K70000000000000000{seq:06}"), "type": ty,
+            "time": "2027-01-15T08:00:00.000Z", "tier": 1, "harness": {"name": harness},
+            "session": s, "privacy": {"rulesets": ["secrets@1"], "pii": false}, "data": data})
+    }
+
+    fn cc(sid: &str, seq: i64, ty: &str, session: Value, data: Value) -> Value {
+        event("claude-code", sid, seq, ty, session, data)
+    }
+
+    fn needed(id: &str) -> Value {
+        json!({"attention_id": id, "kind": "permission", "tool": "Bash", "message": format!("Bash {id}")})
+    }
+
+    fn cleared(id: &str, how: &str) -> Value {
+        json!({"attention_id": id, "how": how})
+    }
+
+    /// Pairs `machine` through the page's steps, so its token may claim sessions.
+    fn pair(s: &mut dyn Store, machine: &str) {
+        let code = format!("C-{machine}");
+        s.create_pairing(&code, machine, "00", None, 0, 1 << 60)
+            .unwrap();
+        let key = json!({"id": format!("k-{machine}"), "alg": -7, "spki": "MFkw"});
+        assert!(s.approve_pairing(&code, &key, &json!({}), 1).unwrap());
+    }
+
+    fn session<'a>(page: &'a [Value], key: &str) -> &'a Value {
+        page.iter()
+            .find(|x| x["key"] == key)
+            .unwrap_or_else(|| panic!("{key} not on the page: {page:?}"))
+    }
+
+    fn ids(list: &Value) -> Vec<&str> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["attention_id"].as_str().unwrap())
+            .collect()
+    }
+
+    /// Ingest: dedup, the machine a session belongs to, attentions by seq, "Not now" ended
+    /// by a clear, a session's fields merged.
+    fn events_behaviour(s: &mut dyn Store) {
+        use Stored::{Duplicate, Foreign, New};
+        let now = 1_800_000_000_000;
+        let live = 3_600_000;
+        pair(s, "m_a");
+        pair(s, "m_b");
+        let start = |sid: &str| {
+            cc(
+                sid,
+                0,
+                "session.started",
+                json!({}),
+                json!({"source": "startup"}),
+            )
+        };
+        let a0 = cc(
+            "a",
+            0,
+            "session.started",
+            json!({"cwd": "~/a", "model": "opus"}),
+            json!({"source": "startup"}),
+        );
+        assert_eq!(s.insert_events(&[&a0], now, Some("m_a")).unwrap(), [New]);
+        assert_eq!(
+            s.insert_events(&[&start("b")], now, Some("m_b")).unwrap(),
+            [New]
+        );
+        assert_eq!(s.insert_events(&[&start("u")], now, None).unwrap(), [New]);
+        assert_eq!(s.insert_events(&[&start("v")], now, None).unwrap(), [New]);
+        // Machine A's token, and the shared token, cannot touch B's session, nor confirm
+        // B's own event.
+        let b1 = cc("b", 1, "attention.needed", json!({}), needed("pb"));
+        assert_eq!(
+            s.insert_events(&[&b1], now, Some("m_a")).unwrap(),
+            [Foreign]
+        );
+        assert_eq!(s.insert_events(&[&b1], now, None).unwrap(), [Foreign]);
+        assert_eq!(
+            s.insert_events(&[&start("b")], now, Some("m_a")).unwrap(),
+            [Foreign]
+        );
+        // An unowned session is claimed by the first paired machine that sends for it.
+        let u1 = cc("u", 1, "turn.ended", json!({}), json!({"reason": "stop"}));
+        assert_eq!(s.insert_events(&[&u1], now, Some("m_a")).unwrap(), [New]);
+        let u2 = cc("u", 2, "turn.ended", json!({}), json!({"reason": "stop"}));
+        assert_eq!(s.insert_events(&[&u2], now, None).unwrap(), [Foreign]);
+        // Duplicates, in one batch and across batches.
+        let a1 = cc(
+            "a",
+            1,
+            "attention.needed",
+            json!({}),
+            json!({"attention_id": "p1", "kind": "permission", "tool": "Bash", "message": "ls",
+                   "input": {"command": "ls", "description": "list"}, "input_partial": true}),
+        );
+        assert_eq!(
+            s.insert_events(&[&a1, &a1], now, Some("m_a")).unwrap(),
+            [New, Duplicate]
+        );
+        assert_eq!(
+            s.insert_events(&[&a0], now, Some("m_a")).unwrap(),
+            [Duplicate]
+        );
+        assert_eq!(
+            s.session_machine("claude-code:a").unwrap(),
+            Some(Some("m_a".into()))
+        );
+        assert_eq!(
+            s.session_machine("claude-code:u").unwrap(),
+            Some(Some("m_a".into()))
+        );
+        assert_eq!(s.session_machine("claude-code:v").unwrap(), Some(None));
+        assert_eq!(s.session_machine("claude-code:nope").unwrap(), None);
+
+        let page = s.page_sessions(now, live).unwrap();
+        let a = session(&page, "claude-code:a");
+        assert_eq!(a["state"], "needs you");
+        assert_eq!(a["machine_id"], "m_a");
+        assert_eq!(
+            a["attentions"][0]["input"],
+            json!({"command": "ls", "description": "list"})
+        );
+        assert_eq!(a["attentions"][0]["input_partial"], true);
+        assert!(session(&page, "claude-code:v").get("machine_id").is_none());
+
+        // Put off, then cleared: no longer put off. A needed older than the clear does not
+        // open it again.
+        assert_eq!(
+            s.snooze("claude-code:a", "p1", now, now + 60_000).unwrap(),
+            Snooze::Until(now + 60_000)
+        );
+        assert!(s.snoozed("claude-code:a", "p1", now).unwrap());
+        let a3 = cc(
+            "a",
+            3,
+            "attention.cleared",
+            json!({}),
+            cleared("p1", "answered"),
+        );
+        let a2 = cc("a", 2, "attention.needed", json!({}), needed("p1"));
+        assert_eq!(
+            s.insert_events(&[&a3, &a2], now, Some("m_a")).unwrap(),
+            [New, New]
+        );
+        assert!(!s.snoozed("claude-code:a", "p1", now).unwrap());
+        assert!(s.snoozes(now).unwrap().is_empty());
+        // Cleared first, its needed late: closed.
+        let a5 = cc(
+            "a",
+            5,
+            "attention.cleared",
+            json!({}),
+            cleared("p2", "timeout"),
+        );
+        let a4 = cc("a", 4, "attention.needed", json!({}), needed("p2"));
+        s.insert_events(&[&a5], now, Some("m_a")).unwrap();
+        s.insert_events(&[&a4], now, Some("m_a")).unwrap();
+        // Needed, put off, and a clear older than it: still open and still put off.
+        let a7 = cc("a", 7, "attention.needed", json!({}), needed("p3"));
+        s.insert_events(&[&a7], now, Some("m_a")).unwrap();
+        assert_eq!(
+            s.snooze("claude-code:a", "p3", now, now + 9_000).unwrap(),
+            Snooze::Until(now + 9_000)
+        );
+        let a6 = cc(
+            "a",
+            6,
+            "attention.cleared",
+            json!({}),
+            cleared("p3", "answered"),
+        );
+        s.insert_events(&[&a6], now, Some("m_a")).unwrap();
+        assert!(s.snoozed("claude-code:a", "p3", now).unwrap());
+        assert_eq!(s.next_snooze_end(now).unwrap(), Some(now + 9_000));
+        assert_eq!(
+            s.snoozes(now).unwrap(),
+            [
+                json!({"session": "claude-code:a", "for": "p3", "until": super::super::fmt_ms(now + 9_000)})
+            ]
+        );
+        // Fields merged: an empty one never blanks, a late event (older seq) fills one but
+        // leaves the state to the latest.
+        let a9 = cc(
+            "a",
+            9,
+            "turn.ended",
+            json!({"cwd": "", "branch": "main"}),
+            json!({"reason": "stop"}),
+        );
+        let a8 = cc(
+            "a",
+            8,
+            "tool.started",
+            json!({"title": "Fix it"}),
+            json!({}),
+        );
+        s.insert_events(&[&a9, &a8], now, Some("m_a")).unwrap();
+        // Ended: off the page, unless a prompt is open.
+        let u3 = cc(
+            "u",
+            3,
+            "session.ended",
+            json!({}),
+            json!({"reason": "exit"}),
+        );
+        assert_eq!(s.insert_events(&[&u3], now, Some("m_a")).unwrap(), [New]);
+
+        let page = s.page_sessions(now, live).unwrap();
+        let a = session(&page, "claude-code:a");
+        assert_eq!(
+            (&a["cwd"], &a["model"], &a["branch"], &a["title"]),
+            (
+                &json!("~/a"),
+                &json!("opus"),
+                &json!("main"),
+                &json!("Fix it")
+            )
+        );
+        assert_eq!(a["last_type"], "turn.ended");
+        assert_eq!(a["state"], "needs you");
+        assert_eq!(ids(&a["attentions"]), ["p3"]);
+        let ended: Vec<(&str, &str)> = a["cleared"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["attention_id"].as_str().unwrap(),
+                    c["ended"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(ended, [("p1", "terminal"), ("p2", "timeout")]);
+        assert!(page.iter().all(|x| x["key"] != "claude-code:u"), "ended");
+        assert_eq!(session(&page, "claude-code:b")["state"], "started");
+        assert!(
+            s.page_sessions(now + live, live)
+                .unwrap()
+                .iter()
+                .all(|x| x["key"] == "claude-code:a"),
+            "only a prompt keeps a session listed"
+        );
+    }
+
+    #[test]
+    fn events_on_sqlite() {
+        events_behaviour(&mut Db::open_memory().unwrap());
+    }
+
+    #[test]
+    fn events_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        events_behaviour(&mut PgStore::open(&pg.url()).unwrap());
+    }
+
+    /// "Not now": only an open prompt, at most [`super::super::SNOOZES_MAX`] at once (again
+    /// allowed at the cap; room once they are up).
+    fn snooze_behaviour(s: &mut dyn Store) {
+        use super::super::SNOOZES_MAX;
+        let key = "claude-code:s1";
+        assert_eq!(s.snooze(key, "p0", 1_000, 9_000).unwrap(), Snooze::NotOpen);
+        let evs: Vec<Value> = (0..=SNOOZES_MAX)
+            .map(|i| {
+                cc(
+                    "s1",
+                    i,
+                    "attention.needed",
+                    json!({}),
+                    needed(&format!("p{i}")),
+                )
+            })
+            .collect();
+        s.insert_events(&evs.iter().collect::<Vec<_>>(), 1_000, None)
+            .unwrap();
+        for i in 0..SNOOZES_MAX {
+            assert_eq!(
+                s.snooze(key, &format!("p{i}"), 1_000, 9_000).unwrap(),
+                Snooze::Until(9_000)
+            );
+        }
+        let last = format!("p{SNOOZES_MAX}");
+        assert_eq!(s.snooze(key, &last, 1_000, 9_000).unwrap(), Snooze::Full);
+        assert_eq!(
+            s.snooze(key, "p0", 1_000, 9_500).unwrap(),
+            Snooze::Until(9_500)
+        );
+        assert_eq!(s.snoozes(2_000).unwrap().len() as i64, SNOOZES_MAX);
+        assert_eq!(s.snoozes(2_000).unwrap().last().unwrap()["for"], "p0");
+        assert_eq!(s.next_snooze_end(9_000).unwrap(), Some(9_500));
+        assert!(!s.snoozed(key, "p1", 9_000).unwrap());
+        assert_eq!(
+            s.snooze(key, &last, 9_600, 20_000).unwrap(),
+            Snooze::Until(20_000)
+        );
+        assert_eq!(
+            s.snooze("claude-code:nope", "p0", 9_600, 20_000).unwrap(),
+            Snooze::NotOpen
+        );
+    }
+
+    #[test]
+    fn snoozes_on_sqlite() {
+        snooze_behaviour(&mut Db::open_memory().unwrap());
+    }
+
+    #[test]
+    fn snoozes_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        snooze_behaviour(&mut PgStore::open(&pg.url()).unwrap());
+    }
+
+    const T0: i64 = 1_800_000_000_000;
+
+    /// A day of two machines and the shared token, fed to a store; what it then shows (the
+    /// page, what is put off, every event and ack), before and after a sweep.
+    fn a_day(s: &mut dyn Store) -> Value {
+        let earlier = T0 - 2 * 3_600_000;
+        let now = T0;
+        pair(s, "m_a");
+        pair(s, "m_b");
+        let wire = |ms: i64| super::super::fmt_ms(ms);
+        let mut stored = Vec::new();
+        // Earlier: a Codex session on A that ended, its prompt answered at the terminal.
+        let x = |seq, ty: &str, data| event("codex", "x1", seq, ty, json!({"cwd": "~/old"}), data);
+        let old = [
+            x(0, "session.started", json!({"source": "startup"})),
+            x(1, "attention.needed", needed("px")),
+            x(2, "attention.cleared", cleared("px", "answered")),
+            x(3, "session.ended", json!({"reason": "exit"})),
+        ];
+        stored.push(
+            s.insert_events(&old.iter().collect::<Vec<_>>(), earlier, Some("m_a"))
+                .unwrap(),
+        );
+        s.insert_message(
+            "codex:x1",
+            &json!({"id": "01K7OLD0000000000000000000", "kind": "prompt", "text": "old"}),
+            Some(earlier + 60_000),
+            earlier,
+        )
+        .unwrap();
+        s.insert_acks(&[json!({"id": "01K7OLD0000000000000000000", "outcome": "delivered", "at": wire(earlier)})], earlier).unwrap();
+
+        // Now: Claude Code on A with prompts; answers from the page, unsigned and signed.
+        let a = |seq, ty: &str, session, data| cc("s1", seq, ty, session, data);
+        let s1 = [
+            a(
+                0,
+                "session.started",
+                json!({"cwd": "~/work", "repo": "git@x:y.git", "branch": "main", "model": "opus"}),
+                json!({"source": "startup"}),
+            ),
+            a(
+                1,
+                "attention.needed",
+                json!({}),
+                json!({"attention_id": "p1", "kind": "permission", "tool": "Bash",
+                "message": "Bash rm -rf build", "input": {"command": "rm -rf build", "description": "clean"}}),
+            ),
+            a(
+                2,
+                "attention.needed",
+                json!({}),
+                json!({"attention_id": "p2", "kind": "permission", "tool": "Edit",
+                "message": "Edit main.rs", "input": {"file_path": "main.rs", "old_string": "a\u{0}b"}, "input_partial": true}),
+            ),
+            a(
+                3,
+                "attention.needed",
+                json!({"title": "Clean up"}),
+                needed("p3"),
+            ),
+            a(4, "attention.needed", json!({}), needed("p4")),
+        ];
+        stored.push(
+            s.insert_events(&s1.iter().collect::<Vec<_>>(), now - 5_000, Some("m_a"))
+                .unwrap(),
+        );
+        let cmd = json!({"v": 1, "t": "sessionpipe.control", "machine": "m_a", "kind": "permission.answer",
+            "session": "claude-code:s1", "for": "p2", "decision": "allow"}).to_string();
+        s.insert_envelope("m_a", "claude-code:s1", "permission.answer",
+            &json!({"id": "01K7E00000000000000000000A", "cmd": cmd, "sig": "x", "at": wire(now - 4_000), "expires_at": wire(now + 60_000)}),
+            now + 60_000, now - 4_000).unwrap();
+        s.insert_message("claude-code:s1", &json!({"id": "01K7M00000000000000000000A", "kind": "permission.answer", "for": "p1",
+            "decision": "deny", "note": "not that", "at": wire(now - 4_000), "expires_at": wire(now + 60_000)}), Some(now + 60_000), now - 4_000).unwrap();
+        s.insert_message("claude-code:s1", &json!({"id": "01K7M00000000000000000000B", "kind": "prompt", "text": "then run\u{0} the tests",
+            "mode": "queue", "at": wire(now - 3_000), "expires_at": wire(now + 60_000)}), Some(now + 60_000), now - 3_000).unwrap();
+        s.insert_message(
+            "claude-code:s1",
+            &json!({"id": "01K7M00000000000000000000C", "kind": "prompt", "text": "too late"}),
+            Some(now - 1),
+            now - 3_000,
+        )
+        .unwrap();
+        s.insert_message("claude-code:s1", &json!({"id": "01K7M00000000000000000000D", "kind": "permission.answer", "for": "p3", "decision": "allow"}), Some(now + 60_000), now - 3_000).unwrap();
+        s.insert_message(
+            "claude-code:s1",
+            &json!({"kind": "note", "text": "no id"}),
+            None,
+            now - 3_000,
+        )
+        .unwrap();
+        let polled: Vec<i64> = s
+            .pending("claude-code:s1", now - 2_000)
+            .unwrap()
+            .iter()
+            .map(|p| p.0)
+            .take(3)
+            .collect();
+        s.mark_polled(&polled, now - 2_000).unwrap();
+        let env: Vec<i64> = s
+            .machine_pending("m_a", now - 2_000)
+            .unwrap()
+            .iter()
+            .map(|p| p.0)
+            .collect();
+        s.mark_polled(&env, now - 2_000).unwrap();
+        s.insert_acks(&[
+            json!({"id": "01K7E00000000000000000000A", "outcome": "delivered", "at": wire(now - 1_500)}),
+            json!({"id": "01K7M00000000000000000000A", "outcome": "delivered", "at": wire(now - 1_500)}),
+            json!({"id": "01K7M00000000000000000000A", "outcome": "failed", "at": wire(now - 1_400), "detail": "twice"}),
+            json!({"id": "01K7M00000000000000000000D", "outcome": "refused", "at": wire(now - 1_400), "code": "stale_key"}),
+        ], now - 1_000).unwrap();
+        assert_eq!(
+            s.snooze("claude-code:s1", "p4", now - 900, now + 30_000)
+                .unwrap(),
+            Snooze::Until(now + 30_000)
+        );
+        let s1b = [
+            a(5, "attention.cleared", json!({}), cleared("p1", "answered")),
+            a(6, "attention.cleared", json!({}), cleared("p2", "answered")),
+            a(7, "attention.cleared", json!({}), cleared("p3", "answered")),
+            a(8, "turn.started", json!({"branch": ""}), json!({})),
+        ];
+        stored.push(
+            s.insert_events(&s1b.iter().collect::<Vec<_>>(), now - 800, Some("m_a"))
+                .unwrap(),
+        );
+
+        // B: an agent over ACP with what it takes, idle; the shared token's session too.
+        let b = |seq, ty: &str, data| event("acp", "s2", seq, ty, json!({"cwd": "/srv"}), data);
+        let s2 = [
+            b(
+                0,
+                "session.started",
+                json!({"source": "startup", "agent": "Helper\u{202e}", "control":
+                {"prompt": {"queue": "turn_end", "steer": "tool_boundary"}, "cancel": "now", "answer": ["scope", "input"]}}),
+            ),
+            b(1, "turn.ended", json!({"reason": "stop"})),
+        ];
+        stored.push(
+            s.insert_events(&s2.iter().collect::<Vec<_>>(), now - 700, Some("m_b"))
+                .unwrap(),
+        );
+        let shared = [
+            cc(
+                "s3",
+                0,
+                "session.started",
+                json!({"machine": "ci-runner"}),
+                json!({"source": "startup"}),
+            ),
+            cc("s3", 1, "attention.needed", json!({}), needed("q1")),
+        ];
+        stored.push(
+            s.insert_events(&shared.iter().collect::<Vec<_>>(), now - 600, None)
+                .unwrap(),
+        );
+        stored.push(
+            s.insert_events(&[&shared[1], &s2[1]], now - 500, Some("m_b"))
+                .unwrap(),
+        );
+
+        let seen = |s: &mut dyn Store| {
+            let machines = [
+                "claude-code:s1",
+                "acp:s2",
+                "claude-code:s3",
+                "codex:x1",
+                "nope",
+            ]
+            .map(|k| s.session_machine(k).unwrap());
+            json!({
+                "page": s.page_sessions(now, 3_600_000).unwrap(),
+                "later": s.page_sessions(now + 10 * 3_600_000, 3_600_000).unwrap(),
+                "snoozes": s.snoozes(now).unwrap(),
+                "next_snooze_end": s.next_snooze_end(now).unwrap(),
+                "events": s.events().unwrap(),
+                "acks": s.acks().unwrap(),
+                "machines": machines,
+            })
+        };
+        s.ping().unwrap();
+        let before = seen(s);
+        let swept = s.sweep(now, 3_600_000).unwrap();
+        let after = seen(s);
+        let stored: Vec<Vec<String>> = stored
+            .iter()
+            .map(|b| b.iter().map(|x| format!("{x:?}")).collect())
+            .collect();
+        json!({"stored": stored, "before": before, "swept": swept, "after": after})
+    }
+
+    /// The same day on SQLite and on PostgreSQL shows the same JSON, to the byte.
+    #[test]
+    fn a_day_shows_the_same_on_both_stores() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let want = a_day(&mut Db::open_memory().unwrap());
+        let got = a_day(&mut PgStore::open(&pg.url()).unwrap());
+        // What the day is meant to show, so the comparison is of something.
+        let s1 = session(want["before"]["page"].as_array().unwrap(), "claude-code:s1");
+        let ended: Vec<(&str, &str)> = s1["cleared"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["attention_id"].as_str().unwrap(),
+                    c["ended"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ended,
+            [("p1", "page"), ("p2", "page"), ("p3", "terminal")],
+            "{s1:#}"
+        );
+        assert_eq!(ids(&s1["attentions"]), ["p4"]);
+        let statuses: Vec<&str> = s1["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                "queued",
+                "refused",
+                "expired",
+                "sent",
+                "delivered",
+                "delivered"
+            ],
+            "{s1:#}"
+        );
+        assert_eq!(s1["messages"][1]["detail"], "stale_key");
+        assert_eq!(want["before"]["snoozes"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            want["swept"],
+            4 + 2 + 1 + 1,
+            "the old session's events, rows, message and ack"
+        );
+        assert_eq!(
+            want["after"]["events"].as_array().unwrap().len(),
+            want["before"]["events"].as_array().unwrap().len() - 4
+        );
+        assert_eq!(
+            serde_json::to_string_pretty(&got).unwrap(),
+            serde_json::to_string_pretty(&want).unwrap()
+        );
+    }
+
+    /// Two receivers storing the same events at once, in batches naming the same sessions
+    /// in opposite orders: each event stored once (one of them says New, the other
+    /// Duplicate), and what the page shows is what one store fed in turn shows.
+    #[test]
+    fn two_receivers_storing_the_same_events_at_once_store_each_once() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let now = T0;
+        let evs: Vec<Value> = (0..120)
+            .map(|i| {
+                let (sid, seq) = (format!("s{}", i % 3), i / 3);
+                // Each field from one event of its own, so a merge that lost one would show.
+                let field = ["cwd", "repo", "model", "title", "url"][(seq % 5) as usize];
+                let session = json!({ field: format!("{field} of {sid}"), "branch": "main" });
+                match seq % 4 {
+                    1 => cc(
+                        &sid,
+                        seq,
+                        "attention.needed",
+                        session,
+                        needed(&format!("p{seq}")),
+                    ),
+                    2 if seq % 8 == 2 => cc(
+                        &sid,
+                        seq,
+                        "attention.cleared",
+                        session,
+                        cleared(&format!("p{}", seq - 1), "answered"),
+                    ),
+                    _ => cc(&sid, seq, "tool.started", session, json!({})),
+                }
+            })
+            .collect();
+        let batches: Vec<Vec<&Value>> = evs.chunks(6).map(|c| c.iter().collect()).collect();
+        let mut a = PgStore::open(&pg.url()).unwrap();
+        let mut b = PgStore::open(&pg.url()).unwrap();
+        let barrier = std::sync::Barrier::new(2);
+        let (got_a, got_b) = std::thread::scope(|t| {
+            // Each batch sent by both at the same moment; a batch that fails is kept as
+            // such, so the other thread is not left waiting.
+            let ha = t.spawn(|| {
+                batches
+                    .iter()
+                    .map(|bt| {
+                        barrier.wait();
+                        a.insert_events(bt, now, None).map_err(|e| format!("{e:#}"))
+                    })
+                    .collect::<Vec<_>>()
+            });
+            let hb = t.spawn(|| {
+                batches
+                    .iter()
+                    .map(|bt| {
+                        let rev: Vec<&Value> = bt.iter().rev().copied().collect();
+                        barrier.wait();
+                        let got = b.insert_events(&rev, now, None);
+                        got.map(|g| g.into_iter().rev().collect::<Vec<_>>())
+                            .map_err(|e| format!("{e:#}"))
+                    })
+                    .collect::<Vec<_>>()
+            });
+            (ha.join().unwrap(), hb.join().unwrap())
+        });
+        let stored = |got: Vec<Result<Vec<Stored>, String>>| -> Vec<Stored> {
+            got.into_iter()
+                .flat_map(|b| b.expect("every batch stored"))
+                .collect()
+        };
+        let (got_a, got_b) = (stored(got_a), stored(got_b));
+        for (i, (x, y)) in got_a.iter().zip(&got_b).enumerate() {
+            assert!(
+                matches!(
+                    (x, y),
+                    (Stored::New, Stored::Duplicate) | (Stored::Duplicate, Stored::New)
+                ),
+                "event {i}: {x:?} and {y:?}"
+            );
+        }
+        let news = got_a.iter().filter(|x| **x == Stored::New).count();
+        eprintln!(
+            "pg: two receivers, 120 events each: {news} stored by A, {} by B",
+            120 - news
+        );
+        let mut c = PgStore::open(&pg.url()).unwrap();
+        assert_eq!(c.events().unwrap().len(), 120);
+        let mut one = Db::open_memory().unwrap();
+        for bt in &batches {
+            one.insert_events(bt, now, None).unwrap();
+        }
+        let want = one.page_sessions(now, 3_600_000).unwrap();
+        assert_eq!(want.len(), 3);
+        assert_eq!(want[0]["url"], "url of s0");
+        assert_eq!(
+            ids(&want[0]["attentions"]),
+            ["p13", "p21", "p29", "p37", "p5"]
+        );
+        assert_eq!(c.page_sessions(now, 3_600_000).unwrap(), want);
     }
 }

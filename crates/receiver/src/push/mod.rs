@@ -23,6 +23,12 @@
 //! and where ("claude-code needs you on laptop"), and the details wait on the page; the
 //! person may ask for the content on ntfy too (the page's ntfy setting `content`).
 //!
+//! One push per notice, however many receivers share the database (issue 29): before its
+//! fan-out the worker claims the notice in the database ([`Notice::claim_key`]: the event,
+//! the Not now or the failed message it stands for), and only the receiver whose claim took
+//! sends it (retries stay with it); a prompt pushed by any receiver is marked so, and its
+//! withdrawal goes out even at the desk.
+//!
 //! Where pushes may go ([`reach`]): `https` to a public address, unless sp-receiver runs with
 //! `--allow-private-push`; checked on the addresses actually connected to, never through a
 //! proxy.
@@ -50,8 +56,6 @@ pub use reach::{check_url, non_public};
 
 /// Notices waiting for the worker; past this they are dropped (and logged).
 pub const QUEUE_MAX: usize = 256;
-/// Prompts remembered as pushed, for their withdrawal (the oldest are forgotten past this).
-const PUSHED_KEPT: usize = 4096;
 /// Tries per push, the first included.
 pub const ATTEMPTS: u32 = 4;
 /// Push attempts kept for the page.
@@ -84,11 +88,16 @@ pub enum Notice {
         message: Option<String>,
         /// What the service worker signs an Allow or Deny for (signed control only).
         answer: Option<Answer>,
+        /// The event's id: one push for it, whichever receivers hear of it.
+        cause: String,
     },
-    /// That wait is over (`attention.cleared`): the notification is withdrawn.
+    /// That wait is over (`attention.cleared`, or put off with "Not now"): the notification
+    /// is withdrawn.
     Cleared {
         session: String,
         attention_id: String,
+        /// The event's id, or the Not now (`not now until <ms>`): one push for it.
+        cause: String,
     },
     /// An agent finished its turn and waits for the person (`turn.ended`, reason `stop`; a
     /// turn the person stopped is not news to them).
@@ -96,6 +105,8 @@ pub enum Notice {
         session: String,
         machine: Option<String>,
         cwd: Option<String>,
+        /// The event's id: one push for it.
+        cause: String,
     },
     /// A message the person sent was acked `failed` or `refused`.
     Failed {
@@ -120,6 +131,7 @@ impl Notice {
             .map(str::to_owned);
         let data = &ev["data"];
         let attention_id = data["attention_id"].as_str().map(str::to_owned);
+        let cause = ev["id"].as_str().unwrap_or_default().to_owned();
         match ev["type"].as_str()? {
             "attention.needed" => Some(Notice::Needed {
                 session,
@@ -128,15 +140,18 @@ impl Notice {
                 tool: data["tool"].as_str().map(str::to_owned),
                 message: data["message"].as_str().map(str::to_owned),
                 answer: None,
+                cause,
             }),
             "attention.cleared" => Some(Notice::Cleared {
                 session,
                 attention_id: attention_id?,
+                cause,
             }),
             "turn.ended" if data["reason"] == "stop" => Some(Notice::Done {
                 session,
                 machine,
                 cwd: ev["session"]["cwd"].as_str().map(str::to_owned),
+                cause,
             }),
             _ => None,
         }
@@ -167,6 +182,7 @@ impl Notice {
                 tool,
                 message,
                 answer,
+                ..
             } => {
                 let on = machine.as_deref().map(|m| format!(" on {}", short(m, 40)));
                 let mut p = json!({
@@ -254,6 +270,27 @@ impl Notice {
         p
     }
 
+    /// What the push of this notice is claimed as (push_claims): one per event (a prompt,
+    /// its end, a turn's end), per Not now, and per failed message, so that receivers
+    /// sharing a database send each once.
+    pub fn claim_key(&self) -> String {
+        match self {
+            Notice::Needed {
+                session,
+                attention_id,
+                cause,
+                ..
+            } => format!("needed|{session}|{attention_id}|{cause}"),
+            Notice::Cleared {
+                session,
+                attention_id,
+                cause,
+            } => format!("cleared|{session}|{attention_id}|{cause}"),
+            Notice::Done { session, cause, .. } => format!("done|{session}|{cause}"),
+            Notice::Failed { session, id, .. } => format!("failed|{session}|{id}"),
+        }
+    }
+
     fn what(&self) -> String {
         match self {
             Notice::Needed { attention_id, .. } => format!("attention.needed {attention_id}"),
@@ -262,6 +299,11 @@ impl Notice {
             Notice::Failed { id, outcome, .. } => format!("{outcome} {id}"),
         }
     }
+}
+
+/// Marks a prompt as pushed (by any receiver): its withdrawal looks for this.
+fn pushed_key(session: &str, attention_id: &str) -> String {
+    format!("pushed|{session}|{attention_id}")
 }
 
 /// What a signed answer from the notification needs beyond the prompt: the machine the
@@ -434,6 +476,11 @@ pub trait PushStore: Send + Sync + 'static {
     fn contact(&self) -> String;
     fn drop_subscription(&self, endpoint: &str);
     fn record(&self, target: &str, what: &str, result: &str);
+    /// Claims the push `key` names ([`Notice::claim_key`]): true when this receiver is to
+    /// send it (its claim took, or the database could not say: twice beats never).
+    fn claim(&self, key: &str) -> bool;
+    /// Whether the push `key` names was claimed, by this receiver or another.
+    fn claimed(&self, key: &str) -> bool;
     /// Whether the person put this prompt off with "Not now" (issue 26): no push for it
     /// until then.
     fn put_off(&self, session: &str, attention_id: &str) -> bool;
@@ -537,9 +584,6 @@ pub fn short_endpoint(endpoint: &str) -> String {
 fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) {
     let agent = reach::agent(allow_private, CONNECT_TIMEOUT, TOTAL_TIMEOUT);
     let mut retries: VecDeque<Job> = VecDeque::new();
-    // The prompts pushed (newest last): their withdrawal goes out even once the person is
-    // back at the desk, so no device keeps a notification of a prompt that is over.
-    let mut pushed: VecDeque<String> = VecDeque::new();
     loop {
         // Due retries first; otherwise wait for a notice until the next retry is due.
         let now = Instant::now();
@@ -575,12 +619,14 @@ fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) 
         if devices.is_empty() && ntfy.is_none() && !store.has_quiet_devices() {
             continue; // nothing set up: nothing to say
         }
+        // A prompt that was pushed (by any receiver) has its withdrawal go out even once the
+        // person is back at the desk, so no device keeps a notification of a prompt that is over.
         let was_pushed = match &notice {
-            Notice::Cleared { attention_id, .. } => pushed
-                .iter()
-                .position(|a| a == attention_id)
-                .and_then(|i| pushed.remove(i))
-                .is_some(),
+            Notice::Cleared {
+                session,
+                attention_id,
+                ..
+            } => store.claimed(&pushed_key(session, attention_id)),
             _ => false,
         };
         if !store.away() && !was_pushed {
@@ -596,16 +642,22 @@ fn worker(store: Arc<dyn PushStore>, rx: Receiver<Notice>, allow_private: bool) 
             store.record("-", &notice.what(), "not sent: every device is quiet");
             continue;
         }
+        // Another receiver on the database sends it (or this one already did).
+        if !store.claim(&notice.claim_key()) {
+            continue;
+        }
+        if let Notice::Needed {
+            session,
+            attention_id,
+            ..
+        } = &notice
+        {
+            store.claim(&pushed_key(session, attention_id));
+        }
         // Read once for the whole fan-out, not once a device: each read takes the
         // receiver's lock, and making the VAPID key pair from its secret costs a P-256
         // multiplication.
         let ctx = Ctx::load(&*store, allow_private);
-        if let Notice::Needed { attention_id, .. } = &notice {
-            if pushed.len() >= PUSHED_KEPT {
-                pushed.pop_front();
-            }
-            pushed.push_back(attention_id.clone());
-        }
         for target in targets {
             let job = Job {
                 notice: notice.clone(),

@@ -31,13 +31,15 @@
 //! cookie, or `Authorization: Bearer <login token>` for scripts (no cookie, so no CSRF
 //! exposure). Every state-changing request made with the cookie must carry
 //! `x-sessionpipe-csrf` with the value the state answer gives: a random secret per login,
-//! kept only in the server's memory (nothing derives it from the cookie), and a custom header
+//! kept with the login in the database so every receiver on it knows it (nothing derives it
+//! from the cookie, and it opens nothing without the cookie), and a custom header
 //! cannot be sent cross-site without a CORS preflight, which is never granted. Such requests
 //! are refused (403 `csrf`) when their `Origin` is not this host or `Sec-Fetch-Site` says
 //! cross-site. `POST /login` checks the same. Every page route answers only a `Host` this
 //! receiver is (`--public-url`'s, or localhost / an IP address; 403
 //! `host_not_allowed` otherwise), so a DNS-rebound name cannot reach it. Login attempts are
-//! limited per client (5 a minute) and overall (30 a minute), answering 429 with
+//! limited per client (5 a minute) and overall (30 a minute), counted in the database so
+//! receivers sharing one count them together, answering 429 with
 //! `retry-after`; a wrong login token also costs half a second. Every answer carries
 //! `cache-control: no-store`; HTML adds a strict Content-Security-Policy (scripts from this
 //! origin only, no framing), `x-frame-options: DENY`, `x-content-type-options: nosniff` and
@@ -231,8 +233,12 @@ async fn login(
     let read = body::read_up_to(&app, &parts.headers, body, LOGIN_BODY_CAP).await?;
     let allowed = app
         .shared
-        .with_db(move |st| st.login_limits.take(client, Instant::now()))
-        .await;
+        .with_db(move |st| {
+            let now = st.now_ms();
+            st.db.take_login_attempt(&client.to_string(), now)
+        })
+        .await
+        .map_err(|e| ApiError::db(&e))?;
     if let Err(wait) = allowed {
         app.shared.limits.hit(
             "login",
@@ -258,8 +264,8 @@ async fn login(
     let (hash, fp) = (sha256_hex(&cookie), token_fp(&login));
     app.shared
         .with_db(move |st| {
-            st.login_limits.give_back(client);
             let now = st.now_ms();
+            st.db.give_back_login_attempt(&client.to_string(), now)?;
             st.db.add_login(&hash, &fp, now)
         })
         .await?;
@@ -290,10 +296,7 @@ async fn logout(
 ) -> Reply {
     if let Who::Cookie { hash, .. } = who {
         app.shared
-            .with_db(move |st| {
-                st.csrf.remove(&hash);
-                st.db.remove_login(&hash)
-            })
+            .with_db(move |st| st.db.remove_login(&hash))
             .await?;
     }
     let clear = Cookie::build((cookie_name(&app, &headers), ""))
@@ -379,7 +382,7 @@ async fn state(State(app): State<AppState>, Login(who): Login, Q(q): Q<StateQuer
     }
 }
 
-fn state_body(st: &St, csrf: Option<&str>) -> Result<Value, ApiError> {
+fn state_body(st: &mut St, csrf: Option<&str>) -> Result<Value, ApiError> {
     let now_ms = st.now_ms();
     let sessions = st.db.page_sessions(now_ms, LIVE.as_millis() as i64)?;
     let mut body = Map::new();

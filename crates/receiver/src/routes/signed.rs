@@ -233,7 +233,6 @@ async fn off(
     app.shared
         .with_db(move |st| {
             st.db.remove_machine(&machine)?;
-            st.machine_seen.remove(&machine);
             st.bump();
             Ok::<_, ApiError>(())
         })
@@ -245,7 +244,7 @@ async fn off(
 /// receiver decides it, from the paired machine whose token the session's events came with;
 /// `None` without signed control, for a session the shared sink token sent, or one whose
 /// machine was removed. Returns the machine's id and the name it paired with.
-pub(crate) fn session_machine(st: &St, session: &str) -> Option<(String, Option<String>)> {
+pub(crate) fn session_machine(st: &mut St, session: &str) -> Option<(String, Option<String>)> {
     if !st.signed() {
         return None;
     }
@@ -262,7 +261,7 @@ pub(crate) fn session_machine(st: &St, session: &str) -> Option<(String, Option<
 
 /// What the service worker needs to answer `session`'s prompt from its notification with a
 /// signed command (`page/sw.js`): the session's machine and the rp id of the day key.
-pub(crate) fn push_answer(st: &St, session: &str) -> Option<crate::push::Answer> {
+pub(crate) fn push_answer(st: &mut St, session: &str) -> Option<crate::push::Answer> {
     Some(crate::push::Answer {
         machine: session_machine(st, session)?.0,
         rp_id: st.opts.rp_id.clone()?,
@@ -273,7 +272,7 @@ pub(crate) fn push_answer(st: &St, session: &str) -> Option<crate::push::Answer>
 /// `machines` lists every paired machine (DECISIONS 33) with its keys, its last contact and
 /// the Away word it last heard; the page signs each command for its session's `machine_id`.
 /// `machine` and `name` (the most recent pairing) stay for an older page.
-pub(crate) fn page_signing(st: &St) -> Option<Value> {
+pub(crate) fn page_signing(st: &mut St) -> Option<Value> {
     if !st.signed() {
         return None;
     }
@@ -286,12 +285,7 @@ pub(crate) fn page_signing(st: &St) -> Option<Value> {
     for m in &mut machines {
         let id = m["machine"].as_str().unwrap_or_default().to_owned();
         let paired = m["paired_ms"].as_i64().unwrap_or_default();
-        let seen = st
-            .machine_seen
-            .get(&id)
-            .copied()
-            .unwrap_or(paired)
-            .max(paired);
+        let seen = m["seen_ms"].as_i64().unwrap_or(paired).max(paired);
         m["paired_at"] = ms_to_wire(paired).into();
         m["last_at"] = ms_to_wire(seen).into();
         if let Some(away) = st.away_told.get(&format!("machine:{id}")) {
@@ -323,7 +317,6 @@ async fn page_remove_machine(
             if !st.db.remove_machine(&machine)? {
                 return Err(ApiError::not_found());
             }
-            st.machine_seen.remove(&machine);
             st.away_told.remove(&format!("machine:{machine}"));
             st.touched.push(format!("machine:{machine}"));
             st.bump();

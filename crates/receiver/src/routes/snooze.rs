@@ -81,6 +81,7 @@ async fn snooze(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: 
                         st.notify(crate::push::Notice::Cleared {
                             session: p.session,
                             attention_id: p.attention_id.clone(),
+                            cause: format!("not now until {until}"),
                         });
                         snoozed.push(p.attention_id)
                     }
