@@ -705,12 +705,17 @@ fn killing_the_receiver_that_holds_a_poll_loses_nothing() {
     texts.extend(more);
     let log_at_kill = caddy.lines().len();
     victim.kill();
+    let killed = Instant::now();
 
     // The machine's next poll, through Caddy to the survivor, gets every message not yet
     // acked; each is delivered once.
     for id in &ids {
         machine.assert_stored(id);
     }
+    eprintln!(
+        "SIGKILL of the poll's holder -> the prompts queued meanwhile stored on the machine: {} ms",
+        killed.elapsed().as_millis()
+    );
     assert!(
         caddy.polls_answered_by(survivor.addr(), log_at_kill) >= 1,
         "the machine's next poll went through caddy to the survivor:\n{}",
