@@ -395,7 +395,7 @@ fn events_prompts_and_acks_cross_between_two_receivers() {
             .collect();
         assert_eq!(
             got,
-            [id.clone()],
+            std::slice::from_ref(&id),
             "round {round}: A's poll answered B's prompt"
         );
         ms.push(answered.duration_since(queued).as_secs_f64() * 1000.0);
