@@ -3,7 +3,9 @@
 # packages as root or with password-less sudo, the pinned npm packages into this folder,
 # nothing into your HOME), builds the release binaries the real-agent suite drives, runs
 # every test binary (cargo test --no-fail-fast, so one failing binary does not hide the
-# others), and ends with one line:
+# others), then the receiver's suite again on a throwaway PostgreSQL (scripts/pg-cluster.sh;
+# only when no cargo arguments were given, or with SP_TEST_PG=1; skipped saying so when
+# PostgreSQL is not installed, failed when CI is set), and ends with one line for both:
 #
 #   N passed, M failed, K skipped
 #
@@ -21,6 +23,8 @@ cd "$here"
 start=$(date +%s)
 say() { printf 'scripts/test.sh: %s\n' "$*"; }
 elapsed() { echo "$(( $(date +%s) - start )) s"; }
+# CI set to anything but empty, 0 or false (as crates/sender/tests/common/needs.rs reads it).
+ci_set() { case "${CI:-}" in ""|0|false) return 1 ;; *) return 0 ;; esac; }
 
 deps_note=
 if [ -z "${SP_TEST_NO_DEPS:-}" ]; then
@@ -72,8 +76,10 @@ status=${PIPESTATUS[0]}
 
 # One libtest summary per test binary: the last `test result:` line before the next binary
 # starts (a failed test's captured output may hold an inner one, as the real-agent suite's
-# re-run scenarios do).
-read -r passed failed skipped binaries unfinished < <(awk '
+# re-run scenarios do). Prints: passed failed skipped binaries unfinished needs_skipped.
+tally() {
+    local counts needs_skipped p f s b u
+    counts=$(awk '
     function flush() {
         if (running) {
             if (result == "") unfinished++
@@ -90,15 +96,14 @@ read -r passed failed skipped binaries unfinished < <(awk '
     /^ *(Running|Doc-tests) / { flush(); running = 1; next }
     /^test result: / { result = $0 }
     END { flush(); printf "%d %d %d %d %d\n", passed, failed, skipped, binaries, unfinished }
-' "$log")
-
-# Tests that returned early for a missing tool passed as far as libtest knows: count them
-# as skipped, once each.
-needs_skipped=$(grep -oE 'skipped: [A-Za-z0-9_:]+: needs ' "$log" | sort -u | wc -l)
-if [ "$needs_skipped" -gt 0 ]; then
-    passed=$((passed - needs_skipped))
-    skipped=$((skipped + needs_skipped))
-fi
+' "$1")
+    # Tests that returned early for a missing tool passed as far as libtest knows: count
+    # them as skipped, once each.
+    needs_skipped=$(grep -oE 'skipped: [A-Za-z0-9_:]+: needs ' "$1" | sort -u | wc -l)
+    read -r p f s b u <<<"$counts"
+    echo "$((p - needs_skipped)) $f $((s + needs_skipped)) $b $u $needs_skipped"
+}
+read -r passed failed skipped binaries unfinished needs_skipped < <(tally "$log")
 
 echo
 say "$binaries test binaries ran to their end in $(elapsed)"
@@ -118,6 +123,60 @@ fi
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
     say "cargo test exited $status"
     failed=1
+fi
+
+# The second pass, the receiver's suite on PostgreSQL (issue 29): the receiver-centred test
+# binaries again, each in-process test receiver on a fresh database of a throwaway cluster
+# (SP_TEST_RECEIVER_PG, read by spreceiver::Receiver::start in the `testing` build) instead
+# of an in-memory SQLite.
+# It runs when no cargo arguments were given (the whole suite), or with SP_TEST_PG=1.
+if [ "${#cargo_args[@]}" -eq 0 ] || [ "${SP_TEST_PG:-}" = 1 ]; then
+    pg_start=$(date +%s)
+    pg_log="$(mktemp)"
+    pg_dir="$(mktemp -d)"
+    # The cluster is stopped and its folder removed however this script ends.
+    trap 'rm -f "$log" "$pg_log"; bash "$here/scripts/pg-cluster.sh" stop "$pg_dir" >/dev/null 2>&1 || rm -rf "$pg_dir"' EXIT
+    echo
+    say "the receiver's suite on PostgreSQL: starting a throwaway cluster (scripts/pg-cluster.sh start $pg_dir)"
+    pg_url=$(bash scripts/pg-cluster.sh start "$pg_dir")
+    pg_status=$?
+    if [ "$pg_status" -eq 2 ] && ! ci_set; then
+        say "PostgreSQL is not installed (apt-get install postgresql; scripts/test-deps.sh does): the receiver's suite on PostgreSQL is skipped (it fails when CI is set)"
+        skipped=$((skipped + 1))
+    elif [ "$pg_status" -ne 0 ]; then
+        say "the receiver's suite on PostgreSQL could not start its cluster (above); counted as failed"
+        failed=$((failed + 1))
+    else
+        say "SP_TEST_RECEIVER_PG=$pg_url"
+        pg_runs=(
+            "-p sessionpipe-receiver --features testing"
+            "-p sessionpipe-control --test receiver_fixtures --test receiver_signed --test transport --test reliability_faults --test signed_sync"
+        )
+        pg_failed_runs=0
+        for run in "${pg_runs[@]}"; do
+            say "SP_TEST_RECEIVER_PG=... cargo test --locked --no-fail-fast $run -- ${test_args[*]}"
+            # shellcheck disable=SC2086 # each run is a list of cargo arguments
+            SP_TEST_RECEIVER_PG="$pg_url" cargo test --locked --no-fail-fast $run -- "${test_args[@]}" 2>&1 | tee -a "$pg_log"
+            [ "${PIPESTATUS[0]}" -eq 0 ] || pg_failed_runs=$((pg_failed_runs + 1))
+        done
+        read -r pg_passed pg_failed pg_skipped pg_binaries pg_unfinished pg_needs < <(tally "$pg_log")
+        echo
+        say "on PostgreSQL: $pg_binaries test binaries ran to their end in $(( $(date +%s) - pg_start )) s: $pg_passed passed, $pg_failed failed, $pg_skipped skipped"
+        if [ "$pg_needs" -gt 0 ]; then
+            grep -oE 'skipped: [A-Za-z0-9_:]+: needs .*' "$pg_log" | sort -u | sed 's/^/  /'
+        fi
+        if [ "$pg_unfinished" -gt 0 ]; then
+            say "on PostgreSQL: $pg_unfinished test binaries ended without a result (crashed or did not build); counted as failed"
+            pg_failed=$((pg_failed + pg_unfinished))
+        fi
+        if [ "$pg_binaries" -eq 0 ] || { [ "$pg_failed_runs" -gt 0 ] && [ "$pg_failed" -eq 0 ]; }; then
+            say "on PostgreSQL: cargo test failed ($pg_failed_runs of ${#pg_runs[@]} runs) with no failing test counted; counted as failed"
+            pg_failed=1
+        fi
+        passed=$((passed + pg_passed))
+        failed=$((failed + pg_failed))
+        skipped=$((skipped + pg_skipped))
+    fi
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

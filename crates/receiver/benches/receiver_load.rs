@@ -31,6 +31,16 @@
 //! cargo bench -p sessionpipe-receiver --bench receiver_load -- --push --devices 200 --fanouts 4
 //! ```
 //!
+//! With `--postgres ADMIN_URL` (issue 29) the load runs on two receivers on one PostgreSQL
+//! instead: a fresh database made on that cluster (`scripts/pg-cluster.sh start DIR` prints
+//! such a URL), machine I polling receiver I mod 2, and each sample queued through the other
+//! receiver than the one holding that machine's poll (queued on B → answered on A, the wake
+//! crossing over `LISTEN`/`NOTIFY`); it reports both receivers' memory.
+//!
+//! ```sh
+//! cargo bench -p sessionpipe-receiver --bench receiver_load -- --postgres "$(scripts/pg-cluster.sh start /tmp/pg)"
+//! ```
+//!
 //! A machine is one thread (short stack) with one keep-alive connection polling
 //! `GET {control}?session=codex:load-I&wait=25` with the shared bearer token, re-polling at
 //! once after each answer: the unsigned per-session poll, which is the same hold
@@ -67,6 +77,8 @@ struct Opts {
     devices: usize,
     push_samples: usize,
     fanouts: usize,
+    /// `--postgres ADMIN_URL`: two receivers on a fresh database of that cluster.
+    postgres: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -91,6 +103,7 @@ fn parse_opts() -> anyhow::Result<Opts> {
         devices: 1000,
         push_samples: 200,
         fanouts: 10,
+        postgres: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -108,10 +121,18 @@ fn parse_opts() -> anyhow::Result<Opts> {
             "--push-samples" => o.push_samples = num("--push-samples")?,
             "--fanouts" => o.fanouts = num("--fanouts")?,
             "--push" => o.push = true,
+            "--postgres" => {
+                o.postgres = Some(
+                    it.next()
+                        .filter(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"))
+                        .context("--postgres takes a postgres:// URL (the admin database)")?,
+                )
+            }
             // cargo bench passes --bench to every bench target.
             "--bench" => {}
             other => bail!(
                 "unknown argument {other:?}; takes --machines N (2000), --page-requests N (200), --samples N (100), \
+                 --postgres ADMIN_URL (two receivers on PostgreSQL), \
                  or --push with --devices N (1000), --push-samples N (200), --fanouts N (10), --page-requests N"
             ),
         }
@@ -295,6 +316,11 @@ struct Receiver {
 
 impl Receiver {
     fn start(bin: &Path, dir: &Path) -> anyhow::Result<Receiver> {
+        Receiver::start_on(bin, dir, dir.join("receiver.db").as_os_str())
+    }
+
+    /// `start` with the database `db`: a SQLite file or a `postgres://` URL.
+    fn start_on(bin: &Path, dir: &Path, db: &std::ffi::OsStr) -> anyhow::Result<Receiver> {
         for (name, t) in [("token", TOKEN), ("login-token", LOGIN)] {
             let p = dir.join(name);
             std::fs::write(&p, format!("{t}\n"))?;
@@ -310,7 +336,7 @@ impl Receiver {
             .arg("--login-token-file")
             .arg(dir.join("login-token"))
             .arg("--db")
-            .arg(dir.join("receiver.db"))
+            .arg(db)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -636,6 +662,8 @@ fn run() -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let result = if o.push {
         measure_push(&o, &dir)
+    } else if let Some(admin) = &o.postgres {
+        measure_two(&o, &dir, nofile, admin)
     } else {
         measure(&o, &dir, nofile)
     };
@@ -830,6 +858,240 @@ fn measure(o: &Opts, dir: &Path, nofile: u64) -> anyhow::Result<()> {
     let per = (load_mem.rss_kib.saturating_sub(idle_mem.rss_kib)) as f64 / o.machines as f64;
     println!();
     println!("{per:.1} KiB of RSS per held poll");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Two receivers on one PostgreSQL (issue 29): `--postgres ADMIN_URL`
+// ---------------------------------------------------------------------------------------
+
+/// A fresh database on the cluster at `admin` (the admin database's URL); its URL.
+fn fresh_database(admin: &str) -> anyhow::Result<String> {
+    use r2d2_postgres::postgres::{Client, NoTls};
+    let name = format!("load_{}", std::process::id());
+    let mut c = Client::connect(admin, NoTls).with_context(|| format!("connecting to {admin}"))?;
+    c.batch_execute(&format!("CREATE DATABASE {name}"))
+        .context("creating the bench's database")?;
+    // The admin URL names its database in the path: `…/postgres?host=…` or `…/postgres`.
+    let (head, query) = admin.split_once('?').unwrap_or((admin, ""));
+    let base = head
+        .rsplit_once('/')
+        .map(|(b, _)| b)
+        .context("a URL with a database")?;
+    Ok(if query.is_empty() {
+        format!("{base}/{name}")
+    } else {
+        format!("{base}/{name}?{query}")
+    })
+}
+
+/// How many connections the database `db` has open now (both receivers' pools and listeners).
+fn connections(admin: &str, db: &str) -> String {
+    use r2d2_postgres::postgres::{Client, NoTls};
+    let name = db
+        .split('?')
+        .next()
+        .and_then(|h| h.rsplit('/').next())
+        .unwrap_or("");
+    Client::connect(admin, NoTls)
+        .and_then(|mut c| {
+            c.query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1",
+                &[&name],
+            )
+        })
+        .map(|r| r.get::<_, i64>(0).to_string())
+        .unwrap_or_else(|e| format!("unknown ({e})"))
+}
+
+fn measure_two(o: &Opts, dir: &Path, nofile: u64, admin: &str) -> anyhow::Result<()> {
+    let built = if std::env::var_os("SP_RECEIVER_BIN").is_some() {
+        "SP_RECEIVER_BIN: built elsewhere, say from which commit".to_owned()
+    } else {
+        commit()
+    };
+    println!("receiver_load --postgres: {} ({built})", o.bin.display());
+    println!(
+        "two receivers on one PostgreSQL; machines {} (half on each), enqueue samples {}, open files {nofile}",
+        o.machines, o.samples
+    );
+    let db = fresh_database(admin)?;
+    let mut rs = Vec::new();
+    for name in ["a", "b"] {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d)?;
+        rs.push(Receiver::start_on(&o.bin, &d, db.as_ref())?);
+    }
+    let _ = page_latency(&rs[0], 10);
+    let _ = page_latency(&rs[1], 10);
+    let idle_mem: Vec<Mem> = rs.iter().map(Receiver::status).collect();
+    let idle_conns = connections(admin, &db);
+
+    let c = Arc::new(Counters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<(String, Instant)>();
+    let ramp = Instant::now();
+    let mut threads = Vec::with_capacity(o.machines);
+    for i in 0..o.machines {
+        let r = &rs[i % 2];
+        let (addr, host, c, stop, tx) = (
+            r.addr.clone(),
+            r.host.clone(),
+            Arc::clone(&c),
+            Arc::clone(&stop),
+            tx.clone(),
+        );
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("machine-{i}"))
+                .stack_size(MACHINE_STACK)
+                .spawn(move || machine(i, addr, host, c, stop, tx))
+                .context("starting a machine thread")?,
+        );
+    }
+    drop(tx);
+    let setup = wait_for(
+        "every machine holding a poll",
+        Duration::from_secs(120),
+        || {
+            c.started.load(Ordering::SeqCst) == o.machines
+                && c.holding.load(Ordering::SeqCst) == o.machines
+        },
+    );
+    if let Err(e) = setup {
+        stop.store(true, Ordering::SeqCst);
+        let held = c.holding.load(Ordering::SeqCst);
+        let errors = c.errors.load(Ordering::SeqCst);
+        let logs: Vec<String> = rs
+            .iter()
+            .map(|r| r.log.lock().unwrap().join("\n"))
+            .collect();
+        for r in rs {
+            r.stop();
+        }
+        bail!(
+            "{e}: {held} holding, {errors} client errors; receivers' logs:\n{}",
+            logs.join("\n---\n")
+        );
+    }
+    let ramp = ramp.elapsed();
+    let settled = rs[0].settle(Duration::from_millis(500), Duration::from_secs(60))
+        + rs[1].settle(Duration::from_millis(500), Duration::from_secs(60));
+    let load_mem: Vec<Mem> = rs.iter().map(Receiver::status).collect();
+    let load_conns = connections(admin, &db);
+    let min_held = Arc::new(AtomicUsize::new(o.machines));
+    min_held.fetch_min(c.holding.load(Ordering::SeqCst), Ordering::SeqCst);
+
+    // Each sample queued through the receiver that does not hold that machine's poll.
+    let mut e2e = Vec::new();
+    let mut failed = 0;
+    let mut early: HashMap<String, Instant> = HashMap::new();
+    for k in 0..o.samples {
+        let i = (k * (o.machines / o.samples) + k) % o.machines;
+        let other = &rs[(i + 1) % 2];
+        let body = json!({"session": format!("codex:load-{i}"), "message": {"kind": "prompt", "text": format!("load sample {k}")}});
+        let t0 = Instant::now();
+        let a = once(
+            &other.addr,
+            &other.host,
+            "POST",
+            "/page/api/enqueue",
+            LOGIN,
+            Some(&body),
+        );
+        let id = match a {
+            Ok(a) if a.status == 200 => serde_json::from_slice::<Value>(&a.body)
+                .ok()
+                .and_then(|v| v["id"].as_str().map(str::to_owned)),
+            _ => None,
+        };
+        let Some(id) = id else {
+            failed += 1;
+            continue;
+        };
+        let arrived = early.remove(&id).or_else(|| loop {
+            match rx.recv_timeout(Duration::from_secs(WAIT_S + 5)) {
+                Ok((got, at)) if got == id => break Some(at),
+                Ok((got, at)) => {
+                    early.insert(got, at);
+                }
+                Err(_) => break None,
+            }
+        });
+        match arrived {
+            Some(at) => e2e.push(at.saturating_duration_since(t0)),
+            None => failed += 1,
+        }
+        min_held.fetch_min(c.holding.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+    let end_mem: Vec<Mem> = rs.iter().map(Receiver::status).collect();
+    let e2e = lat(e2e, failed);
+
+    stop.store(true, Ordering::SeqCst);
+    let counts = (
+        c.answers_200.load(Ordering::SeqCst),
+        c.answers_204.load(Ordering::SeqCst),
+        c.other.load(Ordering::SeqCst),
+        c.errors.load(Ordering::SeqCst),
+    );
+    for r in rs {
+        r.stop();
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+
+    println!();
+    println!(
+        "all {} machines had sent a poll after {:.1} s, both receivers were quiet {:.1} s later; at least {} held while measuring",
+        o.machines,
+        ramp.as_secs_f64(),
+        settled.as_secs_f64(),
+        min_held.load(Ordering::SeqCst)
+    );
+    println!(
+        "machine side: {} answers with messages, {} empty (204), {} other, {} client errors",
+        counts.0, counts.1, counts.2, counts.3
+    );
+    println!("connections to the database: {idle_conns} idle, {load_conns} with every poll held");
+    println!();
+    println!("| under load | p50 ms | p99 ms | max ms | n |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!(
+        "| queued on one receiver → the other's held poll reads the answer | {:.2} | {:.2} | {:.2} | {}{} |",
+        e2e.p50,
+        e2e.p99,
+        e2e.max,
+        e2e.n,
+        if e2e.failed > 0 {
+            format!(" ({} failed)", e2e.failed)
+        } else {
+            String::new()
+        }
+    );
+    println!();
+    println!("| receiver | VmRSS MiB | VmHWM MiB | threads |");
+    println!("| --- | ---: | ---: | ---: |");
+    for (name, m) in [
+        ("idle", &idle_mem),
+        ("every machine holding a poll", &load_mem),
+        ("after the enqueue samples", &end_mem),
+    ] {
+        for (r, m) in ["A", "B"].iter().zip(m) {
+            println!(
+                "| {r}, {name} | {} | {} | {} |",
+                mib(m.rss_kib),
+                mib(m.hwm_kib),
+                m.threads
+            );
+        }
+    }
+    let per: f64 = (0..2)
+        .map(|k| load_mem[k].rss_kib.saturating_sub(idle_mem[k].rss_kib) as f64)
+        .sum::<f64>()
+        / o.machines as f64;
+    println!();
+    println!("{per:.1} KiB of RSS per held poll (both receivers)");
     Ok(())
 }
 

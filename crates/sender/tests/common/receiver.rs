@@ -32,6 +32,11 @@ pub struct SpReceiver {
 impl SpReceiver {
     /// The command line `start` runs, without `--listen` (for `--login-url` and the like).
     pub fn command(dir: &Path) -> Command {
+        SpReceiver::command_on(dir, dir.join("receiver.db").as_os_str())
+    }
+
+    /// `command` with the database `db`: a file path or a `postgres://` URL.
+    pub fn command_on(dir: &Path, db: &std::ffi::OsStr) -> Command {
         write_secret(&dir.join("token"), TOKEN);
         write_secret(&dir.join("login-token"), LOGIN);
         let mut c = Command::new(bin("sp-receiver"));
@@ -43,12 +48,17 @@ impl SpReceiver {
             .arg("--login-token-file")
             .arg(dir.join("login-token"))
             .arg("--db")
-            .arg(dir.join("receiver.db"));
+            .arg(db);
         c
     }
 
     pub fn start(dir: &Path, extra: &[&str]) -> SpReceiver {
-        let mut c = SpReceiver::command(dir);
+        SpReceiver::start_on(dir, dir.join("receiver.db").as_os_str(), extra)
+    }
+
+    /// `start` with the database `db`: a file path or a `postgres://` URL.
+    pub fn start_on(dir: &Path, db: &std::ffi::OsStr, extra: &[&str]) -> SpReceiver {
+        let mut c = SpReceiver::command_on(dir, db);
         c.args(["--listen", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
@@ -69,6 +79,19 @@ impl SpReceiver {
 
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
+    }
+
+    /// Its process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL, as a crash or a lost host: nothing is closed cleanly. Returns once it is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     /// SIGTERM, as a service manager stops it; returns the exit code.
