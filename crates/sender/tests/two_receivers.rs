@@ -4,7 +4,9 @@
 //! `sp-receiver --db postgres://…` processes, A and B, on one database of it, with one sink
 //! token and one login token:
 //!
-//! 1. events sent to A show on B's page, with a login made on A;
+//! 1. events sent to A show on B's page, with a login made on A; a page B answered is held
+//!    when asked again through A (one version for both), and answered when an event comes
+//!    through B;
 //! 2. a prompt queued on B reaches a poll held on A: the median from just before the enqueue
 //!    request to A's poll answer is under 250 ms over 20 rounds;
 //! 3. acks sent to A show on B as delivered, and all of it is in PostgreSQL;
@@ -368,6 +370,45 @@ fn events_prompts_and_acks_cross_between_two_receivers() {
         .any(|s| s["key"] == session && s["cwd"] == "~/src/two");
     assert!(shown, "the event sent to A is on B's page: {state}");
 
+    // One page version on both: a page that B answered, asked again through A (a proxy
+    // spreads its requests), is held there until something changes, and then answered with
+    // the change, made through B.
+    let v = state["version"].as_u64().expect("the page's version");
+    let (a_url, held_cookie) = (a.url.clone(), cookie.clone());
+    let held = std::thread::spawn(move || {
+        get(
+            &format!("{a_url}/page/api/state?since={v}&wait=20"),
+            &[("cookie", &held_cookie), ("x-forwarded-proto", "https")],
+        )
+    });
+    settle(a.pid().unwrap(), Duration::from_millis(150));
+    assert!(
+        !held.is_finished(),
+        "A answered at once a page whose version B gave: their versions differ"
+    );
+    let sent = post(
+        &format!("{}/api/sessionpipe/v1/events", b.url),
+        &[
+            ("authorization", &bearer(TOKEN)),
+            ("sessionpipe-protocol", "1"),
+        ],
+        "application/json",
+        &json!({"events": [event("session.started", "two-s2", 1)]}).to_string(),
+    );
+    assert_eq!(sent.status, 202, "events to B: {}", sent.text);
+    let r = held.join().unwrap();
+    assert_eq!(r.status, 200, "A's held page: {}", r.text);
+    let state = r.json();
+    assert_ne!(state["version"].as_u64(), Some(v), "{state}");
+    assert!(
+        state["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["key"] == "claude-code:two-s2"),
+        "the event sent to B is on A's held page: {state}"
+    );
+
     // 2. A prompt queued on B reaches a poll held on A; 3. its ack, sent to A, shows on B.
     let mut ms = Vec::new();
     let mut ids = Vec::new();
@@ -425,13 +466,33 @@ fn events_prompts_and_acks_cross_between_two_receivers() {
     }
     // A's next poll has nothing: every message acked.
     assert_eq!(poll(&a, session, 0).status, 204);
+    // The page's version is one number for all of them, a receiver started later included
+    // (a restart must not send pages back to an older number, or the two would disagree).
+    let c = SpReceiver::start_on(&dir.path().join("c"), db.as_ref(), &["--trust-proxy"]);
+    // (C's start may itself change something, announced to A and B a moment later.)
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let versions = loop {
+        let versions: Vec<Option<u64>> = [&a, &b, &c]
+            .iter()
+            .map(|r| page_state(r)["version"].as_u64())
+            .collect();
+        let one = versions[0].is_some() && versions.iter().all(|v| *v == versions[0]);
+        if one || Instant::now() > deadline {
+            break versions;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        versions[0].is_some() && versions.iter().all(|v| *v == versions[0]),
+        "A, B and a receiver started later give the page one version: {versions:?}"
+    );
     // All of it is in PostgreSQL, and neither receiver made a SQLite file.
     let counts = pg.psql(
         &db,
         "SELECT (SELECT count(*) FROM messages) || ' ' || (SELECT count(*) FROM acks) \
          || ' ' || (SELECT count(*) FROM events)",
     );
-    assert_eq!(counts.trim(), "20 20 1");
+    assert_eq!(counts.trim(), "20 20 2");
     for r in [&a, &b] {
         let files: Vec<String> = std::fs::read_dir(&r.dir)
             .unwrap()
