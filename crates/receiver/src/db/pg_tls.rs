@@ -100,7 +100,16 @@ impl PgTarget {
                 self.roots
             ),
             Some(other) => format!("TLS with the server failed: {other}"),
-            None => e.to_string(),
+            // The client's own words are terse ("db error"): the causes say what happened.
+            None => {
+                let mut said = e.to_string();
+                let mut cause = std::error::Error::source(e);
+                while let Some(c) = cause {
+                    said = format!("{said}: {c}");
+                    cause = c.source();
+                }
+                said
+            }
         }
     }
 }
@@ -247,5 +256,183 @@ mod tests {
             .err()
             .expect("refused");
         assert!(format!("{e:#}").contains("sslrootcert is empty"), "{e:#}");
+    }
+
+    /// Over a real PostgreSQL with `ssl=on` (pg_cluster.rs).
+    mod live {
+        use std::sync::mpsc;
+        use std::time::{Duration, Instant};
+
+        use super::super::super::pg::PgStore;
+        use super::super::super::pg_cluster::{Ca, Cluster, Tcp};
+        use super::super::super::pg_wake::{Announcer, Listener, Wakeup};
+        use super::*;
+
+        fn ssl_of_this_session(client: &mut Client) -> bool {
+            client
+                .query_one(
+                    "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                    &[],
+                )
+                .expect("pg_stat_ssl")
+                .get(0)
+        }
+
+        fn refusal(target: &PgTarget) -> String {
+            match target.connect() {
+                Ok(_) => panic!("connected"),
+                Err(e) => {
+                    let said = target.explain(&e);
+                    eprintln!("refused: {said}");
+                    said
+                }
+            }
+        }
+
+        #[test]
+        fn require_with_the_servers_ca_is_tls_and_another_ca_or_host_is_refused() {
+            let Some(pg) = Cluster::start_tls(Tcp::TlsOrPlain) else {
+                return;
+            };
+            let ca = pg.ca_file();
+            let ca = ca.display();
+            let good: PgTarget = pg
+                .tcp_url("localhost", &format!("sslmode=require&sslrootcert={ca}"))
+                .parse()
+                .unwrap();
+            assert!(ssl_of_this_session(&mut good.connect().expect("TLS")));
+            // verify-full is taken as require.
+            let full: PgTarget = pg
+                .tcp_url(
+                    "localhost",
+                    &format!("sslmode=verify-full&sslrootcert={ca}"),
+                )
+                .parse()
+                .unwrap();
+            assert!(ssl_of_this_session(&mut full.connect().expect("TLS")));
+
+            // Another CA's certificate file: refused, saying why and against what.
+            let other = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(other.path(), Ca::new("another CA").pem).unwrap();
+            let wrong: PgTarget = pg
+                .tcp_url(
+                    "localhost",
+                    &format!("sslmode=require&sslrootcert={}", other.path().display()),
+                )
+                .parse()
+                .unwrap();
+            let e = refusal(&wrong);
+            assert!(
+                e.contains("certificate did not verify against the CAs in")
+                    && e.contains(&other.path().display().to_string())
+                    && e.contains("UnknownIssuer"),
+                "{e}"
+            );
+            // The right CA, but the certificate names localhost, not 127.0.0.1.
+            let ip: PgTarget = pg
+                .tcp_url("127.0.0.1", &format!("sslmode=require&sslrootcert={ca}"))
+                .parse()
+                .unwrap();
+            let e = refusal(&ip);
+            assert!(
+                e.contains("certificate not valid for name \"127.0.0.1\""),
+                "{e}"
+            );
+            // Without sslrootcert the public roots do not know the test's CA.
+            let public: PgTarget = pg.tcp_url("localhost", "sslmode=require").parse().unwrap();
+            assert!(
+                refusal(&public).contains("Mozilla roots"),
+                "{}",
+                refusal(&public)
+            );
+            // prefer (the default) tries TLS and verifies it: no quiet fall back to plain.
+            let prefer: PgTarget = pg
+                .tcp_url("localhost", "connect_timeout=5")
+                .parse()
+                .unwrap();
+            assert_eq!(prefer.config.get_ssl_mode(), SslMode::Prefer);
+            assert!(
+                refusal(&prefer).contains("did not verify"),
+                "{}",
+                refusal(&prefer)
+            );
+            let prefer: PgTarget = pg
+                .tcp_url("localhost", &format!("sslrootcert={ca}"))
+                .parse()
+                .unwrap();
+            assert!(ssl_of_this_session(&mut prefer.connect().expect("TLS")));
+
+            // disable: plain, which this server's pg_hba lets in.
+            let plain: PgTarget = pg.tcp_url("localhost", "sslmode=disable").parse().unwrap();
+            assert!(!ssl_of_this_session(&mut plain.connect().expect("plain")));
+        }
+
+        #[test]
+        fn a_server_that_lets_in_tls_only_refuses_plain() {
+            let Some(pg) = Cluster::start_tls(Tcp::TlsOnly) else {
+                return;
+            };
+            let plain: PgTarget = pg.tcp_url("localhost", "sslmode=disable").parse().unwrap();
+            let e = refusal(&plain);
+            assert!(
+                e.contains("pg_hba.conf") && e.contains("no encryption"),
+                "{e}"
+            );
+            let tls: PgTarget = pg
+                .tcp_url(
+                    "localhost",
+                    &format!("sslmode=require&sslrootcert={}", pg.ca_file().display()),
+                )
+                .parse()
+                .unwrap();
+            assert!(ssl_of_this_session(&mut tls.connect().expect("TLS")));
+        }
+
+        #[test]
+        fn the_store_and_its_wake_run_over_tls() {
+            let Some(pg) = Cluster::start_tls(Tcp::TlsOnly) else {
+                return;
+            };
+            let url = pg.tcp_url(
+                "localhost",
+                &format!("sslmode=require&sslrootcert={}", pg.ca_file().display()),
+            );
+            let store = PgStore::open(&url).expect("open over TLS");
+            store.ping().expect("ping");
+            let (tx, rx) = mpsc::channel();
+            let _l = Listener::start(url.parse().unwrap(), move |w| {
+                let _ = tx.send(w);
+            });
+            let next = |want: &dyn Fn(&Wakeup) -> bool| {
+                let t0 = Instant::now();
+                loop {
+                    let left = Duration::from_secs(10).saturating_sub(t0.elapsed());
+                    match rx.recv_timeout(left) {
+                        Ok(w) if want(&w) => return w,
+                        Ok(_) => {}
+                        Err(e) => panic!("no wake within 10 s: {e}"),
+                    }
+                }
+            };
+            next(&|w| *w == Wakeup::Connected);
+            let announcer = Announcer {
+                pool: store.pool.clone(),
+                me: "a".into(),
+            };
+            announcer.send(&["session:s1".to_owned()]);
+            assert_eq!(
+                next(&|w| matches!(w, Wakeup::Notified(_))),
+                Wakeup::Notified("a\tsession:s1".into())
+            );
+            // Every connection to it (the pool's and the listener's) is TLS.
+            let plain = pg.psql(
+                "SELECT count(*) FILTER (WHERE s.ssl), count(*) FILTER (WHERE NOT s.ssl) \
+                 FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+                 WHERE a.application_name IN ('sp-receiver', 'sp-receiver wake')",
+            );
+            let (tls, plain) = plain.trim().split_once('|').expect("two counts");
+            assert!(tls.parse::<u32>().unwrap() >= 2, "{tls} TLS connections");
+            assert_eq!(plain, "0");
+        }
     }
 }
