@@ -95,10 +95,18 @@ impl PgTarget {
     /// or does not name the host).
     pub fn explain(&self, e: &PgError) -> String {
         match tls_error(e) {
-            Some(rustls::Error::InvalidCertificate(c)) => format!(
-                "TLS refused the server: its certificate did not verify against {} for the host in the URL: {c}",
-                self.roots
-            ),
+            Some(rustls::Error::InvalidCertificate(c)) => {
+                let why = match c {
+                    rustls::CertificateError::UnknownIssuer => {
+                        "no CA among them signed it".to_owned()
+                    }
+                    other => other.to_string(),
+                };
+                format!(
+                    "TLS refused the server: its certificate did not verify against {}: {why}",
+                    self.roots
+                )
+            }
             Some(other) => format!("TLS with the server failed: {other}"),
             // The client's own words are terse ("db error"): the causes say what happened.
             None => {
@@ -325,7 +333,7 @@ mod tests {
             assert!(
                 e.contains("certificate did not verify against the CAs in")
                     && e.contains(&other.path().display().to_string())
-                    && e.contains("UnknownIssuer"),
+                    && e.contains("no CA among them signed it"),
                 "{e}"
             );
             // The right CA, but the certificate names localhost, not 127.0.0.1.
@@ -386,6 +394,10 @@ mod tests {
                 .parse()
                 .unwrap();
             assert!(ssl_of_this_session(&mut tls.connect().expect("TLS")));
+            // A unix socket has no TLS: require there fails rather than goes plain.
+            let socket: PgTarget = format!("{}?sslmode=require", pg.url()).parse().unwrap();
+            let e = refusal(&socket);
+            assert!(e.contains("server does not support TLS"), "{e}");
         }
 
         #[test]
