@@ -162,9 +162,9 @@ pub(crate) fn open(target: &crate::options::Database) -> anyhow::Result<Opened> 
             store: Box::new(Db::open_file(p)?),
             shared: None,
         }),
-        Database::Postgres(url) => {
-            open_postgres(check_postgres_url(url)?).with_context(|| format!("database {target}"))
-        }
+        Database::Postgres(url) => pg_tls::PgTarget::parse(url)
+            .and_then(open_postgres)
+            .with_context(|| format!("database {target}")),
     }
 }
 
@@ -192,7 +192,7 @@ fn open_postgres(target: pg_tls::PgTarget) -> anyhow::Result<Opened> {
 /// its URL.
 #[cfg(feature = "testing")]
 pub(crate) fn new_test_postgres(admin_url: &str) -> anyhow::Result<String> {
-    let target = check_postgres_url(admin_url).context("SP_TEST_RECEIVER_PG")?;
+    let target = pg_tls::PgTarget::parse(admin_url).context("SP_TEST_RECEIVER_PG")?;
     let name = format!(
         "sp_test_{}",
         ulid::Ulid::new().to_string().to_ascii_lowercase()
@@ -224,10 +224,11 @@ pub(crate) fn open_memory() -> anyhow::Result<Opened> {
     })
 }
 
-/// Whether `url` is a PostgreSQL URL the client can use (its TLS settings and `sslrootcert`
-/// file included: pg_tls.rs), saying what is wrong when not.
-pub(crate) fn check_postgres_url(url: &str) -> anyhow::Result<pg_tls::PgTarget> {
-    pg_tls::PgTarget::parse(url)
+/// Whether `url` is a PostgreSQL URL the client can use, saying what is wrong when not (its
+/// `sslrootcert` file is read when the database is opened, where an error hides the
+/// password: an argument's error shows the argument).
+pub(crate) fn check_postgres_url(url: &str) -> anyhow::Result<()> {
+    pg_tls::check_url(url)
 }
 
 fn fmt_ms(ms: i64) -> String {

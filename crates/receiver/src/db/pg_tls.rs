@@ -17,7 +17,6 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use r2d2_postgres::postgres::config::SslMode;
 use r2d2_postgres::postgres::{Client, Config, Error as PgError};
 use r2d2_postgres::{r2d2, PostgresConnectionManager};
 use tokio_rustls::rustls;
@@ -47,15 +46,7 @@ impl FromStr for PgTarget {
 impl PgTarget {
     /// Reads a `postgres://` URL, its `sslrootcert` file included.
     pub fn parse(url: &str) -> anyhow::Result<PgTarget> {
-        let (rest, rootcert, verify) = take_tls_params(url)?;
-        let mut config: Config = rest.parse().map_err(|e| {
-            anyhow::anyhow!(
-                "not a PostgreSQL URL ({e}): want postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, or postgres://USER@/DATABASE?host=/run/postgresql for a unix socket"
-            )
-        })?;
-        if verify {
-            config.ssl_mode(SslMode::Require);
-        }
+        let (config, rootcert) = parse_url(url)?;
         let (roots, described) = match &rootcert {
             Some(path) => (read_roots(path)?, format!("the CAs in {}", path.display())),
             None => (
@@ -122,6 +113,22 @@ impl PgTarget {
     }
 }
 
+/// Whether `url` is a PostgreSQL URL the client can use, without reading any file.
+pub(crate) fn check_url(url: &str) -> anyhow::Result<()> {
+    parse_url(url).map(drop)
+}
+
+/// The client's settings from `url`, and the `sslrootcert` it names.
+fn parse_url(url: &str) -> anyhow::Result<(Config, Option<PathBuf>)> {
+    let (rest, rootcert) = take_tls_params(url)?;
+    let config: Config = rest.parse().map_err(|e| {
+        anyhow::anyhow!(
+            "not a PostgreSQL URL ({e}): want postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, or postgres://USER@/DATABASE?host=/run/postgresql for a unix socket"
+        )
+    })?;
+    Ok((config, rootcert))
+}
+
 /// The rustls error under a connection's error, if that is what it was.
 fn tls_error(e: &PgError) -> Option<&rustls::Error> {
     let mut cause = std::error::Error::source(e);
@@ -141,14 +148,14 @@ fn tls_error(e: &PgError) -> Option<&rustls::Error> {
     None
 }
 
-/// The URL without the parameters read here: `sslrootcert` (percent-decoded) and an
-/// `sslmode` of `verify-ca`/`verify-full` (then `true`: TLS is required).
-fn take_tls_params(url: &str) -> anyhow::Result<(String, Option<PathBuf>, bool)> {
+/// The URL without `sslrootcert` (returned percent-decoded), and with an `sslmode` of
+/// `verify-ca`/`verify-full` (which the client's parser refuses) as `require`.
+fn take_tls_params(url: &str) -> anyhow::Result<(String, Option<PathBuf>)> {
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None, false));
+        return Ok((url.to_owned(), None));
     };
     let mut kept = Vec::new();
-    let (mut rootcert, mut verify) = (None, false);
+    let mut rootcert = None;
     for param in query.split('&') {
         let (key, value) = param.split_once('=').unwrap_or((param, ""));
         match key {
@@ -161,19 +168,18 @@ fn take_tls_params(url: &str) -> anyhow::Result<(String, Option<PathBuf>, bool)>
                 }
                 rootcert = Some(PathBuf::from(path.as_ref()));
             }
-            "sslmode" if value == "verify-full" || value == "verify-ca" => verify = true,
+            "sslmode" if value == "verify-full" || value == "verify-ca" => {
+                kept.push("sslmode=require")
+            }
             _ => kept.push(param),
         }
-    }
-    if verify {
-        kept.push("sslmode=require");
     }
     let rest = if kept.is_empty() {
         base.to_owned()
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((rest, rootcert, verify))
+    Ok((rest, rootcert))
 }
 
 /// The CA certificates in the PEM file `path` (sslrootcert).
@@ -196,25 +202,26 @@ fn read_roots(path: &Path) -> anyhow::Result<rustls::RootCertStore> {
 
 #[cfg(test)]
 mod tests {
+    use r2d2_postgres::postgres::config::SslMode;
+
     use super::*;
 
     #[test]
     fn sslrootcert_is_taken_out_of_the_url_and_the_rest_kept() {
-        let (rest, root, verify) = take_tls_params(
-            "postgres://u@h/db?sslmode=require&sslrootcert=%2Fetc%2Fca%20x.pem&connect_timeout=3",
+        let (rest, root) = take_tls_params(
+            "postgres://u@h/db?sslmode=verify-full&sslrootcert=%2Fetc%2Fca%20x.pem&connect_timeout=3",
         )
         .unwrap();
         assert_eq!(rest, "postgres://u@h/db?sslmode=require&connect_timeout=3");
         assert_eq!(root, Some(PathBuf::from("/etc/ca x.pem")));
-        assert!(!verify);
-        let (rest, root, _) = take_tls_params("postgres://u@h/db?sslrootcert=/ca.pem").unwrap();
+        let (rest, root) = take_tls_params("postgres://u@h/db?sslrootcert=/ca.pem").unwrap();
         assert_eq!(
             (rest.as_str(), root),
             ("postgres://u@h/db", Some("/ca.pem".into()))
         );
         assert_eq!(
             take_tls_params("postgres://u@h/db").unwrap(),
-            ("postgres://u@h/db".into(), None, false)
+            ("postgres://u@h/db".into(), None)
         );
     }
 
@@ -398,6 +405,24 @@ mod tests {
             let socket: PgTarget = format!("{}?sslmode=require", pg.url()).parse().unwrap();
             let e = refusal(&socket);
             assert!(e.contains("server does not support TLS"), "{e}");
+        }
+
+        /// What `sp-receiver` reports at start (a database error: exit 2, cli.rs).
+        #[test]
+        fn opening_the_database_with_a_certificate_that_does_not_verify_says_so() {
+            let Some(pg) = Cluster::start_tls(Tcp::TlsOnly) else {
+                return;
+            };
+            let url = pg.tcp_url("localhost", "sslmode=require");
+            let e = match super::super::super::open(&crate::options::Database::Postgres(url)) {
+                Ok(_) => panic!("opened"),
+                Err(e) => format!("{e:#}"),
+            };
+            assert!(
+                e.starts_with("database postgres://sp@localhost:")
+                    && e.contains("cannot connect to the PostgreSQL database: TLS refused the server: its certificate did not verify"),
+                "{e}"
+            );
         }
 
         #[test]
