@@ -69,8 +69,9 @@ them serves any machine's poll, page and pairing, and each wakes the others' hel
 TLS to the database as the URL's sslmode says: disable (plain), prefer (the default: TLS
 when the server has it), require (TLS or nothing; verify-ca and verify-full mean the same).
 TLS always verifies the server's certificate and host name against the CAs in
-sslrootcert=PATH (a PEM file, as libpq reads it) or else the Mozilla roots; a certificate
-that does not verify is refused.
+sslrootcert=PATH (a PEM file: libpq's parameter, which sp-receiver reads and takes out of
+the URL before the client sees it) or else the Mozilla roots; one that does not verify is
+refused.
 
 Exit status: 0 stopped by a signal (or --init / --login-url done), 2 bad usage or setup,
 1 other failure (e.g. the address is taken).";
