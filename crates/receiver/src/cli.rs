@@ -66,7 +66,12 @@ POSTGRESQL: --db postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or ...@/DATABA
 /run/postgresql for a unix socket) keeps everything in that database, which must exist
 (the tables are made at the first start). Receivers on one database act as one: any of
 them serves any machine's poll, page and pairing, and each wakes the others' held polls.
-TLS to the database is not built: use a unix socket or a private network.
+TLS to the database as the URL's sslmode says: disable (plain), prefer (the default: TLS
+when the server has it), require (TLS or nothing; verify-ca and verify-full mean the same).
+TLS always verifies the server's certificate and host name against the CAs in
+sslrootcert=PATH (a PEM file: libpq's parameter, which sp-receiver reads and takes out of
+the URL before the client sees it) or else the Mozilla roots; one that does not verify is
+refused.
 
 Exit status: 0 stopped by a signal (or --init / --login-url done), 2 bad usage or setup,
 1 other failure (e.g. the address is taken).";

@@ -271,6 +271,10 @@ fn a_db_url_it_cannot_use_is_refused_and_no_database_is_made() {
             "cannot connect to the PostgreSQL database",
         ),
         (
+            "postgres://sp:hunter2@localhost/sessionpipe?sslmode=require&sslrootcert=/nonexistent-sp-ca.pem",
+            "sslrootcert: reading /nonexistent-sp-ca.pem",
+        ),
+        (
             "ftp://host/receiver.db",
             "ftp:// is not a database sp-receiver knows",
         ),

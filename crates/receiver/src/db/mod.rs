@@ -32,7 +32,8 @@
 //! `push` (devices and the push log); opening the file and upkeep are here.
 //!
 //! PostgreSQL (issue 29): `dialect` (the same SQL in PostgreSQL's spelling), `pg` (pool and
-//! migrations), `pg_wake` (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area,
+//! migrations), `pg_tls` (TLS to the database: what the URL asks for, one connector for all),
+//! `pg_wake` (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area,
 //! implemented by both stores, with the tests both run; together `Store`, which both are) and
 //! its PostgreSQL side in `pg_queue`, `pg_small` (logins, settings), `pg_pairing`, `pg_push`,
 //! `pg_events` (ingest and the page's view), `pg_snoozes` and `pg_upkeep` (ping, sweep, what
@@ -52,6 +53,7 @@ mod pg_push;
 mod pg_queue;
 mod pg_small;
 mod pg_snoozes;
+mod pg_tls;
 mod pg_upkeep;
 mod pg_wake;
 mod push;
@@ -140,14 +142,14 @@ pub(crate) struct Opened {
 /// A database other receivers may share: announce changes, listen for theirs.
 pub(crate) struct SharedDb {
     pub announcer: Announcer,
-    config: r2d2_postgres::postgres::Config,
+    target: pg_tls::PgTarget,
 }
 
 impl SharedDb {
     /// Starts listening for the other receivers' announcements (a thread of its own,
     /// stopped when the returned value is dropped).
     pub fn listen(&self, on_wake: impl Fn(Wakeup) + Send + 'static) -> Listener {
-        Listener::start(self.config.clone(), on_wake)
+        Listener::start(self.target.clone(), on_wake)
     }
 }
 
@@ -160,22 +162,22 @@ pub(crate) fn open(target: &crate::options::Database) -> anyhow::Result<Opened> 
             store: Box::new(Db::open_file(p)?),
             shared: None,
         }),
-        Database::Postgres(url) => {
-            open_postgres(check_postgres_url(url)?).with_context(|| format!("database {target}"))
-        }
+        Database::Postgres(url) => pg_tls::PgTarget::parse(url)
+            .and_then(open_postgres)
+            .with_context(|| format!("database {target}")),
     }
 }
 
-fn open_postgres(config: r2d2_postgres::postgres::Config) -> anyhow::Result<Opened> {
+fn open_postgres(target: pg_tls::PgTarget) -> anyhow::Result<Opened> {
     {
         {
-            let store = pg::PgStore::open_config(config.clone())?;
+            let store = pg::PgStore::open_target(target.clone())?;
             let shared = SharedDb {
                 announcer: Announcer {
                     pool: store.pool.clone(),
                     me: ulid::Ulid::new().to_string(),
                 },
-                config,
+                target,
             };
             Ok(Opened {
                 store: Box::new(store),
@@ -190,14 +192,17 @@ fn open_postgres(config: r2d2_postgres::postgres::Config) -> anyhow::Result<Open
 /// its URL.
 #[cfg(feature = "testing")]
 pub(crate) fn new_test_postgres(admin_url: &str) -> anyhow::Result<String> {
-    let config = check_postgres_url(admin_url).context("SP_TEST_RECEIVER_PG")?;
+    let target = pg_tls::PgTarget::parse(admin_url).context("SP_TEST_RECEIVER_PG")?;
     let name = format!(
         "sp_test_{}",
         ulid::Ulid::new().to_string().to_ascii_lowercase()
     );
-    let mut admin = config
-        .connect(r2d2_postgres::postgres::NoTls)
-        .context("SP_TEST_RECEIVER_PG: cannot connect")?;
+    let mut admin = target.connect().map_err(|e| {
+        anyhow::anyhow!(
+            "SP_TEST_RECEIVER_PG: cannot connect: {}",
+            target.explain(&e)
+        )
+    })?;
     admin.batch_execute(&format!("CREATE DATABASE {name}"))?;
     // The same URL with the database's name in its path.
     let (scheme, rest) = admin_url
@@ -219,13 +224,11 @@ pub(crate) fn open_memory() -> anyhow::Result<Opened> {
     })
 }
 
-/// Whether `url` is a PostgreSQL URL the client can use, saying what is wrong when not.
-pub(crate) fn check_postgres_url(url: &str) -> anyhow::Result<r2d2_postgres::postgres::Config> {
-    url.parse().map_err(|e| {
-        anyhow::anyhow!(
-            "not a PostgreSQL URL ({e}): want postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, or postgres://USER@/DATABASE?host=/run/postgresql for a unix socket"
-        )
-    })
+/// Whether `url` is a PostgreSQL URL the client can use, saying what is wrong when not (its
+/// `sslrootcert` file is read when the database is opened, where an error hides the
+/// password: an argument's error shows the argument).
+pub(crate) fn check_postgres_url(url: &str) -> anyhow::Result<()> {
+    pg_tls::check_url(url)
 }
 
 fn fmt_ms(ms: i64) -> String {

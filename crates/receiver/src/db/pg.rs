@@ -15,10 +15,10 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use r2d2_postgres::postgres::{Config, NoTls};
-use r2d2_postgres::{r2d2, PostgresConnectionManager};
+use r2d2_postgres::r2d2;
 
 use super::dialect;
+use super::pg_tls::{PgPool, PgTarget};
 use super::schema::MIGRATIONS;
 
 /// Connections one receiver holds at most.
@@ -29,30 +29,37 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const MIGRATE_LOCK: i64 = 0x0073_702d_7265_6376;
 
 pub(crate) struct PgStore {
-    pub(super) pool: r2d2::Pool<PostgresConnectionManager<NoTls>>,
+    pub(super) pool: PgPool,
 }
 
 impl PgStore {
     /// Connects to `url` (`postgres://user:password@host:port/db`) and brings the schema up
     /// to date; a database written by a newer version is refused, as for SQLite.
     pub fn open(url: &str) -> anyhow::Result<PgStore> {
-        let config: Config = url
-            .parse()
-            .context("--db: not a PostgreSQL URL (postgres://user:password@host:port/database)")?;
-        Self::open_config(config)
+        let target: PgTarget = url.parse().context("--db")?;
+        Self::open_target(target)
     }
 
-    /// [`PgStore::open`] with the URL already parsed.
-    pub fn open_config(mut config: Config) -> anyhow::Result<PgStore> {
+    /// [`PgStore::open`] with the URL already read.
+    pub fn open_target(mut target: PgTarget) -> anyhow::Result<PgStore> {
+        let config = &mut target.config;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         config.application_name("sp-receiver");
+        // One connection first, so that a refusal (TLS above all) is reported at once and as
+        // itself rather than after the pool's retries as a time-out.
+        target.connect().map_err(|e| {
+            anyhow::anyhow!(
+                "cannot connect to the PostgreSQL database: {}",
+                target.explain(&e)
+            )
+        })?;
         let pool = r2d2::Pool::builder()
             .max_size(POOL_MAX)
             .min_idle(Some(1))
             .connection_timeout(CONNECT_TIMEOUT)
-            .build(PostgresConnectionManager::new(config, NoTls))
+            .build(target.manager())
             .context("cannot connect to the PostgreSQL database")?;
         let store = PgStore { pool };
         store.migrate()?;

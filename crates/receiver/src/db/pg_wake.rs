@@ -18,7 +18,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use r2d2_postgres::postgres::fallible_iterator::FallibleIterator;
-use r2d2_postgres::postgres::{Client, Config, Error as PgError, GenericClient, NoTls};
+use r2d2_postgres::postgres::{Client, Error as PgError, GenericClient};
+
+use super::pg_tls::{PgPool, PgTarget};
 
 /// The channel every receiver listens on.
 pub(crate) const CHANNEL: &str = "sp_receiver";
@@ -51,7 +53,7 @@ pub(crate) fn announce(tx: &mut impl GenericClient, what: &str) -> Result<(), Pg
 /// touched (a session, `machine:<id>`, or `*`), behind this receiver's own id so that its
 /// own listener can skip them.
 pub(crate) struct Announcer {
-    pub(super) pool: r2d2_postgres::r2d2::Pool<r2d2_postgres::PostgresConnectionManager<NoTls>>,
+    pub(super) pool: PgPool,
     pub(super) me: String,
 }
 
@@ -147,12 +149,12 @@ pub(crate) struct Listener {
 }
 
 impl Listener {
-    pub fn start(config: Config, on_wake: impl Fn(Wakeup) + Send + 'static) -> Listener {
+    pub fn start(target: PgTarget, on_wake: impl Fn(Wakeup) + Send + 'static) -> Listener {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("sp-pg-wake".into())
-            .spawn(move || listen(&config, &stopping, &on_wake))
+            .spawn(move || listen(&target, &stopping, &on_wake))
             .expect("spawning the wake thread");
         Listener {
             stop,
@@ -170,19 +172,19 @@ impl Drop for Listener {
     }
 }
 
-fn connect(config: &Config) -> Result<Client, PgError> {
-    let mut config = config.clone();
-    config.application_name("sp-receiver wake");
-    let mut client = config.connect(NoTls)?;
+fn connect(target: &PgTarget) -> Result<Client, PgError> {
+    let mut target = target.clone();
+    target.config.application_name("sp-receiver wake");
+    let mut client = target.connect()?;
     client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
     Ok(client)
 }
 
-fn listen(config: &Config, stop: &AtomicBool, on_wake: &dyn Fn(Wakeup)) {
+fn listen(target: &PgTarget, stop: &AtomicBool, on_wake: &dyn Fn(Wakeup)) {
     let stopped = || stop.load(Ordering::Relaxed);
     let mut backoff = BACKOFF_MIN;
     while !stopped() {
-        match connect(config) {
+        match connect(target) {
             Ok(mut client) => {
                 backoff = BACKOFF_MIN;
                 on_wake(Wakeup::Connected);
@@ -199,7 +201,10 @@ fn listen(config: &Config, stop: &AtomicBool, on_wake: &dyn Fn(Wakeup)) {
                     }
                 }
             }
-            Err(e) => tracing::warn!("cannot listen on PostgreSQL (retrying in {backoff:?}): {e}"),
+            Err(e) => tracing::warn!(
+                "cannot listen on PostgreSQL (retrying in {backoff:?}): {}",
+                target.explain(&e)
+            ),
         }
         // Down: re-read on the floor until the next attempt.
         let retry = Instant::now() + backoff;
@@ -218,6 +223,8 @@ fn listen(config: &Config, stop: &AtomicBool, on_wake: &dyn Fn(Wakeup)) {
 #[cfg(test)]
 mod tests {
     use std::sync::mpsc;
+
+    use r2d2_postgres::postgres::{Config, NoTls};
 
     use super::super::pg_cluster::Cluster;
     use super::*;
@@ -312,10 +319,10 @@ mod tests {
     #[test]
     fn with_no_database_waiters_are_woken_on_the_floor() {
         let (tx, rx) = mpsc::channel();
-        let config: Config = "postgres://sp@%2Fnonexistent-sp-socket/postgres"
+        let target: PgTarget = "postgres://sp@%2Fnonexistent-sp-socket/postgres"
             .parse()
             .unwrap();
-        let _l = Listener::start(config, move |w| {
+        let _l = Listener::start(target, move |w| {
             let _ = tx.send(w);
         });
         let t0 = Instant::now();
