@@ -456,10 +456,11 @@ mod tests {
                 pool: store.pool.clone(),
                 me: "a".into(),
             };
-            announcer.send(&["session:s1".to_owned()]);
+            let version = announcer.send(&["session:s1".to_owned()]);
+            assert_eq!(version, Some(1), "the shared page version, over TLS");
             assert_eq!(
                 next(&|w| matches!(w, Wakeup::Notified(_))),
-                Wakeup::Notified("a\tsession:s1".into())
+                Wakeup::Notified("a\t1\tsession:s1".into())
             );
             // Every connection to it (the pool's and the listener's) is TLS.
             let plain = pg.psql(
