@@ -23,6 +23,7 @@ mod common;
 
 use common::chaos::{cc_start, cc_stop, stop_reason};
 use common::env::*;
+use common::http::{agent, get, post, Resp};
 use common::receiver::{Machine, SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -146,65 +147,6 @@ fn two_receivers(pg: &Pg, dir: &Path, extra: &[&str]) -> (SpReceiver, SpReceiver
 // ---------------------------------------------------------------------------------------
 // HTTP
 // ---------------------------------------------------------------------------------------
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(Duration::from_secs(40)))
-        .build()
-        .into()
-}
-
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    text: String,
-}
-
-impl Resp {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.text)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
-    }
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-fn finish_resp(mut r: ureq::http::Response<ureq::Body>) -> Resp {
-    let status = r.status().as_u16();
-    let headers = r
-        .headers()
-        .iter()
-        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-        .collect();
-    let text = r.body_mut().read_to_string().unwrap_or_default();
-    Resp {
-        status,
-        headers,
-        text,
-    }
-}
-
-fn get(url: &str, headers: &[(&str, &str)]) -> Resp {
-    let mut req = agent().get(url);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    finish_resp(req.call().unwrap_or_else(|e| panic!("GET {url}: {e}")))
-}
-
-fn post(url: &str, headers: &[(&str, &str)], content_type: &str, body: &str) -> Resp {
-    let mut req = agent().post(url).header("content-type", content_type);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    finish_resp(req.send(body).unwrap_or_else(|e| panic!("POST {url}: {e}")))
-}
 
 fn bearer(t: &str) -> String {
     format!("Bearer {t}")

@@ -3,6 +3,7 @@ pub mod chaos;
 pub mod e2e;
 pub mod env;
 pub mod fixtures;
+pub mod http;
 pub mod listening;
 pub mod needs;
 pub mod pairing;
