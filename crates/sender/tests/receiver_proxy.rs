@@ -16,14 +16,12 @@
 mod common;
 
 use common::browser::{missing_browser_deps, Browser};
+use common::caddy::{caddy_installed, CaddyProcess};
 use common::env::*;
 use common::receiver::{Machine, SpReceiver, LOGIN};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const README: &str = include_str!("../../../README.md");
@@ -73,27 +71,14 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn caddy_installed() -> bool {
-    // Any caddy run makes `$HOME/.step` (its CA library's folder): never the real HOME.
-    let home = tempfile::tempdir().unwrap();
-    Command::new("caddy")
-        .arg("version")
-        .env("HOME", home.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// `caddy run` as a child, serving `https://localhost:PORT` on 127.0.0.1 in front of
 /// `upstream`.
 struct Caddy {
-    child: Option<Child>,
+    process: CaddyProcess,
     /// `https://localhost:PORT`.
     url: String,
     /// The root of Caddy's own CA (`tls internal`), which signs the site's certificate.
     root_ca: PathBuf,
-    log: Arc<Mutex<String>>,
 }
 
 impl Caddy {
@@ -116,62 +101,31 @@ impl Caddy {
             "{{\n\tadmin off\n\tskip_install_trust\n\tauto_https disable_redirects\n\thttp_port {}\n}}\n\n{site}",
             free_port()
         );
-        std::fs::create_dir_all(dir).unwrap();
-        let file = dir.join("Caddyfile");
-        std::fs::write(&file, &caddyfile).unwrap();
-        let data = dir.join("data");
-        let mut child = Command::new("caddy")
-            .args(["run", "--adapter", "caddyfile", "--config"])
-            .arg(&file)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", dir)
-            .env("XDG_DATA_HOME", &data)
-            .env("XDG_CONFIG_HOME", dir.join("config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting caddy");
-        let log = Arc::new(Mutex::new(format!(
-            "--- Caddyfile ---\n{caddyfile}\n--- log ---\n"
-        )));
-        let sink = Arc::clone(&log);
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
         let mut caddy = Caddy {
-            child: Some(child),
+            process: CaddyProcess::start(dir, &caddyfile),
             url,
-            root_ca: data.join("caddy/pki/authorities/local/root.crt"),
-            log,
+            root_ca: dir.join("data/caddy/pki/authorities/local/root.crt"),
         };
         // Up when its CA exists and the well-known answers through it over verified TLS.
-        let up = until(Duration::from_secs(30), || {
-            if let Some(Ok(Some(_))) = caddy.child.as_mut().map(|c| c.try_wait()) {
-                return true;
-            }
-            caddy.root_ca.exists()
-                && caddy
-                    .agent()
-                    .get(format!("{}/.well-known/sessionpipe", caddy.url))
+        let well_known = format!("{}/.well-known/sessionpipe", caddy.url);
+        let root_ca = caddy.root_ca.clone();
+        caddy.process.wait_up(|| {
+            root_ca.exists()
+                && Caddy::agent_trusting(&root_ca)
+                    .get(&well_known)
                     .call()
                     .is_ok_and(|r| r.status() == 200)
         });
-        let exited = matches!(
-            caddy.child.as_mut().map(|c| c.try_wait()),
-            Some(Ok(Some(_)))
-        );
-        assert!(up && !exited, "caddy did not come up:\n{}", caddy.log());
         caddy
     }
 
     /// A client that trusts Caddy's CA and nothing else.
     fn agent(&self) -> ureq::Agent {
-        let pem = std::fs::read(&self.root_ca).unwrap();
+        Caddy::agent_trusting(&self.root_ca)
+    }
+
+    fn agent_trusting(root_ca: &Path) -> ureq::Agent {
+        let pem = std::fs::read(root_ca).unwrap();
         let ca = ureq::tls::Certificate::from_pem(&pem).unwrap();
         let tls = ureq::tls::TlsConfig::builder()
             .root_certs(ureq::tls::RootCerts::new_with_certs(&[ca]))
@@ -197,19 +151,7 @@ impl Caddy {
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Caddy {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            if wait_timeout(&mut c, Duration::from_secs(10)).is_none() {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
+        self.process.log()
     }
 }
 

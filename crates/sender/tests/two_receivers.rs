@@ -21,17 +21,16 @@
 //! (tests/common/needs.rs).
 mod common;
 
+use common::caddy::{caddy_installed, CaddyProcess};
 use common::chaos::{cc_start, cc_stop, stop_reason};
 use common::env::*;
 use common::http::{agent, get, post, Resp};
 use common::receiver::{Machine, SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const DEPLOYMENT: &str = include_str!("../../../docs/deployment.md");
@@ -463,18 +462,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn caddy_installed() -> bool {
-    // Any caddy run makes `$HOME/.step`: never the real HOME.
-    let home = tempfile::tempdir().unwrap();
-    Command::new("caddy")
-        .arg("version")
-        .env("HOME", home.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// The Caddyfile in docs/deployment.md's "Two receivers behind one name".
 fn guide_caddyfile() -> String {
     let section = DEPLOYMENT
@@ -492,9 +479,8 @@ fn guide_caddyfile() -> String {
 /// loopback: the machine's client trusts only the public CAs) in front of both receivers,
 /// with its debug log, which says which receiver each request went to.
 struct Caddy {
-    child: Option<Child>,
+    process: CaddyProcess,
     url: String,
-    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Caddy {
@@ -511,58 +497,26 @@ impl Caddy {
             .replace(UPSTREAMS, &upstreams.join(" "));
         let caddyfile =
             format!("{{\n\tadmin off\n\tdebug\n\tauto_https off\n\thttp_port {port}\n}}\n\n{site}");
-        std::fs::create_dir_all(dir).unwrap();
-        let file = dir.join("Caddyfile");
-        std::fs::write(&file, &caddyfile).unwrap();
-        let mut child = Command::new("caddy")
-            .args(["run", "--adapter", "caddyfile", "--config"])
-            .arg(&file)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", dir)
-            .env("XDG_DATA_HOME", dir.join("data"))
-            .env("XDG_CONFIG_HOME", dir.join("config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting caddy");
-        let log = Arc::new(Mutex::new(vec![format!("--- Caddyfile ---\n{caddyfile}")]));
-        let sink = Arc::clone(&log);
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
         let mut caddy = Caddy {
-            child: Some(child),
+            process: CaddyProcess::start(dir, &caddyfile),
             url,
-            log,
         };
-        let up = until(Duration::from_secs(30), || {
-            if let Some(Ok(Some(_))) = caddy.child.as_mut().map(|c| c.try_wait()) {
-                return true;
-            }
+        let well_known = format!("{}/.well-known/sessionpipe", caddy.url);
+        caddy.process.wait_up(|| {
             agent()
-                .get(format!("{}/.well-known/sessionpipe", caddy.url))
+                .get(&well_known)
                 .call()
                 .is_ok_and(|r| r.status() == 200)
         });
-        let exited = matches!(
-            caddy.child.as_mut().map(|c| c.try_wait()),
-            Some(Ok(Some(_)))
-        );
-        assert!(up && !exited, "caddy did not come up:\n{}", caddy.log());
         caddy
     }
 
     fn lines(&self) -> Vec<String> {
-        self.log.lock().unwrap().clone()
+        self.process.lines()
     }
 
     fn log(&self) -> String {
-        self.lines().join("\n")
+        self.process.log()
     }
 
     /// The requests sent to each upstream and not answered yet, from the debug log: each
@@ -611,18 +565,6 @@ impl Caddy {
                         .is_some_and(|u| u.starts_with(&format!("{CONTROL}?session=")))
             })
             .count()
-    }
-}
-
-impl Drop for Caddy {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            if wait_timeout(&mut c, Duration::from_secs(10)).is_none() {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
     }
 }
 

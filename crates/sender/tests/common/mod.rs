@@ -1,4 +1,5 @@
 pub mod browser;
+pub mod caddy;
 pub mod chaos;
 pub mod e2e;
 pub mod env;
