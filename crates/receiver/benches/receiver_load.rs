@@ -671,13 +671,220 @@ fn run() -> anyhow::Result<()> {
     result
 }
 
-fn measure(o: &Opts, dir: &Path, nofile: u64) -> anyhow::Result<()> {
-    let built = if std::env::var_os("SP_RECEIVER_BIN").is_some() {
+/// Where the receiver binary came from, for the report's first line.
+fn built_from() -> String {
+    if std::env::var_os("SP_RECEIVER_BIN").is_some() {
         "SP_RECEIVER_BIN: built elsewhere, say from which commit".to_owned()
     } else {
         commit()
-    };
-    println!("receiver_load: {} ({built})", o.bin.display());
+    }
+}
+
+/// The receivers under load and the machines polling them: machine I polls receiver
+/// I mod (how many there are), each with its poll held.
+struct Fleet {
+    rs: Vec<Receiver>,
+    c: Arc<Counters>,
+    stop: Arc<AtomicBool>,
+    /// Each message id a machine's poll read, and when.
+    rx: mpsc::Receiver<(String, Instant)>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    /// From the first machine started until every machine held a poll.
+    ramp: Duration,
+    /// The fewest polls seen held while measuring.
+    min_held: AtomicUsize,
+}
+
+impl Fleet {
+    /// Starts `o.machines` machines on `rs` and waits (2 min at most) until each holds a
+    /// poll; on failure stops the receivers and says why, with their logs.
+    fn start(o: &Opts, rs: Vec<Receiver>) -> anyhow::Result<Fleet> {
+        let c = Arc::new(Counters::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel::<(String, Instant)>();
+        let ramp = Instant::now();
+        let mut threads = Vec::with_capacity(o.machines);
+        for i in 0..o.machines {
+            let r = &rs[i % rs.len()];
+            let (addr, host, c, stop, tx) = (
+                r.addr.clone(),
+                r.host.clone(),
+                Arc::clone(&c),
+                Arc::clone(&stop),
+                tx.clone(),
+            );
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("machine-{i}"))
+                    .stack_size(MACHINE_STACK)
+                    .spawn(move || machine(i, addr, host, c, stop, tx))
+                    .context("starting a machine thread")?,
+            );
+        }
+        drop(tx);
+        let setup = wait_for(
+            "every machine holding a poll",
+            Duration::from_secs(120),
+            || {
+                c.started.load(Ordering::SeqCst) == o.machines
+                    && c.holding.load(Ordering::SeqCst) == o.machines
+            },
+        );
+        if let Err(e) = setup {
+            stop.store(true, Ordering::SeqCst);
+            let held = c.holding.load(Ordering::SeqCst);
+            let errors = c.errors.load(Ordering::SeqCst);
+            let logs: Vec<String> = rs
+                .iter()
+                .map(|r| r.log.lock().unwrap().join("\n"))
+                .collect();
+            let whose = if rs.len() == 1 {
+                "receiver log"
+            } else {
+                "receivers' logs"
+            };
+            for r in rs {
+                r.stop();
+            }
+            bail!(
+                "{e}: {held} holding, {errors} client errors; {whose}:\n{}",
+                logs.join("\n---\n")
+            );
+        }
+        Ok(Fleet {
+            rs,
+            c,
+            stop,
+            rx,
+            threads,
+            ramp: ramp.elapsed(),
+            min_held: AtomicUsize::new(o.machines),
+        })
+    }
+
+    /// Notes how many polls are held now (for the fewest held while measuring).
+    fn note_held(&self) {
+        self.min_held
+            .fetch_min(self.c.holding.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// `o.samples` prompts, sample K for machine `machine(K)` queued through receiver
+    /// `through(I)` of that machine I: enqueue → that machine's poll answer, and each
+    /// enqueue's round trip.
+    fn enqueue_samples(
+        &self,
+        o: &Opts,
+        machine: impl Fn(usize) -> usize,
+        through: impl Fn(usize) -> usize,
+    ) -> (Lat, Lat) {
+        let mut e2e = Vec::new();
+        let mut enqueue_rt = Vec::new();
+        let mut failed = 0;
+        let mut early: HashMap<String, Instant> = HashMap::new();
+        for k in 0..o.samples {
+            let i = machine(k);
+            let r = &self.rs[through(i)];
+            let body = json!({"session": format!("codex:load-{i}"), "message": {"kind": "prompt", "text": format!("load sample {k}")}});
+            let t0 = Instant::now();
+            let a = once(
+                &r.addr,
+                &r.host,
+                "POST",
+                "/page/api/enqueue",
+                LOGIN,
+                Some(&body),
+            );
+            let t1 = Instant::now();
+            let id = match a {
+                Ok(a) if a.status == 200 => serde_json::from_slice::<Value>(&a.body)
+                    .ok()
+                    .and_then(|v| v["id"].as_str().map(str::to_owned)),
+                _ => None,
+            };
+            let Some(id) = id else {
+                failed += 1;
+                continue;
+            };
+            enqueue_rt.push(t1 - t0);
+            let arrived = early.remove(&id).or_else(|| loop {
+                match self.rx.recv_timeout(Duration::from_secs(WAIT_S + 5)) {
+                    Ok((got, at)) if got == id => break Some(at),
+                    Ok((got, at)) => {
+                        early.insert(got, at);
+                    }
+                    Err(_) => break None,
+                }
+            });
+            match arrived {
+                Some(at) => e2e.push(at.saturating_duration_since(t0)),
+                None => failed += 1,
+            }
+            self.note_held();
+        }
+        (lat(e2e, failed), lat(enqueue_rt, 0))
+    }
+
+    /// Stops the machines and the receivers (which ends every held poll); the machines'
+    /// answer counts: with messages, empty (204), other, client errors.
+    fn finish(self) -> [usize; 4] {
+        self.stop.store(true, Ordering::SeqCst);
+        let counts = [
+            self.c.answers_200.load(Ordering::SeqCst),
+            self.c.answers_204.load(Ordering::SeqCst),
+            self.c.other.load(Ordering::SeqCst),
+            self.c.errors.load(Ordering::SeqCst),
+        ];
+        for r in self.rs {
+            r.stop();
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+        counts
+    }
+}
+
+fn print_machine_side(counts: [usize; 4]) {
+    println!(
+        "machine side: {} answers with messages, {} empty (204), {} other, {} client errors",
+        counts[0], counts[1], counts[2], counts[3]
+    );
+}
+
+/// The enqueue → poll answer row of the "under load" table, with its header.
+fn print_e2e(what: &str, e2e: &Lat) {
+    println!("| under load | p50 ms | p99 ms | max ms | n |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!(
+        "| {what} | {:.2} | {:.2} | {:.2} | {}{} |",
+        e2e.p50,
+        e2e.p99,
+        e2e.max,
+        e2e.n,
+        if e2e.failed > 0 {
+            format!(" ({} failed)", e2e.failed)
+        } else {
+            String::new()
+        }
+    );
+}
+
+fn print_mem_header() {
+    println!("| receiver | VmRSS MiB | VmHWM MiB | threads |");
+    println!("| --- | ---: | ---: | ---: |");
+}
+
+fn print_mem_row(name: &str, m: &Mem) {
+    println!(
+        "| {name} | {} | {} | {} |",
+        mib(m.rss_kib),
+        mib(m.hwm_kib),
+        m.threads
+    );
+}
+
+fn measure(o: &Opts, dir: &Path, nofile: u64) -> anyhow::Result<()> {
+    println!("receiver_load: {} ({})", o.bin.display(), built_from());
     println!(
         "machines {}, page rounds {}, enqueue samples {}, open files {nofile}",
         o.machines, o.page_requests, o.samples
@@ -688,112 +895,19 @@ fn measure(o: &Opts, dir: &Path, nofile: u64) -> anyhow::Result<()> {
     let idle = page_latency(&r, o.page_requests);
     let idle_mem = r.status();
 
-    let c = Arc::new(Counters::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel::<(String, Instant)>();
-    let ramp = Instant::now();
-    let mut threads = Vec::with_capacity(o.machines);
-    for i in 0..o.machines {
-        let (addr, host, c, stop, tx) = (
-            r.addr.clone(),
-            r.host.clone(),
-            Arc::clone(&c),
-            Arc::clone(&stop),
-            tx.clone(),
-        );
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("machine-{i}"))
-                .stack_size(MACHINE_STACK)
-                .spawn(move || machine(i, addr, host, c, stop, tx))
-                .context("starting a machine thread")?,
-        );
-    }
-    drop(tx);
-    let setup = wait_for(
-        "every machine holding a poll",
-        Duration::from_secs(120),
-        || {
-            c.started.load(Ordering::SeqCst) == o.machines
-                && c.holding.load(Ordering::SeqCst) == o.machines
-        },
-    );
-    if let Err(e) = setup {
-        stop.store(true, Ordering::SeqCst);
-        let held = c.holding.load(Ordering::SeqCst);
-        let errors = c.errors.load(Ordering::SeqCst);
-        let log = r.log.lock().unwrap().join("\n");
-        r.stop();
-        bail!("{e}: {held} holding, {errors} client errors; receiver log:\n{log}");
-    }
-    let ramp = ramp.elapsed();
+    let fleet = Fleet::start(o, vec![r])?;
+    let r = &fleet.rs[0];
     // Every poll is written; wait until the receiver has taken them all up (it goes quiet).
     let settled = r.settle(Duration::from_millis(500), Duration::from_secs(60));
     let load_mem = r.status();
-    let min_held = Arc::new(AtomicUsize::new(o.machines));
-    let loaded = page_latency(&r, o.page_requests);
-    min_held.fetch_min(c.holding.load(Ordering::SeqCst), Ordering::SeqCst);
+    let loaded = page_latency(r, o.page_requests);
+    fleet.note_held();
 
     // Enqueue → poll answer, spread over the machines.
-    let mut e2e = Vec::new();
-    let mut enqueue_rt = Vec::new();
-    let mut failed = 0;
-    let mut early: HashMap<String, Instant> = HashMap::new();
-    for k in 0..o.samples {
-        let i = k * (o.machines / o.samples);
-        let body = json!({"session": format!("codex:load-{i}"), "message": {"kind": "prompt", "text": format!("load sample {k}")}});
-        let t0 = Instant::now();
-        let a = once(
-            &r.addr,
-            &r.host,
-            "POST",
-            "/page/api/enqueue",
-            LOGIN,
-            Some(&body),
-        );
-        let t1 = Instant::now();
-        let id = match a {
-            Ok(a) if a.status == 200 => serde_json::from_slice::<Value>(&a.body)
-                .ok()
-                .and_then(|v| v["id"].as_str().map(str::to_owned)),
-            _ => None,
-        };
-        let Some(id) = id else {
-            failed += 1;
-            continue;
-        };
-        enqueue_rt.push(t1 - t0);
-        let arrived = early.remove(&id).or_else(|| loop {
-            match rx.recv_timeout(Duration::from_secs(WAIT_S + 5)) {
-                Ok((got, at)) if got == id => break Some(at),
-                Ok((got, at)) => {
-                    early.insert(got, at);
-                }
-                Err(_) => break None,
-            }
-        });
-        match arrived {
-            Some(at) => e2e.push(at.saturating_duration_since(t0)),
-            None => failed += 1,
-        }
-        min_held.fetch_min(c.holding.load(Ordering::SeqCst), Ordering::SeqCst);
-    }
-    let end_mem = r.status();
-    let e2e = lat(e2e, failed);
-    let enqueue_rt = lat(enqueue_rt, 0);
-
-    stop.store(true, Ordering::SeqCst);
-    let counts = (
-        c.answers_200.load(Ordering::SeqCst),
-        c.answers_204.load(Ordering::SeqCst),
-        c.other.load(Ordering::SeqCst),
-        c.errors.load(Ordering::SeqCst),
-    );
-    // Stopping the receiver ends every held poll; the machines see stop and return.
-    r.stop();
-    for t in threads {
-        let _ = t.join();
-    }
+    let (e2e, enqueue_rt) = fleet.enqueue_samples(o, |k| k * (o.machines / o.samples), |_| 0);
+    let end_mem = fleet.rs[0].status();
+    let (ramp, min_held) = (fleet.ramp, fleet.min_held.load(Ordering::SeqCst));
+    let counts = fleet.finish();
 
     println!();
     println!(
@@ -801,12 +915,9 @@ fn measure(o: &Opts, dir: &Path, nofile: u64) -> anyhow::Result<()> {
         o.machines,
         ramp.as_secs_f64(),
         settled.as_secs_f64(),
-        min_held.load(Ordering::SeqCst)
+        min_held
     );
-    println!(
-        "machine side: {} answers with messages, {} empty (204), {} other, {} client errors",
-        counts.0, counts.1, counts.2, counts.3
-    );
+    print_machine_side(counts);
     println!();
     println!("| request (fresh connection) | idle p50 ms | idle p99 ms | under load p50 ms | under load p99 ms | under load max ms |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: |");
@@ -822,38 +933,19 @@ fn measure(o: &Opts, dir: &Path, nofile: u64) -> anyhow::Result<()> {
         );
     }
     println!();
-    println!("| under load | p50 ms | p99 ms | max ms | n |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    println!(
-        "| enqueue → the held poll reads the answer | {:.2} | {:.2} | {:.2} | {}{} |",
-        e2e.p50,
-        e2e.p99,
-        e2e.max,
-        e2e.n,
-        if e2e.failed > 0 {
-            format!(" ({} failed)", e2e.failed)
-        } else {
-            String::new()
-        }
-    );
+    print_e2e("enqueue → the held poll reads the answer", &e2e);
     println!(
         "| `POST /page/api/enqueue` round trip | {:.2} | {:.2} | {:.2} | {} |",
         enqueue_rt.p50, enqueue_rt.p99, enqueue_rt.max, enqueue_rt.n
     );
     println!();
-    println!("| receiver | VmRSS MiB | VmHWM MiB | threads |");
-    println!("| --- | ---: | ---: | ---: |");
+    print_mem_header();
     for (name, m) in [
         ("idle, after the idle page requests", idle_mem),
         ("every machine holding a poll", load_mem),
         ("after the enqueue samples", end_mem),
     ] {
-        println!(
-            "| {name} | {} | {} | {} |",
-            mib(m.rss_kib),
-            mib(m.hwm_kib),
-            m.threads
-        );
+        print_mem_row(name, &m);
     }
     let per = (load_mem.rss_kib.saturating_sub(idle_mem.rss_kib)) as f64 / o.machines as f64;
     println!();
@@ -905,12 +997,11 @@ fn connections(admin: &str, db: &str) -> String {
 }
 
 fn measure_two(o: &Opts, dir: &Path, nofile: u64, admin: &str) -> anyhow::Result<()> {
-    let built = if std::env::var_os("SP_RECEIVER_BIN").is_some() {
-        "SP_RECEIVER_BIN: built elsewhere, say from which commit".to_owned()
-    } else {
-        commit()
-    };
-    println!("receiver_load --postgres: {} ({built})", o.bin.display());
+    println!(
+        "receiver_load --postgres: {} ({})",
+        o.bin.display(),
+        built_from()
+    );
     println!(
         "two receivers on one PostgreSQL; machines {} (half on each), enqueue samples {}, open files {nofile}",
         o.machines, o.samples
@@ -927,119 +1018,23 @@ fn measure_two(o: &Opts, dir: &Path, nofile: u64, admin: &str) -> anyhow::Result
     let idle_mem: Vec<Mem> = rs.iter().map(Receiver::status).collect();
     let idle_conns = connections(admin, &db);
 
-    let c = Arc::new(Counters::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel::<(String, Instant)>();
-    let ramp = Instant::now();
-    let mut threads = Vec::with_capacity(o.machines);
-    for i in 0..o.machines {
-        let r = &rs[i % 2];
-        let (addr, host, c, stop, tx) = (
-            r.addr.clone(),
-            r.host.clone(),
-            Arc::clone(&c),
-            Arc::clone(&stop),
-            tx.clone(),
-        );
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("machine-{i}"))
-                .stack_size(MACHINE_STACK)
-                .spawn(move || machine(i, addr, host, c, stop, tx))
-                .context("starting a machine thread")?,
-        );
-    }
-    drop(tx);
-    let setup = wait_for(
-        "every machine holding a poll",
-        Duration::from_secs(120),
-        || {
-            c.started.load(Ordering::SeqCst) == o.machines
-                && c.holding.load(Ordering::SeqCst) == o.machines
-        },
-    );
-    if let Err(e) = setup {
-        stop.store(true, Ordering::SeqCst);
-        let held = c.holding.load(Ordering::SeqCst);
-        let errors = c.errors.load(Ordering::SeqCst);
-        let logs: Vec<String> = rs
-            .iter()
-            .map(|r| r.log.lock().unwrap().join("\n"))
-            .collect();
-        for r in rs {
-            r.stop();
-        }
-        bail!(
-            "{e}: {held} holding, {errors} client errors; receivers' logs:\n{}",
-            logs.join("\n---\n")
-        );
-    }
-    let ramp = ramp.elapsed();
+    let fleet = Fleet::start(o, rs)?;
+    let rs = &fleet.rs;
     let settled = rs[0].settle(Duration::from_millis(500), Duration::from_secs(60))
         + rs[1].settle(Duration::from_millis(500), Duration::from_secs(60));
     let load_mem: Vec<Mem> = rs.iter().map(Receiver::status).collect();
     let load_conns = connections(admin, &db);
-    let min_held = Arc::new(AtomicUsize::new(o.machines));
-    min_held.fetch_min(c.holding.load(Ordering::SeqCst), Ordering::SeqCst);
+    fleet.note_held();
 
     // Each sample queued through the receiver that does not hold that machine's poll.
-    let mut e2e = Vec::new();
-    let mut failed = 0;
-    let mut early: HashMap<String, Instant> = HashMap::new();
-    for k in 0..o.samples {
-        let i = (k * (o.machines / o.samples) + k) % o.machines;
-        let other = &rs[(i + 1) % 2];
-        let body = json!({"session": format!("codex:load-{i}"), "message": {"kind": "prompt", "text": format!("load sample {k}")}});
-        let t0 = Instant::now();
-        let a = once(
-            &other.addr,
-            &other.host,
-            "POST",
-            "/page/api/enqueue",
-            LOGIN,
-            Some(&body),
-        );
-        let id = match a {
-            Ok(a) if a.status == 200 => serde_json::from_slice::<Value>(&a.body)
-                .ok()
-                .and_then(|v| v["id"].as_str().map(str::to_owned)),
-            _ => None,
-        };
-        let Some(id) = id else {
-            failed += 1;
-            continue;
-        };
-        let arrived = early.remove(&id).or_else(|| loop {
-            match rx.recv_timeout(Duration::from_secs(WAIT_S + 5)) {
-                Ok((got, at)) if got == id => break Some(at),
-                Ok((got, at)) => {
-                    early.insert(got, at);
-                }
-                Err(_) => break None,
-            }
-        });
-        match arrived {
-            Some(at) => e2e.push(at.saturating_duration_since(t0)),
-            None => failed += 1,
-        }
-        min_held.fetch_min(c.holding.load(Ordering::SeqCst), Ordering::SeqCst);
-    }
-    let end_mem: Vec<Mem> = rs.iter().map(Receiver::status).collect();
-    let e2e = lat(e2e, failed);
-
-    stop.store(true, Ordering::SeqCst);
-    let counts = (
-        c.answers_200.load(Ordering::SeqCst),
-        c.answers_204.load(Ordering::SeqCst),
-        c.other.load(Ordering::SeqCst),
-        c.errors.load(Ordering::SeqCst),
+    let (e2e, _) = fleet.enqueue_samples(
+        o,
+        |k| (k * (o.machines / o.samples) + k) % o.machines,
+        |i| (i + 1) % 2,
     );
-    for r in rs {
-        r.stop();
-    }
-    for t in threads {
-        let _ = t.join();
-    }
+    let end_mem: Vec<Mem> = fleet.rs.iter().map(Receiver::status).collect();
+    let (ramp, min_held) = (fleet.ramp, fleet.min_held.load(Ordering::SeqCst));
+    let counts = fleet.finish();
 
     println!();
     println!(
@@ -1047,43 +1042,24 @@ fn measure_two(o: &Opts, dir: &Path, nofile: u64, admin: &str) -> anyhow::Result
         o.machines,
         ramp.as_secs_f64(),
         settled.as_secs_f64(),
-        min_held.load(Ordering::SeqCst)
+        min_held
     );
-    println!(
-        "machine side: {} answers with messages, {} empty (204), {} other, {} client errors",
-        counts.0, counts.1, counts.2, counts.3
-    );
+    print_machine_side(counts);
     println!("connections to the database: {idle_conns} idle, {load_conns} with every poll held");
     println!();
-    println!("| under load | p50 ms | p99 ms | max ms | n |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    println!(
-        "| queued on one receiver → the other's held poll reads the answer | {:.2} | {:.2} | {:.2} | {}{} |",
-        e2e.p50,
-        e2e.p99,
-        e2e.max,
-        e2e.n,
-        if e2e.failed > 0 {
-            format!(" ({} failed)", e2e.failed)
-        } else {
-            String::new()
-        }
+    print_e2e(
+        "queued on one receiver → the other's held poll reads the answer",
+        &e2e,
     );
     println!();
-    println!("| receiver | VmRSS MiB | VmHWM MiB | threads |");
-    println!("| --- | ---: | ---: | ---: |");
+    print_mem_header();
     for (name, m) in [
         ("idle", &idle_mem),
         ("every machine holding a poll", &load_mem),
         ("after the enqueue samples", &end_mem),
     ] {
         for (r, m) in ["A", "B"].iter().zip(m) {
-            println!(
-                "| {r}, {name} | {} | {} | {} |",
-                mib(m.rss_kib),
-                mib(m.hwm_kib),
-                m.threads
-            );
+            print_mem_row(&format!("{r}, {name}"), m);
         }
     }
     let per: f64 = (0..2)
