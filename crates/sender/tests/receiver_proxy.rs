@@ -16,7 +16,7 @@
 mod common;
 
 use common::browser::{missing_browser_deps, Browser};
-use common::caddy::{caddy_installed, CaddyProcess};
+use common::caddy::{needs_caddy, CaddyProcess};
 use common::env::*;
 use common::receiver::{Machine, SpReceiver, LOGIN};
 use serde_json::{json, Value};
@@ -168,10 +168,7 @@ fn the_readmes_caddyfile_is_the_deployment_guides() {
 
 #[test]
 fn caddy_terminates_tls_and_a_phone_answers_a_permission_through_it() {
-    if !common::needs::needs(
-        "caddy on PATH (scripts/test-deps.sh installs it: apt-get install caddy)",
-        caddy_installed(),
-    ) {
+    if !needs_caddy() {
         return;
     }
     if let Some(why) = missing_browser_deps() {

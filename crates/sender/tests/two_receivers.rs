@@ -21,7 +21,7 @@
 //! (tests/common/needs.rs).
 mod common;
 
-use common::caddy::{caddy_installed, CaddyProcess};
+use common::caddy::{needs_caddy, CaddyProcess};
 use common::chaos::{cc_start, cc_stop, stop_reason};
 use common::env::*;
 use common::http::{agent, get, post, Resp};
@@ -567,10 +567,7 @@ fn deliver_all(machine: &Machine, session: &str) -> Vec<String> {
 
 #[test]
 fn killing_the_receiver_that_holds_a_poll_loses_nothing() {
-    if !common::needs::needs(
-        "caddy on PATH (scripts/test-deps.sh installs it: apt-get install caddy)",
-        caddy_installed(),
-    ) {
+    if !needs_caddy() {
         return;
     }
     let Some(pg) = Pg::start() else { return };

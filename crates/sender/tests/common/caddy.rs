@@ -9,7 +9,16 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub fn caddy_installed() -> bool {
+/// Whether caddy is on PATH; without it a test fails when `CI` is set and otherwise says it
+/// skipped (needs.rs).
+pub fn needs_caddy() -> bool {
+    super::needs::needs(
+        "caddy on PATH (scripts/test-deps.sh installs it: apt-get install caddy)",
+        caddy_installed(),
+    )
+}
+
+fn caddy_installed() -> bool {
     // Any caddy run makes `$HOME/.step` (its CA library's folder): never the real HOME.
     let home = tempfile::tempdir().unwrap();
     Command::new("caddy")
