@@ -16,11 +16,10 @@
 mod common;
 
 use common::browser::{missing_browser_deps, Browser};
-use common::caddy::{needs_caddy, CaddyProcess};
+use common::caddy::{free_port, needs_caddy, CaddyProcess};
 use common::env::*;
 use common::receiver::{Machine, SpReceiver, LOGIN};
 use serde_json::{json, Value};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -61,14 +60,6 @@ fn readme_caddyfile() -> String {
         "the README's Caddyfile is docs/deployment.md's"
     );
     full
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `caddy run` as a child, serving `https://localhost:PORT` on 127.0.0.1 in front of

@@ -21,14 +21,13 @@
 //! (tests/common/needs.rs).
 mod common;
 
-use common::caddy::{needs_caddy, CaddyProcess};
+use common::caddy::{free_port, needs_caddy, CaddyProcess};
 use common::chaos::{cc_start, cc_stop, stop_reason};
 use common::env::*;
 use common::http::{agent, get, post, Resp};
 use common::receiver::{Machine, SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -436,14 +435,6 @@ fn events_prompts_and_acks_cross_between_two_receivers() {
 // ---------------------------------------------------------------------------------------
 // 4. One receiver killed while it holds a machine's poll, behind Caddy
 // ---------------------------------------------------------------------------------------
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The Caddyfile in docs/deployment.md's "Two receivers behind one name".
 fn guide_caddyfile() -> String {

@@ -30,6 +30,15 @@ fn caddy_installed() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// A loopback port nothing listens on now, for one of Caddy's.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub struct CaddyProcess {
     child: Option<Child>,
     /// The Caddyfile, then each line Caddy wrote to stderr.
