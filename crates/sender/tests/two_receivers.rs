@@ -173,6 +173,23 @@ fn ack(r: &SpReceiver, id: &str) {
     assert_eq!(resp.status, 202, "ack on {}: {}", r.url, resp.text);
 }
 
+/// The page's versions on `rs` once they agree (each takes the others' number a moment after
+/// a change), or as they are after 5 s.
+fn one_version(rs: &[&SpReceiver]) -> Vec<Option<u64>> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let versions: Vec<Option<u64>> = rs
+            .iter()
+            .map(|r| page_state(r)["version"].as_u64())
+            .collect();
+        let one = versions[0].is_some() && versions.iter().all(|v| *v == versions[0]);
+        if one || Instant::now() > deadline {
+            return versions;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The page's state on `r`, asked as a script would (the login token as a bearer).
 fn page_state(r: &SpReceiver) -> Value {
     let resp = get(
@@ -296,7 +313,14 @@ fn events_prompts_and_acks_cross_between_two_receivers() {
     // One page version on both: a page that B answered, asked again through A (a proxy
     // spreads its requests), is held there until something changes, and then answered with
     // the change, made through B.
-    let v = state["version"].as_u64().expect("the page's version");
+    // (Each takes the other's number a moment after a change: wait until they agree.)
+    let versions = one_version(&[&a, &b]);
+    let v = versions[0].expect("the page's version");
+    assert_eq!(
+        versions,
+        [Some(v), Some(v)],
+        "A and B give the page one version"
+    );
     let (a_url, held_cookie) = (a.url.clone(), cookie.clone());
     let held = std::thread::spawn(move || {
         get(
@@ -393,18 +417,7 @@ fn events_prompts_and_acks_cross_between_two_receivers() {
     // (a restart must not send pages back to an older number, or the two would disagree).
     let c = SpReceiver::start_on(&dir.path().join("c"), db.as_ref(), &["--trust-proxy"]);
     // (C's start may itself change something, announced to A and B a moment later.)
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let versions = loop {
-        let versions: Vec<Option<u64>> = [&a, &b, &c]
-            .iter()
-            .map(|r| page_state(r)["version"].as_u64())
-            .collect();
-        let one = versions[0].is_some() && versions.iter().all(|v| *v == versions[0]);
-        if one || Instant::now() > deadline {
-            break versions;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let versions = one_version(&[&a, &b, &c]);
     assert!(
         versions[0].is_some() && versions.iter().all(|v| *v == versions[0]),
         "A, B and a receiver started later give the page one version: {versions:?}"
