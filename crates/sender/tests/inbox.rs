@@ -19,9 +19,9 @@ mod common;
 
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
+use common::fixtures::cc_attention_id;
 use common::receiver::{Machine, SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -36,21 +36,6 @@ fn ask(session: &str, n: u32, cwd: &str, command: &str) -> Value {
     p["cwd"] = json!(cwd);
     p["tool_input"]["command"] = json!(command);
     p
-}
-
-/// The attention id DECISIONS 9 mints for a Claude Code prompt.
-fn attention_id(p: &Value) -> String {
-    let s = format!(
-        "{}|{}|{}",
-        p["prompt_id"].as_str().unwrap(),
-        p["tool_name"].as_str().unwrap(),
-        serde_json::to_string(&p["tool_input"]).unwrap()
-    );
-    let hex: String = Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("perm-{}", &hex[..16])
 }
 
 fn login(b: &mut Browser, url: &str) {
@@ -167,7 +152,7 @@ fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
     wait_title(&mut b, "(5) sessionpipe");
     // Each is there, once, under the group (and nowhere else).
     for p in &asks {
-        let id = attention_id(p);
+        let id = cc_attention_id(p);
         let n = b.call(json!({"op": "count", "selector": format!("[data-attention=\"{id}\"]")}));
         assert_eq!(n["count"], 1, "{id}");
         let n = b.call(json!({"op": "count", "selector": format!("{group} .members [data-attention=\"{id}\"]")}));
@@ -226,7 +211,7 @@ fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
         );
     }
     answered.sort();
-    let mut want: Vec<String> = asks.iter().map(attention_id).collect();
+    let mut want: Vec<String> = asks.iter().map(cc_attention_id).collect();
     want.sort();
     assert_eq!(answered, want, "one command for each prompt");
     assert_eq!(grants.len(), 1, "all under one grant");
@@ -289,10 +274,10 @@ fn the_inbox_lists_oldest_first_counts_in_the_title_puts_off_and_denies_a_mixed_
     let mut hooks = Vec::new();
     for (i, p) in asks.iter().enumerate() {
         hooks.push(Some(machine.spawn_hook("sp-permission", p)));
-        a.wait(&format!("[data-attention=\"{}\"]", attention_id(p)));
+        a.wait(&format!("[data-attention=\"{}\"]", cc_attention_id(p)));
         assert_eq!(listed(&mut a).len(), i + 1);
     }
-    let ids: Vec<String> = asks.iter().map(attention_id).collect();
+    let ids: Vec<String> = asks.iter().map(cc_attention_id).collect();
     let shown = listed(&mut a);
     for (i, row) in shown.iter().enumerate() {
         assert_eq!(row["for"], ids[i].as_str(), "oldest first: {shown:?}");

@@ -18,6 +18,7 @@ mod common;
 
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
+use common::fixtures::cc_attention_id;
 use common::http::{get, post, Resp};
 use common::receiver::{write_secret, Machine, SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
@@ -946,22 +947,6 @@ fn the_page_offers_only_the_answers_the_harness_honours() {
         .unwrap();
     let grants: Value = serde_json::from_slice(&grants.stdout).unwrap();
     assert_eq!(grants.as_array().map(Vec::len), Some(1), "{grants}");
-}
-
-/// DECISIONS 9's attention id of a Claude Code prompt.
-fn cc_attention_id(p: &Value) -> String {
-    use sha2::{Digest, Sha256};
-    let s = format!(
-        "{}|{}|{}",
-        p["prompt_id"].as_str().unwrap(),
-        p["tool_name"].as_str().unwrap(),
-        serde_json::to_string(&p["tool_input"]).unwrap()
-    );
-    let hex: String = Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("perm-{}", &hex[..16])
 }
 
 /// The decision a waiting permission hook printed.

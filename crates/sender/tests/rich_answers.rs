@@ -5,8 +5,8 @@
 //! acked once, naming the rule, and the prompt stays open.
 mod common;
 use common::env::*;
+use common::fixtures::cc_attention_id;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use std::process::Child;
 use std::time::Duration;
 
@@ -14,19 +14,6 @@ const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest
 
 fn key(session: &str) -> String {
     format!("claude-code:{session}")
-}
-
-/// The attention id DECISIONS 9 mints for a Claude Code prompt.
-fn attention_id(p: &Value) -> String {
-    let s = format!(
-        "{}|{}|{}",
-        p["prompt_id"].as_str().unwrap(),
-        p["tool_name"].as_str().unwrap(),
-        serde_json::to_string(&p["tool_input"]).unwrap()
-    );
-    let d = Sha256::digest(s.as_bytes());
-    let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
-    format!("perm-{}", &hex[..16])
 }
 
 /// CC_PERMISSION with another prompt (`prompt_id`), and optionally another session or command.
@@ -78,7 +65,7 @@ fn ack_of(env: &Env, id: &str) -> Value {
 
 /// Sends an answer for the prompt `p` and returns its id.
 fn answer(env: &Env, p: &Value, fields: Value) -> String {
-    let mut m = json!({"kind": "permission.answer", "for": attention_id(p)});
+    let mut m = json!({"kind": "permission.answer", "for": cc_attention_id(p)});
     m.as_object_mut()
         .unwrap()
         .extend(fields.as_object().unwrap().clone());
@@ -113,7 +100,7 @@ fn attentions(env: &Env, session: &str) -> i64 {
 /// Asks `p` and answers it with `fields`; returns the decision printed.
 fn ask_and_answer(env: &Env, p: &Value, fields: Value) -> (Value, String) {
     let hook = env.spawn_hook("sp-permission", p);
-    wait_needed(env, &attention_id(p));
+    wait_needed(env, &cc_attention_id(p));
     let id = answer(env, p, fields);
     let d = decision(hook);
     let ack = ack_of(env, &id);
@@ -344,7 +331,7 @@ fn a_question_is_answered_with_its_questions_kept() {
     let env = env();
     let q = question("1");
     let hook = env.spawn_hook("sp-permission", &q);
-    wait_needed(&env, &attention_id(&q));
+    wait_needed(&env, &cc_attention_id(&q));
     // Allowed without answers: failed, naming the rule; the question stays open.
     let bare = answer(&env, &q, json!({"decision": "allow"}));
     let ack = ack_of(&env, &bare);
@@ -359,7 +346,7 @@ fn a_question_is_answered_with_its_questions_kept() {
     assert_eq!(
         env.query::<String>(&format!(
             "select state from attention where attention_id='{}'",
-            attention_id(&q)
+            cc_attention_id(&q)
         )),
         ["open"]
     );
@@ -408,16 +395,16 @@ fn the_person_sees_the_call_they_answer() {
         .iter()
         .map(|p| env.spawn_hook("sp-permission", p))
         .collect();
-    let e = wait_needed(&env, &attention_id(&edit));
+    let e = wait_needed(&env, &cc_attention_id(&edit));
     assert_eq!(e["data"]["tool"], "Edit");
     assert_eq!(e["data"]["input"], edit["tool_input"]);
     assert!(e["data"].get("input_partial").is_none(), "{e}");
-    let e = wait_needed(&env, &attention_id(&q));
+    let e = wait_needed(&env, &cc_attention_id(&q));
     assert_eq!(
         e["data"]["input"]["questions"],
         q["tool_input"]["questions"]
     );
-    let e = wait_needed(&env, &attention_id(&secret));
+    let e = wait_needed(&env, &cc_attention_id(&secret));
     assert_eq!(
         e["data"]["input"]["command"],
         "curl -H 'Authorization: Bearer [REDACTED] x.example"
@@ -450,7 +437,7 @@ fn a_plan_is_approved_as_written_or_kept_in_planning() {
     let plan_input = json!({"plan": "1. Read the code\n2. Fix the bug", "planFilePath": "/w/.claude/plans/p.md"});
     let plan = as_tool("1", "ExitPlanMode", plan_input.clone());
     let hook = env.spawn_hook("sp-permission", &plan);
-    let e = wait_needed(&env, &attention_id(&plan));
+    let e = wait_needed(&env, &cc_attention_id(&plan));
     assert_eq!(e["data"]["input"]["plan"], plan_input["plan"]);
     let mut refused = Vec::new();
     for (fields, field) in [
@@ -473,7 +460,7 @@ fn a_plan_is_approved_as_written_or_kept_in_planning() {
     assert_eq!(
         env.query::<String>(&format!(
             "select state from attention where attention_id='{}'",
-            attention_id(&plan)
+            cc_attention_id(&plan)
         )),
         ["open"]
     );
@@ -497,7 +484,7 @@ fn a_plan_is_approved_as_written_or_kept_in_planning() {
     // A question is answered once too: no session rule for it.
     let q = question("3");
     let hook = env.spawn_hook("sp-permission", &q);
-    wait_needed(&env, &attention_id(&q));
+    wait_needed(&env, &cc_attention_id(&q));
     let id = answer(
         &env,
         &q,
@@ -523,7 +510,7 @@ fn each_misuse_is_acked_once_naming_the_rule_and_the_prompt_stays_open() {
     let env = env();
     let p = call("1", None, None);
     let hook = env.spawn_hook("sp-permission", &p);
-    wait_needed(&env, &attention_id(&p));
+    wait_needed(&env, &cc_attention_id(&p));
     let cases = [
         (
             json!({"decision": "deny", "input": {"command": "ls"}}),

@@ -20,9 +20,9 @@ mod common;
 
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
+use common::fixtures::cc_attention_id;
 use common::receiver::{SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -41,21 +41,6 @@ fn ask(n: u32, input: Value) -> Value {
     p
 }
 
-/// The attention id DECISIONS 9 mints for a Claude Code prompt.
-fn attention_id(p: &Value) -> String {
-    let s = format!(
-        "{}|{}|{}",
-        p["prompt_id"].as_str().unwrap(),
-        p["tool_name"].as_str().unwrap(),
-        serde_json::to_string(&p["tool_input"]).unwrap()
-    );
-    let hex: String = Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("perm-{}", &hex[..16])
-}
-
 fn key() -> String {
     format!("claude-code:{CC_SESSION}")
 }
@@ -65,7 +50,7 @@ fn card(p: &Value) -> String {
     format!(
         ".inbox-item[data-session=\"{}\"] [data-attention=\"{}\"]",
         key(),
-        attention_id(p)
+        cc_attention_id(p)
     )
 }
 
@@ -73,7 +58,7 @@ use common::receiver::{first_ack as ack, open_db as db};
 
 /// The signed envelope the page queued for prompt `p`: its id, the envelope, and its `cmd`.
 fn signed_for(rdb: &Path, p: &Value) -> (String, Value, Value) {
-    let att = attention_id(p);
+    let att = cc_attention_id(p);
     let mut found = None;
     until(Duration::from_secs(30), || {
         let c = db(rdb);
@@ -292,7 +277,7 @@ fn richer_answers_ride_inside_the_signed_cmd_and_a_field_beside_it_is_refused() 
     assert_eq!(stdout(&out), format!("{ALLOW}\n"), "log: {}", env.log());
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(
-        attention_rows(&env, &attention_id(&p3)).is_empty(),
+        attention_rows(&env, &cc_attention_id(&p3)).is_empty(),
         "the granted call was announced"
     );
     let out = env.cmd("sp").args(["grants", "--json"]).output().unwrap();
@@ -323,7 +308,7 @@ fn richer_answers_ride_inside_the_signed_cmd_and_a_field_beside_it_is_refused() 
     assert_eq!(ack(&rdb, &id)["outcome"], "delivered");
     // No prompt from the granted call ever reached the page.
     let shown = b.call(
-        json!({"op": "count", "selector": format!("[data-attention=\"{}\"]", attention_id(&p3))}),
+        json!({"op": "count", "selector": format!("[data-attention=\"{}\"]", cc_attention_id(&p3))}),
     );
     assert_eq!(shown["count"], 0);
 
@@ -372,7 +357,7 @@ fn richer_answers_ride_inside_the_signed_cmd_and_a_field_beside_it_is_refused() 
         );
     }
     assert_eq!(
-        attention_rows(&env, &attention_id(&p5)),
+        attention_rows(&env, &cc_attention_id(&p5)),
         vec!["open".to_string()],
         "a tampered command settled the prompt"
     );

@@ -123,3 +123,20 @@ pub fn check_expect(step: &str, expect: &Value, status: u16, text: &str) {
         }
     }
 }
+
+/// The attention id DECISIONS 9 mints for a Claude Code permission prompt, computed here
+/// from the rule (independently of the sender's own `minted_attention_id`).
+pub fn cc_attention_id(p: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let s = format!(
+        "{}|{}|{}",
+        p["prompt_id"].as_str().unwrap(),
+        p["tool_name"].as_str().unwrap(),
+        serde_json::to_string(&p["tool_input"]).unwrap()
+    );
+    let hex: String = Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("perm-{}", &hex[..16])
+}
