@@ -1,9 +1,9 @@
 //! Issue 13, "reach it from your phone": the real `sp-receiver` behind a real Caddy that
-//! terminates TLS, as "Reach it from your phone" (the README's, and docs/deployment.md's in
-//! full) tells people to run it.
+//! terminates TLS, as docs/deployment.md's "Reach it from your phone" (which the README points
+//! to) tells people to run it.
 //!
 //! Caddy (Debian's `caddy`; `scripts/test-deps.sh` installs it) runs that section's own
-//! Caddyfile (the same in both files), its site name swapped for `https://localhost:PORT`
+//! Caddyfile, its site name swapped for `https://localhost:PORT`
 //! with `tls internal` and `bind 127.0.0.1` (loopback only, its own CA, no admin endpoint,
 //! nothing installed into the system's trust store, its files in a temp dir). Headless
 //! Chromium opens the `sp-receiver --login-url` link over HTTPS through Caddy, logs in, and
@@ -23,10 +23,9 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const README: &str = include_str!("../../../README.md");
 const DEPLOYMENT: &str = include_str!("../../../docs/deployment.md");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
-/// What the README's Caddyfile names; the test swaps in its own.
+/// What the guide's Caddyfile names; the test swaps in its own.
 const PUBLIC_SITE: &str = "receiver.example.com {";
 const PUBLIC_UPSTREAM: &str = "127.0.0.1:8787";
 
@@ -51,15 +50,9 @@ fn caddyfile_in(doc: &str, name: &str) -> String {
     format!("{}\n", lines.join("\n").trim_end())
 }
 
-/// The Caddyfile people are told to run: docs/deployment.md's, which the README repeats.
-fn readme_caddyfile() -> String {
-    let full = caddyfile_in(DEPLOYMENT, "docs/deployment.md");
-    assert_eq!(
-        caddyfile_in(README, "README.md"),
-        full,
-        "the README's Caddyfile is docs/deployment.md's"
-    );
-    full
+/// The Caddyfile people are told to run: docs/deployment.md's (the README points there).
+fn guide_caddyfile() -> String {
+    caddyfile_in(DEPLOYMENT, "docs/deployment.md")
 }
 
 /// `caddy run` as a child, serving `https://localhost:PORT` on 127.0.0.1 in front of
@@ -74,13 +67,13 @@ struct Caddy {
 
 impl Caddy {
     fn start(dir: &Path, port: u16, upstream: &str) -> Caddy {
-        let readme = readme_caddyfile();
+        let guide = guide_caddyfile();
         assert!(
-            readme.contains(PUBLIC_SITE) && readme.contains(PUBLIC_UPSTREAM),
-            "the README's Caddyfile names {PUBLIC_SITE:?} and {PUBLIC_UPSTREAM}:\n{readme}"
+            guide.contains(PUBLIC_SITE) && guide.contains(PUBLIC_UPSTREAM),
+            "the guide's Caddyfile names {PUBLIC_SITE:?} and {PUBLIC_UPSTREAM}:\n{guide}"
         );
         let url = format!("https://localhost:{port}");
-        let site = readme
+        let site = guide
             .replace(
                 PUBLIC_SITE,
                 &format!("{url} {{\n\tbind 127.0.0.1\n\ttls internal"),
@@ -146,11 +139,11 @@ impl Caddy {
     }
 }
 
-/// Both places that tell people to run Caddy give the same file, with the names the test
-/// swaps (checked without caddy, on every machine).
+/// The guide's Caddyfile has the names the test swaps (checked without caddy, on every
+/// machine).
 #[test]
-fn the_readmes_caddyfile_is_the_deployment_guides() {
-    let file = readme_caddyfile();
+fn the_guides_caddyfile_names_what_the_test_swaps() {
+    let file = guide_caddyfile();
     assert!(
         file.contains(PUBLIC_SITE) && file.contains(&format!("reverse_proxy {PUBLIC_UPSTREAM}")),
         "{file}"
