@@ -168,23 +168,21 @@ pub(crate) fn open(target: &crate::options::Database) -> anyhow::Result<Opened> 
     }
 }
 
-fn open_postgres(target: pg_tls::PgTarget) -> anyhow::Result<Opened> {
-    {
-        {
-            let store = pg::PgStore::open_target(target.clone())?;
-            let shared = SharedDb {
-                announcer: Announcer {
-                    pool: store.pool.clone(),
-                    me: ulid::Ulid::new().to_string(),
-                },
-                target,
-            };
-            Ok(Opened {
-                store: Box::new(store),
-                shared: Some(shared),
-            })
-        }
-    }
+fn open_postgres(mut target: pg_tls::PgTarget) -> anyhow::Result<Opened> {
+    // The same limits for the pool and the listening connection.
+    pg::with_limits(&mut target.config);
+    let store = pg::PgStore::open_target(target.clone())?;
+    let shared = SharedDb {
+        announcer: Announcer {
+            pool: store.pool.clone(),
+            me: ulid::Ulid::new().to_string(),
+        },
+        target,
+    };
+    Ok(Opened {
+        store: Box::new(store),
+        shared: Some(shared),
+    })
 }
 
 /// A fresh database of its own on the PostgreSQL cluster whose admin database `admin_url`

@@ -25,6 +25,21 @@ use super::schema::MIGRATIONS;
 const POOL_MAX: u32 = 8;
 /// How long a query waits for a free connection (or a new one) before it fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one statement may run (a query waiting on a lock included): the store's calls
+/// run under the receiver's state lock, so none may hang it.
+const STATEMENT_TIMEOUT: &str = "-c statement_timeout=30s";
+
+/// Every connection's limits, unless the URL sets its own: a connect timeout and a
+/// statement timeout (every connection a receiver makes, its listener's too).
+pub(crate) fn with_limits(config: &mut r2d2_postgres::postgres::Config) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_options().is_none() {
+        config.options(STATEMENT_TIMEOUT);
+    }
+}
+
 /// The advisory lock the migrations are made under (any fixed number; "sp-recv" in ASCII).
 const MIGRATE_LOCK: i64 = 0x0073_702d_7265_6376;
 
@@ -42,11 +57,8 @@ impl PgStore {
 
     /// [`PgStore::open`] with the URL already read.
     pub fn open_target(mut target: PgTarget) -> anyhow::Result<PgStore> {
-        let config = &mut target.config;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
-        config.application_name("sp-receiver");
+        with_limits(&mut target.config);
+        target.config.application_name("sp-receiver");
         // One connection first, so that a refusal (TLS above all) is reported at once and as
         // itself rather than after the pool's retries as a time-out.
         target.connect().map_err(|e| {
@@ -114,6 +126,15 @@ mod tests {
         };
         let a = PgStore::open(&pg.url()).expect("first open");
         a.ping().expect("ping");
+        // No statement may hang the receiver (its calls run under its state lock).
+        let limit: String = a
+            .pool
+            .get()
+            .unwrap()
+            .query_one("SHOW statement_timeout", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(limit, "30s");
         pg.psql("INSERT INTO settings(name, value, at_ms) VALUES ('away', 'true', 1)");
         let b = PgStore::open(&pg.url()).expect("second open");
         b.ping().expect("ping");

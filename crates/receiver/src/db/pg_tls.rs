@@ -186,6 +186,17 @@ fn take_tls_params(url: &str) -> anyhow::Result<(String, Option<PathBuf>)> {
 fn read_roots(path: &Path) -> anyhow::Result<rustls::RootCertStore> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::CertificateDer;
+    // A CA bundle is some hundreds of KiB at most.
+    const ROOTS_MAX: u64 = 4 << 20;
+    let len = std::fs::metadata(path)
+        .map_err(|e| anyhow::anyhow!("sslrootcert: reading {}: {e}", path.display()))?
+        .len();
+    if len > ROOTS_MAX {
+        bail!(
+            "sslrootcert: {} is {len} bytes, more than a CA bundle ({ROOTS_MAX} at most)",
+            path.display()
+        );
+    }
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|e| anyhow::anyhow!("sslrootcert: reading {}: {e}", path.display()))?;
