@@ -508,3 +508,237 @@ fn readme_short_harness_table_follows_the_generated_one() {
         }
     }
 }
+
+/// Every control of the page: the text of each button, label and summary in index.html and
+/// every quoted string app.js may put on one (e.g. `btn.textContent = 'Remove machine'`).
+fn page_controls() -> Vec<String> {
+    let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../receiver/src/page");
+    let html = std::fs::read_to_string(page.join("index.html")).unwrap();
+    let js = std::fs::read_to_string(page.join("app.js")).unwrap();
+    let mut out = Vec::new();
+    for tag in ["button", "label", "summary"] {
+        for part in html.split(&format!("<{tag}")).skip(1) {
+            let Some(body) = part.split_once('>').map(|(_, b)| b) else {
+                continue;
+            };
+            let Some((inner, _)) = body.split_once(&format!("</{tag}>")) else {
+                continue;
+            };
+            // Drop nested tags (a label's input), keep the words.
+            let mut text = String::new();
+            let mut in_tag = false;
+            for c in inner.chars() {
+                match c {
+                    '<' => in_tag = true,
+                    '>' => in_tag = false,
+                    c if !in_tag => text.push(c),
+                    _ => {}
+                }
+            }
+            out.push(words(&text.replace("&amp;", "&")));
+        }
+    }
+    for quote in ['\'', '"'] {
+        out.extend(js.split(quote).skip(1).step_by(2).map(words));
+    }
+    out
+}
+
+fn words(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The bold names a doc tells the reader to tap, press, click or find on the page ("tap
+/// **X**", "the page's **X**", "under **X**", "a **X** button", "**X** switch").
+fn named_controls(doc: &str) -> Vec<String> {
+    let flat = words(doc);
+    let parts: Vec<&str> = flat.split("**").collect();
+    let mut out = Vec::new();
+    for i in (1..parts.len()).step_by(2) {
+        let before = parts[i - 1].to_lowercase();
+        let after = parts.get(i + 1).copied().unwrap_or("");
+        let is_control = ["tap ", "press ", "click ", "page's ", "under "]
+            .iter()
+            .any(|w| before.ends_with(w))
+            || after.starts_with(" button")
+            || after.starts_with(" switch");
+        if is_control {
+            out.push(parts[i].to_string());
+        }
+    }
+    out
+}
+
+/// The `sp …` commands a doc names in backticks, as their leading words (subcommand and,
+/// where it has them, its subcommand): `sp sink add URL` gives ["sink", "add"].
+fn named_sp_commands(doc: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for span in doc.split('`').skip(1).step_by(2) {
+        let mut w = span.split_whitespace();
+        if w.next() != Some("sp") {
+            continue;
+        }
+        let cmd: Vec<String> = w
+            .take(2)
+            .take_while(|x| x.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+            .filter(|x| !x.starts_with('-'))
+            .map(String::from)
+            .collect();
+        if !cmd.is_empty() {
+            out.push(cmd);
+        }
+    }
+    out
+}
+
+/// What the docs tell a newcomer to tap is on the page, and what they tell them to run is
+/// one of `sp`'s commands; docs/install.md counts the binaries install.sh copies.
+#[test]
+fn docs_name_only_controls_the_page_has_and_commands_sp_has() {
+    let env = Env::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut docs = vec![root.join("README.md")];
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            docs.push(p);
+        }
+    }
+    let controls = page_controls();
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for path in &docs {
+        let doc = std::fs::read_to_string(path).unwrap();
+        for name in named_controls(&doc) {
+            checked += 1;
+            if !controls.contains(&name) {
+                missing.push(format!(
+                    "{}: **{name}** is no control of the page",
+                    path.display()
+                ));
+            }
+        }
+        for cmd in named_sp_commands(&doc) {
+            checked += 1;
+            let top = sp_cmd(&env, &["help", cmd[0].as_str()]).output().unwrap();
+            if !top.status.success() {
+                missing.push(format!("{}: `sp {}` is no command", path.display(), cmd[0]));
+                continue;
+            }
+            if stdout(&top).contains("\nCommands:") && cmd.len() == 2 {
+                let sub = sp_cmd(&env, &["help", cmd[0].as_str(), cmd[1].as_str()])
+                    .output()
+                    .unwrap();
+                if !sub.status.success() {
+                    missing.push(format!(
+                        "{}: `sp {}` is no command",
+                        path.display(),
+                        cmd.join(" ")
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 20,
+        "the docs name controls and commands: {checked}"
+    );
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+
+    let install = std::fs::read_to_string(root.join("install.sh")).unwrap();
+    let list = install
+        .lines()
+        .find_map(|l| l.strip_prefix("binaries=\""))
+        .expect("install.sh lists its binaries");
+    let n = list.trim_end_matches('"').split_whitespace().count();
+    let word = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+    ][n];
+    let guide = std::fs::read_to_string(root.join("docs/install.md")).unwrap();
+    assert!(
+        guide.contains(&format!("copies {word} binaries")),
+        "docs/install.md says install.sh copies {word} binaries"
+    );
+}
+
+/// Every binary's `--help` (and each of `sp`'s commands') names its variables and files and
+/// cites no note outside the repository: a `.md` it names is in it.
+#[test]
+fn help_texts_list_their_files_and_cite_only_the_repository() {
+    let env = Env::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut texts = Vec::new();
+    for name in [
+        "sp",
+        "sp-sync",
+        "sp-permission",
+        "sp-stop",
+        "sp-event",
+        "sp-acp",
+        "sp-receiver",
+    ] {
+        let path = if name == "sp-acp" {
+            env!("CARGO_BIN_EXE_sp-acp").into()
+        } else {
+            bin(name)
+        };
+        let out = Command::new(path).arg("--help").output().unwrap();
+        assert!(out.status.success(), "{name} --help");
+        texts.push((name.to_string(), stdout(&out)));
+    }
+    let acp = &texts[5].1;
+    for needle in [
+        "SESSIONPIPE_CONFIG",
+        "SESSIONPIPE_STATE_DIR",
+        "SESSIONPIPE_LOG",
+        "control.db",
+        "sp.log",
+    ] {
+        assert!(acp.contains(needle), "sp-acp --help lacks {needle}");
+    }
+    let sp_help = texts[0].1.clone();
+    let mut subs: Vec<Vec<String>> = Vec::new();
+    let commands = |help: &str| -> Vec<String> {
+        help.split("\nCommands:\n")
+            .nth(1)
+            .unwrap_or("")
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+            .filter_map(|l| l.split_whitespace().next().map(String::from))
+            .filter(|c| c != "help")
+            .collect()
+    };
+    for c in commands(&sp_help) {
+        let out = sp_cmd(&env, &["help", c.as_str()]).output().unwrap();
+        let text = stdout(&out);
+        for s in commands(&text) {
+            subs.push(vec![c.clone(), s]);
+        }
+        subs.push(vec![c]);
+    }
+    for args in &subs {
+        let mut a: Vec<&str> = vec!["help"];
+        a.extend(args.iter().map(String::as_str));
+        let out = sp_cmd(&env, &a).output().unwrap();
+        texts.push((format!("sp {}", args.join(" ")), stdout(&out)));
+    }
+    assert!(texts.len() > 20, "{} help texts", texts.len());
+    let mut bad = Vec::new();
+    for (name, text) in &texts {
+        for note in ["DECISIONS", "CONTROL.md", "HTTP.md", "SPEC", "§"] {
+            if text.contains(note) {
+                bad.push(format!("{name} --help cites {note}"));
+            }
+        }
+        for word in text.split(|c: char| c.is_whitespace() || "(),`'\"".contains(c)) {
+            if let Some(stem) = word.strip_suffix(".md") {
+                let file = format!("{stem}.md");
+                if !root.join(&file).exists() && !root.join("docs").join(&file).exists() {
+                    bad.push(format!("{name} --help cites {file}, not in the repository"));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

@@ -638,7 +638,10 @@ pub fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match parse_args(&args) {
         Ok(Args::Help) => {
-            print!("{HELP}");
+            print!(
+                "{HELP}\n{}\n  SESSIONPIPE_NO_SPAWN   set to stop sp-acp starting sp-sync when none runs\n",
+                crate::paths::ENV_HELP
+            );
             ExitCode::SUCCESS
         }
         Ok(Args::Version) => {

@@ -79,8 +79,8 @@ enum Command {
         #[arg(long)]
         off: bool,
     },
-    /// Grants for a session (DECISIONS 30): a prompt answered for the session answers the
-    /// same tool with the same input again at once; `revoke ID` ends one
+    /// Grants for a session: a prompt answered "for this session" answers the same tool with
+    /// the same input again at once; `revoke ID` ends one
     Grants {
         #[arg(long)]
         json: bool,

@@ -20,7 +20,7 @@ pub struct AddOptions {
     /// Take control messages (only if its well-known offers control)
     #[arg(long)]
     pub control: bool,
-    /// Signed control (DECISIONS 22): implies control; `sp pair` enrolls the passkey
+    /// Signed control: implies control; `sp pair` enrolls the passkey
     #[arg(long)]
     pub signed: bool,
     /// Most a sink is sent: 0 to 3

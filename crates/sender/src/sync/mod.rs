@@ -42,7 +42,7 @@ pub struct Cli {
     #[arg(long = "for", value_name = "N", group = "mode",
           value_parser = clap::value_parser!(u64).range(1..))]
     for_secs: Option<u64>,
-    /// What hooks start (DECISIONS 28): runs until no hook has reported for S seconds
+    /// What the hooks start: runs until no hook has reported for S seconds
     /// (default 1800) with nothing left to send, so a prompt queued during a long turn is in
     /// the queue when its Stop looks
     #[arg(long, value_name = "S", group = "mode", num_args = 0..=1,
