@@ -421,6 +421,19 @@ fn every_binary_has_help_and_version() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A typo gets clap's "did you mean" (its `suggestions` feature), still as a usage error.
+#[test]
+fn a_mistyped_command_suggests_the_right_one() {
+    let env = Env::new();
+    let out = sp(&env, &["staus"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("similar subcommand") && err.contains("'status'"), "{err}");
+    let out = sp(&env, &["sink", "lsit"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'list'"));
+}
+
 /// The harness tables in docs/harnesses.md are what `sp hooks table` renders from the
 /// capability table (src/harness/caps.rs), byte for byte between the markers. Regenerate with:
 /// SP_BLESS=1 cargo test -p sessionpipe-control --test sp_cli docs_harness_table
