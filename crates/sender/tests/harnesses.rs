@@ -1707,7 +1707,7 @@ fn at_the_desk_only_claude_code_waits_and_away_every_answering_harness_does() {
     }
     let status = env.cmd("sp").args(["away", "status"]).output().unwrap();
     assert!(
-        stdout(&status).starts_with("at the desk (said by local"),
+        stdout(&status).starts_with("at the desk (set on this machine"),
         "{}",
         stdout(&status)
     );

@@ -428,7 +428,10 @@ fn a_mistyped_command_suggests_the_right_one() {
     let out = sp(&env, &["staus"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("similar subcommand") && err.contains("'status'"), "{err}");
+    assert!(
+        err.contains("similar subcommand") && err.contains("'status'"),
+        "{err}"
+    );
     let out = sp(&env, &["sink", "lsit"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("'list'"));
@@ -754,4 +757,65 @@ fn help_texts_list_their_files_and_cite_only_the_repository() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+const LOGIN: &str = "page-login-token-for-the-away-test";
+
+/// The page's view of the person's Away switch (`GET /page/api/state`).
+fn page_away(env: &Env) -> bool {
+    let r = common::http::get(
+        &format!("{}/page/api/state", env.receiver.url()),
+        &[("authorization", &format!("Bearer {LOGIN}"))],
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.json()["away"].as_bool().expect("state has away")
+}
+
+/// One away state: `sp away on` turns the page's Away switch on, the page's switch is what
+/// `sp away status` and `sp status` then say (after sp-sync's next poll), in plain words.
+#[test]
+fn sp_away_and_the_pages_switch_are_one_state_and_status_shows_it() {
+    let env = Env::with(
+        ReceiverOptions {
+            login_token: Some(LOGIN.into()),
+            ..ReceiverOptions::default()
+        },
+        json!({}),
+    );
+    session_start(&env, CC_SESSION);
+    assert!(!page_away(&env));
+    let out = sp(&env, &["away", "on"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("The page's Away switch on phone is now on."));
+    assert!(page_away(&env), "sp away on sets the page's switch");
+    let s = sp_json(&env, &["status", "--json"]);
+    assert_eq!(s["away"]["away"], true, "{s}");
+    assert_eq!(s["away"]["set_by"], "this machine", "{s}");
+    let text = stdout(&sp(&env, &["status"]));
+    assert!(
+        text.contains("you:      away (set on this machine with `sp away` at "),
+        "{text}"
+    );
+    let said = stdout(&sp(&env, &["away", "status"]));
+    assert!(said.starts_with("away (set on this machine"), "{said}");
+    assert!(!said.contains("local"), "{said}");
+
+    // The page's switch, heard in sp-sync's next poll, is the word both read.
+    let r = common::http::post(
+        &format!("{}/page/api/away", env.receiver.url()),
+        &[("authorization", &format!("Bearer {LOGIN}"))],
+        "application/json",
+        r#"{"away": false}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(env.sync_once().status.success());
+    let said = stdout(&sp(&env, &["away", "status"]));
+    assert!(
+        said.starts_with("at the desk (set from the page's Away switch, receiver phone, at "),
+        "{said}"
+    );
+    let s = sp_json(&env, &["status", "--json"]);
+    assert_eq!(s["away"]["away"], false, "{s}");
+    assert_eq!(s["away"]["set_by"], "the page", "{s}");
+    assert_eq!(s["away"]["sink"], "phone", "{s}");
 }

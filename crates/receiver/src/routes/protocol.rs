@@ -21,7 +21,7 @@ use crate::body::{self, OtherJson};
 use crate::db::Stored;
 use crate::error::{clip, json_reply, ApiError, Reply};
 use crate::longpoll;
-use crate::options::{Route, ACK_PATH, CONTROL_PATH, EVENTS_PATH, WELL_KNOWN_PATH};
+use crate::options::{Route, ACK_PATH, AWAY_PATH, CONTROL_PATH, EVENTS_PATH, WELL_KNOWN_PATH};
 use crate::state::AppState;
 use crate::validate::{as_integer, check_ack_body, check_event};
 use spwire::{is_ulid, split_session_key};
@@ -35,6 +35,7 @@ pub(crate) fn router(app: &AppState) -> Router<AppState> {
         .route(EVENTS_PATH, on(app, Route::Events, post(events)))
         .route(CONTROL_PATH, on(app, Route::Poll, get(poll)))
         .route(ACK_PATH, on(app, Route::Ack, post(ack)))
+        .route(AWAY_PATH, post(away))
         .route("/healthz", get(healthz))
 }
 
@@ -57,6 +58,35 @@ fn on(app: &AppState, route: Route, m: MethodRouter<AppState>) -> MethodRouter<A
         };
         req
     }))
+}
+
+/// `POST {control}/away` `{"away": bool}` with a sender's token: `sp away on|off` on a
+/// machine sets the person's one Away switch, the one the page shows and every machine hears
+/// in its next poll answer (held polls answer at once).
+async fn away(
+    State(app): State<AppState>,
+    _: ControlOffered,
+    _: Sender,
+    OtherJson(body, _read): OtherJson<Value>,
+) -> Reply {
+    let away = match (body.get("away"), body.as_object().map(|o| o.len())) {
+        (Some(Value::Bool(a)), Some(1)) => *a,
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid: the body must be {\"away\": true|false}",
+            ))
+        }
+    };
+    app.shared
+        .with_db(move |st| {
+            let now = st.now_ms();
+            st.db.set_away(away, now)?;
+            st.touched.push(crate::state::ALL.to_owned());
+            st.bump();
+            Ok::<_, ApiError>(())
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, json!({ "away": away })))
 }
 
 /// `GET /.well-known/sessionpipe`.

@@ -53,6 +53,7 @@ struct Report {
     acks_oldest_age_s: Option<i64>,
     events_pending: i64,
     events_oldest_age_s: Option<i64>,
+    away: AwayReport,
 }
 
 fn open_existing() -> Result<Option<Store>> {
@@ -81,6 +82,7 @@ fn build(config: &Config) -> Result<Report> {
         acks_oldest_age_s: None,
         events_pending: 0,
         events_oldest_age_s: None,
+        away: away_report(config, store.as_ref())?,
     };
     let (states, all_events): (Vec<SinkStatus>, (i64, Option<String>)) = match &store {
         Some(s) => (s.sink_statuses()?, s.event_count()?),
@@ -189,6 +191,7 @@ pub fn status(json: bool) -> Result<Done> {
             "not running (cron or the next hook starts it)"
         }
     );
+    println!("you:      {}", away_line(&r.away, &config));
     println!();
     if r.sinks.is_empty() {
         println!("sinks: none. Add one with: sp sink add URL --token-file FILE --control");
@@ -331,6 +334,21 @@ pub fn queue(filter: &QueueFilter, json: bool) -> Result<Done> {
 pub fn set_away(away: bool) -> Result<Done> {
     let mut store = store::open(&crate::paths::database_file(), DB_BUSY)?;
     store.set_away(store::away::LOCAL, away, crate::clock::now_ms())?;
+    // One switch: the receivers' pages show the same word (and their polls bring it back).
+    let config = Config::load()?;
+    for sink in config.sinks.iter().filter(|s| s.control.is_on()) {
+        match tell_receiver_away(&store, sink, away) {
+            Ok(()) => println!(
+                "The page's Away switch on {} is now {}.",
+                sink.name,
+                if away { "on" } else { "off" }
+            ),
+            Err(e) => eprintln!(
+                "sp: could not set the Away switch on {}'s page ({e:#}); set it there too",
+                sink.name
+            ),
+        }
+    }
     if away {
         println!("Away: Codex, Cursor, Droid and Copilot CLI now wait for a remote answer to each permission prompt.");
     } else {
@@ -339,24 +357,97 @@ pub fn set_away(away: bool) -> Result<Done> {
     Ok(Done::Ok)
 }
 
-/// `sp away status`.
-pub fn away_status() -> Result<Done> {
-    let config = Config::load()?;
-    let now = crate::clock::now_ms();
-    let word = match open_existing()? {
-        Some(s) => s.away(now)?,
+/// Whether the person is away, in words: the one state `sp away`, `sp status` and the
+/// hooks read (the newest word of this machine's `sp away` and the page's Away switch).
+#[derive(Debug, Serialize)]
+struct AwayReport {
+    away: bool,
+    /// `this machine` (`sp away`), `the page` (a receiver's Away switch), `config` or `nobody`.
+    set_by: String,
+    /// The receiver whose page said it.
+    sink: Option<String>,
+    at: Option<String>,
+}
+
+fn away_report(config: &Config, store: Option<&Store>) -> Result<AwayReport> {
+    let word = match store {
+        Some(s) => s.away(crate::clock::now_ms())?,
         None => None,
     };
-    match (config.control.away, word) {
-        (true, _) => println!(
+    Ok(match (config.control.away, word) {
+        (true, _) => AwayReport {
+            away: true,
+            set_by: "config".into(),
+            sink: None,
+            at: None,
+        },
+        (false, Some((away, who, at))) => AwayReport {
+            away,
+            set_by: if who == store::away::LOCAL {
+                "this machine".into()
+            } else {
+                "the page".into()
+            },
+            sink: who.strip_prefix("sink:").map(String::from),
+            at: Some(at),
+        },
+        (false, None) => AwayReport {
+            away: false,
+            set_by: "nobody".into(),
+            sink: None,
+            at: None,
+        },
+    })
+}
+
+fn away_line(a: &AwayReport, config: &Config) -> String {
+    let state = if a.away { "away" } else { "at the desk" };
+    match (a.set_by.as_str(), &a.sink, &a.at) {
+        ("config", _, _) => format!(
             "away (control.away is \"always\" in {})",
             config.path.display()
         ),
-        (false, Some((true, who, at))) => println!("away (said by {who} at {at})"),
-        (false, Some((false, who, at))) => println!("at the desk (said by {who} at {at})"),
-        (false, None) => {
-            println!("at the desk (nobody said otherwise; `sp away on` when you leave)")
+        ("this machine", _, Some(at)) => {
+            format!("{state} (set on this machine with `sp away` at {at})")
         }
+        (_, Some(sink), Some(at)) => {
+            format!("{state} (set from the page's Away switch, receiver {sink}, at {at})")
+        }
+        _ => "at the desk (nobody said otherwise; `sp away on` when you leave)".into(),
     }
+}
+
+/// `POST {control}/away` on the sink, with this machine's token where it is paired.
+fn tell_receiver_away(store: &Store, sink: &crate::config::Sink, away: bool) -> Result<()> {
+    let client = crate::sync::http::Client::new();
+    let control = super::sink::fetch_wellknown(&client, &sink.url)?
+        .discovered
+        .control_url
+        .ok_or_else(|| anyhow::anyhow!("it offers no control"))?;
+    let token = match store.paired_machine(&sink.name)? {
+        Some(m) => m.token,
+        None => sink.bearer()?,
+    };
+    let body = serde_json::json!({ "away": away }).to_string();
+    let r = client
+        .post_json(&format!("{control}/away"), &token, &body, &[], AWAY_TIMEOUT)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    match r.status {
+        200 => Ok(()),
+        404 => anyhow::bail!("that receiver has no such switch for machines"),
+        s => anyhow::bail!("it answered {s}"),
+    }
+}
+
+const AWAY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `sp away status`.
+pub fn away_status() -> Result<Done> {
+    let config = Config::load()?;
+    let store = open_existing()?;
+    println!(
+        "{}",
+        away_line(&away_report(&config, store.as_ref())?, &config)
+    );
     Ok(Done::Ok)
 }
