@@ -272,6 +272,31 @@ impl Config {
     }
 }
 
+/// This machine's name as the receiver shows it: the config's `machine`, else the host name
+/// (the one `sp pair` shows), else `None`.
+pub fn machine_name(config_machine: Option<&str>) -> Option<String> {
+    config_machine
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(String::from)
+        .or_else(host_name)
+}
+
+/// The host name from /etc/hostname, else gethostname(2).
+pub fn host_name() -> Option<String> {
+    let from_file = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty());
+    from_file.or_else(|| {
+        let mut buf = [0u8; 256];
+        // SAFETY: buf is writable for its whole length, and its last byte stays 0.
+        let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+        (rc == 0 && end > 0).then(|| String::from_utf8_lossy(&buf[..end]).into_owned())
+    })
+}
+
 impl Sink {
     /// The bearer token, from the config or the token file. Never logged.
     pub fn bearer(&self) -> Result<String> {

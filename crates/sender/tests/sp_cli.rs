@@ -819,3 +819,38 @@ fn sp_away_and_the_pages_switch_are_one_state_and_status_shows_it() {
     assert_eq!(s["away"]["set_by"], "the page", "{s}");
     assert_eq!(s["away"]["sink"], "phone", "{s}");
 }
+
+/// Prompts are named by the machine: with no `machine` in the config, the events carry the
+/// host name (the name `sp pair` shows), never nothing (the page's "unnamed machine").
+#[test]
+fn events_name_the_machine_by_its_host_name() {
+    let env = Env::new();
+    session_start(&env, CC_SESSION);
+    assert!(env.sync_once().status.success());
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let events = env.receiver.events();
+    assert!(!events.is_empty());
+    for e in &events {
+        let m = e["session"]["machine"].as_str().unwrap_or("");
+        assert!(!m.is_empty(), "an event without its machine: {e}");
+        if !host.is_empty() {
+            assert_eq!(m, host, "{e}");
+        }
+    }
+    // A name in the config wins.
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(&env.config).unwrap()).unwrap();
+    cfg["machine"] = json!("studio-laptop");
+    env.write_config(cfg);
+    session_start(&env, OTHER_SESSION);
+    assert!(env.sync_once().status.success());
+    let named = env
+        .receiver
+        .events()
+        .into_iter()
+        .find(|e| e["session"]["id"] == OTHER_SESSION)
+        .expect("the second session's event");
+    assert_eq!(named["session"]["machine"], "studio-laptop");
+}

@@ -47,13 +47,12 @@ struct Paired {
 }
 
 fn machine_name(o: &PairOptions) -> String {
-    let name = o.name.clone().unwrap_or_else(|| {
-        std::fs::read_to_string("/etc/hostname")
-            .ok()
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "this machine".into())
-    });
+    let config = crate::config::Config::load().ok().and_then(|c| c.machine);
+    let name = o
+        .name
+        .clone()
+        .or_else(|| crate::config::machine_name(config.as_deref()))
+        .unwrap_or_else(|| "this machine".into());
     spwire::text::truncate(&name, 80)
 }
 

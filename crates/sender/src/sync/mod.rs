@@ -404,7 +404,7 @@ impl Supervisor {
             tier: sink.tier,
             control: sink.control == ControlMode::Unsigned,
             signed,
-            machine: self.config.machine.clone(),
+            machine: crate::config::machine_name(self.config.machine.as_deref()),
             found: std::sync::RwLock::new(found),
             stale: AtomicBool::new(false),
         })
