@@ -854,3 +854,72 @@ fn events_name_the_machine_by_its_host_name() {
         .expect("the second session's event");
     assert_eq!(named["session"]["machine"], "studio-laptop");
 }
+
+/// Hooks registered wrong (`--harnes`, `claud-code`) and stdin that is no hook payload: the
+/// hooks, run as the harness runs them at the default log level, log why; `sp doctor` reads
+/// the log, fails, and names each one with its fix.
+#[test]
+fn doctor_reports_hooks_registered_wrong_from_the_log() {
+    let env = Env::new();
+    let claude = env.home.join(".claude");
+    std::fs::create_dir_all(&claude).unwrap();
+    let perm = bin("sp-permission");
+    let stop = bin("sp-stop");
+    let wrong = [
+        format!("{} --harnes claude-code", perm.display()),
+        format!("{} --harness claud-code", stop.display()),
+    ];
+    std::fs::write(
+        claude.join("settings.json"),
+        json!({"hooks": {
+            "PermissionRequest": [{"matcher": "*", "hooks": [{"type": "command", "command": wrong[0]}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": wrong[1]}]}],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let run_as_harness = |command: &str, stdin: &[u8]| {
+        let mut c = Command::new("sh");
+        c.args(["-c", command])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &env.home)
+            .env("SESSIONPIPE_CONFIG", &env.config)
+            .env("SESSIONPIPE_STATE_DIR", &env.state)
+            .env("SESSIONPIPE_NO_SPAWN", "1")
+            .current_dir(&env.home);
+        let out = run_with_stdin(c, stdin);
+        assert_eq!(out.status.code(), Some(0), "a hook never breaks its host");
+        assert!(out.stdout.is_empty(), "and prints nothing");
+    };
+    run_as_harness(
+        &wrong[0],
+        &serde_json::to_vec(&payload(CC_PERMISSION)).unwrap(),
+    );
+    run_as_harness(&wrong[1], &serde_json::to_vec(&payload(CC_STOP)).unwrap());
+    // Not a hook payload at all, to a hook registered right: a trace at the default level.
+    run_as_harness(
+        &format!("{} --harness claude-code", bin("sp-event").display()),
+        b"hello from a person trying it",
+    );
+    let log = env.log();
+    assert!(
+        log.contains("WARN sp-event[") && log.contains("not a hook payload"),
+        "{log}"
+    );
+
+    let out = sp(&env, &["doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    for needle in [
+        "[FAIL] sp-permission logged 1 time(s) in the last day",
+        "unknown argument \"--harnes\"",
+        "[FAIL] sp-stop logged 1 time(s) in the last day",
+        "unknown harness \"claud-code\"",
+        "run `sp setup install` to register the hooks again",
+        "[warn] sp-event logged 1 time(s) in the last day",
+        "not a hook payload of claude-code",
+    ] {
+        assert!(text.contains(needle), "doctor lacks {needle:?}:\n{text}");
+    }
+}

@@ -62,6 +62,7 @@ pub fn doctor() -> anyhow::Result<Done> {
         check_sinks(&mut f, c);
     }
     check_harnesses(&mut f, config.as_ref());
+    check_hook_log(&mut f);
     check_codex_app(&mut f, config.as_ref());
     check_schedule(&mut f);
     check_database(&mut f);
@@ -298,6 +299,88 @@ fn check_harnesses(f: &mut Findings, config: Option<&Config>) {
     }
     if !any {
         f.info("no harness installed (none of their config folders exists)");
+    }
+}
+
+/// How far back `sp doctor` reads the hooks' errors in sp.log.
+const HOOK_LOG_WINDOW_MS: i64 = 24 * 3_600_000;
+/// The most of sp.log it reads (its end).
+const HOOK_LOG_TAIL: u64 = 512 * 1024;
+
+/// The hooks' errors and warnings of the last day in sp.log, grouped by what fixes them: a
+/// hook registered wrong (a bad `--harness`, an unknown argument) fails; stdin that is not
+/// the harness's payload (another harness's, or a try by hand) and the rest warn.
+fn check_hook_log(f: &mut Findings) {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = crate::paths::log_file();
+    let Ok(mut file) = std::fs::File::open(&path) else {
+        return;
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(HOOK_LOG_TAIL)));
+    let mut raw = Vec::new();
+    if file.take(HOOK_LOG_TAIL).read_to_end(&mut raw).is_err() {
+        return;
+    }
+    let text = String::from_utf8_lossy(&raw);
+    let since = crate::clock::now_ms() - HOOK_LOG_WINDOW_MS;
+    // (program, message) -> (times, last at)
+    let mut seen: std::collections::BTreeMap<(String, String), (usize, String)> =
+        Default::default();
+    for line in text.lines() {
+        let mut parts = line.splitn(4, ' ');
+        let (Some(at), Some(tag), Some(who), Some(msg)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if !matches!(tag, "ERROR" | "WARN") {
+            continue;
+        }
+        let program = who.split('[').next().unwrap_or(who);
+        if !crate::harness::HOOK_PROGRAMS.contains(&program) {
+            continue;
+        }
+        if crate::clock::parse_wire(at).is_none_or(|t| t < since) {
+            continue;
+        }
+        let e = seen
+            .entry((program.to_string(), msg.to_string()))
+            .or_insert((0, String::new()));
+        e.0 += 1;
+        e.1 = at.to_string();
+    }
+    let harnesses = crate::harness::Harness::ALL
+        .iter()
+        .map(|h| h.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let log = show(&path);
+    let mut any = false;
+    for ((program, msg), (n, last)) in &seen {
+        any = true;
+        let what = format!("{program} logged {n} time(s) in the last day, last at {last}: {msg}");
+        let registered_wrong = msg.contains("unknown harness")
+            || msg.contains("unknown argument")
+            || msg.contains("--harness <NAME> is required");
+        if registered_wrong {
+            f.fail(
+                what,
+                format!(
+                    "a hook is registered with a wrong command line (it takes --harness NAME, NAME one of {harnesses}); run `sp setup install` to register the hooks again, and remove the wrong line by hand if you wrote it"
+                ),
+            );
+        } else if msg.contains("not a hook payload") {
+            f.warn(
+                what,
+                "if a harness ran it, the hook is registered for another harness: `sp setup install` registers each for its own (a try by hand can be ignored)",
+            );
+        } else {
+            f.warn(what, format!("see {log} around that time"));
+        }
+    }
+    if !any {
+        f.ok(format!("hooks logged no error in the last day ({log})"));
     }
 }
 

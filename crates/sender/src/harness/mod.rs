@@ -34,6 +34,8 @@ pub enum Harness {
 pub const SP_PERMISSION: &str = "sp-permission";
 pub const SP_STOP: &str = "sp-stop";
 pub const SP_EVENT: &str = "sp-event";
+/// The hook binaries, as they name themselves in the log.
+pub const HOOK_PROGRAMS: [&str; 3] = [SP_PERMISSION, SP_STOP, SP_EVENT];
 
 impl Harness {
     pub const ALL: &'static [Harness] = &[

@@ -89,7 +89,12 @@ pub fn run(harness: Harness) -> Result<()> {
     let stdin = read_stdin()?;
     let input = harness.parse_input(&stdin);
     if let HookInput::Skip(reason) = &input {
-        crate::logging::debug(&format!("skipped: {reason}"));
+        // At the default level: a hook fed something else (another harness's payload, a
+        // person trying it by hand) leaves a trace `sp doctor` reports.
+        crate::logging::warn(&format!(
+            "skipped: stdin is not a hook payload of {} ({reason}); is the hook registered for the harness that runs it?",
+            harness.name()
+        ));
         return Ok(());
     }
     let config = Config::load().unwrap_or_else(|e| {
