@@ -166,9 +166,9 @@ impl Config {
         };
         let mut config: Config = serde_json::from_str(&text).map_err(|e| {
             anyhow::anyhow!(
-                "config {} is not valid: fix the JSON (shape: {{\"sinks\":[{{\"name\",\"url\",\"tier\",\"control\",\"token\"}}],\"control\":{{…}}}}): {}",
+                "config {} is not valid: {} (shape: {{\"sinks\":[{{\"name\",\"url\",\"tier\",\"control\",\"token_file\"}}],\"control\":{{…}}}})",
                 path.display(),
-                json_error_without_values(&e)
+                json_error_in_words(&e, &text)
             )
         })?;
         config.path = path.to_path_buf();
@@ -319,18 +319,54 @@ impl Sink {
 
 /// serde's text for a value of the wrong type quotes the value ("invalid type: string \"…\",
 /// expected u8"), and a value in a config may be a token put in the wrong place: keep only
-/// what was expected and where.
-fn json_error_without_values(e: &serde_json::Error) -> String {
+/// the key, what it expects in words, and where.
+fn json_error_in_words(e: &serde_json::Error, text: &str) -> String {
     let msg = e.to_string();
+    let at = format!("line {} column {}", e.line(), e.column());
     for what in ["invalid type", "invalid value", "invalid length"] {
         if let Some(rest) = msg.strip_prefix(what).and_then(|r| r.strip_prefix(": ")) {
+            let key = key_before(text, e.line(), e.column())
+                .map(|k| format!("\"{k}\" "))
+                .unwrap_or_default();
             return match rest.rsplit_once(", expected ") {
-                Some((_, expected)) => format!("{what}, expected {expected}"),
-                None => format!("{what} at line {} column {}", e.line(), e.column()),
+                Some((_, expected)) => {
+                    let expected = expected.split(" at line ").next().unwrap_or(expected);
+                    format!("{key}should be {} ({at})", in_words(expected))
+                }
+                None => format!("{key}has an {what} ({at})"),
             };
         }
     }
-    msg
+    format!("fix the JSON: {msg}")
+}
+
+/// serde's name of an expected type, as a person says it.
+fn in_words(expected: &str) -> String {
+    match expected {
+        "u8" => "a whole number from 0 to 255".into(),
+        "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more".into(),
+        "i8" | "i16" | "i32" | "i64" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a boolean" => "true or false".into(),
+        other => other.into(),
+    }
+}
+
+/// The last `"key":` at or before line `line`, column `col` (1-based) of `text`.
+fn key_before(text: &str, line: usize, col: usize) -> Option<String> {
+    let mut upto = String::new();
+    for (i, l) in text.lines().enumerate() {
+        if i + 1 == line {
+            upto.push_str(l.get(..col.min(l.len()))?);
+            break;
+        }
+        upto.push_str(l);
+        upto.push('\n');
+    }
+    let end = upto.rfind("\":")?;
+    let before = &upto[..end];
+    let start = before.rfind('"')?;
+    Some(before[start + 1..].to_string()).filter(|k| k.len() <= 64)
 }
 
 /// `https://` anywhere; `http://` only to loopback, where nothing crosses a network

@@ -923,3 +923,28 @@ fn doctor_reports_hooks_registered_wrong_from_the_log() {
         assert!(text.contains(needle), "doctor lacks {needle:?}:\n{text}");
     }
 }
+
+/// A config with a value of the wrong type says which key and what it takes, in words, and
+/// the shape it shows names `token_file` (what `sp sink add` writes); the value stays out.
+#[test]
+fn a_wrong_type_in_the_config_names_the_key_and_what_it_takes() {
+    let env = Env::new();
+    let text = format!(
+        "{{\n  \"sinks\": [\n    {{\n      \"name\": \"phone\",\n      \"url\": \"{}\",\n      \"tier\": \"secret-ish\",\n      \"control\": true,\n      \"token_file\": \"/nope\"\n    }}\n  ]\n}}\n",
+        env.receiver.url()
+    );
+    std::fs::write(&env.config, text).unwrap();
+    let out = sp(&env, &["status"]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"tier\" should be a whole number from 0 to 255 (line 6 column"),
+        "{err}"
+    );
+    assert!(
+        err.contains("\"token_file\"}]"),
+        "the shape names token_file: {err}"
+    );
+    assert!(!err.contains("secret-ish"), "{err}");
+    assert!(!err.contains("expected u8"), "{err}");
+}
