@@ -205,7 +205,16 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
         .contains("echo hi > out.txt"));
     assert_eq!(env.query::<i64>("select count(*) from live_grants"), [1]);
     let text = env.cmd("sp").arg("grants").output().unwrap();
-    assert!(String::from_utf8_lossy(&text.stdout).contains("echo hi > out.txt"));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Grant 1: allow `Bash echo hi > out.txt`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("; set from phone's page, used once"),
+        "{text}"
+    );
+    assert!(!text.contains("time(s)"), "{text}");
 
     // Revoked: the next identical call is asked again.
     let id = g[0]["id"].as_i64().unwrap().to_string();

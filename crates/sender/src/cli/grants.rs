@@ -19,18 +19,22 @@ pub fn list(json: bool) -> Result<Done> {
         println!("No grants: every permission prompt is asked.");
         return Ok(Done::Ok);
     }
-    println!("ID  SESSION  TOOL  INPUT  DECISION  UNTIL  (BY, USED)");
     for g in rows {
+        let used = match g.used {
+            0 => "not used yet".to_string(),
+            1 => "used once".to_string(),
+            n => format!("used {n} times"),
+        };
+        // The summary names the tool already where the harness's does ("Bash echo hi").
+        let summary = crate::wire::text::truncate(&g.summary.replace('\n', " "), 80);
+        let call = if summary.starts_with(&g.tool) {
+            summary
+        } else {
+            format!("{} {summary}", g.tool)
+        };
         println!(
-            "{}  {}  {}  {}  {}  {}  ({}, used {} more time(s))",
-            g.id,
-            g.session,
-            g.tool,
-            crate::wire::text::truncate(&g.summary.replace('\n', " "), 80),
-            g.decision,
-            g.until_at,
-            g.who,
-            g.used
+            "Grant {}: {} `{call}`\n  session {}, until {}; set from {}'s page, {used}",
+            g.id, g.decision, g.session, g.until_at, g.who,
         );
     }
     println!("Each ends with its session; `sp grants revoke ID` ends one now.");
