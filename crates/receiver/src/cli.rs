@@ -49,7 +49,8 @@ overall (429 with retry-after).
 Limits: request heads of at most 16 KiB and 64 headers, read within 10 s (also the idle
 keep-alive limit); bodies of at most batch.max_bytes (events) or 1 MiB; open connections at
 most --max-connections and never more than the open-file limit allows (past it new ones
-are closed at once). Every limit hit is logged to stderr.
+are closed at once). Every limit hit is logged to stderr (a connection left idle past the
+head limit, as an open tab's, at debug only).
 
 ENVIRONMENT AND FILES (a flag beats its variable, which beats the default):
   SESSIONPIPE_RECEIVER_TOKEN_FILE        --token-file (default: $XDG_CONFIG_HOME/sessionpipe/
@@ -58,6 +59,7 @@ ENVIRONMENT AND FILES (a flag beats its variable, which beats the default):
                                          the same folder)
   SESSIONPIPE_RECEIVER_DB                --db (default: $XDG_STATE_HOME/sessionpipe/receiver.db,
                                          else ~/.local/state/sessionpipe/receiver.db; WAL, 0600)
+  SESSIONPIPE_LOG                        log level on stderr: error, warn, info (default), debug
 A token file at its default path is created (random, mode 600) when missing; a token file
 given by flag or variable must exist. Token files must not be readable by group or others,
 and hold one token of at least 16 characters. The database keeps 30 days.
@@ -584,7 +586,12 @@ fn start_watchdog(addr: SocketAddr, tls: bool, stop: Arc<AtomicBool>) {
 fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_max_level(tracing::Level::INFO)
+        .with_max_level(match std::env::var("SESSIONPIPE_LOG").as_deref() {
+            Ok("error") => tracing::Level::ERROR,
+            Ok("warn") => tracing::Level::WARN,
+            Ok("debug") => tracing::Level::DEBUG,
+            _ => tracing::Level::INFO,
+        })
         .with_ansi(false)
         .with_target(false)
         .try_init();

@@ -101,6 +101,14 @@ fn bind_listener(addr: SocketAddr, patience: Duration) -> anyhow::Result<TcpList
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(20));
             }
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                let port = addr.port();
+                return Err(e).with_context(|| {
+                    format!(
+                        "binding {addr}: the address is taken, most likely by an sp-receiver already running (check: curl -s http://127.0.0.1:{port}/healthz, or ss -ltnp 'sport = :{port}'); stop that one, or give this one another --listen"
+                    )
+                });
+            }
             Err(e) => return Err(e).with_context(|| format!("binding {addr}")),
         }
     }
@@ -198,7 +206,7 @@ impl Receiver {
             Some((cert, key)) => Some(server::tls_acceptor(cert, key)?),
             None => None,
         };
-        let listener = TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?;
+        let listener = bind_listener(addr, Duration::ZERO)?;
         let addr = listener.local_addr()?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

@@ -42,7 +42,12 @@ impl LimitLog {
         let entry = kinds.entry(kind).or_insert((now - LOG_EVERY, 0));
         entry.1 += 1;
         if now.duration_since(entry.0) >= LOG_EVERY {
-            tracing::warn!(kind, count = entry.1, "limit: {detail}");
+            // An idle tab's keep-alive connection running out is routine: debug, not warn.
+            if kind == "head_timeout" {
+                tracing::debug!(kind, count = entry.1, "limit: {detail}");
+            } else {
+                tracing::warn!(kind, count = entry.1, "limit: {detail}");
+            }
             *entry = (now, 0);
         }
     }

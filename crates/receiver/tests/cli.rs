@@ -298,3 +298,101 @@ fn a_db_url_it_cannot_use_is_refused_and_no_database_is_made() {
         assert!(made.iter().all(|n| n == ".config"), "{url}: made {made:?}");
     }
 }
+
+/// Starts sp-receiver on `listen` in `dir` with `SESSIONPIPE_LOG=debug`; its stderr lines.
+fn start_logged(dir: &std::path::Path, listen: &str) -> (Running, mpsc::Receiver<String>) {
+    write_secret(&dir.join("token"), "bearer-token-for-the-idle-test");
+    write_secret(&dir.join("login"), "login-token-for-the-idle-test");
+    let mut cmd = Command::new(SP_RECEIVER);
+    cmd.args(["--listen", listen, "--token-file"])
+        .arg(dir.join("token"))
+        .arg("--login-token-file")
+        .arg(dir.join("login"))
+        .arg("--db")
+        .arg(dir.join("receiver.db"))
+        .env("HOME", dir)
+        .env("SESSIONPIPE_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = Running(cmd.spawn().unwrap());
+    let stderr = BufReader::new(child.0.stderr.take().unwrap());
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+/// An open tab's idle keep-alive connection running past the head limit is routine: logged
+/// at debug, never as a warning (one idle tab made most of a newcomer's log).
+#[test]
+fn an_idle_connection_is_logged_at_debug_not_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (_child, log) = start_logged(dir.path(), &format!("127.0.0.1:{port}"));
+    let mut said = Vec::new();
+    let up = |said: &mut Vec<String>| loop {
+        let line = log
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("sp-receiver said:\n{}", said.join("\n")));
+        said.push(line.clone());
+        if line.contains("listening on") {
+            return;
+        }
+    };
+    up(&mut said);
+    // A request, then the connection left open and idle, as a tab's.
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    loop {
+        let line = log
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no head_timeout line:\n{}", said.join("\n")));
+        said.push(line.clone());
+        if line.contains("head_timeout") {
+            got.push(line);
+            break;
+        }
+    }
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    assert!(got[0].contains("DEBUG"), "{}", got[0]);
+    assert!(
+        !said
+            .iter()
+            .any(|l| l.contains("WARN") && l.contains("head_timeout")),
+        "{}",
+        said.join("\n")
+    );
+}
+
+/// A second receiver on a taken port says it is most likely ours already running and how
+/// to check, and exits 1.
+#[test]
+fn a_taken_port_says_it_is_probably_our_receiver() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let (mut child, log) = start_logged(dir.path(), &addr.to_string());
+    let status = child.0.wait().unwrap();
+    let said: Vec<String> = log.iter().collect();
+    let said = said.join("\n");
+    assert_eq!(status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("most likely by an sp-receiver already running"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("curl -s http://127.0.0.1:{}/healthz", addr.port())),
+        "{said}"
+    );
+}
