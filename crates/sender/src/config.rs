@@ -23,6 +23,10 @@ pub struct Config {
     /// Where the config came from; set by `load`.
     #[serde(skip)]
     pub path: PathBuf,
+    /// Set by a hook that could not load the config and goes on without sinks: no receiver
+    /// can answer what it asks now.
+    #[serde(skip)]
+    pub broken: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

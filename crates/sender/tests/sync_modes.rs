@@ -291,3 +291,77 @@ fn a_hook_starts_sp_sync_in_while_live_mode() {
         unsafe { libc::kill(pid, libc::SIGTERM) };
     }
 }
+
+/// Issue 37: the config breaks while sp-sync runs. sp-sync waits for the fix instead of
+/// stopping, and once it is fixed sends what the hooks stored meanwhile without another
+/// hook; a permission prompt a hook saw meanwhile (when no receiver could answer it and
+/// nothing waited for it) reaches the receiver already cleared, never as one to answer.
+#[test]
+fn a_broken_config_is_waited_out_and_its_prompts_arrive_cleared() {
+    let env = Env::new();
+    let good = std::fs::read_to_string(&env.config).unwrap();
+    session_start(&env, "s-before");
+    // The mode the hooks start it in.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut sync = Killed(
+        env.cmd("sp-sync")
+            .arg("--while-live")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        env.receiver
+            .wait_event(Duration::from_secs(10), |e| e["session"]["id"]
+                == "s-before")
+            .is_some(),
+        "sp-sync runs: {}",
+        env.log()
+    );
+    std::thread::sleep(Duration::from_millis(1100)); // a new mtime second
+    std::fs::write(&env.config, "{\"sinks\": [ {\"name\": \"phone\",").unwrap();
+    assert!(
+        until(Duration::from_secs(10), || env
+            .log()
+            .contains("waiting for the config to be fixed")),
+        "{}",
+        env.log()
+    );
+    // A prompt and a new session while the config is broken: the hooks store them.
+    let perm = env.hook(
+        "sp-permission",
+        &serde_json::to_vec(&payload(CC_PERMISSION)).unwrap(),
+    );
+    assert!(perm.status.success() && perm.stdout.is_empty());
+    session_start(&env, "s-while-broken");
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(
+        sync.0.try_wait().unwrap().is_none(),
+        "sp-sync still runs: {}",
+        env.log()
+    );
+    std::fs::write(&env.config, good).unwrap();
+    assert!(
+        env.receiver
+            .wait_event(Duration::from_secs(15), |e| e["session"]["id"]
+                == "s-while-broken")
+            .is_some(),
+        "sent after the fix with no hook: {}",
+        env.log()
+    );
+    let cleared = env.receiver.wait_event(Duration::from_secs(10), |e| {
+        e["type"] == "attention.cleared" && e["data"]["attention_id"] == CC_PERMISSION_ID
+    });
+    assert_eq!(
+        cleared.expect("the prompt arrives cleared")["data"]["how"],
+        "timeout"
+    );
+}

@@ -99,7 +99,9 @@ pub fn run(harness: Harness) -> Result<()> {
     }
     let config = Config::load().unwrap_or_else(|e| {
         crate::logging::warn(&format!("{e:#}; acting as if no sink were configured"));
-        Config::default()
+        let mut c = Config::default();
+        c.broken = true;
+        c
     });
     let marked = quiet_session(&input)
         .is_some_and(|key| crate::store::quiet::marked(&crate::paths::state_dir(), &key));

@@ -210,6 +210,16 @@ pub fn run(
         now_ms() + open_for.as_millis() as i64,
         std::process::id(),
     )?;
+    if config.broken {
+        // Nothing waits for this prompt and no receiver can answer it now: it goes out (once
+        // the config is fixed) already cleared, never as one the page offers.
+        store.close_attention(session, attention_id, How::Timeout)?;
+        crate::logging::warn(&format!(
+            "{} {attention_id}: the config does not load, so no receiver can answer; the prompt is left to the terminal and cleared",
+            session.key()
+        ));
+        return Ok(());
+    }
     if !config.sinks.is_empty() {
         crate::sync_lock::ensure_running();
     }

@@ -72,6 +72,8 @@ pub fn parse_args(
     use clap::{CommandFactory, FromArgMatches};
     let after = format!(
         "Only one sp-sync runs per state folder; a second one exits 0 at once.\n\
+         A config that does not load: --once and the bounded run exit 2; --daemon and\n\
+         --while-live wait for it to be fixed (read again when it changes).\n\
          Exit status: 0 done (or another sp-sync runs), 2 bad config, 1 other failure.\n\n{}",
         crate::paths::ENV_HELP
     );
@@ -237,7 +239,13 @@ pub fn fingerprint(s: &Sink) -> String {
 }
 
 pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
-    let mut config = Config::load().map_err(RunError::Config)?;
+    let first = Config::load();
+    // One pass, or cron's bounded run: a bad config is the caller's to see (exit 2).
+    if matches!(mode, Mode::Once | Mode::Bounded(_)) {
+        if let Err(e) = first {
+            return Err(RunError::Config(e));
+        }
+    }
     let Some(_lock) = crate::sync_lock::acquire()
         .context("cannot open the sp-sync lock file")
         .map_err(RunError::Other)?
@@ -253,6 +261,10 @@ pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
     let deadline = match mode {
         Mode::Bounded(d) => Some(Instant::now() + d),
         _ => None,
+    };
+    let mut config = match first {
+        Ok(c) => c,
+        Err(e) => wait_for_fixed_config(e, mode, deadline, &signal)?,
     };
     loop {
         let shared = Arc::new(Shared {
@@ -277,12 +289,60 @@ pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
         // The config changed under us: start over with the new one (a fixed token lifts a pause).
         config = match Config::load() {
             Ok(c) => c,
-            Err(e) => {
-                crate::logging::error(&format!("{e:#}; stopping until the config is fixed"));
-                return Err(RunError::Config(e));
-            }
+            Err(e) => wait_for_fixed_config(e, mode, deadline, &signal)?,
         };
         crate::logging::info("config changed; restarting");
+    }
+}
+
+/// A config that does not load is re-read at most this often while sp-sync waits for a fix.
+const CONFIG_RETRY: Duration = Duration::from_secs(2);
+
+/// The config does not load: wait for it to be fixed rather than stop, so what the hooks
+/// stored meanwhile goes out once it is, without waiting for the next hook. Reads it again
+/// when the file changes, at most every [`CONFIG_RETRY`]; gives up (exit 2) at a signal, at
+/// the bounded run's end, or after `--while-live`'s idle span.
+fn wait_for_fixed_config(
+    mut err: anyhow::Error,
+    mode: Mode,
+    deadline: Option<Instant>,
+    signal: &AtomicBool,
+) -> std::result::Result<Config, RunError> {
+    let give_up = match mode {
+        Mode::Daemon => None,
+        Mode::WhileLive(idle) => Some(Instant::now() + idle),
+        Mode::Bounded(_) | Mode::Once => Some(deadline.unwrap_or_else(Instant::now)),
+    };
+    crate::logging::error(&format!(
+        "{err:#}; waiting for the config to be fixed (read again when it changes)"
+    ));
+    let path = crate::paths::config_file();
+    let mut stamp = config_stamp(&path);
+    let mut last_read = Instant::now();
+    loop {
+        if signal.load(Ordering::Relaxed) || give_up.is_some_and(|g| Instant::now() >= g) {
+            return Err(RunError::Config(err));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        if last_read.elapsed() < CONFIG_RETRY {
+            continue;
+        }
+        let now_stamp = config_stamp(&path);
+        if now_stamp == stamp {
+            continue;
+        }
+        last_read = Instant::now();
+        stamp = now_stamp;
+        match Config::load() {
+            Ok(c) => {
+                crate::logging::info("the config loads again; starting");
+                return Ok(c);
+            }
+            Err(e) => {
+                crate::logging::error(&format!("{e:#}; still waiting for the config to be fixed"));
+                err = e;
+            }
+        }
     }
 }
 
