@@ -948,3 +948,35 @@ fn a_wrong_type_in_the_config_names_the_key_and_what_it_takes() {
     assert!(!err.contains("secret-ish"), "{err}");
     assert!(!err.contains("expected u8"), "{err}");
 }
+
+/// This machine's receiver is down: doctor says how to start it again (install.sh's
+/// command, or its systemd user service where there is one).
+#[test]
+fn doctor_says_how_to_start_the_local_receiver_again() {
+    let env = Env::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    env.write_config(json!({"sinks": [{"name": "local", "url": format!("http://127.0.0.1:{port}"), "tier": 1, "control": true, "token": "t-for-a-receiver-that-is-down"}]}));
+    let out = sp(&env, &["doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_sp")).with_file_name("sp-receiver");
+    assert!(
+        text.contains(&format!(
+            "if it is this machine's sp-receiver, start it again: nohup {} >>",
+            bin.display()
+        )),
+        "{text}"
+    );
+    let unit = env.home.join(".config/systemd/user/sp-receiver.service");
+    std::fs::create_dir_all(unit.parent().unwrap()).unwrap();
+    std::fs::write(&unit, "[Service]\n").unwrap();
+    let text = stdout(&sp(&env, &["doctor"]));
+    assert!(
+        text.contains("start it again: systemctl --user start sp-receiver"),
+        "{text}"
+    );
+}

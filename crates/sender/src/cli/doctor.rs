@@ -164,7 +164,13 @@ fn check_sinks(f: &mut Findings, config: &Config) {
                     "sink {}: cannot read the receiver's well-known: {e:#}",
                     s.name
                 ),
-                format!("check that {} is right and the receiver is up", s.url),
+                match local_receiver_start(&s.url) {
+                    Some(how) => format!(
+                        "check that {} is right; if it is this machine's sp-receiver, start it again: {how}",
+                        s.url
+                    ),
+                    None => format!("check that {} is right and the receiver is up", s.url),
+                },
             ),
             Ok(found) => {
                 if s.control.is_on() && found.discovered.control_url.is_none() {
@@ -211,6 +217,28 @@ fn check_sinks(f: &mut Findings, config: &Config) {
             }
         }
     }
+}
+
+/// How to start this machine's sp-receiver again, for a sink on loopback: its systemd user
+/// service where install.sh made one, else the command install.sh ran (its log beside
+/// control.db's folder).
+fn local_receiver_start(url: &str) -> Option<String> {
+    let origin = spwire::url::parse_origin(url).ok()?;
+    if !origin.is_loopback() {
+        return None;
+    }
+    let unit = cron::systemd_dir().join("sp-receiver.service");
+    if unit.exists() {
+        return Some(
+            "systemctl --user start sp-receiver (its log: journalctl --user -u sp-receiver)".into(),
+        );
+    }
+    let log = crate::paths::state_dir().join("sp-receiver.log");
+    Some(format!(
+        "nohup {} >>{} 2>&1 </dev/null &",
+        bin_dir().join("sp-receiver").display(),
+        show(&log)
+    ))
 }
 
 /// A sink on loopback is likely the local sp-receiver: its `/healthz` says whether its
