@@ -1388,7 +1388,7 @@ fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
     assert!(meta.starts_with("Gemini CLI (ACP) · "), "{meta}");
     assert_eq!(
         b.text(&format!("{card} .control")),
-        "steer: after the current tool · interrupt: after the current tool · stop: at once"
+        "Send now reaches it once the current tool is done; Interrupt reaches it once the current tool is done; Stop reaches it at once."
     );
     drop(to);
     let _ = wait_timeout(&mut proxy, Duration::from_secs(20));

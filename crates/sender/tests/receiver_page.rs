@@ -1087,3 +1087,59 @@ fn the_page_shows_the_call_and_sends_an_edit_back_whole() {
         json!({"Which color?": "Green", "Which sizes?": "S, L"})
     );
 }
+
+/// Issue 37, in headless Chromium at 390 px: a Claude Code prompt names its tool once and
+/// shows the command without it, with the agent's own description of the call beside it; the
+/// card says in words when Send now, Interrupt and Stop reach the agent; "Log out" stays on
+/// one line.
+#[test]
+fn the_page_says_the_call_and_its_controls_in_plain_words() {
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
+    let machine = Machine::syncing_to(dir.path(), &receiver);
+    let key = format!("claude-code:{CC_SESSION}");
+    let card = format!("article[data-session=\"{key}\"]");
+    let attention = format!("[data-attention=\"{CC_PERMISSION_ID}\"]");
+    let mut start = payload(CC_STOP);
+    start["hook_event_name"] = json!("SessionStart");
+    start["source"] = json!("startup");
+    start["cwd"] = json!(format!("{}/src/api", machine.home.display()));
+    assert!(machine.hook("sp-event", &start).status.success());
+    let mut ask = payload(CC_PERMISSION);
+    ask["cwd"] = json!(format!("{}/src/api", machine.home.display()));
+    let hook = machine.spawn_hook("sp-permission", &ask);
+
+    let mut b = Browser::launch();
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait(&attention);
+    assert_eq!(b.text(&format!("{attention} .att-tool")), "Bash");
+    assert_eq!(
+        b.text(&format!("{attention} .att-msg")),
+        "echo hi > out.txt"
+    );
+    assert_eq!(
+        b.text(&format!("{attention} .att-desc")),
+        "The agent says: Write hi into out.txt"
+    );
+    let control = b.text(&format!("{card} .control"));
+    assert!(
+        control.starts_with("Send now reaches it ") && control.contains("Stop reaches it "),
+        "{control}"
+    );
+    assert!(
+        !control.contains("steer") && !control.contains("·"),
+        "{control}"
+    );
+    let lines = b.call(json!({"op": "eval", "script":
+        "(() => { const r = document.createRange(); r.selectNodeContents(document.querySelector('#logout')); return r.getClientRects().length; })()"}));
+    assert_eq!(lines["value"], 1, "\"Log out\" on one line at 390 px");
+
+    b.click(&format!("{attention} button.deny"));
+    let out = finish(hook, Duration::from_secs(30));
+    assert!(out.status.success());
+}

@@ -405,7 +405,12 @@
       offerAnswers(el, s, a);
       $('.att-kind', el).textContent = a.kind === 'permission' || !a.kind ? 'Permission' : a.kind;
       $('.att-tool', el).textContent = a.tool || '';
-      $('.att-msg', el).textContent = a.message || '';
+      // The command once (the tool is named above it), and the agent's own word on the call
+      // (Claude Code's Bash `description`) beside it, never in its place.
+      $('.att-msg', el).textContent = a.tool ? shownCommand(a) : a.message || '';
+      const desc = a.input && typeof a.input.description === 'string' ? a.input.description.trim() : '';
+      $('.att-desc', el).hidden = !desc;
+      $('.att-desc', el).textContent = desc ? 'The agent says: ' + desc : '';
       $('.att-when', el).textContent = a.needed_at ? '· asked ' + ago(a.needed_at) : '';
       // The newest answer for this prompt decides what the buttons may do.
       const ans = s.messages.find((m) => m.kind === 'permission.answer' && m.for === a.attention_id);
@@ -711,8 +716,8 @@
     }
   }
 
-  // When a control word takes effect in a session, as its session.started says (DECISIONS 30).
-  const WHEN = { now: 'at once', tool_boundary: 'after the current tool', turn_end: 'after the turn', no: 'no' };
+  // When a control word takes effect in a session, as its session.started says, in words.
+  const WHEN = { now: 'at once', tool_boundary: 'once the current tool is done', turn_end: 'when the turn ends', no: 'no' };
 
   // An ACP session is named for its agent ("Gemini CLI (ACP)"); its harness is always acp.
   function harnessLabel(s) {
@@ -723,9 +728,14 @@
     if (!c || typeof c !== 'object') return '';
     const p = c.prompt || {};
     const bits = [];
-    for (const m of ['steer', 'interrupt']) if (WHEN[p[m]]) bits.push(m + ': ' + WHEN[p[m]]);
-    if (WHEN[c.cancel]) bits.push('stop: ' + WHEN[c.cancel]);
-    return bits.join(' · ');
+    const say = (label, when) => {
+      if (!WHEN[when]) return;
+      bits.push(when === 'no' ? label + ' does not reach this agent' : label + ' reaches it ' + WHEN[when]);
+    };
+    say('Send now', p.steer);
+    say('Interrupt', p.interrupt);
+    say('Stop', c.cancel);
+    return bits.length ? bits.join('; ') + '.' : '';
   }
 
   function sessionTitle(s) {
