@@ -201,7 +201,11 @@ receiver_install() {
         # The link holds the login token: printed when the receiver is first set up only.
         say "answer your agents at: $("$bin/sp-receiver" --login-url)"
         say "(that link logs you in; print it again with: sp-receiver --login-url)"
-        say "then pair once, from this terminal: sp pair local (approve on the page with a passkey; until then nothing the page sends runs)"
+        if "$bin/sp" control keys --json 2>/dev/null | grep -q '"sink":"local"'; then
+            say "a passkey is already enrolled for 'local' (sp control keys): no pairing needed"
+        else
+            say "then pair once, from this terminal: sp pair local (approve on the page with a passkey; until then nothing the page sends runs)"
+        fi
     else
         say "the receiver's page: http://127.0.0.1:$receiver_port/ (your login link: sp-receiver --login-url)"
     fi

@@ -980,3 +980,39 @@ fn doctor_says_how_to_start_the_local_receiver_again() {
         "{text}"
     );
 }
+
+/// A signed sink added again (a reinstall, after uninstall removed it) where this machine
+/// still holds a passkey for it: no claim that pairing is needed.
+#[test]
+fn sink_add_again_with_a_passkey_enrolled_says_no_pairing_is_needed() {
+    let env = Env::with(
+        ReceiverOptions {
+            rp_id: Some("localhost".into()),
+            ..ReceiverOptions::default()
+        },
+        json!({}),
+    );
+    session_start(&env, CC_SESSION);
+    std::fs::remove_file(&env.config).unwrap();
+    let tf = token_file(&env, 0o600);
+    let url = env.receiver.url();
+    let out = sink_add(&env, &url, &tf, &["--signed", "--name", "local"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("Nothing it carries runs until you pair: sp pair local"));
+    env.db()
+        .execute(
+            "INSERT INTO control_keys(sink, id, alg, spki, name, added_at, added_via) \
+             VALUES ('local', 'cred-1', -7, 'spki', 'phone', '2026-01-01T00:00:00.000Z', 'pair')",
+            [],
+        )
+        .unwrap();
+    assert!(sp(&env, &["sink", "remove", "local"]).status.success());
+    let out = sink_add(&env, &url, &tf, &["--signed", "--name", "local"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(
+        text.contains("This machine is already paired with local (1 passkey(s)"),
+        "{text}"
+    );
+    assert!(!text.contains("until you pair"), "{text}");
+}

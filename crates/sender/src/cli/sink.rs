@@ -236,7 +236,22 @@ pub fn add(mut o: AddOptions) -> Result<Done> {
         },
         show(&path)
     );
-    if o.signed {
+    // A sink added again (a reinstall) keeps the pairing this machine made with it.
+    let enrolled = if o.signed {
+        let db = crate::paths::database_file();
+        db.exists()
+            .then(|| crate::store::open(&db, super::DB_BUSY).ok())
+            .flatten()
+            .and_then(|st| st.enrolled_keys(Some(&name)).ok())
+            .map_or(0, |k| k.len())
+    } else {
+        0
+    };
+    if enrolled > 0 {
+        println!(
+            "This machine is already paired with {name} ({enrolled} passkey(s): sp control keys): no pairing needed."
+        );
+    } else if o.signed {
         println!(
             "Nothing it carries runs until you pair: sp pair {name} (prints a link and six digits; approve on your phone)."
         );
