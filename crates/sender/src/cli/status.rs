@@ -333,10 +333,17 @@ pub fn queue(filter: &QueueFilter, json: bool) -> Result<Done> {
 /// `sp away on|off` (DECISIONS 27).
 pub fn set_away(away: bool) -> Result<Done> {
     let mut store = store::open(&crate::paths::database_file(), DB_BUSY)?;
-    store.set_away(store::away::LOCAL, away, crate::clock::now_ms())?;
     // One switch: the receivers' pages show the same word (and their polls bring it back).
-    let config = Config::load()?;
-    for sink in config.sinks.iter().filter(|s| s.control.is_on()) {
+    // They are told first: a poll answer asked before the local word below is not taken
+    // over it (store/away.rs), and one asked after it already carries the new switch.
+    let sinks = match Config::load() {
+        Ok(c) => c.sinks,
+        Err(e) => {
+            eprintln!("sp: {e:#}; the receivers' pages were not told");
+            Vec::new()
+        }
+    };
+    for sink in sinks.iter().filter(|s| s.control.is_on()) {
         match tell_receiver_away(&store, sink, away) {
             Ok(()) => println!(
                 "The page's Away switch on {} is now {}.",
@@ -349,6 +356,7 @@ pub fn set_away(away: bool) -> Result<Done> {
             ),
         }
     }
+    store.set_away(store::away::LOCAL, away, crate::clock::now_ms())?;
     if away {
         println!("Away: Codex, Cursor, Droid and Copilot CLI now wait for a remote answer to each permission prompt.");
     } else {
@@ -370,10 +378,20 @@ struct AwayReport {
 }
 
 fn away_report(config: &Config, store: Option<&Store>) -> Result<AwayReport> {
-    let word = match store {
+    let mut word = match store {
         Some(s) => s.away(crate::clock::now_ms())?,
         None => None,
     };
+    // A receiver repeating what `sp away` set it to: the word is this machine's.
+    if let (Some((away, who, _)), Some(s)) = (&word, store) {
+        if who != store::away::LOCAL {
+            if let Some((local, at)) = s.local_away()? {
+                if local == *away {
+                    word = Some((local, store::away::LOCAL.to_string(), at));
+                }
+            }
+        }
+    }
     Ok(match (config.control.away, word) {
         (true, _) => AwayReport {
             away: true,

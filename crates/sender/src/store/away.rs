@@ -23,8 +23,22 @@ impl Store {
     }
 
     /// A receiver's word, written only when it changed or is about to go stale, so a poll
-    /// loop does not write on every answer.
-    pub fn note_receiver_away(&mut self, sink: &str, away: bool, now: Millis) -> Result<()> {
+    /// loop does not write on every answer. `asked_at`: when the poll that brought it was sent.
+    pub fn note_receiver_away(
+        &mut self,
+        sink: &str,
+        away: bool,
+        asked_at: Millis,
+        now: Millis,
+    ) -> Result<()> {
+        // `sp away` set the receivers' switch after this poll was asked: its answer may be
+        // older than that, and must not undo it. Later polls say the switch again.
+        if self
+            .local_away_ms()?
+            .is_some_and(|(a, at)| a != away && at >= asked_at)
+        {
+            return Ok(());
+        }
         let source = format!("sink:{sink}");
         let last: Option<(bool, Millis)> = self
             .conn
@@ -35,6 +49,23 @@ impl Store {
             Some((a, at)) if a == away && now - at < RECEIVER_WORD_MS / 4 => Ok(()),
             _ => self.set_away(&source, away, now),
         }
+    }
+
+    fn local_away_ms(&self) -> Result<Option<(bool, Millis)>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT away, at_ms FROM away WHERE source=?1")?
+            .query_row([LOCAL], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    }
+
+    /// This machine's own word (`sp away`), and when.
+    pub fn local_away(&self) -> Result<Option<(bool, String)>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT away, at FROM away WHERE source=?1")?
+            .query_row([LOCAL], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
     }
 
     /// The newest word on whether the person is away, and who said it; `None` when nobody
@@ -65,11 +96,17 @@ mod tests {
         assert_eq!(s.away(1_000).unwrap(), None);
         s.set_away(LOCAL, true, 1_000).unwrap();
         assert!(s.away(2_000).unwrap().unwrap().0);
-        s.note_receiver_away("phone", false, 3_000).unwrap();
-        assert_eq!(s.away(4_000).unwrap().unwrap().1, "sink:phone");
-        assert!(!s.away(4_000).unwrap().unwrap().0);
+        // The answer to a poll asked before `sp away` set the receiver's switch: ignored.
+        s.note_receiver_away("phone", false, 900, 2_000).unwrap();
+        assert_eq!(
+            s.away(2_500).unwrap().unwrap(),
+            (true, LOCAL.into(), format_ms(1_000))
+        );
+        s.note_receiver_away("phone", false, 1_100, 6_000).unwrap();
+        assert_eq!(s.away(7_000).unwrap().unwrap().1, "sink:phone");
+        assert!(!s.away(7_000).unwrap().unwrap().0);
         // The receiver went quiet: its word lapses and the local one stands again.
-        assert!(s.away(3_000 + RECEIVER_WORD_MS + 1).unwrap().unwrap().0);
+        assert!(s.away(6_000 + RECEIVER_WORD_MS + 1).unwrap().unwrap().0);
         s.set_away(LOCAL, false, 10_000_000).unwrap();
         assert!(!s.away(10_000_001).unwrap().unwrap().0);
     }

@@ -91,6 +91,7 @@ pub fn exchange(
     wait: u64,
     ingest: impl FnOnce(&mut Store, &str) -> anyhow::Result<bool>,
 ) -> Next {
+    let asked_at = crate::clock::now_ms();
     let reply = match shared.client.get(
         url,
         Some(ctx.control_token()),
@@ -104,7 +105,7 @@ pub fn exchange(
         }
     };
     if let (Some(away), 200 | 204) = (reply.away, reply.status) {
-        let _ = store.note_receiver_away(&ctx.name, away, crate::clock::now_ms());
+        let _ = store.note_receiver_away(&ctx.name, away, asked_at, crate::clock::now_ms());
     }
     match reply.status {
         200 => match ingest(store, &reply.body) {
