@@ -37,6 +37,20 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Q<T> {
     }
 }
 
+/// Sets the person's one Away switch (the page's, or `sp away` on a machine) and answers
+/// every held poll at once with it (DECISIONS 27).
+pub(crate) async fn set_away(app: &crate::state::AppState, away: bool) -> Result<(), ApiError> {
+    app.shared
+        .with_db(move |st| {
+            let now = st.now_ms();
+            st.db.set_away(away, now)?;
+            st.touched.push(crate::state::ALL.to_owned());
+            st.bump();
+            Ok::<_, ApiError>(())
+        })
+        .await
+}
+
 /// A `wait` parameter in seconds, clamped to `0..=max` (`default` without one).
 pub(crate) fn wait_s(v: Option<&str>, default: f64, max: f64) -> Result<f64, ApiError> {
     match v {

@@ -538,16 +538,7 @@ struct AwayReq {
 /// hears it in its next poll answer (`sessionpipe-away`); polls held now answer at once.
 async fn away(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: Body) -> Reply {
     let AwayReq { away } = body::read_other_json(&app, &headers, body).await?;
-    app.shared
-        .with_db(move |st| {
-            let now = st.now_ms();
-            st.db.set_away(away, now)?;
-            // Every held poll answers at once with the new word (DECISIONS 27).
-            st.touched.push(crate::state::ALL.to_owned());
-            st.bump();
-            Ok::<_, ApiError>(())
-        })
-        .await?;
+    super::set_away(&app, away).await?;
     Ok(json_reply(StatusCode::OK, json!({ "away": away })))
 }
 

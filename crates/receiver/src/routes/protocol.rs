@@ -77,15 +77,7 @@ async fn away(
             ))
         }
     };
-    app.shared
-        .with_db(move |st| {
-            let now = st.now_ms();
-            st.db.set_away(away, now)?;
-            st.touched.push(crate::state::ALL.to_owned());
-            st.bump();
-            Ok::<_, ApiError>(())
-        })
-        .await?;
+    super::set_away(&app, away).await?;
     Ok(json_reply(StatusCode::OK, json!({ "away": away })))
 }
 
