@@ -176,7 +176,7 @@ receiver_install() {
         mkdir -p "$unit_dir"
         # Type=notify: it says READY=1, then pings the watchdog while GET /healthz answers
         # over loopback; a hung server is restarted. Each connection costs a descriptor.
-        printf '[Unit]\nDescription=sessionpipe receiver (page at http://127.0.0.1:%s/)\n[Service]\nType=notify\nNotifyAccess=main\nExecStart=%s\nRestart=always\nRestartSec=2\nWatchdogSec=30\nLimitNOFILE=65536\n[Install]\nWantedBy=default.target\n' \
+        printf '[Unit]\nDescription=sessionpipe receiver (page at http://localhost:%s/)\n[Service]\nType=notify\nNotifyAccess=main\nExecStart=%s\nRestart=always\nRestartSec=2\nWatchdogSec=30\nLimitNOFILE=65536\n[Install]\nWantedBy=default.target\n' \
             "$receiver_port" "$bin/sp-receiver" >"$unit"
         systemctl --user daemon-reload && systemctl --user enable --now sp-receiver.service
         say "started sp-receiver as the systemd user service sp-receiver.service"
@@ -203,7 +203,8 @@ receiver_install() {
         say "(that link logs you in; print it again with: sp-receiver --login-url)"
         say "then pair once, from this terminal: sp pair local (approve on the page with a passkey; until then nothing the page sends runs)"
     else
-        say "the receiver's page: http://127.0.0.1:$receiver_port/ (your login link: sp-receiver --login-url)"
+        # localhost, never the IP address: passkeys cannot live on an address.
+        say "the receiver's page: http://localhost:$receiver_port/ (your login link: sp-receiver --login-url)"
     fi
 }
 

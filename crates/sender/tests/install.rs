@@ -766,3 +766,19 @@ fn a_new_sp_sync_stops_the_old_one_running_from_the_same_folder() {
         std::fs::read(bin_dir().join("sp-sync")).unwrap()
     );
 }
+
+/// Issue 37: every page address install.sh prints (and the unit it writes describes) is one
+/// where passkeys work: localhost, never the IP address the receiver listens on.
+#[test]
+fn install_sh_names_the_page_at_localhost() {
+    let script = std::fs::read_to_string(format!("{ROOT}/install.sh")).unwrap();
+    let pages: Vec<&str> = script
+        .lines()
+        .filter(|l| l.contains("page") && l.contains("http://"))
+        .collect();
+    assert!(pages.len() >= 2, "{pages:#?}");
+    for line in pages {
+        assert!(!line.contains("http://127.0.0.1"), "{line}");
+        assert!(line.contains("http://localhost:"), "{line}");
+    }
+}

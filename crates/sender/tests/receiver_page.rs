@@ -659,6 +659,12 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     // The page wants the login token: the login form, answered 401.
     let first = b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
     assert_eq!(first["status"], 401);
+    // Opened at 127.0.0.1, it is at localhost now: where a passkey can be made and used.
+    let port = receiver.url.rsplit(':').next().unwrap();
+    assert_eq!(
+        b.call(json!({"op": "url"}))["url"],
+        json!(format!("http://localhost:{port}/"))
+    );
     b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
     b.click("#login-form button[type=submit]");
     b.wait("#conn[data-state=\"live\"]");
