@@ -782,3 +782,79 @@ fn install_sh_names_the_page_at_localhost() {
         assert!(line.contains("http://localhost:"), "{line}");
     }
 }
+
+/// The processes whose executable is one of `dir`'s files (gone or not).
+fn running_from(dir: &Path) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(exe) = std::fs::read_link(e.path().join("exe")) {
+            let exe = exe.to_string_lossy().into_owned();
+            if exe.starts_with(&format!("{}/", dir.display())) {
+                found.push((pid, exe));
+            }
+        }
+    }
+    found
+}
+
+/// Issue 37: uninstall stops what install.sh or the hooks started from its binaries (sp-sync,
+/// the hooks' `--while-live` one among them, and the local sp-receiver), so nothing keeps
+/// running from a deleted binary; a program of the same name elsewhere is left running.
+#[test]
+fn uninstall_leaves_nothing_running_from_its_binaries() {
+    let h = Home::new();
+    assert!(h.install(&[]).status.success());
+    let bin = h.prefix.join("bin");
+    // Stand-ins that stay up as the real ones do (the real sp-sync --while-live exits once
+    // no session is live, which would prove nothing): sleep, under our names.
+    let mut children = Vec::new();
+    for name in ["sp-sync", "sp-receiver"] {
+        let exe = bin.join(name);
+        std::fs::remove_file(&exe).ok();
+        std::fs::copy("/bin/sleep", &exe).unwrap();
+        children.push(Command::new(&exe).arg("300").spawn().unwrap());
+    }
+    let elsewhere = h.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::copy("/bin/sleep", elsewhere.join("sp-sync")).unwrap();
+    let other = Command::new(elsewhere.join("sp-sync"))
+        .arg("300")
+        .spawn()
+        .unwrap();
+    // Whatever happens below, the stand-in elsewhere ends with the test.
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut other = Reap(other);
+    assert_eq!(running_from(&bin).len(), 2, "{:?}", running_from(&bin));
+
+    let out = h.install(&["--uninstall"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&format!("stopped what ran from {}", bin.display())),
+        "{}",
+        text(&out.stdout)
+    );
+    for mut c in children {
+        let status = c.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGTERM),
+            "{status:?}"
+        );
+    }
+    assert_eq!(running_from(&bin), vec![]);
+    assert!(!bin.join("sp-sync").exists());
+    assert_eq!(
+        other.0.try_wait().unwrap(),
+        None,
+        "another sp-sync was stopped"
+    );
+}
