@@ -858,3 +858,91 @@ fn uninstall_leaves_nothing_running_from_its_binaries() {
         "another sp-sync was stopped"
     );
 }
+
+/// Issue 37: the test dependencies install changes no service. While scripts/deps-lib.sh's
+/// apt-get runs, a policy-rc.d refuses every start; a unit the install enabled (caddy's on
+/// port 80) is disabled again and a PostgreSQL cluster it made is dropped; what was enabled
+/// before stays. Against a folder standing in for / and a stand-in apt-get that does what
+/// Debian's caddy and postgresql packages do.
+#[test]
+fn test_deps_leave_no_service_enabled_or_started() {
+    let h = Home::new();
+    let sys = h.root.join("sys");
+    let fake = h.root.join("fakebin");
+    let log = h.root.join("calls.log");
+    let wants = sys.join("etc/systemd/system/multi-user.target.wants");
+    std::fs::create_dir_all(&wants).unwrap();
+    std::fs::create_dir_all(&fake).unwrap();
+    std::os::unix::fs::symlink("/lib/systemd/system/ssh.service", wants.join("ssh.service"))
+        .unwrap();
+    let script = |name: &str, body: &str| {
+        let p = fake.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/bash\nlog='{}'\nsys='{}'\n{body}",
+                log.display(),
+                sys.display()
+            ),
+        )
+        .unwrap();
+        set_mode(&p, 0o755);
+    };
+    // As the packages' scripts do: start the service through policy-rc.d's say, enable it,
+    // and postgresql-common makes the cluster `main`.
+    script(
+        "apt-get",
+        r#"echo "apt-get $*" >>"$log"
+[ "$1" = install ] || exit 0
+if [ -x "$sys/usr/sbin/policy-rc.d" ] && ! "$sys/usr/sbin/policy-rc.d" caddy.service start; then
+    echo "start refused" >>"$log"
+else
+    echo "caddy started" >>"$log"
+fi
+ln -s /lib/systemd/system/caddy.service "$sys/etc/systemd/system/multi-user.target.wants/caddy.service"
+mkdir -p "$sys/etc/postgresql/17/main"
+"#,
+    );
+    script("systemctl", r#"echo "systemctl $*" >>"$log""#);
+    script(
+        "pg_dropcluster",
+        r#"echo "pg_dropcluster $*" >>"$log"; rm -r "$sys/etc/postgresql/$2/$3""#,
+    );
+    script("sudo", r#"[ "$1" = -n ] && shift; exec "$@""#);
+    std::fs::create_dir_all(sys.join("usr/sbin")).unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            ". '{ROOT}/scripts/deps-lib.sh'; deps_apt /nonexistent/caddy:caddy /nonexistent/initdb:postgresql; echo \"missing: ${{deps_missing[*]}}\""
+        ))
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", fake.display()))
+        .env("SP_DEPS_SYSROOT", &sys)
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(
+        said.contains("missing: \n") || said.ends_with("missing: \n"),
+        "{said}"
+    );
+    assert!(
+        calls.contains("apt-get install -y -q caddy postgresql"),
+        "{calls}"
+    );
+    assert!(calls.contains("start refused"), "{calls}");
+    assert!(!calls.contains("caddy started"), "{calls}");
+    assert!(
+        calls.contains("systemctl disable --now caddy.service"),
+        "{calls}"
+    );
+    assert!(!calls.contains("ssh.service"), "{calls}");
+    assert!(calls.contains("pg_dropcluster --stop 17 main"), "{calls}");
+    assert!(said.contains("disabled caddy.service"), "{said}");
+    // As found: the policy gone, caddy not enabled, ssh still enabled, no cluster.
+    assert!(!sys.join("usr/sbin/policy-rc.d").exists());
+    assert!(std::fs::symlink_metadata(wants.join("caddy.service")).is_err());
+    assert!(std::fs::symlink_metadata(wants.join("ssh.service")).is_ok());
+    assert!(!sys.join("etc/postgresql/17/main").exists());
+}

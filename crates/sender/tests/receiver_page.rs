@@ -5,7 +5,8 @@
 //!    waits, the prompt appears on the page, Allow makes the hook print allow, the page shows
 //!    `delivered` and the prompt is gone; a prompt queued on the page is delivered at Stop; the
 //!    Stop button on a Claude Code session shows `unsupported`;
-//! 2. that test writes a phone-width screenshot with an open prompt to `docs/receiver-phone.png`;
+//! 2. that test takes a phone-width screenshot with an open prompt (under target/; with
+//!    `SP_UPDATE_DOCS_IMAGES=1` it refreshes `docs/receiver-phone.png`);
 //! 3. the page and its actions answer 401 without the login token, and with the sender's
 //!    bearer token alone (plus the cookie and CSRF rules);
 //! 4. the seed-era delivery fixtures pass against the binary.
@@ -26,7 +27,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/receiver-phone.png");
+/// The docs image this file's browser test shows (`docs/receiver-phone.png`); the test writes its
+/// screenshot to [`common::browser::docs_screenshot`], never over the tracked file.
+const DOCS_IMAGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/receiver-phone.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 
 // ---------------------------------------------------------------------------------------
@@ -694,9 +697,19 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     b.wait("article[data-session=\"claude-code:3f2a9c1e-other-session\"]");
 
     // 2. The phone-width screenshot with the open prompt.
-    std::fs::create_dir_all(Path::new(SCREENSHOT).parent().unwrap()).unwrap();
-    b.call(json!({"op": "screenshot", "path": SCREENSHOT}));
-    let png = std::fs::read(SCREENSHOT).unwrap();
+    let shot = common::browser::docs_screenshot("receiver-phone.png");
+    let docs_before = std::fs::read(DOCS_IMAGE).ok();
+    std::fs::create_dir_all(shot.parent().unwrap()).unwrap();
+    b.call(json!({"op": "screenshot", "path": shot}));
+    let png = std::fs::read(&shot).unwrap();
+    if shot != Path::new(DOCS_IMAGE) {
+        // A test run leaves the tracked image as it was (SP_UPDATE_DOCS_IMAGES=1 refreshes it).
+        assert_eq!(
+            std::fs::read(DOCS_IMAGE).ok(),
+            docs_before,
+            "the test rewrote {DOCS_IMAGE}"
+        );
+    }
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
     assert_eq!(width, 780, "390 CSS px at 2x");

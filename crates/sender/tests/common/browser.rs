@@ -44,6 +44,19 @@ pub fn missing_browser_deps() -> Option<String> {
     None
 }
 
+/// Where a browser test writes the screenshot that illustrates the docs as `docs/<name>`:
+/// the test's own temp folder under target/, so a test run changes no tracked file; with
+/// `SP_UPDATE_DOCS_IMAGES=1`, the docs image itself (the one way to refresh it).
+pub fn docs_screenshot(name: &str) -> std::path::PathBuf {
+    if std::env::var("SP_UPDATE_DOCS_IMAGES").is_ok_and(|v| v == "1") {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs")
+            .join(name)
+    } else {
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+    }
+}
+
 /// The driver process (`tests/browser/driver.mjs`).
 pub struct Browser {
     child: Child,
