@@ -1077,7 +1077,8 @@
     if (off.length) {
       const back = Math.min(...(state.snoozed || []).map((z) => Date.parse(z.until)).filter(Number.isFinite));
       const when = Number.isFinite(back) ? new Date(back - skew).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '';
-      later.textContent = off.length + (off.length === 1 ? ' prompt' : ' prompts') + ' put off with Not now' + (when ? '; back at ' + when : '') + '. The machine still waits.';
+      $('#inbox-later-text').textContent = off.length + (off.length === 1 ? ' prompt' : ' prompts') + ' put off with Not now' + (when ? '; back at ' + when : '') + '. The machine still waits.';
+      laterKeys = off.map((p) => p.key);
     }
     // A session's card points up here rather than holding its prompts.
     const per = new Map();
@@ -1159,7 +1160,23 @@
     }
   }
 
+  // "Show again": the prompts put off come back at once, on every page.
+  let laterKeys = [];
+  async function showAgain() {
+    const list = laterKeys.map((k) => {
+      const [session, id] = k.split('\n');
+      return { session, for: id };
+    });
+    if (!list.length) return;
+    try {
+      await post('/page/api/snooze', { prompts: list.slice(0, 200), undo: true });
+    } catch (e) {
+      $('#inbox-later-text').textContent = 'Not shown again: ' + e.message;
+    }
+  }
+
   function setupInbox() {
+    $('#show-again').addEventListener('click', showAgain);
     const say = $('#batch-status');
     $('#batch-allow').addEventListener('click', () => answerAll(selected, 'allow', say));
     $('#batch-deny').addEventListener('click', () => answerAll(selected, 'deny', say));
