@@ -728,6 +728,35 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         "{line}"
     );
     assert_ne!(b.text(&format!("{card} .state")), "needs you");
+    // Issue 37: after a reload the history still names the call and its outcome (the
+    // receiver keeps the prompt's tool and command with it), not the prompt's id.
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    b.wait(&format!("{answer}[data-status=\"delivered\"]"));
+    let line = b.text(&answer);
+    assert!(
+        line.contains("Allow Bash: echo hi > out.txt") && line.contains("delivered"),
+        "{line}"
+    );
+    assert!(!line.contains(CC_PERMISSION_ID), "{line}");
+
+    // A prompt nobody answers stays on the page as timed out, after a reload too.
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&machine.config).unwrap()).unwrap();
+    config["control"] = json!({"permission_wait_s": 3});
+    std::fs::write(&machine.config, config.to_string()).unwrap();
+    let mut late = ask.clone();
+    late["tool_input"]["command"] = json!("echo nobody > late.txt");
+    let out = machine.hook("sp-permission", &late);
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), "", "log: {}", machine.log());
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    let timed_out = format!("{card} .cleared li[data-ended=\"timeout\"]");
+    b.wait(&timed_out);
+    let line = b.text(&timed_out);
+    assert!(
+        line.contains("echo nobody > late.txt") && line.contains("timed out: nobody answered"),
+        "{line}"
+    );
 
     // A prompt queued on the page is delivered at the next Stop.
     let text = "please also update the changelog";

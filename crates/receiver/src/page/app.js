@@ -338,10 +338,13 @@
 
   function describe(m) {
     if (m.kind === 'permission.answer') {
-      const tool = tools.get(m.for);
+      // The call it answered: the receiver keeps it with the prompt (m.call), so the
+      // history names it after a reload too.
+      const tool = (m.call && m.call.tool) || tools.get(m.for);
+      const shown = m.call ? shownCommand(m.call) : '';
       const verb = m.decision === 'allow' ? 'Allow' : 'Deny';
       const how = m.scope === 'session' ? ' for the session' : m.interrupt ? ' and stop' : m.input ? ' (edited)' : '';
-      return verb + ' ' + (tool || m.for) + how + (m.note ? ' — “' + short(m.note, 40) + '”' : '');
+      return verb + ' ' + (tool || m.for) + (shown ? ': ' + short(shown, 60) : '') + how + (m.note ? ' — “' + short(m.note, 40) + '”' : '');
     }
     if (m.kind === 'prompt') return (MODE_LABEL[m.mode] || 'Prompt') + ' “' + short(m.text, 60) + '”';
     if (m.kind === 'cancel') return 'Stop';
@@ -812,7 +815,7 @@
   const answeredHere = new Set(); // attention ids this page sent an answer for
   const ENDED = {
     terminal: 'answered in the terminal',
-    timeout: 'timed out',
+    timeout: 'timed out: nobody answered',
     cancelled: 'ended with the session',
     unknown: 'ended',
   };
@@ -824,7 +827,8 @@
       ul.className = 'cleared';
       $('.attentions', card).after(ul);
     }
-    const ended = (s.cleared || []).filter((c) => shownOpen.has(c.attention_id));
+    // A prompt nobody answered stays listed, on a page opened (or reloaded) after it too.
+    const ended = (s.cleared || []).filter((c) => shownOpen.has(c.attention_id) || c.ended === 'timeout');
     ul.replaceChildren(...ended.map((c) => {
       const li = document.createElement('li');
       li.dataset.cleared = c.attention_id;
