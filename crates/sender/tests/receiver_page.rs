@@ -746,11 +746,22 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     std::fs::write(&machine.config, config.to_string()).unwrap();
     let mut late = ask.clone();
     late["tool_input"]["command"] = json!("echo nobody > late.txt");
-    let out = machine.hook("sp-permission", &late);
+    let hook = machine.spawn_hook("sp-permission", &late);
+    // Put off with Not now while the hook waits: once the hook gives up, the page says so
+    // (not "needs you", nothing left put off) without waiting for Not now's time.
+    let item = "#inbox-list .inbox-item";
+    b.wait(item);
+    assert!(b.text(item).contains("echo nobody > late.txt"));
+    b.click(&format!("{item} button.not-now"));
+    b.wait("#inbox-later:not([hidden])");
+    let out = finish(hook, Duration::from_secs(30));
     assert!(out.status.success());
     assert_eq!(stdout(&out), "", "log: {}", machine.log());
-    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
     let timed_out = format!("{card} .cleared li[data-ended=\"timeout\"]");
+    b.wait(&timed_out);
+    b.call(json!({"op": "wait", "selector": "#inbox-later", "state": "hidden"}));
+    assert_ne!(b.text(&format!("{card} .state")), "needs you");
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
     b.wait(&timed_out);
     let line = b.text(&timed_out);
     assert!(
