@@ -27,9 +27,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The docs image this file's browser test shows (`docs/receiver-phone.png`); the test writes its
-/// screenshot to [`common::browser::docs_screenshot`], never over the tracked file.
-const DOCS_IMAGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/receiver-phone.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 
 // ---------------------------------------------------------------------------------------
@@ -697,19 +694,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     b.wait("article[data-session=\"claude-code:3f2a9c1e-other-session\"]");
 
     // 2. The phone-width screenshot with the open prompt.
-    let shot = common::browser::docs_screenshot("receiver-phone.png");
-    let docs_before = std::fs::read(DOCS_IMAGE).ok();
-    std::fs::create_dir_all(shot.parent().unwrap()).unwrap();
-    b.call(json!({"op": "screenshot", "path": shot}));
-    let png = std::fs::read(&shot).unwrap();
-    if shot != Path::new(DOCS_IMAGE) {
-        // A test run leaves the tracked image as it was (SP_UPDATE_DOCS_IMAGES=1 refreshes it).
-        assert_eq!(
-            std::fs::read(DOCS_IMAGE).ok(),
-            docs_before,
-            "the test rewrote {DOCS_IMAGE}"
-        );
-    }
+    let png = common::browser::docs_screenshot(&mut b, "receiver-phone.png");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
     assert_eq!(width, 780, "390 CSS px at 2x");

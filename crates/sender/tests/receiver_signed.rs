@@ -27,12 +27,6 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The docs image this file's browser test shows (`docs/receiver-pairing.png`); the test writes its
-/// screenshot to [`common::browser::docs_screenshot`], never over the tracked file.
-const DOCS_IMAGE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../docs/receiver-pairing.png"
-);
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 const SESSION: &str = "5b0e8c1d-2f3a-4b5c-8d6e-7f8091a2b3c4";
 
@@ -188,19 +182,7 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
         .unwrap()
         .to_owned();
     assert_eq!(shown, digits, "the page shows the terminal's digits");
-    let shot = common::browser::docs_screenshot("receiver-pairing.png");
-    let docs_before = std::fs::read(DOCS_IMAGE).ok();
-    std::fs::create_dir_all(shot.parent().unwrap()).unwrap();
-    b.call(json!({"op": "screenshot", "path": shot}));
-    let png = std::fs::read(&shot).unwrap();
-    if shot != Path::new(DOCS_IMAGE) {
-        // A test run leaves the tracked image as it was (SP_UPDATE_DOCS_IMAGES=1 refreshes it).
-        assert_eq!(
-            std::fs::read(DOCS_IMAGE).ok(),
-            docs_before,
-            "the test rewrote {DOCS_IMAGE}"
-        );
-    }
+    let png = common::browser::docs_screenshot(&mut b, "receiver-pairing.png");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 
     b.click("#pair-approve");
