@@ -176,7 +176,7 @@ receiver_install() {
         mkdir -p "$unit_dir"
         # Type=notify: it says READY=1, then pings the watchdog while GET /healthz answers
         # over loopback; a hung server is restarted. Each connection costs a descriptor.
-        printf '[Unit]\nDescription=sessionpipe receiver (page at http://127.0.0.1:%s/)\n[Service]\nType=notify\nNotifyAccess=main\nExecStart=%s\nRestart=always\nRestartSec=2\nWatchdogSec=30\nLimitNOFILE=65536\n[Install]\nWantedBy=default.target\n' \
+        printf '[Unit]\nDescription=sessionpipe receiver (page at http://localhost:%s/)\n[Service]\nType=notify\nNotifyAccess=main\nExecStart=%s\nRestart=always\nRestartSec=2\nWatchdogSec=30\nLimitNOFILE=65536\n[Install]\nWantedBy=default.target\n' \
             "$receiver_port" "$bin/sp-receiver" >"$unit"
         systemctl --user daemon-reload && systemctl --user enable --now sp-receiver.service
         say "started sp-receiver as the systemd user service sp-receiver.service"
@@ -207,7 +207,8 @@ receiver_install() {
             say "then pair once, from this terminal: sp pair local (approve on the page with a passkey; until then nothing the page sends runs)"
         fi
     else
-        say "the receiver's page: http://127.0.0.1:$receiver_port/ (your login link: sp-receiver --login-url)"
+        # localhost, never the IP address: passkeys cannot live on an address.
+        say "the receiver's page: http://localhost:$receiver_port/ (your login link: sp-receiver --login-url)"
     fi
 }
 
@@ -227,6 +228,37 @@ receiver_uninstall() {
     fi
 }
 
+# The processes running one of $bin's programs that install.sh or the hooks start: sp-sync
+# (cron's, `--daemon`, or the hooks' `--while-live`) and the local sp-receiver. Found by
+# their executable (/proc/PID/exe, " (deleted)" once the file is gone), so a copy elsewhere
+# (another checkout's, a developer's) is never touched. sp-acp is left alone: it carries an
+# agent's own stdio and ends with it.
+started_by_us() {
+    local p exe
+    for p in /proc/[0-9]*; do
+        exe=$(readlink "$p/exe" 2>/dev/null) || continue
+        exe=${exe% (deleted)}
+        case $exe in "$bin/sp-sync" | "$bin/sp-receiver") echo "${p#/proc/}" ;; esac
+    done
+}
+# Stops them (TERM, then KILL after 5 s): after uninstall nothing keeps running from a
+# deleted binary.
+stop_started() {
+    local pids i=0
+    pids=$(started_by_us)
+    [ -n "$pids" ] || return 0
+    if [ -n "$dry_run" ]; then
+        say "would stop what runs from $bin (pid $(echo $pids))"
+        return 0
+    fi
+    # shellcheck disable=SC2086
+    kill -TERM $pids 2>/dev/null || true
+    while [ -n "$(started_by_us)" ] && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    pids=$(started_by_us)
+    # shellcheck disable=SC2086
+    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+    say "stopped what ran from $bin (sp-sync, sp-receiver)"
+}
 
 if [ "$mode" = uninstall ]; then
     # Prefer the installed sp; a fresh build serves when it is gone.
@@ -241,6 +273,8 @@ if [ "$mode" = uninstall ]; then
             if [ -n "$dry_run" ]; then say "would remove $bin/$b"; else rm -f "$bin/$b"; say "removed $bin/$b"; fi
         fi
     done
+    # After the binaries are gone, so a hook still finishing cannot start sp-sync again.
+    stop_started
     # What stays: yours to keep or remove.
     kept=()
     for f in "$config_file" "$token_file" "$login_file" "$state_dir"; do

@@ -11,6 +11,8 @@ deps_dir="$deps_root/.deps"
 # on PATH (scripts/test.sh and e2e/run.sh put it there).
 deps_node_version=22.23.5
 deps_missing=()
+# Where the system's files are: / (a test points it at a folder of its own).
+deps_sysroot=${SP_DEPS_SYSROOT:-}
 
 deps_say() { printf '%s: %s\n' "${deps_me:-deps}" "$*"; }
 
@@ -59,10 +61,46 @@ deps_apt() {
     fi
     deps_say "installing ${want[*]} (apt-get)"
     export DEBIAN_FRONTEND=noninteractive
+    # The tests leave the system as they found it: no service of these packages (caddy's on
+    # port 80, postgresql's cluster `main` on 5432) is started or enabled. A policy-rc.d that
+    # refuses every start while apt runs (only when there is none already), then the units
+    # the install enabled are disabled again and a cluster it made is dropped.
+    local policy=$deps_sysroot/usr/sbin/policy-rc.d own_policy= wants_before clusters_before
+    wants_before=$(deps_enabled_units)
+    clusters_before=$(deps_pg_clusters)
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# scripts/deps-lib.sh: no service starts while the test dependencies install\nexit 101\n' \
+            | "${sudo[@]}" tee "$policy" >/dev/null && "${sudo[@]}" chmod 755 "$policy" && own_policy=1
+    fi
     if ! { "${sudo[@]}" apt-get update -q && "${sudo[@]}" apt-get install -y -q "${want[@]}"; }; then
         deps_missing+=("${want[@]}")
         deps_say "apt-get could not install ${want[*]}"
     fi
+    [ -z "$own_policy" ] || "${sudo[@]}" rm -f "$policy"
+    local unit cluster
+    for unit in $(comm -13 <(echo "$wants_before") <(deps_enabled_units)); do
+        if command -v systemctl >/dev/null 2>&1; then
+            "${sudo[@]}" systemctl disable --now "$unit" >/dev/null 2>&1 \
+                || "${sudo[@]}" systemctl disable "$unit" >/dev/null 2>&1 || true
+        fi
+        # Without systemctl (or where it refused): the links that enable it, by hand.
+        "${sudo[@]}" find "$deps_sysroot/etc/systemd/system" -path "*.wants/$unit" -type l -delete 2>/dev/null || true
+        deps_say "disabled $unit, which installing ${want[*]} enabled (the tests start their own servers)"
+    done
+    for cluster in $(comm -13 <(echo "$clusters_before") <(deps_pg_clusters)); do
+        "${sudo[@]}" pg_dropcluster --stop "${cluster%/*}" "${cluster#*/}" 2>/dev/null \
+            && deps_say "dropped the PostgreSQL cluster ${cluster} the package made (the tests make throwaway ones)"
+    done
+}
+
+# The systemd units enabled through links in /etc/systemd/system/*.wants, sorted.
+deps_enabled_units() {
+    find "$deps_sysroot/etc/systemd/system" -path '*.wants/*' -type l -printf '%f\n' 2>/dev/null | sort -u
+}
+
+# PostgreSQL's clusters as VERSION/NAME (Debian's /etc/postgresql layout), sorted.
+deps_pg_clusters() {
+    find "$deps_sysroot/etc/postgresql" -mindepth 2 -maxdepth 2 -type d -printf '%P\n' 2>/dev/null | sort -u
 }
 
 # The major version of `node` on PATH, or 0.

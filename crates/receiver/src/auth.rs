@@ -329,7 +329,59 @@ pub(crate) async fn page_host(State(app): State<AppState>, req: Request, next: N
         );
         return ApiError::new(StatusCode::FORBIDDEN, "host_not_allowed").into_response();
     }
+    if let Some(to) = passkey_home(&app, &req) {
+        return (
+            StatusCode::TEMPORARY_REDIRECT,
+            [(axum::http::header::LOCATION, to)],
+        )
+            .into_response();
+    }
     next.run(req).await
+}
+
+/// The HTML pages a person opens by address; only these move to a name (`passkey_home`):
+/// the page's API, its static files and the protocol answer wherever they are asked.
+const PAGE_DOCUMENTS: [&str; 3] = ["/", "/pair", "/login"];
+
+/// Where a page a browser opened at an IP address (`http://127.0.0.1:PORT/`, `[::1]`) should be opened
+/// instead, when passkeys matter here (an rp id is set): WebAuthn refuses IP addresses, so
+/// there login works but nothing can be allowed. `--public-url` with the same path, else
+/// `localhost` on the same port. `None`: serve it here.
+fn passkey_home(app: &AppState, req: &Request) -> Option<String> {
+    let o = &app.shared.opts;
+    o.rp_id.as_ref()?;
+    // A browser opening a page asks for HTML (every browser's navigation says `text/html`);
+    // a script asking for the page at the address gets it where it asked.
+    let browser = header(req.headers(), "accept").is_some_and(|a| a.contains("text/html"));
+    if !browser
+        || !matches!(
+            *req.method(),
+            axum::http::Method::GET | axum::http::Method::HEAD
+        )
+        || !PAGE_DOCUMENTS.contains(&req.uri().path())
+    {
+        return None;
+    }
+    let asked = asked_host(app, req.headers())?;
+    let (host, port) = split_host(&asked);
+    host.parse::<IpAddr>().ok()?;
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/", axum::http::uri::PathAndQuery::as_str);
+    Some(match &o.public_url {
+        Some(u) => format!("{}{path}", u.trim_end_matches('/')),
+        None => {
+            let scheme = if is_https(app, req.headers()) {
+                "https"
+            } else {
+                "http"
+            };
+            // No port in `Host`: the scheme's own, so none in the name either.
+            let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+            format!("{scheme}://localhost{port}{path}")
+        }
+    })
 }
 
 /// Whether a browser request comes from this origin: `Origin`, when sent, must be this host

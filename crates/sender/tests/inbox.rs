@@ -343,6 +343,22 @@ fn the_inbox_lists_oldest_first_counts_in_the_title_puts_off_and_denies_a_mixed_
         json!(ids).as_array().unwrap().clone(),
         "back in its place"
     );
+    // Not now undone: Show again brings it back on both pages at once, long before its time.
+    let put_off = Instant::now();
+    a.click(&format!(
+        ".inbox-item[data-for=\"{}\"] button.not-now",
+        ids[1]
+    ));
+    second.gone(&two);
+    a.wait("#inbox-later:not([hidden]) #show-again");
+    a.click("#show-again");
+    second.wait(&two);
+    a.wait(&two);
+    assert!(
+        put_off.elapsed() < Duration::from_secs(WINDOW_S),
+        "{:?}",
+        put_off.elapsed()
+    );
 
     // Deny all on a mixed selection (the first and the third): Allow all is not offered.
     a.call(json!({"op": "wait", "selector": "#inbox-batch", "state": "hidden"}));
@@ -484,6 +500,49 @@ mod pushes {
             .unwrap()
             .iter()
             .any(|l| l["what"] == what && l["result"].as_str().unwrap_or_default().contains(result))
+    }
+
+    /// Issue 37: "Not now" can be undone. "Show again" brings the prompts put off back on
+    /// every page at once, long before their time is up.
+    #[test]
+    fn show_again_brings_a_prompt_put_off_back_at_once() {
+        let r = Receiver::start(ReceiverOptions {
+            login_token: Some(LOGIN.into()),
+            not_now_s: 900,
+            ..ReceiverOptions::default()
+        })
+        .unwrap();
+        needed(&r, 0, "perm-1", "attention.needed");
+        let prompts = json!([{"session": "codex:inbox-s1", "for": "perm-1"}]);
+        let (s, v) = page(
+            &r,
+            "POST",
+            "/page/api/snooze",
+            Some(json!({"prompts": prompts})),
+        );
+        assert_eq!((s, &v["snoozed"]), (200, &json!(["perm-1"])), "{v}");
+        let (_, state) = page(&r, "GET", "/page/api/state", None);
+        assert_eq!(state["snoozed"][0]["for"], "perm-1", "{state}");
+
+        let (s, v) = page(
+            &r,
+            "POST",
+            "/page/api/snooze",
+            Some(json!({"prompts": prompts, "undo": true})),
+        );
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v, json!({"shown": ["perm-1"], "gone": []}));
+        let (_, state) = page(&r, "GET", "/page/api/state", None);
+        assert_eq!(state["snoozed"], json!([]), "{state}");
+        // A prompt no longer open has nothing to bring back.
+        let gone = json!([{"session": "codex:inbox-s1", "for": "perm-nope"}]);
+        let (_, v) = page(
+            &r,
+            "POST",
+            "/page/api/snooze",
+            Some(json!({"prompts": gone, "undo": true})),
+        );
+        assert_eq!(v, json!({"shown": [], "gone": ["perm-nope"]}));
     }
 
     #[test]

@@ -766,3 +766,183 @@ fn a_new_sp_sync_stops_the_old_one_running_from_the_same_folder() {
         std::fs::read(bin_dir().join("sp-sync")).unwrap()
     );
 }
+
+/// Issue 37: every page address install.sh prints (and the unit it writes describes) is one
+/// where passkeys work: localhost, never the IP address the receiver listens on.
+#[test]
+fn install_sh_names_the_page_at_localhost() {
+    let script = std::fs::read_to_string(format!("{ROOT}/install.sh")).unwrap();
+    let pages: Vec<&str> = script
+        .lines()
+        .filter(|l| l.contains("page") && l.contains("http://"))
+        .collect();
+    assert!(pages.len() >= 2, "{pages:#?}");
+    for line in pages {
+        assert!(!line.contains("http://127.0.0.1"), "{line}");
+        assert!(line.contains("http://localhost:"), "{line}");
+    }
+}
+
+/// The processes whose executable is one of `dir`'s files (gone or not).
+fn running_from(dir: &Path) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(exe) = std::fs::read_link(e.path().join("exe")) {
+            let exe = exe.to_string_lossy().into_owned();
+            if exe.starts_with(&format!("{}/", dir.display())) {
+                found.push((pid, exe));
+            }
+        }
+    }
+    found
+}
+
+/// Issue 37: uninstall stops what install.sh or the hooks started from its binaries (sp-sync,
+/// the hooks' `--while-live` one among them, and the local sp-receiver), so nothing keeps
+/// running from a deleted binary; a program of the same name elsewhere is left running.
+#[test]
+fn uninstall_leaves_nothing_running_from_its_binaries() {
+    let h = Home::new();
+    assert!(h.install(&[]).status.success());
+    let bin = h.prefix.join("bin");
+    // Stand-ins that stay up as the real ones do (the real sp-sync --while-live exits once
+    // no session is live, which would prove nothing): sleep, under our names.
+    let mut children = Vec::new();
+    for name in ["sp-sync", "sp-receiver"] {
+        let exe = bin.join(name);
+        std::fs::remove_file(&exe).ok();
+        std::fs::copy("/bin/sleep", &exe).unwrap();
+        children.push(Command::new(&exe).arg("300").spawn().unwrap());
+    }
+    let elsewhere = h.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::copy("/bin/sleep", elsewhere.join("sp-sync")).unwrap();
+    let other = Command::new(elsewhere.join("sp-sync"))
+        .arg("300")
+        .spawn()
+        .unwrap();
+    // Whatever happens below, the stand-in elsewhere ends with the test.
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut other = Reap(other);
+    assert_eq!(running_from(&bin).len(), 2, "{:?}", running_from(&bin));
+
+    let out = h.install(&["--uninstall"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&format!("stopped what ran from {}", bin.display())),
+        "{}",
+        text(&out.stdout)
+    );
+    for mut c in children {
+        let status = c.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGTERM),
+            "{status:?}"
+        );
+    }
+    assert_eq!(running_from(&bin), vec![]);
+    assert!(!bin.join("sp-sync").exists());
+    assert_eq!(
+        other.0.try_wait().unwrap(),
+        None,
+        "another sp-sync was stopped"
+    );
+}
+
+/// Issue 37: the test dependencies install changes no service. While scripts/deps-lib.sh's
+/// apt-get runs, a policy-rc.d refuses every start; a unit the install enabled (caddy's on
+/// port 80) is disabled again and a PostgreSQL cluster it made is dropped; what was enabled
+/// before stays. Against a folder standing in for / and a stand-in apt-get that does what
+/// Debian's caddy and postgresql packages do.
+#[test]
+fn test_deps_leave_no_service_enabled_or_started() {
+    let h = Home::new();
+    let sys = h.root.join("sys");
+    let fake = h.root.join("fakebin");
+    let log = h.root.join("calls.log");
+    let wants = sys.join("etc/systemd/system/multi-user.target.wants");
+    std::fs::create_dir_all(&wants).unwrap();
+    std::fs::create_dir_all(&fake).unwrap();
+    std::os::unix::fs::symlink("/lib/systemd/system/ssh.service", wants.join("ssh.service"))
+        .unwrap();
+    let script = |name: &str, body: &str| {
+        let p = fake.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/bash\nlog='{}'\nsys='{}'\n{body}",
+                log.display(),
+                sys.display()
+            ),
+        )
+        .unwrap();
+        set_mode(&p, 0o755);
+    };
+    // As the packages' scripts do: start the service through policy-rc.d's say, enable it,
+    // and postgresql-common makes the cluster `main`.
+    script(
+        "apt-get",
+        r#"echo "apt-get $*" >>"$log"
+[ "$1" = install ] || exit 0
+if [ -x "$sys/usr/sbin/policy-rc.d" ] && ! "$sys/usr/sbin/policy-rc.d" caddy.service start; then
+    echo "start refused" >>"$log"
+else
+    echo "caddy started" >>"$log"
+fi
+ln -s /lib/systemd/system/caddy.service "$sys/etc/systemd/system/multi-user.target.wants/caddy.service"
+mkdir -p "$sys/etc/postgresql/17/main"
+"#,
+    );
+    script("systemctl", r#"echo "systemctl $*" >>"$log""#);
+    script(
+        "pg_dropcluster",
+        r#"echo "pg_dropcluster $*" >>"$log"; rm -r "$sys/etc/postgresql/$2/$3""#,
+    );
+    script("sudo", r#"[ "$1" = -n ] && shift; exec "$@""#);
+    std::fs::create_dir_all(sys.join("usr/sbin")).unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            ". '{ROOT}/scripts/deps-lib.sh'; deps_apt /nonexistent/caddy:caddy /nonexistent/initdb:postgresql; echo \"missing: ${{deps_missing[*]}}\""
+        ))
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", fake.display()))
+        .env("SP_DEPS_SYSROOT", &sys)
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(
+        said.contains("missing: \n") || said.ends_with("missing: \n"),
+        "{said}"
+    );
+    assert!(
+        calls.contains("apt-get install -y -q caddy postgresql"),
+        "{calls}"
+    );
+    assert!(calls.contains("start refused"), "{calls}");
+    assert!(!calls.contains("caddy started"), "{calls}");
+    assert!(
+        calls.contains("systemctl disable --now caddy.service"),
+        "{calls}"
+    );
+    assert!(!calls.contains("ssh.service"), "{calls}");
+    assert!(calls.contains("pg_dropcluster --stop 17 main"), "{calls}");
+    assert!(said.contains("disabled caddy.service"), "{said}");
+    // As found: the policy gone, caddy not enabled, ssh still enabled, no cluster.
+    assert!(!sys.join("usr/sbin/policy-rc.d").exists());
+    assert!(std::fs::symlink_metadata(wants.join("caddy.service")).is_err());
+    assert!(std::fs::symlink_metadata(wants.join("ssh.service")).is_ok());
+    assert!(!sys.join("etc/postgresql/17/main").exists());
+}

@@ -5,7 +5,8 @@
 //!    waits, the prompt appears on the page, Allow makes the hook print allow, the page shows
 //!    `delivered` and the prompt is gone; a prompt queued on the page is delivered at Stop; the
 //!    Stop button on a Claude Code session shows `unsupported`;
-//! 2. that test writes a phone-width screenshot with an open prompt to `docs/receiver-phone.png`;
+//! 2. that test takes a phone-width screenshot with an open prompt (under target/; with
+//!    `SP_UPDATE_DOCS_IMAGES=1` it refreshes `docs/receiver-phone.png`);
 //! 3. the page and its actions answer 401 without the login token, and with the sender's
 //!    bearer token alone (plus the cookie and CSRF rules);
 //! 4. the seed-era delivery fixtures pass against the binary.
@@ -26,7 +27,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const SCREENSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/receiver-phone.png");
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 
 // ---------------------------------------------------------------------------------------
@@ -659,6 +659,12 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     // The page wants the login token: the login form, answered 401.
     let first = b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
     assert_eq!(first["status"], 401);
+    // Opened at 127.0.0.1, it is at localhost now: where a passkey can be made and used.
+    let port = receiver.url.rsplit(':').next().unwrap();
+    assert_eq!(
+        b.call(json!({"op": "url"}))["url"],
+        json!(format!("http://localhost:{port}/"))
+    );
     b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
     b.click("#login-form button[type=submit]");
     b.wait("#conn[data-state=\"live\"]");
@@ -688,9 +694,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     b.wait("article[data-session=\"claude-code:3f2a9c1e-other-session\"]");
 
     // 2. The phone-width screenshot with the open prompt.
-    std::fs::create_dir_all(Path::new(SCREENSHOT).parent().unwrap()).unwrap();
-    b.call(json!({"op": "screenshot", "path": SCREENSHOT}));
-    let png = std::fs::read(SCREENSHOT).unwrap();
+    let png = common::browser::docs_screenshot(&mut b, "receiver-phone.png");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
     assert_eq!(width, 780, "390 CSS px at 2x");
@@ -709,6 +713,46 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         "{line}"
     );
     assert_ne!(b.text(&format!("{card} .state")), "needs you");
+    // Issue 37: after a reload the history still names the call and its outcome (the
+    // receiver keeps the prompt's tool and command with it), not the prompt's id.
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    b.wait(&format!("{answer}[data-status=\"delivered\"]"));
+    let line = b.text(&answer);
+    assert!(
+        line.contains("Allow Bash: echo hi > out.txt") && line.contains("delivered"),
+        "{line}"
+    );
+    assert!(!line.contains(CC_PERMISSION_ID), "{line}");
+
+    // A prompt nobody answers stays on the page as timed out, after a reload too.
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&machine.config).unwrap()).unwrap();
+    config["control"] = json!({"permission_wait_s": 3});
+    std::fs::write(&machine.config, config.to_string()).unwrap();
+    let mut late = ask.clone();
+    late["tool_input"]["command"] = json!("echo nobody > late.txt");
+    let hook = machine.spawn_hook("sp-permission", &late);
+    // Put off with Not now while the hook waits: once the hook gives up, the page says so
+    // (not "needs you", nothing left put off) without waiting for Not now's time.
+    let item = "#inbox-list .inbox-item";
+    b.wait(item);
+    assert!(b.text(item).contains("echo nobody > late.txt"));
+    b.click(&format!("{item} button.not-now"));
+    b.wait("#inbox-later:not([hidden])");
+    let out = finish(hook, Duration::from_secs(30));
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), "", "log: {}", machine.log());
+    let timed_out = format!("{card} .cleared li[data-ended=\"timeout\"]");
+    b.wait(&timed_out);
+    b.call(json!({"op": "wait", "selector": "#inbox-later", "state": "hidden"}));
+    assert_ne!(b.text(&format!("{card} .state")), "needs you");
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    b.wait(&timed_out);
+    let line = b.text(&timed_out);
+    assert!(
+        line.contains("echo nobody > late.txt") && line.contains("timed out: nobody answered"),
+        "{line}"
+    );
 
     // A prompt queued on the page is delivered at the next Stop.
     let text = "please also update the changelog";

@@ -27,10 +27,6 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const SCREENSHOT: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../docs/receiver-pairing.png"
-);
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
 const SESSION: &str = "5b0e8c1d-2f3a-4b5c-8d6e-7f8091a2b3c4";
 
@@ -186,9 +182,7 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
         .unwrap()
         .to_owned();
     assert_eq!(shown, digits, "the page shows the terminal's digits");
-    std::fs::create_dir_all(Path::new(SCREENSHOT).parent().unwrap()).unwrap();
-    b.call(json!({"op": "screenshot", "path": SCREENSHOT}));
-    let png = std::fs::read(SCREENSHOT).unwrap();
+    let png = common::browser::docs_screenshot(&mut b, "receiver-pairing.png");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 
     b.click("#pair-approve");
@@ -326,6 +320,87 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     assert!(v["reason"].as_str().unwrap().contains(text), "{v}");
     b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
     assert!(receiver.running.log().contains("listening on"));
+}
+
+/// Passkeys cannot live on an IP address: the real sp-receiver sends the browser that opened
+/// its page at `127.0.0.1` (or `[::1]`) to `localhost`, same port and path, or to the
+/// `--public-url`; everything else (the protocol sp-sync speaks, the page's API, its files)
+/// answers where it is asked.
+#[test]
+fn the_page_at_an_ip_address_sends_the_browser_to_localhost() {
+    use common::http::get;
+    // What a browser's navigation asks for.
+    const HTML: &str = "text/html,application/xhtml+xml,*/*;q=0.8";
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"));
+    let port = receiver.port;
+    for (path, host) in [
+        ("/", None),
+        ("/pair?code=abc", None),
+        ("/login", None),
+        ("/", Some(format!("[::1]:{port}"))),
+    ] {
+        let mut headers: Vec<(&str, &str)> = host.iter().map(|h| ("host", h.as_str())).collect();
+        headers.push(("accept", HTML));
+        let r = get(&format!("{}{path}", receiver.url), &headers);
+        assert_eq!(r.status, 307, "GET {path} ({host:?}): {r:?}");
+        assert_eq!(
+            r.header("location"),
+            Some(format!("http://localhost:{port}{path}").as_str()),
+            "GET {path} ({host:?})"
+        );
+    }
+    // At localhost the page itself answers (the login form, logged out).
+    let page = format!("http://localhost:{port}");
+    let r = get(
+        &format!("{}/", receiver.url),
+        &[("host", &page[7..]), ("accept", HTML)],
+    );
+    assert_eq!(r.status, 401, "{r:?}");
+    // A script that asks for the page at the address (no HTML in `accept`) gets it there.
+    let r = get(&format!("{}/", receiver.url), &[]);
+    assert_eq!(r.status, 401, "{r:?}");
+    // Nothing else moves: the protocol, the page's API and its static files.
+    let bearer = format!("Bearer {TOKEN}");
+    for (path, headers, status) in [
+        ("/.well-known/sessionpipe", vec![], Some(200)),
+        ("/healthz", vec![], Some(200)),
+        ("/assets/app.js", vec![], Some(200)),
+        ("/page/api/state", vec![], Some(401)),
+        (
+            "/api/sessionpipe/v1/control?wait=0",
+            vec![("authorization", bearer.as_str())],
+            None,
+        ),
+    ] {
+        let mut headers = headers;
+        headers.push(("accept", HTML));
+        let r = get(&format!("{}{path}", receiver.url), &headers);
+        assert_ne!(r.status, 307, "GET {path}: {r:?}");
+        if let Some(status) = status {
+            assert_eq!(r.status, status, "GET {path}: {r:?}");
+        }
+        assert_eq!(r.header("location"), None, "GET {path}");
+    }
+    // POST /login is not moved either (a form posted there answers there).
+    let r = common::http::post(
+        &format!("{}/login", receiver.url),
+        &[("accept", HTML)],
+        "application/x-www-form-urlencoded",
+        "token=wrong",
+    );
+    assert_ne!(r.status, 307, "{r:?}");
+
+    // With --public-url, the page at the IP address goes there.
+    let public = "https://pipe.example.org";
+    let other =
+        common::receiver::SpReceiver::start(&dir.path().join("public"), &["--public-url", public]);
+    let r = get(&format!("{}/pair?code=xyz", other.url), &[("accept", HTML)]);
+    assert_eq!(r.status, 307, "{r:?}");
+    assert_eq!(
+        r.header("location"),
+        Some("https://pipe.example.org/pair?code=xyz")
+    );
 }
 
 // ---------------------------------------------------------------------------------------

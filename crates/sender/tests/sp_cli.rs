@@ -245,6 +245,15 @@ fn doctor_passes_a_healthy_setup_and_measures_hook_latency() {
     assert!(text.contains("passes the integrity check"), "{text}");
     assert!(text.contains("hook latency: median"), "{text}");
     assert!(text.contains("over 20 runs"), "{text}");
+    // The page's address it names is one where passkeys work: localhost, not the IP address.
+    let port = env.receiver.url().rsplit(':').next().unwrap().to_owned();
+    assert!(
+        text.contains(&format!(
+            "[ok]   sink phone: sp-receiver healthy; its page: http://localhost:{port}/"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("127.0.0.1"), "{text}");
     // Only warnings (no crontab, no harness) remain: exit 0.
     assert!(!text.contains("[FAIL]"), "{text}");
     assert_eq!(out.status.code(), Some(0));
@@ -323,6 +332,13 @@ fn sink_add_checks_the_well_known_and_writes_a_private_config() {
         .map(|s| s["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, vec!["localhost", "localhost-2"]);
+    // The table names the page of each sink on this machine at localhost, where passkeys work.
+    let port = url.rsplit(':').next().unwrap();
+    let text = stdout(&sp(&env, &["sink", "list"]));
+    assert!(
+        text.contains(&format!("The page of localhost: http://localhost:{port}/ ")),
+        "{text}"
+    );
     // The config it writes is one sp-sync runs with.
     session_start(&env, CC_SESSION);
     assert!(env.sync_once().status.success());

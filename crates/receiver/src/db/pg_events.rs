@@ -34,8 +34,9 @@ use super::machines::SESSION_MACHINE;
 use super::pg::PgStore;
 use super::pg_wake::announce;
 use super::sessions::{
-    ack_code, answer_for, attention_view, cleared_view, message_status_view, session_view,
-    SessionRow, CLEARED_FOR_MS, CLEARED_LISTED, OPEN_ATTENTIONS, PAGE_MESSAGES, PAGE_SESSIONS,
+    ack_code, answer_for, attention_view, cleared_view, message_status_view, name_calls,
+    session_view, SessionRow, ANSWERED_CALL, CLEARED_FOR_MS, CLEARED_LISTED, OPEN_ATTENTIONS,
+    PAGE_MESSAGES, PAGE_SESSIONS,
 };
 use super::snoozes::UNSNOOZE;
 use super::store::EventStore;
@@ -235,6 +236,7 @@ impl EventStore for PgStore {
         let cleared = tx.prepare(&q(CLEARED))?;
         let answers = tx.prepare(&q(DELIVERED_ANSWERS))?;
         let messages = tx.prepare(&q(MESSAGES))?;
+        let call = tx.prepare(&q(ANSWERED_CALL))?;
         let since = fmt_ms(now_ms - CLEARED_FOR_MS);
         for r in rows {
             let row = SessionRow {
@@ -285,7 +287,7 @@ impl EventStore for PgStore {
                     cleared_view(id, r.get(1), r.get(2), r.get(3), r.get(4), page)
                 })
                 .collect();
-            let listed = tx
+            let mut listed: Vec<Value> = tx
                 .query(&messages, &[&key, &(PAGE_MESSAGES as i64)])?
                 .iter()
                 .map(|r| {
@@ -302,6 +304,12 @@ impl EventStore for PgStore {
                     )
                 })
                 .collect();
+            name_calls(&mut listed, |id| {
+                Ok::<_, anyhow::Error>(
+                    tx.query_opt(&call, &[&key, &pg_text(Some(id.into()))])?
+                        .map(|r| (r.get(0), r.get(1), r.get(2))),
+                )
+            })?;
             out.push(session_view(row, attentions, ended, listed));
         }
         tx.commit()?;

@@ -1,7 +1,7 @@
 //! What the page shows of sessions: the live ones, their open attentions and their latest
 //! messages with each one's outcome.
 
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Map, Value};
 
 use super::Db;
@@ -100,6 +100,37 @@ fn message_view(
         v.insert("acked_at".into(), a.into());
     }
     Value::Object(v)
+}
+
+/// The call a page's answer was for (its prompt's tool, text and input), kept with the
+/// prompt after it ends, so the history names it after a reload.
+pub(super) const ANSWERED_CALL: &str = "SELECT tool, message, input FROM attentions \
+    WHERE session_key = ?1 AND attention_id = ?2";
+
+/// A row of [`ANSWERED_CALL`].
+pub(super) type CallRow = (Option<String>, Option<String>, Option<String>);
+
+/// Adds to each permission answer of `messages` the call it answered, as `call`:
+/// `{tool, message, input}` (what the page showed), when `lookup` finds its prompt.
+pub(super) fn name_calls<E>(
+    messages: &mut [Value],
+    mut lookup: impl FnMut(&str) -> Result<Option<CallRow>, E>,
+) -> Result<(), E> {
+    for m in messages {
+        if m.get("kind").and_then(Value::as_str) != Some("permission.answer") {
+            continue;
+        }
+        let Some(id) = m.get("for").and_then(Value::as_str).map(str::to_owned) else {
+            continue;
+        };
+        if let Some((tool, message, input)) = lookup(&id)? {
+            let input = input
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .unwrap_or(Value::Null);
+            m["call"] = json!({"tool": tool, "message": message, "input": input});
+        }
+    }
+    Ok(())
 }
 
 /// One session as the page shows it, with its open attentions, the prompts that ended
@@ -293,7 +324,14 @@ impl Db {
         for row in rows {
             let attentions = self.open_attentions(&row.key)?;
             let cleared = self.cleared_attentions(&row.key, now_ms)?;
-            let messages = self.session_messages(&row.key, now_ms)?;
+            let mut messages = self.session_messages(&row.key, now_ms)?;
+            let mut call = self.conn.prepare_cached(ANSWERED_CALL)?;
+            name_calls(&mut messages, |id| {
+                call.query_row(params![row.key, id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
+            })?;
             out.push(session_view(row, attentions, cleared, messages));
         }
         Ok(out)

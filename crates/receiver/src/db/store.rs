@@ -1154,9 +1154,21 @@ mod tests {
             json!({"reason": "exit"}),
         );
         assert_eq!(s.insert_events(&[&u3], now, Some("m_a")).unwrap(), [New]);
+        // A page's answer names the call it answered, after its prompt ended too.
+        let answer = json!({"id": "01K6ABCDEFGHJKMNPQRSTVWXYZ", "kind": "permission.answer",
+            "for": "p1", "decision": "allow", "at": "2026-01-01T00:00:00.000Z",
+            "expires_at": "2026-01-01T00:01:00.000Z"});
+        s.insert_message("claude-code:a", &answer, Some(now + 60_000), now)
+            .unwrap();
 
         let page = s.page_sessions(now, live).unwrap();
         let a = session(&page, "claude-code:a");
+        let call = &a["messages"][0]["call"];
+        assert_eq!(
+            (&call["tool"], &call["message"]),
+            (&json!("Bash"), &json!("ls")),
+            "{a}"
+        );
         assert_eq!(
             (&a["cwd"], &a["model"], &a["branch"], &a["title"]),
             (

@@ -338,10 +338,13 @@
 
   function describe(m) {
     if (m.kind === 'permission.answer') {
-      const tool = tools.get(m.for);
+      // The call it answered: the receiver keeps it with the prompt (m.call), so the
+      // history names it after a reload too.
+      const tool = (m.call && m.call.tool) || tools.get(m.for);
+      const shown = m.call ? shownCommand(m.call) : '';
       const verb = m.decision === 'allow' ? 'Allow' : 'Deny';
       const how = m.scope === 'session' ? ' for the session' : m.interrupt ? ' and stop' : m.input ? ' (edited)' : '';
-      return verb + ' ' + (tool || m.for) + how + (m.note ? ' — “' + short(m.note, 40) + '”' : '');
+      return verb + ' ' + (tool || m.for) + (shown ? ': ' + short(shown, 60) : '') + how + (m.note ? ' — “' + short(m.note, 40) + '”' : '');
     }
     if (m.kind === 'prompt') return (MODE_LABEL[m.mode] || 'Prompt') + ' “' + short(m.text, 60) + '”';
     if (m.kind === 'cancel') return 'Stop';
@@ -822,7 +825,7 @@
   const answeredHere = new Set(); // attention ids this page sent an answer for
   const ENDED = {
     terminal: 'answered in the terminal',
-    timeout: 'timed out',
+    timeout: 'timed out: nobody answered',
     cancelled: 'ended with the session',
     unknown: 'ended',
   };
@@ -834,7 +837,8 @@
       ul.className = 'cleared';
       $('.attentions', card).after(ul);
     }
-    const ended = (s.cleared || []).filter((c) => shownOpen.has(c.attention_id));
+    // A prompt nobody answered stays listed, on a page opened (or reloaded) after it too.
+    const ended = (s.cleared || []).filter((c) => shownOpen.has(c.attention_id) || c.ended === 'timeout');
     ul.replaceChildren(...ended.map((c) => {
       const li = document.createElement('li');
       li.dataset.cleared = c.attention_id;
@@ -1087,7 +1091,8 @@
     if (off.length) {
       const back = Math.min(...(state.snoozed || []).map((z) => Date.parse(z.until)).filter(Number.isFinite));
       const when = Number.isFinite(back) ? new Date(back - skew).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '';
-      later.textContent = off.length + (off.length === 1 ? ' prompt' : ' prompts') + ' put off with Not now' + (when ? '; back at ' + when : '') + '. The machine still waits.';
+      $('#inbox-later-text').textContent = off.length + (off.length === 1 ? ' prompt' : ' prompts') + ' put off with Not now' + (when ? '; back at ' + when : '') + '. The machine still waits.';
+      laterKeys = off.map((p) => p.key);
     }
     // A session's card points up here rather than holding its prompts.
     const per = new Map();
@@ -1169,7 +1174,23 @@
     }
   }
 
+  // "Show again": the prompts put off come back at once, on every page.
+  let laterKeys = [];
+  async function showAgain() {
+    const list = laterKeys.map((k) => {
+      const [session, id] = k.split('\n');
+      return { session, for: id };
+    });
+    if (!list.length) return;
+    try {
+      await post('/page/api/snooze', { prompts: list.slice(0, 200), undo: true });
+    } catch (e) {
+      $('#inbox-later-text').textContent = 'Not shown again: ' + e.message;
+    }
+  }
+
   function setupInbox() {
+    $('#show-again').addEventListener('click', showAgain);
     const say = $('#batch-status');
     $('#batch-allow').addEventListener('click', () => answerAll(selected, 'allow', say));
     $('#batch-deny').addEventListener('click', () => answerAll(selected, 'deny', say));

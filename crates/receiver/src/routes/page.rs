@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | `GET /` | login | 200 the page; 401 with the login form |
 //! | `GET /login` | none | 200 the login form |
+//! | `GET /`, `/pair`, `/login` by a browser at an IP address | none | 307 to `localhost` (same port and path) or the `--public-url`, where passkeys work ([`crate::auth::page_host`]) |
 //! | `POST /login` | the login token | 303 to `/` with the login cookie; 401 with the form again; 429 past the login limits; 413 over 16 KiB |
 //! | `POST /logout` | login + CSRF | 204, the cookie cleared and the login forgotten |
 //! | `GET /assets/{app.css,app.js,login.js,icon…}`, `/manifest.webmanifest`, `/sw.js` | none | the static files (nothing secret) |

@@ -9,6 +9,7 @@
 //! | route | auth | answers |
 //! |---|---|---|
 //! | `POST /page/api/snooze` `{"prompts": [{"session", "for"}]}` | login + CSRF | 200 `{"until", "snoozed": [for…], "gone": [for…]}` (`gone`: no longer open); 400 naming what is wrong or the cap |
+//! | `POST /page/api/snooze` `{"prompts": […], "undo": true}` | login + CSRF | "Show again": 200 `{"shown": [for…], "gone": [for…]}`, the prompts back on every page at once |
 
 use axum::body::Body;
 use axum::extract::State;
@@ -37,6 +38,9 @@ pub(crate) fn page_router() -> Router<AppState> {
 #[serde(deny_unknown_fields)]
 struct SnoozeReq {
     prompts: Vec<PromptRef>,
+    /// "Show again": the prompts come back at once (their time ends now).
+    #[serde(default)]
+    undo: bool,
 }
 
 #[derive(Deserialize)]
@@ -48,7 +52,7 @@ struct PromptRef {
 }
 
 async fn snooze(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: Body) -> Reply {
-    let SnoozeReq { prompts } = body::read_other_json(&app, &headers, body).await?;
+    let SnoozeReq { prompts, undo } = body::read_other_json(&app, &headers, body).await?;
     if prompts.is_empty() || prompts.len() > PROMPTS_MAX {
         return Err(ApiError::bad_request(&format!(
             "prompts must list 1 to {PROMPTS_MAX} prompts"
@@ -67,6 +71,9 @@ async fn snooze(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: 
         }
     }
     let window_ms = app.shared.opts.not_now_s as i64 * 1000;
+    if undo {
+        return show_again(&app, prompts).await;
+    }
     let out = app
         .shared
         .with_db(move |st| -> Result<_, ApiError> {
@@ -104,6 +111,32 @@ async fn snooze(State(app): State<AppState>, _: Csrf, headers: HeaderMap, body: 
                 .map(format_ms_timestamp)
                 .unwrap_or_default();
             Ok(json!({"until": until, "snoozed": snoozed, "gone": gone}))
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, out))
+}
+
+/// "Show again" (`"undo": true`): each prompt's time ends now, so every page shows it again
+/// and it may be pushed again. 200 `{"shown": [for…], "gone": [for…]}` (`gone`: no longer
+/// open).
+async fn show_again(app: &AppState, prompts: Vec<PromptRef>) -> Reply {
+    let out = app
+        .shared
+        .with_db(move |st| -> Result<_, ApiError> {
+            let now = st.now_ms();
+            let (mut shown, mut gone) = (Vec::new(), Vec::new());
+            for p in prompts {
+                // Ending its time now is the undo: the state lists only times still to come.
+                match st.db.snooze(&p.session, &p.attention_id, now, now)? {
+                    Snooze::Until(_) => shown.push(p.attention_id),
+                    // Not open, or not put off while the most are: nothing to bring back.
+                    Snooze::NotOpen | Snooze::Full => gone.push(p.attention_id),
+                }
+            }
+            if !shown.is_empty() {
+                st.bump();
+            }
+            Ok(json!({"shown": shown, "gone": gone}))
         })
         .await?;
     Ok(json_reply(StatusCode::OK, out))

@@ -252,7 +252,10 @@ fn check_local_health(f: &mut Findings, client: &Client, name: &str, url: &str) 
     }
     let health = format!("{origin}/healthz");
     match client.get(&health, None, Duration::from_secs(5)) {
-        Ok(r) if r.status == 200 => f.ok(format!("sink {name}: sp-receiver healthy ({health})")),
+        Ok(r) if r.status == 200 => f.ok(format!(
+            "sink {name}: sp-receiver healthy; its page: {}",
+            super::sink::local_page(url).unwrap_or_else(|| format!("{origin}/"))
+        )),
         Ok(r) if r.status == 404 => {}
         Ok(r) => f.fail(
             format!(

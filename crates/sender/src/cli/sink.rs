@@ -77,6 +77,19 @@ pub fn fetch_wellknown(client: &Client, sink_url: &str) -> Result<Found> {
     })
 }
 
+/// Where a person opens the page of a receiver on this machine: a loopback sink's origin
+/// with `localhost` for its IP address (`http://127.0.0.1:8787` → `http://localhost:8787/`),
+/// since passkeys cannot live on an IP address. `None` for any other sink (its page is
+/// wherever its `--public-url` says).
+pub fn local_page(url: &str) -> Option<String> {
+    let mut o = spwire::url::parse_origin(url).ok()?;
+    if !o.is_loopback() {
+        return None;
+    }
+    o.host = "localhost".into();
+    Some(format!("{o}/"))
+}
+
 /// `https://phone.example.com/x` → `phone-example-com`; `-2`, `-3`, … when taken.
 pub fn derive_name(url: &str, taken: &[String]) -> String {
     let host = match spwire::url::parse_origin(url) {
@@ -376,6 +389,14 @@ pub fn list(json_out: bool) -> Result<Done> {
             s.control.to_string(),
             s.url
         );
+    }
+    for s in &config.sinks {
+        if let Some(page) = local_page(&s.url) {
+            println!(
+                "The page of {}: {page} (at localhost: passkeys do not work at an IP address)",
+                s.name
+            );
+        }
     }
     Ok(Done::Ok)
 }

@@ -44,6 +44,30 @@ pub fn missing_browser_deps() -> Option<String> {
     None
 }
 
+/// Takes the screenshot that illustrates the docs as `docs/<name>` and returns its PNG bytes.
+/// It goes to the test's own temp folder under target/, so a test run changes no tracked
+/// file (checked here); with `SP_UPDATE_DOCS_IMAGES=1`, over the docs image itself (the one
+/// way to refresh it).
+pub fn docs_screenshot(b: &mut Browser, name: &str) -> Vec<u8> {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs")
+        .join(name);
+    let update = std::env::var("SP_UPDATE_DOCS_IMAGES").is_ok_and(|v| v == "1");
+    let shot = if update {
+        docs.clone()
+    } else {
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+    };
+    let before = std::fs::read(&docs).ok();
+    std::fs::create_dir_all(shot.parent().unwrap()).unwrap();
+    b.call(json!({"op": "screenshot", "path": shot}));
+    if !update {
+        let after = std::fs::read(&docs).ok();
+        assert!(after == before, "the test rewrote {}", docs.display());
+    }
+    std::fs::read(&shot).unwrap()
+}
+
 /// The driver process (`tests/browser/driver.mjs`).
 pub struct Browser {
     child: Child,
