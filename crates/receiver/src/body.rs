@@ -29,8 +29,23 @@ pub(crate) struct Read {
 }
 
 impl Read {
-    /// The body as JSON of type `T`: 400 `malformed body: …` when it is not.
+    /// The body as JSON of type `T`: 400 `malformed body: …` when it is not, 400 `NUL
+    /// character in FIELD` when a string or key in it holds one (no store keeps one).
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
+        // A NUL can only come as the escape `\u0000`; only then is the body looked through.
+        if self.bytes.windows(6).any(|w| w == b"\\u0000") {
+            let v: serde_json::Value = self.json_with_nul()?;
+            if let Some(field) = crate::validate::nul_field(&v) {
+                return Err(ApiError::bad_request(&format!("NUL character in {field}")));
+            }
+        }
+        self.json_with_nul()
+    }
+
+    /// The body as JSON of type `T`, NUL characters and all: for event batches, whose
+    /// events are each checked (`check_event`), so that one bad event does not refuse the
+    /// batch.
+    pub fn json_with_nul<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
         serde_json::from_slice(&self.bytes).map_err(|e| malformed(&e))
     }
 }

@@ -102,7 +102,7 @@ async fn events(
         "batch larger than batch.max_bytes",
     )
     .await?;
-    let body: Value = read.json()?;
+    let body: Value = read.json_with_nul()?;
     let Some(list) = body.get("events").and_then(Value::as_array) else {
         return Err(ApiError::bad_request(
             "malformed body: events must be an array",
