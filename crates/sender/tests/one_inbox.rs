@@ -409,12 +409,17 @@ mod http {
 
     /// Pairs a machine through the routes with a test passkey: (machine, its token).
     fn pair(r: &Receiver, passkey: &Passkey, name: &str) -> (String, String) {
+        pair_as(r, passkey, json!({"name": name}))
+    }
+
+    /// Pairs with the pairing request `asked` (`name`, and `machine` for one pairing again).
+    fn pair_as(r: &Receiver, passkey: &Passkey, asked: Value) -> (String, String) {
         let u = r.url();
         let (s, started) = call(
             "POST",
             &format!("{u}{CONTROL}/pair"),
             Some(SINK),
-            Some(&json!({"name": name})),
+            Some(&asked),
         );
         assert_eq!(s, 201, "{started}");
         let m = started["machine"].as_str().unwrap().to_owned();
@@ -653,6 +658,79 @@ mod http {
             &event("sa", 2, "turn.ended", json!({"reason": "stop"})),
         ));
         assert!(why.contains("paired machine"), "{why}");
+    }
+
+    /// After the page removes machine B, another paired machine's token cannot take B's
+    /// sessions over (it used to claim them with its next event); B, pairing again with its
+    /// id, gets that id back and its sessions with it, its prompts for them accepted.
+    #[test]
+    fn a_removed_machines_sessions_stay_its_own_and_pairing_again_takes_them_back() {
+        let r = Receiver::start(ReceiverOptions {
+            token: SINK.into(),
+            login_token: Some(LOGIN.into()),
+            rp_id: Some("localhost".into()),
+            wait_max_s: 2,
+            ..ReceiverOptions::default()
+        })
+        .unwrap();
+        let u = r.url();
+        let (_, a_token) = pair(&r, &Passkey::es256(41), "laptop");
+        let (b, b_token) = pair(&r, &Passkey::es256(42), "server");
+        let started = json!({"source": "startup"});
+        assert!(accepted(&send(
+            &r,
+            &b_token,
+            &event("sb", 0, "session.started", started)
+        )));
+        let (s, v) = call(
+            "POST",
+            &format!("{u}/page/api/machines/remove"),
+            Some(LOGIN),
+            Some(&json!({"machine": b})),
+        );
+        assert_eq!(s, 200, "{v}");
+        let needed = |seq| {
+            event(
+                "sb",
+                seq,
+                "attention.needed",
+                json!({"attention_id": "p1", "kind": "permission", "tool": "Bash", "message": "ls"}),
+            )
+        };
+        // A's token neither sends for B's session nor polls it.
+        let why = rejected_because(&send(&r, &a_token, &needed(1)));
+        assert!(why.contains("another machine"), "{why}");
+        let poll = |token: &str| {
+            call(
+                "GET",
+                &format!("{u}{CONTROL}?session=claude-code:sb&wait=0"),
+                Some(token),
+                None,
+            )
+            .0
+        };
+        assert_eq!(poll(&a_token), 403);
+        assert_eq!(poll(SINK), 204, "B, unpaired, polls with the shared token");
+        // B pairs again, naming its id: it gets it back, and its session with it.
+        let (again, b_token2) = pair_as(
+            &r,
+            &Passkey::es256(43),
+            json!({"name": "server", "machine": b}),
+        );
+        assert_eq!(again, b);
+        assert_ne!(b_token2, b_token);
+        assert!(accepted(&send(&r, &b_token2, &needed(1))));
+        assert_eq!(poll(&b_token2), 204);
+        assert_eq!(poll(&a_token), 403);
+        let why = rejected_because(&send(&r, &a_token, &needed(2)));
+        assert!(why.contains("another machine"), "{why}");
+        let attentions = page_state(&r)["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "sb")
+            .map(|s| s["attentions"].as_array().unwrap().len());
+        assert_eq!(attentions, Some(1), "B's prompt is on the page");
     }
 }
 
