@@ -155,12 +155,9 @@ fn grants(env: &Env) -> Vec<Value> {
 fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
     let env = env();
     let (d, first_id) = allow_first_call_for_the_session(&env);
-    // Claude Code's own session rule is passed too: the suggestion it offered, as offered.
-    assert_eq!(
-        d,
-        json!({"behavior": "allow", "updatedPermissions": [
-            {"type": "addDirectories", "directories": ["/home/dev/src/notes"], "destination": "session"}]})
-    );
+    // Claude Code's offered session rule (a whole folder) is not handed over: the page never
+    // showed it, and the grant answers the identical call again.
+    assert_eq!(d, json!({"behavior": "allow"}));
     assert_eq!(attentions(&env, CC_SESSION), 1);
     let ack = ack_of(&env, &first_id);
     assert!(
