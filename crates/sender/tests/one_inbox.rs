@@ -614,16 +614,21 @@ mod http {
         .1
     }
 
-    #[test]
-    fn each_session_is_its_machines_and_no_other_token_touches_it() {
-        let r = Receiver::start(ReceiverOptions {
+    /// A receiver speaking signed control (rp id `localhost`), in process.
+    fn signed_receiver() -> Receiver {
+        Receiver::start(ReceiverOptions {
             token: SINK.into(),
             login_token: Some(LOGIN.into()),
             rp_id: Some("localhost".into()),
             wait_max_s: 2,
             ..ReceiverOptions::default()
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn each_session_is_its_machines_and_no_other_token_touches_it() {
+        let r = signed_receiver();
         let u = r.url();
         let (a, a_token) = pair(&r, &Passkey::es256(31), "laptop");
         let (b, b_token) = pair(&r, &Passkey::es256(32), "server");
@@ -796,14 +801,7 @@ mod http {
     /// id, gets that id back and its sessions with it, its prompts for them accepted.
     #[test]
     fn a_removed_machines_sessions_stay_its_own_and_pairing_again_takes_them_back() {
-        let r = Receiver::start(ReceiverOptions {
-            token: SINK.into(),
-            login_token: Some(LOGIN.into()),
-            rp_id: Some("localhost".into()),
-            wait_max_s: 2,
-            ..ReceiverOptions::default()
-        })
-        .unwrap();
+        let r = signed_receiver();
         let u = r.url();
         let (_, a_token) = pair(&r, &Passkey::es256(41), "laptop");
         let (b, b_token) = pair(&r, &Passkey::es256(42), "server");
