@@ -1,7 +1,8 @@
 //! Request bodies, judged from the head first: a body is read only after the route, its
 //! token or cookie (the extractors before it) and its declared length have passed. It is
-//! read up to its route's cap, within the budget for bodies in flight across all
-//! connections (503 past it), and a body left unread (the request was refused from its
+//! read up to its route's cap, within its budget for bodies in flight across all
+//! connections (503 past it: the login form, anyone's, has a budget of its own so that
+//! strangers' bodies cannot starve the paired person's), and a body left unread (the request was refused from its
 //! head) is dropped briefly and its connection closed after the answer ([`guard_unread`]).
 
 use std::pin::Pin;
@@ -15,10 +16,10 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{malformed, ApiError};
-use crate::limits::{DISCARD_MAX, DISCARD_WITHIN, DRAIN_MAX, OTHER_BODY_CAP};
+use crate::limits::{DISCARD_MAX, DISCARD_WITHIN, DRAIN_MAX, LOGIN_BODY_CAP, OTHER_BODY_CAP};
 use crate::state::AppState;
 
 /// A body read whole, with its share of the budget (held until the answer is made).
@@ -28,8 +29,23 @@ pub(crate) struct Read {
 }
 
 impl Read {
-    /// The body as JSON of type `T`: 400 `malformed body: …` when it is not.
+    /// The body as JSON of type `T`: 400 `malformed body: …` when it is not, 400 `NUL
+    /// character in FIELD` when a string or key in it holds one (no store keeps one).
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
+        // A NUL can only come as the escape `\u0000`; only then is the body looked through.
+        if self.bytes.windows(6).any(|w| w == b"\\u0000") {
+            let v: serde_json::Value = self.json_with_nul()?;
+            if let Some(field) = crate::validate::nul_field(&v) {
+                return Err(ApiError::bad_request(&format!("NUL character in {field}")));
+            }
+        }
+        self.json_with_nul()
+    }
+
+    /// The body as JSON of type `T`, NUL characters and all: for event batches, whose
+    /// events are each checked (`check_event`), so that one bad event does not refuse the
+    /// batch.
+    pub fn json_with_nul<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
         serde_json::from_slice(&self.bytes).map_err(|e| malformed(&e))
     }
 }
@@ -45,12 +61,25 @@ pub(crate) fn declared_len(headers: &HeaderMap) -> Option<u64> {
 }
 
 /// Reads a body of at most `cap` bytes: 413 `too_large` at once when the head declares more,
-/// 503 `busy` when the budget for bodies in flight has no room for it, 413 when more arrives
+/// 503 `busy` when the budget for bodies in flight (the authenticated routes') has no room
+/// for it, 413 when more arrives
 /// than `cap` (the rest is drained, up to [`crate::limits::DRAIN_MAX`], so the answer reaches
 /// a client that sends it all first). A body cut short (the client went or was too slow)
 /// cuts the connection.
 pub(crate) async fn read(
     app: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    cap: usize,
+    too_large: &str,
+) -> Result<Read, ApiError> {
+    read_within(app, &app.shared.bodies, headers, body, cap, too_large).await
+}
+
+/// [`read`] within the budget `budget`.
+async fn read_within(
+    app: &AppState,
+    budget: &Arc<Semaphore>,
     headers: &HeaderMap,
     body: Body,
     cap: usize,
@@ -67,7 +96,7 @@ pub(crate) async fn read(
     }
     let want = declared.map_or(cap + 1, |n| (n as usize).min(cap + 1));
     let kib = u32::try_from(want / 1024 + 1).unwrap_or(u32::MAX);
-    let Ok(share) = shared.bodies.clone().try_acquire_many_owned(kib) else {
+    let Ok(share) = budget.clone().try_acquire_many_owned(kib) else {
         shared
             .limits
             .hit("body_budget", &"bodies in flight over the budget: 503");
@@ -123,6 +152,18 @@ pub(crate) async fn read_up_to(
         &format!("body larger than {cap} bytes"),
     )
     .await
+}
+
+/// Reads `POST /login`'s body (anyone may send one): at most [`LOGIN_BODY_CAP`] bytes,
+/// within the login form's own budget.
+pub(crate) async fn read_login(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Read, ApiError> {
+    let too_large = format!("body larger than {LOGIN_BODY_CAP} bytes");
+    let budget = &app.shared.login_bodies;
+    read_within(app, budget, headers, body, LOGIN_BODY_CAP, &too_large).await
 }
 
 /// Reads a body of at most [`OTHER_BODY_CAP`] bytes (every route but the login and the

@@ -114,9 +114,10 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     login_token_file: Option<PathBuf>,
     /// The database: a SQLite file's path, or a `postgres://` URL (receivers sharing one
-    /// PostgreSQL database act as one); any other `scheme://` is refused.
-    #[arg(long, value_name = "PATH|URL", value_parser = db_arg)]
-    db: Option<Database>,
+    /// PostgreSQL database act as one); any other `scheme://` is refused. Taken as a plain
+    /// string and checked by `db_arg`: clap's own error would print the value, password too.
+    #[arg(long, value_name = "PATH|URL")]
+    db: Option<String>,
     /// How long an Allow / Deny from the page stays valid.
     #[arg(long, value_name = "SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=604_800))]
     permission_expiry_s: u64,
@@ -235,6 +236,10 @@ fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
             )
         }
     };
+    let db = match c.db.as_deref().map(db_arg).transpose() {
+        Ok(db) => db,
+        Err(e) => return setup(format!("--db: {e}")),
+    };
     Ok(Parsed::Run(Args {
         mode: if c.init {
             Mode::Init
@@ -246,7 +251,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Parsed> {
         listen: c.listen,
         token_file: c.token_file,
         login_token_file: c.login_token_file,
-        db: c.db,
+        db,
         permission_expiry_s: c.permission_expiry_s,
         prompt_expiry_s: c.prompt_expiry_s,
         public_url: c.public_url,
@@ -447,12 +452,27 @@ fn db_arg(v: &str) -> Result<Database, String> {
         ),
         None => Ok(Database::File(PathBuf::from(v))),
         Some(s) if s.eq_ignore_ascii_case("postgres") || s.eq_ignore_ascii_case("postgresql") => {
-            crate::db::check_postgres_url(v).map_err(|e| format!("{e:#}"))?;
+            crate::db::check_postgres_url(v).map_err(|e| without_password(v, &format!("{e:#}")))?;
             Ok(Database::Postgres(v.to_owned()))
         }
         Some(s) => Err(format!(
             "{s}:// is not a database sp-receiver knows: --db takes the path of a SQLite file or a postgres:// URL"
         )),
+    }
+}
+
+/// `msg` about the URL `url` with the URL's password (what follows `user:` before the last
+/// `@`, or before the first `/` when there is no `@`) never in it: a URL that fails to
+/// parse is not shown anyway, but the parser's own words might quote a part of it.
+fn without_password(url: &str, msg: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let auth = match rest.rsplit_once('@') {
+        Some((a, _)) => a,
+        None => rest.split(['/', '?']).next().unwrap_or(rest),
+    };
+    match auth.split_once(':').map(|(_, pw)| pw) {
+        Some(pw) if !pw.is_empty() => msg.replace(pw, "***"),
+        _ => msg.to_owned(),
     }
 }
 

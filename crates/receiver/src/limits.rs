@@ -74,6 +74,10 @@ pub(crate) const OTHER_BODY_CAP: usize = 1 << 20;
 /// Largest `POST /login` body: a login token and where to go next, nothing more (anyone may
 /// send one, so a stranger's body stays small).
 pub(crate) const LOGIN_BODY_CAP: usize = 16 << 10;
+/// Login bodies in flight at once, in bytes: their own budget, apart from the authenticated
+/// routes' (`body_budget`), so that strangers trickling login bodies cannot make the paired
+/// person's events, acks and page actions answer 503 (about 120 full login bodies).
+pub(crate) const LOGIN_BODY_BUDGET: usize = 2 << 20;
 
 /// Login attempts: per client and overall, token buckets kept in the database (db/logins.rs),
 /// so that receivers sharing one count them together. A bucket is stored as the time it is

@@ -11,7 +11,8 @@
 //! * the body: judged from the head first (the route's extractors: token or cookie, then the
 //!   declared length, `body.rs`), so a stranger's or an over-cap body is answered (401, 413)
 //!   unread; then at most the route's cap (`batch.max_bytes` for events) within the budget
-//!   for bodies in flight (503 past it), read within [`crate::limits::BODY_TIMEOUT`]; the
+//!   for bodies in flight (503 past it; `POST /login`, anyone's, has its own small one, so
+//!   strangers cannot starve the paired person's routes), read within [`crate::limits::BODY_TIMEOUT`]; the
 //!   whole request within the longest hold plus [`crate::limits::REQUEST_SLACK`] (`app.rs`).
 //!
 //! Every limit hit is logged (tracing, to stderr), at most once per

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use crate::db::Store;
-use crate::limits::LimitLog;
+use crate::limits::{LimitLog, LOGIN_BODY_BUDGET};
 use crate::options::ReceiverOptions;
 #[cfg(feature = "testing")]
 use crate::options::{Fault, RequestRecord, Route};
@@ -130,6 +130,8 @@ pub(crate) struct Shared {
     pub limits: LimitLog,
     /// Request bodies in flight, in KiB: each read first takes its size from here.
     pub bodies: Arc<tokio::sync::Semaphore>,
+    /// `POST /login` bodies in flight, in KiB (anyone's: apart from [`Shared::bodies`]).
+    pub login_bodies: Arc<tokio::sync::Semaphore>,
     /// The bound address (`127.0.0.1:PORT` for tests), fixed for the receiver's life
     /// (set_down/up rebinds the same port).
     pub addr: SocketAddr,
@@ -145,6 +147,7 @@ impl Shared {
         Shared {
             opts: opts.clone(),
             bodies: Arc::new(tokio::sync::Semaphore::new(budget_kib)),
+            login_bodies: Arc::new(tokio::sync::Semaphore::new(LOGIN_BODY_BUDGET / 1024)),
             state: Mutex::new(State {
                 opts,
                 db,

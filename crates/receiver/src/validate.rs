@@ -121,11 +121,61 @@ fn opt_str_max(obj: &serde_json::Map<String, Value>, key: &str, max: usize) -> R
     }
 }
 
+/// Where the first NUL character in `v` is (in a string or a key): `name`,
+/// `events[0].session.cwd`, `data` (a key of `data`); `None` when there is none. Neither
+/// store keeps one (PostgreSQL's text refuses it), so a request carrying one is refused
+/// naming this field rather than failing in the database.
+pub fn nul_field(v: &Value) -> Option<String> {
+    fn walk(v: &Value, path: &mut String) -> bool {
+        match v {
+            Value::String(s) => s.contains('\0'),
+            Value::Array(a) => a.iter().enumerate().any(|(i, x)| {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                let found = walk(x, path);
+                if !found {
+                    path.truncate(len);
+                }
+                found
+            }),
+            Value::Object(o) => {
+                if o.keys().any(|k| k.contains('\0')) {
+                    return true;
+                }
+                o.iter().any(|(k, x)| {
+                    let len = path.len();
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(k);
+                    let found = walk(x, path);
+                    if !found {
+                        path.truncate(len);
+                    }
+                    found
+                })
+            }
+            _ => false,
+        }
+    }
+    let mut path = String::new();
+    walk(v, &mut path).then(|| {
+        if path.is_empty() {
+            "the body".to_owned()
+        } else {
+            path
+        }
+    })
+}
+
 /// Checks one event against `event.json` @ e918475 (formats other than the date-time
 /// pattern are not asserted, as JSON Schema 2020-12 treats `format` as an annotation).
 /// Returns the reason (≤ 200 chars) on failure.
 pub fn check_event(ev: &Value) -> Result<(), String> {
     let obj = ev.as_object().ok_or("event not an object")?;
+    if let Some(field) = nul_field(ev) {
+        return Err(format!("NUL character in {field}"));
+    }
     for key in [
         "protocol", "id", "type", "time", "tier", "harness", "session", "privacy", "data",
     ] {

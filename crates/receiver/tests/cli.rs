@@ -395,4 +395,35 @@ fn a_taken_port_says_it_is_probably_our_receiver() {
         said.contains(&format!("curl -s http://127.0.0.1:{}/healthz", addr.port())),
         "{said}"
     );
+/// A `--db` URL that fails to parse is refused (status 2) with a message that never shows
+/// its password, given as `--db` or as `SESSIONPIPE_RECEIVER_DB` (clap used to echo the
+/// whole value in its error).
+#[test]
+fn a_db_url_that_fails_to_parse_never_shows_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in [
+        "postgres://sp:hunter2@localhost:notaport/sessionpipe",
+        "postgres://sp:hunter2@localhost/sessionpipe?sslmode=sometimes",
+        "postgresql://sp:hunter2@[::1/sessionpipe",
+        "postgres://sp:hunter2@localhost/sessionpipe?connect_timeout=soon",
+        "postgres://sp:hunter2/sessionpipe",
+    ] {
+        for via_env in [false, true] {
+            let mut c = Command::new(SP_RECEIVER);
+            if via_env {
+                c.env("SESSIONPIPE_RECEIVER_DB", url);
+            } else {
+                c.args(["--db", url]);
+            }
+            let out = c
+                .current_dir(dir.path())
+                .env("HOME", dir.path())
+                .output()
+                .unwrap();
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+            assert!(err.contains("not a PostgreSQL URL"), "{url}: {err}");
+            assert!(!err.contains("hunter2"), "the password was shown: {err}");
+        }
+    }
 }

@@ -780,3 +780,84 @@ fn bodies_in_flight_past_the_budget_are_answered_503() {
     let mut again = post_partial(addr, EVENTS, TOKEN, 480 << 10, 480 << 10);
     assert_eq!(read_status(&mut again, Duration::from_secs(5)), Some(400));
 }
+
+#[test]
+fn slow_login_bodies_do_not_starve_the_paired_persons_events_acks_and_page() {
+    let have = raise_nofile(8192);
+    assert!(
+        have >= 1400,
+        "need 1400 open files for this test, the hard limit allows {have}"
+    );
+    let r = start(Path::new(SP_RECEIVER), None);
+    // 1,200 strangers trickle login bodies: 1,000 declare a full one (16 KiB), 200 a small
+    // one (to fill what is left). Each asks `expect: 100-continue`, so the receiver says
+    // when it starts reading a body (its share of the budget taken; 503 when none is left);
+    // each then sends `token=` and no more, and is held until its 30 s run out.
+    let mut slow: Vec<TcpStream> = (0..1200)
+        .map(|i| {
+            let declared = if i < 1000 { 16 << 10 } else { 100 };
+            let mut s = TcpStream::connect_timeout(&r.addr, Duration::from_secs(5)).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+            let head = format!(
+                "POST /login HTTP/1.1\r\nhost: {}\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: {declared}\r\nexpect: 100-continue\r\n\r\n",
+                r.addr
+            );
+            s.write_all(head.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    let (mut held, mut refused) = (0, 0);
+    for s in &mut slow {
+        match read_status(s, Duration::from_secs(20)) {
+            Some(100) => {
+                let _ = s.write_all(b"token=");
+                held += 1;
+            }
+            Some(503) => refused += 1,
+            other => panic!("a slow login body was answered {other:?}"),
+        }
+    }
+    eprintln!("slow login bodies: {held} held, {refused} refused 503");
+    let bearer = format!("Bearer {TOKEN}");
+    let id = "01JAAAAAAAAAAAAAAAAAAAAAAA";
+    let event = format!(
+        r#"{{"events":[{{"protocol":1,"id":"{id}","type":"session.started","time":"2026-01-01T00:00:00.000Z","tier":0,"harness":{{"name":"codex"}},"session":{{"id":"s1","seq":0}},"privacy":{{"rulesets":[],"pii":false}},"data":{{}}}}]}}"#
+    );
+    let ev = request(
+        r.addr,
+        "POST",
+        EVENTS,
+        &[("authorization", &bearer)],
+        &event,
+    )
+    .expect("an answer to the event batch");
+    assert_eq!(ev.status, 202, "events: {}", ev.body);
+    let page = request(
+        r.addr,
+        "POST",
+        "/page/api/enqueue",
+        &[
+            ("authorization", &format!("Bearer {LOGIN}")),
+            ("content-type", "application/json"),
+        ],
+        r#"{"session":"codex:s1","message":{"kind":"prompt","text":"hi"}}"#,
+    )
+    .expect("an answer to the page action");
+    assert_eq!(page.status, 200, "page: {}", page.body);
+    let msg: serde_json::Value = serde_json::from_str(&page.body).unwrap();
+    let msg_id = msg["id"].as_str().expect("the queued message's id");
+    let ack = request(
+        r.addr,
+        "POST",
+        "/api/sessionpipe/v1/control/ack",
+        &[("authorization", &bearer)],
+        &format!(
+            r#"{{"acks":[{{"id":"{msg_id}","outcome":"delivered","at":"2026-01-01T00:00:01.000Z"}}]}}"#
+        ),
+    )
+    .expect("an answer to the ack");
+    assert_eq!(ack.status, 202, "ack: {}", ack.body);
+    // The strangers still held are cut when their bodies' time runs out.
+    drop(slow);
+    assert_eq!(get(r.addr, "/healthz").unwrap().status, 200);
+}

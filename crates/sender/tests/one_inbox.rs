@@ -371,6 +371,137 @@ fn two_machines_one_phone_each_prompt_answered_on_its_own_machine() {
     );
 }
 
+/// `sp pair phone` run the way a person runs it, approved over the page's route with a test
+/// passkey (`seed`); its output.
+fn sp_pair_approved(env: &Env, r: &spreceiver::Receiver, seed: u8) -> std::process::Output {
+    use common::signing::*;
+    let mut cmd = env.cmd("sp");
+    cmd.args(["pair", "phone", "--name", "laptop", "--timeout", "60"]);
+    let p = common::pairing::start(cmd);
+    let code = p.link.split("code=").nth(1).unwrap().to_owned();
+    let u = r.url();
+    let (s, status) = http_call(
+        "GET",
+        &format!("{u}{CONTROL}/pair?code={code}"),
+        TOKEN,
+        None,
+    );
+    assert_eq!((s, &status["status"]), (200, &json!("pending")), "{status}");
+    // The machine the pairing is for, as the page learns it.
+    let (_, pairing) = http_call(
+        "GET",
+        &format!("{u}/page/api/pairing?code={code}"),
+        LOGIN,
+        None,
+    );
+    let machine = pairing["machine"].as_str().unwrap_or_default().to_owned();
+    let passkey = Passkey::es256(seed);
+    let challenge = sha256(format!("sessionpipe.pair:{machine}:{code}").as_bytes());
+    let proof = passkey.assert(&challenge, &Ceremony::get("localhost"));
+    let (s, v) = http_call(
+        "POST",
+        &format!("{u}/page/api/pairing"),
+        LOGIN,
+        Some(&json!({"code": code, "key": passkey.trusted(), "proof": proof})),
+    );
+    assert_eq!(s, 200, "{v} (pairing {pairing})");
+    let out = finish(p.child, Duration::from_secs(30));
+    eprintln!(
+        "sp pair: {}{}",
+        p.printed.lock().unwrap(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn http_call(method: &str, url: &str, bearer: &str, body: Option<&Value>) -> (u16, Value) {
+    let auth = format!("Bearer {bearer}");
+    let mut r = if method == "GET" {
+        agent()
+            .get(url)
+            .header("authorization", &auth)
+            .call()
+            .unwrap()
+    } else {
+        agent()
+            .post(url)
+            .header("authorization", &auth)
+            .header("content-type", "application/json")
+            .send(body.map(Value::to_string).unwrap_or_default())
+            .unwrap()
+    };
+    let status = r.status().as_u16();
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// The machine id and token `env` holds for sink `phone`.
+fn paired_here(env: &Env) -> Option<(String, String)> {
+    env.db()
+        .query_row(
+            "SELECT machine, token FROM control_machines WHERE sink = 'phone'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .ok()
+}
+
+/// After the page's "Remove machine", and after `sp pair --off`, `sp pair` pairs again (it
+/// used to refuse: the receiver answered for a new machine id) and the new token is let in.
+#[test]
+fn sp_pair_works_again_after_a_removal_on_the_page_or_with_pair_off() {
+    let r = spreceiver::Receiver::start(spreceiver::ReceiverOptions {
+        token: TOKEN.into(),
+        login_token: Some(LOGIN.into()),
+        rp_id: Some("localhost".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let env = Env::new();
+    env.write_config(json!({
+        "machine": "laptop",
+        "sinks": [{"name": "phone", "url": r.url(), "tier": 1, "control": "signed", "token": TOKEN}],
+    }));
+    let out = sp_pair_approved(&env, &r, 51);
+    assert!(out.status.success(), "the first pairing");
+    let (first, first_token) = paired_here(&env).expect("paired");
+    // Removed on the page: the machine pairs again.
+    let (s, v) = http_call(
+        "POST",
+        &format!("{}/page/api/machines/remove", r.url()),
+        LOGIN,
+        Some(&json!({"machine": first})),
+    );
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(events_status(&r.url(), &first_token), 401);
+    let out = sp_pair_approved(&env, &r, 52);
+    assert!(out.status.success(), "pairing again after Remove machine");
+    let (second, second_token) = paired_here(&env).expect("paired again");
+    assert_eq!(poll_status(&r.url(), &second, &second_token), 204);
+    assert_eq!(events_status(&r.url(), &second_token), 400);
+    // Ended from the machine: it pairs again too.
+    let out = env
+        .cmd("sp")
+        .args(["pair", "--off", "phone"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(paired_here(&env), None);
+    let out = sp_pair_approved(&env, &r, 53);
+    assert!(out.status.success(), "pairing again after sp pair --off");
+    let (third, third_token) = paired_here(&env).expect("paired a third time");
+    assert_eq!(poll_status(&r.url(), &third, &third_token), 204);
+    let keys: Vec<String> = env
+        .db()
+        .prepare("SELECT id FROM control_keys WHERE sink = 'phone'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(keys.len(), 1, "only the last pairing's key: {keys:?}");
+}
+
 // ---------------------------------------------------------------------------------------
 // In process over HTTP: who each session belongs to, and who may touch it.
 // ---------------------------------------------------------------------------------------
@@ -409,12 +540,17 @@ mod http {
 
     /// Pairs a machine through the routes with a test passkey: (machine, its token).
     fn pair(r: &Receiver, passkey: &Passkey, name: &str) -> (String, String) {
+        pair_as(r, passkey, json!({"name": name}))
+    }
+
+    /// Pairs with the pairing request `asked` (`name`, and `machine` for one pairing again).
+    fn pair_as(r: &Receiver, passkey: &Passkey, asked: Value) -> (String, String) {
         let u = r.url();
         let (s, started) = call(
             "POST",
             &format!("{u}{CONTROL}/pair"),
             Some(SINK),
-            Some(&json!({"name": name})),
+            Some(&asked),
         );
         assert_eq!(s, 201, "{started}");
         let m = started["machine"].as_str().unwrap().to_owned();
@@ -478,16 +614,21 @@ mod http {
         .1
     }
 
-    #[test]
-    fn each_session_is_its_machines_and_no_other_token_touches_it() {
-        let r = Receiver::start(ReceiverOptions {
+    /// A receiver speaking signed control (rp id `localhost`), in process.
+    fn signed_receiver() -> Receiver {
+        Receiver::start(ReceiverOptions {
             token: SINK.into(),
             login_token: Some(LOGIN.into()),
             rp_id: Some("localhost".into()),
             wait_max_s: 2,
             ..ReceiverOptions::default()
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn each_session_is_its_machines_and_no_other_token_touches_it() {
+        let r = signed_receiver();
         let u = r.url();
         let (a, a_token) = pair(&r, &Passkey::es256(31), "laptop");
         let (b, b_token) = pair(&r, &Passkey::es256(32), "server");
@@ -653,6 +794,72 @@ mod http {
             &event("sa", 2, "turn.ended", json!({"reason": "stop"})),
         ));
         assert!(why.contains("paired machine"), "{why}");
+    }
+
+    /// After the page removes machine B, another paired machine's token cannot take B's
+    /// sessions over (it used to claim them with its next event); B, pairing again with its
+    /// id, gets that id back and its sessions with it, its prompts for them accepted.
+    #[test]
+    fn a_removed_machines_sessions_stay_its_own_and_pairing_again_takes_them_back() {
+        let r = signed_receiver();
+        let u = r.url();
+        let (_, a_token) = pair(&r, &Passkey::es256(41), "laptop");
+        let (b, b_token) = pair(&r, &Passkey::es256(42), "server");
+        let started = json!({"source": "startup"});
+        assert!(accepted(&send(
+            &r,
+            &b_token,
+            &event("sb", 0, "session.started", started)
+        )));
+        let (s, v) = call(
+            "POST",
+            &format!("{u}/page/api/machines/remove"),
+            Some(LOGIN),
+            Some(&json!({"machine": b})),
+        );
+        assert_eq!(s, 200, "{v}");
+        let needed = |seq| {
+            event(
+                "sb",
+                seq,
+                "attention.needed",
+                json!({"attention_id": "p1", "kind": "permission", "tool": "Bash", "message": "ls"}),
+            )
+        };
+        // A's token neither sends for B's session nor polls it.
+        let why = rejected_because(&send(&r, &a_token, &needed(1)));
+        assert!(why.contains("another machine"), "{why}");
+        let poll = |token: &str| {
+            call(
+                "GET",
+                &format!("{u}{CONTROL}?session=claude-code:sb&wait=0"),
+                Some(token),
+                None,
+            )
+            .0
+        };
+        assert_eq!(poll(&a_token), 403);
+        assert_eq!(poll(SINK), 204, "B, unpaired, polls with the shared token");
+        // B pairs again, naming its id: it gets it back, and its session with it.
+        let (again, b_token2) = pair_as(
+            &r,
+            &Passkey::es256(43),
+            json!({"name": "server", "machine": b}),
+        );
+        assert_eq!(again, b);
+        assert_ne!(b_token2, b_token);
+        assert!(accepted(&send(&r, &b_token2, &needed(1))));
+        assert_eq!(poll(&b_token2), 204);
+        assert_eq!(poll(&a_token), 403);
+        let why = rejected_because(&send(&r, &a_token, &needed(2)));
+        assert!(why.contains("another machine"), "{why}");
+        let attentions = page_state(&r)["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "sb")
+            .map(|s| s["attentions"].as_array().unwrap().len());
+        assert_eq!(attentions, Some(1), "B's prompt is on the page");
     }
 }
 

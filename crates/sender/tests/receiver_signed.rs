@@ -723,6 +723,69 @@ mod http {
         assert_eq!(call("GET", &poll, Some(&token), None).0, 401);
     }
 
+    /// A NUL in any string of a request is refused 400 naming the field (it used to reach
+    /// the store: kept on SQLite, a 500 on PostgreSQL); in an event batch the event is
+    /// rejected naming it, the rest of the batch kept.
+    #[test]
+    fn a_nul_in_a_requests_strings_is_a_400_naming_the_field() {
+        let r = start(Some("localhost"));
+        let u = r.url();
+        let pair = format!("{u}{CONTROL}/pair");
+        for (body, field) in [
+            (json!({"name": "lap\u{0}top"}), "name"),
+            (json!({"machine": "m_\u{0}"}), "machine"),
+        ] {
+            let (s, v) = post(&pair, SINK, &body);
+            assert_eq!(s, 400, "{body}: {v}");
+            assert_eq!(
+                v["reason"].as_str(),
+                Some(format!("NUL character in {field}").as_str()),
+                "{v}"
+            );
+        }
+        let (_, token) = pair_machine(&r);
+        let (s, v) = call(
+            "GET",
+            &format!("{u}{CONTROL}?machine=m_%00x&wait=0"),
+            Some(&token),
+            None,
+        );
+        assert_eq!(s, 400, "{v}");
+        assert_eq!(v["reason"], "NUL character in query parameter machine");
+        let (s, v) = post(
+            &format!("{u}/page/api/enqueue"),
+            LOGIN,
+            &json!({"session": SESSION, "message": {"kind": "prompt", "text": "a\u{0}b"}}),
+        );
+        assert_eq!(s, 400, "{v}");
+        assert_eq!(v["reason"], "NUL character in message.text");
+        let event = |id: &str, cwd: &str| {
+            json!({"protocol": 1, "id": id, "type": "session.started",
+                   "time": "2026-01-01T00:00:00.000Z", "tier": 0,
+                   "harness": {"name": "codex"},
+                   "session": {"id": "s1", "seq": 0, "cwd": cwd},
+                   "privacy": {"rulesets": [], "pii": false}, "data": {}})
+        };
+        let bad = "01JAAAAAAAAAAAAAAAAAAAAAA1";
+        let (s, v) = post(
+            &format!("{u}/api/sessionpipe/v1/events"),
+            SINK,
+            &json!({"events": [event(bad, "/tmp/a\u{0}b")]}),
+        );
+        assert_eq!(s, 202, "{v}");
+        assert_eq!(
+            v["rejected"],
+            json!([{"id": bad, "reason": "NUL character in session.cwd"}])
+        );
+        assert_eq!(call("GET", &format!("{u}/healthz"), None, None).0, 200);
+    }
+
+    /// Pairs one machine through the routes; its id and token.
+    fn pair_machine(r: &Receiver) -> (String, String) {
+        let (m, t) = pair(r, &Passkey::es256(71), None);
+        (m, t.expect("a first pairing's token"))
+    }
+
     #[test]
     fn a_public_url_names_the_rp_id_and_the_pairing_link() {
         let r = Receiver::start(ReceiverOptions {

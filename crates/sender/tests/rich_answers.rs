@@ -155,12 +155,9 @@ fn grants(env: &Env) -> Vec<Value> {
 fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
     let env = env();
     let (d, first_id) = allow_first_call_for_the_session(&env);
-    // Claude Code's own session rule is passed too: the suggestion it offered, as offered.
-    assert_eq!(
-        d,
-        json!({"behavior": "allow", "updatedPermissions": [
-            {"type": "addDirectories", "directories": ["/home/dev/src/notes"], "destination": "session"}]})
-    );
+    // Claude Code's offered session rule (a whole folder) is not handed over: the page never
+    // showed it, and the grant answers the identical call again.
+    assert_eq!(d, json!({"behavior": "allow"}));
     assert_eq!(attentions(&env, CC_SESSION), 1);
     let ack = ack_of(&env, &first_id);
     assert!(
@@ -237,6 +234,26 @@ fn a_session_grant_asks_once_for_exactly_that_call_of_that_session() {
 
     // Each answer acked exactly once.
     each_acked_once(&env, &[&first_id, &allow]);
+}
+
+/// A session grant is bound to the folder its prompt ran in: the same command of the same
+/// session in another folder is asked again (it used to be allowed from the grant), and in
+/// the grant's folder it is still answered from it.
+#[test]
+fn a_session_grant_does_not_match_the_same_command_in_another_folder() {
+    let env = env();
+    let (d, _) = allow_first_call_for_the_session(&env);
+    assert_eq!(d["behavior"], "allow");
+    let mut moved = call("2", None, None);
+    assert_ne!(moved["cwd"], "/tmp/elsewhere");
+    moved["cwd"] = json!("/tmp/elsewhere");
+    let (d, _) = ask_and_answer(&env, &moved, json!({"decision": "deny"}));
+    assert_eq!(d["behavior"], "deny", "asked again, and denied");
+    assert_eq!(attentions(&env, CC_SESSION), 2);
+    let same = call("3", None, None);
+    let out = env.hook_json("sp-permission", &same);
+    assert_eq!(stdout(&out), format!("{ALLOW}\n"));
+    assert_eq!(grants(&env)[0]["used"], 1);
 }
 
 #[test]

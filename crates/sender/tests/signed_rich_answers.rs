@@ -6,8 +6,8 @@
 //!
 //! 1. Edit & allow: the hook prints allow with the whole original input, only the command
 //!    changed; the stored envelope carries `input` inside `cmd`, nothing beside it; `delivered`.
-//! 2. Allow for this session: allow with Claude Code's session `updatedPermissions`; `sp grants`
-//!    lists the grant; the next identical call of the session is allowed from it, unasked.
+//! 2. Allow for this session: allow, with no `updatedPermissions` (Claude Code's offered rule
+//!    is never handed over: the page does not show it); `sp grants` lists the grant; the next identical call of the session is allowed from it, unasked.
 //! 3. Deny & stop: deny with the note and `interrupt: true`.
 //! 4. Tampered: the receiver's stored envelope of a fresh signed Allow with `input` put beside
 //!    `cmd`, and a copy with `cmd` edited after signing, are refused (`bad_fields`,
@@ -238,16 +238,12 @@ fn richer_answers_ride_inside_the_signed_cmd_and_a_field_beside_it_is_refused() 
     assert_eq!(cmd["input"], edited, "the input is signed: {cmd}");
     assert_eq!(ack(&rdb, &id)["outcome"], "delivered");
 
-    // 2. Allow for this session: Claude Code's session rule, and the machine's grant.
+    // 2. Allow for this session: the machine's grant, and no rule the page did not show.
     let p2 = ask(2, payload(CC_PERMISSION)["tool_input"].clone());
     let hook = env.spawn_hook("sp-permission", &p2);
     b.wait(&format!("{} button.allow-session", card(&p2)));
     b.click(&format!("{} button.allow-session", card(&p2)));
-    assert_eq!(
-        decision(&env, hook),
-        json!({"behavior": "allow", "updatedPermissions": [
-            {"type": "addDirectories", "directories": ["/home/dev/src/notes"], "destination": "session"}]})
-    );
+    assert_eq!(decision(&env, hook), json!({"behavior": "allow"}));
     let (id, envelope, cmd) = signed_for(&rdb, &p2);
     assert_eq!(
         envelope_keys(&envelope),

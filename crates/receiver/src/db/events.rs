@@ -4,7 +4,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::{Map, Value};
 
-use super::machines::SESSION_MACHINE;
+use super::machines::SESSION_OWNER;
 use super::snoozes::UNSNOOZE;
 use super::{fmt_ms, Db};
 use crate::validate::as_integer;
@@ -96,13 +96,18 @@ pub(super) enum Owner {
     Keep,
 }
 
-pub(super) fn owner_check(owner: Option<&str>, machine: Option<&str>) -> Owner {
+/// `owner`: the machine the session is bound to and whether it is still paired.
+pub(super) fn owner_check(owner: Option<(&str, bool)>, machine: Option<&str>) -> Owner {
     match (owner, machine) {
-        (Some(o), m) if m != Some(o) => Owner::Foreign,
-        // No machine's so far (not there yet, sent with the shared token, or its machine
-        // removed): the machine that sent it claims it.
+        (Some((o, _)), Some(m)) if m == o => Owner::Keep,
+        // A removed machine's session: the shared token (the machine, unpaired, sends with
+        // it) still may; no other machine's token takes it over.
+        (Some((_, false)), None) => Owner::Keep,
+        (Some(_), _) => Owner::Foreign,
+        // No machine's so far (not there yet, or sent with the shared token): the machine
+        // that sent it claims it.
         (None, Some(_)) => Owner::Claim,
-        _ => Owner::Keep,
+        (None, None) => Owner::Keep,
     }
 }
 
@@ -185,10 +190,13 @@ impl Db {
         let now_at = fmt_ms(now_ms);
         for ev in events {
             let e = EventKey::of(ev);
-            let owner: Option<Option<String>> = tx
-                .query_row(SESSION_MACHINE, params![e.key], |r| r.get(0))
+            let owner: Option<(Option<String>, Option<bool>)> = tx
+                .query_row(SESSION_OWNER, params![e.key], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
                 .optional()?;
-            match owner_check(owner.flatten().as_deref(), machine) {
+            let owner = owner.and_then(|(o, paired)| Some((o?, paired.unwrap_or(false))));
+            match owner_check(owner.as_ref().map(|(o, p)| (o.as_str(), *p)), machine) {
                 Owner::Foreign => {
                     out.push(Stored::Foreign);
                     continue;

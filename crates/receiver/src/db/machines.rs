@@ -39,6 +39,12 @@ pub(super) const MACHINE_SEEN: &str =
 /// A session's machine, while that machine is still paired (events.rs asks it too).
 pub(super) const SESSION_MACHINE: &str = "SELECT m.id FROM sessions s \
     LEFT JOIN machines m ON m.id = s.machine_id WHERE s.key = ?1";
+/// The machine a session is bound to, paired here or removed, and whether it is paired.
+pub(super) const SESSION_OWNER: &str = "SELECT s.machine_id, m.id IS NOT NULL FROM sessions s \
+    LEFT JOIN machines m ON m.id = s.machine_id WHERE s.key = ?1";
+/// Whether a session is bound to a machine (a removed one's id too).
+pub(super) const MACHINE_HAS_SESSIONS: &str =
+    "SELECT 1 FROM sessions WHERE machine_id = ?1 LIMIT 1";
 /// Forgetting a machine, in order (the first says whether it was there).
 pub(super) const REMOVE_MACHINE: [&str; 4] = [
     "DELETE FROM machines WHERE id = ?1",
@@ -210,10 +216,25 @@ impl Db {
             .optional()
     }
 
-    /// Forgets a machine: its token, keys, pairings and what is queued for it. Its sessions
-    /// keep its id (the page signs nothing for them) and are no longer guarded: any token
-    /// may send for them again, a paired machine's claiming them.
-    /// Returns whether the machine was there.
+    /// The machine session `key` is bound to and whether it is still paired here: `None` no
+    /// such session, `Some((None, _))` one no machine's token sent.
+    pub fn session_owner(&self, key: &str) -> rusqlite::Result<Option<(Option<String>, bool)>> {
+        self.conn
+            .query_row(SESSION_OWNER, params![key], |r| {
+                Ok((r.get(0)?, r.get::<_, Option<bool>>(1)?.unwrap_or(false)))
+            })
+            .optional()
+    }
+
+    /// Whether a session is bound to machine `id` (a removed machine's too): pairing again,
+    /// that machine gets its id back, and with it its sessions.
+    pub fn machine_has_sessions(&self, id: &str) -> rusqlite::Result<bool> {
+        self.conn
+            .query_row(MACHINE_HAS_SESSIONS, params![id], |_| Ok(()))
+            .optional()
+            .map(|o| o.is_some())
+    }
+
     /// Notes the machine's contact at `now_ms` unless one was noted within
     /// [`super::SEEN_EVERY_MS`]; whether it was written.
     pub fn machine_seen(&mut self, id: &str, now_ms: i64) -> rusqlite::Result<bool> {
@@ -224,6 +245,10 @@ impl Db {
         Ok(n > 0)
     }
 
+    /// Forgets a machine: its token, keys, pairings and what is queued for it. Its sessions
+    /// stay bound to its id (the page signs nothing for them): the shared token may send for
+    /// them (the machine, unpaired, sends with it), no other machine's token may, and the
+    /// machine paired again takes them back. Returns whether the machine was there.
     pub fn remove_machine(&mut self, id: &str) -> rusqlite::Result<bool> {
         let tx = self.conn.transaction()?;
         let n = tx.execute(REMOVE_MACHINE[0], params![id])?;

@@ -30,7 +30,7 @@ use super::events::{
     ATTENTION_NEEDED, CLAIM_SESSION, INSERT_EVENT, SESSION_INFO, UPSERT_SESSION,
 };
 use super::fmt_ms;
-use super::machines::SESSION_MACHINE;
+use super::machines::{SESSION_MACHINE, SESSION_OWNER};
 use super::pg::PgStore;
 use super::pg_wake::announce;
 use super::sessions::{
@@ -119,10 +119,10 @@ impl EventStore for PgStore {
         lock_sessions(&mut tx, keys.iter().map(|e| e.key.as_str()))?;
         let mut out = Vec::with_capacity(events.len());
         for (ev, e) in events.iter().zip(&keys) {
-            let owner: Option<String> = tx
-                .query_typed_opt(&q(SESSION_MACHINE), &[text(&e.key)])?
-                .and_then(|r| r.get(0));
-            match owner_check(owner.as_deref(), machine) {
+            let owner: Option<(String, bool)> = tx
+                .query_typed_opt(&q(SESSION_OWNER), &[text(&e.key)])?
+                .and_then(|r| Some((r.get::<_, Option<String>>(0)?, r.get(1))));
+            match owner_check(owner.as_ref().map(|(o, p)| (o.as_str(), *p)), machine) {
                 Owner::Foreign => {
                     out.push(Stored::Foreign);
                     continue;
@@ -314,6 +314,14 @@ impl EventStore for PgStore {
         }
         tx.commit()?;
         Ok(out)
+    }
+
+    fn session_owner(&mut self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>> {
+        Ok(self
+            .pool
+            .get()?
+            .query_opt(&q(SESSION_OWNER), &[&pg_text(Some(key.into()))])?
+            .map(|r| (r.get(0), r.get(1))))
     }
 
     fn session_machine(&mut self, key: &str) -> anyhow::Result<Option<Option<String>>> {

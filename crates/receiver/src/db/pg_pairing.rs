@@ -7,8 +7,9 @@ use serde_json::{json, Value};
 
 use super::dialect::postgres as q;
 use super::machines::{
-    ADD_MACHINE_KEY, APPROVE_PAIRING, CREATE_PAIRING, GIVE_TOKEN, MACHINE_BY_TOKEN, MACHINE_KEYS,
-    MACHINE_KNOWN, MACHINE_SEEN, PAIRING, PAIRING_MACHINE, PAIR_MACHINE, REMOVE_MACHINE, SET_TOKEN,
+    ADD_MACHINE_KEY, APPROVE_PAIRING, CREATE_PAIRING, GIVE_TOKEN, MACHINE_BY_TOKEN,
+    MACHINE_HAS_SESSIONS, MACHINE_KEYS, MACHINE_KNOWN, MACHINE_SEEN, PAIRING, PAIRING_MACHINE,
+    PAIR_MACHINE, REMOVE_MACHINE, SET_TOKEN,
 };
 use super::pg::PgStore;
 use super::store::PairingStore;
@@ -23,6 +24,14 @@ const MACHINES: &str = "SELECT m.id, m.name, m.paired_ms, \
     WHERE k.machine = m.id), m.seen_ms FROM machines m ORDER BY m.paired_ms, m.id";
 
 impl PairingStore for PgStore {
+    fn machine_has_sessions(&mut self, id: &str) -> anyhow::Result<bool> {
+        Ok(self
+            .pool
+            .get()?
+            .query_opt(&q(MACHINE_HAS_SESSIONS), &[&id])?
+            .is_some())
+    }
+
     fn machine_known(&mut self, id: &str) -> anyhow::Result<bool> {
         Ok(self
             .pool

@@ -204,6 +204,8 @@ pub(crate) trait PairingStore {
     fn latest_machine(&mut self) -> anyhow::Result<Option<Value>>;
     fn machines(&mut self) -> anyhow::Result<Vec<Value>>;
     fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool>;
+    /// Whether a session is bound to machine `id` (a removed machine's too).
+    fn machine_has_sessions(&mut self, id: &str) -> anyhow::Result<bool>;
     /// The machine came with its token at `now_ms` (the page shows its last contact):
     /// written only when the last one stored is older than a few seconds
     /// ([`super::SEEN_EVERY_MS`]), so a busy poller does not write on every request.
@@ -214,6 +216,9 @@ pub(crate) trait PairingStore {
 impl PairingStore for Db {
     fn machine_known(&mut self, id: &str) -> anyhow::Result<bool> {
         Ok(Db::machine_known(self, id)?)
+    }
+    fn machine_has_sessions(&mut self, id: &str) -> anyhow::Result<bool> {
+        Ok(Db::machine_has_sessions(self, id)?)
     }
     fn machine_by_token(&mut self, hash: &str) -> anyhow::Result<Option<String>> {
         Ok(Db::machine_by_token(self, hash)?)
@@ -350,6 +355,8 @@ pub(crate) trait EventStore {
     ) -> anyhow::Result<Vec<Stored>>;
     fn page_sessions(&mut self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>>;
     fn session_machine(&mut self, key: &str) -> anyhow::Result<Option<Option<String>>>;
+    /// The machine a session is bound to (a removed one's too) and whether it is paired.
+    fn session_owner(&mut self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>>;
 }
 
 impl EventStore for Db {
@@ -366,6 +373,9 @@ impl EventStore for Db {
     }
     fn session_machine(&mut self, key: &str) -> anyhow::Result<Option<Option<String>>> {
         Ok(Db::session_machine(self, key)?)
+    }
+    fn session_owner(&mut self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>> {
+        Ok(Db::session_owner(self, key)?)
     }
 }
 

@@ -27,6 +27,18 @@ pub(crate) struct Q<T>(pub T);
 impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Q<T> {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        // A NUL (`%00`) in a parameter: refused naming it (no store keeps one).
+        let query = parts.uri.query().unwrap_or_default();
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap_or_default();
+        if let Some((name, _)) = pairs
+            .iter()
+            .find(|(k, v)| k.contains('\0') || v.contains('\0'))
+        {
+            return Err(ApiError::bad_request(&format!(
+                "NUL character in query parameter {}",
+                name.replace('\0', "\\0")
+            )));
+        }
         match Query::<T>::from_request_parts(parts, state).await {
             Ok(Query(v)) => Ok(Q(v)),
             Err(e) => Err(ApiError::bad_request(&format!(

@@ -70,7 +70,6 @@ use crate::auth::{
 };
 use crate::body;
 use crate::error::{clip, json_reply, ApiError, Reply};
-use crate::limits::LOGIN_BODY_CAP;
 use crate::longpoll;
 use crate::state::{AppState, State as St};
 use crate::validate::{format_ms_timestamp, prompt_mode, str_field};
@@ -231,7 +230,7 @@ async fn login(
 ) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
     let client = client_ip(&app, &parts).unwrap_or(IpAddr::from([0, 0, 0, 0]));
-    let read = body::read_up_to(&app, &parts.headers, body, LOGIN_BODY_CAP).await?;
+    let read = body::read_login(&app, &parts.headers, body).await?;
     let allowed = app
         .shared
         .with_db(move |st| {

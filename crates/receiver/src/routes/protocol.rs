@@ -124,7 +124,7 @@ async fn events(
         "batch larger than batch.max_bytes",
     )
     .await?;
-    let body: Value = read.json()?;
+    let body: Value = read.json_with_nul()?;
     let Some(list) = body.get("events").and_then(Value::as_array) else {
         return Err(ApiError::bad_request(
             "malformed body: events must be an array",
@@ -269,14 +269,19 @@ async fn poll(
             "malformed session: want <harness>:<id>",
         ));
     }
-    // A session of a paired machine is polled with that machine's token only (DECISIONS 33).
+    // A session of a paired machine is polled with that machine's token only (DECISIONS 33);
+    // a removed machine's with the shared token or, paired again, its own: never another's.
     let key = session.clone();
     let owner = app
         .shared
-        .with_db(move |st| st.db.session_machine(&key))
-        .await?
-        .flatten();
-    if owner.is_some() && owner != sender {
+        .with_db(move |st| st.db.session_owner(&key))
+        .await?;
+    let refused = match (owner, &sender) {
+        (Some((Some(o), _)), Some(s)) => &o != s,
+        (Some((Some(_), paired)), None) => paired,
+        _ => false,
+    };
+    if refused {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "session_of_another_machine",

@@ -100,7 +100,8 @@ fn ms_to_wire(ms: i64) -> String {
 struct PairStart {
     /// The machine's name, shown on the page (cut to 80 characters).
     name: Option<String>,
-    /// A machine already paired here pairing again (a new key).
+    /// A machine already paired here pairing again (a new key), or one removed here whose
+    /// sessions are still bound to it (it takes them back).
     machine: Option<String>,
 }
 
@@ -131,7 +132,7 @@ async fn pair_start(
         .shared
         .with_db(move |st| -> Result<Value, ApiError> {
             let machine = match asked.machine {
-                Some(m) if st.db.machine_known(&m)? => m,
+                Some(m) if st.db.machine_known(&m)? || st.db.machine_has_sessions(&m)? => m,
                 _ => fresh_id,
             };
             let now = st.now_ms();

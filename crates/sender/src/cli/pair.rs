@@ -142,7 +142,8 @@ fn named_sink<'a>(
 }
 
 /// `POST {control}/pair`: the receiver's pairing link and check digits. A machine already
-/// paired there says which it is, and the answer must be for that machine.
+/// paired there says which it is; an answer for another id means the receiver forgot it
+/// (removed there), and it pairs as a new machine (whose first pairing hands over a token).
 fn start_pairing(
     client: &Client,
     control: &str,
@@ -185,9 +186,10 @@ fn start_pairing(
     started_ok(&started)?;
     if let Some(m) = known {
         if m != started.machine {
-            bail!(
-                "the receiver answered for machine {}, but this machine is {m} there: refusing to pair",
-                started.machine,
+            // The receiver no longer knows this machine (removed there, on its page): it
+            // pairs as a new one, which hands over a new token (checked when enrolling).
+            println!(
+                "The receiver no longer knows this machine as {m} (removed there); pairing as a new machine."
             );
         }
     }

@@ -173,7 +173,8 @@ pub struct Caps {
 }
 
 /// Claude Code's PermissionRequest takes every one: `updatedInput`, `interrupt`, the
-/// question's `answers` in `updatedInput`, and `updatedPermissions` beside our own grant.
+/// question's `answers` in `updatedInput` (`scope` is our own grant only: no
+/// `updatedPermissions`, whose rules the page never shows).
 const ALL_ANSWER_FIELDS: &[&str] = &["scope", "input", "interrupt", "answers"];
 
 /// A Codex thread on `sp codex`'s app-server: sp-sync answers its approval request with

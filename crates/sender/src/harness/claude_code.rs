@@ -130,9 +130,10 @@ pub fn unsupported_for_call(a: &RichAnswer, call: &Call) -> Option<String> {
 /// An answer with DECISIONS 30's fields, as harness-contracts §1.3 and §11 found 2.1.332 takes
 /// it: `updatedInput` replaces the whole input (the person's `input`, never merged with the
 /// model's; for a question the original input with `questions` kept plus `answers`),
-/// `interrupt: true` on a deny ends the turn, and `scope: "session"` passes the session rules
-/// Claude Code itself offered (`permission_suggestions` with destination `session`, never a
-/// settings file). `Err` names the rule when this call cannot take the answer.
+/// `interrupt: true` on a deny ends the turn. `scope: "session"` hands Claude Code no rule of
+/// its own (its offered `permission_suggestions` match more than the call the person saw,
+/// and the page does not show them): the machine's grant is the session's. `Err` names the
+/// rule when this call cannot take the answer.
 pub fn render_rich_permission(a: &RichAnswer, call: &Call) -> Result<String, String> {
     let question = call.tool == QUESTION_TOOL;
     let decision = match a.decision {
@@ -199,17 +200,9 @@ pub fn render_rich_permission(a: &RichAnswer, call: &Call) -> Result<String, Str
             if let Some(u) = updated {
                 d["updatedInput"] = u;
             }
-            if a.session_rule {
-                let rules: Vec<Value> = call
-                    .suggestions
-                    .iter()
-                    .filter(|s| s.get("destination").and_then(Value::as_str) == Some("session"))
-                    .cloned()
-                    .collect();
-                if !rules.is_empty() {
-                    d["updatedPermissions"] = Value::Array(rules);
-                }
-            }
+            // No `updatedPermissions`: Claude Code's offered session rules (a folder, a
+            // command prefix) match more than the one call the person saw, and the page never
+            // showed them; the machine's own grant answers the identical call again.
             d
         }
     };
@@ -309,10 +302,8 @@ mod tests {
         let out: Value = serde_json::from_str(&render_rich_permission(&a, &bash).unwrap()).unwrap();
         let d = &out["hookSpecificOutput"]["decision"];
         assert_eq!(d["updatedInput"], json!({"command": "rm -ri x"}));
-        assert_eq!(
-            d["updatedPermissions"],
-            json!([{"type": "addDirectories", "directories": ["/w"], "destination": "session"}])
-        );
+        // The offered session rule is not handed over: the page never showed it.
+        assert!(d.get("updatedPermissions").is_none(), "{d}");
         let stop = Rich {
             interrupt: true,
             ..Rich::default()

@@ -444,7 +444,8 @@ pub struct RichAnswer<'a> {
     pub decision: Decision,
     pub message: &'a str,
     pub rich: &'a crate::wire::control::Rich,
-    /// `scope: "session"`: the harness's own session rule is passed too, where it offered one.
+    /// `scope: "session"`: the answer is for the session (the machine keeps a grant; no rule
+    /// of the harness's own is handed over, the page never shows one).
     pub session_rule: bool,
 }
 

@@ -83,7 +83,8 @@ pub fn from_grant(
         return Ok(false);
     }
     let key = session.key();
-    let Some(grant) = store.find_grant(&key, &call.tool, &call.input)? else {
+    let folder = store.grant_folder(session);
+    let Some(grant) = store.find_grant(&key, folder.as_deref(), &call.tool, &call.input)? else {
         return Ok(false);
     };
     if store.cancel_queued(&key)? || store.stopped(&key)? {
@@ -145,7 +146,8 @@ pub fn from_grant_by_api(
     call: &Call,
 ) -> Result<bool> {
     let key = session.key();
-    let Some(grant) = store.find_grant(&key, &call.tool, &call.input)? else {
+    let folder = store.grant_folder(session);
+    let Some(grant) = store.find_grant(&key, folder.as_deref(), &call.tool, &call.input)? else {
         return Ok(false);
     };
     if store.cancel_queued(&key)? || store.stopped(&key)? {
@@ -400,8 +402,10 @@ fn deliver_answer(
                         .get("updatedInput")
                         .cloned()
                 });
+            let folder = store.grant_folder(session);
             let grant = NewGrant {
                 session_key: &session.key(),
+                folder: folder.as_deref(),
                 tool: &call.tool,
                 input: &call.input,
                 summary: &describe_tool(&call.tool, &call.input),

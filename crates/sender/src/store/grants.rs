@@ -1,5 +1,6 @@
 //! Grants for a session (DECISIONS 30 `scope: "session"` on hook harnesses): the machine keeps
-//! the person's answer for exactly one tool and one input of one session, and sp-permission
+//! the person's answer for exactly one tool and one input of one session in one folder (the
+//! folder the prompt ran in: the same command elsewhere is another prompt), and sp-permission
 //! answers a later identical prompt of that session from it at once. A grant never matches
 //! more than the person saw; it ends with its session, at `until` (at most 24 h), or by
 //! `sp grants revoke`.
@@ -41,11 +42,12 @@ pub struct GrantRow {
     pub used: i64,
 }
 
-/// What a grant matches: sha256 over the tool and the input's canonical JSON (keys sorted at
-/// every level), so the same input always matches and any other input never does.
-pub fn matcher(tool: &str, input: &Value) -> String {
+/// What a grant matches: sha256 over the tool, the input's canonical JSON (keys sorted at
+/// every level) and the folder the prompt ran in, so the same input in the same folder always
+/// matches and any other input, or the same one in another folder, never does.
+pub fn matcher(tool: &str, input: &Value, folder: Option<&str>) -> String {
     use sha2::{Digest, Sha256};
-    let what = serde_json::json!([tool, canonical(input)]);
+    let what = serde_json::json!([tool, canonical(input), folder]);
     let d = Sha256::digest(serde_json::to_vec(&what).unwrap_or_default());
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -69,6 +71,8 @@ fn canonical(v: &Value) -> Value {
 /// What the person's answer made: kept by [`Store::add_grant`].
 pub struct NewGrant<'a> {
     pub session_key: &'a str,
+    /// The folder the prompt ran in ([`Store::grant_folder`]).
+    pub folder: Option<&'a str>,
     pub tool: &'a str,
     pub input: &'a Value,
     pub summary: &'a str,
@@ -93,7 +97,7 @@ fn insert_grant(tx: &rusqlite::Transaction, g: &NewGrant, now: Millis) -> Result
         params![
             g.session_key,
             g.tool,
-            matcher(g.tool, g.input),
+            matcher(g.tool, g.input, g.folder),
             summary,
             g.decision.as_str(),
             g.answer,
@@ -138,10 +142,20 @@ impl Store {
         Ok(id)
     }
 
-    /// The live grant of this session for exactly this tool and input (a read: no lock).
+    /// The folder a grant of `s` is bound to: the one its hook names, else the one the
+    /// session last reported from its own hooks (an answer taken off the hook's path).
+    pub fn grant_folder(&self, s: &SessionRef) -> Option<String> {
+        s.cwd
+            .clone()
+            .or_else(|| self.session_cwd(&s.key()).ok().flatten().flatten())
+    }
+
+    /// The live grant of this session for exactly this tool and input in this folder (a
+    /// read: no lock).
     pub fn find_grant(
         &self,
         session_key: &str,
+        folder: Option<&str>,
         tool: &str,
         input: &Value,
     ) -> Result<Option<Grant>> {
@@ -152,7 +166,7 @@ impl Store {
                    AND matcher=?3 AND ended_at IS NULL AND until_ms > ?4 ORDER BY id DESC LIMIT 1",
             )?
             .query_row(
-                params![session_key, tool, matcher(tool, input), now_ms()],
+                params![session_key, tool, matcher(tool, input, folder), now_ms()],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )
             .optional()?;
@@ -241,18 +255,34 @@ mod tests {
 
     #[test]
     fn matcher_is_exact_and_ignores_key_order() {
-        let a = matcher("Bash", &json!({"command": "ls", "description": "list"}));
+        let a = matcher(
+            "Bash",
+            &json!({"command": "ls", "description": "list"}),
+            Some("/a"),
+        );
         assert_eq!(
             a,
-            matcher("Bash", &json!({"description": "list", "command": "ls"}))
+            matcher(
+                "Bash",
+                &json!({"description": "list", "command": "ls"}),
+                Some("/a")
+            )
         );
         assert_ne!(
             a,
-            matcher("Bash", &json!({"command": "ls -a", "description": "list"}))
+            matcher(
+                "Bash",
+                &json!({"command": "ls -a", "description": "list"}),
+                Some("/a")
+            )
         );
         assert_ne!(
             a,
-            matcher("Write", &json!({"command": "ls", "description": "list"}))
+            matcher(
+                "Write",
+                &json!({"command": "ls", "description": "list"}),
+                Some("/a")
+            )
         );
         assert_eq!(a.len(), 64);
     }

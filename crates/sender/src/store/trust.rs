@@ -66,8 +66,17 @@ impl Store {
             )
             .optional()?;
         match (existing, token) {
+            // A new machine id with a first pairing's token: the receiver forgot the old one
+            // (removed on its page). The old id, its token and its keys are void there.
+            (Some(m), Some(t)) if m != machine => {
+                tx.execute("DELETE FROM control_keys WHERE sink = ?1", [sink])?;
+                tx.execute(
+                    "UPDATE control_machines SET machine = ?2, token = ?3, rp_id = ?4, paired_at = ?5 WHERE sink = ?1",
+                    params![sink, machine, t, rp_id, now],
+                )?;
+            }
             (Some(m), _) if m != machine => anyhow::bail!(
-                "the receiver answered for machine {machine}, but this machine is {m} there; run `sp control off {sink}` first to pair as a new machine"
+                "the receiver answered for machine {machine}, but this machine is {m} there, and handed over no token; run `sp control off {sink}` first to pair as a new machine"
             ),
             (Some(_), Some(t)) => {
                 tx.execute(
@@ -230,12 +239,45 @@ mod tests {
         s.enroll("r", "m_aaaaaaaaaaaaaaaaaa", None, "rp", &k2, None)
             .unwrap();
         assert_eq!(s.paired_machine("r").unwrap().unwrap().token, "tok");
+        // Another machine id without a first pairing's token is refused.
         assert!(s
-            .enroll("r", "m_bbbbbbbbbbbbbbbbbb", Some("t2"), "rp", &k2, None)
+            .enroll("r", "m_bbbbbbbbbbbbbbbbbb", None, "rp", &k2, None)
             .is_err());
         assert_eq!(s.enrolled_keys(Some("r")).unwrap().len(), 2);
         assert_eq!(s.remove_key(&k.id).unwrap(), 1);
         assert_eq!(s.unpair("r").unwrap(), (1, true));
         assert!(s.paired_machine("r").unwrap().is_none());
+    }
+
+    /// The receiver forgot the machine (removed on its page) and paired it as a new one: the
+    /// new id and token replace the old, whose keys are dropped.
+    #[test]
+    fn a_new_machine_id_with_its_token_replaces_the_removed_one() {
+        let (_d, mut s) = store();
+        let k = TrustedKey {
+            id: "k".repeat(16),
+            alg: -7,
+            spki: "AAAA".into(),
+        };
+        let k2 = TrustedKey {
+            id: "j".repeat(16),
+            ..k.clone()
+        };
+        s.enroll("r", "m_aaaaaaaaaaaaaaaaaa", Some("tok"), "rp", &k, None)
+            .unwrap();
+        s.enroll("r", "m_bbbbbbbbbbbbbbbbbb", Some("t2"), "rp", &k2, None)
+            .unwrap();
+        let m = s.paired_machine("r").unwrap().unwrap();
+        assert_eq!(
+            (m.machine.as_str(), m.token.as_str()),
+            ("m_bbbbbbbbbbbbbbbbbb", "t2")
+        );
+        let keys: Vec<String> = s
+            .enrolled_keys(Some("r"))
+            .unwrap()
+            .into_iter()
+            .map(|k| k.key.id)
+            .collect();
+        assert_eq!(keys, vec![k2.id.clone()]);
     }
 }

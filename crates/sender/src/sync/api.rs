@@ -268,8 +268,10 @@ fn answer(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Res
                     tool.as_deref().unwrap_or("permission"),
                     &message,
                 );
+                let folder = store.grant_folder(&session);
                 let grant = NewGrant {
                     session_key: &s.key,
+                    folder: folder.as_deref(),
                     tool: &call.tool,
                     input: &call.input,
                     summary: &message,

@@ -766,8 +766,10 @@ impl Follower {
                 })
             });
             if let Some(call) = call {
+                let folder = store.grant_folder(&s);
                 let grant = NewGrant {
                     session_key: &a.key,
+                    folder: folder.as_deref(),
                     tool: &call.tool,
                     input: &call.input,
                     summary: &crate::harness::describe_tool(&call.tool, &call.input),
