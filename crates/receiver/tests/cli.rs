@@ -395,6 +395,8 @@ fn a_taken_port_says_it_is_probably_our_receiver() {
         said.contains(&format!("curl -s http://127.0.0.1:{}/healthz", addr.port())),
         "{said}"
     );
+}
+
 /// A `--db` URL that fails to parse is refused (status 2) with a message that never shows
 /// its password, given as `--db` or as `SESSIONPIPE_RECEIVER_DB` (clap used to echo the
 /// whole value in its error).
