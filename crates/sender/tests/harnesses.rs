@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------------
 // Payloads: our fixtures in tests/fixtures/hook-payloads (Claude Code, Codex Stop), otherwise
-// built from the cited documentation (harness-contracts §2-§7 and the sources it names).
+// built from the cited documentation (docs/harness-contracts.md and the sources it names).
 
 const CODEX_STOP: &str = "codex/stop.json";
 const CODEX_SESSION: &str = "0196f2a4-7c1e-7d35-b8a0-5e2c94f1d6b7";
@@ -2115,8 +2115,8 @@ fn silent_permission_paths_answer_each_harness_own_way() {
         if events.is_empty() {
             continue; // Kiro, OpenCode: no permission hook is registered.
         }
-        // What each harness does with an empty answer, from its contract (harness-contracts
-        // §1.3, §2.2, §4, §5, §6, §7), written out here so a wrong row fails.
+        // What each harness does with an empty answer, from its contract
+        // (docs/harness-contracts.md), written out here so a wrong row fails.
         let want = match h {
             // Cursor runs the command on silence (failClosed is off by default): ask instead.
             "cursor" => "{\"permission\":\"ask\"}\n",

@@ -165,8 +165,8 @@ CREATE TABLE control_nonces (
 );
 CREATE INDEX control_nonces_seen ON control_nonces(seen_ms);
 "#,
-    // 5: signed control's final outcome `refused` with its `code` (the reference's CONTROL.md
-    // §5 and §10). SQLite cannot change a CHECK in place, so messages and acks are rebuilt
+    // 5: signed control's final outcome `refused` with its `code` (docs/protocol.md#control-5
+    // and the acks of docs/protocol.md#seed). SQLite cannot change a CHECK in place, so messages and acks are rebuilt
     // with every row kept, and the views and indexes over them made again.
     r#"
 DROP VIEW queue;
@@ -191,7 +191,7 @@ CREATE TABLE messages_v5 (
     claimed_pid   INTEGER,
     claimed_ms    INTEGER,
     done_at       TEXT,
-    code          TEXT,                      -- a refusal's code (CONTROL.md §5)
+    code          TEXT,                      -- a refusal's code (docs/protocol.md#control-5)
     CHECK ((state = 'done') = (outcome IS NOT NULL))
 );
 INSERT INTO messages_v5 (id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at,
