@@ -289,4 +289,23 @@ CREATE VIEW live_grants AS
     FROM grants WHERE ended_at IS NULL
       AND until_ms > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
 "#,
+    // 12: a prompt of an API-driven session (OpenCode) that a grant answers (DECISIONS 30): the
+    // hook leaves the reply here and sp-sync sends it, so no hook links an HTTP client. The
+    // prompt as the hook read it is kept, to be announced as usual if the server refuses.
+    r#"
+CREATE TABLE api_grant_replies (
+    session_key   TEXT NOT NULL,
+    request_id    TEXT NOT NULL,             -- the server's permission request (attention id)
+    grant_id      INTEGER NOT NULL,
+    decision      TEXT NOT NULL CHECK (decision IN ('allow','deny')),
+    hook_event    TEXT NOT NULL,
+    cwd           TEXT,
+    tool          TEXT,
+    message       TEXT,
+    input         TEXT,                      -- the call's input (JSON)
+    hook_pid      INTEGER NOT NULL,
+    created_ms    INTEGER NOT NULL,
+    PRIMARY KEY (session_key, request_id)
+);
+"#,
 ];
