@@ -1,8 +1,8 @@
 //! A sessionpipe receiver over HTTP (axum on hyper and tokio): the test receiver the sender's tests drive,
 //! and, with a database file and a login token, the real `sp-receiver` and its page.
 //!
-//! It speaks the seed-era protocol (`HTTP.md` @ e918475, `CONTROL.md` @ e918475; see
-//! `shared/spec/sessionpipe-protocol.md` §2): discovery, `POST {events}` with dedup, the
+//! It speaks the seed-era protocol (`docs/protocol.md#seed` and `docs/protocol.md#http`):
+//! discovery, `POST {events}` with dedup, the
 //! per-session control long poll and acks. Everything it keeps is in one SQLite database
 //! (`db/`): a file for `sp-receiver`, a private in-memory one for tests, same SQL. Tests of the
 //! sender drive it through this API (and fault injection); the delivery fixtures drive it

@@ -288,7 +288,7 @@ pub fn check_ack_body(body: &Value) -> Result<Vec<Value>, String> {
                 ))
             }
         }
-        // Signed control: a refusal names its code (CONTROL.md §5); any code is short.
+        // Signed control: a refusal names its code (docs/protocol.md#control-5); any code is short.
         match obj.get("code") {
             None if outcome == Some("refused") => {
                 return Err(format!("acks[{i}].outcome refused needs a code"))

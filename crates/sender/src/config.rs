@@ -119,7 +119,7 @@ impl<'de> Deserialize<'de> for ControlMode {
 pub struct ControlTunables {
     #[serde(default)]
     pub permission_wait_s: Option<u64>,
-    /// Signed control's folder allowlist (CONTROL.md §5 step 6): when set, a command acts only
+    /// Signed control's folder allowlist (docs/protocol.md#control-5 step 6): when set, a command acts only
     /// on a session whose own folder is inside one of these absolute paths.
     #[serde(default)]
     pub folders: Option<Vec<PathBuf>>,

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------------
 // Payloads: our fixtures in tests/fixtures/hook-payloads (Claude Code, Codex Stop), otherwise
-// built from the cited documentation (harness-contracts §2-§7 and the sources it names).
+// built from the cited documentation (docs/harness-contracts.md and the sources it names).
 
 const CODEX_STOP: &str = "codex/stop.json";
 const CODEX_SESSION: &str = "0196f2a4-7c1e-7d35-b8a0-5e2c94f1d6b7";
@@ -1285,6 +1285,64 @@ fn opencode_failing_api_acks_failed_with_the_detail() {
     );
 }
 
+/// DECISIONS 30 on OpenCode: a prompt a session grant matches is answered through the server
+/// API without announcing it. The hook hands the reply to sp-sync through the store (no hook
+/// links an HTTP client); when the server does not take it, the prompt is announced as usual.
+#[test]
+fn opencode_grant_answers_through_sp_sync_and_asks_when_the_server_refuses() {
+    let env = env_with(json!({}));
+    let oc = OpenCode::start();
+    opencode_live(&env, &oc);
+    let asked = opencode_event("permission.asked", json!({}), &oc.url);
+    assert_eq!(run_ok(&env, "opencode", "sp-event", &asked), "");
+    wait_needed(&env, "opencode", "per_9c1d2e3f4a5b", 0);
+    let a = env.receiver.enqueue(
+        &key("opencode"),
+        json!({"kind": "permission.answer", "for": "per_9c1d2e3f4a5b", "decision": "allow", "scope": "session"}),
+    );
+    assert_eq!(
+        ack_of(&env, a["id"].as_str().unwrap())["outcome"],
+        "delivered"
+    );
+    oc.wait_request("/permission/per_9c1d2e3f4a5b/reply");
+    assert_eq!(env.query::<i64>("select count(*) from grants"), [1]);
+    // The same call asked again: sp-sync replies `once` from the grant; nothing is announced.
+    let again = opencode_event("permission.asked", json!({"id": "per_3"}), &oc.url);
+    assert_eq!(run_ok(&env, "opencode", "sp-event", &again), "");
+    let req = oc.wait_request("/permission/per_3/reply");
+    assert_eq!(
+        serde_json::from_str::<Value>(&req.body).unwrap(),
+        json!({"reply": "once"})
+    );
+    assert!(
+        until(Duration::from_secs(15), || env
+            .query::<i64>("select used from grants")
+            == [1]),
+        "the grant counts its use\n{}",
+        env.log()
+    );
+    assert_eq!(
+        env.query::<i64>("select count(*) from api_grant_replies"),
+        [0]
+    );
+    // The server refuses the next one: the person is asked as usual.
+    *oc.fail.lock().unwrap() = Some((500, r#"{"name":"UnknownError"}"#.into()));
+    let third = opencode_event("permission.asked", json!({"id": "per_4"}), &oc.url);
+    assert_eq!(run_ok(&env, "opencode", "sp-event", &third), "");
+    wait_needed(&env, "opencode", "per_4", 0);
+    oc.wait_request("/permission/per_4/reply");
+    assert_eq!(env.query::<i64>("select used from grants"), [1]);
+    let announced = env.query::<String>(
+        "select json_extract(data, '$.attention_id') from events where type='attention.needed' order by rowid",
+    );
+    assert_eq!(
+        announced,
+        ["per_9c1d2e3f4a5b", "per_4"],
+        "per_3 was never announced"
+    );
+    assert!(env.log().contains("asking as usual"), "{}", env.log());
+}
+
 #[test]
 fn opencode_plugin_reports_to_sp_event() {
     // The checked-in plugin (hooks/opencode/), run by node, forwards bus events to the real
@@ -2115,8 +2173,8 @@ fn silent_permission_paths_answer_each_harness_own_way() {
         if events.is_empty() {
             continue; // Kiro, OpenCode: no permission hook is registered.
         }
-        // What each harness does with an empty answer, from its contract (harness-contracts
-        // §1.3, §2.2, §4, §5, §6, §7), written out here so a wrong row fails.
+        // What each harness does with an empty answer, from its contract
+        // (docs/harness-contracts.md), written out here so a wrong row fails.
         let want = match h {
             // Cursor runs the command on silence (failClosed is off by default): ask instead.
             "cursor" => "{\"permission\":\"ask\"}\n",

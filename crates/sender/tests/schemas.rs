@@ -1,4 +1,4 @@
-//! The JSON Schemas in `schemas/`: they compile, accept what the protocol and DECISIONS
+//! The JSON Schemas in `schemas/`: they compile, accept what the protocol and docs/decisions.md
 //! allow, refuse what they forbid, and pass our delivery fixtures (`tests/fixtures/`). Where
 //! the reference's fixtures are here (`../shared/peer-data`, or `$SP_PEER_DATA`), they also
 //! agree with the protocol's own (seed-era) schemas and delivery fixtures where the two

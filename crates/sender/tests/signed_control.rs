@@ -804,7 +804,7 @@ fn cases() -> Vec<Case> {
         no("bad_fields"),
     );
 
-    // Enrollment proofs (CONTROL.md §2).
+    // Enrollment proofs (docs/protocol.md#control-2).
     let enroll = |key: &Passkey, prover: &Passkey, machine: &str, code: &str| {
         let challenge = sha256(format!("sessionpipe.pair:{machine}:{code}").as_bytes());
         json!({"machine": MACHINE, "code": "4F7K-2QXD", "key": key.trusted(), "proof": prover.assert(&challenge, &get), "rp_id": RP})

@@ -1,4 +1,4 @@
-//! `sp pair`, `sp control keys` and `sp control off` (DECISIONS 22, CONTROL.md §2) against a
+//! `sp pair`, `sp control keys` and `sp control off` (DECISIONS 22, docs/protocol.md#control-2) against a
 //! pairing receiver on loopback: a key is enrolled only when its proof verifies here, so a
 //! receiver, or a squatter on its port, that hands over another key enrolls nothing.
 mod common;

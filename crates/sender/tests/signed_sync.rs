@@ -1,4 +1,4 @@
-//! Signed control end to end (DECISIONS 22, the reference's CONTROL.md §5): `sp pair`, then
+//! Signed control end to end (DECISIONS 22, docs/protocol.md#control-5): `sp pair`, then
 //! sp-sync's one poll per machine against a receiver on loopback, and a Claude Code
 //! PermissionRequest hook that prints allow only for a command signed by the enrolled
 //! passkey's day key. A replayed, edited, other-machine or wrong-key command is acked
@@ -429,7 +429,7 @@ fn an_allow_for_no_open_prompt_is_refused_and_a_removed_key_stops_counting() {
     assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
 }
 
-/// CONTROL.md §5 step 6: with `control.folders`, a signed allow for a session whose own folder
+/// docs/protocol.md#control-5 step 6: with `control.folders`, a signed allow for a session whose own folder
 /// (as its hooks reported it, never as the command says) is outside them is refused `folder`.
 #[test]
 fn a_session_outside_the_folder_allowlist_is_refused() {
@@ -455,7 +455,7 @@ fn a_session_outside_the_folder_allowlist_is_refused() {
     assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
 }
 
-/// CONTROL.md §2: a device the machine trusts vouches for a new one with a signed `key.add`;
+/// docs/protocol.md#control-2: a device the machine trusts vouches for a new one with a signed `key.add`;
 /// the key is enrolled (acked delivered) and then signs like the first; a replay of the
 /// `key.add` is refused.
 #[test]

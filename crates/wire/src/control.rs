@@ -150,7 +150,7 @@ pub struct ControlMessage {
     /// A permission answer's `input`, `interrupt` and `answers` (DECISIONS 30); empty for
     /// every other kind. Boxed: most messages carry none.
     pub rich: Box<Rich>,
-    /// A signed command's nonce (the reference's CONTROL.md §5 step 5): recorded in the same
+    /// A signed command's nonce (docs/protocol.md#control-5 step 5): recorded in the same
     /// transaction that stores the message, and a seen one refuses it `replay`.
     pub nonce: Option<String>,
 }

@@ -1,4 +1,4 @@
-//! Signed control (DECISIONS 22, the reference's CONTROL.md §3 and §5): the one verifier for
+//! Signed control (DECISIONS 22, docs/protocol.md#control-3 and #control-5): the one verifier for
 //! commands a person signed on their device, and for the enrollment proof of a new passkey.
 //!
 //! Every signature covers the exact bytes as received (`cmd`, `grant.str`); they are parsed to
@@ -46,7 +46,7 @@ pub const RS256: i64 = -257;
 const FLAG_UP: u8 = 0x01;
 const FLAG_UV: u8 = 0x04;
 
-/// Why a command was refused: CONTROL.md §5's verifier codes, stable on the wire.
+/// Why a command was refused: docs/protocol.md#control-5's verifier codes, stable on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
     Malformed,
@@ -218,7 +218,7 @@ impl SignedCommand {
     }
 }
 
-/// One attached file of a `start` (CONTROL.md §3.1); `name` is NFC.
+/// One attached file of a `start` (docs/protocol.md#control-3.1); `name` is NFC.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileRef {
     pub name: String,
@@ -500,7 +500,7 @@ pub fn origin_allowed(origin: &str, rp_id: &str) -> bool {
 }
 
 /// One passkey assertion over `challenge`, made with `key`, by a verified person
-/// (CONTROL.md §3.2).
+/// (docs/protocol.md#control-3.2).
 pub fn verify_assertion(
     challenge: &[u8; 32],
     a: &Assertion,
@@ -572,7 +572,7 @@ pub fn pair_challenge(machine: &str, code: &str) -> [u8; 32] {
     sha256(format!("sessionpipe.pair:{machine}:{code}").as_bytes())
 }
 
-/// The enrollment proof (CONTROL.md §2 step 3): only after this verifies does the key go
+/// The enrollment proof (docs/protocol.md#control-2 step 3): only after this verifies does the key go
 /// into the machine's trust store.
 pub fn verify_enrollment(
     machine: &str,
@@ -934,7 +934,7 @@ fn check_grant_path(
     Ok(key.id.clone())
 }
 
-/// Is this a command this machine may act on? CONTROL.md §5 steps 1 to 5, in order: the
+/// Is this a command this machine may act on? docs/protocol.md#control-5 steps 1 to 5, in order: the
 /// exact bytes parse; the command is for this machine; it is signed (a grant from an
 /// enrolled key plus the day key's signature, or a confirm over sha256(cmd)); it was signed
 /// within the age window; its nonce is new, and recorded before anything acts on it. The

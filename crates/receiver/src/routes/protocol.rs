@@ -1,4 +1,4 @@
-//! The protocol's routes (`HTTP.md`, `CONTROL.md` @ e918475): discovery, events, the control
+//! The protocol's routes (`docs/protocol.md#seed`, `docs/protocol.md#http`): discovery, events, the control
 //! long poll and acks, and `/healthz`. Each protocol route is counted (and in test builds
 //! logged and open to injected faults) by [`on`] before its extractors run.
 

@@ -1,5 +1,5 @@
-//! Signed control, the receiver's side (DECISIONS 22; the reference's CONTROL.md §2, §3.3 and
-//! HTTP.md §3). The receiver carries; it never signs and never adds a key on its own.
+//! Signed control, the receiver's side (DECISIONS 22; docs/protocol.md#control-2, #control-3.3 and
+//! docs/protocol.md#http-3). The receiver carries; it never signs and never adds a key on its own.
 //!
 //! | route | auth | answers |
 //! |---|---|---|
@@ -9,7 +9,7 @@
 //! | `POST {control}/off` | a machine's token | 200 `{}`: the machine, its keys and its queue are forgotten |
 //! | `GET /page/api/pairing?code=` | login | the pairing as the page shows it (machine, name, check digits, status) |
 //! | `POST /page/api/pairing` | login + CSRF | `{code, key, proof}` from the page's passkey; 200 once the proof verifies |
-//! | `POST /page/api/signed` | login + CSRF | `{cmd, csig, grant}` signed on the page; 200 the queued envelope; 400 with the verifier's `code` when the early check (CONTROL.md §5, against the keys this receiver carried) refuses it |
+//! | `POST /page/api/signed` | login + CSRF | `{cmd, csig, grant}` signed on the page; 200 the queued envelope; 400 with the verifier's `code` when the early check (docs/protocol.md#control-5, against the keys this receiver carried) refuses it |
 //!
 //! Every route answers 404 without signed control (the `control` capability and an rp id).
 //! | `POST /page/api/machines/remove` | login + CSRF | `{machine}`: that machine's token, keys and queue are forgotten; 404 unknown |
@@ -46,11 +46,11 @@ use super::Q;
 
 /// How long a pairing code is good for.
 const PAIR_TTL: Duration = Duration::from_secs(10 * 60);
-/// The longest an envelope is carried (CONTROL.md §3.3).
+/// The longest an envelope is carried (docs/protocol.md#control-3.3).
 const ENVELOPE_MAX: Duration = Duration::from_secs(24 * 3600);
-/// The most a command string may be (CONTROL.md §3.1).
+/// The most a command string may be (docs/protocol.md#control-3.1).
 const CMD_MAX: usize = 48_000;
-/// The receiver's early check passes commands signed at most this long ago (CONTROL.md §5).
+/// The receiver's early check passes commands signed at most this long ago (docs/protocol.md#control-5).
 const EARLY_MAX_AGE_MS: i64 = 10 * 60 * 1000;
 /// A machine poll looks at the database at least this often, so a row written by another
 /// process (an administrator's, or a test's) is served without waiting out the poll.
@@ -513,7 +513,7 @@ async fn page_signed(
     Ok(json_reply(StatusCode::OK, value))
 }
 
-/// The receiver's early word on a signed command (CONTROL.md §5, a courtesy: the machine
+/// The receiver's early word on a signed command (docs/protocol.md#control-5, a courtesy: the machine
 /// checks again, and is the gate): the reference verifier against the keys this receiver
 /// carried for the machine, so a command the machine would refuse is refused here, where the
 /// person sees why. Then the envelope is queued for the machine.

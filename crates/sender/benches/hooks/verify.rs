@@ -38,7 +38,9 @@ fn time_it(label: &str, runs: usize, signed: &SignedCommand, trusted: &[TrustedK
 }
 
 pub fn run(o: &Opts) {
-    println!("\n== signed control: verifying one command (CONTROL.md §5 steps 1-4) ==");
+    println!(
+        "\n== signed control: verifying one command (docs/protocol.md#control-5 steps 1-4) =="
+    );
     let runs = if o.quick { 200 } else { 2_000 };
     let now = 1_800_000_000_000i64;
     let es = Passkey::es256(1);

@@ -1,5 +1,5 @@
 //! `sp pair SINK`: enrolls a passkey from this machine's own terminal (the reference's
-//! CONTROL.md §2). The receiver only carries the pairing; the key is trusted only after its
+//! docs/protocol.md#control-2). The receiver only carries the pairing; the key is trusted only after its
 //! assertion over sha256("sessionpipe.pair:" + machine + ":" + code) verifies here, so a
 //! receiver (or a squatter on its port) that hands over another key enrolls nothing.
 use super::Done;

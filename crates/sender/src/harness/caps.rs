@@ -272,7 +272,7 @@ pub const CAPS: &[Caps] = &[
             ("SessionEnd", SP_EVENT),
         ],
         matchers: &[],
-        // Codex clamps these to 3 s whatever is asked (harness-contracts §2.1).
+        // Codex clamps these to 3 s whatever is asked (docs/harness-contracts.md#codex-registration).
         event_timeouts: &[("SessionEnd", 3)],
         registration: Registration {
             dir: Dir::Env("CODEX_HOME", ".codex"),
@@ -330,7 +330,7 @@ pub const CAPS: &[Caps] = &[
             format: Format::Json(Layout::Flat),
             form: Form::Bare,
             timeout_key: "timeout",
-            // Cursor does not document the unit (ms or s; harness-contracts §4). Its plugin
+            // Cursor does not document the unit (ms or s; docs/harness-contracts.md#cursor). Its plugin
             // examples read as seconds, so seconds it is; check this on a real Cursor.
             unit: Unit::Seconds,
             unit_documented: false,
@@ -670,9 +670,9 @@ impl Caps {
 pub const CHECKED: &[(&str, &str)] = &[
     ("claude-code", "the real CLI, 2.1.332, offline (`crates/sender/tests/real_agents.rs`)"),
     ("codex", "the real CLI, 0.171.0, offline (`crates/sender/tests/real_agents.rs`, `sp_codex.rs`)"),
-    ("cursor", "its documents only (cursor.com/docs, as read for harness-contracts.md; no date given there): its CLI comes only from cursor.com's installer, on no registry this machine reaches"),
+    ("cursor", "its documents only (cursor.com/docs, as read for docs/harness-contracts.md; no date given there): its CLI comes only from cursor.com's installer, on no registry this machine reaches"),
     ("copilot-cli", "the real CLI, 1.0.102, offline (`crates/sender/tests/real_agents.rs`)"),
-    ("kiro", "its documents only (kiro.dev/docs/cli/v3/hooks and the 3.4 changelog, as read for harness-contracts.md; no date given there): its CLI comes only from kiro.dev's installer, on no registry this machine reaches"),
+    ("kiro", "its documents only (kiro.dev/docs/cli/v3/hooks and the 3.4 changelog, as read for docs/harness-contracts.md; no date given there): its CLI comes only from kiro.dev's installer, on no registry this machine reaches"),
     ("droid", "the real CLI, 0.225.2, offline (`crates/sender/tests/real_agents.rs`)"),
     ("gemini-cli", "the real CLI, 0.61.0, offline (`crates/sender/tests/real_agents.rs`)"),
     ("opencode", "the real CLI, 1.18.33, offline (`crates/sender/tests/real_agents.rs`)"),

@@ -1,4 +1,4 @@
-//! Claude Code (2.1.x): hook stdin per harness-contracts §1, answers in its exact shapes.
+//! Claude Code (2.1.x): hook stdin per docs/harness-contracts.md#claude-code, answers in its exact shapes.
 use super::{describe_tool, minted_attention_id, Call, HookInput, RichAnswer, PASCAL_LIFECYCLE};
 use crate::store::SessionRef;
 use crate::wire::control::Decision;
@@ -127,7 +127,7 @@ pub fn unsupported_for_call(a: &RichAnswer, call: &Call) -> Option<String> {
     None
 }
 
-/// An answer with DECISIONS 30's fields, as harness-contracts §1.3 and §11 found 2.1.332 takes
+/// An answer with DECISIONS 30's fields, as docs/harness-contracts.md#claude-code-permission and #measured found 2.1.332 takes
 /// it: `updatedInput` replaces the whole input (the person's `input`, never merged with the
 /// model's; for a question the original input with `questions` kept plus `answers`),
 /// `interrupt: true` on a deny ends the turn. `scope: "session"` hands Claude Code no rule of

@@ -1,4 +1,4 @@
-//! OpenAI Codex CLI (0.171): hook stdin per harness-contracts §2. Codex output schemas are
+//! OpenAI Codex CLI (0.171): hook stdin per docs/harness-contracts.md#codex. Codex output schemas are
 //! `additionalProperties:false`, so every answer here is exactly its documented shape and
 //! nothing more (a stray field makes the hook count as failed).
 use super::{

@@ -1,4 +1,4 @@
-//! GitHub Copilot CLI (1.0.x): hook stdin per harness-contracts §5 and `github/docs`
+//! GitHub Copilot CLI (1.0.x): hook stdin per docs/harness-contracts.md#copilot-cli and `github/docs`
 //! `cli-hooks-reference.md`. Registered under the camelCase names, whose payloads are
 //! camelCase and carry no event name; the event is then told by the fields each documented
 //! payload has. PascalCase registrations (snake_case fields with `hook_event_name`) parse too.

@@ -1,4 +1,4 @@
-//! Cursor (hooks.json v1): hook stdin per harness-contracts §4. The session is the
+//! Cursor (hooks.json v1): hook stdin per docs/harness-contracts.md#cursor. The session is the
 //! `conversation_id`. Permission prompts come as `beforeShellExecution` and
 //! `beforeMCPExecution`, answered `{"permission":"allow"|"deny"|"ask"}`; the turn end is
 //! `stop`, answered `{"followup_message":…}`, which Cursor submits as the next user message.
@@ -6,7 +6,7 @@
 //! Not run here: Cursor's CLI (`cursor-agent`) comes only from cursor.com's own installer,
 //! which this machine cannot reach (it reaches npm, crates.io, PyPI and Debian only; the npm
 //! package named `cursor-agent` is an unrelated project). What this adapter reads and writes
-//! is from Cursor's documentation (harness-contracts §4).
+//! is from Cursor's documentation (docs/harness-contracts.md#cursor).
 use super::{
     describe_tool, field, minted_attention_id, object, session_ref, text, tool_args, Harness,
     HookInput, Lifecycle,

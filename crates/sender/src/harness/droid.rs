@@ -1,4 +1,4 @@
-//! Factory Droid: Claude-shaped hooks (harness-contracts §6). Droid documents no
+//! Factory Droid: Claude-shaped hooks (docs/harness-contracts.md#droid). Droid documents no
 //! PermissionRequest; its permission path is PreToolUse `permissionDecision`, which "bypasses
 //! the permission system". Factory's reference shows camelCase fields (`sessionId`,
 //! `hookEventName`); the real 0.225.2 sends snake_case (`session_id`, `hook_event_name`,

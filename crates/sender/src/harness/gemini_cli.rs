@@ -1,4 +1,4 @@
-//! Gemini CLI (0.61): hook stdin per harness-contracts §7. Gemini has no permission answer
+//! Gemini CLI (0.61): hook stdin per docs/harness-contracts.md#gemini-cli. Gemini has no permission answer
 //! channel: a Notification of type ToolPermission announces `attention.needed` and the hook
 //! returns at once (permission.answer is acked `unsupported`). Prompts go through AfterAgent's
 //! `{"decision":"block","reason":…}`, which Gemini sends as a new request. Gemini reads stderr

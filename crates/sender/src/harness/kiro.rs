@@ -1,4 +1,4 @@
-//! Kiro CLI: only what its documentation supports (harness-contracts §6, kiro.dev
+//! Kiro CLI: only what its documentation supports (docs/harness-contracts.md#kiro, kiro.dev
 //! `docs/cli/v3/hooks`). Kiro documents no hook answer that allows a prompt (only exit 2 on
 //! PreToolUse, a deny) and its Stop "cannot block", so Kiro hooks only keep the session live:
 //! sp-sync polls for it and acks every control message `unsupported` at once.

@@ -322,7 +322,7 @@ fn on_permission(
     }
     if let Some(call) = prompt.call {
         let granted = if harness.answered_by_api() {
-            permission::from_grant_by_api(store, session, prompt.attention_id, call)?
+            permission::from_grant_by_api(store, session, &prompt, call)?
         } else {
             permission::from_grant(harness, store, session, call)?
         };

@@ -5,7 +5,7 @@
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::harness::{describe_tool, Call, Harness, RichAnswer};
-use crate::store::{Answer, NewGrant, SessionRef, Store};
+use crate::store::{Answer, NewGrant, SessionRef, Store, API_ATTENTION_OPEN};
 use crate::wire::control::{Decision, Rich, Scope};
 use crate::wire::event::How;
 use anyhow::Result;
@@ -15,10 +15,6 @@ use std::time::{Duration, Instant};
 
 /// How often it checks that an sp-sync is running, starting one if not.
 const SYNC_CHECK_EVERY: Duration = Duration::from_secs(1);
-
-/// An attention answered through a server API (OpenCode) by sp-sync, not by a waiting hook,
-/// stays open this long unless the harness reports it answered first.
-const API_ATTENTION_OPEN: Duration = Duration::from_secs(3600);
 
 /// DECISIONS 27: a harness that shows its own approval only after our hook returns (Codex,
 /// Cursor, Droid, Copilot CLI) gets no wait and no remote prompt while the person is at the
@@ -136,15 +132,17 @@ pub fn from_grant(
 }
 
 /// [`from_grant`] for a harness answered through its server API (OpenCode): the grant's
-/// answer goes to the prompt's request at once through that API, and no attention is
-/// announced. False (the usual path: announce and ask) when no grant matches, the session
-/// was stopped, or the server did not take it.
+/// answer is left in the store for sp-sync, which sends it to the prompt's request through
+/// that API (no hook links an HTTP client), and no attention is announced; if the server does
+/// not take it, sp-sync announces the prompt as usual. False (the usual path: announce and
+/// ask) when no grant matches, the session was stopped, or its server is unknown.
 pub fn from_grant_by_api(
     store: &mut Store,
     session: &SessionRef,
-    request: &str,
+    prompt: &Prompt,
     call: &Call,
 ) -> Result<bool> {
+    let request = prompt.attention_id;
     let key = session.key();
     let folder = store.grant_folder(session);
     let Some(grant) = store.find_grant(&key, folder.as_deref(), &call.tool, &call.input)? else {
@@ -157,19 +155,17 @@ pub fn from_grant_by_api(
         ));
         return Ok(false);
     }
-    let Some(api) = store.api_session(&key)? else {
-        return Ok(false);
-    };
-    if let Err(why) = crate::sync::api::reply_from_grant(&api, request, grant.decision, grant.id) {
-        crate::logging::warn(&format!(
-            "{key}: grant {} not used: {why}; asking as usual",
-            grant.id
-        ));
+    if store.api_session(&key)?.is_none() {
         return Ok(false);
     }
-    store.grant_used(grant.id, session)?;
+    store.api_grant_reply_queue(
+        session,
+        (request, grant.id, grant.decision),
+        (prompt.tool, prompt.message, Some(&call.input)),
+    )?;
+    crate::sync_lock::ensure_running();
     crate::logging::info(&format!(
-        "{key}: {} {} from grant {} (by {}) through the server API, no attention announced",
+        "{key}: {} {} from grant {} (by {}), handed to sp-sync for the server API, no attention announced",
         call.tool,
         grant.decision.as_str(),
         grant.id,

@@ -4,6 +4,7 @@
 use super::hooks::{finish, PromptClaim, SessionRef};
 use super::Store;
 use crate::clock::{now_ms, Millis};
+use crate::wire::control::Decision;
 use anyhow::Result;
 use rusqlite::{params, OptionalExtension};
 
@@ -30,7 +31,99 @@ pub struct ApiMessage {
     pub session: ApiSession,
 }
 
+/// A grant's answer to a prompt of an API-driven session, left by the permission hook for
+/// sp-sync to send (DECISIONS 30), with the prompt as the hook read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiGrantReply {
+    pub session: ApiSession,
+    pub request_id: String,
+    pub grant_id: i64,
+    pub decision: Decision,
+    pub hook_event: String,
+    pub cwd: Option<String>,
+    pub tool: Option<String>,
+    pub message: Option<String>,
+    pub input: Option<serde_json::Value>,
+    pub hook_pid: u32,
+}
+
+/// An attention answered through a server API (OpenCode) by sp-sync, not by a waiting hook,
+/// stays open this long unless the harness reports it answered first.
+pub const API_ATTENTION_OPEN: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// A grant reply sp-sync has not sent within this is dropped (OpenCode has asked in its TUI).
+const GRANT_REPLY_MAX_MS: Millis = 3_600_000;
+
 impl Store {
+    /// The permission hook: a grant of the session answers `request_id`; sp-sync sends it.
+    pub fn api_grant_reply_queue(
+        &mut self,
+        s: &SessionRef,
+        (request_id, grant_id, decision): (&str, i64, Decision),
+        (tool, message, input): (Option<&str>, Option<&str>, Option<&serde_json::Value>),
+    ) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR IGNORE INTO api_grant_replies(session_key, request_id, grant_id, decision, hook_event, cwd, tool, message, input, hook_pid, created_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                s.key(),
+                request_id,
+                grant_id,
+                decision.as_str(),
+                s.event,
+                s.cwd,
+                tool,
+                message,
+                input.map(|v| v.to_string()),
+                std::process::id(),
+                now_ms()
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The grant replies waiting for sp-sync, oldest first (stale ones dropped).
+    pub fn api_grant_replies(&self) -> Result<Vec<ApiGrantReply>> {
+        self.conn.execute(
+            "DELETE FROM api_grant_replies WHERE created_ms < ?1",
+            params![now_ms() - GRANT_REPLY_MAX_MS],
+        )?;
+        let rows = self
+            .conn
+            .prepare_cached(
+                "SELECT s.key, s.harness, s.session_id, s.api_url, s.api_directory, s.api_idle, s.api_since_ms, \
+                        g.request_id, g.grant_id, g.decision, g.hook_event, g.cwd, g.tool, g.message, g.input, g.hook_pid \
+                 FROM api_grant_replies g JOIN sessions s ON s.key = g.session_key \
+                 ORDER BY g.created_ms",
+            )?
+            .query_map([], |r| {
+                let input: Option<String> = r.get(14)?;
+                Ok(ApiGrantReply {
+                    session: session_row(r)?,
+                    request_id: r.get(7)?,
+                    grant_id: r.get(8)?,
+                    decision: Decision::parse(&r.get::<_, String>(9)?).unwrap_or(Decision::Deny),
+                    hook_event: r.get(10)?,
+                    cwd: r.get(11)?,
+                    tool: r.get(12)?,
+                    message: r.get(13)?,
+                    input: input.and_then(|i| serde_json::from_str(&i).ok()),
+                    hook_pid: r.get(15)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// sp-sync sent the reply, or gave up on it.
+    pub fn api_grant_reply_done(&mut self, r: &ApiGrantReply) -> Result<()> {
+        self.conn.execute(
+            "DELETE FROM api_grant_replies WHERE session_key=?1 AND request_id=?2",
+            params![r.session.key, r.request_id],
+        )?;
+        Ok(())
+    }
+
     /// A plugin event: the session is live, its server is at `base_url`, and it is idle or
     /// busy. Unknown parts keep what was stored.
     pub fn api_report(

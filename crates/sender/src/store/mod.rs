@@ -14,7 +14,7 @@ pub(crate) mod status;
 mod sync;
 pub(crate) mod trust;
 
-pub use api::{ApiMessage, ApiSession};
+pub use api::{ApiGrantReply, ApiMessage, ApiSession, API_ATTENTION_OPEN};
 pub use grants::{matcher as grant_matcher, Grant, GrantRow, NewGrant, GRANT_MAX_MS};
 pub use hooks::{
     set_started_extra, Answer, CancelClaim, PromptClaim, SeamState, SessionRef, BLOCK_MAX_CHARS,

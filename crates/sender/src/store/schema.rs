@@ -165,8 +165,8 @@ CREATE TABLE control_nonces (
 );
 CREATE INDEX control_nonces_seen ON control_nonces(seen_ms);
 "#,
-    // 5: signed control's final outcome `refused` with its `code` (the reference's CONTROL.md
-    // §5 and §10). SQLite cannot change a CHECK in place, so messages and acks are rebuilt
+    // 5: signed control's final outcome `refused` with its `code` (docs/protocol.md#control-5
+    // and the acks of docs/protocol.md#seed). SQLite cannot change a CHECK in place, so messages and acks are rebuilt
     // with every row kept, and the views and indexes over them made again.
     r#"
 DROP VIEW queue;
@@ -191,7 +191,7 @@ CREATE TABLE messages_v5 (
     claimed_pid   INTEGER,
     claimed_ms    INTEGER,
     done_at       TEXT,
-    code          TEXT,                      -- a refusal's code (CONTROL.md §5)
+    code          TEXT,                      -- a refusal's code (docs/protocol.md#control-5)
     CHECK ((state = 'done') = (outcome IS NOT NULL))
 );
 INSERT INTO messages_v5 (id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at,
@@ -288,5 +288,24 @@ CREATE VIEW live_grants AS
     SELECT id, session_key AS session, tool, summary, decision, who, created_at, until_at, used
     FROM grants WHERE ended_at IS NULL
       AND until_ms > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
+"#,
+    // 12: a prompt of an API-driven session (OpenCode) that a grant answers (DECISIONS 30): the
+    // hook leaves the reply here and sp-sync sends it, so no hook links an HTTP client. The
+    // prompt as the hook read it is kept, to be announced as usual if the server refuses.
+    r#"
+CREATE TABLE api_grant_replies (
+    session_key   TEXT NOT NULL,
+    request_id    TEXT NOT NULL,             -- the server's permission request (attention id)
+    grant_id      INTEGER NOT NULL,
+    decision      TEXT NOT NULL CHECK (decision IN ('allow','deny')),
+    hook_event    TEXT NOT NULL,
+    cwd           TEXT,
+    tool          TEXT,
+    message       TEXT,
+    input         TEXT,                      -- the call's input (JSON)
+    hook_pid      INTEGER NOT NULL,
+    created_ms    INTEGER NOT NULL,
+    PRIMARY KEY (session_key, request_id)
+);
 "#,
 ];

@@ -791,7 +791,7 @@ impl NewMessage<'_> {
         self.refused("replay", "this command was already used once".into())
     }
 
-    /// CONTROL.md §5 step 5: the nonce is recorded in this transaction, before anything can
+    /// docs/protocol.md#control-5 step 5: the nonce is recorded in this transaction, before anything can
     /// act on the message; false when it was seen in the last 25 h.
     fn fresh_nonce(&self, nonce: &str) -> Result<bool> {
         super::trust::fresh_nonce(self.tx, nonce, self.now)

@@ -164,7 +164,7 @@ impl Store {
     }
 }
 
-/// CONTROL.md §5 step 5, inside the transaction that stores the command: whether `nonce` is
+/// docs/protocol.md#control-5 step 5, inside the transaction that stores the command: whether `nonce` is
 /// new (recording it) or was seen in the last 25 h.
 pub(crate) fn fresh_nonce(tx: &Transaction, nonce: &str, now: Millis) -> Result<bool> {
     tx.prepare_cached("DELETE FROM control_nonces WHERE seen_ms < ?1")?

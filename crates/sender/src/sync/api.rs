@@ -7,7 +7,7 @@
 //! | cancel | `POST /session/:id/abort` (answers `true`) | at once |
 //! | permission.answer | `POST /permission/:requestID/reply` `{reply:"once"\|"reject", message?}` | at once; never `always` |
 //! | … with `interrupt` (deny & stop) | the reject, then `POST /session/:id/abort` | at once |
-//! | … with `scope: "session"` | the reply, plus our grant: the plugin's next identical prompt is answered from it by sp-event | at once |
+//! | … with `scope: "session"` | the reply, plus our grant: the plugin's next identical prompt is answered from it, sp-event leaving the reply in the store for sp-sync (`api_grant_replies`) | at once |
 //!
 //! The ack is `delivered` when the API answered success and `failed` with its error otherwise.
 //! A server that just opened its port can hang requests (~2 s), so nothing is sent in the first
@@ -16,7 +16,7 @@
 //! sp-sync's environment turn on HTTP Basic auth, as they do for the server.
 use super::Shared;
 use crate::clock::now_ms;
-use crate::store::{ApiMessage, ApiSession, NewGrant, SessionRef, Store};
+use crate::store::{ApiGrantReply, ApiMessage, ApiSession, NewGrant, SessionRef, Store};
 use crate::wire::control::{Decision, Outcome, Scope};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -143,6 +143,9 @@ pub(crate) fn pass(store: &mut Store) {
 }
 
 fn pass_with(api: &Api, store: &mut Store) -> anyhow::Result<()> {
+    for r in store.api_grant_replies()? {
+        grant_reply(api, store, &r)?;
+    }
     let pid = std::process::id();
     let mut prompted = HashSet::new();
     for harness in HARNESSES {
@@ -299,23 +302,62 @@ fn answer(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Res
     Ok(())
 }
 
-/// A permission prompt answered from a grant for the session (the permission hook, for a
-/// prompt that matches one): `once` or `reject` to request `request`, never `always`.
-pub(crate) fn reply_from_grant(
-    s: &ApiSession,
-    request: &str,
-    decision: Decision,
-    grant: i64,
-) -> Result<(), CallError> {
-    if let Some(why) = unreachable(s) {
-        return Err(why);
-    }
-    let body = match decision {
-        Decision::Allow => json!({ "reply": "once" }),
-        Decision::Deny => json!({ "reply": "reject",
-            "message": format!("Denied by the person through sessionpipe for this session (grant {grant}).") }),
+/// A permission prompt a grant of the session answers (the permission hook left it): `once`
+/// or `reject` to its request, never `always`, and no attention announced. When the server
+/// does not take it, the prompt is announced as the hook would have (the person is asked).
+fn grant_reply(api: &Api, store: &mut Store, r: &ApiGrantReply) -> anyhow::Result<()> {
+    let s = &r.session;
+    let sent = match unreachable(s) {
+        Some(why) => Err(why),
+        // A server that just opened its port can hang requests: later.
+        None if s.since_ms.is_some_and(|t| now_ms() - t < WARMUP_MS) => return Ok(()),
+        None => {
+            let body = match r.decision {
+                Decision::Allow => json!({ "reply": "once" }),
+                Decision::Deny => json!({ "reply": "reject",
+                    "message": format!("Denied by the person through sessionpipe for this session (grant {}).", r.grant_id) }),
+            };
+            api.post_true(s, &format!("/permission/{}/reply", r.request_id), &body)
+        }
     };
-    Api::new().post_true(s, &format!("/permission/{request}/reply"), &body)
+    let session = SessionRef {
+        harness: s.harness.clone(),
+        session_id: s.session_id.clone(),
+        cwd: r.cwd.clone(),
+        event: r.hook_event.clone(),
+    };
+    store.api_grant_reply_done(r)?;
+    match sent {
+        Ok(()) => {
+            store.grant_used(r.grant_id, &session)?;
+            crate::logging::info(&format!(
+                "{}: {} {} from grant {} through the server API, no attention announced",
+                s.key,
+                r.request_id,
+                r.decision.as_str(),
+                r.grant_id
+            ));
+        }
+        Err(why) => {
+            let open_for = crate::store::API_ATTENTION_OPEN.as_millis() as i64;
+            store.open_attention_shown(
+                &session,
+                (
+                    &r.request_id,
+                    r.tool.as_deref(),
+                    r.message.as_deref(),
+                    r.input.as_ref(),
+                ),
+                now_ms() + open_for,
+                r.hook_pid,
+            )?;
+            crate::logging::warn(&format!(
+                "{}: grant {} not used for {}: {why}; asking as usual",
+                s.key, r.grant_id, r.request_id
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn prompt(api: &Api, store: &mut Store, s: &ApiSession, pid: u32) -> anyhow::Result<()> {

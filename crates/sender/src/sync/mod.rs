@@ -152,7 +152,7 @@ impl SinkCtx {
 
 impl SinkCtx {
     /// The bearer for everything sent to the sink, events, polls and acks: a paired
-    /// machine's own token (never the sink token, CONTROL.md §2 step 4; DECISIONS 33: the
+    /// machine's own token (never the sink token, docs/protocol.md#control-2 step 4; DECISIONS 33: the
     /// receiver attributes each session to the machine whose token its events carry), else
     /// the sink's.
     pub fn control_token(&self) -> &str {

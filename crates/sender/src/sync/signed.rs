@@ -1,6 +1,6 @@
-//! Signed control's one poll per machine (the reference's CONTROL.md §1 and HTTP.md §3).
+//! Signed control's one poll per machine (docs/protocol.md#control-1 and docs/protocol.md#http-3).
 //! Every command is verified here against the keys enrolled at this machine's terminal
-//! (CONTROL.md §5) before it reaches the queue; its nonce is recorded in the transaction that
+//! (docs/protocol.md#control-5) before it reaches the queue; its nonce is recorded in the transaction that
 //! stores it; a refusal is acked `refused` with its code and never acted on.
 use super::poll::{self, Next};
 use super::{Shared, SinkCtx};
@@ -92,7 +92,7 @@ type Verdict = (String, Checked);
 type Settled = Box<Verdict>;
 
 /// One envelope of the poll answer (control.json): the session it belongs to and what
-/// ingest is to do with it. Verification is CONTROL.md §5 steps 1-4; step 5 (the nonce) is
+/// ingest is to do with it. Verification is docs/protocol.md#control-5 steps 1-4; step 5 (the nonce) is
 /// the store's, in the transaction that keeps the message; step 6 is the folder allowlist.
 pub fn check(
     raw: &str,
@@ -144,7 +144,7 @@ pub fn check(
     }
 }
 
-/// CONTROL.md §5 step 6: with an allowlist, only inside its folders.
+/// docs/protocol.md#control-5 step 6: with an allowlist, only inside its folders.
 fn allowed(folders: &[std::path::PathBuf], cwd: Option<&str>) -> bool {
     folders.is_empty()
         || cwd.is_some_and(|c| {
@@ -243,7 +243,7 @@ fn nothing_beside_cmd(item: &Value, id: &str, c: &signed::Command) -> Result<(),
     }
 }
 
-/// CONTROL.md §5 steps 1-4: the command, its machine, its freshness and its signature.
+/// docs/protocol.md#control-5 steps 1-4: the command, its machine, its freshness and its signature.
 fn verify(
     envelope: &SignedCommand,
     paired: &PairedMachine,

@@ -34,7 +34,7 @@ pub struct Batch {
 #[derive(Debug, Clone, Deserialize)]
 pub struct ControlInfo {
     pub wait_max_s: u64,
-    /// Signed control (the reference's CONTROL.md §2): the rp id passkeys are made for.
+    /// Signed control (docs/protocol.md#control-2): the rp id passkeys are made for.
     #[serde(default)]
     pub signing: Option<Signing>,
 }

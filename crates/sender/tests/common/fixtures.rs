@@ -1,6 +1,6 @@
 //! Where the tests' fixtures come from.
 //!
-//! Our own, in `tests/fixtures/` (written here from `shared/spec`, so every clone runs them):
+//! Our own, in `tests/fixtures/` (written here from docs/protocol.md, so every clone runs them):
 //! hook payloads, delivery fixtures and the few protocol schemas we do not ship in
 //! `schemas/`. The reference's, in `../shared/peer-data` (or `$SP_PEER_DATA`), are an extra
 //! cross-check: tests named `peer_*` run them when they are present and say they skipped

@@ -1,4 +1,4 @@
-//! A signing device for tests, written from the signed-control spec (CONTROL.md §2-§3): our
+//! A signing device for tests, written from the signed-control spec (docs/protocol.md#control-2 and #control-3): our
 //! own throwaway passkeys (ES256 from fixed seeds, RS256 from a committed test key), WebAuthn
 //! assertions as a browser makes them, day keys, grants and `csig`. Nothing here is the
 //! reference's; the reference's vectors are only a cross-check.

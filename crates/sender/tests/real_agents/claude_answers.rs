@@ -71,7 +71,7 @@ fn claude_code_session_grant_asks_once_and_both_calls_run() {
                 "two calls and the final answer"
             );
             // The second call was answered from the machine's grant (2.1.332 asked again
-            // despite the session rule it was given, harness-contracts §11).
+            // despite the session rule it was given, docs/harness-contracts.md#measured).
             // The grant ended with the session when `claude -p` exited.
             let grants: Vec<(String, i64, Option<String>)> = s
                 .db()

@@ -1,0 +1,95 @@
+//! The hooks link only what a hook needs (issue 36): no HTTP or TLS client in `sp-permission`,
+//! `sp-stop` or `sp-event`. What needs the network goes through sp-sync, which does link them
+//! (the control below: the same scan finds them there, so it can find them at all).
+//!
+//! Reads the ELF symbol table of the binaries cargo built for this test run: a function or
+//! datum of `ureq`, `rustls` or `webpki` that the linker kept is a symbol naming its crate. A
+//! stripped binary (a release build) has no symbol table; then its bytes are searched for the
+//! crates' names instead.
+use std::path::Path;
+
+const CLIENT_CRATES: [&str; 3] = ["ureq", "rustls", "webpki"];
+
+fn u16_at(b: &[u8], at: usize) -> usize {
+    u16::from_le_bytes(b[at..at + 2].try_into().unwrap()) as usize
+}
+fn u32_at(b: &[u8], at: usize) -> usize {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize
+}
+fn u64_at(b: &[u8], at: usize) -> usize {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize
+}
+
+/// The names of the defined functions and data in a 64-bit little-endian ELF file's symbol
+/// table; None when it has none (stripped).
+fn defined_symbols(b: &[u8]) -> Option<Vec<String>> {
+    assert_eq!(&b[..4], b"\x7fELF", "not an ELF file");
+    assert_eq!((b[4], b[5]), (2, 1), "not 64-bit little-endian ELF");
+    let (shoff, shentsize, shnum) = (u64_at(b, 0x28), u16_at(b, 0x3a), u16_at(b, 0x3c));
+    let section = |i: usize| &b[shoff + i * shentsize..shoff + (i + 1) * shentsize];
+    // SHT_SYMTAB = 2; its sh_link is the string table.
+    let symtab = (0..shnum).map(section).find(|s| u32_at(s, 4) == 2)?;
+    let (off, size, link, entsize) = (
+        u64_at(symtab, 0x18),
+        u64_at(symtab, 0x20),
+        u32_at(symtab, 0x28),
+        u64_at(symtab, 0x38),
+    );
+    let strtab = section(link);
+    let strs = &b[u64_at(strtab, 0x18)..u64_at(strtab, 0x18) + u64_at(strtab, 0x20)];
+    let mut names = Vec::new();
+    for sym in b[off..off + size].chunks_exact(entsize) {
+        let (name, info, shndx) = (u32_at(sym, 0), sym[4], u16_at(sym, 6));
+        // STT_OBJECT = 1, STT_FUNC = 2; shndx 0 is undefined.
+        if matches!(info & 0xf, 1 | 2) && shndx != 0 {
+            let end = strs[name..].iter().position(|&c| c == 0).unwrap();
+            names.push(String::from_utf8_lossy(&strs[name..name + end]).into_owned());
+        }
+    }
+    Some(names)
+}
+
+/// Which of the client crates the binary links, and an example of each.
+fn linked_clients(path: &Path) -> Vec<(String, String)> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut found = Vec::new();
+    match defined_symbols(&bytes) {
+        Some(names) => {
+            for krate in CLIENT_CRATES {
+                if let Some(n) = names.iter().find(|n| n.contains(krate)) {
+                    found.push((krate.to_string(), n.clone()));
+                }
+            }
+        }
+        None => {
+            for krate in CLIENT_CRATES {
+                if memchr::memmem::find(&bytes, krate.as_bytes()).is_some() {
+                    found.push((krate.to_string(), "(the name, in a stripped binary)".into()));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn hooks_link_no_http_or_tls_client() {
+    for (name, path) in [
+        ("sp-permission", env!("CARGO_BIN_EXE_sp-permission")),
+        ("sp-stop", env!("CARGO_BIN_EXE_sp-stop")),
+        ("sp-event", env!("CARGO_BIN_EXE_sp-event")),
+    ] {
+        let found = linked_clients(Path::new(path));
+        assert!(
+            found.is_empty(),
+            "{name} links an HTTP or TLS client (hooks reach the network only through sp-sync): {found:?}"
+        );
+    }
+}
+
+#[test]
+fn the_scan_finds_the_client_in_sp_sync() {
+    let found = linked_clients(Path::new(env!("CARGO_BIN_EXE_sp-sync")));
+    let crates: Vec<&str> = found.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(crates, CLIENT_CRATES, "{found:?}");
+}
