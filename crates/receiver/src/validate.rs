@@ -4,6 +4,7 @@
 //! points, as JSON Schema's `maxLength` does.
 
 use serde_json::Value;
+use spwire::control::{AckStatus, DeliveryMode, ACK_SESSION_MAX, REPLY_MAX};
 use spwire::{is_harness_name, is_session_id, is_ulid};
 use time::macros::format_description;
 use time::OffsetDateTime;
@@ -230,14 +231,12 @@ pub fn check_ack_body(body: &Value) -> Result<Vec<Value>, String> {
             return Err(format!("acks[{i}].id not a ULID"));
         }
         let outcome = obj.get("outcome").and_then(Value::as_str);
-        match outcome {
-            Some("delivered" | "expired" | "unsupported" | "failed" | "refused") => {}
-            _ => {
-                return Err(format!(
-                    "acks[{i}].outcome not one of delivered|expired|unsupported|failed|refused"
-                ))
-            }
+        if outcome.and_then(AckStatus::parse).is_none() {
+            return Err(format!(
+                "acks[{i}].outcome not one of taken|progress|delivered|expired|unsupported|failed|refused"
+            ));
         }
+        check_ack_delivery(obj, i)?;
         // Signed control: a refusal names its code (CONTROL.md §5); any code is short.
         match obj.get("code") {
             None if outcome == Some("refused") => {
@@ -264,6 +263,41 @@ pub fn check_ack_body(body: &Value) -> Result<Vec<Value>, String> {
         }
     }
     Ok(acks.clone())
+}
+
+/// An ack's optional `mode`, `session`, `reply` and `seq` (DECISIONS 38); an ack from a
+/// sender that predates them has none, and reads as before.
+fn check_ack_delivery(obj: &serde_json::Map<String, Value>, i: usize) -> Result<(), String> {
+    match obj.get("mode") {
+        None => {}
+        Some(Value::String(m)) if DeliveryMode::parse(m).is_some() => {}
+        Some(_) => {
+            return Err(format!(
+                "acks[{i}].mode not one of api|turn|resume|fork|waiter|start"
+            ))
+        }
+    }
+    match obj.get("session") {
+        None => {}
+        Some(Value::String(s)) if (1..=ACK_SESSION_MAX).contains(&chars(s)) => {}
+        Some(_) => {
+            return Err(format!(
+                "acks[{i}].session not a string of 1 to {ACK_SESSION_MAX} characters"
+            ))
+        }
+    }
+    match obj.get("reply") {
+        None => {}
+        Some(Value::String(r)) if chars(r) <= REPLY_MAX => {}
+        Some(Value::String(_)) => return Err(format!("acks[{i}].reply longer than {REPLY_MAX}")),
+        Some(_) => return Err(format!("acks[{i}].reply not a string")),
+    }
+    match obj.get("seq") {
+        None => {}
+        Some(v) if v.as_u64().is_some() => {}
+        Some(_) => return Err(format!("acks[{i}].seq not a non-negative integer")),
+    }
+    Ok(())
 }
 
 /// A string field of an object: `None` when absent or null; an error naming it otherwise.

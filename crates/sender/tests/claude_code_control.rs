@@ -318,17 +318,35 @@ fn prompts_are_delivered_at_stop_oldest_first() {
         reason,
         "Message from the person, sent through sessionpipe (sink \"phone\"):\n\nplease also update the changelog"
     );
-    let ack = ack_of(&env, &one[0]);
-    assert_eq!(ack["outcome"], "delivered");
-    assert_eq!(ack["detail"], "claude-code Stop hook");
-    // A Stop that delivers goes on with the prompt: its turn has not ended.
+    // A Stop that delivers goes on with the prompt: its turn has not ended, so neither has
+    // the prompt's wait for its final ack (DECISIONS 38 `turn` mode).
     assert_eq!(turn_ends(&env), ["stop"]);
-    // The next Stop (stop_hook_active) finds nothing: no loop, and now the turn is over.
+    assert_eq!(
+        env.query::<String>(&format!(
+            "select outcome from acks where message_id='{}'",
+            one[0]
+        )),
+        vec!["taken"]
+    );
+    // The next Stop (stop_hook_active) finds nothing: no loop, and now the turn is over;
+    // the prompt's final ack carries what the agent answered in that turn.
     let mut again = payload(CC_STOP);
     again["stop_hook_active"] = json!(true);
+    again["last_assistant_message"] = json!("Changelog updated.");
     let out = env.hook_json("sp-stop", &again);
     assert!(out.status.success() && out.stdout.is_empty());
     assert_eq!(turn_ends(&env), ["stop", "stop"]);
+    let ack = ack_of(&env, &one[0]);
+    assert_eq!(
+        (&ack["outcome"], &ack["mode"], &ack["reply"], &ack["detail"]),
+        (
+            &json!("delivered"),
+            &json!("turn"),
+            &json!("Changelog updated."),
+            &json!("claude-code Stop hook")
+        ),
+        "{ack}"
+    );
     // Two prompts: one block, both texts, oldest first.
     let two = queue_prompts(&env, &["first thing", "second thing"], 60);
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
@@ -342,15 +360,25 @@ fn prompts_are_delivered_at_stop_oldest_first() {
         reason.find("second thing").unwrap(),
     );
     assert!(a < b);
+    let mut again = payload(CC_STOP);
+    again["stop_hook_active"] = json!(true);
+    again["last_assistant_message"] = json!("Both done.");
+    assert!(env.hook_json("sp-stop", &again).stdout.is_empty());
     for id in &two {
-        assert_eq!(ack_of(&env, id)["outcome"], "delivered");
+        let ack = ack_of(&env, id);
+        assert_eq!(
+            (&ack["outcome"], &ack["reply"]),
+            (&json!("delivered"), &json!("Both done."))
+        );
     }
-    // Each stored delivered, and every ack sent for it says delivered (a redelivery is acked
-    // again with the same outcome, never another).
+    // Each stored delivered, and every final ack sent for it says delivered (a redelivery
+    // is acked again with the same outcome, never another), after its one `taken`.
     for id in one.iter().chain(&two) {
         let acks = env.acks_for(id);
+        let finals: Vec<_> = acks.iter().filter(|a| a["outcome"] != "taken").collect();
+        assert_eq!(acks[0]["outcome"], "taken", "{id}: {acks:?}");
         assert!(
-            !acks.is_empty() && acks.iter().all(|a| a["outcome"] == "delivered"),
+            !finals.is_empty() && finals.iter().all(|a| a["outcome"] == "delivered"),
             "{id}: {acks:?}"
         );
         assert_eq!(
@@ -585,7 +613,9 @@ fn invalid_messages_are_acked_failed_naming_the_rule() {
 #[test]
 fn a_redelivered_message_is_acted_on_once_and_acked_again() {
     let (env, ids) = live_with_prompts(&["only once"], 60);
-    // The receiver is slow to take the ack, so it redelivers the prompt meanwhile.
+    // The receiver is slow to take the ack (its `taken`), so it redelivers the prompt
+    // meanwhile, after the Stop delivered it: its `taken` goes again (the final waits for
+    // the turn's end).
     env.receiver.push_fault(
         spreceiver::Route::Ack,
         spreceiver::Fault::Delay(Duration::from_secs(2)),
@@ -593,14 +623,23 @@ fn a_redelivered_message_is_acted_on_once_and_acked_again() {
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(stdout(&out).contains("only once"));
     assert!(
-        until(Duration::from_secs(15), || env.acks_for(&ids[0]).len() >= 2),
+        until(Duration::from_secs(15), || env
+            .acks_for(&ids[0])
+            .iter()
+            .filter(|a| a["outcome"] == "taken")
+            .count()
+            >= 2),
         "acked again"
     );
-    for a in env.acks_for(&ids[0]) {
-        assert_eq!(a["outcome"], "delivered");
-    }
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(out.stdout.is_empty(), "delivered once only");
+    assert_eq!(ack_of(&env, &ids[0])["outcome"], "delivered");
+    for a in env.acks_for(&ids[0]) {
+        assert!(
+            a["outcome"] == "delivered" || a["outcome"] == "taken",
+            "{a}"
+        );
+    }
     assert_eq!(env.query::<i64>("select count(*) from messages"), vec![1]);
 }
 
@@ -615,6 +654,10 @@ fn receiver_down_then_back_loses_nothing() {
     env.receiver.set_down(true);
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(stdout(&out).contains("while you were away"));
+    // The turn it started ends too, while the receiver is still down.
+    let mut again = payload(CC_STOP);
+    again["stop_hook_active"] = json!(true);
+    assert!(env.hook_json("sp-stop", &again).stdout.is_empty());
     // A second session starts while the receiver is down.
     let mut other = payload(CC_STOP);
     other["session_id"] = json!("second-session");
@@ -638,8 +681,9 @@ fn receiver_down_then_back_loses_nothing() {
     // One outcome for the message (a poll that redelivered it while the ack was on its way is
     // acked again, with the same outcome), and every event once.
     let acks = env.acks_for(&ids[0]);
+    let finals: Vec<_> = acks.iter().filter(|a| a["outcome"] != "taken").collect();
     assert!(
-        !acks.is_empty() && acks.iter().all(|a| a["outcome"] == "delivered"),
+        !finals.is_empty() && finals.iter().all(|a| a["outcome"] == "delivered"),
         "{acks:?}"
     );
     let mut seen = std::collections::HashSet::new();
@@ -753,12 +797,7 @@ fn steer_and_interrupt_land_at_the_next_tool_boundary() {
         json!({"hookSpecificOutput": {"hookEventName": "PostToolUse",
                "additionalContext": framed("use the staging database")}})
     );
-    let ack = ack_of(&env, &steer);
-    assert_eq!(ack["outcome"], "delivered");
-    assert_eq!(
-        ack["detail"],
-        "claude-code PostToolUse hook (additionalContext)"
-    );
+    // Its final ack waits for the turn's end (below).
 
     // An interrupt that comes while a tool runs is no context after it: the tool's end
     // leaves it for the next tool, which it keeps from running (DECISIONS 25).
@@ -780,10 +819,6 @@ fn steer_and_interrupt_land_at_the_next_tool_boundary() {
         json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                "permissionDecisionReason": framed("stop, that deletes prod")}})
     );
-    assert_eq!(
-        ack_of(&env, &interrupt)["detail"],
-        "claude-code PreToolUse hook (deny)"
-    );
 
     // The queued prompt waited for the turn's end all along.
     assert_eq!(
@@ -792,6 +827,25 @@ fn steer_and_interrupt_land_at_the_next_tool_boundary() {
     );
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(stdout(&out).contains("for the end"));
+    // That Stop ended the turn the steer and the interrupt landed in: their final acks,
+    // with its text.
+    let ack = ack_of(&env, &steer);
+    assert_eq!(
+        (&ack["outcome"], &ack["detail"], &ack["mode"]),
+        (
+            &json!("delivered"),
+            &json!("claude-code PostToolUse hook (additionalContext)"),
+            &json!("turn")
+        )
+    );
+    assert_eq!(
+        ack["reply"],
+        "I wrote hi into out.txt; the file now holds one line."
+    );
+    assert_eq!(
+        ack_of(&env, &interrupt)["detail"],
+        "claude-code PreToolUse hook (deny)"
+    );
 
     let bad = env.receiver.enqueue(
         &session_key(),

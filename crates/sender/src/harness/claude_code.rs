@@ -103,6 +103,80 @@ pub fn call(stdin: &[u8]) -> Option<Call> {
     })
 }
 
+/// How much of a transcript's end a Stop reads for the turn's reply: the hook stays fast
+/// whatever the session's length.
+pub const TRANSCRIPT_TAIL: u64 = 256 * 1024;
+
+/// The turn's final text (DECISIONS 38): `last_assistant_message`, else the last assistant
+/// text in the tail of the transcript at `transcript_path`.
+pub fn turn_reply(stdin: &[u8]) -> Option<String> {
+    if let Some(m) = super::last_assistant_message(stdin) {
+        return Some(m);
+    }
+    #[derive(Deserialize)]
+    struct Stop {
+        transcript_path: Option<String>,
+    }
+    let s: Stop = serde_json::from_slice(stdin).ok()?;
+    transcript_reply(std::path::Path::new(&s.transcript_path?))
+}
+
+/// The last assistant text of a Claude Code transcript (JSONL: one entry a line, an
+/// assistant entry's `message.content` a list of blocks), from its last
+/// [`TRANSCRIPT_TAIL`] bytes, not reaching back past the person's prompt. Only a regular
+/// `.jsonl` file is read (the path comes from hook stdin), without blocking.
+pub fn transcript_reply(path: &std::path::Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    if !path.is_absolute() || path.extension()? != "jsonl" {
+        return None;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let start = meta.len().saturating_sub(TRANSCRIPT_TAIL);
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = Vec::new();
+    f.take(TRANSCRIPT_TAIL).read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if start > 0 && !lines.is_empty() {
+        // The first line was cut by the seek.
+        lines.remove(0);
+    }
+    for line in lines.iter().rev() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let content = &v["message"]["content"];
+        match v["type"].as_str() {
+            // The person's prompt (tool results are user entries with a list): the turn began.
+            Some("user") if content.is_string() => return None,
+            Some("assistant") => {
+                let texts: Vec<&str> = content
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b["type"] == "text")
+                    .filter_map(|b| b["text"].as_str())
+                    .filter(|t| !t.trim().is_empty())
+                    .collect();
+                if !texts.is_empty() {
+                    return Some(texts.join("\n"));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The tool a plan comes through (DECISIONS 31): approve is an allow, keep planning a deny
 /// whose message the model reads.
 pub const PLAN_TOOL: &str = "ExitPlanMode";
