@@ -411,4 +411,40 @@ mod tests {
         bad["acks"][0]["detail"] = json!("é".repeat(501));
         assert!(check_ack_body(&bad).is_err());
     }
+
+    /// DECISIONS 38's acks read; each field out of shape is refused naming it.
+    #[test]
+    fn acks_taken_progress_and_replies() {
+        let base = json!({"id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ","outcome":"delivered",
+            "at":"2026-09-28T01:03:11.204Z"});
+        let with = |k: &str, v: Value| {
+            let mut a = base.clone();
+            a[k] = v;
+            json!({ "acks": [a] })
+        };
+        for good in [
+            with("outcome", json!("taken")),
+            with("outcome", json!("progress")),
+            with("mode", json!("turn")),
+            with("mode", json!("resume")),
+            with("session", json!("claude-code:0196f2a4")),
+            with("reply", json!("é".repeat(20_000))),
+            with("seq", json!(7)),
+        ] {
+            assert!(check_ack_body(&good).is_ok(), "{good}");
+        }
+        for (bad, names) in [
+            (with("outcome", json!("maybe")), "outcome"),
+            (with("mode", json!("telepathy")), "mode"),
+            (with("mode", json!(1)), "mode"),
+            (with("session", json!("")), "session"),
+            (with("reply", json!("é".repeat(20_001))), "reply"),
+            (with("reply", json!(["x"])), "reply"),
+            (with("seq", json!(-1)), "seq"),
+            (with("seq", json!("1")), "seq"),
+        ] {
+            let e = check_ack_body(&bad).unwrap_err();
+            assert!(e.contains(names), "{e}");
+        }
+    }
 }
