@@ -955,3 +955,141 @@ fn a_session_first_seen_after_its_start_still_lists_the_answer_fields() {
     );
     common::schema::assert_valid("event.json", &started);
 }
+
+/// The index in the receiver's request log of the ack request that carried `outcome` for
+/// message `id`, once it arrived.
+fn ack_request_index(env: &Env, id: &str, outcome: &str) -> usize {
+    let mut found = None;
+    assert!(
+        until(Duration::from_secs(20), || {
+            found = env.receiver.requests().iter().position(|r| {
+                r.route == Some(spreceiver::Route::Ack)
+                    && r.status == Some(202)
+                    && serde_json::from_slice::<serde_json::Value>(&r.body).is_ok_and(|b| {
+                        b["acks"].as_array().is_some_and(|a| {
+                            a.iter().any(|a| a["id"] == id && a["outcome"] == outcome)
+                        })
+                    })
+            });
+            found.is_some()
+        }),
+        "{outcome} ack of {id} reaches the receiver"
+    );
+    found.unwrap()
+}
+
+/// DECISIONS 38 `turn` mode, with the real hooks and sp-sync: a prompt queued during a run
+/// is acked `taken` at once (before any Stop), so the receiver stops serving it and holds
+/// the session's poll; the Stop that ends the turn the prompt started sends the final
+/// `delivered` with mode `turn` and that turn's text, here read from the transcript's tail
+/// (a Claude Code whose Stop payload leaves `last_assistant_message` out).
+#[test]
+fn a_prompt_queued_mid_run_is_taken_at_once_and_acked_with_the_reply_of_its_turn() {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    let key = session_key();
+    let p1 = env
+        .receiver
+        .enqueue(&key, json!({"kind": "prompt", "text": "now run the tests"}));
+    let p1 = p1["id"].as_str().unwrap().to_string();
+    let taken_at = ack_request_index(&env, &p1, "taken");
+    // No Stop has run: the prompt waits for one, its final ack with it.
+    assert_eq!(
+        env.query::<String>(&format!("select state from messages where id='{p1}'")),
+        vec!["queued"]
+    );
+    assert!(env.receiver.wait_ack(&p1, Duration::ZERO).is_none());
+    // The receiver no longer serves it: the session's next poll is held, not answered.
+    let is_poll = |r: &spreceiver::RequestRecord| r.route == Some(spreceiver::Route::Poll);
+    assert!(
+        until(Duration::from_secs(20), || env.receiver.requests()
+            [taken_at..]
+            .iter()
+            .any(|r| is_poll(r) && r.status.is_none())),
+        "a poll is held after the taken"
+    );
+    // A second prompt wakes that held poll: from the taken on, one poll answered 200 (the
+    // one that carried the second prompt), where a re-sent first prompt would have made a
+    // loop of them.
+    let p2 = env
+        .receiver
+        .enqueue(&key, json!({"kind": "prompt", "text": "and the linter"}));
+    let p2 = p2["id"].as_str().unwrap().to_string();
+    let p2_taken = ack_request_index(&env, &p2, "taken");
+    let log = env.receiver.requests();
+    let answered: Vec<Option<u16>> = log[taken_at..p2_taken]
+        .iter()
+        .filter(|r| is_poll(r))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(answered, [Some(200)], "polls between the two taken acks");
+    stored(&env, &p2);
+
+    // The Stop delivers both; the turn goes on with them.
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    let reason = stdout(&out);
+    assert!(reason.contains("now run the tests") && reason.contains("and the linter"));
+    // The transcript of that turn: long (its tail alone is read), the person's message,
+    // then the agent's answer in two text blocks after a tool call.
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join(format!("{CC_SESSION}.jsonl"));
+    let mut lines = Vec::new();
+    for i in 0..400 {
+        let filler = json!({"type": "assistant", "message": {"role": "assistant",
+            "content": [{"type": "text", "text": format!("old answer {i} {}", "x".repeat(1000))}]}});
+        lines.push(filler.to_string());
+    }
+    lines.push(
+        json!({"type": "user", "message": {"role": "user", "content": "run the tests"}})
+            .to_string(),
+    );
+    lines.push(
+        json!({"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cargo test"}}]}})
+        .to_string(),
+    );
+    lines.push(
+        json!({"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}})
+        .to_string(),
+    );
+    lines.push(
+        json!({"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "All 12 tests pass."},
+        {"type": "text", "text": "The linter is clean; token=abc123secret"}]}})
+        .to_string(),
+    );
+    std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+    assert!(std::fs::metadata(&transcript).unwrap().len() > 256 * 1024);
+    let mut end = payload(CC_STOP);
+    end["stop_hook_active"] = json!(true);
+    end.as_object_mut()
+        .unwrap()
+        .remove("last_assistant_message");
+    end["transcript_path"] = json!(transcript.to_str().unwrap());
+    let out = env.hook_json("sp-stop", &end);
+    assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty());
+    for id in [&p1, &p2] {
+        let ack = ack_of(&env, id);
+        assert_eq!(
+            (&ack["outcome"], &ack["mode"]),
+            (&json!("delivered"), &json!("turn")),
+            "{ack}"
+        );
+        let reply = ack["reply"].as_str().unwrap();
+        assert!(
+            reply.starts_with("All 12 tests pass.\nThe linter is clean; "),
+            "{reply}"
+        );
+        assert!(!reply.contains("abc123secret"), "redacted: {reply}");
+        // Exactly one final ack, after one taken.
+        let outcomes: Vec<_> = env
+            .acks_for(id)
+            .iter()
+            .map(|a| a["outcome"].clone())
+            .collect();
+        assert_eq!(outcomes, [json!("taken"), json!("delivered")]);
+    }
+    assert_eq!(env.query::<i64>("select count(*) from turn_waits"), vec![0]);
+}
