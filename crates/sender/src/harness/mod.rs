@@ -148,6 +148,12 @@ impl Harness {
         }
     }
 
+    /// Whether its Stop reports the turn's text ([`Harness::turn_reply`]): only then does a
+    /// prompt delivered in place wait for its turn's end for its final ack (DECISIONS 38).
+    pub fn reports_turn_text(self) -> bool {
+        matches!(self, Harness::ClaudeCode | Harness::Codex)
+    }
+
     /// Whether this harness's permission hook keeps grants for a session (DECISIONS 30).
     pub fn keeps_grants(self) -> bool {
         self.caps().answer_fields.contains(&"scope")

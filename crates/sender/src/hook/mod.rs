@@ -285,6 +285,7 @@ fn at_tool_boundary(
         &session.key(),
         &ids,
         &format!("{} {} hook ({how})", harness.name(), session.event),
+        harness.reports_turn_text(),
     )?;
     crate::logging::info(&format!(
         "{}: {} prompt(s) delivered at {}",

@@ -32,6 +32,7 @@ pub fn run(
         &session.key(),
         &ids,
         &format!("{} {} hook", harness.name(), session.event),
+        harness.reports_turn_text(),
     )?;
     crate::logging::info(&format!(
         "{}: delivered {} prompt(s) at Stop",

@@ -1022,9 +1022,29 @@ impl Store {
     /// each waits for the end of the turn it started (the session's next Stop) for its final
     /// ack, which then carries the turn's reply (DECISIONS 38 `turn` mode). Its `taken` is
     /// already stored (at ingest; stored here too for a message kept from before).
-    pub fn deliver_for_turn(&mut self, key: &str, ids: &[String], detail: &str) -> Result<()> {
+    /// With `wait` false (a harness that does not report the turn's text, so there is no
+    /// reply to wait for), each is acked `delivered` with mode `turn` at once.
+    pub fn deliver_for_turn(
+        &mut self,
+        key: &str,
+        ids: &[String],
+        detail: &str,
+        wait: bool,
+    ) -> Result<()> {
         let now = now_ms();
         let at = format_ms(now);
+        if !wait {
+            let tx = self.write_tx()?;
+            for id in ids {
+                finish(&tx, id, "delivered", Some(detail), now)?;
+                tx.prepare_cached(
+                    "UPDATE acks SET mode='turn' WHERE message_id=?1 AND outcome='delivered' AND mode IS NULL",
+                )?
+                .execute(params![id])?;
+            }
+            tx.commit()?;
+            return Ok(());
+        }
         // A session with a turn waited for is never quiet ([`SeamState::idle`]).
         let tx = self.write_tx_unmarking(key)?;
         for id in ids {
