@@ -344,6 +344,46 @@ pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static s
 
 #[cfg(test)]
 mod tests {
+
+    /// DECISIONS 38: the turn's text from the transcript's tail, and only from a regular
+    /// `.jsonl` file given by an absolute path; a FIFO is refused without blocking the hook.
+    #[test]
+    fn transcript_reply_reads_only_a_regular_jsonl_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("s.jsonl");
+        let lines = [
+            json!({"type": "user", "message": {"content": "hi"}}),
+            json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "Hello."}]}}),
+        ];
+        let body: Vec<String> = lines.iter().map(Value::to_string).collect();
+        std::fs::write(&t, body.join("\n")).unwrap();
+        assert_eq!(transcript_reply(&t).as_deref(), Some("Hello."));
+        let stdin = json!({"transcript_path": t}).to_string();
+        assert_eq!(turn_reply(stdin.as_bytes()).as_deref(), Some("Hello."));
+        // last_assistant_message wins when there is one.
+        let stdin = json!({"transcript_path": t, "last_assistant_message": "From the payload."});
+        assert_eq!(
+            turn_reply(stdin.to_string().as_bytes()).as_deref(),
+            Some("From the payload.")
+        );
+        // Only the person's prompt since: no text of this turn.
+        std::fs::write(&t, format!("{}\n{}", body[1], body[0])).unwrap();
+        assert_eq!(transcript_reply(&t), None);
+        let other = dir.path().join("s.txt");
+        std::fs::write(&other, &body[1]).unwrap();
+        assert_eq!(transcript_reply(&other), None, "not .jsonl");
+        assert_eq!(
+            transcript_reply(std::path::Path::new("s.jsonl")),
+            None,
+            "relative"
+        );
+        let fifo = dir.path().join("f.jsonl");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(transcript_reply(&fifo), None, "a FIFO, unread");
+    }
+
     use super::*;
     #[test]
     fn shapes() {
