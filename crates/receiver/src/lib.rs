@@ -413,8 +413,8 @@ impl Receiver {
         })
     }
 
-    /// Blocks until an ack entry for message `id` has arrived (or had already), or `timeout`
-    /// passes. Returns the first such entry.
+    /// Blocks until a final ack entry for message `id` has arrived (or had already), or
+    /// `timeout` passes. Returns the first such entry (a `taken` or `progress` is not one).
     pub fn wait_ack(&self, id: &str, timeout: Duration) -> Option<Value> {
         self.wait_for(timeout, |st| st.db.first_ack(id).ok().flatten())
     }

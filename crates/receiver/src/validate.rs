@@ -4,6 +4,7 @@
 //! points, as JSON Schema's `maxLength` does.
 
 use serde_json::Value;
+use spwire::control::{AckStatus, DeliveryMode, ACK_SESSION_MAX, REPLY_MAX};
 use spwire::{is_harness_name, is_session_id, is_ulid};
 use time::macros::format_description;
 use time::OffsetDateTime;
@@ -280,14 +281,12 @@ pub fn check_ack_body(body: &Value) -> Result<Vec<Value>, String> {
             return Err(format!("acks[{i}].id not a ULID"));
         }
         let outcome = obj.get("outcome").and_then(Value::as_str);
-        match outcome {
-            Some("delivered" | "expired" | "unsupported" | "failed" | "refused") => {}
-            _ => {
-                return Err(format!(
-                    "acks[{i}].outcome not one of delivered|expired|unsupported|failed|refused"
-                ))
-            }
+        if outcome.and_then(AckStatus::parse).is_none() {
+            return Err(format!(
+                "acks[{i}].outcome not one of taken|progress|delivered|expired|unsupported|failed|refused"
+            ));
         }
+        check_ack_delivery(obj, i)?;
         // Signed control: a refusal names its code (docs/protocol.md#control-5); any code is short.
         match obj.get("code") {
             None if outcome == Some("refused") => {
@@ -314,6 +313,41 @@ pub fn check_ack_body(body: &Value) -> Result<Vec<Value>, String> {
         }
     }
     Ok(acks.clone())
+}
+
+/// An ack's optional `mode`, `session`, `reply` and `seq` (DECISIONS 38); an ack from a
+/// sender that predates them has none, and reads as before.
+fn check_ack_delivery(obj: &serde_json::Map<String, Value>, i: usize) -> Result<(), String> {
+    match obj.get("mode") {
+        None => {}
+        Some(Value::String(m)) if DeliveryMode::parse(m).is_some() => {}
+        Some(_) => {
+            return Err(format!(
+                "acks[{i}].mode not one of api|turn|resume|fork|waiter|start"
+            ))
+        }
+    }
+    match obj.get("session") {
+        None => {}
+        Some(Value::String(s)) if (1..=ACK_SESSION_MAX).contains(&chars(s)) => {}
+        Some(_) => {
+            return Err(format!(
+                "acks[{i}].session not a string of 1 to {ACK_SESSION_MAX} characters"
+            ))
+        }
+    }
+    match obj.get("reply") {
+        None => {}
+        Some(Value::String(r)) if chars(r) <= REPLY_MAX => {}
+        Some(Value::String(_)) => return Err(format!("acks[{i}].reply longer than {REPLY_MAX}")),
+        Some(_) => return Err(format!("acks[{i}].reply not a string")),
+    }
+    match obj.get("seq") {
+        None => {}
+        Some(v) if v.as_u64().is_some() => {}
+        Some(_) => return Err(format!("acks[{i}].seq not a non-negative integer")),
+    }
+    Ok(())
 }
 
 /// A string field of an object: `None` when absent or null; an error naming it otherwise.
@@ -426,5 +460,41 @@ mod tests {
         let mut bad = ok;
         bad["acks"][0]["detail"] = json!("é".repeat(501));
         assert!(check_ack_body(&bad).is_err());
+    }
+
+    /// DECISIONS 38's acks read; each field out of shape is refused naming it.
+    #[test]
+    fn acks_taken_progress_and_replies() {
+        let base = json!({"id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ","outcome":"delivered",
+            "at":"2026-09-28T01:03:11.204Z"});
+        let with = |k: &str, v: Value| {
+            let mut a = base.clone();
+            a[k] = v;
+            json!({ "acks": [a] })
+        };
+        for good in [
+            with("outcome", json!("taken")),
+            with("outcome", json!("progress")),
+            with("mode", json!("turn")),
+            with("mode", json!("resume")),
+            with("session", json!("claude-code:0196f2a4")),
+            with("reply", json!("é".repeat(20_000))),
+            with("seq", json!(7)),
+        ] {
+            assert!(check_ack_body(&good).is_ok(), "{good}");
+        }
+        for (bad, names) in [
+            (with("outcome", json!("maybe")), "outcome"),
+            (with("mode", json!("telepathy")), "mode"),
+            (with("mode", json!(1)), "mode"),
+            (with("session", json!("")), "session"),
+            (with("reply", json!("é".repeat(20_001))), "reply"),
+            (with("reply", json!(["x"])), "reply"),
+            (with("seq", json!(-1)), "seq"),
+            (with("seq", json!("1")), "seq"),
+        ] {
+            let e = check_ack_body(&bad).unwrap_err();
+            assert!(e.contains(names), "{e}");
+        }
     }
 }

@@ -318,17 +318,35 @@ fn prompts_are_delivered_at_stop_oldest_first() {
         reason,
         "Message from the person, sent through sessionpipe (sink \"phone\"):\n\nplease also update the changelog"
     );
-    let ack = ack_of(&env, &one[0]);
-    assert_eq!(ack["outcome"], "delivered");
-    assert_eq!(ack["detail"], "claude-code Stop hook");
-    // A Stop that delivers goes on with the prompt: its turn has not ended.
+    // A Stop that delivers goes on with the prompt: its turn has not ended, so neither has
+    // the prompt's wait for its final ack (DECISIONS 38 `turn` mode).
     assert_eq!(turn_ends(&env), ["stop"]);
-    // The next Stop (stop_hook_active) finds nothing: no loop, and now the turn is over.
+    assert_eq!(
+        env.query::<String>(&format!(
+            "select outcome from acks where message_id='{}'",
+            one[0]
+        )),
+        vec!["taken"]
+    );
+    // The next Stop (stop_hook_active) finds nothing: no loop, and now the turn is over;
+    // the prompt's final ack carries what the agent answered in that turn.
     let mut again = payload(CC_STOP);
     again["stop_hook_active"] = json!(true);
+    again["last_assistant_message"] = json!("Changelog updated.");
     let out = env.hook_json("sp-stop", &again);
     assert!(out.status.success() && out.stdout.is_empty());
     assert_eq!(turn_ends(&env), ["stop", "stop"]);
+    let ack = ack_of(&env, &one[0]);
+    assert_eq!(
+        (&ack["outcome"], &ack["mode"], &ack["reply"], &ack["detail"]),
+        (
+            &json!("delivered"),
+            &json!("turn"),
+            &json!("Changelog updated."),
+            &json!("claude-code Stop hook")
+        ),
+        "{ack}"
+    );
     // Two prompts: one block, both texts, oldest first.
     let two = queue_prompts(&env, &["first thing", "second thing"], 60);
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
@@ -342,15 +360,25 @@ fn prompts_are_delivered_at_stop_oldest_first() {
         reason.find("second thing").unwrap(),
     );
     assert!(a < b);
+    let mut again = payload(CC_STOP);
+    again["stop_hook_active"] = json!(true);
+    again["last_assistant_message"] = json!("Both done.");
+    assert!(env.hook_json("sp-stop", &again).stdout.is_empty());
     for id in &two {
-        assert_eq!(ack_of(&env, id)["outcome"], "delivered");
+        let ack = ack_of(&env, id);
+        assert_eq!(
+            (&ack["outcome"], &ack["reply"]),
+            (&json!("delivered"), &json!("Both done."))
+        );
     }
-    // Each stored delivered, and every ack sent for it says delivered (a redelivery is acked
-    // again with the same outcome, never another).
+    // Each stored delivered, and every final ack sent for it says delivered (a redelivery
+    // is acked again with the same outcome, never another), after its one `taken`.
     for id in one.iter().chain(&two) {
         let acks = env.acks_for(id);
+        let finals: Vec<_> = acks.iter().filter(|a| a["outcome"] != "taken").collect();
+        assert_eq!(acks[0]["outcome"], "taken", "{id}: {acks:?}");
         assert!(
-            !acks.is_empty() && acks.iter().all(|a| a["outcome"] == "delivered"),
+            !finals.is_empty() && finals.iter().all(|a| a["outcome"] == "delivered"),
             "{id}: {acks:?}"
         );
         assert_eq!(
@@ -585,7 +613,9 @@ fn invalid_messages_are_acked_failed_naming_the_rule() {
 #[test]
 fn a_redelivered_message_is_acted_on_once_and_acked_again() {
     let (env, ids) = live_with_prompts(&["only once"], 60);
-    // The receiver is slow to take the ack, so it redelivers the prompt meanwhile.
+    // The receiver is slow to take the ack (its `taken`), so it redelivers the prompt
+    // meanwhile, after the Stop delivered it: its `taken` goes again (the final waits for
+    // the turn's end).
     env.receiver.push_fault(
         spreceiver::Route::Ack,
         spreceiver::Fault::Delay(Duration::from_secs(2)),
@@ -593,14 +623,23 @@ fn a_redelivered_message_is_acted_on_once_and_acked_again() {
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(stdout(&out).contains("only once"));
     assert!(
-        until(Duration::from_secs(15), || env.acks_for(&ids[0]).len() >= 2),
+        until(Duration::from_secs(15), || env
+            .acks_for(&ids[0])
+            .iter()
+            .filter(|a| a["outcome"] == "taken")
+            .count()
+            >= 2),
         "acked again"
     );
-    for a in env.acks_for(&ids[0]) {
-        assert_eq!(a["outcome"], "delivered");
-    }
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(out.stdout.is_empty(), "delivered once only");
+    assert_eq!(ack_of(&env, &ids[0])["outcome"], "delivered");
+    for a in env.acks_for(&ids[0]) {
+        assert!(
+            a["outcome"] == "delivered" || a["outcome"] == "taken",
+            "{a}"
+        );
+    }
     assert_eq!(env.query::<i64>("select count(*) from messages"), vec![1]);
 }
 
@@ -615,6 +654,10 @@ fn receiver_down_then_back_loses_nothing() {
     env.receiver.set_down(true);
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(stdout(&out).contains("while you were away"));
+    // The turn it started ends too, while the receiver is still down.
+    let mut again = payload(CC_STOP);
+    again["stop_hook_active"] = json!(true);
+    assert!(env.hook_json("sp-stop", &again).stdout.is_empty());
     // A second session starts while the receiver is down.
     let mut other = payload(CC_STOP);
     other["session_id"] = json!("second-session");
@@ -638,8 +681,9 @@ fn receiver_down_then_back_loses_nothing() {
     // One outcome for the message (a poll that redelivered it while the ack was on its way is
     // acked again, with the same outcome), and every event once.
     let acks = env.acks_for(&ids[0]);
+    let finals: Vec<_> = acks.iter().filter(|a| a["outcome"] != "taken").collect();
     assert!(
-        !acks.is_empty() && acks.iter().all(|a| a["outcome"] == "delivered"),
+        !finals.is_empty() && finals.iter().all(|a| a["outcome"] == "delivered"),
         "{acks:?}"
     );
     let mut seen = std::collections::HashSet::new();
@@ -753,12 +797,7 @@ fn steer_and_interrupt_land_at_the_next_tool_boundary() {
         json!({"hookSpecificOutput": {"hookEventName": "PostToolUse",
                "additionalContext": framed("use the staging database")}})
     );
-    let ack = ack_of(&env, &steer);
-    assert_eq!(ack["outcome"], "delivered");
-    assert_eq!(
-        ack["detail"],
-        "claude-code PostToolUse hook (additionalContext)"
-    );
+    // Its final ack waits for the turn's end (below).
 
     // An interrupt that comes while a tool runs is no context after it: the tool's end
     // leaves it for the next tool, which it keeps from running (DECISIONS 25).
@@ -780,10 +819,6 @@ fn steer_and_interrupt_land_at_the_next_tool_boundary() {
         json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                "permissionDecisionReason": framed("stop, that deletes prod")}})
     );
-    assert_eq!(
-        ack_of(&env, &interrupt)["detail"],
-        "claude-code PreToolUse hook (deny)"
-    );
 
     // The queued prompt waited for the turn's end all along.
     assert_eq!(
@@ -792,6 +827,25 @@ fn steer_and_interrupt_land_at_the_next_tool_boundary() {
     );
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(stdout(&out).contains("for the end"));
+    // That Stop ended the turn the steer and the interrupt landed in: their final acks,
+    // with its text.
+    let ack = ack_of(&env, &steer);
+    assert_eq!(
+        (&ack["outcome"], &ack["detail"], &ack["mode"]),
+        (
+            &json!("delivered"),
+            &json!("claude-code PostToolUse hook (additionalContext)"),
+            &json!("turn")
+        )
+    );
+    assert_eq!(
+        ack["reply"],
+        "I wrote hi into out.txt; the file now holds one line."
+    );
+    assert_eq!(
+        ack_of(&env, &interrupt)["detail"],
+        "claude-code PreToolUse hook (deny)"
+    );
 
     let bad = env.receiver.enqueue(
         &session_key(),
@@ -900,4 +954,142 @@ fn a_session_first_seen_after_its_start_still_lists_the_answer_fields() {
         json!(["scope", "input", "interrupt", "answers"])
     );
     common::schema::assert_valid("event.json", &started);
+}
+
+/// The index in the receiver's request log of the ack request that carried `outcome` for
+/// message `id`, once it arrived.
+fn ack_request_index(env: &Env, id: &str, outcome: &str) -> usize {
+    let mut found = None;
+    assert!(
+        until(Duration::from_secs(20), || {
+            found = env.receiver.requests().iter().position(|r| {
+                r.route == Some(spreceiver::Route::Ack)
+                    && r.status == Some(202)
+                    && serde_json::from_slice::<serde_json::Value>(&r.body).is_ok_and(|b| {
+                        b["acks"].as_array().is_some_and(|a| {
+                            a.iter().any(|a| a["id"] == id && a["outcome"] == outcome)
+                        })
+                    })
+            });
+            found.is_some()
+        }),
+        "{outcome} ack of {id} reaches the receiver"
+    );
+    found.unwrap()
+}
+
+/// DECISIONS 38 `turn` mode, with the real hooks and sp-sync: a prompt queued during a run
+/// is acked `taken` at once (before any Stop), so the receiver stops serving it and holds
+/// the session's poll; the Stop that ends the turn the prompt started sends the final
+/// `delivered` with mode `turn` and that turn's text, here read from the transcript's tail
+/// (a Claude Code whose Stop payload leaves `last_assistant_message` out).
+#[test]
+fn a_prompt_queued_mid_run_is_taken_at_once_and_acked_with_the_reply_of_its_turn() {
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    let key = session_key();
+    let p1 = env
+        .receiver
+        .enqueue(&key, json!({"kind": "prompt", "text": "now run the tests"}));
+    let p1 = p1["id"].as_str().unwrap().to_string();
+    let taken_at = ack_request_index(&env, &p1, "taken");
+    // No Stop has run: the prompt waits for one, its final ack with it.
+    assert_eq!(
+        env.query::<String>(&format!("select state from messages where id='{p1}'")),
+        vec!["queued"]
+    );
+    assert!(env.receiver.wait_ack(&p1, Duration::ZERO).is_none());
+    // The receiver no longer serves it: the session's next poll is held, not answered.
+    let is_poll = |r: &spreceiver::RequestRecord| r.route == Some(spreceiver::Route::Poll);
+    assert!(
+        until(Duration::from_secs(20), || env.receiver.requests()
+            [taken_at..]
+            .iter()
+            .any(|r| is_poll(r) && r.status.is_none())),
+        "a poll is held after the taken"
+    );
+    // A second prompt wakes that held poll: from the taken on, one poll answered 200 (the
+    // one that carried the second prompt), where a re-sent first prompt would have made a
+    // loop of them.
+    let p2 = env
+        .receiver
+        .enqueue(&key, json!({"kind": "prompt", "text": "and the linter"}));
+    let p2 = p2["id"].as_str().unwrap().to_string();
+    let p2_taken = ack_request_index(&env, &p2, "taken");
+    let log = env.receiver.requests();
+    let answered: Vec<Option<u16>> = log[taken_at..p2_taken]
+        .iter()
+        .filter(|r| is_poll(r))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(answered, [Some(200)], "polls between the two taken acks");
+    stored(&env, &p2);
+
+    // The Stop delivers both; the turn goes on with them.
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    let reason = stdout(&out);
+    assert!(reason.contains("now run the tests") && reason.contains("and the linter"));
+    // The transcript of that turn: long (its tail alone is read), the person's message,
+    // then the agent's answer in two text blocks after a tool call.
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join(format!("{CC_SESSION}.jsonl"));
+    let mut lines = Vec::new();
+    for i in 0..400 {
+        let filler = json!({"type": "assistant", "message": {"role": "assistant",
+            "content": [{"type": "text", "text": format!("old answer {i} {}", "x".repeat(1000))}]}});
+        lines.push(filler.to_string());
+    }
+    lines.push(
+        json!({"type": "user", "message": {"role": "user", "content": "run the tests"}})
+            .to_string(),
+    );
+    lines.push(
+        json!({"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cargo test"}}]}})
+        .to_string(),
+    );
+    lines.push(
+        json!({"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}})
+        .to_string(),
+    );
+    lines.push(
+        json!({"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "All 12 tests pass."},
+        {"type": "text", "text": "The linter is clean; token=abc123secret"}]}})
+        .to_string(),
+    );
+    std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+    assert!(std::fs::metadata(&transcript).unwrap().len() > 256 * 1024);
+    let mut end = payload(CC_STOP);
+    end["stop_hook_active"] = json!(true);
+    end.as_object_mut()
+        .unwrap()
+        .remove("last_assistant_message");
+    end["transcript_path"] = json!(transcript.to_str().unwrap());
+    let out = env.hook_json("sp-stop", &end);
+    assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty());
+    for id in [&p1, &p2] {
+        let ack = ack_of(&env, id);
+        assert_eq!(
+            (&ack["outcome"], &ack["mode"]),
+            (&json!("delivered"), &json!("turn")),
+            "{ack}"
+        );
+        let reply = ack["reply"].as_str().unwrap();
+        assert!(
+            reply.starts_with("All 12 tests pass.\nThe linter is clean; "),
+            "{reply}"
+        );
+        assert!(!reply.contains("abc123secret"), "redacted: {reply}");
+        // Exactly one final ack, after one taken.
+        let outcomes: Vec<_> = env
+            .acks_for(id)
+            .iter()
+            .map(|a| a["outcome"].clone())
+            .collect();
+        assert_eq!(outcomes, [json!("taken"), json!("delivered")]);
+    }
+    assert_eq!(env.query::<i64>("select count(*) from turn_waits"), vec![0]);
 }

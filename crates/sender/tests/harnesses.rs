@@ -493,6 +493,20 @@ fn env_with(mut control: Value) -> Env {
     env
 }
 
+/// The Stop that ends the turn a block started (the harness's loop guard set).
+fn stop_again(h: &str, stop: &Value) -> Value {
+    let mut again = stop.clone();
+    for k in ["stop_hook_active", "stopHookActive"] {
+        if again.get(k).is_some() {
+            again[k] = json!(true);
+        }
+    }
+    if h == "cursor" {
+        again["loop_count"] = json!(1);
+    }
+    again
+}
+
 fn ack_of(env: &Env, id: &str) -> Value {
     env.receiver
         .wait_ack(id, Duration::from_secs(45))
@@ -939,21 +953,21 @@ fn prompt_blocks_only_when_queued() {
                 &serde_json::from_str(out.trim()).unwrap(),
             );
         }
-        let ack = ack_of(&env, &id);
-        assert_eq!(ack["outcome"], "delivered");
-        assert_eq!(ack["detail"], format!("{h} {} hook", stop_event(h)));
         // The turn the block started ends again with nothing queued: no block, so no loop,
         // whatever the harness's own guard (Copilot has none).
-        let mut again = stop.clone();
-        for k in ["stop_hook_active", "stopHookActive"] {
-            if again.get(k).is_some() {
-                again[k] = json!(true);
-            }
-        }
-        if *h == "cursor" {
-            again["loop_count"] = json!(1);
-        }
+        let again = stop_again(h, &stop);
         assert_eq!(run_ok(&env, h, bin, &again), "", "{h}: no loop");
+        // The final ack: at once, or (a harness that reports the turn's text) at the end
+        // of the turn the prompt started, with that text (DECISIONS 38).
+        let ack = ack_of(&env, &id);
+        assert_eq!(ack["outcome"], "delivered");
+        assert_eq!(ack["mode"], "turn");
+        assert_eq!(ack["detail"], format!("{h} {} hook", stop_event(h)));
+        if ["claude-code", "codex"].contains(h) {
+            assert_eq!(ack["reply"], again["last_assistant_message"], "{h}");
+        } else {
+            assert!(ack.get("reply").is_none(), "{h}: {ack}");
+        }
         end_session(&env, h, "");
     }
     // Cursor: a stop after the person aborted the turn keeps the prompt for the next turn end.
@@ -1516,6 +1530,8 @@ fn every_kind_for_every_harness() {
                     block_shape(name, &one_reason("next, the changelog"))
                 )
             );
+            let again = stop_again(name, &event_payload(name, stop_event(name)));
+            assert_eq!(run_ok(&env, name, "sp-stop", &again), "", "{name}");
         }
         let a = ack_of(&env, &id);
         table.push((name, "prompt", a["outcome"].clone(), a["detail"].clone()));
@@ -1858,11 +1874,6 @@ fn codex_steer_interrupt_and_cancel_land_at_its_seams() {
         v["hookSpecificOutput"]["additionalContext"],
         one_reason("use staging")
     );
-    assert_eq!(
-        ack_of(&env, &steer)["detail"],
-        "codex PostToolUse hook (additionalContext)"
-    );
-
     let interrupt = queue(json!({"kind": "prompt", "text": "not that file", "mode": "interrupt"}));
     let v = hook("PreToolUse", "pre-tool-use");
     assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny");
@@ -1870,10 +1881,8 @@ fn codex_steer_interrupt_and_cancel_land_at_its_seams() {
         v["hookSpecificOutput"]["permissionDecisionReason"],
         one_reason("not that file")
     );
-    assert_eq!(
-        ack_of(&env, &interrupt)["detail"],
-        "codex PreToolUse hook (deny)"
-    );
+    // Their final acks wait for the turn's end (the Stop below, DECISIONS 38).
+    assert!(env.receiver.wait_ack(&steer, Duration::ZERO).is_none());
 
     // A cancel while Codex waits on our permission hook: denied there, stopped at the Stop.
     let (event, attention) = permission_event("codex");
@@ -1900,6 +1909,20 @@ fn codex_steer_interrupt_and_cancel_land_at_its_seams() {
     assert_eq!(
         ack_of(&env, &cancel)["detail"],
         "codex Stop hook (continue:false)"
+    );
+    // That Stop ended the turn the steer and the interrupt landed in.
+    let ack = ack_of(&env, &steer);
+    assert_eq!(
+        (&ack["detail"], &ack["mode"], &ack["reply"]),
+        (
+            &json!("codex PostToolUse hook (additionalContext)"),
+            &json!("turn"),
+            &event_payload("codex", "Stop")["last_assistant_message"]
+        )
+    );
+    assert_eq!(
+        ack_of(&env, &interrupt)["detail"],
+        "codex PreToolUse hook (deny)"
     );
 
     // A cancel before a tool: that tool is denied, and so is every later tool of the turn

@@ -124,7 +124,16 @@ fn a_prompt_queued_while_the_marker_exists_is_delivered_by_the_next_stop() {
     let reason = stop(&env).expect("the Stop blocks with the prompt");
     assert!(reason.ends_with("and the changelog"), "{reason}");
     assert_eq!(state_of(&env, &id), "delivered");
-    // Delivered: quiet again, and the marker comes back.
+    // Its turn runs: no marker, so the Stop that ends it reads the turn's text for the
+    // prompt's final ack (DECISIONS 38).
+    assert_eq!(hook(&env, "PostToolUse"), "");
+    assert!(markers(&env).is_empty());
+    assert_eq!(stop(&env), None);
+    assert_eq!(
+        env.query::<String>(&format!("select outcome from acks where message_id='{id}'")),
+        vec!["delivered"]
+    );
+    // Its turn ended: quiet again, and the marker comes back.
     settle(&env);
 }
 
@@ -356,6 +365,9 @@ fn settling_hooks_racing_sp_sync_never_hide_a_prompt() {
         assert_eq!(delivered, 1, "round {round}");
         assert_eq!(state_of(&env, &id), "delivered");
     }
+    // The turn the prompts landed in ends: until then its final acks wait, so no marker.
+    assert!(markers(&env).is_empty());
+    assert_eq!(stop(&env), None);
     settle(&env);
     let id = enqueue(&env, json!({"kind": "prompt", "text": "after the crash"}));
     stored(&env, &id);

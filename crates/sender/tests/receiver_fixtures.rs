@@ -340,8 +340,10 @@ fn run_fixture(path: &Path) {
                     .iter()
                     .map(|id| {
                         let mut e = json!({"id": id, "outcome": outcome, "at": now_ms()});
-                        if let Some(d) = arg.get("detail") {
-                            e["detail"] = d.clone();
+                        for k in ["detail", "mode", "session", "reply", "seq"] {
+                            if let Some(v) = arg.get(k) {
+                                e[k] = v.clone();
+                            }
                         }
                         e
                     })
@@ -377,6 +379,12 @@ fn fixture_control_prompt() {
 #[test]
 fn fixture_control_expired() {
     run_fixture(&fixtures::own("delivery/control-expired.json"));
+}
+
+/// DECISIONS 38: `taken` stops redelivery, `progress` and the final ack's `mode`/`reply`.
+#[test]
+fn fixture_control_taken() {
+    run_fixture(&fixtures::own("delivery/control-taken.json"));
 }
 
 #[test]

@@ -185,6 +185,7 @@ fn delivery_fixtures_pass_against_sp_receiver() {
         "control-prompt.json",
         "control-expired.json",
         "control-double-ack.json",
+        "control-taken.json",
     ];
     let dir = tempfile::tempdir().unwrap();
     let r = run_fixtures(
@@ -758,13 +759,15 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     let text = "please also update the changelog";
     b.send_text(&card, text, "queue");
     let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
-    let id = b.message_id(&prompt, "sent");
+    let id = b.prompt_id_taken(&prompt);
     machine.assert_stored(&id);
     let v = hook_answer(&machine, "sp-stop", &payload(CC_STOP));
     assert_eq!(v["decision"], "block");
     assert!(v["reason"].as_str().unwrap().ends_with(text), "{v}");
-    b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
+    b.wait(&format!("{prompt}[data-status=\"taken\"]"));
     assert!(b.text(&prompt).contains(text));
+    // Prompts whose turn is still running, with the seam each landed at.
+    let mut in_turn = vec![(id, "claude-code Stop hook")];
 
     // "Send now" (steer) lands at the next tool boundary as context beside the tool's result;
     // "Interrupt" in place of the next tool call (DECISIONS 25); the page names each seam.
@@ -785,7 +788,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         let text = format!("use the staging database ({mode})");
         b.send_text(&card, &text, button);
         let msg = format!("{card} li.msg[data-kind=\"prompt\"]:has(span.what[title=\"{text}\"])");
-        let id = b.message_id(&msg, "sent");
+        let id = b.prompt_id_taken(&msg);
         assert!(b.text(&msg).contains(&text), "{}", b.text(&msg));
         machine.assert_stored(&id);
         let mut input = payload(CC_STOP);
@@ -804,9 +807,11 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
             &v["hookSpecificOutput"]["permissionDecisionReason"]
         };
         assert!(handed.as_str().unwrap().ends_with(&text), "{v}");
-        let done = format!("{card} li.msg[data-message=\"{id}\"][data-status=\"delivered\"]");
-        b.wait(&done);
-        assert!(b.text(&done).contains(seam), "{}", b.text(&done));
+        // Taken: its final ack waits for the end of the turn it landed in (DECISIONS 38).
+        b.wait(&format!(
+            "{card} li.msg[data-message=\"{id}\"][data-status=\"taken\"]"
+        ));
+        in_turn.push((id, seam));
     }
 
     // Stop on a Claude Code session: it stops at the next hook seam (DECISIONS 26), here the
@@ -818,6 +823,19 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     let v = hook_answer(&machine, "sp-stop", &payload(CC_STOP));
     assert_eq!(v["continue"], false);
     b.wait(&format!("{cancel}[data-status=\"delivered\"]"));
+    // That Stop ended the turn the steer and the interrupt landed in: each is delivered,
+    // and the page shows the turn's text under it, as text.
+    let said = payload(CC_STOP)["last_assistant_message"].clone();
+    for (id, seam) in &in_turn {
+        let done = format!("{card} li.msg[data-message=\"{id}\"][data-status=\"delivered\"]");
+        b.wait(&format!("{done} div.reply[data-mode=\"turn\"]"));
+        assert!(b.text(&done).contains(seam), "{}", b.text(&done));
+        assert_eq!(
+            json!(b.text(&format!("{done} div.reply"))),
+            said,
+            "the reply under the message"
+        );
+    }
     assert!(
         b.text(&cancel).contains("claude-code Stop hook"),
         "the detail names the seam"

@@ -304,7 +304,7 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     let text = "signed: please also update the changelog";
     b.send_text(&card, text, "queue");
     let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
-    let id = b.message_id(&prompt, "sent");
+    let id = b.prompt_id_taken(&prompt);
     assert!(
         until(Duration::from_secs(20), || env.query::<i64>(&format!(
             "SELECT count(*) FROM messages WHERE id = '{id}'"
@@ -318,7 +318,13 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
         .unwrap_or_else(|e| panic!("{e}: {:?} log: {}", stdout(&out), env.log()));
     assert_eq!(v["decision"], "block");
     assert!(v["reason"].as_str().unwrap().contains(text), "{v}");
-    b.wait(&format!("{prompt}[data-status=\"delivered\"]"));
+    // The Stop that ends the turn it started sends its final ack (DECISIONS 38).
+    let mut end = stop.clone();
+    end["stop_hook_active"] = json!(true);
+    end["last_assistant_message"] = json!("Changelog updated.");
+    assert!(env.hook_json("sp-stop", &end).stdout.is_empty());
+    b.wait(&format!("{prompt}[data-status=\"delivered\"] div.reply"));
+    assert_eq!(b.text(&format!("{prompt} div.reply")), "Changelog updated.");
     assert!(receiver.running.log().contains("listening on"));
 }
 

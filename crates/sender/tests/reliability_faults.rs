@@ -450,8 +450,15 @@ fn a_storm_of_faults_changes_no_outcome() {
         // At most two faults queued per route, so back-offs stay short.
         for route in routes {
             if env.receiver.pending_faults(route) < 2 && rng.chance(0.5) {
-                env.receiver
-                    .push_fault(route, kinds[rng.below(kinds.len() as u64) as usize].clone());
+                let f = kinds[rng.below(kinds.len() as u64) as usize].clone();
+                // A 200 the receiver did not record loses an ack it counts as taken: once a
+                // prompt is acked `taken` the receiver redelivers it only after 35 minutes
+                // (DECISIONS 38), which this run cannot wait for. That fault on acks is
+                // tested alone (ack_faults_are_retried_until_the_receiver_takes_them).
+                if route == Route::Ack && f == Fault::InvalidJson {
+                    continue;
+                }
+                env.receiver.push_fault(route, f);
                 injected += 1;
             }
         }
@@ -525,7 +532,12 @@ fn a_storm_of_faults_changes_no_outcome() {
     let outcomes = check_final_state(&env);
     outputs.extend(early);
     for (id, s, text) in &prompts {
-        assert_eq!(env.acks_for(id)[0]["outcome"], "delivered", "{id}");
+        let finals: Vec<_> = env
+            .acks_for(id)
+            .into_iter()
+            .filter(|a| a["outcome"] != "taken")
+            .collect();
+        assert_eq!(finals[0]["outcome"], "delivered", "{id}");
         let got: Vec<&(String, String)> = outputs
             .iter()
             .filter(|(_, r)| r.contains(text.as_str()))
@@ -592,6 +604,8 @@ fn a_skewed_receiver_clock_changes_no_outcome_decisions_7_does_not_intend() {
             "{offset_min} min: deadline {deadline} vs {expected}"
         );
         assert!(stop_now(&env, S).unwrap().contains("ten minutes"));
+        // The Stop ending the turn it started writes its final ack (DECISIONS 38).
+        assert_eq!(stop_now(&env, S), None);
         assert_eq!(
             env.receiver.wait_ack(id, Duration::from_secs(20)).unwrap()["outcome"],
             "delivered"

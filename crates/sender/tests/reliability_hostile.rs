@@ -560,6 +560,8 @@ fn hostile_control_messages_are_acked_or_dropped_never_acted_on() {
         reason.contains("NUL \u{0} inside, and \"quotes\" and \\u0000"),
         "text arrives exactly: {reason:?}"
     );
+    // The Stop ending the turn it started writes its final ack (DECISIONS 38).
+    assert_eq!(stop_now(&env, s), None);
     for (i, outcome, detail) in &ids {
         let ack = env
             .receiver

@@ -679,15 +679,18 @@ fn delivery_fixtures_agree_in(dir: &std::path::Path) {
             }
             if let Some(a) = step.get("ack") {
                 let mut item = json!({"id": ID, "outcome": a["outcome"], "at": ts(start + 1)});
-                if let Some(d) = a.get("detail") {
-                    item = set(item, "detail", d.clone());
+                for k in ["detail", "mode", "session", "reply", "seq"] {
+                    if let Some(v) = a.get(k) {
+                        item = set(item, k, v.clone());
+                    }
                 }
                 let body = json!({"acks": [item]});
                 assert_valid("ack-body.json", &body);
-                for p in [peer(PEER_ACK), peer(PEER_ACK_NEWEST)]
-                    .into_iter()
-                    .flatten()
-                {
+                // The reference's first schema predates DECISIONS 38's acks.
+                let newer = ["taken", "progress"].contains(&a["outcome"].as_str().unwrap_or(""))
+                    || a.get("mode").is_some();
+                let old = if newer { None } else { peer(PEER_ACK) };
+                for p in [old, peer(PEER_ACK_NEWEST)].into_iter().flatten() {
                     assert_valid(&p, &body);
                 }
                 acks += 1;
@@ -932,6 +935,26 @@ fn ack_bodies() {
             assert_valid(p, b);
         }
     }
+    // DECISIONS 38: `taken`, `progress` and a final ack's `mode`, `session` and `reply`, as
+    // the reference's newest control-ack.json has them (its first one predates them).
+    let with_reply = set(
+        set(ack("delivered"), "mode", json!("turn")),
+        "reply",
+        json!("r".repeat(20_000)),
+    );
+    let newer = vec![
+        json!({"acks": [ack("taken")]}),
+        json!({"acks": [set(set(ack("progress"), "seq", json!(3)), "reply", json!("so far"))]}),
+        json!({"acks": [with_reply]}),
+        json!({"acks": [set(set(ack("delivered"), "mode", json!("fork")), "session", json!("claude-code:abc"))]}),
+        json!({"acks": [set(ack("refused"), "code", json!("replay"))]}),
+    ];
+    for b in &newer {
+        assert_valid("ack-body.json", b);
+        if let Some(p) = peer(PEER_ACK_NEWEST) {
+            assert_valid(&p, b);
+        }
+    }
     let bad: Vec<(&str, Value)> = vec![
         ("no acks", json!({"acks": []})),
         ("101 acks", json!({"acks": vec![ack("failed"); 101]})),
@@ -942,10 +965,21 @@ fn ack_bodies() {
         ),
         (
             "extra item field",
-            json!({"acks": [set(ack("delivered"), "mode", json!("turn"))]}),
+            json!({"acks": [set(ack("delivered"), "via", json!("turn"))]}),
         ),
-        ("outcome refused", json!({"acks": [ack("refused")]})),
-        ("outcome taken", json!({"acks": [ack("taken")]})),
+        ("outcome maybe", json!({"acks": [ack("maybe")]})),
+        (
+            "mode not ours",
+            json!({"acks": [set(ack("delivered"), "mode", json!("telepathy"))]}),
+        ),
+        (
+            "reply 20001",
+            json!({"acks": [set(ack("delivered"), "reply", json!("r".repeat(20_001)))]}),
+        ),
+        (
+            "seq negative",
+            json!({"acks": [set(ack("progress"), "seq", json!(-1))]}),
+        ),
         (
             "detail 501",
             json!({"acks": [set(ack("failed"), "detail", json!("d".repeat(501)))]}),

@@ -135,9 +135,13 @@ fn status_and_queue_reflect_a_real_queue() {
         "{text}"
     );
 
-    // The Stop hook delivers both prompts; their acks wait for sp-sync.
+    // The Stop hook delivers both prompts, the next one ends their turn; their final acks
+    // wait for sp-sync.
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(stdout(&out).contains("please also run the tests"));
+    let mut again = payload(CC_STOP);
+    again["stop_hook_active"] = json!(true);
+    assert!(env.hook_json("sp-stop", &again).stdout.is_empty());
     let q = sp_json(&env, &["queue", "--json", "--state", "delivered"]);
     let delivered = q["messages"].as_array().unwrap();
     assert_eq!(delivered.len(), 2);

@@ -264,6 +264,8 @@ fn proxy_variables_are_not_used_for_a_loopback_sink_and_the_poll_still_works() {
             .map(|r| r.contains("through no proxy")),
         Some(true)
     );
+    // The Stop ending the turn it started writes its final ack (DECISIONS 38).
+    assert_eq!(stop_now(&env, "proxy-a"), None);
     let out = sync_once_with(&env, &vars);
     assert_eq!(out.status.code(), Some(0));
     assert!(

@@ -389,14 +389,108 @@ pub fn deadline(at_ms: Millis, expires_at_ms: Millis, received_ms: Millis) -> Mi
     expires_at_ms.min(received_ms.saturating_add(lifetime))
 }
 
+/// What one ack says (DECISIONS 38): a final [`Outcome`], or, before it, `taken` (the
+/// machine holds the message and is delivering it) or `progress` (the reply so far).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckStatus {
+    Taken,
+    Progress,
+    Final(Outcome),
+}
+
+impl AckStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AckStatus::Taken => "taken",
+            AckStatus::Progress => "progress",
+            AckStatus::Final(o) => o.as_str(),
+        }
+    }
+
+    /// Reads an ack's `outcome`; `None` for a word no version of the protocol has.
+    pub fn parse(s: &str) -> Option<AckStatus> {
+        Some(match s {
+            "taken" => AckStatus::Taken,
+            "progress" => AckStatus::Progress,
+            "delivered" => AckStatus::Final(Outcome::Delivered),
+            "expired" => AckStatus::Final(Outcome::Expired),
+            "unsupported" => AckStatus::Final(Outcome::Unsupported),
+            "failed" => AckStatus::Final(Outcome::Failed),
+            "refused" => AckStatus::Final(Outcome::Refused),
+            _ => return None,
+        })
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, AckStatus::Final(_))
+    }
+}
+
+/// How a delivered message reached the session (DECISIONS 38, the ack's `mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryMode {
+    Api,
+    Turn,
+    Resume,
+    Fork,
+    Waiter,
+    Start,
+}
+
+impl DeliveryMode {
+    pub const ALL: [DeliveryMode; 6] = [
+        DeliveryMode::Api,
+        DeliveryMode::Turn,
+        DeliveryMode::Resume,
+        DeliveryMode::Fork,
+        DeliveryMode::Waiter,
+        DeliveryMode::Start,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryMode::Api => "api",
+            DeliveryMode::Turn => "turn",
+            DeliveryMode::Resume => "resume",
+            DeliveryMode::Fork => "fork",
+            DeliveryMode::Waiter => "waiter",
+            DeliveryMode::Start => "start",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DeliveryMode> {
+        Self::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+/// An ack's `reply` holds at most this many characters (DECISIONS 38).
+pub const REPLY_MAX: usize = 20_000;
+/// An ack's `session` (a fork's or a started session's id) holds at most this many.
+pub const ACK_SESSION_MAX: usize = 256;
+
+/// The agent's answer as an ack carries it: redacted (rule 37) and cut to [`REPLY_MAX`]
+/// characters. Line breaks are kept: a reply is read as text.
+pub fn ack_reply(text: &str) -> String {
+    let lines: Vec<String> = text.split('\n').map(crate::redact::redact).collect();
+    truncate(&lines.join("\n"), REPLY_MAX)
+}
+
 /// One entry of `POST {control}/ack`.
 pub struct AckOut {
     pub id: String,
-    pub outcome: Outcome,
+    pub outcome: AckStatus,
     pub at: String,
     /// A refusal's code (signed control).
     pub code: Option<String>,
     pub detail: Option<String>,
+    /// A delivered message: how it went (DECISIONS 38).
+    pub mode: Option<DeliveryMode>,
+    /// A fork's or a started session's id.
+    pub session: Option<String>,
+    /// The agent's answer ([`ack_reply`]); on `progress`, the answer so far.
+    pub reply: Option<String>,
+    /// `progress` only: rising per message.
+    pub seq: Option<u64>,
 }
 
 /// Body of `POST {control}/ack`.
@@ -413,6 +507,21 @@ pub fn ack_body(acks: &[AckOut]) -> Value {
             }
             if let Some(d) = &a.detail {
                 o.insert("detail".into(), Value::String(truncate(d, DETAIL_MAX)));
+            }
+            if let Some(m) = a.mode {
+                o.insert("mode".into(), Value::String(m.as_str().into()));
+            }
+            if let Some(s) = &a.session {
+                o.insert(
+                    "session".into(),
+                    Value::String(truncate(s, ACK_SESSION_MAX)),
+                );
+            }
+            if let Some(r) = &a.reply {
+                o.insert("reply".into(), Value::String(truncate(r, REPLY_MAX)));
+            }
+            if let Some(n) = a.seq {
+                o.insert("seq".into(), Value::from(n));
             }
             Value::Object(o)
         })

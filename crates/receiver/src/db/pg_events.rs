@@ -35,8 +35,8 @@ use super::pg::PgStore;
 use super::pg_wake::announce;
 use super::sessions::{
     ack_code, answer_for, attention_view, cleared_view, message_status_view, name_calls,
-    session_view, SessionRow, ANSWERED_CALL, CLEARED_FOR_MS, CLEARED_LISTED, OPEN_ATTENTIONS,
-    PAGE_MESSAGES, PAGE_SESSIONS,
+    session_view, SessionRow, ShownAck, ANSWERED_CALL, CLEARED_FOR_MS, CLEARED_LISTED,
+    OPEN_ATTENTIONS, PAGE_MESSAGES, PAGE_SESSIONS,
 };
 use super::snoozes::UNSNOOZE;
 use super::store::EventStore;
@@ -54,10 +54,13 @@ const CLEARED: &str = "SELECT attention_id, tool, message, how, cleared_at FROM 
 /// The bodies of a session's answers to prompts that were delivered.
 const DELIVERED_ANSWERS: &str = "SELECT m.body FROM messages m JOIN acks k ON k.id = m.id \
     WHERE m.session = ?1 AND m.kind = 'permission.answer' AND k.outcome = 'delivered'";
-/// sessions.rs's messages with the first ack's body, for its `code`.
+/// sessions.rs's messages with the body of the ack that says most (its first final one,
+/// else its newest `taken` or `progress`), for its `code`, `mode` and `reply`.
 const MESSAGES: &str = "SELECT m.body, m.expires_ms, m.first_polled_at, a.outcome, a.detail, \
     a.body, a.received_at FROM messages m \
-    LEFT JOIN acks a ON a.n = (SELECT min(n) FROM acks WHERE acks.id = m.id) \
+    LEFT JOIN acks a ON a.n = (SELECT n FROM acks WHERE acks.id = m.id \
+    ORDER BY CASE WHEN outcome IN ('taken', 'progress') THEN -n ELSE n - 9000000000000000000 END \
+    LIMIT 1) \
     WHERE m.session = ?1 ORDER BY m.n DESC LIMIT ?2";
 
 /// Text as PostgreSQL can keep it: its `text` holds no NUL, which SQLite's does (an
@@ -297,9 +300,12 @@ impl EventStore for PgStore {
                         r.get(0),
                         r.get(1),
                         r.get(2),
-                        r.get(3),
-                        detail.or_else(|| ack.and_then(ack_code)),
-                        r.get(6),
+                        ShownAck {
+                            outcome: r.get(3),
+                            detail: detail.or_else(|| ack.and_then(ack_code)),
+                            at: r.get(6),
+                            body: ack,
+                        },
                         now_ms,
                     )
                 })

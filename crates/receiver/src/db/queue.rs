@@ -10,11 +10,14 @@ use super::{fmt_ms, Db};
 pub(super) const INSERT_MESSAGE: &str =
     "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+/// A message is served until its final ack; a `taken` (or `progress`) holds it back for
+/// 35 minutes, the longest turn plus slack (DECISIONS 38), so a prompt waiting for its
+/// session's turn is not served on every poll.
 pub(super) const PENDING: &str = "SELECT n, body FROM messages m \
     WHERE session = ?1 AND machine IS NULL \
     AND (expires_ms IS NULL OR expires_ms > ?2) \
     AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a \
-    WHERE a.id = m.id)) \
+    WHERE a.id = m.id AND (a.outcome NOT IN ('taken', 'progress') OR a.received_ms > ?2 - 2100000))) \
     ORDER BY n";
 pub(super) const MARK_POLLED: &str = "UPDATE messages SET first_polled_at = ?1 \
     WHERE n = ?2 AND first_polled_at IS NULL";
@@ -26,7 +29,9 @@ pub(super) const INSERT_ACK: &str =
     "INSERT INTO acks(id, outcome, at, detail, received_ms, received_at, body) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 pub(super) const ACKS: &str = "SELECT body FROM acks ORDER BY n";
-pub(super) const FIRST_ACK: &str = "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1";
+/// The first final ack of a message (a `taken` or `progress` is not one).
+pub(super) const FIRST_ACK: &str = "SELECT body FROM acks WHERE id = ?1 \
+    AND outcome NOT IN ('taken', 'progress') ORDER BY n LIMIT 1";
 pub(super) const MESSAGE_SESSION: &str = "SELECT session FROM messages WHERE id=?1";
 pub(super) const INSERT_ENVELOPE: &str =
     "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at, machine) \
@@ -35,7 +40,7 @@ pub(super) const MACHINE_PENDING: &str = "SELECT n, body FROM messages m \
     WHERE machine = ?1 \
     AND (expires_ms IS NULL OR expires_ms > ?2) \
     AND (id IS NULL OR NOT EXISTS (SELECT 1 FROM acks a \
-    WHERE a.id = m.id)) \
+    WHERE a.id = m.id AND (a.outcome NOT IN ('taken', 'progress') OR a.received_ms > ?2 - 2100000))) \
     ORDER BY n";
 pub(super) const MESSAGE_MACHINE: &str =
     "SELECT machine FROM messages WHERE id = ?1 ORDER BY n LIMIT 1";
@@ -121,7 +126,7 @@ impl Db {
             .collect()
     }
 
-    /// The first ack entry for message `id`.
+    /// The first final ack entry for message `id`.
     pub fn first_ack(&self, id: &str) -> rusqlite::Result<Option<Value>> {
         self.conn
             .query_row(FIRST_ACK, params![id], |r| r.get::<_, String>(0))

@@ -37,10 +37,14 @@ const CLEARED_ATTENTIONS: &str = "SELECT a.attention_id, a.tool, a.message, a.ho
     FROM attentions a
     WHERE a.session_key = ?1 AND a.open = 0 AND a.cleared_at >= ?2
     ORDER BY a.cleared_at COLLATE BINARY DESC, a.attention_id COLLATE BINARY LIMIT ?3";
+/// Each message with the ack that says most (DECISIONS 38): its first final one, else its
+/// newest `taken` or `progress`.
 const SESSION_MESSAGES: &str = "SELECT m.body, m.expires_ms, m.first_polled_at, a.outcome,
-        COALESCE(a.detail, json_extract(a.body, '$.code')), a.received_at
+        COALESCE(a.detail, json_extract(a.body, '$.code')), a.received_at, a.body
     FROM messages m
-    LEFT JOIN acks a ON a.n = (SELECT min(n) FROM acks WHERE acks.id = m.id)
+    LEFT JOIN acks a ON a.n = (SELECT n FROM acks WHERE acks.id = m.id
+        ORDER BY CASE WHEN outcome IN ('taken', 'progress') THEN -n ELSE n - 9000000000000000000 END
+        LIMIT 1)
     WHERE m.session = ?1 ORDER BY m.n DESC LIMIT ?2";
 
 /// One row of [`PAGE_SESSIONS`].
@@ -62,6 +66,7 @@ fn message_view(
     status: &str,
     detail: Option<String>,
     acked_at: Option<String>,
+    ack: Option<&str>,
 ) -> Value {
     let mut m: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let mut v = Map::new();
@@ -98,6 +103,14 @@ fn message_view(
     }
     if let Some(a) = acked_at {
         v.insert("acked_at".into(), a.into());
+    }
+    // How it was delivered and what the agent answered (DECISIONS 38), as the ack said.
+    if let Some(Value::Object(a)) = ack.and_then(|a| serde_json::from_str(a).ok()) {
+        for k in ["mode", "session", "reply", "seq"] {
+            if let Some(x) = a.get(k).filter(|x| !x.is_null()) {
+                v.insert(format!("ack_{k}"), x.clone());
+            }
+        }
     }
     Value::Object(v)
 }
@@ -237,19 +250,26 @@ pub(super) fn cleared_view(
     })
 }
 
-/// One message of a session with its outcome: its first ack's, else expired, sent (a poll
-/// took it) or queued.
+/// The ack a message is shown with: its outcome, detail (or code), when it came and its
+/// body (for DECISIONS 38's `mode`, `session` and `reply`).
+pub(super) struct ShownAck<'a> {
+    pub outcome: Option<String>,
+    pub detail: Option<String>,
+    pub at: Option<String>,
+    pub body: Option<&'a str>,
+}
+
+/// One message of a session with its outcome: its ack's (the first final one, else the
+/// newest `taken` or `progress`), else expired, sent (a poll took it) or queued.
 pub(super) fn message_status_view(
     body: &str,
     expires_ms: Option<i64>,
     polled_at: Option<String>,
-    outcome: Option<String>,
-    detail: Option<String>,
-    acked_at: Option<String>,
+    ack: ShownAck,
     now_ms: i64,
 ) -> Value {
-    match outcome {
-        Some(o) => message_view(body, &o, detail, acked_at),
+    match ack.outcome {
+        Some(o) => message_view(body, &o, ack.detail, ack.at, ack.body),
         None if expires_ms.is_some_and(|e| e <= now_ms) => message_view(
             body,
             "expired",
@@ -259,9 +279,10 @@ pub(super) fn message_status_view(
                 "expired before the machine picked it up".into()
             }),
             None,
+            None,
         ),
-        None if polled_at.is_some() => message_view(body, "sent", None, None),
-        None => message_view(body, "queued", None, None),
+        None if polled_at.is_some() => message_view(body, "sent", None, None, None),
+        None => message_view(body, "queued", None, None, None),
     }
 }
 
@@ -378,13 +399,17 @@ impl Db {
         let mut st = self.conn.prepare_cached(SESSION_MESSAGES)?;
         let rows = st.query_map(params![key, PAGE_MESSAGES as i64], |r| {
             let body: String = r.get(0)?;
+            let ack: Option<String> = r.get(6)?;
             Ok(message_status_view(
                 &body,
                 r.get(1)?,
                 r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
+                ShownAck {
+                    outcome: r.get(3)?,
+                    detail: r.get(4)?,
+                    at: r.get(5)?,
+                    body: ack.as_deref(),
+                },
                 now_ms,
             ))
         })?;

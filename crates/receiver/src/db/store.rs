@@ -525,6 +525,126 @@ mod tests {
         assert_eq!(s.message_machine("E1").unwrap(), Some(Some("m1".into())));
     }
 
+    /// DECISIONS 38, whichever store keeps it: a `taken` holds a message back from the polls
+    /// for 35 minutes, is no final ack, and the page shows the newest interim ack until the
+    /// final one, with its `mode` and `reply`; an ack without them (an older sender) reads
+    /// as before.
+    fn taken_behaviour(s: &mut dyn Store) {
+        const T: &str = "01K6TAKEN00000000000000000";
+        const OLD: &str = "01K6OLDSENDER0000000000000";
+        let now = 1_800_000_000_000;
+        let key = "claude-code:t1";
+        let started = cc(
+            "t1",
+            0,
+            "session.started",
+            json!({}),
+            json!({"source": "startup"}),
+        );
+        s.insert_events(&[&started], now, None).unwrap();
+        for id in [T, OLD] {
+            let m = json!({"id": id, "kind": "prompt", "text": format!("do {id}")});
+            s.insert_message(key, &m, Some(now + 3_600_000), now)
+                .unwrap();
+        }
+        assert_eq!(s.pending(key, now).unwrap().len(), 2);
+        let ack = |id: &str, more: Value| {
+            let mut a = json!({"id": id, "at": "2027-01-15T08:00:00.000Z"});
+            a.as_object_mut()
+                .unwrap()
+                .extend(more.as_object().unwrap().clone());
+            a
+        };
+        s.insert_acks(&[ack(T, json!({"outcome": "taken"}))], now)
+            .unwrap();
+        s.insert_acks(&[ack(OLD, json!({"outcome": "delivered"}))], now)
+            .unwrap();
+        assert!(s.pending(key, now).unwrap().is_empty(), "taken: not served");
+        assert!(s.pending(key, now + 35 * 60_000 - 1).unwrap().is_empty());
+        let later = s.pending(key, now + 35 * 60_000).unwrap();
+        assert_eq!(later.len(), 1, "served again after 35 minutes");
+        assert_eq!(later[0].1["id"], T);
+        assert_eq!(s.first_ack(T).unwrap(), None, "taken is not final");
+        let shown = |s: &mut dyn Store, id: &str| -> Value {
+            let page = s.page_sessions(now, 3_600_000).unwrap();
+            let ses = page.iter().find(|x| x["key"] == key).expect("the session");
+            ses["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["id"] == id)
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(shown(s, T)["status"], "taken");
+        s.insert_acks(
+            &[ack(
+                T,
+                json!({"outcome": "progress", "seq": 1, "reply": "Running"}),
+            )],
+            now + 1,
+        )
+        .unwrap();
+        let m = shown(s, T);
+        assert_eq!(
+            (&m["status"], &m["ack_reply"]),
+            (&json!("progress"), &json!("Running"))
+        );
+        s.insert_acks(
+            &[ack(
+                T,
+                json!({"outcome": "delivered", "mode": "turn", "reply": "All done.\nNo errors."}),
+            )],
+            now + 2,
+        )
+        .unwrap();
+        // A late interim ack changes nothing once the final one is in.
+        s.insert_acks(
+            &[ack(
+                T,
+                json!({"outcome": "progress", "seq": 2, "reply": "late"}),
+            )],
+            now + 3,
+        )
+        .unwrap();
+        let m = shown(s, T);
+        assert_eq!(
+            (&m["status"], &m["ack_mode"], &m["ack_reply"]),
+            (
+                &json!("delivered"),
+                &json!("turn"),
+                &json!("All done.\nNo errors.")
+            )
+        );
+        assert_eq!(
+            s.first_ack(T).unwrap().unwrap()["reply"],
+            "All done.\nNo errors."
+        );
+        assert!(
+            s.pending(key, now + 36 * 60_000).unwrap().is_empty(),
+            "final"
+        );
+        let old = shown(s, OLD);
+        assert_eq!(old["status"], "delivered");
+        assert!(
+            old.get("ack_reply").is_none() && old.get("ack_mode").is_none(),
+            "{old}"
+        );
+    }
+
+    #[test]
+    fn acks_taken_and_replies_on_sqlite() {
+        taken_behaviour(&mut Db::open_memory().unwrap());
+    }
+
+    #[test]
+    fn acks_taken_and_replies_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        taken_behaviour(&mut PgStore::open(&pg.url()).unwrap());
+    }
+
     #[test]
     fn the_queue_on_sqlite() {
         queue_behaviour(&mut Db::open_memory().unwrap());

@@ -367,7 +367,7 @@
       const out = document.createElement('span');
       out.className = 'outcome';
       out.dataset.status = m.status;
-      out.textContent = m.status;
+      out.textContent = m.status === 'taken' ? 'working on it' : m.status === 'progress' ? 'answering…' : m.status;
       const when = document.createElement('span');
       when.className = 'when';
       when.dataset.at = m.acked_at || m.at || '';
@@ -376,6 +376,14 @@
       detail.className = 'detail';
       detail.textContent = m.detail || '';
       li.append(what, out, when, detail);
+      // The agent's answer to it (DECISIONS 38), as text: never markup.
+      if (typeof m.ack_reply === 'string' && m.ack_reply) {
+        const reply = document.createElement('div');
+        reply.className = 'reply';
+        reply.dataset.mode = m.ack_mode || '';
+        reply.textContent = m.ack_reply;
+        li.append(reply);
+      }
       return li;
     }));
   }

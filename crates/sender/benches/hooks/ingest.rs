@@ -80,10 +80,16 @@ fn floor(rx: &Receiver, ids: &[String]) -> (f64, usize) {
         for m in v["messages"].as_array().into_iter().flatten() {
             batch.push(spctl::wire::control::AckOut {
                 id: m["id"].as_str().unwrap_or("").to_string(),
-                outcome: spctl::wire::control::Outcome::Expired,
+                outcome: spctl::wire::control::AckStatus::Final(
+                    spctl::wire::control::Outcome::Expired,
+                ),
                 at: at.clone(),
                 code: None,
                 detail: None,
+                mode: None,
+                session: None,
+                reply: None,
+                seq: None,
             });
             if batch.len() == 100 {
                 send(&mut batch, &mut acked);

@@ -103,6 +103,80 @@ pub fn call(stdin: &[u8]) -> Option<Call> {
     })
 }
 
+/// How much of a transcript's end a Stop reads for the turn's reply: the hook stays fast
+/// whatever the session's length.
+pub const TRANSCRIPT_TAIL: u64 = 256 * 1024;
+
+/// The turn's final text (DECISIONS 38): `last_assistant_message`, else the last assistant
+/// text in the tail of the transcript at `transcript_path`.
+pub fn turn_reply(stdin: &[u8]) -> Option<String> {
+    if let Some(m) = super::last_assistant_message(stdin) {
+        return Some(m);
+    }
+    #[derive(Deserialize)]
+    struct Stop {
+        transcript_path: Option<String>,
+    }
+    let s: Stop = serde_json::from_slice(stdin).ok()?;
+    transcript_reply(std::path::Path::new(&s.transcript_path?))
+}
+
+/// The last assistant text of a Claude Code transcript (JSONL: one entry a line, an
+/// assistant entry's `message.content` a list of blocks), from its last
+/// [`TRANSCRIPT_TAIL`] bytes, not reaching back past the person's prompt. Only a regular
+/// `.jsonl` file is read (the path comes from hook stdin), without blocking.
+pub fn transcript_reply(path: &std::path::Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    if !path.is_absolute() || path.extension()? != "jsonl" {
+        return None;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let start = meta.len().saturating_sub(TRANSCRIPT_TAIL);
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = Vec::new();
+    f.take(TRANSCRIPT_TAIL).read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if start > 0 && !lines.is_empty() {
+        // The first line was cut by the seek.
+        lines.remove(0);
+    }
+    for line in lines.iter().rev() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let content = &v["message"]["content"];
+        match v["type"].as_str() {
+            // The person's prompt (tool results are user entries with a list): the turn began.
+            Some("user") if content.is_string() => return None,
+            Some("assistant") => {
+                let texts: Vec<&str> = content
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b["type"] == "text")
+                    .filter_map(|b| b["text"].as_str())
+                    .filter(|t| !t.trim().is_empty())
+                    .collect();
+                if !texts.is_empty() {
+                    return Some(texts.join("\n"));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The tool a plan comes through (DECISIONS 31): approve is an allow, keep planning a deny
 /// whose message the model reads.
 pub const PLAN_TOOL: &str = "ExitPlanMode";
@@ -263,6 +337,46 @@ pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static s
 
 #[cfg(test)]
 mod tests {
+
+    /// DECISIONS 38: the turn's text from the transcript's tail, and only from a regular
+    /// `.jsonl` file given by an absolute path; a FIFO is refused without blocking the hook.
+    #[test]
+    fn transcript_reply_reads_only_a_regular_jsonl_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("s.jsonl");
+        let lines = [
+            json!({"type": "user", "message": {"content": "hi"}}),
+            json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "Hello."}]}}),
+        ];
+        let body: Vec<String> = lines.iter().map(Value::to_string).collect();
+        std::fs::write(&t, body.join("\n")).unwrap();
+        assert_eq!(transcript_reply(&t).as_deref(), Some("Hello."));
+        let stdin = json!({"transcript_path": t}).to_string();
+        assert_eq!(turn_reply(stdin.as_bytes()).as_deref(), Some("Hello."));
+        // last_assistant_message wins when there is one.
+        let stdin = json!({"transcript_path": t, "last_assistant_message": "From the payload."});
+        assert_eq!(
+            turn_reply(stdin.to_string().as_bytes()).as_deref(),
+            Some("From the payload.")
+        );
+        // Only the person's prompt since: no text of this turn.
+        std::fs::write(&t, format!("{}\n{}", body[1], body[0])).unwrap();
+        assert_eq!(transcript_reply(&t), None);
+        let other = dir.path().join("s.txt");
+        std::fs::write(&other, &body[1]).unwrap();
+        assert_eq!(transcript_reply(&other), None, "not .jsonl");
+        assert_eq!(
+            transcript_reply(std::path::Path::new("s.jsonl")),
+            None,
+            "relative"
+        );
+        let fifo = dir.path().join("f.jsonl");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(transcript_reply(&fifo), None, "a FIFO, unread");
+    }
+
     use super::*;
     #[test]
     fn shapes() {

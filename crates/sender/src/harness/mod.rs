@@ -139,6 +139,23 @@ impl Harness {
         }
     }
 
+    /// The final text of the turn a Stop ends, as the harness reports it (DECISIONS 38
+    /// `turn` mode), not yet redacted: Claude Code's and Codex's `last_assistant_message`;
+    /// for a Claude Code that leaves it out, the tail of its transcript.
+    pub fn turn_reply(self, stdin: &[u8]) -> Option<String> {
+        match self {
+            Harness::ClaudeCode => claude_code::turn_reply(stdin),
+            Harness::Codex => last_assistant_message(stdin),
+            _ => None,
+        }
+    }
+
+    /// Whether its Stop reports the turn's text ([`Harness::turn_reply`]): only then does a
+    /// prompt delivered in place wait for its turn's end for its final ack (DECISIONS 38).
+    pub fn reports_turn_text(self) -> bool {
+        matches!(self, Harness::ClaudeCode | Harness::Codex)
+    }
+
     /// Whether this harness's permission hook keeps grants for a session (DECISIONS 30).
     pub fn keeps_grants(self) -> bool {
         self.caps().answer_fields.contains(&"scope")
@@ -426,6 +443,16 @@ pub fn route_message(
         }
     }
     route(harness, m.kind)
+}
+
+/// A Stop payload's `last_assistant_message` (Claude Code, Codex), when it has a non-empty one.
+pub(crate) fn last_assistant_message(stdin: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Stop {
+        last_assistant_message: Option<String>,
+    }
+    let s: Stop = serde_json::from_slice(stdin).ok()?;
+    s.last_assistant_message.filter(|m| !m.trim().is_empty())
 }
 
 /// A permission prompt's call as the harness put it, where the adapter reads it (Claude

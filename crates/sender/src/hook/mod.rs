@@ -124,7 +124,15 @@ pub fn run(harness: Harness) -> Result<()> {
         }
         _ => None,
     };
-    act(harness, &config, &mut store, input, call.as_ref(), marked)
+    act(
+        harness,
+        &config,
+        &mut store,
+        input,
+        call.as_ref(),
+        marked,
+        &stdin,
+    )
 }
 
 /// The session whose quiet marker ([`crate::store::quiet`]) can spare this event the
@@ -279,9 +287,12 @@ fn at_tool_boundary(
     };
     print_answer(&out)?;
     let ids: Vec<String> = claims.iter().map(|c| c.id.clone()).collect();
-    store.confirm_delivered(
+    // The turn goes on with them: their final acks wait for its end (DECISIONS 38).
+    store.deliver_for_turn(
+        &session.key(),
         &ids,
         &format!("{} {} hook ({how})", harness.name(), session.event),
+        harness.reports_turn_text(),
     )?;
     crate::logging::info(&format!(
         "{}: {} prompt(s) delivered at {}",
@@ -337,8 +348,8 @@ fn on_stop(
     harness: Harness,
     store: &mut crate::store::Store,
     session: &crate::store::SessionRef,
-    start_sync: bool,
-    marked: bool,
+    (start_sync, marked): (bool, bool),
+    stdin: &[u8],
 ) -> Result<()> {
     if start_sync {
         crate::sync_lock::ensure_running();
@@ -355,6 +366,23 @@ fn on_stop(
     } else {
         store.seam_state(&session.key())?
     };
+    if state.in_flight {
+        // DECISIONS 38 `turn` mode: this Stop ends the turn the prompts delivered at the last
+        // one started; their final acks carry its text. Read only now: most Stops have none.
+        let reply = harness
+            .turn_reply(stdin)
+            .map(|r| crate::wire::control::ack_reply(&r));
+        let n = store.turn_ended_with(&session.key(), reply.as_deref())?;
+        crate::logging::info(&format!(
+            "{}: the turn of {n} prompt(s) ended ({})",
+            session.key(),
+            if reply.is_some() {
+                "with its reply"
+            } else {
+                "no reply found"
+            }
+        ));
+    }
     if ends_quiet(store, session, &state, start_sync, marked)? {
         return Ok(());
     }
@@ -422,6 +450,7 @@ fn act(
     input: HookInput,
     call: Option<&crate::harness::Call>,
     marked: bool,
+    stdin: &[u8],
 ) -> Result<()> {
     let start_sync = !config.sinks.is_empty();
     match input {
@@ -442,7 +471,9 @@ fn act(
                 call,
             },
         )?,
-        HookInput::Stop { session } => on_stop(harness, store, &session, start_sync, marked)?,
+        HookInput::Stop { session } => {
+            on_stop(harness, store, &session, (start_sync, marked), stdin)?
+        }
         HookInput::SessionStart { session, source } => {
             // The page offers only what the harness honours (DECISIONS 30).
             let mut extra = serde_json::Map::new();
@@ -515,7 +546,7 @@ fn act(
                     report.seq,
                 )?;
             }
-            act(harness, config, store, *then, call, false)?;
+            act(harness, config, store, *then, call, false, stdin)?;
         }
         HookInput::Skip(_) => {}
     }

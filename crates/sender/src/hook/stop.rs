@@ -26,7 +26,14 @@ pub fn run(
     }
     super::print_answer(&harness.render_block(&reason))?;
     let ids: Vec<String> = claims.iter().map(|c| c.id.clone()).collect();
-    store.confirm_delivered(&ids, &format!("{} {} hook", harness.name(), session.event))?;
+    // The turn goes on with them; their final acks wait for its end, the next Stop
+    // (DECISIONS 38 `turn` mode).
+    store.deliver_for_turn(
+        &session.key(),
+        &ids,
+        &format!("{} {} hook", harness.name(), session.event),
+        harness.reports_turn_text(),
+    )?;
     crate::logging::info(&format!(
         "{}: delivered {} prompt(s) at Stop",
         session.key(),

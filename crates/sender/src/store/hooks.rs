@@ -91,6 +91,8 @@ pub struct SeamState {
     pub cancel_queued: bool,
     /// The highest rank (`queue` 0, `steer` 1, `interrupt` 2) of its queued prompts.
     pub prompt_rank: Option<i64>,
+    /// Prompts delivered in place wait for the end of the turn they started (DECISIONS 38).
+    pub in_flight: bool,
 }
 
 impl SeamState {
@@ -116,6 +118,7 @@ impl SeamState {
             && !self.open_attention
             && !self.cancel_queued
             && self.prompt_rank.is_none()
+            && !self.in_flight
     }
 }
 
@@ -165,6 +168,11 @@ pub(super) fn seam_state_in(
         .query_row(params![key], |_| Ok(()))
         .optional()?
         .is_some();
+    state.in_flight = conn
+        .prepare_cached("SELECT 1 FROM turn_waits WHERE session_key=?1 LIMIT 1")?
+        .query_row(params![key], |_| Ok(()))
+        .optional()?
+        .is_some();
     Ok(state)
 }
 
@@ -202,13 +210,67 @@ pub(crate) fn finish_with_code(
         )?
         .execute(params![id, outcome, detail, at, code])?;
     if changed == 1 {
-        tx.prepare_cached(
-            "INSERT OR IGNORE INTO acks(message_id, sink, outcome, code, detail, at) \
-             SELECT id, sink, outcome, code, detail, ?2 FROM messages WHERE id=?1",
-        )?
-        .execute(params![id, at])?;
+        final_ack(tx, id, &at, None, None)?;
     }
     Ok(())
+}
+
+/// Writes the final ack of message `id` (already done) from its stored outcome, with the
+/// delivery's `mode` and the agent's `reply` (DECISIONS 38). It replaces a `taken` or
+/// `progress` not yet sent or sent (a new generation, so it goes), never a final one: each
+/// message gets exactly one final ack.
+pub(crate) fn final_ack(
+    tx: &Transaction,
+    id: &str,
+    at: &str,
+    mode: Option<&str>,
+    reply: Option<&str>,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO acks(message_id, sink, outcome, code, detail, at, mode, reply) \
+         SELECT id, sink, outcome, code, detail, ?2, ?3, ?4 FROM messages WHERE id=?1 AND outcome IS NOT NULL \
+         ON CONFLICT(message_id, sink) DO UPDATE SET outcome=excluded.outcome, code=excluded.code, \
+           detail=excluded.detail, at=excluded.at, mode=excluded.mode, session=NULL, reply=excluded.reply, \
+           seq=NULL, sent_at=NULL, attempts=0, next_try_ms=0, last_error=NULL, generation=acks.generation+1 \
+         WHERE acks.outcome IN ('taken','progress')",
+    )?
+    .execute(params![id, at, mode, reply])?;
+    Ok(())
+}
+
+/// Stores a `taken` ack for message `id` (DECISIONS 38): the machine holds it and a final
+/// ack follows, so the receiver stops redelivering it. Nothing when an ack is there already.
+pub(crate) fn taken_ack(tx: &Transaction, id: &str, sink: &str, at: &str) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO acks(message_id, sink, outcome, at) VALUES (?1, ?2, 'taken', ?3) \
+         ON CONFLICT(message_id, sink) DO NOTHING",
+    )?
+    .execute(params![id, sink, at])?;
+    Ok(())
+}
+
+/// Ends the turn waits of session `key` (DECISIONS 38 `turn` mode): each prompt's final ack,
+/// `delivered` with mode `turn` and `reply` (already redacted and capped), replaces its
+/// `taken`. Returns how many ended.
+pub(crate) fn end_turn_waits(
+    tx: &Transaction,
+    key: &str,
+    reply: Option<&str>,
+    now: Millis,
+) -> Result<usize> {
+    let ids: Vec<String> = tx
+        .prepare_cached(
+            "SELECT message_id FROM turn_waits WHERE session_key=?1 ORDER BY since_ms, message_id",
+        )?
+        .query_map(params![key], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let at = format_ms(now);
+    for id in &ids {
+        final_ack(tx, id, &at, Some("turn"), reply)?;
+        tx.prepare_cached("DELETE FROM turn_waits WHERE message_id=?1")?
+            .execute(params![id])?;
+    }
+    Ok(ids.len())
 }
 
 /// How soon a prompt wants in: `queue` 0, `steer` 1, `interrupt` 2 (DECISIONS 25).
@@ -537,6 +599,8 @@ impl Store {
         let tx = self.write_tx_unmarking(&s.key())?;
         touch_and_cancel_attentions(&tx, s, now)?;
         let key = s.key();
+        // A turn still waited for will not end now: its prompts are delivered, no reply.
+        end_turn_waits(&tx, &key, None, now)?;
         tx.execute(
             "UPDATE sessions SET ended_at=?2 WHERE key=?1",
             params![key, format_ms(now)],
@@ -952,6 +1016,63 @@ impl Store {
         }
         tx.commit()?;
         Ok(())
+    }
+
+    /// Prompts a hook delivered in place, after the answer is written and flushed: done, and
+    /// each waits for the end of the turn it started (the session's next Stop) for its final
+    /// ack, which then carries the turn's reply (DECISIONS 38 `turn` mode). Its `taken` is
+    /// already stored (at ingest; stored here too for a message kept from before).
+    /// With `wait` false (a harness that does not report the turn's text, so there is no
+    /// reply to wait for), each is acked `delivered` with mode `turn` at once.
+    pub fn deliver_for_turn(
+        &mut self,
+        key: &str,
+        ids: &[String],
+        detail: &str,
+        wait: bool,
+    ) -> Result<()> {
+        let now = now_ms();
+        let at = format_ms(now);
+        if !wait {
+            let tx = self.write_tx()?;
+            for id in ids {
+                finish(&tx, id, "delivered", Some(detail), now)?;
+                tx.prepare_cached(
+                    "UPDATE acks SET mode='turn' WHERE message_id=?1 AND outcome='delivered' AND mode IS NULL",
+                )?
+                .execute(params![id])?;
+            }
+            tx.commit()?;
+            return Ok(());
+        }
+        // A session with a turn waited for is never quiet ([`SeamState::idle`]).
+        let tx = self.write_tx_unmarking(key)?;
+        for id in ids {
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE messages SET state='done', outcome='delivered', detail=?2, done_at=?3 \
+                     WHERE id=?1 AND state<>'done' RETURNING sink",
+                )?
+                .query_row(params![id, detail, at], |r| r.get::<_, String>(0))
+                .optional()?;
+            let Some(sink) = changed else { continue };
+            taken_ack(&tx, id, &sink, &at)?;
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO turn_waits(message_id, session_key, since_ms) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![id, key, now])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The session's turn ended (its Stop): the prompts that waited for it get their final
+    /// ack with `reply` ([`end_turn_waits`]). Returns how many.
+    pub fn turn_ended_with(&mut self, key: &str, reply: Option<&str>) -> Result<usize> {
+        let tx = self.write_tx()?;
+        let n = end_turn_waits(&tx, key, reply, now_ms())?;
+        tx.commit()?;
+        Ok(n)
     }
 
     /// Whether any sink has control on and is not paused; the permission hook waits only then.

@@ -308,4 +308,44 @@ CREATE TABLE api_grant_replies (
     PRIMARY KEY (session_key, request_id)
 );
 "#,
+    // 13: acks before the final one and what the final one says (DECISIONS 38): an ack row
+    // holds the newest ack of its message for its sink, `taken` (or `progress`) until the
+    // final outcome replaces it, with the delivery's `mode`, `session` and `reply`. The
+    // CHECK changes, so acks is rebuilt with every row kept. `turn_waits`: prompts a Stop
+    // delivered, whose final ack waits for the end of the turn they started.
+    r#"
+DROP VIEW pending_acks;
+CREATE TABLE acks_v13 (
+    message_id    TEXT NOT NULL,
+    sink          TEXT NOT NULL,
+    outcome       TEXT NOT NULL CHECK (outcome IN ('taken','progress','delivered','expired','unsupported','failed','refused')),
+    detail        TEXT,
+    at            TEXT NOT NULL,
+    sent_at       TEXT,
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    next_try_ms   INTEGER NOT NULL DEFAULT 0,
+    last_error    TEXT,
+    generation    INTEGER NOT NULL DEFAULT 0,
+    code          TEXT,
+    mode          TEXT,                      -- api, turn, resume, fork, waiter, start
+    session       TEXT,                      -- a fork's or a started session's id
+    reply         TEXT,                      -- the agent's answer, redacted, <= 20,000 chars
+    seq           INTEGER,                   -- progress only
+    PRIMARY KEY (message_id, sink)
+);
+INSERT INTO acks_v13 (message_id, sink, outcome, detail, at, sent_at, attempts, next_try_ms, last_error, generation, code)
+  SELECT message_id, sink, outcome, detail, at, sent_at, attempts, next_try_ms, last_error, generation, code FROM acks;
+DROP TABLE acks;
+ALTER TABLE acks_v13 RENAME TO acks;
+CREATE INDEX acks_unsent ON acks(sink, next_try_ms) WHERE sent_at IS NULL;
+CREATE VIEW pending_acks AS
+    SELECT message_id, sink, outcome, code, detail, at, attempts, last_error FROM acks WHERE sent_at IS NULL;
+
+CREATE TABLE turn_waits (
+    message_id    TEXT PRIMARY KEY,
+    session_key   TEXT NOT NULL,
+    since_ms      INTEGER NOT NULL           -- when the Stop delivered it
+);
+CREATE INDEX turn_waits_session ON turn_waits(session_key);
+"#,
 ];

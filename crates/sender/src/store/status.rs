@@ -225,7 +225,8 @@ impl Store {
             .prepare(
                 "SELECT m.id, m.session_key, m.sink, m.kind, m.state, m.outcome, m.detail, m.attention_id, m.decision, \
                    substr(m.text, 1, 80), m.note, m.at, m.expires_at, m.deadline_at, m.received_at, m.done_at, \
-                   (SELECT a.sent_at FROM acks a WHERE a.message_id = m.id AND a.sink = m.sink) \
+                   (SELECT a.sent_at FROM acks a WHERE a.message_id = m.id AND a.sink = m.sink \
+                    AND a.outcome NOT IN ('taken', 'progress')) \
                  FROM messages m \
                  WHERE (?1 IS NULL OR m.session_key = ?1 OR substr(m.session_key, instr(m.session_key, ':') + 1) = ?1) \
                    AND (?2 IS NULL OR m.state = ?2) AND (?3 IS NULL OR m.outcome = ?3) \

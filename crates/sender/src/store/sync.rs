@@ -1,10 +1,12 @@
 //! What sp-sync does to the store: ingest polled messages, keep the ack and event outboxes,
 //! remember per-sink state, and sweep what time has decided.
-use super::hooks::{finish, finish_with_code};
+use super::hooks::{end_turn_waits, finish, finish_with_code, taken_ack};
 use super::spool::emit;
 use super::{pid_alive, Store};
 use crate::clock::{format_ms, now_ms, Millis};
-use crate::wire::control::{deadline, Checked, ControlMessage, Decided, Kind, Outcome};
+use crate::wire::control::{
+    deadline, AckStatus, Checked, ControlMessage, Decided, DeliveryMode, Kind, Outcome,
+};
 use crate::wire::event::{self, How, StoredEvent};
 use anyhow::Result;
 use rusqlite::{params, OptionalExtension};
@@ -31,11 +33,15 @@ pub struct AckRow {
     pub message_id: String,
     /// A send confirms only the generation it carried; a resend asked meanwhile still goes.
     pub generation: i64,
-    pub outcome: Outcome,
+    pub outcome: AckStatus,
     pub code: Option<String>,
     pub detail: Option<String>,
     pub at: String,
     pub attempts: i64,
+    pub mode: Option<DeliveryMode>,
+    pub session: Option<String>,
+    pub reply: Option<String>,
+    pub seq: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -66,15 +72,13 @@ pub fn retry_delay_ms(attempts: i64) -> Millis {
     S[(attempts.max(1) as usize - 1).min(S.len() - 1)] * 1000
 }
 
-fn outcome_of(s: &str) -> Outcome {
-    match s {
-        "delivered" => Outcome::Delivered,
-        "expired" => Outcome::Expired,
-        "unsupported" => Outcome::Unsupported,
-        "refused" => Outcome::Refused,
-        _ => Outcome::Failed,
-    }
+fn outcome_of(s: &str) -> AckStatus {
+    AckStatus::parse(s).unwrap_or(AckStatus::Final(Outcome::Failed))
 }
+
+/// DECISIONS 38: a prompt delivered in place whose turn has not ended within this long is
+/// acked `delivered` without a reply.
+pub const TURN_WAIT_MAX_MS: Millis = 30 * 60_000;
 
 /// A `delivering` row older than this was left by a hook that died between claim and confirm.
 const CLAIM_STALE_MS: Millis = 30_000;
@@ -206,20 +210,45 @@ impl Store {
         Ok(Some(out))
     }
 
-    /// Final outcome decided outside a hook (an input API answered): mark done and queue the ack.
+    /// Final outcome decided outside a hook (an input API answered): mark done and queue the
+    /// ack; a delivery says its mode `api` (DECISIONS 38).
     pub fn finish_message(&mut self, id: &str, outcome: Outcome, detail: &str) -> Result<()> {
         let now = now_ms();
         let tx = self.write_tx()?;
         finish(&tx, id, outcome.as_str(), Some(detail), now)?;
+        if outcome == Outcome::Delivered {
+            tx.prepare_cached("UPDATE acks SET mode='api' WHERE message_id=?1 AND mode IS NULL")?
+                .execute(params![id])?;
+        }
         tx.commit()?;
         Ok(())
+    }
+
+    /// The interim acks (`taken`, `progress`) among `ids`, whose send a receiver refused
+    /// (one that predates them answers 400): counted sent, as they are best effort and the
+    /// final ack supersedes them; the rest of the batch goes again without them. Returns
+    /// how many.
+    pub fn drop_interim_acks(&mut self, sink: &str, ids: &[(String, i64)]) -> Result<usize> {
+        let at = format_ms(now_ms());
+        let tx = self.write_tx()?;
+        let mut n = 0;
+        for (id, generation) in ids {
+            n += tx
+                .prepare_cached(
+                    "UPDATE acks SET sent_at=?3, last_error='refused by the receiver' \
+                     WHERE message_id=?1 AND sink=?2 AND generation=?4 AND outcome IN ('taken','progress')",
+                )?
+                .execute(params![id, sink, at, generation])?;
+        }
+        tx.commit()?;
+        Ok(n)
     }
 
     pub fn pending_acks(&self, sink: &str, now: Millis, limit: usize) -> Result<Vec<AckRow>> {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT message_id, outcome, detail, at, attempts, generation, code FROM acks \
+                "SELECT message_id, outcome, detail, at, attempts, generation, code, mode, session, reply, seq FROM acks \
                  WHERE sink=?1 AND sent_at IS NULL AND next_try_ms <= ?2 ORDER BY at, message_id LIMIT ?3",
             )?
             .query_map(params![sink, now, limit as i64], |r| {
@@ -231,6 +260,13 @@ impl Store {
                     attempts: r.get(4)?,
                     generation: r.get(5)?,
                     code: r.get(6)?,
+                    mode: r
+                        .get::<_, Option<String>>(7)?
+                        .as_deref()
+                        .and_then(DeliveryMode::parse),
+                    session: r.get(8)?,
+                    reply: r.get(9)?,
+                    seq: r.get::<_, Option<i64>>(10)?.map(|n| n.max(0) as u64),
                 })
             })?
             .collect::<rusqlite::Result<_>>()?)
@@ -468,6 +504,7 @@ impl Store {
             "SELECT EXISTS(SELECT 1 FROM attention WHERE state='open') \
                  OR EXISTS(SELECT 1 FROM messages WHERE state<>'done') \
                  OR EXISTS(SELECT 1 FROM acks WHERE sent_at IS NULL) \
+                 OR EXISTS(SELECT 1 FROM turn_waits) \
                  OR EXISTS(SELECT 1 FROM events e JOIN sinks s ON e.rowid > s.event_cursor \
                            WHERE s.events_paused IS NULL)",
             [],
@@ -502,6 +539,14 @@ impl Store {
             )?;
         }
         report.expired = expired.len();
+        // DECISIONS 38: a turn that never ended (no Stop within 30 min): delivered, no reply.
+        let stale_turns: Vec<String> = tx
+            .prepare_cached("SELECT DISTINCT session_key FROM turn_waits WHERE since_ms <= ?1")?
+            .query_map(params![now - TURN_WAIT_MAX_MS], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for key in &stale_turns {
+            end_turn_waits(&tx, key, None, now)?;
+        }
         let claimed: Vec<(String, Option<i64>, Option<i64>)> = tx
             .prepare_cached(
                 "SELECT id, claimed_pid, claimed_ms FROM messages WHERE state='delivering'",
@@ -602,7 +647,18 @@ fn redelivered(
         return Ok(None);
     };
     let done = state == "done";
-    if done {
+    let waiting: bool = tx
+        .prepare_cached("SELECT EXISTS(SELECT 1 FROM turn_waits WHERE message_id=?1)")?
+        .query_row(params![id], |r| r.get(0))?;
+    if waiting {
+        // Its final ack waits for the turn's end: the `taken` goes again.
+        taken_ack(tx, id, sink, received_at)?;
+        tx.prepare_cached(
+            "UPDATE acks SET sent_at=NULL, next_try_ms=0, generation=generation+1 \
+             WHERE message_id=?1 AND sink=?2 AND outcome='taken'",
+        )?
+        .execute(params![id, sink])?;
+    } else if done {
         tx.prepare_cached(
             "INSERT INTO acks(message_id, sink, outcome, code, detail, at) \
              SELECT id, ?2, outcome, code, detail, ?3 FROM messages WHERE id=?1 \
@@ -696,6 +752,11 @@ impl NewMessage<'_> {
         } else if v.kind == Kind::PermissionAnswer {
             self.permission_answer(v)
         } else {
+            if v.kind == Kind::Prompt {
+                // DECISIONS 38: a prompt waits for its session's turn boundary (or its API's
+                // idle): `taken` at once, so the receiver stops redelivering it.
+                taken_ack(self.tx, self.id, self.sink, self.received_at)?;
+            }
             Ok(self.queued(v))
         }
     }

@@ -44,6 +44,10 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
                 at: r.at.clone(),
                 code: r.code.clone(),
                 detail: r.detail.clone(),
+                mode: r.mode,
+                session: r.session.clone(),
+                reply: r.reply.clone(),
+                seq: r.seq,
             })
             .collect::<Vec<_>>(),
     )
@@ -88,6 +92,22 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
                 Some(now_ms() + d.as_millis() as i64),
             )?;
             Ok(Sent::Retry(d))
+        }
+        Ok(r) if r.status == 400 && rows.iter().any(|r| !r.outcome.is_final()) => {
+            // A receiver that predates `taken` and `progress` refuses the batch: those are
+            // best effort (the final ack supersedes them), so they are dropped and the
+            // finals go again at once.
+            let interim: Vec<(String, i64)> = rows
+                .iter()
+                .filter(|r| !r.outcome.is_final())
+                .map(|r| (r.message_id.clone(), r.generation))
+                .collect();
+            let n = store.drop_interim_acks(&ctx.name, &interim)?;
+            crate::logging::warn(&format!(
+                "sink {}: ack answered 400; {n} taken/progress ack(s) dropped, the rest go again",
+                ctx.name
+            ));
+            Ok(Sent::Progress)
         }
         Ok(r) => {
             let e = format!("ack answered {}", r.status);

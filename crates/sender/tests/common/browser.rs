@@ -170,6 +170,14 @@ impl Browser {
         self.wait(&format!("{selector}[data-status=\"{status}\"]"));
         self.attr(selector, "data-message")
     }
+    /// The id of a prompt once the machine has it: polled (`sent`), or already acked
+    /// `taken` (DECISIONS 38), which may come before the page shows `sent`.
+    pub fn prompt_id_taken(&mut self, selector: &str) -> String {
+        self.wait(&format!(
+            "{selector}:is([data-status=\"sent\"], [data-status=\"taken\"])"
+        ));
+        self.attr(selector, "data-message")
+    }
 }
 
 impl Drop for Browser {
