@@ -72,7 +72,6 @@ def sub_all(text):
 KEEP = {
     "scripts/doc-refs.py",
     "crates/sender/tests/doc_refs.rs",
-    "crates/sender/tests/sp_cli.rs",
 }
 
 
