@@ -610,7 +610,8 @@ mod tests {
     #[test]
     fn a_named_call_is_bound_to_its_input_on_every_harness() {
         type Payload = fn(&str) -> String;
-        let cases: [(&str, fn(&[u8]) -> HookInput, Payload); 4] = [
+        type Parse = fn(&[u8]) -> HookInput;
+        let cases: [(&str, Parse, Payload); 4] = [
             ("codex", codex::parse, |cmd| {
                 format!(
                     r#"{{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{{"command":"{cmd}"}},"tool_use_id":"call_7"}}"#
