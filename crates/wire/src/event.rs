@@ -89,6 +89,16 @@ pub fn session_started(source: &str) -> Value {
 }
 
 pub fn attention_needed(attention_id: &str, tool: Option<&str>, message: Option<&str>) -> Value {
+    attention_needed_masked(attention_id, tool, message).0
+}
+
+/// [`attention_needed`], and whether its message was masked.
+fn attention_needed_masked(
+    attention_id: &str,
+    tool: Option<&str>,
+    message: Option<&str>,
+) -> (Value, bool) {
+    let mut masked = false;
     let mut d = Map::new();
     d.insert("attention_id".into(), json!(attention_id));
     d.insert("kind".into(), json!("permission"));
@@ -96,12 +106,11 @@ pub fn attention_needed(attention_id: &str, tool: Option<&str>, message: Option<
         d.insert("tool".into(), json!(t));
     }
     if let Some(m) = message {
-        d.insert(
-            "message".into(),
-            json!(crate::redact::redact_message(m, 200).0),
-        );
+        let (shown, m) = crate::redact::redact_message(m, 200);
+        masked = m;
+        d.insert("message".into(), json!(shown));
     }
-    Value::Object(d)
+    (Value::Object(d), masked)
 }
 
 /// DECISIONS 31: the most characters of a call's input an `attention.needed` carries.
@@ -181,10 +190,16 @@ pub fn attention_needed_shown(
     message: Option<&str>,
     input: Option<&Value>,
 ) -> Value {
-    let mut d = attention_needed(attention_id, tool, message);
-    if let (Some(whole), Some((shown, partial)), Some(o)) =
-        (input, input.and_then(shown_input), d.as_object_mut())
-    {
+    let (mut d, message_masked) = attention_needed_masked(attention_id, tool, message);
+    let Some(o) = d.as_object_mut() else {
+        return d;
+    };
+    let shown = input.and_then(|whole| Some((whole, shown_input(whole)?)));
+    if shown.is_none() && message_masked {
+        // No input to show: the message is all the person sees, and it has parts hidden.
+        o.insert("input_partial".into(), json!(true));
+    }
+    if let Some((whole, (shown, partial))) = shown {
         o.insert("input".into(), shown);
         if partial {
             o.insert("input_partial".into(), json!(true));

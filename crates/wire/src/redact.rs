@@ -396,7 +396,15 @@ pub fn names_secret(key: &str) -> bool {
     if n.contains("auth") && !n.contains("author") {
         return true;
     }
-    if matches!(n.as_str(), "pwd" | "pass" | "pw" | "key") || n.ends_with("pwd") {
+    if matches!(n.as_str(), "pwd" | "pw" | "key") || n.ends_with("pwd") {
+        return true;
+    }
+    // `DB_PASS`, `smtp-pass`; not `bypass`, `compass`, `surpass`.
+    if n.ends_with("pass")
+        && !["ypass", "mpass", "rpass", "spass"]
+            .iter()
+            .any(|w| n.ends_with(w))
+    {
         return true;
     }
     // `SSH_KEY`, `stripe-key`, `apiKey`: a word `key` at the end.

@@ -289,4 +289,9 @@ CREATE VIEW live_grants AS
     FROM grants WHERE ended_at IS NULL
       AND until_ms > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
 "#,
+    // 12: DECISIONS 37: whether the person was shown the prompt's call with parts hidden
+    // (a secret masked, or cut): such a prompt is never allowed for the session.
+    r#"
+ALTER TABLE attention ADD COLUMN shown_partial INTEGER NOT NULL DEFAULT 0;
+"#,
 ];
