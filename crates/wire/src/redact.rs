@@ -477,9 +477,6 @@ fn assignments(text: &str, spans: &mut Vec<(usize, usize)>) {
             }
             continue;
         }
-        if !names_secret(key) {
-            continue;
-        }
         let mut j = i;
         let quote = ks > 0 && matches!(b[ks - 1], b'"' | b'\'') && b.get(j) == Some(&b[ks - 1]);
         if quote {
@@ -492,7 +489,8 @@ fn assignments(text: &str, spans: &mut Vec<(usize, usize)>) {
             [b'=', ..] | [b':', ..] => 1,
             _ => 0,
         };
-        if sep == 0 {
+        // The name is looked at only where a value follows: cheap on a long file.
+        if sep == 0 || !names_secret(key) {
             continue;
         }
         let spaced = j > i + usize::from(quote);

@@ -216,6 +216,19 @@ proptest! {
         prop_assert_eq!(redact(&text), (text.clone(), false));
     }
 
+    /// Any text, however odd (quotes left open, escapes before multi-byte characters, cut
+    /// PEM headers): redaction never panics, as a hook must never break its host.
+    #[test]
+    fn any_text_is_redacted_without_a_panic(
+        t in chars("-=:\"'`$(){}|<>\\ \t\u{a0}é🦀aZ09/@.#\n_pPkKBEGIN", 0..=120),
+        u in any::<String>(),
+    ) {
+        for text in [&t, &u, &format!("-----BEGIN PRIVATE KEY{t}"), &format!("password={t}")] {
+            let (out, masked) = redact(text);
+            prop_assert_eq!(masked, out != *text);
+        }
+    }
+
     /// Structured inputs (MCP arguments, header maps): a value under a secret-named key, a
     /// token as a key, a token or password in any string; none survives, code stays.
     #[test]
