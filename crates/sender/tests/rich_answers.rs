@@ -433,7 +433,7 @@ fn the_person_sees_the_call_they_answer() {
     let e = wait_needed(&env, &cc_attention_id(&secret));
     assert_eq!(
         e["data"]["input"]["command"],
-        "curl -H 'Authorization: Bearer [REDACTED] x.example"
+        "curl -H 'Authorization: Bearer [REDACTED 6 chars]' x.example"
     );
     assert_eq!(e["data"]["input_partial"], true);
     for e in env.receiver.events() {

@@ -89,6 +89,16 @@ pub fn session_started(source: &str) -> Value {
 }
 
 pub fn attention_needed(attention_id: &str, tool: Option<&str>, message: Option<&str>) -> Value {
+    attention_needed_masked(attention_id, tool, message).0
+}
+
+/// [`attention_needed`], and whether its message was masked.
+fn attention_needed_masked(
+    attention_id: &str,
+    tool: Option<&str>,
+    message: Option<&str>,
+) -> (Value, bool) {
+    let mut masked = false;
     let mut d = Map::new();
     d.insert("attention_id".into(), json!(attention_id));
     d.insert("kind".into(), json!("permission"));
@@ -96,29 +106,27 @@ pub fn attention_needed(attention_id: &str, tool: Option<&str>, message: Option<
         d.insert("tool".into(), json!(t));
     }
     if let Some(m) = message {
-        d.insert(
-            "message".into(),
-            json!(crate::redact::redact_message(m, 200)),
-        );
+        let (shown, m) = crate::redact::redact_message(m, 200);
+        masked = m;
+        d.insert("message".into(), json!(shown));
     }
-    Value::Object(d)
+    (Value::Object(d), masked)
 }
 
 /// DECISIONS 31: the most characters of a call's input an `attention.needed` carries.
 pub const SHOWN_INPUT_MAX: usize = 4000;
 
-/// DECISIONS 31: the call's input as the person is shown it (tier >= 1): every string
-/// secret-redacted line by line, the whole at most [`SHOWN_INPUT_MAX`] characters of JSON
-/// (long strings cut to fit). The flag says whether anything was redacted or cut, so the
-/// page never sends back an input it did not see whole. `None` when no object fits.
+/// DECISIONS 31 and 37: the call's input as the person is shown it (tier >= 1): redacted
+/// ([`crate::redact::redact_value`]), the whole at most [`SHOWN_INPUT_MAX`] characters of JSON
+/// (long strings cut to fit). The flag says whether anything was masked or cut, so the page
+/// marks it "parts hidden" and never sends back, groups or grants an input it did not see
+/// whole. `None` when no object fits.
 pub fn shown_input(input: &Value) -> Option<(Value, bool)> {
     fn walk(v: &Value, cap: usize, changed: &mut bool, depth: usize) -> Value {
         match v {
             Value::String(s) => {
-                let red: Vec<String> = s.split('\n').map(crate::redact::redact).collect();
-                let red = red.join("\n");
-                let cut = crate::text::truncate(&red, cap);
-                if cut != *s {
+                let cut = crate::text::truncate(s, cap);
+                if cut.len() != s.len() {
                     *changed = true;
                 }
                 Value::String(cut)
@@ -145,9 +153,10 @@ pub fn shown_input(input: &Value) -> Option<(Value, bool)> {
     if !input.is_object() {
         return None;
     }
+    let (red, masked) = crate::redact::redact_value(input);
     for cap in [SHOWN_INPUT_MAX, 1500, 600, 200, 60] {
-        let mut changed = false;
-        let shown = walk(input, cap, &mut changed, 0);
+        let mut changed = masked;
+        let shown = walk(&red, cap, &mut changed, 0);
         let len = shown.to_string().chars().count();
         if len <= SHOWN_INPUT_MAX {
             let whole = count_nodes(input) == count_nodes(&shown);
@@ -155,6 +164,15 @@ pub fn shown_input(input: &Value) -> Option<(Value, bool)> {
         }
     }
     None
+}
+
+/// sha256 over the exact input as JSON (its key order kept), lower-case hex: what the page
+/// groups identical prompts by (DECISIONS 37), never by what it shows.
+pub fn input_sha256(input: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    crate::hex::encode(Sha256::digest(
+        serde_json::to_vec(input).unwrap_or_default(),
+    ))
 }
 
 fn count_nodes(v: &Value) -> usize {
@@ -172,11 +190,24 @@ pub fn attention_needed_shown(
     message: Option<&str>,
     input: Option<&Value>,
 ) -> Value {
-    let mut d = attention_needed(attention_id, tool, message);
-    if let (Some((shown, partial)), Some(o)) = (input.and_then(shown_input), d.as_object_mut()) {
+    let (mut d, message_masked) = attention_needed_masked(attention_id, tool, message);
+    let Some(o) = d.as_object_mut() else {
+        return d;
+    };
+    let shown = input.and_then(|whole| Some((whole, shown_input(whole)?)));
+    if shown.is_none() && message_masked {
+        // No input to show: the message is all the person sees, and it has parts hidden.
+        o.insert("input_partial".into(), json!(true));
+    }
+    if let Some((whole, (shown, partial))) = shown {
         o.insert("input".into(), shown);
         if partial {
             o.insert("input_partial".into(), json!(true));
+        } else {
+            // Only for an input shown whole: the hash then tells the receiver nothing the
+            // shown input does not, where a hash of a masked input could be guessed at
+            // offline (a short password inside a command the page shows around it).
+            o.insert("input_sha256".into(), json!(input_sha256(whole)));
         }
     }
     d
@@ -229,7 +260,7 @@ mod tests {
         assert!(partial);
         assert_eq!(
             shown["command"],
-            "curl -H 'Authorization: Bearer [REDACTED]\necho API_TOKEN=[REDACTED]"
+            "curl -H 'Authorization: Bearer [REDACTED 6 chars]'\necho API_TOKEN=[REDACTED 3 chars]"
         );
         let long = json!({"file_path": "/w/b", "content": "x".repeat(10_000)});
         let (shown, partial) = shown_input(&long).unwrap();
@@ -239,5 +270,9 @@ mod tests {
         let d = attention_needed_shown("p1", Some("Edit"), Some("Edit /w/a.rs"), Some(&edit));
         assert_eq!(d["input"], edit);
         assert!(d.get("input_partial").is_none());
+        assert_eq!(d["input_sha256"], input_sha256(&edit));
+        let d = attention_needed_shown("p2", Some("Bash"), None, Some(&secret));
+        assert_eq!(d["input_partial"], true);
+        assert!(d.get("input_sha256").is_none());
     }
 }

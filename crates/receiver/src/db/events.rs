@@ -36,12 +36,13 @@ pub(super) const UPSERT_SESSION: &str = "INSERT INTO sessions(key, harness, sess
 /// An attention follows the later, by seq, of its needed and cleared: an older one arriving
 /// late changes no row.
 pub(super) const ATTENTION_NEEDED: &str = "INSERT INTO attentions(session_key, attention_id, \
-    kind, tool, message, open, how, state_seq, needed_at, input, input_partial) \
-    VALUES (?1, ?2, ?3, ?4, ?5, 1, NULL, ?6, ?7, ?8, ?9) \
+    kind, tool, message, open, how, state_seq, needed_at, input, input_partial, input_sha256) \
+    VALUES (?1, ?2, ?3, ?4, ?5, 1, NULL, ?6, ?7, ?8, ?9, ?10) \
     ON CONFLICT(session_key, attention_id) DO UPDATE SET \
     kind = excluded.kind, tool = excluded.tool, message = excluded.message, open = 1, \
     how = NULL, state_seq = excluded.state_seq, needed_at = excluded.needed_at, \
-    cleared_at = NULL, input = excluded.input, input_partial = excluded.input_partial \
+    cleared_at = NULL, input = excluded.input, input_partial = excluded.input_partial, \
+    input_sha256 = excluded.input_sha256 \
     WHERE attentions.state_seq <= excluded.state_seq";
 pub(super) const ATTENTION_CLEARED: &str = "INSERT INTO attentions(session_key, attention_id, \
     open, how, state_seq, cleared_at) VALUES (?1, ?2, 0, ?3, ?4, ?5) \
@@ -121,6 +122,8 @@ pub(super) enum AttentionWrite {
         message: Option<String>,
         input: Option<String>,
         partial: i64,
+        /// The exact input's sha256 (64 lower-case hex digits), for grouping.
+        sha256: Option<String>,
     },
     Cleared {
         id: String,
@@ -149,6 +152,9 @@ pub(super) fn attention_write(ty: &str, data: &Value) -> Option<AttentionWrite> 
             message: s("message"),
             input,
             partial: i64::from(data.get("input_partial") == Some(&Value::Bool(true))),
+            sha256: s("input_sha256").filter(|h| {
+                h.len() == 64 && h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+            }),
         }
     } else {
         AttentionWrite::Cleared { id, how: s("how") }
@@ -250,10 +256,13 @@ impl Db {
                     message,
                     input,
                     partial,
+                    sha256,
                 }) => {
                     tx.execute(
                         ATTENTION_NEEDED,
-                        params![e.key, id, kind, tool, message, e.seq, now_at, input, partial],
+                        params![
+                            e.key, id, kind, tool, message, e.seq, now_at, input, partial, sha256
+                        ],
                     )?;
                 }
                 Some(AttentionWrite::Cleared { id, how }) => {

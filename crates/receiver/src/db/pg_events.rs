@@ -179,6 +179,7 @@ impl EventStore for PgStore {
                     message,
                     input,
                     partial,
+                    sha256,
                 }) => {
                     let id = pg_text(Some(id));
                     let (kind, tool, message) = (pg_text(kind), pg_text(tool), pg_text(message));
@@ -194,6 +195,7 @@ impl EventStore for PgStore {
                             text(&now_at),
                             text(&input),
                             int(&partial),
+                            text(&sha256),
                         ],
                     )?;
                 }
@@ -264,8 +266,7 @@ impl EventStore for PgStore {
                         r.get(2),
                         r.get(3),
                         r.get(4),
-                        r.get(5),
-                        r.get::<_, i64>(6) != 0,
+                        (r.get(5), r.get::<_, i64>(6) != 0, r.get(7)),
                     )
                 })
                 .collect();

@@ -193,6 +193,11 @@ CREATE TABLE push_claims(
 );
 CREATE INDEX push_claims_made ON push_claims(made_ms);
 "#,
+    // DECISIONS 37: the machine's sha256 of a prompt's exact input (sent only for an input
+    // shown whole): the page groups identical prompts by it, never by what it shows.
+    r#"
+ALTER TABLE attentions ADD COLUMN input_sha256 TEXT;
+"#,
 ];
 
 impl Db {

@@ -22,7 +22,7 @@ pub(super) const PAGE_SESSIONS: &str = "SELECT key, harness, session_id, first_a
     OR EXISTS (SELECT 1 FROM attentions a WHERE a.session_key = s.key AND a.open = 1) \
     ORDER BY last_ms DESC, key COLLATE BINARY";
 pub(super) const OPEN_ATTENTIONS: &str = "SELECT attention_id, kind, tool, message, needed_at, \
-    input, input_partial FROM attentions WHERE session_key = ?1 AND open = 1 \
+    input, input_partial, input_sha256 FROM attentions WHERE session_key = ?1 AND open = 1 \
     ORDER BY needed_at COLLATE BINARY, attention_id COLLATE BINARY";
 /// The prompts of a session that ended lately, with whether a page's answer for each was
 /// delivered: the answer names its prompt in `for`, or in its signed command's `for`.
@@ -206,8 +206,7 @@ pub(super) fn attention_view(
     tool: Option<String>,
     message: Option<String>,
     needed_at: Option<String>,
-    input: Option<String>,
-    input_partial: bool,
+    (input, input_partial, input_sha256): (Option<String>, bool, Option<String>),
 ) -> Value {
     let input = input
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -220,6 +219,7 @@ pub(super) fn attention_view(
         "needed_at": needed_at,
         "input": input,
         "input_partial": input_partial,
+        "input_sha256": input_sha256,
     })
 }
 
@@ -367,8 +367,7 @@ impl Db {
                 r.get(2)?,
                 r.get(3)?,
                 r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
+                (r.get(5)?, r.get(6)?, r.get(7)?),
             ))
         })?;
         rows.collect()

@@ -423,6 +423,8 @@
       $('.att-desc', el).hidden = !desc;
       $('.att-desc', el).textContent = desc ? 'The agent says: ' + desc : '';
       $('.att-when', el).textContent = a.needed_at ? '· asked ' + ago(a.needed_at) : '';
+      // DECISIONS 37: a call the machine masked or cut says so on its face.
+      $('.att-hidden', el).hidden = !a.input_partial;
       // The newest answer for this prompt decides what the buttons may do.
       const ans = s.messages.find((m) => m.kind === 'permission.answer' && m.for === a.attention_id);
       const status = $('.att-status', el);
@@ -477,7 +479,8 @@
     $('.allow', el).hidden = questions.length > 0;
     $('.allow', el).textContent = plan ? 'Approve' : 'Allow once';
     $('.deny', el).textContent = plan ? 'Keep planning' : 'Deny';
-    $('.allow-session', el).hidden = !can.has('scope') || questions.length > 0 || plan;
+    // A call shown with parts hidden is never allowed for the session (DECISIONS 37).
+    $('.allow-session', el).hidden = !can.has('scope') || questions.length > 0 || plan || !!a.input_partial;
     $('.edit-allow', el).hidden = !shell && !fileField;
     $('.edit', el).hidden = !shell;
     $('.deny-stop', el).hidden = !can.has('interrupt');
@@ -945,11 +948,12 @@
   const selected = new Set(); // promptKeys ticked
   let shownCount = -1;
 
-  // What makes prompts the same: the tool and its input (or, without it, what the prompt
-  // says). A question is never the same as another: it needs its own answers.
+  // What makes prompts the same: the tool and the machine's hash of its exact input, never
+  // what is shown (two calls can look alike once masked or cut). A question, or a call shown
+  // with parts hidden or without its hash, is never the same as another (DECISIONS 37).
   function sameness(a) {
-    if (isQuestion(a)) return null;
-    return (a.tool || '') + '\n' + (a.input ? JSON.stringify(a.input) : shownCommand(a));
+    if (isQuestion(a) || a.input_partial || typeof a.input_sha256 !== 'string') return null;
+    return (a.tool || '') + '\n' + a.input_sha256;
   }
 
   // Every open prompt: {key, s, a, off}, oldest first (off: put off with Not now).

@@ -14,6 +14,7 @@
 mod fill;
 mod ingest;
 mod latency;
+mod redact;
 mod run;
 mod stats;
 mod verify;
@@ -44,7 +45,7 @@ OPTIONS:
   --rows N         rows of history in the big database (default 1000000; quick 100000)
   --answers N      permission answers timed (default 150; quick 12)
   --backlog N      messages sp-sync ingests, over N/100 sessions (default 10000; quick 2000)
-  --only LIST      comma list of parts: hooks, latency, ingest, verify, callgrind (default: all
+  --only LIST      comma list of parts: hooks, latency, ingest, verify, redact, callgrind (default: all
                    but callgrind)
   --no-node        skip the Node.js hook even when benches/hooks/node_modules is installed
   --keep           keep the temp dir and print where it is
@@ -87,6 +88,7 @@ fn parse_opts() -> Option<Opts> {
             "latency".into(),
             "ingest".into(),
             "verify".into(),
+            "redact".into(),
         ],
         node: true,
         keep: false,
@@ -844,7 +846,10 @@ fn main() {
             "ingest" => ingest::run(&o, &bins, &root),
             "callgrind" => callgrind(&o, &bins, &root, &p),
             "verify" => verify::run(&o),
-            other => println!("unknown part {other:?} (hooks, latency, ingest, verify, callgrind)"),
+            "redact" => redact::run(&o),
+            other => println!(
+                "unknown part {other:?} (hooks, latency, ingest, verify, redact, callgrind)"
+            ),
         }
     }
     if o.keep {

@@ -521,17 +521,11 @@ pub fn call_attention_id(
     raw_input: &Value,
     title: Option<&str>,
 ) -> Option<String> {
-    use sha2::{Digest, Sha256};
     let input = match (raw_input, title) {
         (Value::Null, Some(t)) => Value::String(t.to_string()),
         (v, _) => v.clone(),
     };
-    let digest = Sha256::digest(serde_json::to_vec(&input).unwrap_or_default());
-    let mut id = format!("{tool_call_id}-");
-    for b in &digest[..4] {
-        id.push_str(&format!("{b:02x}"));
-    }
-    crate::wire::is_session_id(&id).then_some(id)
+    crate::harness::named_attention_id(tool_call_id, &input)
 }
 
 /// What a grant for the session matches (DECISIONS 30): the call's kind and title (the tool as

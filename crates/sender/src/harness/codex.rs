@@ -2,8 +2,8 @@
 //! `additionalProperties:false`, so every answer here is exactly its documented shape and
 //! nothing more (a stray field makes the hook count as failed).
 use super::{
-    describe_tool, field, minted_attention_id, object, session_ref, text, Call, Harness, HookInput,
-    RichAnswer, PASCAL_LIFECYCLE,
+    describe_tool, field, minted_attention_id, named_attention_id, object, session_ref, text, Call,
+    Harness, HookInput, RichAnswer, PASCAL_LIFECYCLE,
 };
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
@@ -27,11 +27,15 @@ pub fn parse(stdin: &[u8]) -> HookInput {
     };
     let tool = text(&v, &["tool_name"]);
     let input = field(&v, &["tool_input"]);
-    // DECISIONS 9: Codex's own tool-use id when it sends one; 0.171's PermissionRequest has
-    // none, so the id is minted from the turn, the tool and its input (stable per prompt).
-    let attention = || match text(&v, &["tool_use_id"]) {
-        Some(id) if event == "PermissionRequest" => Some(id.to_string()),
-        _ => match (tool, input) {
+    // DECISIONS 9 and 32: Codex's own tool-use id bound to the input when it sends one;
+    // 0.171's PermissionRequest has none, so the id is minted from the turn, the tool and its
+    // input (stable per prompt).
+    let named = text(&v, &["tool_use_id"])
+        .filter(|_| event == "PermissionRequest")
+        .and_then(|id| named_attention_id(id, input.unwrap_or(&Value::Null)));
+    let attention = || match named {
+        Some(id) => Some(id),
+        None => match (tool, input) {
             (Some(t), Some(i)) => Some(minted_attention_id(
                 text(&v, &["turn_id"]).unwrap_or(""),
                 t,
@@ -196,12 +200,15 @@ mod tests {
             panic!()
         };
         assert_eq!(a, attention_id);
-        // A tool_use_id on the request wins (DECISIONS 9).
+        // A tool_use_id on the request wins, bound to the input (DECISIONS 9, 32).
         let with_id = br#"{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"call_9"}"#;
         let HookInput::Permission { attention_id, .. } = parse(with_id) else {
             panic!()
         };
-        assert_eq!(attention_id, "call_9");
+        assert_eq!(
+            Some(attention_id),
+            named_attention_id("call_9", &json!({"command":"ls"}))
+        );
     }
 
     #[test]

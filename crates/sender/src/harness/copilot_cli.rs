@@ -7,8 +7,8 @@
 //! Recorded on 1.0.102 (tests/real_agents.rs runs it offline): permissionRequest carries
 //! `hookName`, `toolName` and an object `toolInput`; agentStop carries `stop_hook_active`.
 use super::{
-    describe_tool, field, minted_attention_id, object, session_ref, text, tool_args, Harness,
-    HookInput, Lifecycle,
+    describe_tool, field, minted_attention_id, named_attention_id, object, session_ref, text,
+    tool_args, Harness, HookInput, Lifecycle,
 };
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
@@ -97,10 +97,11 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             let Some(tool) = tool else {
                 return HookInput::Skip("Copilot permissionRequest without toolName".into());
             };
-            // Its tool-call id when sent; else minted with the request's timestamp, which is
-            // unique per request (Copilot has no turn id to scope the hash with).
-            let attention_id = match call_id {
-                Some(id) => id.to_string(),
+            // Its tool-call id bound to the input when sent (DECISIONS 32); else minted with
+            // the request's timestamp, which is unique per request (Copilot has no turn id to
+            // scope the hash with).
+            let attention_id = match call_id.and_then(|id| named_attention_id(id, &args)) {
+                Some(id) => id,
                 None => {
                     let at = field(&v, &["timestamp"])
                         .map(|t| t.to_string())
@@ -122,7 +123,7 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         // call id names it.
         "postToolUse" | "postToolUseFailure" => match call_id {
             Some(id) => HookInput::TerminalAnswered {
-                attention_id: Some(id.to_string()),
+                attention_id: named_attention_id(id, &args),
                 session,
             },
             None => HookInput::Alive { session },
@@ -228,7 +229,7 @@ mod tests {
         ));
         let with_id = br#"{"hookName":"permissionRequest","sessionId":"s1","toolName":"bash","toolArgs":{},"toolCallId":"call_1"}"#;
         assert!(
-            matches!(parse(with_id), HookInput::Permission { attention_id, .. } if attention_id == "call_1")
+            matches!(parse(with_id), HookInput::Permission { attention_id, .. } if attention_id.starts_with("call_1-"))
         );
         assert!(matches!(
             parse(br#"{"timestamp":1,"stopReason":"end_turn"}"#),

@@ -8,8 +8,8 @@
 //! package named `cursor-agent` is an unrelated project). What this adapter reads and writes
 //! is from Cursor's documentation (docs/harness-contracts.md#cursor).
 use super::{
-    describe_tool, field, minted_attention_id, object, session_ref, text, tool_args, Harness,
-    HookInput, Lifecycle,
+    describe_tool, field, minted_attention_id, named_attention_id, object, session_ref, text,
+    tool_args, Harness, HookInput, Lifecycle,
 };
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
@@ -57,10 +57,12 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         Ok(s) => s,
         Err(e) => return HookInput::Skip(e),
     };
-    // A tool-use id when Cursor sends one; otherwise minted from the generation and the call,
-    // so the same prompt always gets the same id (DECISIONS 9).
-    let attention = |tool: &str, input: &Value| match text(&v, &["tool_use_id"]) {
-        Some(id) => id.to_string(),
+    // A tool-use id bound to the input when Cursor sends one (DECISIONS 32); otherwise minted
+    // from the generation and the call, so the same prompt always gets the same id (DECISIONS 9).
+    let attention = |tool: &str, input: &Value| match text(&v, &["tool_use_id"])
+        .and_then(|id| named_attention_id(id, input))
+    {
+        Some(id) => id,
         None => minted_attention_id(text(&v, &["generation_id"]).unwrap_or(""), tool, input),
     };
     match event {

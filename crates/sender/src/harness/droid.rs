@@ -5,8 +5,8 @@
 //! `tool_name`, `tool_input`); both are read. Its PreToolUse carries no `tool_use_id`, so a
 //! prompt's id is minted from the tool and its input. Run for real in tests/real_agents.rs.
 use super::{
-    describe_tool, field, minted_attention_id, object, session_ref, text, Harness, HookInput,
-    PASCAL_LIFECYCLE,
+    describe_tool, field, minted_attention_id, named_attention_id, object, session_ref, text,
+    Harness, HookInput, PASCAL_LIFECYCLE,
 };
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
@@ -36,8 +36,11 @@ pub fn parse(stdin: &[u8]) -> HookInput {
     let input = field(&v, &["tool_input", "toolInput"])
         .cloned()
         .unwrap_or(Value::Null);
-    let attention = |tool: &str| match text(&v, &["tool_use_id", "toolUseId", "tool_call_id"]) {
-        Some(id) => id.to_string(),
+    // A call id bound to the input when Droid sends one (DECISIONS 32); else minted.
+    let named = text(&v, &["tool_use_id", "toolUseId", "tool_call_id"])
+        .and_then(|id| named_attention_id(id, &input));
+    let attention = |tool: &str| match named.clone() {
+        Some(id) => id,
         None => minted_attention_id(
             text(&v, &["message_id", "messageId"]).unwrap_or(""),
             tool,
@@ -126,7 +129,7 @@ mod tests {
         assert!(matches!(parse(read), HookInput::Alive { .. }));
         let with_id = br#"{"session_id":"d1","hook_event_name":"PreToolUse","tool_name":"Edit","tool_input":{},"tool_use_id":"toolu_1"}"#;
         assert!(
-            matches!(parse(with_id), HookInput::Permission { attention_id, .. } if attention_id == "toolu_1")
+            matches!(parse(with_id), HookInput::Permission { attention_id, .. } if attention_id.starts_with("toolu_1-"))
         );
     }
 

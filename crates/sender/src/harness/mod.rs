@@ -498,6 +498,16 @@ pub fn minted_attention_id(
     format!("perm-{}", spwire::hex::encode(&digest[..8]))
 }
 
+/// The attention id of a call the harness names (DECISIONS 32): its id, `-` and the first 8
+/// hex digits of sha256 over its input as JSON, so one call id asked again with another input
+/// is a new prompt that needs its own answer. None when that is no usable id.
+pub fn named_attention_id(call_id: &str, input: &serde_json::Value) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(serde_json::to_vec(input).unwrap_or_default());
+    let id = format!("{call_id}-{}", spwire::hex::encode(&digest[..4]));
+    crate::wire::is_session_id(&id).then_some(id)
+}
+
 /// The hook payload as a JSON object, or why it is not one.
 pub(crate) fn object(stdin: &[u8], harness: &str) -> Result<serde_json::Value, String> {
     match serde_json::from_slice::<serde_json::Value>(stdin) {
@@ -624,6 +634,49 @@ pub fn describe_tool(tool: &str, input: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// DECISIONS 32 on every harness that names calls: one call id with two inputs is two
+    /// prompts; the same call asked again is the same prompt.
+    #[test]
+    fn a_named_call_is_bound_to_its_input_on_every_harness() {
+        type Payload = fn(&str) -> String;
+        type Parse = fn(&[u8]) -> HookInput;
+        let cases: [(&str, Parse, Payload); 4] = [
+            ("codex", codex::parse, |cmd| {
+                format!(
+                    r#"{{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{{"command":"{cmd}"}},"tool_use_id":"call_7"}}"#
+                )
+            }),
+            ("cursor", cursor::parse, |cmd| {
+                format!(
+                    r#"{{"conversation_id":"c1","generation_id":"g1","hook_event_name":"beforeShellExecution","command":"{cmd}","cwd":"/w","tool_use_id":"call_7"}}"#
+                )
+            }),
+            ("copilot", copilot_cli::parse, |cmd| {
+                format!(
+                    r#"{{"hookName":"permissionRequest","sessionId":"s1","toolName":"bash","toolArgs":{{"command":"{cmd}"}},"toolCallId":"call_7"}}"#
+                )
+            }),
+            ("droid", droid::parse, |cmd| {
+                format!(
+                    r#"{{"session_id":"d1","hook_event_name":"PreToolUse","tool_name":"Execute","tool_input":{{"command":"{cmd}"}},"tool_use_id":"call_7"}}"#
+                )
+            }),
+        ];
+        for (name, parse, payload) in cases {
+            let id = |cmd: &str| match parse(payload(cmd).as_bytes()) {
+                HookInput::Permission { attention_id, .. } => attention_id,
+                other => panic!("{name}: {other:?}"),
+            };
+            let (ls, rm) = (id("ls"), id("rm -rf /w"));
+            assert!(
+                ls.starts_with("call_7-") && ls.len() == "call_7-".len() + 8,
+                "{name}: {ls}"
+            );
+            assert_ne!(ls, rm, "{name}: two inputs, one prompt");
+            assert_eq!(ls, id("ls"), "{name}: the same call is the same prompt");
+        }
+    }
 
     /// DECISIONS 30: a field no path here honours is acked `unsupported` on arrival, naming it.
     #[test]

@@ -645,6 +645,7 @@ impl Store {
             .get("message")
             .and_then(|m| m.as_str())
             .map(str::to_string);
+        let partial = data.get("input_partial") == Some(&serde_json::Value::Bool(true));
         let was_open: Option<String> = tx
             .query_row(
                 "SELECT state FROM attention WHERE session_key=?1 AND attention_id=?2",
@@ -653,13 +654,14 @@ impl Store {
             )
             .optional()?;
         tx.execute(
-            "INSERT INTO attention(session_key, attention_id, tool, message, opened_at, wait_until_ms, hook_pid, state) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'open') \
+            "INSERT INTO attention(session_key, attention_id, tool, message, opened_at, wait_until_ms, hook_pid, state, shown_partial) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'open', ?8) \
              ON CONFLICT(session_key, attention_id) DO UPDATE SET \
                tool=excluded.tool, message=excluded.message, wait_until_ms=excluded.wait_until_ms, \
+               shown_partial=excluded.shown_partial, \
                hook_pid=excluded.hook_pid, state='open', how=NULL, cleared_at=NULL, \
                opened_at=CASE WHEN attention.state='open' THEN attention.opened_at ELSE excluded.opened_at END",
-            params![key, attention_id, tool, redacted, format_ms(now), wait_until_ms, pid],
+            params![key, attention_id, tool, redacted, format_ms(now), wait_until_ms, pid, partial],
         )?;
         // The same prompt asked again while open (a retried hook) does not announce twice.
         if was_open.as_deref() != Some("open") {

@@ -348,4 +348,9 @@ CREATE TABLE turn_waits (
 );
 CREATE INDEX turn_waits_session ON turn_waits(session_key);
 "#,
+    // 14: DECISIONS 37: whether the person was shown the prompt's call with parts hidden
+    // (a secret masked, or cut): such a prompt is never allowed for the session.
+    r#"
+ALTER TABLE attention ADD COLUMN shown_partial INTEGER NOT NULL DEFAULT 0;
+"#,
 ];

@@ -5,7 +5,8 @@ use super::spool::emit;
 use super::{pid_alive, Store};
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::control::{
-    deadline, AckStatus, Checked, ControlMessage, Decided, DeliveryMode, Kind, Outcome,
+    deadline, AckStatus, Checked, ControlMessage, Decided, Decision, DeliveryMode, Kind, Outcome,
+    Scope,
 };
 use crate::wire::event::{self, How, StoredEvent};
 use anyhow::Result;
@@ -763,12 +764,26 @@ impl NewMessage<'_> {
 
     /// A permission answer is queued only while its attention is open.
     fn permission_answer(&self, v: &ControlMessage) -> Result<Ingested> {
-        let state: Option<String> = self
+        let row: Option<(String, bool)> = self
             .tx
-            .prepare_cached("SELECT state FROM attention WHERE session_key=?1 AND attention_id=?2")?
-            .query_row(params![self.session_key, v.for_attention], |r| r.get(0))
+            .prepare_cached(
+                "SELECT state, shown_partial FROM attention WHERE session_key=?1 AND attention_id=?2",
+            )?
+            .query_row(params![self.session_key, v.for_attention], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .optional()?;
+        let (state, partial) = row.map_or((None, false), |(s, p)| (Some(s), p));
         match state.as_deref() {
+            // DECISIONS 37: a call shown with parts hidden is never allowed for the session.
+            Some("open")
+                if partial && v.scope == Scope::Session && v.decision == Some(Decision::Allow) =>
+            {
+                self.decided(
+                    Outcome::Unsupported,
+                    "scope: the person was shown this call with parts hidden (a secret masked or the input cut), so it is never allowed for the session (DECISIONS 37); nothing ran, the prompt stays open for a one-time answer".into(),
+                )
+            }
             Some("open") => Ok(self.queued(v)),
             Some(_) => self.decided(
                 Outcome::Expired,
