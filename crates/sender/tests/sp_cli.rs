@@ -574,8 +574,12 @@ fn page_controls() -> Vec<String> {
             out.push(words(&text.replace("&amp;", "&")));
         }
     }
-    for quote in ['\'', '"'] {
-        out.extend(js.split(quote).skip(1).step_by(2).map(words));
+    // The script's string literals, line by line, so that an apostrophe in a comment cannot
+    // put every later line out of step.
+    for line in js.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        for quote in ['\'', '"', '`'] {
+            out.extend(line.split(quote).skip(1).step_by(2).map(words));
+        }
     }
     out
 }

@@ -469,10 +469,10 @@ pub const REPLY_MAX: usize = 20_000;
 pub const ACK_SESSION_MAX: usize = 256;
 
 /// The agent's answer as an ack carries it: redacted (rule 37) and cut to [`REPLY_MAX`]
-/// characters. Line breaks are kept: a reply is read as text.
+/// characters. Line breaks are kept: a reply is read as text. The whole text is redacted
+/// before it is cut, so a PEM block over several lines goes whole and no secret is half shown.
 pub fn ack_reply(text: &str) -> String {
-    let lines: Vec<String> = text.split('\n').map(crate::redact::redact).collect();
-    truncate(&lines.join("\n"), REPLY_MAX)
+    truncate(&crate::redact::redact(text).0, REPLY_MAX)
 }
 
 /// One entry of `POST {control}/ack`.
