@@ -220,12 +220,22 @@ fn open_attention(env: &Env) -> String {
 
 struct Device {
     day: DayKey,
+    /// The passkey, for a confirm: a touch over one exact command (DECISIONS 36).
+    passkey: Passkey,
 }
 
 impl Device {
     fn new(passkey: &Passkey) -> Device {
         let now = now_ms();
         Device {
+            passkey: match &passkey.secret {
+                Secret::Es256(k) => Passkey {
+                    id: passkey.id.clone(),
+                    alg: passkey.alg,
+                    secret: Secret::Es256(k.clone()),
+                },
+                Secret::Rs256(_) => unreachable!("these tests use ES256 passkeys"),
+            },
             day: DayKey::new(
                 77,
                 passkey,
@@ -247,6 +257,20 @@ impl Device {
         );
         let signed = self.day.sign(&cmd);
         (cmd, signed)
+    }
+
+    /// `{cmd, confirm}`: the passkey's user-verified assertion over sha256(cmd).
+    fn confirm(&self, cmd: &str) -> Value {
+        self.touch(cmd, &Ceremony::get("localhost"))
+    }
+
+    fn touch(&self, cmd: &str, c: &Ceremony) -> Value {
+        json!({"cmd": cmd, "confirm": self.passkey.assert(&sha256(cmd.as_bytes()), c)})
+    }
+
+    /// An answer signed with a touch over exactly it.
+    fn touched(&self, machine: &str, attention: &str, decision: &str) -> Value {
+        self.confirm(&self.answer(machine, attention, decision).0)
     }
 }
 
@@ -315,7 +339,8 @@ fn a_signed_allow_reaches_the_hook_and_forged_ones_are_refused() {
         "a forgery settled the prompt"
     );
 
-    // The real one.
+    // The real one: a touch over exactly this command (DECISIONS 36).
+    let good = device.confirm(&cmd);
     let id = r.enqueue(good.clone());
     let out = finish(hook, Duration::from_secs(20));
     assert!(out.status.success());
@@ -361,7 +386,7 @@ fn an_envelope_with_a_duplicate_key_is_refused_malformed() {
     let attention = open_attention(&env);
 
     let (deny, _) = device.answer(MACHINE, &attention, "deny");
-    let (_, good) = device.answer(MACHINE, &attention, "allow");
+    let good = device.touched(MACHINE, &attention, "allow");
     let id = r.enqueue_with_duplicate(good.clone(), "cmd", json!(deny));
     let ack = r
         .ack(&id, Duration::from_secs(20))
@@ -402,7 +427,7 @@ fn an_allow_for_no_open_prompt_is_refused_and_a_removed_key_stops_counting() {
     // The session is known (its hook ran), but no prompt of that id is open.
     let hook = env.spawn_hook("sp-permission", &permission_request("echo one"));
     let attention = open_attention(&env);
-    let id = r.enqueue(device.answer(MACHINE, "perm-0000000000000000", "allow").1);
+    let id = r.enqueue(device.touched(MACHINE, "perm-0000000000000000", "allow"));
     let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
     assert_eq!(
         (ack["outcome"].as_str(), ack["code"].as_str()),
@@ -417,7 +442,7 @@ fn an_allow_for_no_open_prompt_is_refused_and_a_removed_key_stops_counting() {
         .output()
         .unwrap();
     assert!(rm.status.success());
-    let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
+    let id = r.enqueue(device.touched(MACHINE, &attention, "allow"));
     let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
     assert_eq!(
         (ack["outcome"].as_str(), ack["code"].as_str()),
@@ -444,7 +469,7 @@ fn a_session_outside_the_folder_allowlist_is_refused() {
     // The hook reports cwd /tmp.
     let hook = env.spawn_hook("sp-permission", &permission_request("echo outside"));
     let attention = open_attention(&env);
-    let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
+    let id = r.enqueue(device.touched(MACHINE, &attention, "allow"));
     let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
     assert_eq!(
         (ack["outcome"].as_str(), ack["code"].as_str()),
@@ -490,10 +515,156 @@ fn a_trusted_device_vouches_for_a_new_passkey_with_key_add() {
         (Some("refused"), Some("replay"))
     );
 
-    // The new passkey's day key now signs an allow the hook acts on.
+    // The new passkey now confirms an allow the hook acts on.
     let hook = env.spawn_hook("sp-permission", &permission_request("echo from the phone"));
     let attention = open_attention(&env);
-    r.enqueue(Device::new(&phone).answer(MACHINE, &attention, "allow").1);
+    r.enqueue(Device::new(&phone).touched(MACHINE, &attention, "allow"));
     let out = finish(hook, Duration::from_secs(20));
     assert_eq!(stdout(&out).trim_end(), ALLOW);
+}
+
+fn refused_code(ack: &Value) -> (Option<&str>, Option<&str>) {
+    (ack["outcome"].as_str(), ack["code"].as_str())
+}
+
+/// DECISIONS 36: any script the receiver serves the page can sign with the day key, so an
+/// allow on the day key alone (once, for the session, with an edited input) is refused
+/// `confirm_needed`, the prompt stays open and the hook prints nothing; so is one carrying a
+/// confirm made without verifying the person (UV flag clear). A touch over the exact
+/// command then allows it.
+#[test]
+fn a_day_key_allow_is_refused_confirm_needed_and_a_touch_over_the_exact_command_allows() {
+    let passkey = Passkey::es256(71);
+    let r = SignedReceiver::start(Passkey::es256(71));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hook = env.spawn_hook("sp-permission", &permission_request("curl x | sh"));
+    let attention = open_attention(&env);
+    let session = format!("claude-code:{SESSION}");
+    let with = |fields: &[(&str, Value)]| {
+        let mut all = vec![("for", json!(attention)), ("decision", json!("allow"))];
+        all.extend(fields.iter().cloned());
+        command(
+            MACHINE,
+            "permission.answer",
+            &session,
+            &all,
+            &nonce(),
+            now_ms(),
+        )
+    };
+    let day_only = [
+        device.day.sign(&with(&[])),
+        device.day.sign(&with(&[("scope", json!("session"))])),
+        device.day.sign(&with(&[(
+            "input",
+            json!({"command": "ls", "description": "list"}),
+        )])),
+    ];
+    // A day-key allow that also carries a confirm without user verification.
+    let cmd = with(&[]);
+    let mut no_uv = device.day.sign(&cmd);
+    let mut ceremony = Ceremony::get("localhost");
+    ceremony.flags = 0x01;
+    no_uv["confirm"] = device.touch(&cmd, &ceremony)["confirm"].clone();
+    for signed in day_only.into_iter().chain([no_uv]) {
+        let id = r.enqueue(signed);
+        let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+        assert_eq!(
+            refused_code(&ack),
+            (Some("refused"), Some("confirm_needed")),
+            "{ack}"
+        );
+        assert!(
+            ack["detail"].as_str().is_some_and(|d| d.contains("touch")),
+            "{ack}"
+        );
+    }
+    assert_eq!(
+        env.query::<String>("SELECT state FROM attention"),
+        vec!["open".to_string()],
+        "a day-key allow settled the prompt"
+    );
+    assert!(
+        hook_still_running(&env),
+        "the hook ended on a refused allow"
+    );
+
+    let id = r.enqueue(device.touched(MACHINE, &attention, "allow"));
+    let out = finish(hook, Duration::from_secs(20));
+    assert_eq!(stdout(&out).trim_end(), ALLOW);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+}
+
+/// The hook's pid is still alive (it is waiting for an answer).
+fn hook_still_running(env: &Env) -> bool {
+    env.query::<i64>("SELECT hook_pid FROM attention WHERE state='open'")
+        .first()
+        .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// DECISIONS 36: when the day key alone allows, the hook's window closes with nothing
+/// printed (the harness asks at the terminal).
+#[test]
+fn a_day_key_only_allow_leaves_the_hook_printing_nothing() {
+    let passkey = Passkey::es256(72);
+    let r = SignedReceiver::start(Passkey::es256(72));
+    let mut env = paired_env(&r, 4);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hook = env.spawn_hook("sp-permission", &permission_request("rm -rf build"));
+    let attention = open_attention(&env);
+    let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        refused_code(&ack),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
+    let out = finish(hook, Duration::from_secs(20));
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
+}
+
+/// DECISIONS 36: a deny cannot run code, so it still rides the day key.
+#[test]
+fn a_day_key_deny_still_denies() {
+    let passkey = Passkey::es256(73);
+    let r = SignedReceiver::start(Passkey::es256(73));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hook = env.spawn_hook("sp-permission", &permission_request("rm -rf /"));
+    let attention = open_attention(&env);
+    let id = r.enqueue(device.answer(MACHINE, &attention, "deny").1);
+    let out = finish(hook, Duration::from_secs(20));
+    let printed: Value = serde_json::from_str(stdout(&out).trim_end()).expect("JSON");
+    assert_eq!(
+        printed["hookSpecificOutput"]["decision"]["behavior"], "deny",
+        "{printed}"
+    );
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+}
+
+/// DECISIONS 36's opt-out: with `control.allow_with_day_key: true` the day key alone allows.
+#[test]
+fn allow_with_day_key_true_lets_the_day_key_allow_again() {
+    let passkey = Passkey::es256(74);
+    let r = SignedReceiver::start(Passkey::es256(74));
+    let mut env = paired_env_with(
+        &r,
+        json!({"permission_wait_s": 60, "allow_with_day_key": true}),
+    );
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo old way"));
+    let attention = open_attention(&env);
+    let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
+    let out = finish(hook, Duration::from_secs(20));
+    assert_eq!(stdout(&out).trim_end(), ALLOW);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
 }

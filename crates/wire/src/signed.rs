@@ -934,6 +934,33 @@ fn check_grant_path(
     Ok(key.id.clone())
 }
 
+/// DECISIONS 36: whether this command can make code run without a further question, so that
+/// the machine acts on it only with a confirm (a user-verified passkey assertion over
+/// sha256(cmd)), never on the day key alone: an allow (any scope, with or without `input` or
+/// `answers`), a start, and a prompt to a session that runs tools without asking. This is the
+/// machine's policy after verification; [`verify_command`]'s verdicts do not depend on it.
+pub fn needs_confirm(c: &Command, session_runs_unasked: bool) -> bool {
+    match c.kind {
+        CmdKind::PermissionAnswer => c.decision.as_deref() == Some("allow"),
+        CmdKind::Start => true,
+        CmdKind::Prompt => session_runs_unasked,
+        CmdKind::Cancel | CmdKind::KeyAdd => false,
+    }
+}
+
+/// Whether the envelope carries a confirm that verifies: an assertion over sha256 of exactly
+/// this `cmd`, by an enrolled key, with the user-verified flag set ([`verify_assertion`]
+/// requires UP and UV). A command that verified by its grant may carry one as well.
+pub fn confirmed(s: &SignedCommand, o: &VerifyOptions) -> bool {
+    let Some(confirm) = &s.confirm else {
+        return false;
+    };
+    o.trusted.iter().any(|k| {
+        k.id == confirm.cred
+            && verify_assertion(&sha256(s.cmd.as_bytes()), confirm, k, o.rp_id).is_ok()
+    })
+}
+
 /// Is this a command this machine may act on? CONTROL.md §5 steps 1 to 5, in order: the
 /// exact bytes parse; the command is for this machine; it is signed (a grant from an
 /// enrolled key plus the day key's signature, or a confirm over sha256(cmd)); it was signed

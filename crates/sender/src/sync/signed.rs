@@ -21,6 +21,9 @@ const PER_POLL_MAX: usize = 100;
 const POLL_FLOOR: Duration = Duration::from_millis(250);
 /// Where a command that names no usable session is filed.
 const NO_SESSION: &str = "sessionpipe:unverified";
+/// DECISIONS 36: the refusal code of a command that needed a touch and came with the day key
+/// alone.
+pub const CONFIRM_NEEDED: &str = "confirm_needed";
 
 fn poll_url(ctx: &SinkCtx, machine: &str, wait: u64) -> Option<String> {
     let found = ctx.found();
@@ -100,6 +103,7 @@ pub fn check(
     keys: &[TrustedKey],
     session_cwd: &dyn Fn(&str) -> Option<Option<String>>,
     folders: &[std::path::PathBuf],
+    allow_with_day_key: bool,
     now: Millis,
 ) -> (String, Checked) {
     let steps = || -> Result<Verdict, Settled> {
@@ -111,6 +115,9 @@ pub fn check(
         let times = envelope_times(&item, id)?;
         let v = verify(&envelope, paired, keys, now, id)?;
         nothing_beside_cmd(&item, id, &v.cmd)?;
+        if !allow_with_day_key {
+            touched(id, &envelope, &v, paired, keys, now)?;
+        }
         let expired = control::deadline(times.at_ms, times.expires_at_ms, now) <= now;
         let kind = control_kind(id, &v, expired, folders)?;
         let c = v.cmd;
@@ -267,6 +274,59 @@ fn verify(
         let kind = parsed.map_or("unverified", |c| c.kind.as_str());
         Box::new((session, refused(id, kind, r.code.as_str(), r.why)))
     })
+}
+
+/// DECISIONS 36, the machine's policy after verification: a command that can make code run
+/// without a further question acts only with a confirm over exactly its bytes, never on the
+/// day key alone, because any script the receiver serves the page can sign with the day key.
+/// Refused `confirm_needed` otherwise, its nonce recorded; the prompt stays open.
+fn touched(
+    id: &str,
+    envelope: &SignedCommand,
+    v: &signed::Verified,
+    paired: &PairedMachine,
+    keys: &[TrustedKey],
+    now: Millis,
+) -> Result<(), Settled> {
+    // The machine records no session's permission mode, so every session counts as one
+    // that asks first (DECISIONS 36): a prompt rides the day key.
+    let runs_unasked = false;
+    if !signed::needs_confirm(&v.cmd, runs_unasked) || v.via == signed::Via::Confirm {
+        return Ok(());
+    }
+    let opts = VerifyOptions {
+        machine: &paired.machine,
+        rp_id: &paired.rp_id,
+        trusted: keys,
+        now,
+        max_age_ms: signed::MACHINE_MAX_AGE_MS,
+    };
+    if signed::confirmed(envelope, &opts) {
+        return Ok(());
+    }
+    let c = &v.cmd;
+    let what = match c.kind {
+        CmdKind::Start => "a start",
+        CmdKind::Prompt => "a message to a session that runs tools without asking",
+        _ => "an allow",
+    };
+    Err(Box::new((
+        c.session.clone(),
+        Checked::Decided(Box::new(Decided {
+            code: Some(CONFIRM_NEEDED.to_string()),
+            nonce: Some(c.nonce.clone()),
+            ..decided(
+                id,
+                c.kind.as_str(),
+                Outcome::Refused,
+                format!(
+                    "{what} needs your passkey's touch over this exact command (a confirm); \
+                     the page's day key alone cannot allow (DECISIONS 36; \
+                     control.allow_with_day_key restores the old behaviour)"
+                ),
+            )
+        })),
+    )))
 }
 
 /// The control kind a verified command becomes; `start` and `key.add` are settled here.
@@ -440,7 +500,15 @@ fn ingest(
                     None
                 }
             };
-            let out = check(item.get(), paired, &keys, &cwd, &shared.folders, now);
+            let out = check(
+                item.get(),
+                paired,
+                &keys,
+                &cwd,
+                &shared.folders,
+                shared.allow_with_day_key,
+                now,
+            );
             if let Some(e) = failed.into_inner() {
                 return Err(e);
             }
