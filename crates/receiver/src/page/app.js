@@ -164,16 +164,32 @@
     return rec;
   }
 
+  // DECISIONS 36: what can make code run without a further question is signed by a touch
+  // of the passkey over exactly that command (a confirm), at the moment of the answer; the
+  // machine refuses it on the day key alone (any script this origin serves can use that).
+  // Deny, cancel, Not now and messages still ride the day key.
+  function needsTouch(message) {
+    return (message.kind === 'permission.answer' && message.decision === 'allow') || message.kind === 'start';
+  }
+
   async function sendSigned(signing, session, message) {
-    const day = await dayKey(signing.rp_id);
+    const touch = needsTouch(message);
+    const day = touch ? null : await dayKey(signing.rp_id);
     const c = { v: 1, t: 'sessionpipe.control', machine: signing.machine, kind: message.kind, session };
     // DECISIONS 30's fields change what runs: signed, inside cmd.
     for (const k of ['text', 'for', 'decision', 'scope', 'input', 'interrupt', 'answers', 'note']) if (message[k] !== undefined) c[k] = message[k];
     c.nonce = b64u(rand(16));
     c.iat = Date.now();
     const cmd = JSON.stringify(c);
-    const sig = await crypto.subtle.sign({ name: 'ECDSA', hash: 'SHA-256' }, day.priv, enc.encode(cmd));
-    const body = { cmd, csig: b64u(sig), grant: day.grant };
+    let body;
+    if (touch) {
+      const key = storedPasskey(signing.rp_id);
+      if (!key) throw new Error('this browser holds no passkey the machine knows; run sp pair on the machine and approve here');
+      body = { cmd, confirm: await passkeyAssert(signing.rp_id, key, await sha256(cmd)) };
+    } else {
+      const sig = await crypto.subtle.sign({ name: 'ECDSA', hash: 'SHA-256' }, day.priv, enc.encode(cmd));
+      body = { cmd, csig: b64u(sig), grant: day.grant };
+    }
     // A prompt's timing rides beside the signed command (DECISIONS 25).
     if (message.mode) body.mode = message.mode;
     return post('/page/api/signed', body);
@@ -1114,8 +1130,8 @@
     allow.title = allow.disabled ? 'Allow all needs the same tool and input in every selected prompt' : '';
   }
 
-  // One command each, one after another, through enqueue (so in the signed mode the first
-  // makes the day key's grant, one passkey touch, and the rest are signed under it).
+  // One command each, one after another, through enqueue: in the signed mode a deny rides
+  // the day key, and each allow asks for its own touch (DECISIONS 36).
   async function answerAll(keys, decision, status) {
     const list = [...keys];
     let sent = 0;
