@@ -3,9 +3,9 @@
 //! authenticator for the signed mode), as receiver_page.rs and receiver_signed.rs run them:
 //!
 //! 1. five identical Claude Code permission prompts (five sessions) show as one group,
-//!    "5 × echo batch > out.txt"; its one Allow sends five signed commands under one day-key
-//!    grant: the authenticator's sign count goes up by one; each hook prints allow and each
-//!    command is acked `delivered`;
+//!    "5 × echo batch > out.txt"; its one Allow sends five commands, each a passkey touch
+//!    over itself (DECISIONS 36): the authenticator's sign count goes up by five; each hook
+//!    prints allow and each command is acked `delivered`;
 //! 2. the inbox lists prompts oldest first with machine and folder, the title counts them,
 //!    "Not now" hides one on a second open page at once and it comes back after the window
 //!    (`--not-now-s`, so the test waits seconds, not 15 minutes), and Deny all on a mixed
@@ -176,11 +176,12 @@ fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
         "Allow all 5 → the fifth hook's stdout: {} ms",
         started.elapsed().as_millis()
     );
-    // One passkey touch for the whole batch: the day key's grant.
+    // DECISIONS 36: each allow is a touch over its own command, never the day key (the
+    // batch command that makes it one touch is not built yet).
     assert_eq!(
         sign_count(&mut b),
-        before + 1,
-        "one assertion for five commands"
+        before + 5,
+        "one assertion for each of five allows"
     );
     // One signed command for each prompt, each acked delivered.
     let rows: Vec<(String, String)> = {
@@ -197,13 +198,13 @@ fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
     };
     assert_eq!(rows.len(), 5, "{rows:?}");
     let mut answered: Vec<String> = Vec::new();
-    let mut grants = std::collections::HashSet::new();
     for (id, body) in &rows {
         let envelope: Value = serde_json::from_str(body).unwrap();
         let cmd: Value = serde_json::from_str(envelope["cmd"].as_str().unwrap()).unwrap();
         assert_eq!(cmd["decision"], "allow", "{cmd}");
         answered.push(cmd["for"].as_str().unwrap().to_owned());
-        grants.insert(envelope["grant"]["str"].as_str().unwrap().to_owned());
+        assert!(envelope["confirm"]["sig"].is_string(), "{envelope}");
+        assert!(envelope.get("grant").is_none(), "{envelope}");
         assert_eq!(
             common::receiver::first_ack(&rdir.join("receiver.db"), id)["outcome"],
             "delivered",
@@ -214,7 +215,6 @@ fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
     let mut want: Vec<String> = asks.iter().map(cc_attention_id).collect();
     want.sort();
     assert_eq!(answered, want, "one command for each prompt");
-    assert_eq!(grants.len(), 1, "all under one grant");
     b.call(json!({"op": "wait", "selector": "#inbox", "state": "hidden", "timeout": 30000}));
     wait_title(&mut b, "sessionpipe");
 }
