@@ -99,7 +99,7 @@ fn pair(env: &Env, b: &mut Browser, page: &str) {
 }
 
 #[test]
-fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
+fn five_identical_prompts_are_allowed_as_one_group_each_with_its_own_touch() {
     if let Some(why) = missing_browser_deps() {
         panic!("the browser test cannot run: {why}");
     }
