@@ -668,3 +668,58 @@ fn allow_with_day_key_true_lets_the_day_key_allow_again() {
     let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
     assert_eq!(ack["outcome"], "delivered", "{ack}");
 }
+
+/// DECISIONS 36: a start needs a touch too (a day-key start is refused `confirm_needed`; a
+/// touched one passes the policy and meets this version's "not built"); a message to a
+/// session that asks first still rides the day key and is queued for it.
+#[test]
+fn a_day_key_start_is_refused_confirm_needed_and_a_day_key_message_still_goes() {
+    let passkey = Passkey::es256(75);
+    let r = SignedReceiver::start(Passkey::es256(75));
+    let mut env = paired_env(&r, 3);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let start = |n: &str| {
+        command(
+            MACHINE,
+            "start",
+            "claude-code:7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+            &[("text", json!("fix the tests")), ("cwd", json!("/tmp"))],
+            n,
+            now_ms(),
+        )
+    };
+    let id = r.enqueue(device.day.sign(&start(&nonce())));
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        refused_code(&ack),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
+    let id = r.enqueue(device.confirm(&start(&nonce())));
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+
+    // The session is known once its hook ran; a message to it rides the day key.
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo known"));
+    open_attention(&env);
+    let prompt = command(
+        MACHINE,
+        "prompt",
+        &format!("claude-code:{SESSION}"),
+        &[("text", json!("also update the changelog"))],
+        &nonce(),
+        now_ms(),
+    );
+    let id = r.enqueue(device.day.sign(&prompt));
+    assert!(
+        until(Duration::from_secs(20), || env.query::<String>(&format!(
+            "SELECT state FROM messages WHERE id = '{id}'"
+        )) == vec!["queued".to_string()]),
+        "the message was not queued: {:?}",
+        env.query::<String>(&format!(
+            "SELECT coalesce(code, outcome, state) FROM messages WHERE id = '{id}'"
+        ))
+    );
+    finish(hook, Duration::from_secs(20));
+}
