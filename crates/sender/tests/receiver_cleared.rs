@@ -658,6 +658,19 @@ fn url_encoded(s: &str) -> String {
         .collect()
 }
 
+/// The page opened (or was brought to) prompt `att`, with `action` to bring forward.
+fn assert_opened_at(b: &mut Browser, att: &str, action: &str) {
+    let opened = format!("#attention={}&do={action}", url_encoded(att));
+    assert!(
+        until(Duration::from_secs(10), || b.call(json!({"op": "url"}))
+            ["url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with(&opened))),
+        "the page did not open at the prompt: {}",
+        b.call(json!({"op": "url"}))["url"]
+    );
+}
+
 /// Dispatches a `notificationclick` for the worker's own notification `tag`, with `action`.
 fn press(b: &mut Browser, tag: &str, action: &str) {
     let script = format!(
@@ -728,15 +741,7 @@ fn a_notifications_allow_opens_the_page_for_a_touch_its_deny_is_signed_in_the_wo
     assert_eq!(pushed["body"], "echo two");
     show(&mut b, &receiver.page, &pushed);
     press(&mut b, &tag, "allow");
-    let opened = format!("#attention={}&do=allow", url_encoded(&two));
-    assert!(
-        until(Duration::from_secs(10), || b.call(json!({"op": "url"}))
-            ["url"]
-            .as_str()
-            .is_some_and(|u| u.ends_with(&opened))),
-        "the page did not open at the prompt: {}",
-        b.call(json!({"op": "url"}))["url"]
-    );
+    assert_opened_at(&mut b, &two, "allow");
     assert_eq!(
         receiver.messages_for(&two),
         Vec::<(String, String)>::new(),
@@ -804,15 +809,7 @@ fn a_notifications_allow_opens_the_page_for_a_touch_its_deny_is_signed_in_the_wo
     let pushed = service.next(&dev_a, "/push/a", &tag);
     show(&mut b, &receiver.page, &pushed);
     press(&mut b, &tag, "deny");
-    let opened = format!("#attention={}&do=deny", url_encoded(&three));
-    assert!(
-        until(Duration::from_secs(10), || b.call(json!({"op": "url"}))
-            ["url"]
-            .as_str()
-            .is_some_and(|u| u.ends_with(&opened))),
-        "the page did not open at the prompt: {}",
-        b.call(json!({"op": "url"}))["url"]
-    );
+    assert_opened_at(&mut b, &three, "deny");
     b.wait(&format!("[data-attention=\"{three}\"].focused"));
     assert_eq!(
         receiver.messages_for(&three),

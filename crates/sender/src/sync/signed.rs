@@ -250,6 +250,22 @@ fn nothing_beside_cmd(item: &Value, id: &str, c: &signed::Command) -> Result<(),
     }
 }
 
+/// What this machine verifies a command against: its id, the receiver's rp id, the keys
+/// enrolled here.
+fn verify_options<'a>(
+    paired: &'a PairedMachine,
+    keys: &'a [TrustedKey],
+    now: Millis,
+) -> VerifyOptions<'a> {
+    VerifyOptions {
+        machine: &paired.machine,
+        rp_id: &paired.rp_id,
+        trusted: keys,
+        now,
+        max_age_ms: signed::MACHINE_MAX_AGE_MS,
+    }
+}
+
 /// CONTROL.md §5 steps 1-4: the command, its machine, its freshness and its signature.
 fn verify(
     envelope: &SignedCommand,
@@ -258,14 +274,7 @@ fn verify(
     now: Millis,
     id: &str,
 ) -> Result<signed::Verified, Settled> {
-    let opts = VerifyOptions {
-        machine: &paired.machine,
-        rp_id: &paired.rp_id,
-        trusted: keys,
-        now,
-        max_age_ms: signed::MACHINE_MAX_AGE_MS,
-    };
-    signed::verify_command(envelope, &opts, None).map_err(|r| {
+    signed::verify_command(envelope, &verify_options(paired, keys, now), None).map_err(|r| {
         // Filed under the session it names, when it names one, so `sp queue` shows it there.
         let parsed = signed::parse_command(&envelope.cmd).ok();
         let session = parsed
@@ -294,14 +303,7 @@ fn touched(
     if !signed::needs_confirm(&v.cmd, runs_unasked) || v.via == signed::Via::Confirm {
         return Ok(());
     }
-    let opts = VerifyOptions {
-        machine: &paired.machine,
-        rp_id: &paired.rp_id,
-        trusted: keys,
-        now,
-        max_age_ms: signed::MACHINE_MAX_AGE_MS,
-    };
-    if signed::confirmed(envelope, &opts) {
+    if signed::confirmed(envelope, &verify_options(paired, keys, now)) {
         return Ok(());
     }
     let c = &v.cmd;
