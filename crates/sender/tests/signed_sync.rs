@@ -723,3 +723,149 @@ fn a_day_key_start_is_refused_confirm_needed_and_a_day_key_message_still_goes() 
     );
     finish(hook, Duration::from_secs(20));
 }
+
+/// A batch answer (DECISIONS 36): `for` an array of attention ids of one session.
+fn batch(machine: &str, ids: &[String], decision: &str) -> String {
+    command(
+        machine,
+        "permission.answer",
+        &format!("claude-code:{SESSION}"),
+        &[("for", json!(ids)), ("decision", json!(decision))],
+        &nonce(),
+        now_ms(),
+    )
+}
+
+/// Waits until `n` prompts are open and returns their ids.
+fn open_attentions(env: &Env, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    assert!(
+        until(Duration::from_secs(15), || {
+            ids = env
+                .db_path()
+                .exists()
+                .then(|| env.query::<String>("SELECT attention_id FROM attention WHERE state='open' ORDER BY attention_id"))
+                .unwrap_or_default();
+            ids.len() == n
+        }),
+        "{} prompts open, not {n}",
+        ids.len()
+    );
+    ids
+}
+
+/// DECISIONS 36: one touch over one batch command answers every open prompt it names (each
+/// real hook prints allow), a prompt answered before is counted "no longer open", and the
+/// batch gets one final ack saying so (its parts none of their own).
+#[test]
+fn a_batch_with_one_touch_answers_every_open_prompt_and_counts_the_closed_one() {
+    let passkey = Passkey::es256(81);
+    let r = SignedReceiver::start(Passkey::es256(81));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hooks: Vec<_> = (0..4)
+        .map(|i| env.spawn_hook("sp-permission", &permission_request(&format!("echo {i}"))))
+        .collect();
+    let ids = open_attentions(&env, 4);
+    // One is answered on its own first (a deny rides the day key): no longer open.
+    let (deny, _) = device.answer(MACHINE, &ids[3], "deny");
+    let denied = r.enqueue(device.day.sign(&deny));
+    r.ack(&denied, Duration::from_secs(20))
+        .expect("the deny's ack");
+    let open = open_attentions(&env, 3);
+    assert!(!open.contains(&ids[3]));
+
+    let id = r.enqueue(device.confirm(&batch(MACHINE, &ids, "allow")));
+    let ack = r
+        .ack(&id, Duration::from_secs(20))
+        .expect("the batch's ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    let detail = ack["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("3 answered") && detail.contains("1 no longer open"),
+        "{ack}"
+    );
+    let (mut allowed, mut denied_out) = (0, 0);
+    for hook in hooks {
+        let out = finish(hook, Duration::from_secs(20));
+        assert!(out.status.success());
+        match stdout(&out).trim_end() {
+            ALLOW => allowed += 1,
+            s if s.contains("\"deny\"") => denied_out += 1,
+            s => panic!("a hook printed {s:?}; log {}", env.log()),
+        }
+    }
+    assert_eq!((allowed, denied_out), (3, 1));
+    // One ack for the batch, none for its parts.
+    let acks = env.query::<String>("SELECT message_id FROM acks ORDER BY message_id");
+    assert_eq!(acks.len(), 2, "{acks:?}");
+    assert!(acks.contains(&id) && acks.contains(&denied), "{acks:?}");
+}
+
+/// DECISIONS 36: a batch allow on the day key alone is refused `confirm_needed` and answers
+/// nothing; a batch deny rides the day key.
+#[test]
+fn a_day_key_batch_allow_is_refused_confirm_needed_and_a_day_key_batch_deny_denies() {
+    let passkey = Passkey::es256(82);
+    let r = SignedReceiver::start(Passkey::es256(82));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hooks: Vec<_> = (0..2)
+        .map(|i| env.spawn_hook("sp-permission", &permission_request(&format!("rm -rf {i}"))))
+        .collect();
+    let ids = open_attentions(&env, 2);
+    let id = r.enqueue(device.day.sign(&batch(MACHINE, &ids, "allow")));
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        refused_code(&ack),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
+    assert_eq!(
+        open_attentions(&env, 2),
+        ids,
+        "a day-key batch settled a prompt"
+    );
+
+    let id = r.enqueue(device.day.sign(&batch(MACHINE, &ids, "deny")));
+    for hook in hooks {
+        let out = finish(hook, Duration::from_secs(20));
+        assert!(stdout(&out).contains("\"deny\""), "{}", stdout(&out));
+    }
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+}
+
+/// A batch names 1 to 50 distinct ids: 51, or one twice, is refused `bad_fields` with a
+/// detail naming the rule, and the prompt stays open.
+#[test]
+fn a_batch_of_more_than_50_ids_or_a_repeated_id_is_refused_naming_the_rule() {
+    let passkey = Passkey::es256(83);
+    let r = SignedReceiver::start(Passkey::es256(83));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let _hook = env.spawn_hook("sp-permission", &permission_request("echo many"));
+    let attention = open_attention(&env);
+    let mut many: Vec<String> = (0..50).map(|i| format!("perm-{i:016}")).collect();
+    many.push(attention.clone());
+    let twice = vec![attention.clone(), attention.clone()];
+    for ids in [many, twice] {
+        let id = r.enqueue(device.confirm(&batch(MACHINE, &ids, "allow")));
+        let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+        assert_eq!(
+            refused_code(&ack),
+            (Some("refused"), Some("bad_fields")),
+            "{ack}"
+        );
+        assert!(
+            ack["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("1 to 50 distinct") && d.contains("DECISIONS 36")),
+            "{ack}"
+        );
+    }
+    assert_eq!(open_attentions(&env, 1), vec![attention]);
+}

@@ -136,6 +136,9 @@ pub struct ControlMessage {
     pub id: String,
     pub kind: Kind,
     pub for_attention: Option<String>,
+    /// A signed batch answer's attention ids, all of this message's session (DECISIONS 36);
+    /// empty otherwise (then `for_attention` names the one attention).
+    pub batch: Vec<String>,
     pub decision: Option<Decision>,
     pub text: Option<String>,
     pub note: Option<String>,
@@ -285,6 +288,7 @@ pub fn check(value: &Value) -> Checked {
                 id,
                 kind,
                 for_attention,
+                batch: Vec::new(),
                 decision,
                 text,
                 note,
@@ -338,6 +342,12 @@ fn check_fields(obj: &serde_json::Map<String, Value>, kind: Kind) -> Result<Fiel
     let mut text = None;
     match kind {
         Kind::PermissionAnswer => {
+            if obj.get("for").is_some_and(Value::is_array) {
+                return Err(
+                    "invalid: a `for` array (a batch answer) is signed control only (DECISIONS 36)"
+                        .into(),
+                );
+            }
             let f =
                 str_field(obj, "for")?.ok_or("invalid: for is required on permission.answer")?;
             if f.is_empty() || f.chars().count() > FOR_MAX {
@@ -452,6 +462,20 @@ mod tests {
         assert!(matches!(check(&t), Checked::Valid(_)));
         assert!(matches!(check(&base("cancel")), Checked::Valid(_)));
         assert!(matches!(check(&base("start")), Checked::UnknownKind { .. }));
+    }
+
+    /// DECISIONS 36: a batch answer (`for` an array) is signed control only; unsigned, it is
+    /// invalid with a detail naming the rule.
+    #[test]
+    fn an_unsigned_batch_answer_is_invalid_naming_the_rule() {
+        let mut p = base("permission.answer");
+        p["for"] = json!(["perm-1", "perm-2"]);
+        p["decision"] = json!("allow");
+        let d = detail(&p);
+        assert!(
+            d.contains("signed control only") && d.contains("DECISIONS 36"),
+            "{d}"
+        );
     }
 
     /// DECISIONS 30: `scope` is read on a permission answer only, and the fields not carried

@@ -185,6 +185,10 @@ pub(crate) fn finish(
     finish_with_code(tx, id, outcome, None, detail, now)
 }
 
+/// What joins a batch answer's id and its part's index (`<batch id>.<n>`, DECISIONS 36); a
+/// message id (a ULID) never holds it.
+pub(crate) const BATCH_PART: char = '.';
+
 /// [`finish`] with a refusal's code (signed control).
 pub(crate) fn finish_with_code(
     tx: &Transaction,
@@ -201,7 +205,8 @@ pub(crate) fn finish_with_code(
             "UPDATE messages SET state='done', outcome=?2, detail=?3, done_at=?4, code=?5 WHERE id=?1 AND state<>'done'",
         )?
         .execute(params![id, outcome, detail, at, code])?;
-    if changed == 1 {
+    // A batch's part is never acked on its own: its batch was acked whole (DECISIONS 36).
+    if changed == 1 && !id.contains(BATCH_PART) {
         tx.prepare_cached(
             "INSERT OR IGNORE INTO acks(message_id, sink, outcome, code, detail, at) \
              SELECT id, sink, outcome, code, detail, ?2 FROM messages WHERE id=?1",

@@ -1,6 +1,6 @@
 //! What sp-sync does to the store: ingest polled messages, keep the ack and event outboxes,
 //! remember per-sink state, and sweep what time has decided.
-use super::hooks::{finish, finish_with_code};
+use super::hooks::{finish, finish_with_code, BATCH_PART};
 use super::spool::emit;
 use super::{pid_alive, Store};
 use crate::clock::{format_ms, now_ms, Millis};
@@ -693,6 +693,8 @@ impl NewMessage<'_> {
             self.decided(Outcome::Expired, "past expires_at on receipt".into())
         } else if let Some((outcome, detail)) = route(v) {
             self.decided(outcome, detail)
+        } else if v.kind == Kind::PermissionAnswer && !v.batch.is_empty() {
+            self.batch_answer(v, dl)
         } else if v.kind == Kind::PermissionAnswer {
             self.permission_answer(v)
         } else {
@@ -721,6 +723,44 @@ impl NewMessage<'_> {
         }
     }
 
+    /// DECISIONS 36: a batch answer, whole in this one transaction. Each of its attentions
+    /// still open on the session gets the answer as a part (`<batch id>.<n>`), claimed and
+    /// delivered by that prompt's hook like any answer but never acked on its own; the
+    /// batch itself is final now, its one ack counting the answered and the no longer open.
+    /// A crash before the commit leaves nothing (the receiver redelivers); after it, a
+    /// redelivery finds the batch done and only resends its ack.
+    fn batch_answer(&self, v: &ControlMessage, dl: Millis) -> Result<Ingested> {
+        let (mut answered, mut gone) = (0usize, 0usize);
+        for (n, attention) in v.batch.iter().enumerate() {
+            let state: Option<String> = self
+                .tx
+                .prepare_cached(
+                    "SELECT state FROM attention WHERE session_key=?1 AND attention_id=?2",
+                )?
+                .query_row(params![self.session_key, attention], |r| r.get(0))
+                .optional()?;
+            if state.as_deref() != Some("open") {
+                gone += 1;
+                continue;
+            }
+            let part = format!("{}{BATCH_PART}{n}", self.id);
+            self.insert_as(&part, Some(attention), v.kind.as_str(), Some(v), Some(dl))?;
+            answered += 1;
+        }
+        let outcome = if answered > 0 {
+            Outcome::Delivered
+        } else {
+            Outcome::Expired
+        };
+        self.decided(
+            outcome,
+            format!(
+                "batch of {}: {answered} answered, {gone} no longer open",
+                v.batch.len()
+            ),
+        )
+    }
+
     fn queued(&self, v: &ControlMessage) -> Ingested {
         Ingested::Queued {
             id: self.id.to_string(),
@@ -729,6 +769,19 @@ impl NewMessage<'_> {
     }
 
     fn insert(&self, kind: &str, v: Option<&ControlMessage>, dl: Option<Millis>) -> Result<()> {
+        let attention = v.and_then(|v| v.for_attention.as_deref());
+        self.insert_as(self.id, attention, kind, v, dl)
+    }
+
+    /// [`Self::insert`] under another id and attention (a batch's part).
+    fn insert_as(
+        &self,
+        id: &str,
+        attention: Option<&str>,
+        kind: &str,
+        v: Option<&ControlMessage>,
+        dl: Option<Millis>,
+    ) -> Result<()> {
         self.tx
             .prepare_cached(
                 "INSERT INTO messages(id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at, \
@@ -736,11 +789,11 @@ impl NewMessage<'_> {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 'queued')",
             )?
             .execute(params![
-                self.id,
+                id,
                 self.session_key,
                 self.sink,
                 kind,
-                v.and_then(|v| v.for_attention.as_deref()),
+                attention,
                 v.and_then(|v| v.decision.map(|d| d.as_str())),
                 v.and_then(|v| v.text.as_deref()),
                 v.and_then(|v| v.note.as_deref()),

@@ -134,6 +134,7 @@ pub fn check(
             id: id.to_string(),
             kind,
             for_attention: c.for_attention.clone(),
+            batch: c.batch.clone(),
             decision: c.decision.as_deref().and_then(control::Decision::parse),
             text: c.text.clone(),
             note: c.note.clone(),
