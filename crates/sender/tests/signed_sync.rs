@@ -741,11 +741,13 @@ fn open_attentions(env: &Env, n: usize) -> Vec<String> {
     let mut ids = Vec::new();
     assert!(
         until(Duration::from_secs(15), || {
-            ids = env
-                .db_path()
-                .exists()
-                .then(|| env.query::<String>("SELECT attention_id FROM attention WHERE state='open' ORDER BY attention_id"))
-                .unwrap_or_default();
+            ids = if env.db_path().exists() {
+                env.query::<String>(
+                    "SELECT attention_id FROM attention WHERE state='open' ORDER BY attention_id",
+                )
+            } else {
+                Vec::new()
+            };
             ids.len() == n
         }),
         "{} prompts open, not {n}",
@@ -847,7 +849,7 @@ fn a_batch_of_more_than_50_ids_or_a_repeated_id_is_refused_naming_the_rule() {
     let mut env = paired_env(&r, 60);
     env.start_sync();
     let device = Device::new(&passkey);
-    let _hook = env.spawn_hook("sp-permission", &permission_request("echo many"));
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo many"));
     let attention = open_attention(&env);
     let mut many: Vec<String> = (0..50).map(|i| format!("perm-{i:016}")).collect();
     many.push(attention.clone());
@@ -867,5 +869,8 @@ fn a_batch_of_more_than_50_ids_or_a_repeated_id_is_refused_naming_the_rule() {
             "{ack}"
         );
     }
-    assert_eq!(open_attentions(&env, 1), vec![attention]);
+    assert_eq!(open_attentions(&env, 1), vec![attention.clone()]);
+    r.enqueue(device.answer(MACHINE, &attention, "deny").1);
+    let out = finish(hook, Duration::from_secs(20));
+    assert!(stdout(&out).contains("\"deny\""), "{}", stdout(&out));
 }
