@@ -172,6 +172,9 @@
     return (message.kind === 'permission.answer' && message.decision === 'allow') || message.kind === 'start';
   }
 
+  // The most attention ids one batch answer names (DECISIONS 36).
+  const BATCH_MAX = 50;
+
   async function sendSigned(signing, session, message) {
     const touch = needsTouch(message);
     const day = touch ? null : await dayKey(signing.rp_id);
@@ -1130,23 +1133,51 @@
     allow.title = allow.disabled ? 'Allow all needs the same tool and input in every selected prompt' : '';
   }
 
-  // One command each, one after another, through enqueue: in the signed mode a deny rides
-  // the day key, and each allow asks for its own touch (DECISIONS 36).
+  // In the signed mode the prompts of one session go as ONE batch command (`for` an array of
+  // at most 50 attention ids, DECISIONS 36): an allow is then one touch over that command,
+  // not one per prompt; a batch is per session (the command names one session), so a group
+  // spanning n sessions asks for n touches. Unsigned, or a lone prompt: one command each.
   async function answerAll(keys, decision, status) {
-    const list = [...keys];
+    const list = [...keys].filter((k) => prompts.get(k));
+    const bySession = new Map();
+    for (const k of list) {
+      const el = prompts.get(k);
+      const s = el.dataset.sessionKey;
+      if (!bySession.has(s)) bySession.set(s, []);
+      bySession.get(s).push(k);
+    }
     let sent = 0;
     status.classList.remove('error');
     status.textContent = 'Sending ' + list.length + '…';
-    for (const k of list) {
-      const el = prompts.get(k);
-      if (!el) continue;
-      if (!(await answer(el, el.dataset.sessionKey, el.dataset.attention, decision))) {
-        status.classList.add('error');
-        status.textContent = 'Stopped: ' + sent + ' of ' + list.length + ' sent; ' + ($('.att-status', el).textContent || 'one was not sent');
-        return;
+    const stop = (why) => {
+      status.classList.add('error');
+      status.textContent = 'Stopped: ' + sent + ' of ' + list.length + ' sent; ' + why;
+    };
+    for (const [session, ks] of bySession) {
+      if (!signingFor(session) || ks.length === 1) {
+        for (const k of ks) {
+          const el = prompts.get(k);
+          if (!el) continue;
+          if (!(await answer(el, session, el.dataset.attention, decision))) return stop($('.att-status', el).textContent || 'one was not sent');
+          sent++;
+          selected.delete(k);
+        }
+        continue;
       }
-      sent++;
-      selected.delete(k);
+      for (let i = 0; i < ks.length; i += BATCH_MAX) {
+        const part = ks.slice(i, i + BATCH_MAX);
+        const els = part.map((k) => prompts.get(k)).filter(Boolean);
+        const ids = els.map((el) => el.dataset.attention);
+        for (const id of ids) answeredHere.add(id);
+        try {
+          await enqueue(session, { kind: 'permission.answer', for: ids, decision });
+        } catch (e) {
+          return stop(e.message);
+        }
+        for (const el of els) $('.att-status', el).textContent = (decision === 'allow' ? 'Allow' : 'Deny') + ' sent, waiting for the machine…';
+        sent += els.length;
+        for (const k of part) selected.delete(k);
+      }
     }
     status.textContent = (decision === 'allow' ? 'Allow' : 'Deny') + ' sent for ' + sent + ', waiting for the machines…';
     if (current) renderInbox(current);
