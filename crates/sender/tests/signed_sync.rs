@@ -874,3 +874,82 @@ fn a_batch_of_more_than_50_ids_or_a_repeated_id_is_refused_naming_the_rule() {
     let out = finish(hook, Duration::from_secs(20));
     assert!(stdout(&out).contains("\"deny\""), "{}", stdout(&out));
 }
+
+/// A Claude Code Stop of `session` in `mode`, run as the harness runs it; its stdout.
+fn stop_in_mode(env: &Env, session: &str, mode: &str) -> String {
+    let p = json!({
+        "session_id": session, "hook_event_name": "Stop", "cwd": "/tmp",
+        "transcript_path": "/tmp/t.jsonl", "permission_mode": mode, "stop_hook_active": false
+    });
+    let out = finish(env.spawn_hook("sp-stop", &p), Duration::from_secs(20));
+    assert!(out.status.success(), "{}", env.log());
+    stdout(&out)
+}
+
+/// DECISIONS 36: the hooks keep the session's permission mode; a message on the day key
+/// alone to a session in `bypassPermissions` (it runs tools without asking) is refused
+/// `confirm_needed`, while one to a session in `default` is delivered at its Stop; a touch
+/// over the message lets it reach the bypass session too.
+#[test]
+fn a_day_key_prompt_to_a_bypass_session_is_refused_and_one_to_a_default_session_is_delivered() {
+    const BYPASS: &str = "7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+    let passkey = Passkey::es256(84);
+    let r = SignedReceiver::start(Passkey::es256(84));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    assert_eq!(stop_in_mode(&env, BYPASS, "bypassPermissions"), "");
+    assert_eq!(stop_in_mode(&env, SESSION, "default"), "");
+    let prompt = |session: &str, text: &str| {
+        command(
+            MACHINE,
+            "prompt",
+            &format!("claude-code:{session}"),
+            &[("text", json!(text))],
+            &nonce(),
+            now_ms(),
+        )
+    };
+
+    let id = r.enqueue(device.day.sign(&prompt(BYPASS, "run the deploy")));
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        refused_code(&ack),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
+    assert!(
+        ack["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("runs tools without asking")),
+        "{ack}"
+    );
+    assert_eq!(stop_in_mode(&env, BYPASS, "bypassPermissions"), "");
+
+    let id = r.enqueue(device.day.sign(&prompt(SESSION, "update the changelog")));
+    let queued = || {
+        env.query::<String>(&format!("SELECT state FROM messages WHERE id = '{id}'"))
+            == vec!["queued".to_string()]
+    };
+    assert!(until(Duration::from_secs(20), queued), "{}", env.log());
+    let out = stop_in_mode(&env, SESSION, "default");
+    assert!(out.contains("update the changelog"), "{out}");
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+
+    // With a touch over it, the message reaches the bypass session.
+    let id = r.enqueue(device.confirm(&prompt(BYPASS, "run the tests")));
+    let queued = || {
+        env.query::<String>(&format!("SELECT state FROM messages WHERE id = '{id}'"))
+            == vec!["queued".to_string()]
+    };
+    assert!(until(Duration::from_secs(20), queued), "{}", env.log());
+    let out = stop_in_mode(&env, BYPASS, "bypassPermissions");
+    assert!(out.contains("run the tests"), "{out}");
+    assert_eq!(
+        env.query::<String>(&format!(
+            "SELECT permission_mode FROM sessions WHERE key = 'claude-code:{BYPASS}'"
+        )),
+        vec!["bypassPermissions".to_string()]
+    );
+}

@@ -5,6 +5,7 @@ use super::{
     describe_tool, field, minted_attention_id, object, session_ref, text, Call, Harness, HookInput,
     RichAnswer, PASCAL_LIFECYCLE,
 };
+use crate::store::SessionRef;
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
 
@@ -22,7 +23,10 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         text(&v, &["cwd"]),
         event,
     ) {
-        Ok(s) => s,
+        Ok(s) => SessionRef {
+            permission_mode: super::mode_of(text(&v, &["permission_mode"])),
+            ..s
+        },
         Err(e) => return HookInput::Skip(e),
     };
     let tool = text(&v, &["tool_name"]);

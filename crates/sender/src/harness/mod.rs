@@ -504,6 +504,21 @@ pub(crate) fn tool_args(v: &serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// A hook payload's `permission_mode` as kept on the session: a short word, else None.
+pub(crate) fn mode_of(mode: Option<&str>) -> Option<String> {
+    mode.filter(|m| !m.is_empty() && m.len() <= 40 && m.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .map(str::to_string)
+}
+
+/// Whether a session whose hooks last reported `mode` runs tools without asking the person
+/// (DECISIONS 36): only `default`, `plan` and `dontAsk` (which denies what is not allowed
+/// ahead) ask or refuse first; `bypassPermissions`, `auto`, `acceptEdits` (its edits can
+/// plant code) and any word we do not know count as running unasked. None: never reported
+/// (most harnesses say nothing), counted as asking first.
+pub fn runs_unasked(mode: Option<&str>) -> bool {
+    mode.is_some_and(|m| !matches!(m, "default" | "plan" | "dontAsk"))
+}
+
 /// A session of `harness` with a valid id, or why not.
 pub(crate) fn session_ref(
     harness: Harness,
@@ -517,6 +532,7 @@ pub(crate) fn session_ref(
             session_id: id.to_string(),
             cwd: cwd.map(str::to_string),
             event: event.to_string(),
+            permission_mode: None,
         }),
         Some(_) => Err(format!(
             "{} payload has an invalid session id",

@@ -20,6 +20,10 @@ pub struct SessionRef {
     pub cwd: Option<String>,
     /// The harness's event name, e.g. `PermissionRequest`.
     pub event: String,
+    /// The session's permission mode as this payload reports it (Claude Code and Codex
+    /// `permission_mode`); None when it names none. Kept on the session: a prompt to one that
+    /// runs tools without asking needs a touch (DECISIONS 36).
+    pub permission_mode: Option<String>,
 }
 
 impl SessionRef {
@@ -337,6 +341,13 @@ fn touch_with(
             ended.is_some()
         }
     };
+    // In the same write as the session's own: no extra transaction on the hook's path.
+    if let Some(mode) = s.permission_mode.as_deref() {
+        tx.prepare_cached(
+            "UPDATE sessions SET permission_mode=?2 WHERE key=?1 AND permission_mode IS NOT ?2",
+        )?
+        .execute(params![key, mode])?;
+    }
     if started {
         let source = source.unwrap_or(if existing.is_some() {
             "resume"
@@ -1039,6 +1050,7 @@ mod tests {
             session_id: "s1".into(),
             cwd: None,
             event: "PostToolUse".into(),
+            permission_mode: None,
         };
         let key = session.key();
         // Unknown session: not fresh, so the full path (which makes it live) runs.

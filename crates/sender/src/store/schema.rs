@@ -289,4 +289,9 @@ CREATE VIEW live_grants AS
     FROM grants WHERE ended_at IS NULL
       AND until_ms > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
 "#,
+    // 12: the permission mode the session's hooks last reported (DECISIONS 36: a prompt to
+    // a session that runs tools without asking needs a touch); NULL when never reported.
+    r#"
+ALTER TABLE sessions ADD COLUMN permission_mode TEXT;
+"#,
 ];

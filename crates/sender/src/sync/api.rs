@@ -248,6 +248,7 @@ fn answer(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Res
             session_id: s.session_id.clone(),
             cwd: None,
             event: "permission.reply".into(),
+            permission_mode: None,
         };
         // DECISIONS 30 `interrupt` (deny & stop): after the reject the session is aborted.
         if stop {

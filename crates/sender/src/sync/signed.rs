@@ -102,6 +102,7 @@ pub fn check(
     paired: &PairedMachine,
     keys: &[TrustedKey],
     session_cwd: &dyn Fn(&str) -> Option<Option<String>>,
+    session_mode: &dyn Fn(&str) -> Option<String>,
     folders: &[std::path::PathBuf],
     allow_with_day_key: bool,
     now: Millis,
@@ -116,7 +117,9 @@ pub fn check(
         let v = verify(&envelope, paired, keys, now, id)?;
         nothing_beside_cmd(&item, id, &v.cmd)?;
         if !allow_with_day_key {
-            touched(id, &envelope, &v, paired, keys, now)?;
+            let runs_unasked = v.cmd.kind == CmdKind::Prompt
+                && crate::harness::runs_unasked(session_mode(&v.cmd.session).as_deref());
+            touched(id, &envelope, &v, runs_unasked, (paired, keys), now)?;
         }
         let expired = control::deadline(times.at_ms, times.expires_at_ms, now) <= now;
         let kind = control_kind(id, &v, expired, folders)?;
@@ -294,13 +297,12 @@ fn touched(
     id: &str,
     envelope: &SignedCommand,
     v: &signed::Verified,
-    paired: &PairedMachine,
-    keys: &[TrustedKey],
+    runs_unasked: bool,
+    (paired, keys): (&PairedMachine, &[TrustedKey]),
     now: Millis,
 ) -> Result<(), Settled> {
-    // The machine records no session's permission mode, so every session counts as one
-    // that asks first (DECISIONS 36): a prompt rides the day key.
-    let runs_unasked = false;
+    // `runs_unasked`: the session's last reported permission mode runs tools without asking
+    // (the hooks keep it on the session), so a prompt to it needs a touch too.
     if !signed::needs_confirm(&v.cmd, runs_unasked) || v.via == signed::Via::Confirm {
         return Ok(());
     }
@@ -503,11 +505,19 @@ fn ingest(
                     None
                 }
             };
+            let mode = |s: &str| match store.session_mode(s) {
+                Ok(m) => m,
+                Err(e) => {
+                    failed.replace(Some(e));
+                    None
+                }
+            };
             let out = check(
                 item.get(),
                 paired,
                 &keys,
                 &cwd,
+                &mode,
                 &shared.folders,
                 shared.allow_with_day_key,
                 now,
