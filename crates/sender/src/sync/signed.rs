@@ -93,6 +93,10 @@ fn refused(id: &str, kind: &str, code: &str, detail: String) -> Checked {
 type Verdict = (String, Checked);
 /// An envelope settled by a step (boxed: a `Checked` is large).
 type Settled = Box<Verdict>;
+/// A session's folder: None when it never ran here, `Some(None)` when it reported none.
+type SessionCwd<'a> = &'a dyn Fn(&str) -> Option<Option<String>>;
+/// A session's last reported permission mode (DECISIONS 36).
+type SessionMode<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// One envelope of the poll answer (control.json): the session it belongs to and what
 /// ingest is to do with it. Verification is CONTROL.md §5 steps 1-4; step 5 (the nonce) is
@@ -101,8 +105,8 @@ pub fn check(
     raw: &str,
     paired: &PairedMachine,
     keys: &[TrustedKey],
-    session_cwd: &dyn Fn(&str) -> Option<Option<String>>,
-    session_mode: &dyn Fn(&str) -> Option<String>,
+    // The session's folder (None: never ran here) and its last reported permission mode.
+    (session_cwd, session_mode): (SessionCwd, SessionMode),
     folders: &[std::path::PathBuf],
     allow_with_day_key: bool,
     now: Millis,
@@ -516,8 +520,7 @@ fn ingest(
                 item.get(),
                 paired,
                 &keys,
-                &cwd,
-                &mode,
+                (&cwd, &mode),
                 &shared.folders,
                 shared.allow_with_day_key,
                 now,
