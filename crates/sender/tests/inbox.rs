@@ -222,6 +222,110 @@ fn five_identical_prompts_of_one_session_are_allowed_as_one_batch_with_one_touch
     wait_title(&mut b, "sessionpipe");
 }
 
+/// DECISIONS 36: the page learns each session's permission mode from its events; a message
+/// to a session in `bypassPermissions` (it runs tools without asking) is signed with a touch
+/// over it, one to a session in `default` rides the day key; the machine queues both.
+#[test]
+fn a_message_to_a_bypass_session_asks_for_a_touch_and_one_to_a_default_session_does_not() {
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    const BYPASS: &str = "5b0e8c1d-2f3a-4b5c-8d6e-0000000000b1";
+    const ASKS: &str = "5b0e8c1d-2f3a-4b5c-8d6e-0000000000a1";
+    let dir = tempfile::tempdir().unwrap();
+    let rdir = dir.path().join("receiver");
+    let receiver = SpReceiver::start(&rdir, &[]);
+    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
+    let page = format!("http://localhost:{port}");
+    let mut env = Env::new();
+    env.write_config(json!({
+        "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}]
+    }));
+    let mut b = Browser::launch();
+    b.call(json!({"op": "webauthn"}));
+    pair(&env, &mut b, &page);
+    env.start_sync();
+    // Each session's turn ends, its Stop run as Claude Code runs it, in its mode.
+    for (session, mode) in [(BYPASS, "bypassPermissions"), (ASKS, "default")] {
+        let p = json!({
+            "session_id": session, "hook_event_name": "Stop", "cwd": "/home/dev/src/app",
+            "transcript_path": "/tmp/t.jsonl", "permission_mode": mode, "stop_hook_active": false
+        });
+        let out = finish(env.spawn_hook("sp-stop", &p), Duration::from_secs(20));
+        assert!(out.status.success());
+    }
+    // The receiver hears both modes with the sessions' events.
+    let heard = || {
+        let c = db(&rdir);
+        let mut st = c
+            .prepare("SELECT info FROM sessions WHERE info LIKE '%permission_mode%'")
+            .unwrap();
+        st.query_map([], |r| r.get::<_, String>(0)).unwrap().count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while heard() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the receiver never heard both modes"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    b.call(json!({"op": "goto", "url": format!("{page}/")}));
+    b.wait("#signed");
+    let send = |b: &mut Browser, session: &str, text: &str| {
+        let card = format!("article[data-session=\"claude-code:{session}\"]");
+        b.wait(&card);
+        b.call(json!({"op": "fill", "selector": format!("{card} .prompt-text"), "value": text}));
+        b.click(&format!("{card} button.queue"));
+        b.call(json!({"op": "wait_text", "selector": format!("{card} .messages"), "text": text, "timeout": 30000}));
+    };
+    send(&mut b, ASKS, "update the changelog");
+    let before = sign_count(&mut b);
+    send(&mut b, BYPASS, "run the deploy");
+    assert_eq!(
+        sign_count(&mut b),
+        before + 1,
+        "one touch for the bypass session's message"
+    );
+
+    // At the receiver: the bypass message carries a confirm, the other a day key's signature.
+    let bodies: Vec<Value> = {
+        let c = db(&rdir);
+        let mut st = c
+            .prepare("SELECT body FROM messages WHERE machine IS NOT NULL ORDER BY n")
+            .unwrap();
+        let rows = st
+            .query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .map(|r| serde_json::from_str(&r.unwrap()).unwrap())
+            .collect();
+        rows
+    };
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert!(
+        bodies[0]["csig"].is_string() && bodies[0].get("confirm").is_none(),
+        "{}",
+        bodies[0]
+    );
+    assert!(
+        bodies[1]["confirm"]["sig"].is_string() && bodies[1].get("csig").is_none(),
+        "{}",
+        bodies[1]
+    );
+    // The machine queued both for their sessions' next Stop (neither refused).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let states = env.query::<String>(
+            "SELECT state FROM messages WHERE kind = 'prompt' ORDER BY session_key",
+        );
+        if states == vec!["queued".to_string(), "queued".to_string()] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{states:?}; log {}", env.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The inbox's prompts as the page lists them: `[{for, where, text}]`, top to bottom.
 fn listed(b: &mut Browser) -> Vec<Value> {
     eval(

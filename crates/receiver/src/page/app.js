@@ -168,15 +168,24 @@
   // of the passkey over exactly that command (a confirm), at the moment of the answer; the
   // machine refuses it on the day key alone (any script this origin serves can use that).
   // Deny, cancel, Not now and messages still ride the day key.
-  function needsTouch(message) {
-    return (message.kind === 'permission.answer' && message.decision === 'allow') || message.kind === 'start';
+  // A message to a session whose hooks last reported a mode that runs tools without asking
+  // needs a touch too (the machine's own record decides; this is what the page was told).
+  const ASKS_FIRST = new Set(['default', 'plan', 'dontAsk']);
+  function runsUnasked(session) {
+    const s = current && (current.sessions || []).find((x) => x.key === session);
+    return !!(s && typeof s.permission_mode === 'string' && !ASKS_FIRST.has(s.permission_mode));
+  }
+
+  function needsTouch(message, session) {
+    return (message.kind === 'permission.answer' && message.decision === 'allow') || message.kind === 'start' ||
+      (message.kind === 'prompt' && runsUnasked(session));
   }
 
   // The most attention ids one batch answer names (DECISIONS 36).
   const BATCH_MAX = 50;
 
   async function sendSigned(signing, session, message) {
-    const touch = needsTouch(message);
+    const touch = needsTouch(message, session);
     const day = touch ? null : await dayKey(signing.rp_id);
     const c = { v: 1, t: 'sessionpipe.control', machine: signing.machine, kind: message.kind, session };
     // DECISIONS 30's fields change what runs: signed, inside cmd.

@@ -415,7 +415,8 @@ impl Store {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT rowid, event_id, type, time, harness, harness_event, session_id, seq, cwd, data \
+                "SELECT rowid, event_id, type, time, harness, harness_event, session_id, seq, cwd, data, \
+                   (SELECT permission_mode FROM sessions s WHERE s.key = events.session_key) \
                  FROM events WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
             )?
             .query_map(params![cursor, limit as i64], |r| {
@@ -430,6 +431,7 @@ impl Store {
                     session_id: r.get(6)?,
                     seq: r.get(7)?,
                     cwd: r.get(8)?,
+                    permission_mode: r.get(10)?,
                     data: serde_json::from_str(&data).unwrap_or(serde_json::Value::Null),
                 })
             })?
