@@ -98,6 +98,24 @@ fn pair(env: &Env, b: &mut Browser, page: &str) {
     );
 }
 
+/// sp-receiver in `rdir`, a machine whose sink there is signed (with `control`), and a
+/// browser with a virtual authenticator paired to it; the page's address is localhost
+/// (WebAuthn rp ids cannot be IP addresses).
+fn paired_page(rdir: &Path, control: Value) -> (SpReceiver, String, Env, Browser) {
+    let receiver = SpReceiver::start(rdir, &[]);
+    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
+    let page = format!("http://localhost:{port}");
+    let env = Env::new();
+    env.write_config(json!({
+        "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}],
+        "control": control
+    }));
+    let mut b = Browser::launch();
+    b.call(json!({"op": "webauthn"}));
+    pair(&env, &mut b, &page);
+    (receiver, page, env, b)
+}
+
 #[test]
 fn five_identical_prompts_of_one_session_are_allowed_as_one_batch_with_one_touch() {
     if let Some(why) = missing_browser_deps() {
@@ -105,18 +123,7 @@ fn five_identical_prompts_of_one_session_are_allowed_as_one_batch_with_one_touch
     }
     let dir = tempfile::tempdir().unwrap();
     let rdir = dir.path().join("receiver");
-    let receiver = SpReceiver::start(&rdir, &[]);
-    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
-    // WebAuthn rp ids cannot be IP addresses: the page is opened as localhost.
-    let page = format!("http://localhost:{port}");
-    let mut env = Env::new();
-    env.write_config(json!({
-        "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}],
-        "control": {"permission_wait_s": 120}
-    }));
-    let mut b = Browser::launch();
-    b.call(json!({"op": "webauthn"}));
-    pair(&env, &mut b, &page);
+    let (_receiver, page, mut env, mut b) = paired_page(&rdir, json!({"permission_wait_s": 120}));
     // The pairing's own proof was one assertion: the count counts.
     let before = sign_count(&mut b);
     assert!(before >= 1, "{before}");
@@ -234,16 +241,7 @@ fn a_message_to_a_bypass_session_asks_for_a_touch_and_one_to_a_default_session_d
     const ASKS: &str = "5b0e8c1d-2f3a-4b5c-8d6e-0000000000a1";
     let dir = tempfile::tempdir().unwrap();
     let rdir = dir.path().join("receiver");
-    let receiver = SpReceiver::start(&rdir, &[]);
-    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
-    let page = format!("http://localhost:{port}");
-    let mut env = Env::new();
-    env.write_config(json!({
-        "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}]
-    }));
-    let mut b = Browser::launch();
-    b.call(json!({"op": "webauthn"}));
-    pair(&env, &mut b, &page);
+    let (_receiver, page, mut env, mut b) = paired_page(&rdir, json!({}));
     env.start_sync();
     // Each session's turn ends, its Stop run as Claude Code runs it, in its mode.
     for (session, mode) in [(BYPASS, "bypassPermissions"), (ASKS, "default")] {

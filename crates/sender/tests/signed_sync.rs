@@ -724,6 +724,15 @@ fn a_day_key_start_is_refused_confirm_needed_and_a_day_key_message_still_goes() 
     finish(hook, Duration::from_secs(20));
 }
 
+/// A paired machine whose sp-sync runs, with a device holding the passkey of `seed`.
+fn running(seed: u8, wait_s: u64) -> (SignedReceiver, Env, Device) {
+    let passkey = Passkey::es256(seed);
+    let r = SignedReceiver::start(Passkey::es256(seed));
+    let mut env = paired_env(&r, wait_s);
+    env.start_sync();
+    (r, env, Device::new(&passkey))
+}
+
 /// A batch answer (DECISIONS 36): `for` an array of attention ids of one session.
 fn batch(machine: &str, ids: &[String], decision: &str) -> String {
     command(
@@ -761,11 +770,7 @@ fn open_attentions(env: &Env, n: usize) -> Vec<String> {
 /// batch gets one final ack saying so (its parts none of their own).
 #[test]
 fn a_batch_with_one_touch_answers_every_open_prompt_and_counts_the_closed_one() {
-    let passkey = Passkey::es256(81);
-    let r = SignedReceiver::start(Passkey::es256(81));
-    let mut env = paired_env(&r, 60);
-    env.start_sync();
-    let device = Device::new(&passkey);
+    let (r, env, device) = running(81, 60);
     let hooks: Vec<_> = (0..4)
         .map(|i| env.spawn_hook("sp-permission", &permission_request(&format!("echo {i}"))))
         .collect();
@@ -809,11 +814,7 @@ fn a_batch_with_one_touch_answers_every_open_prompt_and_counts_the_closed_one() 
 /// nothing; a batch deny rides the day key.
 #[test]
 fn a_day_key_batch_allow_is_refused_confirm_needed_and_a_day_key_batch_deny_denies() {
-    let passkey = Passkey::es256(82);
-    let r = SignedReceiver::start(Passkey::es256(82));
-    let mut env = paired_env(&r, 60);
-    env.start_sync();
-    let device = Device::new(&passkey);
+    let (r, env, device) = running(82, 60);
     let hooks: Vec<_> = (0..2)
         .map(|i| env.spawn_hook("sp-permission", &permission_request(&format!("rm -rf {i}"))))
         .collect();
@@ -844,11 +845,7 @@ fn a_day_key_batch_allow_is_refused_confirm_needed_and_a_day_key_batch_deny_deni
 /// detail naming the rule, and the prompt stays open.
 #[test]
 fn a_batch_of_more_than_50_ids_or_a_repeated_id_is_refused_naming_the_rule() {
-    let passkey = Passkey::es256(83);
-    let r = SignedReceiver::start(Passkey::es256(83));
-    let mut env = paired_env(&r, 60);
-    env.start_sync();
-    let device = Device::new(&passkey);
+    let (r, env, device) = running(83, 60);
     let hook = env.spawn_hook("sp-permission", &permission_request("echo many"));
     let attention = open_attention(&env);
     let mut many: Vec<String> = (0..50).map(|i| format!("perm-{i:016}")).collect();
@@ -893,11 +890,7 @@ fn stop_in_mode(env: &Env, session: &str, mode: &str) -> String {
 #[test]
 fn a_day_key_prompt_to_a_bypass_session_is_refused_and_one_to_a_default_session_is_delivered() {
     const BYPASS: &str = "7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
-    let passkey = Passkey::es256(84);
-    let r = SignedReceiver::start(Passkey::es256(84));
-    let mut env = paired_env(&r, 60);
-    env.start_sync();
-    let device = Device::new(&passkey);
+    let (r, env, device) = running(84, 60);
     assert_eq!(stop_in_mode(&env, BYPASS, "bypassPermissions"), "");
     assert_eq!(stop_in_mode(&env, SESSION, "default"), "");
     let prompt = |session: &str, text: &str| {
