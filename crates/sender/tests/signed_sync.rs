@@ -946,3 +946,33 @@ fn a_day_key_prompt_to_a_bypass_session_is_refused_and_one_to_a_default_session_
         vec!["bypassPermissions".to_string()]
     );
 }
+
+/// DECISIONS 36: a day-key message queued while its session asked first is refused
+/// `confirm_needed` at delivery when the session has switched to `bypassPermissions` by its
+/// Stop (the hook's own payload says so); the Stop delivers nothing.
+#[test]
+fn a_day_key_prompt_queued_before_a_switch_to_bypass_is_refused_at_delivery() {
+    let (r, env, device) = running(85, 60);
+    assert_eq!(stop_in_mode(&env, SESSION, "default"), "");
+    let prompt = command(
+        MACHINE,
+        "prompt",
+        &format!("claude-code:{SESSION}"),
+        &[("text", json!("deploy to production"))],
+        &nonce(),
+        now_ms(),
+    );
+    let id = r.enqueue(device.day.sign(&prompt));
+    let queued = || {
+        env.query::<String>(&format!("SELECT state FROM messages WHERE id = '{id}'"))
+            == vec!["queued".to_string()]
+    };
+    assert!(until(Duration::from_secs(20), queued), "{}", env.log());
+    assert_eq!(stop_in_mode(&env, SESSION, "bypassPermissions"), "");
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        refused_code(&ack),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
+}

@@ -153,6 +153,9 @@ pub struct ControlMessage {
     /// A permission answer's `input`, `interrupt` and `answers` (DECISIONS 30); empty for
     /// every other kind. Boxed: most messages carry none.
     pub rich: Box<Rich>,
+    /// A signed prompt that came on the day key alone, with no touch over it (DECISIONS 36):
+    /// refused at delivery if its session has since switched to running tools unasked.
+    pub day_key_only: bool,
     /// A signed command's nonce (the reference's CONTROL.md §5 step 5): recorded in the same
     /// transaction that stores the message, and a seen one refuses it `replay`.
     pub nonce: Option<String>,
@@ -289,6 +292,7 @@ pub fn check(value: &Value) -> Checked {
                 kind,
                 for_attention,
                 batch: Vec::new(),
+                day_key_only: false,
                 decision,
                 text,
                 note,

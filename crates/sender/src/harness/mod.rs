@@ -510,15 +510,6 @@ pub(crate) fn mode_of(mode: Option<&str>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Whether a session whose hooks last reported `mode` runs tools without asking the person
-/// (DECISIONS 36): only `default`, `plan` and `dontAsk` (which denies what is not allowed
-/// ahead) ask or refuse first; `bypassPermissions`, `auto`, `acceptEdits` (its edits can
-/// plant code) and any word we do not know count as running unasked. None: never reported
-/// (most harnesses say nothing), counted as asking first.
-pub fn runs_unasked(mode: Option<&str>) -> bool {
-    mode.is_some_and(|m| !matches!(m, "default" | "plan" | "dontAsk"))
-}
-
 /// A session of `harness` with a valid id, or why not.
 pub(crate) fn session_ref(
     harness: Harness,

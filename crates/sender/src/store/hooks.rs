@@ -220,6 +220,15 @@ pub(crate) fn finish_with_code(
     Ok(())
 }
 
+/// Whether a session whose hooks last reported `mode` runs tools without asking the person
+/// (DECISIONS 36): only `default`, `plan` and `dontAsk` (which denies what is not allowed
+/// ahead) ask or refuse first; `bypassPermissions`, `auto`, `acceptEdits` (its edits can
+/// plant code) and any word we do not know count as running unasked. None: never reported
+/// (most harnesses say nothing), counted as asking first.
+pub fn runs_unasked(mode: Option<&str>) -> bool {
+    mode.is_some_and(|m| !matches!(m, "default" | "plan" | "dontAsk"))
+}
+
 /// How soon a prompt wants in: `queue` 0, `steer` 1, `interrupt` 2 (DECISIONS 25).
 const MODE_RANK: &str = "CASE mode WHEN 'interrupt' THEN 2 WHEN 'steer' THEN 1 ELSE 0 END";
 
@@ -243,19 +252,44 @@ fn claim_prompts_between(
     now: Millis,
     (min_rank, max_rank): (i64, i64),
 ) -> Result<Vec<PromptClaim>> {
-    let rows: Vec<QueuedRow> = tx
+    let rows: Vec<(QueuedRow, bool)> = tx
         .prepare_cached(&format!(
-            "SELECT id, sink, text, at, deadline_ms FROM messages \
+            "SELECT id, sink, text, at, deadline_ms, day_key_only IS 1 FROM messages \
              WHERE session_key=?1 AND kind='prompt' AND state='queued' \
              AND {MODE_RANK} BETWEEN ?2 AND ?3 ORDER BY at, id"
         ))?
         .query_map(params![key, min_rank, max_rank], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            Ok((
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
+                r.get(5)?,
+            ))
         })?
         .collect::<rusqlite::Result<_>>()?;
+    // The mode as this very hook reported it (its touch wrote it in this transaction).
+    let unasked = rows.iter().any(|r| r.1) && {
+        let mode: Option<String> = tx
+            .prepare_cached("SELECT permission_mode FROM sessions WHERE key=?1")?
+            .query_row(params![key], |r| r.get(0))
+            .optional()?
+            .flatten();
+        runs_unasked(mode.as_deref())
+    };
     let mut claims = Vec::new();
     let mut block = BlockBudget::default();
-    for (id, sink, text, at, deadline) in rows {
+    for ((id, sink, text, at, deadline), day_key_only) in rows {
+        if day_key_only && unasked {
+            // DECISIONS 36: queued on the day key while the session asked first; it has
+            // since switched to running tools unasked, so this message needs a touch.
+            finish_with_code(
+                tx,
+                &id,
+                "refused",
+                Some("confirm_needed"),
+                Some("the session now runs tools without asking: a message to it needs your passkey's touch over it (DECISIONS 36)"),
+                now,
+            )?;
+            continue;
+        }
         if deadline.is_none_or(|d| d <= now) {
             finish(
                 tx,

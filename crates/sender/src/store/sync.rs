@@ -787,8 +787,8 @@ impl NewMessage<'_> {
         self.tx
             .prepare_cached(
                 "INSERT INTO messages(id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at, \
-                   received_at, deadline_ms, deadline_at, mode, scope, rich, state) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 'queued')",
+                   received_at, deadline_ms, deadline_at, mode, scope, rich, day_key_only, state) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 'queued')",
             )?
             .execute(params![
                 id,
@@ -808,6 +808,7 @@ impl NewMessage<'_> {
                 v.filter(|v| v.kind == Kind::PermissionAnswer)
                     .map(|v| v.scope.as_str()),
                 v.and_then(|v| v.rich.to_json()),
+                v.filter(|v| v.day_key_only).map(|_| 1),
             ])?;
         Ok(())
     }

@@ -122,11 +122,16 @@ pub fn check(
         nothing_beside_cmd(&item, id, &v.cmd)?;
         if !allow_with_day_key {
             let runs_unasked = v.cmd.kind == CmdKind::Prompt
-                && crate::harness::runs_unasked(session_mode(&v.cmd.session).as_deref());
+                && crate::store::runs_unasked(session_mode(&v.cmd.session).as_deref());
             touched(id, &envelope, &v, runs_unasked, (paired, keys), now)?;
         }
         let expired = control::deadline(times.at_ms, times.expires_at_ms, now) <= now;
         let kind = control_kind(id, &v, expired, folders)?;
+        // A prompt without a touch, so its delivery can refuse it if the session has switched
+        // to running tools unasked by then (DECISIONS 36).
+        let day_key_only = v.cmd.kind == CmdKind::Prompt
+            && v.via != signed::Via::Confirm
+            && !signed::confirmed(&envelope, &verify_options(paired, keys, now));
         let c = v.cmd;
         session_allowed(id, &c.session, kind, session_cwd, folders)?;
         let mode = prompt_mode(&item, id, kind, &c.session)?;
@@ -142,6 +147,7 @@ pub fn check(
             kind,
             for_attention: c.for_attention.clone(),
             batch: c.batch.clone(),
+            day_key_only,
             decision: c.decision.as_deref().and_then(control::Decision::parse),
             text: c.text.clone(),
             note: c.note.clone(),
