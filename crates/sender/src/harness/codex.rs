@@ -168,6 +168,26 @@ mod tests {
         assert!(call(stop).is_none());
     }
 
+    /// DECISIONS 36: the session keeps the mode Codex reports, a short word only.
+    #[test]
+    fn the_permission_mode_rides_the_session() {
+        let mode = |m: &str| {
+            let p = format!(
+                r#"{{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"Stop","permission_mode":{m}}}"#
+            );
+            match parse(p.as_bytes()) {
+                HookInput::Skip(why) => panic!("{why}"),
+                other => other.session().and_then(|s| s.permission_mode.clone()),
+            }
+        };
+        assert_eq!(
+            mode(r#""bypassPermissions""#).as_deref(),
+            Some("bypassPermissions")
+        );
+        assert_eq!(mode(r#""by pass""#), None);
+        assert_eq!(mode("null"), None);
+    }
+
     #[test]
     fn permission_ids() {
         let p = br#"{"session_id":"s1","turn_id":"t1","transcript_path":null,"cwd":"/w","hook_event_name":"PermissionRequest","model":"m","permission_mode":"default","tool_name":"Bash","tool_input":{"command":"rm -rf build","description":"clean"}}"#;
