@@ -331,6 +331,7 @@ pub fn permission_flow(data: &[u8]) {
         session_id: format!("pf-{n}"),
         cwd: None,
         event: "PermissionRequest".into(),
+        permission_mode: None,
     };
     let other = SessionRef {
         session_id: format!("pf-{n}-other"),

@@ -229,6 +229,8 @@ pub fn check_event(ev: &Value) -> Result<(), String> {
         ("title", 200),
         ("url", 1024),
         ("account_id", 128),
+        // Our extension (DECISIONS 36): the session's last reported permission mode.
+        ("permission_mode", 40),
     ] {
         opt_str_max(session, key, max).map_err(|e| format!("session.{e}"))?;
     }

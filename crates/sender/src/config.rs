@@ -123,6 +123,11 @@ pub struct ControlTunables {
     /// on a session whose own folder is inside one of these absolute paths.
     #[serde(default)]
     pub folders: Option<Vec<PathBuf>>,
+    /// DECISIONS 36's opt-out, off by default: `true` lets a signed allow or start act on the
+    /// page's day key alone, without a passkey touch over that command; then any script the
+    /// receiver serves the page can allow.
+    #[serde(default)]
+    pub allow_with_day_key: bool,
     /// `"always"`: the person counts as away for good (DECISIONS 27).
     #[serde(default, deserialize_with = "away_always")]
     pub away: bool,

@@ -3,9 +3,9 @@
 //! authenticator for the signed mode), as receiver_page.rs and receiver_signed.rs run them:
 //!
 //! 1. five identical Claude Code permission prompts (five sessions) show as one group,
-//!    "5 × echo batch > out.txt"; its one Allow sends five signed commands under one day-key
-//!    grant: the authenticator's sign count goes up by one; each hook prints allow and each
-//!    command is acked `delivered`;
+//!    "5 × echo batch > out.txt"; its one Allow sends five commands, each a passkey touch
+//!    over itself (DECISIONS 36): the authenticator's sign count goes up by five; each hook
+//!    prints allow and each command is acked `delivered`;
 //! 2. the inbox lists prompts oldest first with machine and folder, the title counts them,
 //!    "Not now" hides one on a second open page at once and it comes back after the window
 //!    (`--not-now-s`, so the test waits seconds, not 15 minutes), and Deny all on a mixed
@@ -98,38 +98,46 @@ fn pair(env: &Env, b: &mut Browser, page: &str) {
     );
 }
 
+/// sp-receiver in `rdir`, a machine whose sink there is signed (with `control`), and a
+/// browser with a virtual authenticator paired to it; the page's address is localhost
+/// (WebAuthn rp ids cannot be IP addresses).
+fn paired_page(rdir: &Path, control: Value) -> (SpReceiver, String, Env, Browser) {
+    let receiver = SpReceiver::start(rdir, &[]);
+    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
+    let page = format!("http://localhost:{port}");
+    let env = Env::new();
+    env.write_config(json!({
+        "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}],
+        "control": control
+    }));
+    let mut b = Browser::launch();
+    b.call(json!({"op": "webauthn"}));
+    pair(&env, &mut b, &page);
+    (receiver, page, env, b)
+}
+
 #[test]
-fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
+fn five_identical_prompts_of_one_session_are_allowed_as_one_batch_with_one_touch() {
     if let Some(why) = missing_browser_deps() {
         panic!("the browser test cannot run: {why}");
     }
     let dir = tempfile::tempdir().unwrap();
     let rdir = dir.path().join("receiver");
-    let receiver = SpReceiver::start(&rdir, &[]);
-    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
-    // WebAuthn rp ids cannot be IP addresses: the page is opened as localhost.
-    let page = format!("http://localhost:{port}");
-    let mut env = Env::new();
-    env.write_config(json!({
-        "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}],
-        "control": {"permission_wait_s": 120}
-    }));
-    let mut b = Browser::launch();
-    b.call(json!({"op": "webauthn"}));
-    pair(&env, &mut b, &page);
+    let (_receiver, page, mut env, mut b) = paired_page(&rdir, json!({"permission_wait_s": 120}));
     // The pairing's own proof was one assertion: the count counts.
     let before = sign_count(&mut b);
     assert!(before >= 1, "{before}");
 
-    // Five sessions ask the same thing at once, each hook as Claude Code runs it.
+    // One session asks the same thing five times at once (parallel tool calls), each hook
+    // as Claude Code runs it.
     env.start_sync();
     let command = "echo batch > out.txt";
     let asks: Vec<Value> = (0..5)
         .map(|i| {
             ask(
-                &format!("5b0e8c1d-2f3a-4b5c-8d6e-00000000000{i}"),
+                "5b0e8c1d-2f3a-4b5c-8d6e-000000000000",
                 i,
-                &format!("/home/dev/src/app{i}"),
+                "/home/dev/src/app0",
                 command,
             )
         })
@@ -145,10 +153,7 @@ fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
     let head = b.text(&format!("{group} .group-head"));
     assert!(head.contains("5 ×") && head.contains(command), "{head}");
     let places = b.text(&format!("{group} .group-where"));
-    assert!(
-        places.contains("/home/dev/src/app0") && places.ends_with("and 2 more"),
-        "{places}"
-    );
+    assert!(places.contains("/home/dev/src/app0"), "{places}");
     wait_title(&mut b, "(5) sessionpipe");
     // Each is there, once, under the group (and nowhere else).
     for p in &asks {
@@ -176,13 +181,13 @@ fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
         "Allow all 5 → the fifth hook's stdout: {} ms",
         started.elapsed().as_millis()
     );
-    // One passkey touch for the whole batch: the day key's grant.
+    // DECISIONS 36: the five allows are one batch command, one touch over exactly it.
     assert_eq!(
         sign_count(&mut b),
         before + 1,
-        "one assertion for five commands"
+        "one assertion for the batch of five allows"
     );
-    // One signed command for each prompt, each acked delivered.
+    // One signed command naming the five prompts, acked delivered with all five answered.
     let rows: Vec<(String, String)> = {
         let c = db(&rdir);
         let mut st = c
@@ -195,28 +200,128 @@ fn five_identical_prompts_are_allowed_as_one_group_with_one_passkey_touch() {
             .collect();
         rows
     };
-    assert_eq!(rows.len(), 5, "{rows:?}");
-    let mut answered: Vec<String> = Vec::new();
-    let mut grants = std::collections::HashSet::new();
-    for (id, body) in &rows {
-        let envelope: Value = serde_json::from_str(body).unwrap();
-        let cmd: Value = serde_json::from_str(envelope["cmd"].as_str().unwrap()).unwrap();
-        assert_eq!(cmd["decision"], "allow", "{cmd}");
-        answered.push(cmd["for"].as_str().unwrap().to_owned());
-        grants.insert(envelope["grant"]["str"].as_str().unwrap().to_owned());
-        assert_eq!(
-            common::receiver::first_ack(&rdir.join("receiver.db"), id)["outcome"],
-            "delivered",
-            "{id}"
-        );
-    }
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let (id, body) = &rows[0];
+    let envelope: Value = serde_json::from_str(body).unwrap();
+    let cmd: Value = serde_json::from_str(envelope["cmd"].as_str().unwrap()).unwrap();
+    assert_eq!(cmd["decision"], "allow", "{cmd}");
+    assert!(envelope["confirm"]["sig"].is_string(), "{envelope}");
+    assert!(envelope.get("grant").is_none(), "{envelope}");
+    let ack = common::receiver::first_ack(&rdir.join("receiver.db"), id);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("5 answered")),
+        "{ack}"
+    );
+    let mut answered: Vec<String> = cmd["for"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_owned())
+        .collect();
     answered.sort();
     let mut want: Vec<String> = asks.iter().map(cc_attention_id).collect();
     want.sort();
-    assert_eq!(answered, want, "one command for each prompt");
-    assert_eq!(grants.len(), 1, "all under one grant");
+    assert_eq!(answered, want, "the batch names each prompt once");
     b.call(json!({"op": "wait", "selector": "#inbox", "state": "hidden", "timeout": 30000}));
     wait_title(&mut b, "sessionpipe");
+}
+
+/// DECISIONS 36: the page learns each session's permission mode from its events; a message
+/// to a session in `bypassPermissions` (it runs tools without asking) is signed with a touch
+/// over it, one to a session in `default` rides the day key; the machine queues both.
+#[test]
+fn a_message_to_a_bypass_session_asks_for_a_touch_and_one_to_a_default_session_does_not() {
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    const BYPASS: &str = "5b0e8c1d-2f3a-4b5c-8d6e-0000000000b1";
+    const ASKS: &str = "5b0e8c1d-2f3a-4b5c-8d6e-0000000000a1";
+    let dir = tempfile::tempdir().unwrap();
+    let rdir = dir.path().join("receiver");
+    let (_receiver, page, mut env, mut b) = paired_page(&rdir, json!({}));
+    env.start_sync();
+    // Each session's turn ends, its Stop run as Claude Code runs it, in its mode.
+    for (session, mode) in [(BYPASS, "bypassPermissions"), (ASKS, "default")] {
+        let p = json!({
+            "session_id": session, "hook_event_name": "Stop", "cwd": "/home/dev/src/app",
+            "transcript_path": "/tmp/t.jsonl", "permission_mode": mode, "stop_hook_active": false
+        });
+        let out = finish(env.spawn_hook("sp-stop", &p), Duration::from_secs(20));
+        assert!(out.status.success());
+    }
+    // The receiver hears both modes with the sessions' events.
+    let heard = || {
+        let c = db(&rdir);
+        let mut st = c
+            .prepare("SELECT info FROM sessions WHERE info LIKE '%permission_mode%'")
+            .unwrap();
+        st.query_map([], |r| r.get::<_, String>(0)).unwrap().count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while heard() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the receiver never heard both modes"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    b.call(json!({"op": "goto", "url": format!("{page}/")}));
+    b.wait("#signed");
+    let send = |b: &mut Browser, session: &str, text: &str| {
+        let card = format!("article[data-session=\"claude-code:{session}\"]");
+        b.wait(&card);
+        b.call(json!({"op": "fill", "selector": format!("{card} .prompt-text"), "value": text}));
+        b.click(&format!("{card} button.queue"));
+        b.call(json!({"op": "wait_text", "selector": format!("{card} .messages"), "text": text, "timeout": 30000}));
+    };
+    send(&mut b, ASKS, "update the changelog");
+    let before = sign_count(&mut b);
+    send(&mut b, BYPASS, "run the deploy");
+    assert_eq!(
+        sign_count(&mut b),
+        before + 1,
+        "one touch for the bypass session's message"
+    );
+
+    // At the receiver: the bypass message carries a confirm, the other a day key's signature.
+    let bodies: Vec<Value> = {
+        let c = db(&rdir);
+        let mut st = c
+            .prepare("SELECT body FROM messages WHERE machine IS NOT NULL ORDER BY n")
+            .unwrap();
+        let rows = st
+            .query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .map(|r| serde_json::from_str(&r.unwrap()).unwrap())
+            .collect();
+        rows
+    };
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert!(
+        bodies[0]["csig"].is_string() && bodies[0].get("confirm").is_none(),
+        "{}",
+        bodies[0]
+    );
+    assert!(
+        bodies[1]["confirm"]["sig"].is_string() && bodies[1].get("csig").is_none(),
+        "{}",
+        bodies[1]
+    );
+    // The machine queued both for their sessions' next Stop (neither refused).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let states = env.query::<String>(
+            "SELECT state FROM messages WHERE kind = 'prompt' ORDER BY session_key",
+        );
+        if states == vec!["queued".to_string(), "queued".to_string()] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{states:?}; log {}", env.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// The inbox's prompts as the page lists them: `[{for, where, text}]`, top to bottom.

@@ -232,6 +232,7 @@ fn with_no_sink_the_stop_skips_the_database_until_a_writer_gives_it_work() {
         session_id: CC_SESSION.into(),
         cwd: None,
         event: "PermissionRequest".into(),
+        permission_mode: None,
     };
     let mut store = spctl::store::open(&env.db_path(), Duration::from_secs(5)).unwrap();
     let far = spctl::clock::now_ms() + 600_000;
@@ -418,6 +419,7 @@ fn a_stop_beside_a_marker_spools_its_turn_end_and_the_order_holds() {
         session_id: CC_SESSION.into(),
         cwd: None,
         event: "PermissionRequest".into(),
+        permission_mode: None,
     };
     let mut store = spctl::store::open(&env.db_path(), Duration::from_secs(5)).unwrap();
     let far = spctl::clock::now_ms() + 600_000;

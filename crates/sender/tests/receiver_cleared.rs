@@ -7,9 +7,10 @@
 //!    terminal (the tool ran: a PostToolUse): both tabs drop it and say it was answered in
 //!    the terminal, and the clearing push reaches every subscribed device and closes the
 //!    notification, each within a second of the terminal's answer (measured here).
-//! 2. With signed control: a push's Allow, answered in the service worker with the page's
-//!    own day key, makes the waiting hook print allow; with the day grant expired, the same
-//!    action opens the prompt on the page and sends nothing.
+//! 2. With signed control: a push's Allow opens the prompt on the page, which asks for the
+//!    passkey's touch over that allow (DECISIONS 36), and the waiting hook prints allow; a
+//!    push's Deny is answered in the service worker with the page's own day key; with the
+//!    day grant expired, Deny opens the prompt on the page and sends nothing.
 //!
 //! Pushes: the receiver (`--allow-private-push`) pushes to a fake push service on loopback
 //! for two devices whose keys this test holds; the test decrypts what arrives (RFC 8291) and
@@ -657,6 +658,19 @@ fn url_encoded(s: &str) -> String {
         .collect()
 }
 
+/// The page opened (or was brought to) prompt `att`, with `action` to bring forward.
+fn assert_opened_at(b: &mut Browser, att: &str, action: &str) {
+    let opened = format!("#attention={}&do={action}", url_encoded(att));
+    assert!(
+        until(Duration::from_secs(10), || b.call(json!({"op": "url"}))
+            ["url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with(&opened))),
+        "the page did not open at the prompt: {}",
+        b.call(json!({"op": "url"}))["url"]
+    );
+}
+
 /// Dispatches a `notificationclick` for the worker's own notification `tag`, with `action`.
 fn press(b: &mut Browser, tag: &str, action: &str) {
     let script = format!(
@@ -672,8 +686,11 @@ fn press(b: &mut Browser, tag: &str, action: &str) {
     b.call(json!({"op": "sw_eval", "script": script}));
 }
 
+/// DECISIONS 36: a worker cannot touch the passkey, so a notification's Allow opens the page,
+/// which asks for the touch over that exact allow; Deny still signs with the day key there.
 #[test]
-fn a_notifications_allow_is_signed_in_the_worker_and_without_a_current_grant_it_opens_the_page() {
+fn a_notifications_allow_opens_the_page_for_a_touch_its_deny_is_signed_in_the_worker_and_without_a_current_grant_it_opens_the_page(
+) {
     if let Some(why) = missing_browser_deps() {
         panic!("the browser test cannot run: {why}");
     }
@@ -697,17 +714,18 @@ fn a_notifications_allow_is_signed_in_the_worker_and_without_a_current_grant_it_
     let session = "9e8d7c6b-5a49-4382-9170-6f5e4d3c2b1a";
     let key = format!("claude-code:{session}");
 
-    // 1. A first prompt allowed on the page: its day key and grant (one passkey touch).
+    // 1. A first prompt denied on the page: its day key and grant (one passkey touch).
     let hook = env.spawn_hook("sp-permission", &permission_request(session, "echo one"));
     let one = new_attention(&env, &[]);
     b.call(json!({"op": "goto", "url": format!("{}/", receiver.page)}));
     b.wait("#signed");
-    b.click(&format!("[data-attention=\"{one}\"] button.allow"));
+    b.click(&format!("[data-attention=\"{one}\"] button.deny"));
     let out = finish(hook, Duration::from_secs(60));
-    assert_eq!(stdout(&out).trim_end(), ALLOW, "log: {}", env.log());
+    assert!(stdout(&out).contains("\"deny\""), "log: {}", env.log());
 
-    // 2. The next prompt's push carries what to sign; Allow on the notification signs it
-    // in the worker, and the hook prints allow.
+    // 2. The next prompt's push carries what to sign; Allow on the notification sends
+    // nothing from the worker: it opens the prompt on the page, where the person touches
+    // the passkey over that allow, and the hook prints allow.
     let hook = env.spawn_hook("sp-permission", &permission_request(session, "echo two"));
     let two = new_attention(&env, std::slice::from_ref(&one));
     let tag = format!("attention:{two}");
@@ -723,9 +741,31 @@ fn a_notifications_allow_is_signed_in_the_worker_and_without_a_current_grant_it_
     assert_eq!(pushed["body"], "echo two");
     show(&mut b, &receiver.page, &pushed);
     press(&mut b, &tag, "allow");
+    assert_opened_at(&mut b, &two, "allow");
+    assert_eq!(
+        receiver.messages_for(&two),
+        Vec::<(String, String)>::new(),
+        "the worker sent an allow"
+    );
+    b.click(&format!("[data-attention=\"{two}\"] button.allow"));
     let out = finish(hook, Duration::from_secs(60));
     assert_eq!(stdout(&out).trim_end(), ALLOW, "log: {}", env.log());
     let sent = receiver.messages_for(&two);
+    assert_eq!(sent.len(), 1, "one answer: {sent:?}");
+    let envelope: Value = serde_json::from_str(&sent[0].1).unwrap();
+    assert!(envelope["confirm"]["sig"].is_string(), "{envelope}");
+    assert_eq!(receiver.ack(&sent[0].0)["outcome"], "delivered");
+
+    // 3. Deny on a notification is signed in the worker with the day key.
+    let hook = env.spawn_hook("sp-permission", &permission_request(session, "echo deny"));
+    let denied = new_attention(&env, &[one.clone(), two.clone()]);
+    let tag = format!("attention:{denied}");
+    let pushed = service.next(&dev_a, "/push/a", &tag);
+    show(&mut b, &receiver.page, &pushed);
+    press(&mut b, &tag, "deny");
+    let out = finish(hook, Duration::from_secs(60));
+    assert!(stdout(&out).contains("\"deny\""), "log: {}", env.log());
+    let sent = receiver.messages_for(&denied);
     assert_eq!(sent.len(), 1, "one answer: {sent:?}");
     let envelope: Value = serde_json::from_str(&sent[0].1).unwrap();
     let cmd: Value = serde_json::from_str(envelope["cmd"].as_str().unwrap()).unwrap();
@@ -736,7 +776,7 @@ fn a_notifications_allow_is_signed_in_the_worker_and_without_a_current_grant_it_
             &cmd["for"],
             &cmd["decision"]
         ),
-        (&json!(machine), &json!(key), &json!(two), &json!("allow"))
+        (&json!(machine), &json!(key), &json!(denied), &json!("deny"))
     );
     assert!(envelope["csig"].is_string() && envelope["grant"]["str"].is_string());
     assert_eq!(receiver.ack(&sent[0].0)["outcome"], "delivered");
@@ -746,7 +786,7 @@ fn a_notifications_allow_is_signed_in_the_worker_and_without_a_current_grant_it_
         "the answered notification is closed"
     );
 
-    // 3. The page's day grant has run out (as the page keeps it): Allow on the notification
+    // 4. The page's day grant has run out (as the page keeps it): Deny on the notification
     // opens the prompt on the page and sends nothing.
     let expired = b.call(json!({"op": "eval", "script": "new Promise((ok, no) => {
         const r = indexedDB.open('sessionpipe', 1);
@@ -764,20 +804,12 @@ fn a_notifications_allow_is_signed_in_the_worker_and_without_a_current_grant_it_
     })"}));
     assert_eq!(expired["value"], true);
     let hook = env.spawn_hook("sp-permission", &permission_request(session, "echo three"));
-    let three = new_attention(&env, &[one.clone(), two.clone()]);
+    let three = new_attention(&env, &[one.clone(), two.clone(), denied.clone()]);
     let tag = format!("attention:{three}");
     let pushed = service.next(&dev_a, "/push/a", &tag);
     show(&mut b, &receiver.page, &pushed);
-    press(&mut b, &tag, "allow");
-    let opened = format!("#attention={}&do=allow", url_encoded(&three));
-    assert!(
-        until(Duration::from_secs(10), || b.call(json!({"op": "url"}))
-            ["url"]
-            .as_str()
-            .is_some_and(|u| u.ends_with(&opened))),
-        "the page did not open at the prompt: {}",
-        b.call(json!({"op": "url"}))["url"]
-    );
+    press(&mut b, &tag, "deny");
+    assert_opened_at(&mut b, &three, "deny");
     b.wait(&format!("[data-attention=\"{three}\"].focused"));
     assert_eq!(
         receiver.messages_for(&three),

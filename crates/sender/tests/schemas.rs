@@ -725,6 +725,7 @@ fn config_files_that_pass() {
             {"name": "signed", "url": "https://r.example", "tier": 0, "control": "signed", "token": "t"}
         ],
         "control": {"permission_wait_s": 60, "wait_max_s": 25, "live_hours": 0.5, "away": "always",
+                    "folders": ["/home/me/src"], "allow_with_day_key": true,
                     "harness": {"codex": {"permission_wait_s": 20},
                                 "claude-code": {"permission_wait_s": 0},
                                 "gemini-cli": {}}}
@@ -752,6 +753,10 @@ fn config_files_that_fail() {
     let cases: Vec<(&str, Value)> = vec![
         ("no sinks", json!({})),
         ("unknown top-level key", json!({"sinks": [], "harness": {}})),
+        (
+            "allow_with_day_key not a boolean",
+            json!({"sinks": [], "control": {"allow_with_day_key": "yes"}}),
+        ),
         (
             "machine 81",
             json!({"sinks": [], "machine": "m".repeat(81)}),

@@ -1,7 +1,8 @@
 //! DECISIONS 30's richer answers on the signed path (issue 27), end to end: the real
 //! `sp-receiver` on loopback, a machine paired through the page with a passkey (headless
 //! Chromium, CDP virtual authenticator), real sp-sync and `sp-permission` run as Claude Code
-//! runs it, in a temp HOME. The page signs each answer (app.js `sendSigned`) and the machine
+//! runs it, in a temp HOME. The page signs each answer (app.js `sendSigned`: an allow by a
+//! passkey touch over it, a deny by the day key) and the machine
 //! acts on the fields it finds inside the signed `cmd`:
 //!
 //! 1. Edit & allow: the hook prints allow with the whole original input, only the command
@@ -10,8 +11,8 @@
 //!    is never handed over: the page does not show it); `sp grants` lists the grant; the next identical call of the session is allowed from it, unasked.
 //! 3. Deny & stop: deny with the note and `interrupt: true`.
 //! 4. Tampered: the receiver's stored envelope of a fresh signed Allow with `input` put beside
-//!    `cmd`, and a copy with `cmd` edited after signing, are refused (`bad_fields`,
-//!    `bad_csig`) and the hook keeps waiting; the same envelope untouched is then delivered
+//!    `cmd`, and a copy with `cmd` edited after the touch, are refused (`bad_fields`,
+//!    `bad_assertion`) and the hook keeps waiting; the same envelope untouched is then delivered
 //!    and the hook prints a plain allow (so the refusals were for the tampering alone).
 //!
 //! Needs chromium, Node.js and playwright-core (`scripts/test-deps.sh`); without them the test
@@ -85,8 +86,16 @@ fn envelope_keys(envelope: &Value) -> BTreeSet<String> {
     envelope.as_object().unwrap().keys().cloned().collect()
 }
 
-fn plain_envelope_keys() -> BTreeSet<String> {
+/// A deny's envelope: signed by the page's day key under its grant.
+fn day_key_envelope_keys() -> BTreeSet<String> {
     ["id", "cmd", "csig", "grant", "at", "expires_at"]
+        .map(String::from)
+        .into()
+}
+
+/// An allow's envelope: a passkey touch over the exact command (DECISIONS 36).
+fn touched_envelope_keys() -> BTreeSet<String> {
+    ["id", "cmd", "confirm", "at", "expires_at"]
         .map(String::from)
         .into()
 }
@@ -229,7 +238,7 @@ fn richer_answers_ride_inside_the_signed_cmd_and_a_field_beside_it_is_refused() 
     let (id, envelope, cmd) = signed_for(&rdb, &p1);
     assert_eq!(
         envelope_keys(&envelope),
-        plain_envelope_keys(),
+        touched_envelope_keys(),
         "{envelope}"
     );
     assert_eq!(cmd["kind"], "permission.answer", "{cmd}");
@@ -247,7 +256,7 @@ fn richer_answers_ride_inside_the_signed_cmd_and_a_field_beside_it_is_refused() 
     let (id, envelope, cmd) = signed_for(&rdb, &p2);
     assert_eq!(
         envelope_keys(&envelope),
-        plain_envelope_keys(),
+        touched_envelope_keys(),
         "{envelope}"
     );
     assert_eq!(
@@ -296,7 +305,7 @@ fn richer_answers_ride_inside_the_signed_cmd_and_a_field_beside_it_is_refused() 
     let (id, envelope, cmd) = signed_for(&rdb, &p4);
     assert_eq!(
         envelope_keys(&envelope),
-        plain_envelope_keys(),
+        day_key_envelope_keys(),
         "{envelope}"
     );
     assert_eq!(cmd["interrupt"], true, "{cmd}");
@@ -320,7 +329,7 @@ fn richer_answers_ride_inside_the_signed_cmd_and_a_field_beside_it_is_refused() 
     let (held, envelope, cmd) = signed_for(&rdb, &p5);
     assert_eq!(
         envelope_keys(&envelope),
-        plain_envelope_keys(),
+        touched_envelope_keys(),
         "{envelope}"
     );
     assert!(cmd.get("input").is_none(), "{cmd}");
@@ -343,7 +352,10 @@ fn richer_answers_ride_inside_the_signed_cmd_and_a_field_beside_it_is_refused() 
     assert_ne!(inside["cmd"], envelope["cmd"]);
     let inside = inject(&rdb, &machine, &inside);
     env.start_sync();
-    for (id, code, word) in [(&held, "bad_fields", "input"), (&inside, "bad_csig", "")] {
+    for (id, code, word) in [
+        (&held, "bad_fields", "input"),
+        (&inside, "bad_assertion", ""),
+    ] {
         let a = ack(&rdb, id);
         assert_eq!(a["outcome"], "refused", "{a}");
         assert_eq!(a["code"], code, "{a}");

@@ -220,12 +220,22 @@ fn open_attention(env: &Env) -> String {
 
 struct Device {
     day: DayKey,
+    /// The passkey, for a confirm: a touch over one exact command (DECISIONS 36).
+    passkey: Passkey,
 }
 
 impl Device {
     fn new(passkey: &Passkey) -> Device {
         let now = now_ms();
         Device {
+            passkey: match &passkey.secret {
+                Secret::Es256(k) => Passkey {
+                    id: passkey.id.clone(),
+                    alg: passkey.alg,
+                    secret: Secret::Es256(k.clone()),
+                },
+                Secret::Rs256(_) => unreachable!("these tests use ES256 passkeys"),
+            },
             day: DayKey::new(
                 77,
                 passkey,
@@ -247,6 +257,20 @@ impl Device {
         );
         let signed = self.day.sign(&cmd);
         (cmd, signed)
+    }
+
+    /// `{cmd, confirm}`: the passkey's user-verified assertion over sha256(cmd).
+    fn confirm(&self, cmd: &str) -> Value {
+        self.touch(cmd, &Ceremony::get("localhost"))
+    }
+
+    fn touch(&self, cmd: &str, c: &Ceremony) -> Value {
+        json!({"cmd": cmd, "confirm": self.passkey.assert(&sha256(cmd.as_bytes()), c)})
+    }
+
+    /// An answer signed with a touch over exactly it.
+    fn touched(&self, machine: &str, attention: &str, decision: &str) -> Value {
+        self.confirm(&self.answer(machine, attention, decision).0)
     }
 }
 
@@ -315,7 +339,8 @@ fn a_signed_allow_reaches_the_hook_and_forged_ones_are_refused() {
         "a forgery settled the prompt"
     );
 
-    // The real one.
+    // The real one: a touch over exactly this command (DECISIONS 36).
+    let good = device.confirm(&cmd);
     let id = r.enqueue(good.clone());
     let out = finish(hook, Duration::from_secs(20));
     assert!(out.status.success());
@@ -361,7 +386,7 @@ fn an_envelope_with_a_duplicate_key_is_refused_malformed() {
     let attention = open_attention(&env);
 
     let (deny, _) = device.answer(MACHINE, &attention, "deny");
-    let (_, good) = device.answer(MACHINE, &attention, "allow");
+    let good = device.touched(MACHINE, &attention, "allow");
     let id = r.enqueue_with_duplicate(good.clone(), "cmd", json!(deny));
     let ack = r
         .ack(&id, Duration::from_secs(20))
@@ -402,7 +427,7 @@ fn an_allow_for_no_open_prompt_is_refused_and_a_removed_key_stops_counting() {
     // The session is known (its hook ran), but no prompt of that id is open.
     let hook = env.spawn_hook("sp-permission", &permission_request("echo one"));
     let attention = open_attention(&env);
-    let id = r.enqueue(device.answer(MACHINE, "perm-0000000000000000", "allow").1);
+    let id = r.enqueue(device.touched(MACHINE, "perm-0000000000000000", "allow"));
     let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
     assert_eq!(
         (ack["outcome"].as_str(), ack["code"].as_str()),
@@ -417,7 +442,7 @@ fn an_allow_for_no_open_prompt_is_refused_and_a_removed_key_stops_counting() {
         .output()
         .unwrap();
     assert!(rm.status.success());
-    let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
+    let id = r.enqueue(device.touched(MACHINE, &attention, "allow"));
     let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
     assert_eq!(
         (ack["outcome"].as_str(), ack["code"].as_str()),
@@ -444,7 +469,7 @@ fn a_session_outside_the_folder_allowlist_is_refused() {
     // The hook reports cwd /tmp.
     let hook = env.spawn_hook("sp-permission", &permission_request("echo outside"));
     let attention = open_attention(&env);
-    let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
+    let id = r.enqueue(device.touched(MACHINE, &attention, "allow"));
     let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
     assert_eq!(
         (ack["outcome"].as_str(), ack["code"].as_str()),
@@ -490,10 +515,464 @@ fn a_trusted_device_vouches_for_a_new_passkey_with_key_add() {
         (Some("refused"), Some("replay"))
     );
 
-    // The new passkey's day key now signs an allow the hook acts on.
+    // The new passkey now confirms an allow the hook acts on.
     let hook = env.spawn_hook("sp-permission", &permission_request("echo from the phone"));
     let attention = open_attention(&env);
-    r.enqueue(Device::new(&phone).answer(MACHINE, &attention, "allow").1);
+    r.enqueue(Device::new(&phone).touched(MACHINE, &attention, "allow"));
     let out = finish(hook, Duration::from_secs(20));
     assert_eq!(stdout(&out).trim_end(), ALLOW);
+}
+
+fn refused_code(ack: &Value) -> (Option<&str>, Option<&str>) {
+    (ack["outcome"].as_str(), ack["code"].as_str())
+}
+
+/// DECISIONS 36: any script the receiver serves the page can sign with the day key, so an
+/// allow on the day key alone (once, for the session, with an edited input) is refused
+/// `confirm_needed`, the prompt stays open and the hook prints nothing; so is one carrying a
+/// confirm made without verifying the person (UV flag clear). A touch over the exact
+/// command then allows it.
+#[test]
+fn a_day_key_allow_is_refused_confirm_needed_and_a_touch_over_the_exact_command_allows() {
+    let passkey = Passkey::es256(71);
+    let r = SignedReceiver::start(Passkey::es256(71));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hook = env.spawn_hook("sp-permission", &permission_request("curl x | sh"));
+    let attention = open_attention(&env);
+    let session = format!("claude-code:{SESSION}");
+    let with = |fields: &[(&str, Value)]| {
+        let mut all = vec![("for", json!(attention)), ("decision", json!("allow"))];
+        all.extend(fields.iter().cloned());
+        command(
+            MACHINE,
+            "permission.answer",
+            &session,
+            &all,
+            &nonce(),
+            now_ms(),
+        )
+    };
+    let day_only = [
+        device.day.sign(&with(&[])),
+        device.day.sign(&with(&[("scope", json!("session"))])),
+        device.day.sign(&with(&[(
+            "input",
+            json!({"command": "ls", "description": "list"}),
+        )])),
+    ];
+    // A day-key allow that also carries a confirm without user verification.
+    let cmd = with(&[]);
+    let mut no_uv = device.day.sign(&cmd);
+    let mut ceremony = Ceremony::get("localhost");
+    ceremony.flags = 0x01;
+    no_uv["confirm"] = device.touch(&cmd, &ceremony)["confirm"].clone();
+    for signed in day_only.into_iter().chain([no_uv]) {
+        let id = r.enqueue(signed);
+        let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+        assert_eq!(
+            refused_code(&ack),
+            (Some("refused"), Some("confirm_needed")),
+            "{ack}"
+        );
+        assert!(
+            ack["detail"].as_str().is_some_and(|d| d.contains("touch")),
+            "{ack}"
+        );
+    }
+    assert_eq!(
+        env.query::<String>("SELECT state FROM attention"),
+        vec!["open".to_string()],
+        "a day-key allow settled the prompt"
+    );
+    assert!(
+        hook_still_running(&env),
+        "the hook ended on a refused allow"
+    );
+
+    let id = r.enqueue(device.touched(MACHINE, &attention, "allow"));
+    let out = finish(hook, Duration::from_secs(20));
+    assert_eq!(stdout(&out).trim_end(), ALLOW);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+}
+
+/// The hook's pid is still alive (it is waiting for an answer).
+fn hook_still_running(env: &Env) -> bool {
+    env.query::<i64>("SELECT hook_pid FROM attention WHERE state='open'")
+        .first()
+        .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// DECISIONS 36: when the day key alone allows, the hook's window closes with nothing
+/// printed (the harness asks at the terminal).
+#[test]
+fn a_day_key_only_allow_leaves_the_hook_printing_nothing() {
+    let passkey = Passkey::es256(72);
+    let r = SignedReceiver::start(Passkey::es256(72));
+    let mut env = paired_env(&r, 4);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hook = env.spawn_hook("sp-permission", &permission_request("rm -rf build"));
+    let attention = open_attention(&env);
+    let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        refused_code(&ack),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
+    let out = finish(hook, Duration::from_secs(20));
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
+}
+
+/// DECISIONS 36: a deny cannot run code, so it still rides the day key.
+#[test]
+fn a_day_key_deny_still_denies() {
+    let passkey = Passkey::es256(73);
+    let r = SignedReceiver::start(Passkey::es256(73));
+    let mut env = paired_env(&r, 60);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hook = env.spawn_hook("sp-permission", &permission_request("rm -rf /"));
+    let attention = open_attention(&env);
+    let id = r.enqueue(device.answer(MACHINE, &attention, "deny").1);
+    let out = finish(hook, Duration::from_secs(20));
+    let printed: Value = serde_json::from_str(stdout(&out).trim_end()).expect("JSON");
+    assert_eq!(
+        printed["hookSpecificOutput"]["decision"]["behavior"], "deny",
+        "{printed}"
+    );
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+}
+
+/// DECISIONS 36's opt-out: with `control.allow_with_day_key: true` the day key alone allows.
+#[test]
+fn allow_with_day_key_true_lets_the_day_key_allow_again() {
+    let passkey = Passkey::es256(74);
+    let r = SignedReceiver::start(Passkey::es256(74));
+    let mut env = paired_env_with(
+        &r,
+        json!({"permission_wait_s": 60, "allow_with_day_key": true}),
+    );
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo old way"));
+    let attention = open_attention(&env);
+    let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
+    let out = finish(hook, Duration::from_secs(20));
+    assert_eq!(stdout(&out).trim_end(), ALLOW);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+}
+
+/// DECISIONS 36: a start needs a touch too (a day-key start is refused `confirm_needed`; a
+/// touched one passes the policy and meets this version's "not built"); a message to a
+/// session that asks first still rides the day key and is queued for it.
+#[test]
+fn a_day_key_start_is_refused_confirm_needed_and_a_day_key_message_still_goes() {
+    let passkey = Passkey::es256(75);
+    let r = SignedReceiver::start(Passkey::es256(75));
+    let mut env = paired_env(&r, 3);
+    env.start_sync();
+    let device = Device::new(&passkey);
+    let start = |n: &str| {
+        command(
+            MACHINE,
+            "start",
+            "claude-code:7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+            &[("text", json!("fix the tests")), ("cwd", json!("/tmp"))],
+            n,
+            now_ms(),
+        )
+    };
+    let id = r.enqueue(device.day.sign(&start(&nonce())));
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        refused_code(&ack),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
+    let id = r.enqueue(device.confirm(&start(&nonce())));
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+
+    // The session is known once its hook ran; a message to it rides the day key.
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo known"));
+    open_attention(&env);
+    let prompt = command(
+        MACHINE,
+        "prompt",
+        &format!("claude-code:{SESSION}"),
+        &[("text", json!("also update the changelog"))],
+        &nonce(),
+        now_ms(),
+    );
+    let id = r.enqueue(device.day.sign(&prompt));
+    assert!(
+        until(Duration::from_secs(20), || env.query::<String>(&format!(
+            "SELECT state FROM messages WHERE id = '{id}'"
+        )) == vec!["queued".to_string()]),
+        "the message was not queued: {:?}",
+        env.query::<String>(&format!(
+            "SELECT coalesce(code, outcome, state) FROM messages WHERE id = '{id}'"
+        ))
+    );
+    finish(hook, Duration::from_secs(20));
+}
+
+/// A paired machine whose sp-sync runs, with a device holding the passkey of `seed`.
+fn running(seed: u8, wait_s: u64) -> (SignedReceiver, Env, Device) {
+    let passkey = Passkey::es256(seed);
+    let r = SignedReceiver::start(Passkey::es256(seed));
+    let mut env = paired_env(&r, wait_s);
+    env.start_sync();
+    (r, env, Device::new(&passkey))
+}
+
+/// A batch answer (DECISIONS 36): `for` an array of attention ids of one session.
+fn batch(machine: &str, ids: &[String], decision: &str) -> String {
+    command(
+        machine,
+        "permission.answer",
+        &format!("claude-code:{SESSION}"),
+        &[("for", json!(ids)), ("decision", json!(decision))],
+        &nonce(),
+        now_ms(),
+    )
+}
+
+/// Waits until `n` prompts are open and returns their ids.
+fn open_attentions(env: &Env, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    assert!(
+        until(Duration::from_secs(15), || {
+            ids = if env.db_path().exists() {
+                env.query::<String>(
+                    "SELECT attention_id FROM attention WHERE state='open' ORDER BY attention_id",
+                )
+            } else {
+                Vec::new()
+            };
+            ids.len() == n
+        }),
+        "{} prompts open, not {n}",
+        ids.len()
+    );
+    ids
+}
+
+/// DECISIONS 36: one touch over one batch command answers every open prompt it names (each
+/// real hook prints allow), a prompt answered before is counted "no longer open", and the
+/// batch gets one final ack saying so (its parts none of their own).
+#[test]
+fn a_batch_with_one_touch_answers_every_open_prompt_and_counts_the_closed_one() {
+    let (r, env, device) = running(81, 60);
+    let hooks: Vec<_> = (0..4)
+        .map(|i| env.spawn_hook("sp-permission", &permission_request(&format!("echo {i}"))))
+        .collect();
+    let ids = open_attentions(&env, 4);
+    // One is answered on its own first (a deny rides the day key): no longer open.
+    let (deny, _) = device.answer(MACHINE, &ids[3], "deny");
+    let denied = r.enqueue(device.day.sign(&deny));
+    r.ack(&denied, Duration::from_secs(20))
+        .expect("the deny's ack");
+    let open = open_attentions(&env, 3);
+    assert!(!open.contains(&ids[3]));
+
+    let id = r.enqueue(device.confirm(&batch(MACHINE, &ids, "allow")));
+    let ack = r
+        .ack(&id, Duration::from_secs(20))
+        .expect("the batch's ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    let detail = ack["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("3 answered") && detail.contains("1 no longer open"),
+        "{ack}"
+    );
+    let (mut allowed, mut denied_out) = (0, 0);
+    for hook in hooks {
+        let out = finish(hook, Duration::from_secs(20));
+        assert!(out.status.success());
+        match stdout(&out).trim_end() {
+            ALLOW => allowed += 1,
+            s if s.contains("\"deny\"") => denied_out += 1,
+            s => panic!("a hook printed {s:?}; log {}", env.log()),
+        }
+    }
+    assert_eq!((allowed, denied_out), (3, 1));
+    // One ack for the batch, none for its parts.
+    let acks = env.query::<String>("SELECT message_id FROM acks ORDER BY message_id");
+    assert_eq!(acks.len(), 2, "{acks:?}");
+    assert!(acks.contains(&id) && acks.contains(&denied), "{acks:?}");
+}
+
+/// DECISIONS 36: a batch allow on the day key alone is refused `confirm_needed` and answers
+/// nothing; a batch deny rides the day key.
+#[test]
+fn a_day_key_batch_allow_is_refused_confirm_needed_and_a_day_key_batch_deny_denies() {
+    let (r, env, device) = running(82, 60);
+    let hooks: Vec<_> = (0..2)
+        .map(|i| env.spawn_hook("sp-permission", &permission_request(&format!("rm -rf {i}"))))
+        .collect();
+    let ids = open_attentions(&env, 2);
+    let id = r.enqueue(device.day.sign(&batch(MACHINE, &ids, "allow")));
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        refused_code(&ack),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
+    assert_eq!(
+        open_attentions(&env, 2),
+        ids,
+        "a day-key batch settled a prompt"
+    );
+
+    let id = r.enqueue(device.day.sign(&batch(MACHINE, &ids, "deny")));
+    for hook in hooks {
+        let out = finish(hook, Duration::from_secs(20));
+        assert!(stdout(&out).contains("\"deny\""), "{}", stdout(&out));
+    }
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+}
+
+/// A batch names 1 to 50 distinct ids: 51, or one twice, is refused `bad_fields` with a
+/// detail naming the rule, and the prompt stays open.
+#[test]
+fn a_batch_of_more_than_50_ids_or_a_repeated_id_is_refused_naming_the_rule() {
+    let (r, env, device) = running(83, 60);
+    let hook = env.spawn_hook("sp-permission", &permission_request("echo many"));
+    let attention = open_attention(&env);
+    let mut many: Vec<String> = (0..50).map(|i| format!("perm-{i:016}")).collect();
+    many.push(attention.clone());
+    let twice = vec![attention.clone(), attention.clone()];
+    for ids in [many, twice] {
+        let id = r.enqueue(device.confirm(&batch(MACHINE, &ids, "allow")));
+        let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+        assert_eq!(
+            refused_code(&ack),
+            (Some("refused"), Some("bad_fields")),
+            "{ack}"
+        );
+        assert!(
+            ack["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("1 to 50 distinct") && d.contains("DECISIONS 36")),
+            "{ack}"
+        );
+    }
+    assert_eq!(open_attentions(&env, 1), vec![attention.clone()]);
+    r.enqueue(device.answer(MACHINE, &attention, "deny").1);
+    let out = finish(hook, Duration::from_secs(20));
+    assert!(stdout(&out).contains("\"deny\""), "{}", stdout(&out));
+}
+
+/// A Claude Code Stop of `session` in `mode`, run as the harness runs it; its stdout.
+fn stop_in_mode(env: &Env, session: &str, mode: &str) -> String {
+    let p = json!({
+        "session_id": session, "hook_event_name": "Stop", "cwd": "/tmp",
+        "transcript_path": "/tmp/t.jsonl", "permission_mode": mode, "stop_hook_active": false
+    });
+    let out = finish(env.spawn_hook("sp-stop", &p), Duration::from_secs(20));
+    assert!(out.status.success(), "{}", env.log());
+    stdout(&out)
+}
+
+/// DECISIONS 36: the hooks keep the session's permission mode; a message on the day key
+/// alone to a session in `bypassPermissions` (it runs tools without asking) is refused
+/// `confirm_needed`, while one to a session in `default` is delivered at its Stop; a touch
+/// over the message lets it reach the bypass session too.
+#[test]
+fn a_day_key_prompt_to_a_bypass_session_is_refused_and_one_to_a_default_session_is_delivered() {
+    const BYPASS: &str = "7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+    let (r, env, device) = running(84, 60);
+    assert_eq!(stop_in_mode(&env, BYPASS, "bypassPermissions"), "");
+    assert_eq!(stop_in_mode(&env, SESSION, "default"), "");
+    let prompt = |session: &str, text: &str| {
+        command(
+            MACHINE,
+            "prompt",
+            &format!("claude-code:{session}"),
+            &[("text", json!(text))],
+            &nonce(),
+            now_ms(),
+        )
+    };
+
+    let id = r.enqueue(device.day.sign(&prompt(BYPASS, "run the deploy")));
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        refused_code(&ack),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
+    assert!(
+        ack["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("runs tools without asking")),
+        "{ack}"
+    );
+    assert_eq!(stop_in_mode(&env, BYPASS, "bypassPermissions"), "");
+
+    let id = r.enqueue(device.day.sign(&prompt(SESSION, "update the changelog")));
+    let queued = || {
+        env.query::<String>(&format!("SELECT state FROM messages WHERE id = '{id}'"))
+            == vec!["queued".to_string()]
+    };
+    assert!(until(Duration::from_secs(20), queued), "{}", env.log());
+    let out = stop_in_mode(&env, SESSION, "default");
+    assert!(out.contains("update the changelog"), "{out}");
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+
+    // With a touch over it, the message reaches the bypass session.
+    let id = r.enqueue(device.confirm(&prompt(BYPASS, "run the tests")));
+    let queued = || {
+        env.query::<String>(&format!("SELECT state FROM messages WHERE id = '{id}'"))
+            == vec!["queued".to_string()]
+    };
+    assert!(until(Duration::from_secs(20), queued), "{}", env.log());
+    let out = stop_in_mode(&env, BYPASS, "bypassPermissions");
+    assert!(out.contains("run the tests"), "{out}");
+    assert_eq!(
+        env.query::<String>(&format!(
+            "SELECT permission_mode FROM sessions WHERE key = 'claude-code:{BYPASS}'"
+        )),
+        vec!["bypassPermissions".to_string()]
+    );
+}
+
+/// DECISIONS 36: a day-key message queued while its session asked first is refused
+/// `confirm_needed` at delivery when the session has switched to `bypassPermissions` by its
+/// Stop (the hook's own payload says so); the Stop delivers nothing.
+#[test]
+fn a_day_key_prompt_queued_before_a_switch_to_bypass_is_refused_at_delivery() {
+    let (r, env, device) = running(85, 60);
+    assert_eq!(stop_in_mode(&env, SESSION, "default"), "");
+    let prompt = command(
+        MACHINE,
+        "prompt",
+        &format!("claude-code:{SESSION}"),
+        &[("text", json!("deploy to production"))],
+        &nonce(),
+        now_ms(),
+    );
+    let id = r.enqueue(device.day.sign(&prompt));
+    let queued = || {
+        env.query::<String>(&format!("SELECT state FROM messages WHERE id = '{id}'"))
+            == vec!["queued".to_string()]
+    };
+    assert!(until(Duration::from_secs(20), queued), "{}", env.log());
+    assert_eq!(stop_in_mode(&env, SESSION, "bypassPermissions"), "");
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        refused_code(&ack),
+        (Some("refused"), Some("confirm_needed")),
+        "{ack}"
+    );
 }

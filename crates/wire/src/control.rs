@@ -136,6 +136,9 @@ pub struct ControlMessage {
     pub id: String,
     pub kind: Kind,
     pub for_attention: Option<String>,
+    /// A signed batch answer's attention ids, all of this message's session (DECISIONS 36);
+    /// empty otherwise (then `for_attention` names the one attention).
+    pub batch: Vec<String>,
     pub decision: Option<Decision>,
     pub text: Option<String>,
     pub note: Option<String>,
@@ -150,6 +153,9 @@ pub struct ControlMessage {
     /// A permission answer's `input`, `interrupt` and `answers` (DECISIONS 30); empty for
     /// every other kind. Boxed: most messages carry none.
     pub rich: Box<Rich>,
+    /// A signed prompt that came on the day key alone, with no touch over it (DECISIONS 36):
+    /// refused at delivery if its session has since switched to running tools unasked.
+    pub day_key_only: bool,
     /// A signed command's nonce (docs/protocol.md#control-5 step 5): recorded in the same
     /// transaction that stores the message, and a seen one refuses it `replay`.
     pub nonce: Option<String>,
@@ -285,6 +291,8 @@ pub fn check(value: &Value) -> Checked {
                 id,
                 kind,
                 for_attention,
+                batch: Vec::new(),
+                day_key_only: false,
                 decision,
                 text,
                 note,
@@ -338,6 +346,12 @@ fn check_fields(obj: &serde_json::Map<String, Value>, kind: Kind) -> Result<Fiel
     let mut text = None;
     match kind {
         Kind::PermissionAnswer => {
+            if obj.get("for").is_some_and(Value::is_array) {
+                return Err(
+                    "invalid: a `for` array (a batch answer) is signed control only (DECISIONS 36)"
+                        .into(),
+                );
+            }
             let f =
                 str_field(obj, "for")?.ok_or("invalid: for is required on permission.answer")?;
             if f.is_empty() || f.chars().count() > FOR_MAX {
@@ -561,6 +575,20 @@ mod tests {
         assert!(matches!(check(&t), Checked::Valid(_)));
         assert!(matches!(check(&base("cancel")), Checked::Valid(_)));
         assert!(matches!(check(&base("start")), Checked::UnknownKind { .. }));
+    }
+
+    /// DECISIONS 36: a batch answer (`for` an array) is signed control only; unsigned, it is
+    /// invalid with a detail naming the rule.
+    #[test]
+    fn an_unsigned_batch_answer_is_invalid_naming_the_rule() {
+        let mut p = base("permission.answer");
+        p["for"] = json!(["perm-1", "perm-2"]);
+        p["decision"] = json!("allow");
+        let d = detail(&p);
+        assert!(
+            d.contains("signed control only") && d.contains("DECISIONS 36"),
+            "{d}"
+        );
     }
 
     /// DECISIONS 30: `scope` is read on a permission answer only, and the fields not carried

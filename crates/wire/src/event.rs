@@ -39,6 +39,9 @@ pub struct StoredEvent {
     pub session_id: String,
     pub seq: i64,
     pub cwd: Option<String>,
+    /// The session's permission mode as its hooks last reported it, read at send time, so the
+    /// page knows when a message needs a touch (DECISIONS 36).
+    pub permission_mode: Option<String>,
     pub data: Value,
 }
 
@@ -58,6 +61,12 @@ pub fn envelope(e: &StoredEvent, tier: u8, machine: Option<&str>) -> Value {
     }
     if let Some(c) = &e.cwd {
         session.insert("cwd".into(), json!(crate::text::truncate(c, 1024)));
+    }
+    if let Some(m) = &e.permission_mode {
+        session.insert(
+            "permission_mode".into(),
+            json!(crate::text::truncate(m, 40)),
+        );
     }
     let mut harness = Map::new();
     harness.insert("name".into(), json!(e.harness));

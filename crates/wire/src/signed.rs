@@ -236,6 +236,9 @@ pub struct Command {
     pub session: String,
     pub text: Option<String>,
     pub for_attention: Option<String>,
+    /// A batch answer's attention ids, when `for` is an array (DECISIONS 36): 1 to
+    /// [`BATCH_MAX`] distinct ids of the command's one session; `for_attention` is then None.
+    pub batch: Vec<String>,
     pub decision: Option<String>,
     /// A permission answer's `scope` (DECISIONS 30): `once` or `session`.
     pub scope: Option<String>,
@@ -733,6 +736,7 @@ pub fn parse_command(s: &str) -> Result<Command, Refusal> {
         session,
         text: None,
         for_attention: None,
+        batch: Vec::new(),
         decision: None,
         scope: None,
         rich: crate::answer::Rich::default(),
@@ -782,9 +786,15 @@ fn kind_fields(c: &Map<String, Value>, cmd: &mut Command) -> Result<(), Refusal>
             }
         }
         CmdKind::PermissionAnswer => {
-            match str_of(c, "for") {
-                Some(f) if !f.is_empty() && js_len(f) <= FOR_MAX => {
-                    cmd.for_attention = Some(f.into())
+            match c.get("for") {
+                Some(Value::String(f)) if !f.is_empty() && js_len(f) <= FOR_MAX => {
+                    cmd.for_attention = Some(f.clone())
+                }
+                Some(Value::Array(ids)) => {
+                    cmd.batch = batch_ids(ids).map_err(|why| Refusal {
+                        code: Code::BadFields,
+                        why,
+                    })?
                 }
                 _ => return bad("which attention?"),
             }
@@ -803,6 +813,11 @@ fn kind_fields(c: &Map<String, Value>, cmd: &mut Command) -> Result<(), Refusal>
             match crate::answer::check_rich(c, allow) {
                 Ok(r) => cmd.rich = r,
                 Err(why) => return bad(why.trim_start_matches("invalid: ")),
+            }
+            // A batch is the same plain answer for each prompt the person saw: nothing that
+            // reaches past one call or rewrites one (DECISIONS 36).
+            if !cmd.batch.is_empty() && (cmd.scope.is_some() || !cmd.rich.is_empty()) {
+                return bad("a batch answer (`for` an array, DECISIONS 36) carries no scope, input, interrupt or answers");
             }
         }
         CmdKind::KeyAdd => {
@@ -832,6 +847,32 @@ fn kind_fields(c: &Map<String, Value>, cmd: &mut Command) -> Result<(), Refusal>
         Some(_) => return bad("a note is text, at most 2000 characters"),
     }
     Ok(())
+}
+
+/// The most attention ids one batch answer names (DECISIONS 36).
+pub const BATCH_MAX: usize = 50;
+
+/// A batch answer's `for` (DECISIONS 36): 1 to [`BATCH_MAX`] distinct attention ids.
+fn batch_ids(ids: &[Value]) -> Result<Vec<String>, String> {
+    let rule = format!(
+        "a batch answer's `for` is 1 to {BATCH_MAX} distinct attention ids, each 1 to {FOR_MAX} characters (DECISIONS 36)"
+    );
+    if ids.is_empty() || ids.len() > BATCH_MAX {
+        return Err(format!("{rule}; this one names {}", ids.len()));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(ids.len());
+    for id in ids {
+        match id {
+            Value::String(f) if !f.is_empty() && js_len(f) <= FOR_MAX => {
+                if out.contains(f) {
+                    return Err(format!("{rule}; {f:?} is named twice"));
+                }
+                out.push(f.clone());
+            }
+            _ => return Err(rule),
+        }
+    }
+    Ok(out)
 }
 
 /// The grant's fields, read from its exact string.
@@ -932,6 +973,33 @@ fn check_grant_path(
         );
     }
     Ok(key.id.clone())
+}
+
+/// DECISIONS 36: whether this command can make code run without a further question, so that
+/// the machine acts on it only with a confirm (a user-verified passkey assertion over
+/// sha256(cmd)), never on the day key alone: an allow (any scope, with or without `input` or
+/// `answers`), a start, and a prompt to a session that runs tools without asking. This is the
+/// machine's policy after verification; [`verify_command`]'s verdicts do not depend on it.
+pub fn needs_confirm(c: &Command, session_runs_unasked: bool) -> bool {
+    match c.kind {
+        CmdKind::PermissionAnswer => c.decision.as_deref() == Some("allow"),
+        CmdKind::Start => true,
+        CmdKind::Prompt => session_runs_unasked,
+        CmdKind::Cancel | CmdKind::KeyAdd => false,
+    }
+}
+
+/// Whether the envelope carries a confirm that verifies: an assertion over sha256 of exactly
+/// this `cmd`, by an enrolled key, with the user-verified flag set ([`verify_assertion`]
+/// requires UP and UV). A command that verified by its grant may carry one as well.
+pub fn confirmed(s: &SignedCommand, o: &VerifyOptions) -> bool {
+    let Some(confirm) = &s.confirm else {
+        return false;
+    };
+    o.trusted.iter().any(|k| {
+        k.id == confirm.cred
+            && verify_assertion(&sha256(s.cmd.as_bytes()), confirm, k, o.rp_id).is_ok()
+    })
 }
 
 /// Is this a command this machine may act on? docs/protocol.md#control-5 steps 1 to 5, in order: the

@@ -53,7 +53,18 @@ pub(super) const ATTENTION_CLEARED: &str = "INSERT INTO attentions(session_key, 
 pub(super) const EVENTS: &str = "SELECT body FROM events ORDER BY n";
 
 /// Session fields a page shows; merged so an empty or absent field never blanks an earlier one.
-const SESSION_FIELDS: &[&str] = &["machine", "cwd", "repo", "branch", "model", "title", "url"];
+const SESSION_FIELDS: &[&str] = &[
+    "machine",
+    "cwd",
+    "repo",
+    "branch",
+    "model",
+    "title",
+    "url",
+    // The mode the session's hooks last reported: the page asks for a touch for a message
+    // to a session that runs tools without asking (DECISIONS 36); the machine decides.
+    "permission_mode",
+];
 
 /// What became of one event of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

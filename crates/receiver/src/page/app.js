@@ -164,16 +164,44 @@
     return rec;
   }
 
+  // DECISIONS 36: what can make code run without a further question is signed by a touch
+  // of the passkey over exactly that command (a confirm), at the moment of the answer; the
+  // machine refuses it on the day key alone (any script this origin serves can use that).
+  // Deny, cancel, Not now and messages still ride the day key.
+  // A message to a session whose hooks last reported a mode that runs tools without asking
+  // needs a touch too (the machine's own record decides; this is what the page was told).
+  const ASKS_FIRST = new Set(['default', 'plan', 'dontAsk']);
+  function runsUnasked(session) {
+    const s = current && (current.sessions || []).find((x) => x.key === session);
+    return !!(s && typeof s.permission_mode === 'string' && !ASKS_FIRST.has(s.permission_mode));
+  }
+
+  function needsTouch(message, session) {
+    return (message.kind === 'permission.answer' && message.decision === 'allow') || message.kind === 'start' ||
+      (message.kind === 'prompt' && runsUnasked(session));
+  }
+
+  // The most attention ids one batch answer names (DECISIONS 36).
+  const BATCH_MAX = 50;
+
   async function sendSigned(signing, session, message) {
-    const day = await dayKey(signing.rp_id);
+    const touch = needsTouch(message, session);
+    const day = touch ? null : await dayKey(signing.rp_id);
     const c = { v: 1, t: 'sessionpipe.control', machine: signing.machine, kind: message.kind, session };
     // DECISIONS 30's fields change what runs: signed, inside cmd.
     for (const k of ['text', 'for', 'decision', 'scope', 'input', 'interrupt', 'answers', 'note']) if (message[k] !== undefined) c[k] = message[k];
     c.nonce = b64u(rand(16));
     c.iat = Date.now();
     const cmd = JSON.stringify(c);
-    const sig = await crypto.subtle.sign({ name: 'ECDSA', hash: 'SHA-256' }, day.priv, enc.encode(cmd));
-    const body = { cmd, csig: b64u(sig), grant: day.grant };
+    let body;
+    if (touch) {
+      const key = storedPasskey(signing.rp_id);
+      if (!key) throw new Error('this browser holds no passkey the machine knows; run sp pair on the machine and approve here');
+      body = { cmd, confirm: await passkeyAssert(signing.rp_id, key, await sha256(cmd)) };
+    } else {
+      const sig = await crypto.subtle.sign({ name: 'ECDSA', hash: 'SHA-256' }, day.priv, enc.encode(cmd));
+      body = { cmd, csig: b64u(sig), grant: day.grant };
+    }
     // A prompt's timing rides beside the signed command (DECISIONS 25).
     if (message.mode) body.mode = message.mode;
     return post('/page/api/signed', body);
@@ -1141,23 +1169,51 @@
     allow.title = allow.disabled ? 'Allow all needs the same tool and input in every selected prompt' : '';
   }
 
-  // One command each, one after another, through enqueue (so in the signed mode the first
-  // makes the day key's grant, one passkey touch, and the rest are signed under it).
+  // In the signed mode the prompts of one session go as ONE batch command (`for` an array of
+  // at most 50 attention ids, DECISIONS 36): an allow is then one touch over that command,
+  // not one per prompt; a batch is per session (the command names one session), so a group
+  // spanning n sessions asks for n touches. Unsigned, or a lone prompt: one command each.
   async function answerAll(keys, decision, status) {
-    const list = [...keys];
+    const list = [...keys].filter((k) => prompts.get(k));
+    const bySession = new Map();
+    for (const k of list) {
+      const el = prompts.get(k);
+      const s = el.dataset.sessionKey;
+      if (!bySession.has(s)) bySession.set(s, []);
+      bySession.get(s).push(k);
+    }
     let sent = 0;
     status.classList.remove('error');
     status.textContent = 'Sending ' + list.length + '…';
-    for (const k of list) {
-      const el = prompts.get(k);
-      if (!el) continue;
-      if (!(await answer(el, el.dataset.sessionKey, el.dataset.attention, decision))) {
-        status.classList.add('error');
-        status.textContent = 'Stopped: ' + sent + ' of ' + list.length + ' sent; ' + ($('.att-status', el).textContent || 'one was not sent');
-        return;
+    const stop = (why) => {
+      status.classList.add('error');
+      status.textContent = 'Stopped: ' + sent + ' of ' + list.length + ' sent; ' + why;
+    };
+    for (const [session, ks] of bySession) {
+      if (!signingFor(session) || ks.length === 1) {
+        for (const k of ks) {
+          const el = prompts.get(k);
+          if (!el) continue;
+          if (!(await answer(el, session, el.dataset.attention, decision))) return stop($('.att-status', el).textContent || 'one was not sent');
+          sent++;
+          selected.delete(k);
+        }
+        continue;
       }
-      sent++;
-      selected.delete(k);
+      for (let i = 0; i < ks.length; i += BATCH_MAX) {
+        const part = ks.slice(i, i + BATCH_MAX);
+        const els = part.map((k) => prompts.get(k)).filter(Boolean);
+        const ids = els.map((el) => el.dataset.attention);
+        for (const id of ids) answeredHere.add(id);
+        try {
+          await enqueue(session, { kind: 'permission.answer', for: ids, decision });
+        } catch (e) {
+          return stop(e.message);
+        }
+        for (const el of els) $('.att-status', el).textContent = (decision === 'allow' ? 'Allow' : 'Deny') + ' sent, waiting for the machine…';
+        sent += els.length;
+        for (const k of part) selected.delete(k);
+      }
     }
     status.textContent = (decision === 'allow' ? 'Allow' : 'Deny') + ' sent for ' + sent + ', waiting for the machines…';
     if (current) renderInbox(current);

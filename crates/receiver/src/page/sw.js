@@ -1,10 +1,12 @@
 // sessionpipe's service worker: keeps the page's shell for when the receiver cannot be
 // reached, shows what sp-receiver pushes (push.rs), withdraws a prompt's notification when
 // the prompt is over, and opens the prompt on the page when a notification is tapped.
-// Allow and Deny on a prompt's notification are answered here only with signed control: a
-// command signed with the page's own current day key, posted where the page posts it
-// (answerFromNotification below). Without a current day grant, without signed control, or
-// on any failure they open the prompt on the page instead: never an unsigned answer.
+// Deny on a prompt's notification is answered here only with signed control: a command
+// signed with the page's own current day key, posted where the page posts it
+// (answerFromNotification below). Allow opens the prompt on the page, which asks for the
+// passkey's touch over that exact allow (DECISIONS 36: a worker cannot touch, and the machine
+// refuses an allow on the day key alone). Without a current day grant, without signed
+// control, or on any failure Deny opens the prompt on the page too: never an unsigned answer.
 'use strict';
 
 // The receiver puts a hash of the shell's files here (page.rs), so a receiver with other
@@ -170,10 +172,11 @@ async function currentDay(rp) {
 
 const isText = (v, max) => typeof v === 'string' && v.length > 0 && v.length <= max;
 
-// Signs and sends Allow or Deny for the notification's prompt; whether it was taken.
+// Signs and sends Deny for the notification's prompt; whether it was taken. Allow is never
+// answered here (DECISIONS 36): it opens the page, where the person touches the passkey.
 async function answerFromNotification(data, action) {
   const a = data.answer;
-  if (action !== 'allow' && action !== 'deny') return false;
+  if (action !== 'deny') return false;
   if (!a || !isText(a.session, 300) || !isText(a.attention_id, 128) || !isText(a.machine, 128) || !isText(a.rp, 253)) return false;
   const day = await currentDay(a.rp);
   if (!day) return false;

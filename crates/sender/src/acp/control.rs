@@ -130,6 +130,7 @@ fn session_ref(sid: &str, cwd: Option<&str>, event: &str) -> SessionRef {
         session_id: sid.to_string(),
         cwd: cwd.map(str::to_string),
         event: event.to_string(),
+        permission_mode: None,
     }
 }
 

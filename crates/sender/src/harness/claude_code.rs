@@ -1,5 +1,7 @@
 //! Claude Code (2.1.x): hook stdin per docs/harness-contracts.md#claude-code, answers in its exact shapes.
-use super::{describe_tool, minted_attention_id, Call, HookInput, RichAnswer, PASCAL_LIFECYCLE};
+use super::{
+    describe_tool, minted_attention_id, mode_of, Call, HookInput, RichAnswer, PASCAL_LIFECYCLE,
+};
 use crate::store::SessionRef;
 use crate::wire::control::Decision;
 use serde::Deserialize;
@@ -21,6 +23,8 @@ struct Input {
     tool_input: Option<Value>,
     #[serde(default)]
     source: Option<String>,
+    #[serde(default)]
+    permission_mode: Option<String>,
     /// Present on subagent events: their Stop is a SubagentStop and their ids differ.
     #[serde(default)]
     agent_id: Option<String>,
@@ -42,6 +46,7 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         session_id,
         cwd: input.cwd,
         event: event.clone(),
+        permission_mode: mode_of(input.permission_mode.as_deref()),
     };
     // The attention id of the prompt this tool call would have raised, if computable.
     let attention = || match (&input.prompt_id, &input.tool_name, &input.tool_input) {

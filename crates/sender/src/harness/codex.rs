@@ -5,6 +5,7 @@ use super::{
     describe_tool, field, minted_attention_id, named_attention_id, object, session_ref, text, Call,
     Harness, HookInput, RichAnswer, PASCAL_LIFECYCLE,
 };
+use crate::store::SessionRef;
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
 
@@ -22,7 +23,10 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         text(&v, &["cwd"]),
         event,
     ) {
-        Ok(s) => s,
+        Ok(s) => SessionRef {
+            permission_mode: super::mode_of(text(&v, &["permission_mode"])),
+            ..s
+        },
         Err(e) => return HookInput::Skip(e),
     };
     let tool = text(&v, &["tool_name"]);
@@ -166,6 +170,26 @@ mod tests {
         assert!(shown_call("Bash", "Write x").is_none());
         let stop = br#"{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"Stop"}"#;
         assert!(call(stop).is_none());
+    }
+
+    /// DECISIONS 36: the session keeps the mode Codex reports, a short word only.
+    #[test]
+    fn the_permission_mode_rides_the_session() {
+        let mode = |m: &str| {
+            let p = format!(
+                r#"{{"session_id":"s1","turn_id":"t1","cwd":"/w","hook_event_name":"Stop","permission_mode":{m}}}"#
+            );
+            match parse(p.as_bytes()) {
+                HookInput::Skip(why) => panic!("{why}"),
+                other => other.session().and_then(|s| s.permission_mode.clone()),
+            }
+        };
+        assert_eq!(
+            mode(r#""bypassPermissions""#).as_deref(),
+            Some("bypassPermissions")
+        );
+        assert_eq!(mode(r#""by pass""#), None);
+        assert_eq!(mode("null"), None);
     }
 
     #[test]

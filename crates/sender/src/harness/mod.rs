@@ -544,6 +544,12 @@ pub(crate) fn tool_args(v: &serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// A hook payload's `permission_mode` as kept on the session: a short word, else None.
+pub(crate) fn mode_of(mode: Option<&str>) -> Option<String> {
+    mode.filter(|m| !m.is_empty() && m.len() <= 40 && m.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .map(str::to_string)
+}
+
 /// A session of `harness` with a valid id, or why not.
 pub(crate) fn session_ref(
     harness: Harness,
@@ -557,6 +563,7 @@ pub(crate) fn session_ref(
             session_id: id.to_string(),
             cwd: cwd.map(str::to_string),
             event: event.to_string(),
+            permission_mode: None,
         }),
         Some(_) => Err(format!(
             "{} payload has an invalid session id",

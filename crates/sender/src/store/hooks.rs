@@ -20,6 +20,10 @@ pub struct SessionRef {
     pub cwd: Option<String>,
     /// The harness's event name, e.g. `PermissionRequest`.
     pub event: String,
+    /// The session's permission mode as this payload reports it (Claude Code and Codex
+    /// `permission_mode`); None when it names none. Kept on the session: a prompt to one that
+    /// runs tools without asking needs a touch (DECISIONS 36).
+    pub permission_mode: Option<String>,
 }
 
 impl SessionRef {
@@ -193,6 +197,10 @@ pub(crate) fn finish(
     finish_with_code(tx, id, outcome, None, detail, now)
 }
 
+/// What joins a batch answer's id and its part's index (`<batch id>.<n>`, DECISIONS 36); a
+/// message id (a ULID) never holds it.
+pub(crate) const BATCH_PART: char = '.';
+
 /// [`finish`] with a refusal's code (signed control).
 pub(crate) fn finish_with_code(
     tx: &Transaction,
@@ -209,7 +217,8 @@ pub(crate) fn finish_with_code(
             "UPDATE messages SET state='done', outcome=?2, detail=?3, done_at=?4, code=?5 WHERE id=?1 AND state<>'done'",
         )?
         .execute(params![id, outcome, detail, at, code])?;
-    if changed == 1 {
+    // A batch's part is never acked on its own: its batch was acked whole (DECISIONS 36).
+    if changed == 1 && !id.contains(BATCH_PART) {
         final_ack(tx, id, &at, None, None)?;
     }
     Ok(())
@@ -273,6 +282,15 @@ pub(crate) fn end_turn_waits(
     Ok(ids.len())
 }
 
+/// Whether a session whose hooks last reported `mode` runs tools without asking the person
+/// (DECISIONS 36): only `default`, `plan` and `dontAsk` (which denies what is not allowed
+/// ahead) ask or refuse first; `bypassPermissions`, `auto`, `acceptEdits` (its edits can
+/// plant code) and any word we do not know count as running unasked. None: never reported
+/// (most harnesses say nothing), counted as asking first.
+pub fn runs_unasked(mode: Option<&str>) -> bool {
+    mode.is_some_and(|m| !matches!(m, "default" | "plan" | "dontAsk"))
+}
+
 /// How soon a prompt wants in: `queue` 0, `steer` 1, `interrupt` 2 (DECISIONS 25).
 const MODE_RANK: &str = "CASE mode WHEN 'interrupt' THEN 2 WHEN 'steer' THEN 1 ELSE 0 END";
 
@@ -296,19 +314,44 @@ fn claim_prompts_between(
     now: Millis,
     (min_rank, max_rank): (i64, i64),
 ) -> Result<Vec<PromptClaim>> {
-    let rows: Vec<QueuedRow> = tx
+    let rows: Vec<(QueuedRow, bool)> = tx
         .prepare_cached(&format!(
-            "SELECT id, sink, text, at, deadline_ms FROM messages \
+            "SELECT id, sink, text, at, deadline_ms, day_key_only IS 1 FROM messages \
              WHERE session_key=?1 AND kind='prompt' AND state='queued' \
              AND {MODE_RANK} BETWEEN ?2 AND ?3 ORDER BY at, id"
         ))?
         .query_map(params![key, min_rank, max_rank], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            Ok((
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
+                r.get(5)?,
+            ))
         })?
         .collect::<rusqlite::Result<_>>()?;
+    // The mode as this very hook reported it (its touch wrote it in this transaction).
+    let unasked = rows.iter().any(|r| r.1) && {
+        let mode: Option<String> = tx
+            .prepare_cached("SELECT permission_mode FROM sessions WHERE key=?1")?
+            .query_row(params![key], |r| r.get(0))
+            .optional()?
+            .flatten();
+        runs_unasked(mode.as_deref())
+    };
     let mut claims = Vec::new();
     let mut block = BlockBudget::default();
-    for (id, sink, text, at, deadline) in rows {
+    for ((id, sink, text, at, deadline), day_key_only) in rows {
+        if day_key_only && unasked {
+            // DECISIONS 36: queued on the day key while the session asked first; it has
+            // since switched to running tools unasked, so this message needs a touch.
+            finish_with_code(
+                tx,
+                &id,
+                "refused",
+                Some("confirm_needed"),
+                Some("the session now runs tools without asking: a message to it needs your passkey's touch over it (DECISIONS 36)"),
+                now,
+            )?;
+            continue;
+        }
         if deadline.is_none_or(|d| d <= now) {
             finish(
                 tx,
@@ -394,6 +437,13 @@ fn touch_with(
             ended.is_some()
         }
     };
+    // In the same write as the session's own: no extra transaction on the hook's path.
+    if let Some(mode) = s.permission_mode.as_deref() {
+        tx.prepare_cached(
+            "UPDATE sessions SET permission_mode=?2 WHERE key=?1 AND permission_mode IS NOT ?2",
+        )?
+        .execute(params![key, mode])?;
+    }
     if started {
         let source = source.unwrap_or(if existing.is_some() {
             "resume"
@@ -1157,6 +1207,7 @@ mod tests {
             session_id: "s1".into(),
             cwd: None,
             event: "PostToolUse".into(),
+            permission_mode: None,
         };
         let key = session.key();
         // Unknown session: not fresh, so the full path (which makes it live) runs.

@@ -17,7 +17,8 @@ pub(crate) mod trust;
 pub use api::{ApiGrantReply, ApiMessage, ApiSession, API_ATTENTION_OPEN};
 pub use grants::{matcher as grant_matcher, Grant, GrantRow, NewGrant, GRANT_MAX_MS};
 pub use hooks::{
-    set_started_extra, Answer, CancelClaim, PromptClaim, SeamState, SessionRef, BLOCK_MAX_CHARS,
+    runs_unasked, set_started_extra, Answer, CancelClaim, PromptClaim, SeamState, SessionRef,
+    BLOCK_MAX_CHARS,
 };
 pub use sync::{AckRow, Ingested, SinkState, SweepReport};
 

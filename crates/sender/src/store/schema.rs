@@ -353,4 +353,13 @@ CREATE INDEX turn_waits_session ON turn_waits(session_key);
     r#"
 ALTER TABLE attention ADD COLUMN shown_partial INTEGER NOT NULL DEFAULT 0;
 "#,
+    // 15: the permission mode the session's hooks last reported (DECISIONS 36: a prompt to
+    // a session that runs tools without asking needs a touch); NULL when never reported.
+    // And which signed prompts came without a touch.
+    r#"
+ALTER TABLE sessions ADD COLUMN permission_mode TEXT;
+-- 1: a signed prompt that came on the day key alone; refused at delivery if the session
+-- has since switched to a mode that runs tools without asking.
+ALTER TABLE messages ADD COLUMN day_key_only INTEGER;
+"#,
 ];

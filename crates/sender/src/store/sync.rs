@@ -1,6 +1,6 @@
 //! What sp-sync does to the store: ingest polled messages, keep the ack and event outboxes,
 //! remember per-sink state, and sweep what time has decided.
-use super::hooks::{end_turn_waits, finish, finish_with_code, taken_ack};
+use super::hooks::{end_turn_waits, finish, finish_with_code, taken_ack, BATCH_PART};
 use super::spool::emit;
 use super::{pid_alive, Store};
 use crate::clock::{format_ms, now_ms, Millis};
@@ -452,7 +452,8 @@ impl Store {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT rowid, event_id, type, time, harness, harness_event, session_id, seq, cwd, data \
+                "SELECT rowid, event_id, type, time, harness, harness_event, session_id, seq, cwd, data, \
+                   (SELECT permission_mode FROM sessions s WHERE s.key = events.session_key) \
                  FROM events WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
             )?
             .query_map(params![cursor, limit as i64], |r| {
@@ -467,6 +468,7 @@ impl Store {
                     session_id: r.get(6)?,
                     seq: r.get(7)?,
                     cwd: r.get(8)?,
+                    permission_mode: r.get(10)?,
                     data: serde_json::from_str(&data).unwrap_or(serde_json::Value::Null),
                 })
             })?
@@ -750,6 +752,8 @@ impl NewMessage<'_> {
             self.decided(Outcome::Expired, "past expires_at on receipt".into())
         } else if let Some((outcome, detail)) = route(v) {
             self.decided(outcome, detail)
+        } else if v.kind == Kind::PermissionAnswer && !v.batch.is_empty() {
+            self.batch_answer(v, dl)
         } else if v.kind == Kind::PermissionAnswer {
             self.permission_answer(v)
         } else {
@@ -797,6 +801,44 @@ impl NewMessage<'_> {
         }
     }
 
+    /// DECISIONS 36: a batch answer, whole in this one transaction. Each of its attentions
+    /// still open on the session gets the answer as a part (`<batch id>.<n>`), claimed and
+    /// delivered by that prompt's hook like any answer but never acked on its own; the
+    /// batch itself is final now, its one ack counting the answered and the no longer open.
+    /// A crash before the commit leaves nothing (the receiver redelivers); after it, a
+    /// redelivery finds the batch done and only resends its ack.
+    fn batch_answer(&self, v: &ControlMessage, dl: Millis) -> Result<Ingested> {
+        let (mut answered, mut gone) = (0usize, 0usize);
+        for (n, attention) in v.batch.iter().enumerate() {
+            let state: Option<String> = self
+                .tx
+                .prepare_cached(
+                    "SELECT state FROM attention WHERE session_key=?1 AND attention_id=?2",
+                )?
+                .query_row(params![self.session_key, attention], |r| r.get(0))
+                .optional()?;
+            if state.as_deref() != Some("open") {
+                gone += 1;
+                continue;
+            }
+            let part = format!("{}{BATCH_PART}{n}", self.id);
+            self.insert_as(&part, Some(attention), v.kind.as_str(), Some(v), Some(dl))?;
+            answered += 1;
+        }
+        let outcome = if answered > 0 {
+            Outcome::Delivered
+        } else {
+            Outcome::Expired
+        };
+        self.decided(
+            outcome,
+            format!(
+                "batch of {}: {answered} answered, {gone} no longer open",
+                v.batch.len()
+            ),
+        )
+    }
+
     fn queued(&self, v: &ControlMessage) -> Ingested {
         Ingested::Queued {
             id: self.id.to_string(),
@@ -805,18 +847,31 @@ impl NewMessage<'_> {
     }
 
     fn insert(&self, kind: &str, v: Option<&ControlMessage>, dl: Option<Millis>) -> Result<()> {
+        let attention = v.and_then(|v| v.for_attention.as_deref());
+        self.insert_as(self.id, attention, kind, v, dl)
+    }
+
+    /// [`Self::insert`] under another id and attention (a batch's part).
+    fn insert_as(
+        &self,
+        id: &str,
+        attention: Option<&str>,
+        kind: &str,
+        v: Option<&ControlMessage>,
+        dl: Option<Millis>,
+    ) -> Result<()> {
         self.tx
             .prepare_cached(
                 "INSERT INTO messages(id, session_key, sink, kind, attention_id, decision, text, note, at, expires_at, \
-                   received_at, deadline_ms, deadline_at, mode, scope, rich, state) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 'queued')",
+                   received_at, deadline_ms, deadline_at, mode, scope, rich, day_key_only, state) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 'queued')",
             )?
             .execute(params![
-                self.id,
+                id,
                 self.session_key,
                 self.sink,
                 kind,
-                v.and_then(|v| v.for_attention.as_deref()),
+                attention,
                 v.and_then(|v| v.decision.map(|d| d.as_str())),
                 v.and_then(|v| v.text.as_deref()),
                 v.and_then(|v| v.note.as_deref()),
@@ -829,6 +884,7 @@ impl NewMessage<'_> {
                 v.filter(|v| v.kind == Kind::PermissionAnswer)
                     .map(|v| v.scope.as_str()),
                 v.and_then(|v| v.rich.to_json()),
+                v.filter(|v| v.day_key_only).map(|_| 1),
             ])?;
         Ok(())
     }

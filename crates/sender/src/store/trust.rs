@@ -155,6 +155,16 @@ impl Store {
 
     /// The folder a session reported from its own hooks (never from a command): `None` when no
     /// session of this key has run on this machine, `Some(None)` when it named no folder.
+    /// The permission mode the session's hooks last reported (DECISIONS 36), if any.
+    pub fn session_mode(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT permission_mode FROM sessions WHERE key = ?1")?
+            .query_row([key], |r| r.get(0))
+            .optional()?
+            .flatten())
+    }
+
     pub fn session_cwd(&self, key: &str) -> Result<Option<Option<String>>> {
         Ok(self
             .conn

@@ -251,6 +251,7 @@ fn answer(api: &Api, store: &mut Store, m: &ApiMessage, pid: u32) -> anyhow::Res
             session_id: s.session_id.clone(),
             cwd: None,
             event: "permission.reply".into(),
+            permission_mode: None,
         };
         // DECISIONS 30 `interrupt` (deny & stop): after the reject the session is aborted.
         if stop {
@@ -325,6 +326,7 @@ fn grant_reply(api: &Api, store: &mut Store, r: &ApiGrantReply) -> anyhow::Resul
         session_id: s.session_id.clone(),
         cwd: r.cwd.clone(),
         event: r.hook_event.clone(),
+        permission_mode: None,
     };
     store.api_grant_reply_done(r)?;
     match sent {

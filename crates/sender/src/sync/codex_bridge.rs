@@ -85,6 +85,7 @@ fn session_ref(thread: &str, event: &str) -> SessionRef {
         session_id: thread.into(),
         cwd: None,
         event: event.into(),
+        permission_mode: None,
     }
 }
 

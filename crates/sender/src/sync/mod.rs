@@ -172,6 +172,8 @@ pub(crate) struct Shared {
     pub wait_max_s: u64,
     /// Signed control's folder allowlist (empty: every folder).
     pub folders: Vec<std::path::PathBuf>,
+    /// DECISIONS 36's opt-out: allows and starts act on the page's day key alone.
+    pub allow_with_day_key: bool,
     stop: AtomicBool,
     wake: (Mutex<u64>, Condvar),
 }
@@ -274,6 +276,7 @@ pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
             live_ms: config.live_ms(),
             wait_max_s: config.control.wait_max_s.unwrap_or(25).min(25),
             folders: config.control.folders.clone().unwrap_or_default(),
+            allow_with_day_key: config.control.allow_with_day_key,
             stop: AtomicBool::new(false),
             wake: (Mutex::new(0), Condvar::new()),
         });

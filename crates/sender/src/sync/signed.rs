@@ -21,6 +21,9 @@ const PER_POLL_MAX: usize = 100;
 const POLL_FLOOR: Duration = Duration::from_millis(250);
 /// Where a command that names no usable session is filed.
 const NO_SESSION: &str = "sessionpipe:unverified";
+/// DECISIONS 36: the refusal code of a command that needed a touch and came with the day key
+/// alone.
+pub const CONFIRM_NEEDED: &str = "confirm_needed";
 
 fn poll_url(ctx: &SinkCtx, machine: &str, wait: u64) -> Option<String> {
     let found = ctx.found();
@@ -90,6 +93,10 @@ fn refused(id: &str, kind: &str, code: &str, detail: String) -> Checked {
 type Verdict = (String, Checked);
 /// An envelope settled by a step (boxed: a `Checked` is large).
 type Settled = Box<Verdict>;
+/// A session's folder: None when it never ran here, `Some(None)` when it reported none.
+type SessionCwd<'a> = &'a dyn Fn(&str) -> Option<Option<String>>;
+/// A session's last reported permission mode (DECISIONS 36).
+type SessionMode<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// One envelope of the poll answer (control.json): the session it belongs to and what
 /// ingest is to do with it. Verification is docs/protocol.md#control-5 steps 1-4; step 5 (the nonce) is
@@ -98,8 +105,10 @@ pub fn check(
     raw: &str,
     paired: &PairedMachine,
     keys: &[TrustedKey],
-    session_cwd: &dyn Fn(&str) -> Option<Option<String>>,
+    // The session's folder (None: never ran here) and its last reported permission mode.
+    (session_cwd, session_mode): (SessionCwd, SessionMode),
     folders: &[std::path::PathBuf],
+    allow_with_day_key: bool,
     now: Millis,
 ) -> (String, Checked) {
     let steps = || -> Result<Verdict, Settled> {
@@ -111,8 +120,18 @@ pub fn check(
         let times = envelope_times(&item, id)?;
         let v = verify(&envelope, paired, keys, now, id)?;
         nothing_beside_cmd(&item, id, &v.cmd)?;
+        if !allow_with_day_key {
+            let runs_unasked = v.cmd.kind == CmdKind::Prompt
+                && crate::store::runs_unasked(session_mode(&v.cmd.session).as_deref());
+            touched(id, &envelope, &v, runs_unasked, (paired, keys), now)?;
+        }
         let expired = control::deadline(times.at_ms, times.expires_at_ms, now) <= now;
         let kind = control_kind(id, &v, expired, folders)?;
+        // A prompt without a touch, so its delivery can refuse it if the session has switched
+        // to running tools unasked by then (DECISIONS 36).
+        let day_key_only = v.cmd.kind == CmdKind::Prompt
+            && v.via != signed::Via::Confirm
+            && !signed::confirmed(&envelope, &verify_options(paired, keys, now));
         let c = v.cmd;
         session_allowed(id, &c.session, kind, session_cwd, folders)?;
         let mode = prompt_mode(&item, id, kind, &c.session)?;
@@ -127,6 +146,8 @@ pub fn check(
             id: id.to_string(),
             kind,
             for_attention: c.for_attention.clone(),
+            batch: c.batch.clone(),
+            day_key_only,
             decision: c.decision.as_deref().and_then(control::Decision::parse),
             text: c.text.clone(),
             note: c.note.clone(),
@@ -243,6 +264,22 @@ fn nothing_beside_cmd(item: &Value, id: &str, c: &signed::Command) -> Result<(),
     }
 }
 
+/// What this machine verifies a command against: its id, the receiver's rp id, the keys
+/// enrolled here.
+fn verify_options<'a>(
+    paired: &'a PairedMachine,
+    keys: &'a [TrustedKey],
+    now: Millis,
+) -> VerifyOptions<'a> {
+    VerifyOptions {
+        machine: &paired.machine,
+        rp_id: &paired.rp_id,
+        trusted: keys,
+        now,
+        max_age_ms: signed::MACHINE_MAX_AGE_MS,
+    }
+}
+
 /// docs/protocol.md#control-5 steps 1-4: the command, its machine, its freshness and its signature.
 fn verify(
     envelope: &SignedCommand,
@@ -251,14 +288,7 @@ fn verify(
     now: Millis,
     id: &str,
 ) -> Result<signed::Verified, Settled> {
-    let opts = VerifyOptions {
-        machine: &paired.machine,
-        rp_id: &paired.rp_id,
-        trusted: keys,
-        now,
-        max_age_ms: signed::MACHINE_MAX_AGE_MS,
-    };
-    signed::verify_command(envelope, &opts, None).map_err(|r| {
+    signed::verify_command(envelope, &verify_options(paired, keys, now), None).map_err(|r| {
         // Filed under the session it names, when it names one, so `sp queue` shows it there.
         let parsed = signed::parse_command(&envelope.cmd).ok();
         let session = parsed
@@ -267,6 +297,51 @@ fn verify(
         let kind = parsed.map_or("unverified", |c| c.kind.as_str());
         Box::new((session, refused(id, kind, r.code.as_str(), r.why)))
     })
+}
+
+/// DECISIONS 36, the machine's policy after verification: a command that can make code run
+/// without a further question acts only with a confirm over exactly its bytes, never on the
+/// day key alone, because any script the receiver serves the page can sign with the day key.
+/// Refused `confirm_needed` otherwise, its nonce recorded; the prompt stays open.
+fn touched(
+    id: &str,
+    envelope: &SignedCommand,
+    v: &signed::Verified,
+    runs_unasked: bool,
+    (paired, keys): (&PairedMachine, &[TrustedKey]),
+    now: Millis,
+) -> Result<(), Settled> {
+    // `runs_unasked`: the session's last reported permission mode runs tools without asking
+    // (the hooks keep it on the session), so a prompt to it needs a touch too.
+    if !signed::needs_confirm(&v.cmd, runs_unasked) || v.via == signed::Via::Confirm {
+        return Ok(());
+    }
+    if signed::confirmed(envelope, &verify_options(paired, keys, now)) {
+        return Ok(());
+    }
+    let c = &v.cmd;
+    let what = match c.kind {
+        CmdKind::Start => "a start",
+        CmdKind::Prompt => "a message to a session that runs tools without asking",
+        _ => "an allow",
+    };
+    Err(Box::new((
+        c.session.clone(),
+        Checked::Decided(Box::new(Decided {
+            code: Some(CONFIRM_NEEDED.to_string()),
+            nonce: Some(c.nonce.clone()),
+            ..decided(
+                id,
+                c.kind.as_str(),
+                Outcome::Refused,
+                format!(
+                    "{what} needs your passkey's touch over this exact command (a confirm); \
+                     the page's day key alone cannot allow (DECISIONS 36; \
+                     control.allow_with_day_key restores the old behaviour)"
+                ),
+            )
+        })),
+    )))
 }
 
 /// The control kind a verified command becomes; `start` and `key.add` are settled here.
@@ -440,7 +515,22 @@ fn ingest(
                     None
                 }
             };
-            let out = check(item.get(), paired, &keys, &cwd, &shared.folders, now);
+            let mode = |s: &str| match store.session_mode(s) {
+                Ok(m) => m,
+                Err(e) => {
+                    failed.replace(Some(e));
+                    None
+                }
+            };
+            let out = check(
+                item.get(),
+                paired,
+                &keys,
+                (&cwd, &mode),
+                &shared.folders,
+                shared.allow_with_day_key,
+                now,
+            );
             if let Some(e) = failed.into_inner() {
                 return Err(e);
             }
