@@ -744,12 +744,16 @@ fn remote_deny_keeps_the_tool_from_running(s: &Scene, ed: &mut Client) -> Value 
     m
 }
 
-/// Every message the receiver queued got one final ack: `n` messages, and each one's ack
-/// entries (a resend repeats the same ack) agree.
+/// Every message the receiver queued got one final ack: `n` messages, and each one's final
+/// ack entries (a resend repeats the same ack) agree; a `taken` or `progress` before it is
+/// not a final ack.
 fn acked_once(s: &Scene, n: usize) {
     let acks = s.receiver.acks();
     let mut by_id: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
-    for a in acks {
+    for a in acks
+        .into_iter()
+        .filter(|a| !matches!(a["outcome"].as_str(), Some("taken" | "progress")))
+    {
         by_id
             .entry(a["id"].as_str().unwrap_or_default().to_string())
             .or_default()
