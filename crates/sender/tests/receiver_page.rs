@@ -878,8 +878,14 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         away_status()
     );
     for (expect, word) in [
-        (true, "away (said by sink:phone"),
-        (false, "at the desk (said by sink:phone"),
+        (
+            true,
+            "away (set from the page's Away switch, receiver phone",
+        ),
+        (
+            false,
+            "at the desk (set from the page's Away switch, receiver phone",
+        ),
     ] {
         b.click("#away");
         b.wait(&format!(

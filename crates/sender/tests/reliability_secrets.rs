@@ -83,6 +83,8 @@ fn the_token_never_leaks() {
         Duration::from_secs(60)
     ));
     assert!(stop_now(&env, "secret-a").is_some());
+    // The Stop ending the turn it started writes its final ack (DECISIONS 38).
+    assert_eq!(stop_now(&env, "secret-a"), None);
     assert!(env
         .receiver
         .wait_ack(m["id"].as_str().unwrap(), Duration::from_secs(60))
@@ -453,6 +455,8 @@ fn a_message_never_reaches_another_session() {
     assert!(stop_now(&env, "iso-b").is_none(), "b never gets a's prompt");
     assert!(stop_now(&env, "iso-a").unwrap().contains("for a only"));
     assert!(stop_now(&env, "iso-b").is_none());
+    // The Stop ending the turn a's prompt started writes its final ack (DECISIONS 38).
+    assert!(stop_now(&env, "iso-a").is_none());
     assert_eq!(
         env.query::<String>(&format!(
             "SELECT session_key FROM messages WHERE id='{}'",
