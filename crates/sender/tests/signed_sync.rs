@@ -163,7 +163,10 @@ impl SignedReceiver {
                 .unwrap()
                 .acks
                 .iter()
-                .find(|a| a["id"] == id)
+                // The final ack: a prompt is `taken` first (DECISIONS 38).
+                .find(|a| {
+                    a["id"] == id && !matches!(a["outcome"].as_str(), Some("taken" | "progress"))
+                })
                 .cloned();
             found.is_some()
         });
@@ -927,6 +930,8 @@ fn a_day_key_prompt_to_a_bypass_session_is_refused_and_one_to_a_default_session_
     assert!(until(Duration::from_secs(20), queued), "{}", env.log());
     let out = stop_in_mode(&env, SESSION, "default");
     assert!(out.contains("update the changelog"), "{out}");
+    // The Stop ending the turn the message started writes its final ack (DECISIONS 38).
+    assert_eq!(stop_in_mode(&env, SESSION, "default"), "");
     let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
     assert_eq!(ack["outcome"], "delivered", "{ack}");
 
