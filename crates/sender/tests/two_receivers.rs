@@ -690,12 +690,14 @@ fn killing_the_receiver_that_holds_a_poll_loses_nothing() {
 }
 
 /// Each acked message in the database: `ID ACKS OUTCOME`, by id, where ACKS counts the
-/// different acks it got. The same ack may arrive more than once (a poll that redelivers a
+/// different final acks it got. The same ack may arrive more than once (a poll that redelivers a
 /// message whose ack is still on its way is answered with that ack again): that is one ack.
 fn acks(pg: &Pg, db: &str) -> Vec<String> {
     pg.psql(
         db,
-        "SELECT id || ' ' || count(DISTINCT body) || ' ' || min(outcome) FROM acks GROUP BY id ORDER BY id",
+        // The final acks: a prompt is `taken` first (DECISIONS 38).
+        "SELECT id || ' ' || count(DISTINCT body) || ' ' || min(outcome) FROM acks \
+         WHERE outcome NOT IN ('taken', 'progress') GROUP BY id ORDER BY id",
     )
     .lines()
     .map(str::to_owned)
