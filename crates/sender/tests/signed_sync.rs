@@ -431,12 +431,7 @@ fn an_allow_for_no_open_prompt_is_refused_and_a_removed_key_stops_counting() {
     let hook = env.spawn_hook("sp-permission", &permission_request("echo one"));
     let attention = open_attention(&env);
     let id = r.enqueue(device.touched(MACHINE, "perm-0000000000000000", "allow"));
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_eq!(
-        (ack["outcome"].as_str(), ack["code"].as_str()),
-        (Some("refused"), Some("no_attention")),
-        "{ack}"
-    );
+    refused(&r, &id, "no_attention");
 
     // With the key removed, even a well-signed answer for the open prompt is refused.
     let rm = env
@@ -446,15 +441,8 @@ fn an_allow_for_no_open_prompt_is_refused_and_a_removed_key_stops_counting() {
         .unwrap();
     assert!(rm.status.success());
     let id = r.enqueue(device.touched(MACHINE, &attention, "allow"));
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_eq!(
-        (ack["outcome"].as_str(), ack["code"].as_str()),
-        (Some("refused"), Some("untrusted_key")),
-        "{ack}"
-    );
-    let out = finish(hook, Duration::from_secs(20));
-    assert!(out.status.success());
-    assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
+    refused(&r, &id, "untrusted_key");
+    printed_nothing(hook);
 }
 
 /// docs/protocol.md#control-5 step 6: with `control.folders`, a signed allow for a session whose own folder
@@ -473,12 +461,7 @@ fn a_session_outside_the_folder_allowlist_is_refused() {
     let hook = env.spawn_hook("sp-permission", &permission_request("echo outside"));
     let attention = open_attention(&env);
     let id = r.enqueue(device.touched(MACHINE, &attention, "allow"));
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_eq!(
-        (ack["outcome"].as_str(), ack["code"].as_str()),
-        (Some("refused"), Some("folder")),
-        "{ack}"
-    );
+    refused(&r, &id, "folder");
     let out = finish(hook, Duration::from_secs(20));
     assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
 }
@@ -530,6 +513,20 @@ fn refused_code(ack: &Value) -> (Option<&str>, Option<&str>) {
     (ack["outcome"].as_str(), ack["code"].as_str())
 }
 
+/// The final ack of message `id`, which must be a refusal with `code`.
+fn refused(r: &SignedReceiver, id: &str, code: &str) -> Value {
+    let ack = r.ack(id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(refused_code(&ack), (Some("refused"), Some(code)), "{ack}");
+    ack
+}
+
+/// The waiting hook ended as a hook must when nothing allowed it: exit 0, nothing printed.
+fn printed_nothing(hook: std::process::Child) {
+    let out = finish(hook, Duration::from_secs(20));
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
+}
+
 /// DECISIONS 36: any script the receiver serves the page can sign with the day key, so an
 /// allow on the day key alone (once, for the session, with an edited input) is refused
 /// `confirm_needed`, the prompt stays open and the hook prints nothing; so is one carrying a
@@ -573,12 +570,7 @@ fn a_day_key_allow_is_refused_confirm_needed_and_a_touch_over_the_exact_command_
     no_uv["confirm"] = device.touch(&cmd, &ceremony)["confirm"].clone();
     for signed in day_only.into_iter().chain([no_uv]) {
         let id = r.enqueue(signed);
-        let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-        assert_eq!(
-            refused_code(&ack),
-            (Some("refused"), Some("confirm_needed")),
-            "{ack}"
-        );
+        let ack = refused(&r, &id, "confirm_needed");
         assert!(
             ack["detail"].as_str().is_some_and(|d| d.contains("touch")),
             "{ack}"
@@ -620,15 +612,8 @@ fn a_day_key_only_allow_leaves_the_hook_printing_nothing() {
     let hook = env.spawn_hook("sp-permission", &permission_request("rm -rf build"));
     let attention = open_attention(&env);
     let id = r.enqueue(device.answer(MACHINE, &attention, "allow").1);
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_eq!(
-        refused_code(&ack),
-        (Some("refused"), Some("confirm_needed")),
-        "{ack}"
-    );
-    let out = finish(hook, Duration::from_secs(20));
-    assert!(out.status.success());
-    assert!(out.stdout.is_empty(), "the hook printed {:?}", stdout(&out));
+    refused(&r, &id, "confirm_needed");
+    printed_nothing(hook);
 }
 
 /// DECISIONS 36: a deny cannot run code, so it still rides the day key.
@@ -693,12 +678,7 @@ fn a_day_key_start_is_refused_confirm_needed_and_a_day_key_message_still_goes() 
         )
     };
     let id = r.enqueue(device.day.sign(&start(&nonce())));
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_eq!(
-        refused_code(&ack),
-        (Some("refused"), Some("confirm_needed")),
-        "{ack}"
-    );
+    refused(&r, &id, "confirm_needed");
     let id = r.enqueue(device.confirm(&start(&nonce())));
     let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
     assert_eq!(ack["outcome"], "unsupported", "{ack}");
@@ -823,12 +803,7 @@ fn a_day_key_batch_allow_is_refused_confirm_needed_and_a_day_key_batch_deny_deni
         .collect();
     let ids = open_attentions(&env, 2);
     let id = r.enqueue(device.day.sign(&batch(MACHINE, &ids, "allow")));
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_eq!(
-        refused_code(&ack),
-        (Some("refused"), Some("confirm_needed")),
-        "{ack}"
-    );
+    refused(&r, &id, "confirm_needed");
     assert_eq!(
         open_attentions(&env, 2),
         ids,
@@ -856,12 +831,7 @@ fn a_batch_of_more_than_50_ids_or_a_repeated_id_is_refused_naming_the_rule() {
     let twice = vec![attention.clone(), attention.clone()];
     for ids in [many, twice] {
         let id = r.enqueue(device.confirm(&batch(MACHINE, &ids, "allow")));
-        let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-        assert_eq!(
-            refused_code(&ack),
-            (Some("refused"), Some("bad_fields")),
-            "{ack}"
-        );
+        let ack = refused(&r, &id, "bad_fields");
         assert!(
             ack["detail"]
                 .as_str()
@@ -908,12 +878,7 @@ fn a_day_key_prompt_to_a_bypass_session_is_refused_and_one_to_a_default_session_
     };
 
     let id = r.enqueue(device.day.sign(&prompt(BYPASS, "run the deploy")));
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_eq!(
-        refused_code(&ack),
-        (Some("refused"), Some("confirm_needed")),
-        "{ack}"
-    );
+    let ack = refused(&r, &id, "confirm_needed");
     assert!(
         ack["detail"]
             .as_str()
@@ -974,10 +939,5 @@ fn a_day_key_prompt_queued_before_a_switch_to_bypass_is_refused_at_delivery() {
     };
     assert!(until(Duration::from_secs(20), queued), "{}", env.log());
     assert_eq!(stop_in_mode(&env, SESSION, "bypassPermissions"), "");
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_eq!(
-        refused_code(&ack),
-        (Some("refused"), Some("confirm_needed")),
-        "{ack}"
-    );
+    refused(&r, &id, "confirm_needed");
 }
