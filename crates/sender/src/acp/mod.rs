@@ -16,7 +16,9 @@
 //! never delays or breaks a frame.
 pub mod agent;
 mod control;
+pub mod elicit;
 pub mod frame;
+pub mod options;
 pub mod wire;
 
 use frame::{Sink, Verdict};
@@ -71,10 +73,12 @@ pub(crate) struct Perm {
     pub id: Value,
     pub sid: String,
     pub attention: String,
-    /// `(optionId, kind)` as offered.
-    pub options: Vec<(String, wire::PermissionOptionKind)>,
+    /// The options as offered.
+    pub options: Vec<options::PermOption>,
     /// What a grant for the session must match: the tool and its exact input ([`grant_key`]).
     pub grant: String,
+    /// Set when the request is an `elicitation/create` (rule 41): what it asks.
+    pub elicit: Option<Arc<elicit::Elicit>>,
 }
 
 /// A request the proxy sent to the agent itself.
@@ -176,7 +180,11 @@ pub(crate) enum Ev {
         attention: String,
         tool: Option<String>,
         message: Option<String>,
+        /// The input shown with it (an elicitation's questions).
+        input: Option<Value>,
     },
+    /// The agent withdrew a request (`$/cancel_request`) nobody had answered.
+    Withdrawn { sid: String, attention: String },
     /// The editor answered a permission before any remote answer did.
     EditorAnswered { sid: String, attention: String },
     TurnEnded {
@@ -310,6 +318,8 @@ impl Shared {
         match (&m.id, m.method.as_deref()) {
             (Some(id), None) => self.agent_response(&id_key(id), &m),
             (Some(id), Some("session/request_permission")) => self.permission(id, &m),
+            (Some(id), Some("elicitation/create")) => self.elicitation(id, &m),
+            (None, Some("$/cancel_request")) => self.withdrawn(&m),
             _ => Verdict::Forward,
         }
     }
@@ -466,6 +476,7 @@ impl Shared {
                 attention: attention.clone(),
                 options: ask.options,
                 grant,
+                elicit: None,
             },
         );
         drop(st);
@@ -474,7 +485,94 @@ impl Shared {
             attention,
             tool,
             message,
+            input: None,
         });
+        Verdict::Forward
+    }
+
+    /// An `elicitation/create` (rule 41): announced as a question (a form) or a link to open
+    /// (a URL), and forwarded; the first answer, the editor's or the phone's, wins.
+    fn elicitation(&self, id: &Value, m: &Msg) -> Verdict {
+        let Some(params) = m.params else {
+            return Verdict::Forward;
+        };
+        let e = match elicit::read(params) {
+            Ok(e) => e,
+            Err(why) => {
+                crate::logging::warn(&format!(
+                    "sp-acp: an elicitation/create not announced: {why}"
+                ));
+                return Verdict::Forward;
+            }
+        };
+        let mut st = self.lock();
+        // One scoped to a request belongs to that request's session (a prompt's).
+        let sid = e.session_id.clone().or_else(|| {
+            let key = id_key(e.request_id.as_ref()?);
+            match st.client_requests.get(&key) {
+                Some(ClientReq::Prompt { sid }) => Some(sid.clone()),
+                _ => None,
+            }
+        });
+        let Some(sid) = sid else {
+            crate::logging::warn(
+                "sp-acp: an elicitation/create of no known session; not announced",
+            );
+            return Verdict::Forward;
+        };
+        if st.perms.len() >= TRACK_MAX {
+            return Verdict::Forward;
+        }
+        let (tool, message, input) = elicit::shown(&e);
+        let attention = e
+            .tool_call_id
+            .as_deref()
+            .and_then(|t| call_attention_id(t, &input, None))
+            .unwrap_or_else(|| crate::harness::minted_attention_id(&sid, tool, &input));
+        st.sessions.entry(sid.clone()).or_default();
+        st.perms.insert(
+            id_key(id),
+            Perm {
+                id: id.clone(),
+                sid: sid.clone(),
+                attention: attention.clone(),
+                options: Vec::new(),
+                grant: String::new(),
+                elicit: Some(Arc::new(e)),
+            },
+        );
+        drop(st);
+        self.send(Ev::Permission {
+            sid,
+            attention,
+            tool: Some(tool.to_string()),
+            message: Some(message),
+            input: Some(input),
+        });
+        Verdict::Forward
+    }
+
+    /// The agent's `$/cancel_request` for a request still open: the phone's prompt is
+    /// cleared (the editor gets the notification as it is).
+    fn withdrawn(&self, m: &Msg) -> Verdict {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Cancel {
+            request_id: Value,
+        }
+        let Some(c) = m
+            .params
+            .and_then(|p| serde_json::from_str::<Cancel>(p.get()).ok())
+        else {
+            return Verdict::Forward;
+        };
+        let p = self.lock().perms.remove(&id_key(&c.request_id));
+        if let Some(p) = p {
+            self.send(Ev::Withdrawn {
+                sid: p.sid,
+                attention: p.attention,
+            });
+        }
         Verdict::Forward
     }
 
@@ -489,11 +587,11 @@ impl Shared {
         use crate::wire::control::Decision;
         let st = self.lock();
         let decision = st.grants.get(&ask.session_id)?.get(grant)?;
-        let kind = match decision {
-            Decision::Allow => wire::PermissionOptionKind::AllowOnce,
-            Decision::Deny => wire::PermissionOptionKind::RejectOnce,
+        let want = match decision {
+            Decision::Allow => options::Want::AllowOnce,
+            Decision::Deny => options::Want::RejectOnce,
         };
-        let (option, _) = ask.options.iter().find(|(_, k)| *k == kind)?;
+        let option = &options::choose(&ask.options, want).ok()?.0.id;
         crate::logging::info(&format!(
             "sp-acp: acp:{} {}: {} from the grant for the session (option {option:?}); not announced",
             ask.session_id,
