@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 /// A scripted ACP agent. It logs each raw line it reads to $AGENT_LOG and answers:
 /// `initialize`, `session/new`, `session/prompt` (text "ask": asks permission and reports the
-/// outcome; "again": asks for one call, the same call under a new id, then that id with
+/// outcome; "codexopts" / "twoyes": the same with codex-acp 2.6.0's options / two allow_once
+/// options; "question": asks an `elicitation/create` form as claude-agent-acp does and reports
+/// the answer; "withdraw": asks one, withdraws it with `$/cancel_request`, ends at `test/finish`; "again": asks for one call, the same call under a new id, then that id with
 /// another input; "wait": runs until `session/cancel`; otherwise echoes), `test/raw` (writes the
 /// given raw lines to stdout as they are), `test/exit` (writes to stderr, exits 7). With
 /// AGENT_STEERING it offers `_session/steering`, answered while "wait" runs by the text: "late"
@@ -89,6 +91,43 @@ while True:
             update(sid, "permission " + json.dumps(outcome))
             stop = "cancelled" if outcome == {"outcome": "cancelled"} else "end_turn"
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": stop}})
+        elif "question" in text or "withdraw" in text:
+            # As claude-agent-acp 0.101.0 asks an AskUserQuestion of an editor with form elicitation.
+            rid = 500 + n
+            send({"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": {
+                "mode": "form", "sessionId": sid, "toolCallId": "toolu_q%s" % mid,
+                "message": "Which fruit should I use?",
+                "requestedSchema": {"type": "object", "properties": {
+                    "question_0": {"type": "string", "title": "Fruit", "oneOf": [
+                        {"const": "Apple", "title": "Apple"}, {"const": "Mango", "title": "Mango", "description": "sweet"}]},
+                    "question_0_custom": {"type": "string", "title": "Other", "description": "Type your own answer"}}}}})
+            if "withdraw" in text:
+                # The tool call went away (its turn moved on): the agent withdraws the question.
+                send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": rid}})
+                update(sid, "withdrawn")
+                while read().get("method") != "test/finish":
+                    pass
+            else:
+                r = wait_response(rid)
+                update(sid, "elicitation " + json.dumps(r.get("result"), sort_keys=True))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        elif "codexopts" in text or "twoyes" in text:
+            # codex-acp 2.6.0's options for a command; "twoyes": two allow_once nobody can tell apart.
+            opts = [{"optionId": "allow_once", "name": "Yes, proceed", "kind": "allow_once"},
+                    {"optionId": "allow_for_session", "name": "Yes, and don't ask again for this command in this session", "kind": "allow_always"},
+                    {"optionId": "decline", "name": "No, continue without running it", "kind": "reject_once"},
+                    {"optionId": "cancel", "name": "No, and tell Codex what to do differently", "kind": "reject_once"}]
+            if "twoyes" in text:
+                opts[1] = {"optionId": "yes-b", "name": "Sure", "kind": "allow_once"}
+            rid = 400 + n
+            send({"jsonrpc": "2.0", "id": rid, "method": "session/request_permission", "params": {
+                "sessionId": sid,
+                "toolCall": {"toolCallId": "call_p%s" % mid, "title": "bash", "kind": "execute",
+                             "rawInput": {"command": "echo hi > out.txt"}},
+                "options": opts}})
+            r = wait_response(rid)
+            update(sid, "permission " + json.dumps(r.get("result", {}).get("outcome")))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
         elif "stopme" in text:
             # Deny & stop: after its answer the turn goes on until session/cancel comes.
             send({"jsonrpc": "2.0", "id": 600 + n, "method": "session/request_permission", "params": {
@@ -1077,7 +1116,7 @@ fn a_session_is_named_for_its_agent_and_says_what_it_honours() {
     assert_eq!(
         a["data"]["control"],
         json!({"prompt": {"queue": "turn_end", "steer": "turn_end", "interrupt": "turn_end"},
-               "cancel": "now", "answer": ["scope", "interrupt"]})
+               "cancel": "now", "answer": ["scope", "interrupt", "answers"]})
     );
     let b = started(&second);
     assert_eq!(b["harness"]["name"], "acp");
@@ -1392,4 +1431,204 @@ fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
     );
     drop(to);
     let _ = wait_timeout(&mut proxy, Duration::from_secs(20));
+}
+
+/// The scripted agent's question (prompt "question"), once announced: (its request from the
+/// editor's side, the attention.needed event).
+fn question(env: &Env, ed: &mut Editor, sid: &str, text: &str) -> (u64, Value, Value) {
+    let p = ed.prompt(sid, text);
+    let (req, _) = ed.until(Duration::from_secs(20), |v| {
+        v["method"] == "elicitation/create"
+    });
+    let call = format!("toolu_q{p}-");
+    let needed = env
+        .receiver
+        .wait_event(Duration::from_secs(30), |e| {
+            e["type"] == "attention.needed"
+                && e["data"]["tool"] == "question"
+                && e["data"]["attention_id"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with(&call))
+        })
+        .unwrap_or_else(|| panic!("no question announced\n{}", env.log()));
+    (p, req, needed)
+}
+
+/// Rule 41: a form elicitation is a question on the phone; its answer (a label) is the
+/// elicitation's accept content, the editor's copy is withdrawn and its late answer swallowed.
+#[test]
+fn a_question_is_answered_from_the_phone_and_the_editors_copy_withdrawn() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let (p, req, needed) = question(&env, &mut ed, &sid, "question");
+    let q = &needed["data"]["input"]["questions"][0];
+    assert_eq!(q["question"], "Which fruit should I use?", "{needed}");
+    assert_eq!(q["options"][1]["label"], "Mango");
+    assert_eq!(needed["data"]["message"], "Which fruit should I use?");
+    let attention = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    assert!(
+        attention.starts_with(&format!("toolu_q{p}-")),
+        "{attention}"
+    );
+    // An allow without answers is refused, and the question stays open.
+    let bare = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+    );
+    let ack = ack_of(&env, bare.id());
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("a question needs answers"),
+        "{ack}"
+    );
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow",
+               "answers": {"Which fruit should I use?": "Mango"}}),
+    );
+    let (_, seen) = ed.response(p);
+    let cancel = seen
+        .iter()
+        .position(|v| v["method"] == "$/cancel_request")
+        .expect("the editor's copy was withdrawn");
+    assert_eq!(seen[cancel]["params"]["requestId"], req["id"]);
+    let said = seen
+        .iter()
+        .find_map(|v| {
+            v["params"]["update"]["content"]["text"]
+                .as_str()
+                .filter(|t| t.starts_with("elicitation "))
+        })
+        .expect("the agent said what it got");
+    assert_eq!(
+        said,
+        r#"elicitation {"action": "accept", "content": {"question_0": "Mango"}}"#
+    );
+    // The editor answers late: the agent never sees it.
+    ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"action": "decline"}}));
+    let ack = ack_of(&env, msg.id());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("elicitation/create (accept)"),
+        "{ack}"
+    );
+    let after = ed.prompt(&sid, "after");
+    ed.response(after);
+    assert!(
+        !ed.agent_log().contains("decline"),
+        "the editor's late answer reached the agent"
+    );
+    assert_eq!(cleared_how(&env, &attention), "answered");
+}
+
+/// Free text that is none of the labels goes to the question's "Other" field; a deny
+/// declines the form.
+#[test]
+fn a_questions_free_answer_fills_its_other_field_and_a_deny_declines() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let (p, _, needed) = question(&env, &mut ed, &sid, "question");
+    let attention = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow",
+               "answers": {"question_0": "Kiwi"}}),
+    );
+    let (_, seen) = ed.response(p);
+    assert!(
+        seen.iter().any(|v| v["params"]["update"]["content"]["text"]
+            == r#"elicitation {"action": "accept", "content": {"question_0_custom": "Kiwi"}}"#),
+        "{seen:#?}"
+    );
+    let (p, _, needed) = question(&env, &mut ed, &sid, "question");
+    let second = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": second, "decision": "deny"}),
+    );
+    let (_, seen) = ed.response(p);
+    assert!(
+        seen.iter()
+            .any(|v| v["params"]["update"]["content"]["text"]
+                == r#"elicitation {"action": "decline"}"#),
+        "{seen:#?}"
+    );
+    assert_eq!(ack_of(&env, msg.id())["outcome"], "delivered");
+}
+
+/// The agent withdrawing its question (`$/cancel_request`) clears the phone's prompt while
+/// the turn still runs.
+#[test]
+fn the_agent_withdrawing_a_question_clears_the_phones_prompt() {
+    let (env, mut ed, sid, _) = polled_session(&[]);
+    let (p, _, needed) = question(&env, &mut ed, &sid, "withdraw");
+    let attention = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    ed.said_starting(Duration::from_secs(20), "withdrawn");
+    assert_eq!(cleared_how(&env, &attention), "cancelled");
+    ed.send(&json!({"jsonrpc": "2.0", "method": "test/finish"}));
+    ed.response(p);
+}
+
+/// Rule 41 with codex-acp 2.6.0's options: a deny takes "decline" (the turn goes on), a deny
+/// and stop takes "cancel"; two allow_once nobody can tell apart are acked unsupported.
+#[test]
+fn options_are_chosen_by_meaning_and_lookalikes_are_refused() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let p = ed.prompt(&sid, "codexopts");
+    let call_p = |p: u64| {
+        call_attention(
+            &format!("call_p{p}"),
+            &json!({"command": "echo hi > out.txt"}),
+        )
+    };
+    wait_needed(&env, &call_p(p));
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": call_p(p), "decision": "deny"}),
+    );
+    let (_, seen) = ed.response(p);
+    assert_eq!(
+        outcome_said(&seen).as_deref(),
+        Some(r#"permission {"outcome": "selected", "optionId": "decline"}"#)
+    );
+    assert_eq!(ack_of(&env, msg.id())["outcome"], "delivered");
+
+    let p = ed.prompt(&sid, "twoyes");
+    let call_2 = call_p(p);
+    wait_needed(&env, &call_2);
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": call_2, "decision": "allow"}),
+    );
+    let ack = ack_of(&env, msg.id());
+    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+    let detail = ack["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("cannot tell apart") && detail.contains("yes-b"),
+        "{ack}"
+    );
+    // Nothing ran; the prompt is still open and a deny and stop takes codex's "cancel".
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": call_2, "decision": "deny", "interrupt": true}),
+    );
+    let (said, _) = ed.said_starting(Duration::from_secs(30), "permission ");
+    assert_eq!(
+        said["params"]["update"]["content"]["text"],
+        r#"permission {"outcome": "selected", "optionId": "cancel"}"#
+    );
+    ed.response(p);
+    let ack = ack_of(&env, msg.id());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("that option ends the turn"),
+        "{ack}"
+    );
 }

@@ -482,9 +482,10 @@
     return a.tool && msg.startsWith(lead) ? msg.slice(lead.length) : msg;
   }
 
-  // Claude Code's AskUserQuestion, or the question Codex's model asks under `sp codex`.
+  // Claude Code's AskUserQuestion, the question Codex's model asks under `sp codex`, or an
+  // ACP agent's form elicitation through sp-acp (rule 41).
   function isQuestion(a) {
-    return a.tool === 'AskUserQuestion' || a.tool === 'request_user_input';
+    return a.tool === 'AskUserQuestion' || a.tool === 'request_user_input' || a.tool === 'question';
   }
 
   // A question's questions ({question, options: [{label}], multiSelect}), if its input came.

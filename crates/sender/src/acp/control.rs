@@ -121,7 +121,7 @@ fn option_wanted(
             Want::AllowForSession,
         ),
         Decision::Allow => ("allow_once", Want::AllowOnce),
-        Decision::Deny if answer.rich.interrupt => ("reject and stop", Want::RejectAndStop),
+        Decision::Deny if answer.rich.interrupt => ("reject_once (and stop)", Want::RejectAndStop),
         Decision::Deny => ("reject_once", Want::RejectOnce),
     }
 }

@@ -321,10 +321,12 @@ pub fn content(
             Value::Array(v) if !v.is_empty() && v.iter().all(Value::is_string) => {
                 v.iter().filter_map(Value::as_str).collect()
             }
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "answers: the answer to {:?} is not a label, a list of labels or text{still_open}",
                 f.question
-            )),
+            ))
+            }
         };
         match &f.ty {
             FieldType::Choice { options, multi } => {
