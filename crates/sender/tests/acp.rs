@@ -785,6 +785,13 @@ fn sp_hooks_print_acp_prints_the_zed_agent_servers_entry() {
     let entry = &v["agent_servers"]["OpenCode (sessionpipe)"];
     assert_eq!(entry["command"], "/opt/sp/bin/sp-acp");
     assert_eq!(entry["args"], json!(["--", "opencode", "acp"]));
+    // It names the adapters editors install today, not the old @zed-industries ones.
+    assert!(
+        text.contains("@agentclientprotocol/claude-agent-acp")
+            && text.contains("@agentclientprotocol/codex-acp")
+            && !text.contains("zed-industries"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -699,7 +699,9 @@ pub fn zed_snippet(bin_dir: &std::path::Path) -> String {
     });
     format!(
         "// Zed settings.json: merge into your settings. Any ACP agent works the same way:\n\
-         // put its command after \"--\" (e.g. [\"--\", \"gemini\", \"--experimental-acp\"]).\n{}\n",
+         // put its command after \"--\" (e.g. [\"--\", \"gemini\", \"--experimental-acp\"]).\n\
+         // The adapters editors install for Claude Code and Codex: [\"--\", \"npx\", \"-y\",\n\
+         // \"@agentclientprotocol/claude-agent-acp\"] and [\"--\", \"npx\", \"-y\", \"@agentclientprotocol/codex-acp\"].\n{}\n",
         serde_json::to_string_pretty(&v).unwrap_or_default()
     )
 }
@@ -940,7 +942,7 @@ mod tests {
         );
     }
 
-    /// As claude-agent-acp 0.23.1 answers `initialize`, cut to what is read here.
+    /// As claude-agent-acp answers `initialize` (0.23.1 and 0.101.0), cut to what is read here.
     #[test]
     fn claude_agents_prompt_queueing_is_found() {
         let claude = json!({
