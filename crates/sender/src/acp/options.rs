@@ -50,11 +50,27 @@ fn says(o: &PermOption, words: &[&str]) -> bool {
     words.iter().any(|w| text.contains(w))
 }
 
+/// Labels that say a plain reject and nothing more, whatever the option's id: Gemini CLI's
+/// reject is id `cancel`, labelled "Reject".
+const PLAIN_REJECT: &[&str] = &[
+    "reject",
+    "no",
+    "deny",
+    "decline",
+    "reject once",
+    "deny once",
+];
+
+fn plain_reject(o: &PermOption) -> bool {
+    let name = o.name.trim().trim_end_matches(['.', '!']).to_lowercase();
+    PLAIN_REJECT.contains(&name.as_str())
+}
+
 fn meaning(o: &PermOption) -> Meaning {
     match o.kind {
         Kind::AllowOnce if says(o, LONGER) => Meaning::AllowLonger,
         Kind::AllowOnce => Meaning::AllowOnce,
-        Kind::RejectOnce if says(o, STOPS) => Meaning::RejectStop,
+        Kind::RejectOnce if !plain_reject(o) && says(o, STOPS) => Meaning::RejectStop,
         Kind::RejectOnce => Meaning::RejectOnce,
         Kind::RejectAlways => Meaning::RejectLonger,
         _ => Meaning::AllowLonger,
@@ -242,6 +258,17 @@ mod tests {
             choose(&o, Want::RejectOnce).unwrap().0.id,
             "reject_permissions"
         );
+    }
+
+    /// Gemini CLI 0.61's reject is id `cancel`, labelled "Reject": a plain reject.
+    #[test]
+    fn a_reject_labelled_plainly_is_a_reject_whatever_its_id() {
+        let o = vec![
+            opt("proceed_once", Kind::AllowOnce, "Allow"),
+            opt("cancel", Kind::RejectOnce, "Reject"),
+        ];
+        assert_eq!(choose(&o, Want::RejectOnce).unwrap(), (&o[1], false));
+        assert_eq!(choose(&o, Want::RejectAndStop).unwrap(), (&o[1], false));
     }
 
     #[test]
