@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 /// AGENT_STEERING it offers `_session/steering`, answered while "wait" runs by the text: "late"
 /// ends the turn and answers `promptRequired`, "boom" an error, "nope" `failed`, "newturn"
 /// `startedNewTurn`, anything else `injected`. AGENT_NAME replaces its `agentInfo.name` (empty:
-/// no `agentInfo`); AGENT_SESSIONS the prefix of its session ids.
+/// no `agentInfo`); AGENT_SESSIONS the prefix of its session ids; AGENT_MODE the mode its
+/// sessions open in (`modes.currentModeId`; prompt "modeswitch" moves to `read-only` itself).
 const AGENT: &str = r#"
 import json, os, sys
 log = open(os.environ["AGENT_LOG"], "ab", buffering=0)
@@ -74,7 +75,13 @@ while True:
         send({"jsonrpc": "2.0", "id": mid, "result": init})
     elif meth == "session/new":
         n += 1
-        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": os.environ.get("AGENT_SESSIONS", "sess-") + str(n)}})
+        res = {"sessionId": os.environ.get("AGENT_SESSIONS", "sess-") + str(n)}
+        if os.environ.get("AGENT_MODE"):
+            res["modes"] = {"currentModeId": os.environ["AGENT_MODE"], "availableModes": [
+                {"id": m, "name": m} for m in ["default", "plan", "auto", "read-only"]]}
+        send({"jsonrpc": "2.0", "id": mid, "result": res})
+    elif meth == "session/set_mode":
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
     elif meth == "session/prompt":
         sid, text = m["params"]["sessionId"], text_of(m)
         if "ask" in text:
@@ -127,6 +134,12 @@ while True:
                 "options": opts}})
             r = wait_response(rid)
             update(sid, "permission " + json.dumps(r.get("result", {}).get("outcome")))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        elif "modeswitch" in text:
+            # The agent changes its own mode (as claude-agent-acp does on ExitPlanMode).
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+                  "update": {"sessionUpdate": "current_mode_update", "currentModeId": "read-only"}}})
+            update(sid, "switched")
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
         elif "stopme" in text:
             # Deny & stop: after its answer the turn goes on until session/cancel comes.
@@ -1398,6 +1411,7 @@ fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
     }
     let mut proxy = proxy
         .env("AGENT_LOG", dir.path().join("agent.log"))
+        .env("AGENT_MODE", "auto")
         .env("AGENT_NAME", "gemini-cli")
         .env("AGENT_STEERING", "1")
         .args(["--", "python3", "-u"])
@@ -1432,6 +1446,11 @@ fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
     b.wait(card);
     let meta = b.text(&format!("{card} .meta"));
     assert!(meta.starts_with("Gemini CLI (ACP) · "), "{meta}");
+    // The session opened in the agent's auto mode: the card says why no prompt comes.
+    assert!(
+        meta.contains("mode auto (runs tools without asking)"),
+        "{meta}"
+    );
     assert_eq!(
         b.text(&format!("{card} .control")),
         "Send now reaches it once the current tool is done; Interrupt reaches it once the current tool is done; Stop reaches it at once."
@@ -1637,5 +1656,46 @@ fn options_are_chosen_by_meaning_and_lookalikes_are_refused() {
             .unwrap()
             .contains("that option ends the turn"),
         "{ack}"
+    );
+}
+
+/// The session's mode on the page (issue 40): `modes.currentModeId` at `session/new`, the
+/// editor's `session/set_mode` and the agent's own `current_mode_update` are kept on the
+/// session and ride its events as `permission_mode` (an id made a word: `read-only` →
+/// `readonly`).
+#[test]
+fn the_sessions_mode_rides_its_events() {
+    let (env, mut ed, sid, _) = live_session(&[("AGENT_MODE", "auto")]);
+    let mode_of = |kind: &str, pred: &dyn Fn(&Value) -> bool| {
+        env.receiver
+            .wait_event(Duration::from_secs(30), |e| e["type"] == kind && pred(e))
+            .unwrap_or_else(|| panic!("no {kind}\n{}", env.log()))["session"]["permission_mode"]
+            .clone()
+    };
+    assert_eq!(mode_of("session.started", &|_| true), "auto");
+    let id = ed.request(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "default"}),
+    );
+    ed.response(id);
+    let (p, _) = ask(&env, &mut ed, &sid);
+    assert_eq!(
+        mode_of("attention.needed", &|e| e["data"]["attention_id"]
+            == call_1().as_str()),
+        "default"
+    );
+    ed.send(&json!({"jsonrpc": "2.0", "id": 901, "result": {"outcome": {"outcome": "cancelled"}}}));
+    ed.response(p);
+    let p = ed.prompt(&sid, "modeswitch");
+    ed.response(p);
+    let ended = || {
+        env.events_of("turn.ended")
+            .iter()
+            .any(|e| e["session"]["permission_mode"] == "readonly")
+    };
+    assert!(
+        until(Duration::from_secs(30), ended),
+        "{:#?}",
+        env.events_of("turn.ended")
     );
 }

@@ -842,6 +842,10 @@
     const bits = [harnessLabel(s)];
     if (s.branch) bits.push(s.branch);
     if (s.machine) bits.push(s.machine);
+    // The mode the agent last reported, so a person knows why no prompt comes (auto, …).
+    if (typeof s.permission_mode === 'string' && s.permission_mode) {
+      bits.push('mode ' + short(s.permission_mode, 40) + (ASKS_FIRST.has(s.permission_mode) ? '' : ' (runs tools without asking)'));
+    }
     if (sessionTitle(s) !== s.id) bits.push(short(s.id, 13));
     bits.push('last event ' + ago(s.last_at));
     $('.meta', card).textContent = bits.join(' · ');

@@ -54,6 +54,8 @@ struct Controller<'a> {
     start_sync: bool,
     /// Sessions recorded in the store: session id → cwd.
     live: HashMap<String, Option<String>>,
+    /// The mode each session last reported (`modes.currentModeId`, `current_mode_update`).
+    modes: HashMap<String, String>,
     cancels: HashMap<String, PendingCancel>,
     last_keepalive: Instant,
     pid: u32,
@@ -72,6 +74,7 @@ pub(super) fn run(shared: &Shared, rx: Receiver<Ev>) {
         last_open_try: None,
         start_sync: !config.sinks.is_empty(),
         live: HashMap::new(),
+        modes: HashMap::new(),
         cancels: HashMap::new(),
         last_keepalive: Instant::now(),
         pid: std::process::id(),
@@ -126,14 +129,23 @@ fn option_wanted(
     }
 }
 
-fn session_ref(sid: &str, cwd: Option<&str>, event: &str) -> SessionRef {
+fn session_ref(sid: &str, cwd: Option<&str>, event: &str, mode: Option<&str>) -> SessionRef {
     SessionRef {
         harness: super::HARNESS.to_string(),
         session_id: sid.to_string(),
         cwd: cwd.map(str::to_string),
         event: event.to_string(),
-        permission_mode: None,
+        permission_mode: mode.and_then(mode_word),
     }
+}
+
+/// An ACP mode id as the session's `permission_mode` (a word of letters and digits, as the
+/// event schema takes it): `read-only` → `readonly`. The page shows it, and a mode other than
+/// `default` and `plan` counts as running tools unasked (DECISIONS 36), so a message to such a
+/// session needs a touch.
+fn mode_word(mode: &str) -> Option<String> {
+    let w: String = mode.chars().filter(char::is_ascii_alphanumeric).collect();
+    (!w.is_empty() && w.len() <= 40).then_some(w)
 }
 
 /// Takes the session's pending permission requests out of the state, with their keys.
@@ -217,7 +229,12 @@ impl Controller<'_> {
     }
 
     fn sref(&self, sid: &str, event: &str) -> SessionRef {
-        session_ref(sid, self.live.get(sid).and_then(|c| c.as_deref()), event)
+        session_ref(
+            sid,
+            self.live.get(sid).and_then(|c| c.as_deref()),
+            event,
+            self.modes.get(sid).map(String::as_str),
+        )
     }
 
     fn ensure_sync(&self) {
@@ -228,12 +245,25 @@ impl Controller<'_> {
 
     fn event(&mut self, ev: Ev) {
         match ev {
-            Ev::Session { sid, cwd, source } => {
+            Ev::Session {
+                sid,
+                cwd,
+                source,
+                mode,
+            } => {
                 if !crate::wire::is_session_id(&sid) {
                     crate::logging::warn(&format!("sp-acp: session id {sid:?} is not usable"));
                     return;
                 }
-                let s = session_ref(&sid, cwd.as_deref(), "session/new");
+                if let Some(m) = mode {
+                    self.modes.insert(sid.clone(), m);
+                }
+                let s = session_ref(
+                    &sid,
+                    cwd.as_deref(),
+                    "session/new",
+                    self.modes.get(&sid).map(String::as_str),
+                );
                 let extra = {
                     let st = self.shared.lock();
                     super::agent::started_data(
@@ -280,6 +310,18 @@ impl Controller<'_> {
                     )
                 });
                 self.ensure_sync();
+            }
+            Ev::Mode { sid, mode } => {
+                if !self.live.contains_key(&sid) || self.modes.len() >= super::TRACK_MAX {
+                    return;
+                }
+                crate::logging::info(&format!("sp-acp: acp:{sid} is in mode {mode:?}"));
+                self.modes.insert(sid.clone(), mode);
+                // Kept on the session now; the receiver hears it with the next event.
+                let s = self.sref(&sid, "session/set_mode");
+                self.with_store("noting the session's mode", |st| {
+                    st.record_event(&s, Some("mode"))
+                });
             }
             Ev::Withdrawn { sid, attention } => {
                 let s = self.sref(&sid, "$/cancel_request");

@@ -34,7 +34,7 @@ pub const HARNESS: &str = "acp";
 /// Events waiting for the controller; past this the forwarders drop them (and log), never wait.
 const QUEUE_BOUND: usize = 4096;
 /// At most this many requests of each kind are tracked; more are forwarded untracked.
-const TRACK_MAX: usize = 10_000;
+pub(crate) const TRACK_MAX: usize = 10_000;
 /// At most this many grants for the session (DECISIONS 30 `scope: "session"`) per session; an
 /// answer that would need one more is acked `unsupported` and the prompt stays open.
 pub const GRANTS_MAX: usize = 256;
@@ -64,6 +64,7 @@ enum ClientReq {
     New { cwd: Option<String> },
     Load { sid: String, cwd: Option<String> },
     Prompt { sid: String },
+    SetMode { sid: String, mode: String },
 }
 
 /// A `session/request_permission` of the agent that nobody has answered yet.
@@ -174,7 +175,12 @@ pub(crate) enum Ev {
         sid: String,
         cwd: Option<String>,
         source: &'static str,
+        /// The session's mode as the agent reports it (`modes.currentModeId`).
+        mode: Option<String>,
     },
+    /// The session's mode changed (the editor's `session/set_mode`, or the agent's
+    /// `current_mode_update`).
+    Mode { sid: String, mode: String },
     Permission {
         sid: String,
         attention: String,
@@ -232,6 +238,7 @@ fn id_key(id: &Value) -> String {
 struct Fields {
     session_id: Option<String>,
     cwd: Option<String>,
+    mode_id: Option<String>,
 }
 
 fn fields(params: Option<&RawValue>) -> Fields {
@@ -294,6 +301,12 @@ impl Shared {
                         let f = f();
                         f.session_id.map(|sid| ClientReq::Load { sid, cwd: f.cwd })
                     }
+                    "session/set_mode" => {
+                        let f = f();
+                        f.session_id
+                            .zip(f.mode_id)
+                            .map(|(sid, mode)| ClientReq::SetMode { sid, mode })
+                    }
                     "session/prompt" => f().session_id.map(|sid| {
                         st.sessions.entry(sid.clone()).or_default().prompts += 1;
                         ClientReq::Prompt { sid }
@@ -320,6 +333,7 @@ impl Shared {
             (Some(id), Some("session/request_permission")) => self.permission(id, &m),
             (Some(id), Some("elicitation/create")) => self.elicitation(id, &m),
             (None, Some("$/cancel_request")) => self.withdrawn(&m),
+            (None, Some("session/update")) => self.mode_update(&m),
             _ => Verdict::Forward,
         }
     }
@@ -391,6 +405,7 @@ impl Shared {
                         sid,
                         cwd,
                         source: "startup",
+                        mode: m.result.and_then(wire::current_mode),
                     });
                 }
             }
@@ -401,8 +416,14 @@ impl Shared {
                     sid,
                     cwd,
                     source: "resume",
+                    mode: m.result.and_then(wire::current_mode),
                 });
             }
+            ClientReq::SetMode { sid, mode } if m.error.is_none() => {
+                drop(st);
+                self.send(Ev::Mode { sid, mode });
+            }
+            ClientReq::SetMode { .. } => {}
             ClientReq::Load { .. } => {}
             ClientReq::Prompt { sid } => {
                 end_prompt(&mut st, &sid);
@@ -549,6 +570,18 @@ impl Shared {
             message: Some(message),
             input: Some(input),
         });
+        Verdict::Forward
+    }
+
+    /// A `current_mode_update` among the agent's session updates (only frames that name it
+    /// are parsed: most updates are streamed text).
+    fn mode_update(&self, m: &Msg) -> Verdict {
+        let Some(p) = m.params.filter(|p| p.get().contains("current_mode_update")) else {
+            return Verdict::Forward;
+        };
+        if let Some((sid, mode)) = wire::mode_update(p) {
+            self.send(Ev::Mode { sid, mode });
+        }
         Verdict::Forward
     }
 

@@ -67,6 +67,25 @@ pub fn new_session_id(result: &RawValue) -> Option<String> {
         .map(|r| r.session_id.0.to_string())
 }
 
+/// The session's mode in a `session/new` or `session/load` result (`modes.currentModeId`).
+pub fn current_mode(result: &RawValue) -> Option<String> {
+    let v: Value = serde_json::from_str(result.get()).ok()?;
+    v.pointer("/modes/currentModeId")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The session and its new mode from a `session/update` of kind `current_mode_update`.
+pub fn mode_update(params: &RawValue) -> Option<(String, String)> {
+    let n: schema::SessionNotification = serde_json::from_str(params.get()).ok()?;
+    match n.update {
+        schema::SessionUpdate::CurrentModeUpdate(u) => {
+            Some((n.session_id.0.to_string(), u.current_mode_id.0.to_string()))
+        }
+        _ => None,
+    }
+}
+
 /// The agent's name from an `initialize` result (`agentInfo.name`).
 pub fn agent_name(result: &RawValue) -> Option<String> {
     serde_json::from_str::<schema::InitializeResponse>(result.get())
