@@ -654,25 +654,8 @@ fn a_remote_allow_answers_allow_once_and_the_editors_late_answer_is_swallowed() 
     );
     // The editor is told to drop its request, then the agent reports the option it got.
     let (_, seen) = ed.response(p);
-    let cancel = seen
-        .iter()
-        .position(|v| v["method"] == "$/cancel_request")
-        .expect("the editor was sent $/cancel_request");
-    assert_eq!(seen[cancel]["params"]["requestId"], req["id"]);
-    let said = seen
-        .iter()
-        .position(|v| {
-            v["params"]["update"]["content"]["text"]
-                .as_str()
-                .is_some_and(|t| t.starts_with("permission"))
-        })
-        .expect("the agent said which option it got");
-    assert!(
-        cancel < said,
-        "the editor heard of it before the agent acted"
-    );
     assert_eq!(
-        seen[said]["params"]["update"]["content"]["text"],
+        withdrawn_then_said(&seen, &req, "permission"),
         r#"permission {"outcome": "selected", "optionId": "yes-once"}"#
     );
     // The editor answers late: the agent must never see it.
@@ -840,6 +823,32 @@ fn ask(env: &Env, ed: &mut Editor, sid: &str) -> (u64, Value) {
     });
     wait_needed(env, &call_1());
     (p, req)
+}
+
+/// Among the frames `seen`, the editor was sent `$/cancel_request` for `req` before the agent
+/// said something starting with `prefix`; what it said.
+fn withdrawn_then_said(seen: &[Value], req: &Value, prefix: &str) -> String {
+    let cancel = seen
+        .iter()
+        .position(|v| v["method"] == "$/cancel_request")
+        .expect("the editor was sent $/cancel_request");
+    assert_eq!(seen[cancel]["params"]["requestId"], req["id"]);
+    let said = seen
+        .iter()
+        .position(|v| {
+            v["params"]["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(prefix))
+        })
+        .expect("the agent said what it got");
+    assert!(
+        cancel < said,
+        "the editor heard of it before the agent acted"
+    );
+    seen[said]["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn outcome_said(seen: &[Value]) -> Option<String> {
@@ -1515,21 +1524,8 @@ fn a_question_is_answered_from_the_phone_and_the_editors_copy_withdrawn() {
                "answers": {"Which fruit should I use?": "Mango"}}),
     );
     let (_, seen) = ed.response(p);
-    let cancel = seen
-        .iter()
-        .position(|v| v["method"] == "$/cancel_request")
-        .expect("the editor's copy was withdrawn");
-    assert_eq!(seen[cancel]["params"]["requestId"], req["id"]);
-    let said = seen
-        .iter()
-        .find_map(|v| {
-            v["params"]["update"]["content"]["text"]
-                .as_str()
-                .filter(|t| t.starts_with("elicitation "))
-        })
-        .expect("the agent said what it got");
     assert_eq!(
-        said,
+        withdrawn_then_said(&seen, &req, "elicitation "),
         r#"elicitation {"action": "accept", "content": {"question_0": "Mango"}}"#
     );
     // The editor answers late: the agent never sees it.

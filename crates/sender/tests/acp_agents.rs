@@ -590,32 +590,10 @@ fn codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
                 ["allow_once", "accept_execpolicy_amendment", "cancel"],
                 "{req}"
             );
-            let m = s.receiver.enqueue(
-                &key,
-                json!({"kind": "permission.answer", "for": attention, "decision": "deny"}),
-            );
-            let ack = s.ack(&m);
-            assert_eq!(ack["outcome"], "unsupported", "{ack}");
-            assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .contains("also ends the turn"),
-                "{ack}"
-            );
-            let m = s.receiver.enqueue(
-                &key,
-                json!({"kind": "permission.answer", "for": attention, "decision": "deny", "interrupt": true}),
-            );
-            let ack = s.ack(&m);
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .contains("option \"cancel\""),
-                "{ack}"
-            );
+            let deny = json!({"kind": "permission.answer", "for": attention, "decision": "deny"});
+            acked(s, &key, &deny, "unsupported", "also ends the turn");
+            let stop = json!({"kind": "permission.answer", "for": attention, "decision": "deny", "interrupt": true});
+            acked(s, &key, &stop, "delivered", "option \"cancel\"");
             let (done, _) = ed.response(p);
             assert!(done.get("result").is_some(), "{done}");
             assert!(
@@ -625,6 +603,16 @@ fn codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
             acked_once(s, 5);
         },
     );
+}
+
+/// Queues `msg` for session `key`; its final ack, which must be `outcome` with a detail
+/// that says `detail`.
+fn acked(s: &Scene, key: &str, msg: &Value, outcome: &str, detail: &str) -> Value {
+    let m = s.receiver.enqueue(key, msg.clone());
+    let ack = s.ack(&m);
+    assert_eq!(ack["outcome"], outcome, "{ack}");
+    assert!(ack["detail"].as_str().unwrap().contains(detail), "{ack}");
+    ack
 }
 
 /// codex-acp 2.6 opens a session in "Auto review" (`agent`), where Codex's reviewer model

@@ -484,29 +484,39 @@ impl Shared {
             (Some(t), _) if t != name && !t.trim().is_empty() => format!("{name} {t}"),
             _ => crate::harness::describe_tool(name, &ask.raw_input),
         });
-        let mut st = self.lock();
+        let perm = Perm {
+            id: id.clone(),
+            sid,
+            attention,
+            options: ask.options,
+            grant,
+            elicit: None,
+        };
+        self.track(self.lock(), perm, tool, message, None)
+    }
+
+    /// Keeps an agent request open until someone answers it, and announces it.
+    fn track(
+        &self,
+        mut st: std::sync::MutexGuard<'_, State>,
+        perm: Perm,
+        tool: Option<String>,
+        message: Option<String>,
+        input: Option<Value>,
+    ) -> Verdict {
         if st.perms.len() >= TRACK_MAX {
             return Verdict::Forward;
         }
+        let (sid, attention) = (perm.sid.clone(), perm.attention.clone());
         st.sessions.entry(sid.clone()).or_default();
-        st.perms.insert(
-            id_key(id),
-            Perm {
-                id: id.clone(),
-                sid: sid.clone(),
-                attention: attention.clone(),
-                options: ask.options,
-                grant,
-                elicit: None,
-            },
-        );
+        st.perms.insert(id_key(&perm.id), perm);
         drop(st);
         self.send(Ev::Permission {
             sid,
             attention,
             tool,
             message,
-            input: None,
+            input,
         });
         Verdict::Forward
     }
@@ -526,7 +536,7 @@ impl Shared {
                 return Verdict::Forward;
             }
         };
-        let mut st = self.lock();
+        let st = self.lock();
         // One scoped to a request belongs to that request's session (a prompt's).
         let sid = e.session_id.clone().or_else(|| {
             let key = id_key(e.request_id.as_ref()?);
@@ -541,36 +551,21 @@ impl Shared {
             );
             return Verdict::Forward;
         };
-        if st.perms.len() >= TRACK_MAX {
-            return Verdict::Forward;
-        }
         let (tool, message, input) = elicit::shown(&e);
         let attention = e
             .tool_call_id
             .as_deref()
             .and_then(|t| call_attention_id(t, &input, None))
             .unwrap_or_else(|| crate::harness::minted_attention_id(&sid, tool, &input));
-        st.sessions.entry(sid.clone()).or_default();
-        st.perms.insert(
-            id_key(id),
-            Perm {
-                id: id.clone(),
-                sid: sid.clone(),
-                attention: attention.clone(),
-                options: Vec::new(),
-                grant: String::new(),
-                elicit: Some(Arc::new(e)),
-            },
-        );
-        drop(st);
-        self.send(Ev::Permission {
+        let perm = Perm {
+            id: id.clone(),
             sid,
             attention,
-            tool: Some(tool.to_string()),
-            message: Some(message),
-            input: Some(input),
-        });
-        Verdict::Forward
+            options: Vec::new(),
+            grant: String::new(),
+            elicit: Some(Arc::new(e)),
+        };
+        self.track(st, perm, Some(tool.to_string()), Some(message), Some(input))
     }
 
     /// A `current_mode_update` among the agent's session updates (only frames that name it
