@@ -98,6 +98,15 @@ while True:
             update(sid, "permission " + json.dumps(outcome))
             stop = "cancelled" if outcome == {"outcome": "cancelled"} else "end_turn"
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": stop}})
+        elif "link" in text:
+            # A URL-mode elicitation (an MCP server's sign-in, say).
+            rid = 300 + n
+            send({"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": {
+                "mode": "url", "sessionId": sid, "elicitationId": "el-%s" % mid,
+                "url": "https://auth.example.com/sign-in?x=%s" % mid, "message": "Sign in to the tracker"}})
+            r = wait_response(rid)
+            update(sid, "elicitation " + json.dumps(r.get("result"), sort_keys=True))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
         elif "question" in text or "withdraw" in text:
             # As claude-agent-acp 0.101.0 asks an AskUserQuestion of an editor with form elicitation.
             rid = 500 + n
@@ -1694,4 +1703,62 @@ fn the_sessions_mode_rides_its_events() {
         "{:#?}",
         env.events_of("turn.ended")
     );
+}
+
+/// Rule 41: the editor answering a question first wins; the phone's later answer is acked
+/// expired and never reaches the agent.
+#[test]
+fn the_editor_answering_a_question_first_wins() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let (p, req, needed) = question(&env, &mut ed, &sid, "question");
+    let attention = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    ed.send(&json!({"jsonrpc": "2.0", "id": req["id"],
+        "result": {"action": "accept", "content": {"question_0": "Apple"}}}));
+    let (_, seen) = ed.response(p);
+    assert!(
+        seen.iter().any(|v| v["params"]["update"]["content"]["text"]
+            == r#"elicitation {"action": "accept", "content": {"question_0": "Apple"}}"#),
+        "{seen:#?}"
+    );
+    assert_eq!(cleared_how(&env, &attention), "answered");
+    let late = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow",
+               "answers": {"question_0": "Mango"}}),
+    );
+    assert_eq!(ack_of(&env, late.id())["outcome"], "expired");
+    assert!(!ed.agent_log().contains("Mango"));
+}
+
+/// Rule 41: a URL-mode elicitation is shown as a link for the person to open (sp-acp never
+/// fetches it); the phone's allow accepts it.
+#[test]
+fn a_url_elicitation_is_a_link_the_phone_accepts() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let p = ed.prompt(&sid, "link");
+    let url = format!("https://auth.example.com/sign-in?x={p}");
+    let needed = env
+        .wait_event(
+            "attention.needed",
+            json!({"tool": "open_link"}),
+            Duration::from_secs(30),
+        )
+        .unwrap_or_else(|| panic!("no link announced\n{}", env.log()));
+    assert_eq!(needed["data"]["input"]["url"], url.as_str(), "{needed}");
+    assert!(
+        needed["data"]["message"].as_str().unwrap().contains(&url),
+        "{needed}"
+    );
+    let attention = needed["data"]["attention_id"].as_str().unwrap();
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+    );
+    let (_, seen) = ed.response(p);
+    assert!(
+        seen.iter().any(|v| v["params"]["update"]["content"]["text"]
+            == r#"elicitation {"action": "accept", "content": {}}"#),
+        "{seen:#?}"
+    );
+    assert_eq!(ack_of(&env, msg.id())["outcome"], "delivered");
 }
