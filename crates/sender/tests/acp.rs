@@ -1405,9 +1405,10 @@ fn allow_for_the_session_answers_the_same_call_again_and_nothing_more() {
 }
 
 /// Issue 30, on the page: in headless chromium against sp-receiver, an ACP session's card is
-/// named for its agent and says when steer, interrupt and stop take effect there.
+/// named for its agent and says when steer, interrupt and stop take effect there; issue 40:
+/// it shows the agent's mode, and a URL the agent asks the person to open is a link.
 #[test]
-fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
+fn the_page_names_an_acp_session_for_its_agent_shows_what_it_honours_its_mode_and_a_link_to_open() {
     use common::browser::{missing_browser_deps, Browser};
     use common::receiver::{Machine, SpReceiver, LOGIN};
     // Fail (never skip) when the browser cannot run, naming the script that installs it.
@@ -1473,6 +1474,25 @@ fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
         b.text(&format!("{card} .control")),
         "Send now reaches it once the current tool is done; Interrupt reaches it once the current tool is done; Stop reaches it at once."
     );
+    // Rule 41: a URL the agent asks the person to open is a link on the page.
+    writeln!(
+        to,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+               "params": {"sessionId": "sess-1", "prompt": [{"type": "text", "text": "link"}]}})
+    )
+    .unwrap();
+    // In the inbox, where every open prompt is; never offered for the session.
+    let link = "#inbox-list a.att-link[href]".to_string();
+    b.wait(&link);
+    assert_eq!(
+        b.attr(&link, "href"),
+        "https://auth.example.com/sign-in?x=3"
+    );
+    assert_eq!(b.attr(&link, "rel"), "noopener noreferrer");
+    assert!(b.text("#inbox-list").contains("Sign in to the tracker"));
+    let offered = b.call(json!({"op": "eval", "script": "[...document.querySelectorAll('#inbox-list .allow-session')].every((e) => e.hidden)"}));
+    assert_eq!(offered["value"], json!(true), "{offered}");
     drop(to);
     let _ = wait_timeout(&mut proxy, Duration::from_secs(20));
 }
