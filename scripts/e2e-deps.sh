@@ -5,8 +5,8 @@
 #     into e2e/node_modules (their native binaries come inside the npm packages):
 #       @anthropic-ai/claude-code 2.1.332, @openai/codex 0.171.0, opencode-ai 1.18.33,
 #       @google/gemini-cli 0.61.0, @github/copilot 1.0.102, @factory/cli-linux-x64 0.225.2,
-#       and the ACP adapters @zed-industries/codex-acp 0.16.0 and
-#       @zed-industries/claude-agent-acp 0.23.1 (tests/acp_agents.rs)
+#       and the ACP adapters @agentclientprotocol/codex-acp 2.6.0 and
+#       @agentclientprotocol/claude-agent-acp 0.101.0 (tests/acp_agents.rs)
 #   - Node.js 22 or later (the system's, or the pinned build into .deps/node; see
 #     scripts/deps-lib.sh) and npm, `unshare` (util-linux) and `ip` (iproute2) for the
 #     loopback-only network namespace each scenario runs in, python3 for the model stand-in
@@ -49,7 +49,7 @@ pinned() {
 }
 
 up_to_date() {
-    for p in @anthropic-ai/claude-code @openai/codex opencode-ai @zed-industries/codex-acp @google/gemini-cli @github/copilot @factory/cli-linux-x64 @zed-industries/claude-agent-acp; do
+    for p in @anthropic-ai/claude-code @openai/codex opencode-ai @agentclientprotocol/codex-acp @google/gemini-cli @github/copilot @factory/cli-linux-x64 @agentclientprotocol/claude-agent-acp; do
         [ "$(installed "$p")" = "$(pinned "$p")" ] || return 1
     done
     [ -x "$e2e/node_modules/.bin/claude" ] && [ -x "$e2e/node_modules/.bin/codex" ] \

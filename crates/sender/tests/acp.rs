@@ -12,13 +12,16 @@ use std::time::{Duration, Instant};
 
 /// A scripted ACP agent. It logs each raw line it reads to $AGENT_LOG and answers:
 /// `initialize`, `session/new`, `session/prompt` (text "ask": asks permission and reports the
-/// outcome; "again": asks for one call, the same call under a new id, then that id with
+/// outcome; "codexopts" / "twoyes": the same with codex-acp 2.6.0's options / two allow_once
+/// options; "question": asks an `elicitation/create` form as claude-agent-acp does and reports
+/// the answer; "withdraw": asks one, withdraws it with `$/cancel_request`, ends at `test/finish`; "again": asks for one call, the same call under a new id, then that id with
 /// another input; "wait": runs until `session/cancel`; otherwise echoes), `test/raw` (writes the
 /// given raw lines to stdout as they are), `test/exit` (writes to stderr, exits 7). With
 /// AGENT_STEERING it offers `_session/steering`, answered while "wait" runs by the text: "late"
 /// ends the turn and answers `promptRequired`, "boom" an error, "nope" `failed`, "newturn"
 /// `startedNewTurn`, anything else `injected`. AGENT_NAME replaces its `agentInfo.name` (empty:
-/// no `agentInfo`); AGENT_SESSIONS the prefix of its session ids.
+/// no `agentInfo`); AGENT_SESSIONS the prefix of its session ids; AGENT_MODE the mode its
+/// sessions open in (`modes.currentModeId`; prompt "modeswitch" moves to `read-only` itself).
 const AGENT: &str = r#"
 import json, os, sys
 log = open(os.environ["AGENT_LOG"], "ab", buffering=0)
@@ -72,7 +75,13 @@ while True:
         send({"jsonrpc": "2.0", "id": mid, "result": init})
     elif meth == "session/new":
         n += 1
-        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": os.environ.get("AGENT_SESSIONS", "sess-") + str(n)}})
+        res = {"sessionId": os.environ.get("AGENT_SESSIONS", "sess-") + str(n)}
+        if os.environ.get("AGENT_MODE"):
+            res["modes"] = {"currentModeId": os.environ["AGENT_MODE"], "availableModes": [
+                {"id": m, "name": m} for m in ["default", "plan", "auto", "read-only"]]}
+        send({"jsonrpc": "2.0", "id": mid, "result": res})
+    elif meth == "session/set_mode":
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
     elif meth == "session/prompt":
         sid, text = m["params"]["sessionId"], text_of(m)
         if "ask" in text:
@@ -89,6 +98,58 @@ while True:
             update(sid, "permission " + json.dumps(outcome))
             stop = "cancelled" if outcome == {"outcome": "cancelled"} else "end_turn"
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": stop}})
+        elif "link" in text:
+            # A URL-mode elicitation (an MCP server's sign-in, say).
+            rid = 300 + n
+            send({"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": {
+                "mode": "url", "sessionId": sid, "elicitationId": "el-%s" % mid,
+                "url": "https://auth.example.com/sign-in?x=%s" % mid, "message": "Sign in to the tracker"}})
+            r = wait_response(rid)
+            update(sid, "elicitation " + json.dumps(r.get("result"), sort_keys=True))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        elif "question" in text or "withdraw" in text:
+            # As claude-agent-acp 0.101.0 asks an AskUserQuestion of an editor with form elicitation.
+            rid = 500 + n
+            send({"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": {
+                "mode": "form", "sessionId": sid, "toolCallId": "toolu_q%s" % mid,
+                "message": "Which fruit should I use?",
+                "requestedSchema": {"type": "object", "properties": {
+                    "question_0": {"type": "string", "title": "Fruit", "oneOf": [
+                        {"const": "Apple", "title": "Apple"}, {"const": "Mango", "title": "Mango", "description": "sweet"}]},
+                    "question_0_custom": {"type": "string", "title": "Other", "description": "Type your own answer"}}}}})
+            if "withdraw" in text:
+                # The tool call went away (its turn moved on): the agent withdraws the question.
+                send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": rid}})
+                update(sid, "withdrawn")
+                while read().get("method") != "test/finish":
+                    pass
+            else:
+                r = wait_response(rid)
+                update(sid, "elicitation " + json.dumps(r.get("result"), sort_keys=True))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        elif "codexopts" in text or "twoyes" in text:
+            # codex-acp 2.6.0's options for a command; "twoyes": two allow_once nobody can tell apart.
+            opts = [{"optionId": "allow_once", "name": "Yes, proceed", "kind": "allow_once"},
+                    {"optionId": "allow_for_session", "name": "Yes, and don't ask again for this command in this session", "kind": "allow_always"},
+                    {"optionId": "decline", "name": "No, continue without running it", "kind": "reject_once"},
+                    {"optionId": "cancel", "name": "No, and tell Codex what to do differently", "kind": "reject_once"}]
+            if "twoyes" in text:
+                opts[1] = {"optionId": "yes-b", "name": "Sure", "kind": "allow_once"}
+            rid = 400 + n
+            send({"jsonrpc": "2.0", "id": rid, "method": "session/request_permission", "params": {
+                "sessionId": sid,
+                "toolCall": {"toolCallId": "call_p%s" % mid, "title": "bash", "kind": "execute",
+                             "rawInput": {"command": "echo hi > out.txt"}},
+                "options": opts}})
+            r = wait_response(rid)
+            update(sid, "permission " + json.dumps(r.get("result", {}).get("outcome")))
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        elif "modeswitch" in text:
+            # The agent changes its own mode (as claude-agent-acp does on ExitPlanMode).
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+                  "update": {"sessionUpdate": "current_mode_update", "currentModeId": "read-only"}}})
+            update(sid, "switched")
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
         elif "stopme" in text:
             # Deny & stop: after its answer the turn goes on until session/cancel comes.
             send({"jsonrpc": "2.0", "id": 600 + n, "method": "session/request_permission", "params": {
@@ -602,25 +663,8 @@ fn a_remote_allow_answers_allow_once_and_the_editors_late_answer_is_swallowed() 
     );
     // The editor is told to drop its request, then the agent reports the option it got.
     let (_, seen) = ed.response(p);
-    let cancel = seen
-        .iter()
-        .position(|v| v["method"] == "$/cancel_request")
-        .expect("the editor was sent $/cancel_request");
-    assert_eq!(seen[cancel]["params"]["requestId"], req["id"]);
-    let said = seen
-        .iter()
-        .position(|v| {
-            v["params"]["update"]["content"]["text"]
-                .as_str()
-                .is_some_and(|t| t.starts_with("permission"))
-        })
-        .expect("the agent said which option it got");
-    assert!(
-        cancel < said,
-        "the editor heard of it before the agent acted"
-    );
     assert_eq!(
-        seen[said]["params"]["update"]["content"]["text"],
+        withdrawn_then_said(&seen, &req, "permission"),
         r#"permission {"outcome": "selected", "optionId": "yes-once"}"#
     );
     // The editor answers late: the agent must never see it.
@@ -746,6 +790,13 @@ fn sp_hooks_print_acp_prints_the_zed_agent_servers_entry() {
     let entry = &v["agent_servers"]["OpenCode (sessionpipe)"];
     assert_eq!(entry["command"], "/opt/sp/bin/sp-acp");
     assert_eq!(entry["args"], json!(["--", "opencode", "acp"]));
+    // It names the adapters editors install today, not the old @zed-industries ones.
+    assert!(
+        text.contains("@agentclientprotocol/claude-agent-acp")
+            && text.contains("@agentclientprotocol/codex-acp")
+            && !text.contains("zed-industries"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -781,6 +832,32 @@ fn ask(env: &Env, ed: &mut Editor, sid: &str) -> (u64, Value) {
     });
     wait_needed(env, &call_1());
     (p, req)
+}
+
+/// Among the frames `seen`, the editor was sent `$/cancel_request` for `req` before the agent
+/// said something starting with `prefix`; what it said.
+fn withdrawn_then_said(seen: &[Value], req: &Value, prefix: &str) -> String {
+    let cancel = seen
+        .iter()
+        .position(|v| v["method"] == "$/cancel_request")
+        .expect("the editor was sent $/cancel_request");
+    assert_eq!(seen[cancel]["params"]["requestId"], req["id"]);
+    let said = seen
+        .iter()
+        .position(|v| {
+            v["params"]["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(prefix))
+        })
+        .expect("the agent said what it got");
+    assert!(
+        cancel < said,
+        "the editor heard of it before the agent acted"
+    );
+    seen[said]["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn outcome_said(seen: &[Value]) -> Option<String> {
@@ -1077,7 +1154,7 @@ fn a_session_is_named_for_its_agent_and_says_what_it_honours() {
     assert_eq!(
         a["data"]["control"],
         json!({"prompt": {"queue": "turn_end", "steer": "turn_end", "interrupt": "turn_end"},
-               "cancel": "now", "answer": ["scope", "interrupt"]})
+               "cancel": "now", "answer": ["scope", "interrupt", "answers"]})
     );
     let b = started(&second);
     assert_eq!(b["harness"]["name"], "acp");
@@ -1328,9 +1405,10 @@ fn allow_for_the_session_answers_the_same_call_again_and_nothing_more() {
 }
 
 /// Issue 30, on the page: in headless chromium against sp-receiver, an ACP session's card is
-/// named for its agent and says when steer, interrupt and stop take effect there.
+/// named for its agent and says when steer, interrupt and stop take effect there; issue 40:
+/// it shows the agent's mode, and a URL the agent asks the person to open is a link.
 #[test]
-fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
+fn the_page_names_an_acp_session_for_its_agent_shows_what_it_honours_its_mode_and_a_link_to_open() {
     use common::browser::{missing_browser_deps, Browser};
     use common::receiver::{Machine, SpReceiver, LOGIN};
     // Fail (never skip) when the browser cannot run, naming the script that installs it.
@@ -1352,6 +1430,7 @@ fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
     }
     let mut proxy = proxy
         .env("AGENT_LOG", dir.path().join("agent.log"))
+        .env("AGENT_MODE", "auto")
         .env("AGENT_NAME", "gemini-cli")
         .env("AGENT_STEERING", "1")
         .args(["--", "python3", "-u"])
@@ -1386,10 +1465,320 @@ fn the_page_names_an_acp_session_for_its_agent_and_shows_what_it_honours() {
     b.wait(card);
     let meta = b.text(&format!("{card} .meta"));
     assert!(meta.starts_with("Gemini CLI (ACP) · "), "{meta}");
+    // The session opened in the agent's auto mode: the card says why no prompt comes.
+    assert!(
+        meta.contains("mode auto (runs tools without asking)"),
+        "{meta}"
+    );
     assert_eq!(
         b.text(&format!("{card} .control")),
         "Send now reaches it once the current tool is done; Interrupt reaches it once the current tool is done; Stop reaches it at once."
     );
+    // Rule 41: a URL the agent asks the person to open is a link on the page.
+    writeln!(
+        to,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+               "params": {"sessionId": "sess-1", "prompt": [{"type": "text", "text": "link"}]}})
+    )
+    .unwrap();
+    // In the inbox, where every open prompt is; never offered for the session.
+    let link = "#inbox-list a.att-link[href]".to_string();
+    b.wait(&link);
+    assert_eq!(
+        b.attr(&link, "href"),
+        "https://auth.example.com/sign-in?x=3"
+    );
+    assert_eq!(b.attr(&link, "rel"), "noopener noreferrer");
+    assert!(b.text("#inbox-list").contains("Sign in to the tracker"));
+    let offered = b.call(json!({"op": "eval", "script": "[...document.querySelectorAll('#inbox-list .allow-session')].every((e) => e.hidden)"}));
+    assert_eq!(offered["value"], json!(true), "{offered}");
     drop(to);
     let _ = wait_timeout(&mut proxy, Duration::from_secs(20));
+}
+
+/// The scripted agent's question (prompt "question"), once announced: (its request from the
+/// editor's side, the attention.needed event).
+fn question(env: &Env, ed: &mut Editor, sid: &str, text: &str) -> (u64, Value, Value) {
+    let p = ed.prompt(sid, text);
+    let (req, _) = ed.until(Duration::from_secs(20), |v| {
+        v["method"] == "elicitation/create"
+    });
+    let call = format!("toolu_q{p}-");
+    let needed = env
+        .receiver
+        .wait_event(Duration::from_secs(30), |e| {
+            e["type"] == "attention.needed"
+                && e["data"]["tool"] == "question"
+                && e["data"]["attention_id"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with(&call))
+        })
+        .unwrap_or_else(|| panic!("no question announced\n{}", env.log()));
+    (p, req, needed)
+}
+
+/// Rule 41: a form elicitation is a question on the phone; its answer (a label) is the
+/// elicitation's accept content, the editor's copy is withdrawn and its late answer swallowed.
+#[test]
+fn a_question_is_answered_from_the_phone_and_the_editors_copy_withdrawn() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let (p, req, needed) = question(&env, &mut ed, &sid, "question");
+    let q = &needed["data"]["input"]["questions"][0];
+    assert_eq!(q["question"], "Which fruit should I use?", "{needed}");
+    assert_eq!(q["options"][1]["label"], "Mango");
+    assert_eq!(needed["data"]["message"], "Which fruit should I use?");
+    let attention = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    assert!(
+        attention.starts_with(&format!("toolu_q{p}-")),
+        "{attention}"
+    );
+    // An allow without answers is refused, and the question stays open.
+    let bare = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+    );
+    let ack = ack_of(&env, bare.id());
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("a question needs answers"),
+        "{ack}"
+    );
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow",
+               "answers": {"Which fruit should I use?": "Mango"}}),
+    );
+    let (_, seen) = ed.response(p);
+    assert_eq!(
+        withdrawn_then_said(&seen, &req, "elicitation "),
+        r#"elicitation {"action": "accept", "content": {"question_0": "Mango"}}"#
+    );
+    // The editor answers late: the agent never sees it.
+    ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"action": "decline"}}));
+    let ack = ack_of(&env, msg.id());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("elicitation/create (accept)"),
+        "{ack}"
+    );
+    let after = ed.prompt(&sid, "after");
+    ed.response(after);
+    assert!(
+        !ed.agent_log().contains("decline"),
+        "the editor's late answer reached the agent"
+    );
+    assert_eq!(cleared_how(&env, &attention), "answered");
+}
+
+/// Free text that is none of the labels goes to the question's "Other" field; a deny
+/// declines the form.
+#[test]
+fn a_questions_free_answer_fills_its_other_field_and_a_deny_declines() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let (p, _, needed) = question(&env, &mut ed, &sid, "question");
+    let attention = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow",
+               "answers": {"question_0": "Kiwi"}}),
+    );
+    let (_, seen) = ed.response(p);
+    assert!(
+        seen.iter().any(|v| v["params"]["update"]["content"]["text"]
+            == r#"elicitation {"action": "accept", "content": {"question_0_custom": "Kiwi"}}"#),
+        "{seen:#?}"
+    );
+    let (p, _, needed) = question(&env, &mut ed, &sid, "question");
+    let second = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": second, "decision": "deny"}),
+    );
+    let (_, seen) = ed.response(p);
+    assert!(
+        seen.iter()
+            .any(|v| v["params"]["update"]["content"]["text"]
+                == r#"elicitation {"action": "decline"}"#),
+        "{seen:#?}"
+    );
+    assert_eq!(ack_of(&env, msg.id())["outcome"], "delivered");
+}
+
+/// The agent withdrawing its question (`$/cancel_request`) clears the phone's prompt while
+/// the turn still runs.
+#[test]
+fn the_agent_withdrawing_a_question_clears_the_phones_prompt() {
+    let (env, mut ed, sid, _) = polled_session(&[]);
+    let (p, _, needed) = question(&env, &mut ed, &sid, "withdraw");
+    let attention = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    ed.said_starting(Duration::from_secs(20), "withdrawn");
+    assert_eq!(cleared_how(&env, &attention), "cancelled");
+    ed.send(&json!({"jsonrpc": "2.0", "method": "test/finish"}));
+    ed.response(p);
+}
+
+/// Rule 41 with codex-acp 2.6.0's options: a deny takes "decline" (the turn goes on), a deny
+/// and stop takes "cancel"; two allow_once nobody can tell apart are acked unsupported.
+#[test]
+fn options_are_chosen_by_meaning_and_lookalikes_are_refused() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let p = ed.prompt(&sid, "codexopts");
+    let call_p = |p: u64| {
+        call_attention(
+            &format!("call_p{p}"),
+            &json!({"command": "echo hi > out.txt"}),
+        )
+    };
+    wait_needed(&env, &call_p(p));
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": call_p(p), "decision": "deny"}),
+    );
+    let (_, seen) = ed.response(p);
+    assert_eq!(
+        outcome_said(&seen).as_deref(),
+        Some(r#"permission {"outcome": "selected", "optionId": "decline"}"#)
+    );
+    assert_eq!(ack_of(&env, msg.id())["outcome"], "delivered");
+
+    let p = ed.prompt(&sid, "twoyes");
+    let call_2 = call_p(p);
+    wait_needed(&env, &call_2);
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": call_2, "decision": "allow"}),
+    );
+    let ack = ack_of(&env, msg.id());
+    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+    let detail = ack["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("cannot tell apart") && detail.contains("yes-b"),
+        "{ack}"
+    );
+    // Nothing ran; the prompt is still open and a deny and stop takes codex's "cancel".
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": call_2, "decision": "deny", "interrupt": true}),
+    );
+    let (said, _) = ed.said_starting(Duration::from_secs(30), "permission ");
+    assert_eq!(
+        said["params"]["update"]["content"]["text"],
+        r#"permission {"outcome": "selected", "optionId": "cancel"}"#
+    );
+    ed.response(p);
+    let ack = ack_of(&env, msg.id());
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("that option ends the turn"),
+        "{ack}"
+    );
+}
+
+/// The session's mode on the page (issue 40): `modes.currentModeId` at `session/new`, the
+/// editor's `session/set_mode` and the agent's own `current_mode_update` are kept on the
+/// session and ride its events as `permission_mode` (an id made a word: `read-only` →
+/// `readonly`).
+#[test]
+fn the_sessions_mode_rides_its_events() {
+    let (env, mut ed, sid, _) = live_session(&[("AGENT_MODE", "auto")]);
+    let mode_of = |kind: &str, pred: &dyn Fn(&Value) -> bool| {
+        env.receiver
+            .wait_event(Duration::from_secs(30), |e| e["type"] == kind && pred(e))
+            .unwrap_or_else(|| panic!("no {kind}\n{}", env.log()))["session"]["permission_mode"]
+            .clone()
+    };
+    assert_eq!(mode_of("session.started", &|_| true), "auto");
+    let id = ed.request(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "default"}),
+    );
+    ed.response(id);
+    let (p, _) = ask(&env, &mut ed, &sid);
+    assert_eq!(
+        mode_of("attention.needed", &|e| e["data"]["attention_id"]
+            == call_1().as_str()),
+        "default"
+    );
+    ed.send(&json!({"jsonrpc": "2.0", "id": 901, "result": {"outcome": {"outcome": "cancelled"}}}));
+    ed.response(p);
+    let p = ed.prompt(&sid, "modeswitch");
+    ed.response(p);
+    let ended = || {
+        env.events_of("turn.ended")
+            .iter()
+            .any(|e| e["session"]["permission_mode"] == "readonly")
+    };
+    assert!(
+        until(Duration::from_secs(30), ended),
+        "{:#?}",
+        env.events_of("turn.ended")
+    );
+}
+
+/// Rule 41: the editor answering a question first wins; the phone's later answer is acked
+/// expired and never reaches the agent.
+#[test]
+fn the_editor_answering_a_question_first_wins() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let (p, req, needed) = question(&env, &mut ed, &sid, "question");
+    let attention = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    ed.send(&json!({"jsonrpc": "2.0", "id": req["id"],
+        "result": {"action": "accept", "content": {"question_0": "Apple"}}}));
+    let (_, seen) = ed.response(p);
+    assert!(
+        seen.iter().any(|v| v["params"]["update"]["content"]["text"]
+            == r#"elicitation {"action": "accept", "content": {"question_0": "Apple"}}"#),
+        "{seen:#?}"
+    );
+    assert_eq!(cleared_how(&env, &attention), "answered");
+    let late = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow",
+               "answers": {"question_0": "Mango"}}),
+    );
+    assert_eq!(ack_of(&env, late.id())["outcome"], "expired");
+    assert!(!ed.agent_log().contains("Mango"));
+}
+
+/// Rule 41: a URL-mode elicitation is shown as a link for the person to open (sp-acp never
+/// fetches it); the phone's allow accepts it.
+#[test]
+fn a_url_elicitation_is_a_link_the_phone_accepts() {
+    let (env, mut ed, sid, key) = polled_session(&[]);
+    let p = ed.prompt(&sid, "link");
+    let url = format!("https://auth.example.com/sign-in?x={p}");
+    let needed = env
+        .wait_event(
+            "attention.needed",
+            json!({"tool": "open_link"}),
+            Duration::from_secs(30),
+        )
+        .unwrap_or_else(|| panic!("no link announced\n{}", env.log()));
+    assert_eq!(needed["data"]["input"]["url"], url.as_str(), "{needed}");
+    assert!(
+        needed["data"]["message"].as_str().unwrap().contains(&url),
+        "{needed}"
+    );
+    let attention = needed["data"]["attention_id"].as_str().unwrap();
+    let msg = env.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+    );
+    let (_, seen) = ed.response(p);
+    assert!(
+        seen.iter().any(|v| v["params"]["update"]["content"]["text"]
+            == r#"elicitation {"action": "accept", "content": {}}"#),
+        "{seen:#?}"
+    );
+    assert_eq!(ack_of(&env, msg.id())["outcome"], "delivered");
 }

@@ -1,5 +1,5 @@
 //! Issue 16, against real ACP agents: `opencode acp` (OpenCode 1.18.33) and `codex-acp`
-//! (Zed's ACP adapter of Codex, 0.16.0), from e2e/node_modules, offline on the model stand-in
+//! (the ACP adapter of Codex, 2.6.0, over our Codex), from e2e/node_modules, offline on the model stand-in
 //! e2e/model.py, behind sp-acp, driven by a scripted ACP client (this test), with a real receiver and the sp-sync that sp-acp starts itself
 //! (DECISIONS 28). Set up as tests/real_agents.rs does: the scenario re-runs this test
 //! binary inside its own network namespace with only loopback, and its own pid namespace.
@@ -365,12 +365,23 @@ fn work_lines(s: &Scene, name: &str) -> Vec<String> {
 /// A remote allow lets the marker be written; then a remote deny keeps a tool from running.
 /// A remote allow runs the tool, the session is named `agent` and says its steer lands at
 /// `steer`, then a remote deny keeps the next tool from running.
-fn allow_then_deny(s: &Scene, ed: Client, agent: &str, steer: &str) -> Client {
+fn allow_then_deny(s: &Scene, ed: Client, agent: &str, steer: &str, how: &Agent) -> Client {
     let run = "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt";
-    let (mut ed, _) = drive(s, ed, run, &STAND_IN);
+    let (mut ed, _) = drive(s, ed, run, how);
     named_and_honours(s, agent, steer);
-    remote_deny_keeps_the_tool_from_running(s, &mut ed);
+    remote_deny_keeps_the_tool_from_running(s, &mut ed, how.mode);
     ed
+}
+
+/// The editor picks session mode `mode` (claude-agent-acp 0.101 opens a session in `auto`,
+/// where its model decides permissions and no prompt is asked).
+fn set_mode(ed: &mut Client, sid: &str, mode: &str) {
+    let id = ed.request(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": mode}),
+    );
+    let (set, _) = ed.response(id);
+    assert!(set.get("error").is_none(), "{set}");
 }
 
 fn call_attention(req: &Value) -> String {
@@ -396,6 +407,8 @@ fn chunk_text(v: &Value) -> String {
 struct Agent {
     /// A session mode the editor picks after `session/new`.
     mode: Option<&'static str>,
+    /// The editor's `clientCapabilities` at `initialize`.
+    client: fn() -> Value,
     /// Whether the model was sent `text`.
     saw: fn(&Scene, &str) -> bool,
     /// Whether the slow turn (`SP-SLOW`) is under way at the model.
@@ -405,6 +418,7 @@ struct Agent {
 /// The agents that call e2e/model.py, which logs every request it gets.
 const STAND_IN: Agent = Agent {
     mode: None,
+    client: || json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}),
     saw: |s, text| {
         s.model_requests()
             .iter()
@@ -424,7 +438,7 @@ const STAND_IN: Agent = Agent {
 fn drive(s: &Scene, mut ed: Client, run: &str, agent: &Agent) -> (Client, String) {
     let id = ed.request(
         "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}}),
+        json!({"protocolVersion": 1, "clientCapabilities": (agent.client)()}),
     );
     let (init, _) = ed.response(id);
     assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
@@ -436,12 +450,7 @@ fn drive(s: &Scene, mut ed: Client, run: &str, agent: &Agent) -> (Client, String
     let sid = new["result"]["sessionId"].as_str().unwrap().to_string();
     let key = format!("acp:{sid}");
     if let Some(mode) = agent.mode {
-        let id = ed.request(
-            "session/set_mode",
-            json!({"sessionId": sid, "modeId": mode}),
-        );
-        let (set, _) = ed.response(id);
-        assert!(set.get("error").is_none(), "{set}");
+        set_mode(&mut ed, &sid, mode);
     }
 
     // 1. The session shows up at the receiver (sp-acp started sp-sync itself).
@@ -547,18 +556,71 @@ fn codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
                 &[
                     ("CODEX_HOME", &ch),
                     ("STANDIN_API_KEY", Path::new("e2e-dummy")),
+                    // codex-acp 2.6 runs the Codex it brings unless told ours.
+                    ("CODEX_PATH", &cli("codex")),
                 ],
             );
             // Codex asks only when the command would leave its read-only sandbox.
-            drive(
+            let (mut ed, _) = drive(
                 s,
                 ed,
                 "Write the marker. SP-ESCALATE SP-RUN:echo allowed-by-phone > marker.txt",
-                &STAND_IN,
+                &CODEX_READ_ONLY,
             );
+            // A remote deny by meaning (rule 41): for this command Codex offers no "decline",
+            // only "cancel", which also ends the turn, so a plain deny is refused and the
+            // prompt stays open; a deny and stop takes "cancel". The command never runs.
+            let sid = new_session(s, &mut ed);
+            let key = format!("acp:{sid}");
+            set_mode(&mut ed, &sid, "read-only");
+            let (p, req, attention, _) = ask(
+                s,
+                &mut ed,
+                &sid,
+                "Write the other marker. SP-ESCALATE SP-RUN:echo denied-by-phone > denied.txt",
+            );
+            let ids: Vec<&str> = req["params"]["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|o| o["optionId"].as_str())
+                .collect();
+            assert_eq!(
+                ids,
+                ["allow_once", "accept_execpolicy_amendment", "cancel"],
+                "{req}"
+            );
+            let deny = json!({"kind": "permission.answer", "for": attention, "decision": "deny"});
+            acked(s, &key, &deny, "unsupported", "also ends the turn");
+            let stop = json!({"kind": "permission.answer", "for": attention, "decision": "deny", "interrupt": true});
+            acked(s, &key, &stop, "delivered", "option \"cancel\"");
+            let (done, _) = ed.response(p);
+            assert!(done.get("result").is_some(), "{done}");
+            assert!(
+                !s.work.join("denied.txt").exists(),
+                "the denied command did not run"
+            );
+            acked_once(s, 5);
         },
     );
 }
+
+/// Queues `msg` for session `key`; its final ack, which must be `outcome` with a detail
+/// that says `detail`.
+fn acked(s: &Scene, key: &str, msg: &Value, outcome: &str, detail: &str) -> Value {
+    let m = s.receiver.enqueue(key, msg.clone());
+    let ack = s.ack(&m);
+    assert_eq!(ack["outcome"], outcome, "{ack}");
+    assert!(ack["detail"].as_str().unwrap().contains(detail), "{ack}");
+    ack
+}
+
+/// codex-acp 2.6 opens a session in "Auto review" (`agent`), where Codex's reviewer model
+/// decides escalations and nobody is asked; "Read-only" asks.
+const CODEX_READ_ONLY: Agent = Agent {
+    mode: Some("read-only"),
+    ..STAND_IN
+};
 
 /// Harn's lines in harn-model.jsonl: one a turn, Harn's own record of every model call the
 /// turn made (e2e/harn-agent.harn writes it when the turn's loop returns).
@@ -580,6 +642,7 @@ const HARN: Agent = Agent {
     mode: Some("code"),
     saw: |s, text| harn_turns(s).iter().any(|t| t.contains(text)),
     slow_started: |s| harn_ticks(s) > 0,
+    ..STAND_IN
 };
 
 /// The agent's binary, from SP_HARN_BIN (scripts/harn-acp.sh builds harn-cli and sets it).
@@ -715,14 +778,21 @@ fn harn_through_sp_acp_session_remote_allow_idle_prompt_cancel_editor_first_stee
 }
 
 // The editors' agents (issue 30): what Zed, JetBrains or Neovim launch for Claude Code
-// (claude-agent-acp 0.23.1), Gemini CLI (`gemini --acp`, 0.61.0) and Copilot CLI
+// (claude-agent-acp 0.101.0), Gemini CLI (`gemini --acp`, 0.61.0) and Copilot CLI
 // (`copilot --acp`, 1.0.102), each through sp-acp on the stand-in.
 
 /// A remote deny keeps the tool from running; returns the message. In a session of its own:
 /// after the cancel that ends `drive`, the cancelled turn's `SP-SLOW` text can still be in
 /// the conversation's last input, which the stand-in would answer slowly.
-fn remote_deny_keeps_the_tool_from_running(s: &Scene, ed: &mut Client) -> Value {
+fn remote_deny_keeps_the_tool_from_running(
+    s: &Scene,
+    ed: &mut Client,
+    mode: Option<&str>,
+) -> Value {
     let sid = new_session(s, ed);
+    if let Some(mode) = mode {
+        set_mode(ed, &sid, mode);
+    }
     let key = format!("acp:{sid}");
     let (p, _, attention, _) = ask(
         s,
@@ -801,7 +871,7 @@ fn gemini_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                     ("GEMINI_CLI_TRUST_WORKSPACE", Path::new("true")),
                 ],
             );
-            let mut ed = allow_then_deny(s, ed, "Gemini CLI", "turn_end");
+            let mut ed = allow_then_deny(s, ed, "Gemini CLI", "turn_end", &STAND_IN);
             allow_for_the_session(s, &mut ed, true);
             acked_once(s, 5);
         },
@@ -828,7 +898,7 @@ fn copilot_acp_through_sp_acp_allow_deny_idle_prompt_cancel() {
                     ("COPILOT_MODEL", Path::new("standin")),
                 ],
             );
-            let mut ed = allow_then_deny(s, ed, "Copilot CLI", "turn_end");
+            let mut ed = allow_then_deny(s, ed, "Copilot CLI", "turn_end", &STAND_IN);
             allow_for_the_session(s, &mut ed, false);
             acked_once(s, 5);
         },
@@ -882,22 +952,20 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                     // --allow-dangerously-skip-permissions the adapter always passes unless
                     // told it is sandboxed (it is: its own network and pid namespace).
                     ("IS_SANDBOX", Path::new("1")),
+                    // Our pinned Claude Code, not the one the adapter's SDK brings.
+                    ("CLAUDE_CODE_EXECUTABLE", &cli("claude")),
                 ],
             );
-            let mut ed = allow_then_deny(s, ed, "Claude Code", "tool_boundary");
+            let mut ed = allow_then_deny(s, ed, "Claude Code", "tool_boundary", &CLAUDE_MANUAL);
+            question_answered_from_the_phone(s, &mut ed);
 
-            // A remote steer while a turn runs goes as a `session/prompt`, which the adapter
-            // (promptQueueing) folds into the running turn at its next tool boundary. In a
+            // A remote steer while a turn runs goes as `_session/steering` (the adapter offers
+            // it), which folds it into the running turn at its next tool boundary. In a
             // session of its own (the stand-in counts a turn's steps over the whole
             // conversation), whose steps run unasked, so only the steer is in play.
             let sid = new_session(s, &mut ed);
             let key = format!("acp:{sid}");
-            let id = ed.request(
-                "session/set_mode",
-                json!({"sessionId": sid, "modeId": "bypassPermissions"}),
-            );
-            let (set, _) = ed.response(id);
-            assert!(set.get("error").is_none(), "{set}");
+            set_mode(&mut ed, &sid, "bypassPermissions");
             let gate = s.dir.join("gate");
             std::fs::create_dir_all(&gate).unwrap();
             let before = turns(s).len();
@@ -913,11 +981,16 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                 &key,
                 json!({"kind": "prompt", "text": "Also name the fruit. SP-STEER:TANGERINE", "mode": "steer", "expires_in_s": 300}),
             );
-            // sp-acp shows the editor the message it sent.
-            ed.until(Duration::from_secs(30), |v| {
-                v["params"]["update"]["sessionUpdate"] == "user_message_chunk"
-                    && chunk_text(v).contains("SP-STEER:TANGERINE")
-            });
+            // The adapter's answer to `_session/steering` decides the ack, before the turn goes on.
+            let ack = s.ack(&m);
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert!(
+                ack["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("_session/steering (injected"),
+                "{ack}"
+            );
             for k in 1..=3 {
                 std::fs::write(gate.join(format!("go-{k}")), "").unwrap();
                 if k < 3 {
@@ -930,12 +1003,6 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
             }
             let (done, _) = ed.response(p);
             assert!(done.get("result").is_some(), "{done}");
-            let ack = s.ack(&m);
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert!(
-                ack["detail"].as_str().unwrap().contains("promptQueueing"),
-                "{ack}"
-            );
             assert_eq!(steps(s), ["step-1", "step-2", "step-3"]);
             let reqs = turns(s)[before..].to_vec();
             let at = reqs
@@ -947,8 +1014,77 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                 "the steer reached the model before the turn's last tool call (request {at} of {})",
                 reqs.len()
             );
-            acked_once(s, 5);
+            acked_once(s, 6);
         },
+    );
+}
+
+/// claude-agent-acp 0.101 in Manual (`default`), for an editor that takes form elicitation,
+/// as current editors do.
+const CLAUDE_MANUAL: Agent = Agent {
+    mode: Some("default"),
+    client: || {
+        json!({"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false,
+               "elicitation": {"form": {}}})
+    },
+    ..STAND_IN
+};
+
+/// Rule 41: the model's AskUserQuestion reaches the editor as `elicitation/create`, which the
+/// editor holds unanswered; the phone's answer wins, the editor's copy is withdrawn, and the
+/// model's tool result carries the phone's label.
+fn question_answered_from_the_phone(s: &Scene, ed: &mut Client) {
+    let sid = new_session(s, ed);
+    let key = format!("acp:{sid}");
+    set_mode(ed, &sid, "default");
+    let p = ed.prompt(&sid, "Ask me. SP-ASK:Which fruit?|Apple|Mango");
+    let (req, _) = ed.until(Duration::from_secs(90), |v| {
+        v["method"] == "elicitation/create"
+    });
+    let needed = s.event("attention.needed", |e| {
+        e["data"]["tool"] == "question" && e["session"]["id"] == sid.as_str()
+    });
+    assert_eq!(
+        needed["data"]["input"]["questions"][0]["question"], "Which fruit?",
+        "{needed}"
+    );
+    let attention = needed["data"]["attention_id"].as_str().unwrap();
+    let m = s.receiver.enqueue(
+        &key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow",
+               "answers": {"Which fruit?": "Mango"}}),
+    );
+    let ack = s.ack(&m);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    let (cancel, _) = ed.until(Duration::from_secs(30), |v| {
+        v["method"] == "$/cancel_request"
+    });
+    assert_eq!(cancel["params"]["requestId"], req["id"]);
+    let (done, _) = ed.response(p);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let results: Vec<String> = s
+        .model_requests()
+        .iter()
+        .flat_map(|r| {
+            r["body"]["messages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["type"] == "tool_result")
+        .map(|c| c["content"].to_string())
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains("Which fruit?") && r.contains("Mango")),
+        "the model's tool result carries the phone's answer: {results:#?}"
+    );
+    assert_eq!(
+        s.event("attention.cleared", |e| e["data"]["attention_id"]
+            == attention)["data"]["how"],
+        "answered"
     );
 }
 

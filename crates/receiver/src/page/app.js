@@ -447,6 +447,20 @@
       // The command once (the tool is named above it), and the agent's own word on the call
       // (Claude Code's Bash `description`) beside it, never in its place.
       $('.att-msg', el).textContent = a.tool ? shownCommand(a) : a.message || '';
+      // Rule 41: a URL an ACP agent asks the person to open is a link for them to follow;
+      // only https, opened with no referrer; the machine never fetches it.
+      const url = a.tool === 'open_link' && a.input && typeof a.input.url === 'string' && /^https:\/\//i.test(a.input.url) ? a.input.url : '';
+      let link = $('.att-link', el);
+      if (!link) {
+        link = document.createElement('a');
+        link.className = 'att-link';
+        link.target = '_blank';
+        link.rel = 'noopener noreferrer';
+        $('.att-msg', el).after(link);
+      }
+      link.hidden = !url;
+      if (url) link.href = url; else link.removeAttribute('href');
+      link.textContent = url ? 'Open ' + short(url, 80) : '';
       const desc = a.input && typeof a.input.description === 'string' ? a.input.description.trim() : '';
       $('.att-desc', el).hidden = !desc;
       $('.att-desc', el).textContent = desc ? 'The agent says: ' + desc : '';
@@ -482,9 +496,10 @@
     return a.tool && msg.startsWith(lead) ? msg.slice(lead.length) : msg;
   }
 
-  // Claude Code's AskUserQuestion, or the question Codex's model asks under `sp codex`.
+  // Claude Code's AskUserQuestion, the question Codex's model asks under `sp codex`, or an
+  // ACP agent's form elicitation through sp-acp (rule 41).
   function isQuestion(a) {
-    return a.tool === 'AskUserQuestion' || a.tool === 'request_user_input';
+    return a.tool === 'AskUserQuestion' || a.tool === 'request_user_input' || a.tool === 'question';
   }
 
   // A question's questions ({question, options: [{label}], multiSelect}), if its input came.
@@ -508,7 +523,8 @@
     $('.allow', el).textContent = plan ? 'Approve' : 'Allow once';
     $('.deny', el).textContent = plan ? 'Keep planning' : 'Deny';
     // A call shown with parts hidden is never allowed for the session (DECISIONS 37).
-    $('.allow-session', el).hidden = !can.has('scope') || questions.length > 0 || plan || !!a.input_partial;
+    // A link (rule 41) is opened or not, once: never for the session.
+    $('.allow-session', el).hidden = !can.has('scope') || questions.length > 0 || plan || !!a.input_partial || a.tool === 'open_link';
     $('.edit-allow', el).hidden = !shell && !fileField;
     $('.edit', el).hidden = !shell;
     $('.deny-stop', el).hidden = !can.has('interrupt');
@@ -841,6 +857,10 @@
     const bits = [harnessLabel(s)];
     if (s.branch) bits.push(s.branch);
     if (s.machine) bits.push(s.machine);
+    // The mode the agent last reported, so a person knows why no prompt comes (auto, …).
+    if (typeof s.permission_mode === 'string' && s.permission_mode) {
+      bits.push('mode ' + short(s.permission_mode, 40) + (ASKS_FIRST.has(s.permission_mode) ? '' : ' (runs tools without asking)'));
+    }
     if (sessionTitle(s) !== s.id) bits.push(short(s.id, 13));
     bits.push('last event ' + ago(s.last_at));
     $('.meta', card).textContent = bits.join(' · ');

@@ -220,7 +220,7 @@ fn store_events(
                 ..
             } = &mut n
             {
-                if tool.as_deref() != Some("AskUserQuestion") {
+                if !matches!(tool.as_deref(), Some("AskUserQuestion" | "question")) {
                     *answer = super::signed::push_answer(st, session);
                 }
                 // A sender without a `machine` name: the name its machine paired with.

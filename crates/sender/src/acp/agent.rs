@@ -44,7 +44,7 @@ const KNOWN: &[(&[&str], &str)] = &[
     (&["harn", "harncli"], "Harn"),
 ];
 
-/// Programs that run the agent rather than being it (`npx @zed-industries/claude-agent-acp`).
+/// Programs that run the agent rather than being it (`npx @agentclientprotocol/claude-agent-acp`).
 const LAUNCHERS: &[&str] = &[
     "node", "nodejs", "npx", "pnpx", "bunx", "bun", "deno", "uvx", "python", "python3", "env",
 ];
@@ -89,7 +89,7 @@ pub fn clean_name(name: &str) -> Option<String> {
 }
 
 /// The program among the command sp-acp launched: past launchers and their options, its
-/// file name without an npm scope or version (`@zed-industries/claude-agent-acp@0.23.1` →
+/// file name without an npm scope or version (`@agentclientprotocol/claude-agent-acp@0.101.0` →
 /// `claude-agent-acp`).
 fn program(command: &[String]) -> Option<&str> {
     let arg = command.iter().find(|a| {
@@ -175,6 +175,14 @@ mod tests {
         assert_eq!(
             display_name(Some("@zed-industries/claude-agent-acp"), &[]).as_deref(),
             Some("Claude Code")
+        );
+        assert_eq!(
+            display_name(Some("@agentclientprotocol/claude-agent-acp"), &[]).as_deref(),
+            Some("Claude Code")
+        );
+        assert_eq!(
+            display_name(Some("@agentclientprotocol/codex-acp"), &[]).as_deref(),
+            Some("Codex")
         );
         assert_eq!(
             display_name(Some("Copilot"), &[]).as_deref(),

@@ -54,6 +54,8 @@ struct Controller<'a> {
     start_sync: bool,
     /// Sessions recorded in the store: session id → cwd.
     live: HashMap<String, Option<String>>,
+    /// The mode each session last reported (`modes.currentModeId`, `current_mode_update`).
+    modes: HashMap<String, String>,
     cancels: HashMap<String, PendingCancel>,
     last_keepalive: Instant,
     pid: u32,
@@ -72,6 +74,7 @@ pub(super) fn run(shared: &Shared, rx: Receiver<Ev>) {
         last_open_try: None,
         start_sync: !config.sinks.is_empty(),
         live: HashMap::new(),
+        modes: HashMap::new(),
         cancels: HashMap::new(),
         last_keepalive: Instant::now(),
         pid: std::process::id(),
@@ -97,15 +100,16 @@ pub(super) fn run(shared: &Shared, rx: Receiver<Ev>) {
     c.finish();
 }
 
-/// The option an answer wants, as the ack names it, and its kind. DECISIONS 30
-/// `scope: "session"`: the agent's own allow_always only where it is for this session alone
-/// (Gemini CLI's); everywhere else (OpenCode's `always` persists beyond the session) the once
-/// option, and sp-acp keeps the grant.
+/// What an answer wants, as the ack names it. DECISIONS 30 `scope: "session"`: the agent's
+/// own allow_always only where it is for this session alone (Gemini CLI's); everywhere else
+/// (OpenCode's `always` persists beyond the session) the once option, and sp-acp keeps the
+/// grant. A deny with `interrupt` wants a reject that ends the turn (rule 41).
 fn option_wanted(
     st: &super::State,
     p: &super::Perm,
     answer: &Answer,
-) -> (&'static str, PermissionOptionKind) {
+) -> (&'static str, super::options::Want) {
+    use super::options::Want;
     let always = answer.scope == Scope::Session
         && answer.decision == Decision::Allow
         && super::agent::always_is_for_the_session(
@@ -113,25 +117,35 @@ fn option_wanted(
         )
         && p.options
             .iter()
-            .any(|(_, k)| *k == PermissionOptionKind::AllowAlways);
+            .any(|o| o.kind == PermissionOptionKind::AllowAlways);
     match answer.decision {
         Decision::Allow if always => (
             "allow_always (the agent's own, for this session)",
-            PermissionOptionKind::AllowAlways,
+            Want::AllowForSession,
         ),
-        Decision::Allow => ("allow_once", PermissionOptionKind::AllowOnce),
-        Decision::Deny => ("reject_once", PermissionOptionKind::RejectOnce),
+        Decision::Allow => ("allow_once", Want::AllowOnce),
+        Decision::Deny if answer.rich.interrupt => ("reject_once (and stop)", Want::RejectAndStop),
+        Decision::Deny => ("reject_once", Want::RejectOnce),
     }
 }
 
-fn session_ref(sid: &str, cwd: Option<&str>, event: &str) -> SessionRef {
+fn session_ref(sid: &str, cwd: Option<&str>, event: &str, mode: Option<&str>) -> SessionRef {
     SessionRef {
         harness: super::HARNESS.to_string(),
         session_id: sid.to_string(),
         cwd: cwd.map(str::to_string),
         event: event.to_string(),
-        permission_mode: None,
+        permission_mode: mode.and_then(mode_word),
     }
+}
+
+/// An ACP mode id as the session's `permission_mode` (a word of letters and digits, as the
+/// event schema takes it): `read-only` → `readonly`. The page shows it, and a mode other than
+/// `default` and `plan` counts as running tools unasked (DECISIONS 36), so a message to such a
+/// session needs a touch.
+fn mode_word(mode: &str) -> Option<String> {
+    let w: String = mode.chars().filter(char::is_ascii_alphanumeric).collect();
+    (!w.is_empty() && w.len() <= 40).then_some(w)
 }
 
 /// Takes the session's pending permission requests out of the state, with their keys.
@@ -215,7 +229,12 @@ impl Controller<'_> {
     }
 
     fn sref(&self, sid: &str, event: &str) -> SessionRef {
-        session_ref(sid, self.live.get(sid).and_then(|c| c.as_deref()), event)
+        session_ref(
+            sid,
+            self.live.get(sid).and_then(|c| c.as_deref()),
+            event,
+            self.modes.get(sid).map(String::as_str),
+        )
     }
 
     fn ensure_sync(&self) {
@@ -226,12 +245,25 @@ impl Controller<'_> {
 
     fn event(&mut self, ev: Ev) {
         match ev {
-            Ev::Session { sid, cwd, source } => {
+            Ev::Session {
+                sid,
+                cwd,
+                source,
+                mode,
+            } => {
                 if !crate::wire::is_session_id(&sid) {
                     crate::logging::warn(&format!("sp-acp: session id {sid:?} is not usable"));
                     return;
                 }
-                let s = session_ref(&sid, cwd.as_deref(), "session/new");
+                if let Some(m) = mode {
+                    self.modes.insert(sid.clone(), m);
+                }
+                let s = session_ref(
+                    &sid,
+                    cwd.as_deref(),
+                    "session/new",
+                    self.modes.get(&sid).map(String::as_str),
+                );
                 let extra = {
                     let st = self.shared.lock();
                     super::agent::started_data(
@@ -255,6 +287,7 @@ impl Controller<'_> {
                 attention,
                 tool,
                 message,
+                input,
             } => {
                 if !crate::wire::is_session_id(&sid) {
                     return;
@@ -264,16 +297,37 @@ impl Controller<'_> {
                 let until = now_ms() + PERMISSION_OPEN.as_millis() as i64;
                 let pid = self.pid;
                 self.with_store("recording a permission request", |st| {
-                    st.open_attention(
+                    st.open_attention_shown(
                         &s,
-                        &attention,
-                        tool.as_deref(),
-                        message.as_deref(),
+                        (
+                            &attention,
+                            tool.as_deref(),
+                            message.as_deref(),
+                            input.as_ref(),
+                        ),
                         until,
                         pid,
                     )
                 });
                 self.ensure_sync();
+            }
+            Ev::Mode { sid, mode } => {
+                if !self.live.contains_key(&sid) || self.modes.len() >= super::TRACK_MAX {
+                    return;
+                }
+                crate::logging::info(&format!("sp-acp: acp:{sid} is in mode {mode:?}"));
+                self.modes.insert(sid.clone(), mode);
+                // Kept on the session now; the receiver hears it with the next event.
+                let s = self.sref(&sid, "session/set_mode");
+                self.with_store("noting the session's mode", |st| {
+                    st.record_event(&s, Some("mode"))
+                });
+            }
+            Ev::Withdrawn { sid, attention } => {
+                let s = self.sref(&sid, "$/cancel_request");
+                self.with_store("clearing a withdrawn request", |st| {
+                    st.close_attention(&s, &attention, How::Cancelled)
+                });
             }
             Ev::EditorAnswered { sid, attention } => {
                 let s = self.sref(&sid, "session/request_permission");
@@ -468,6 +522,15 @@ impl Controller<'_> {
         }) else {
             return;
         };
+        if let Some(e) = p.elicit.clone() {
+            return self.answer_elicitation(st, sid, s, p, &e, &answer);
+        }
+        if answer.rich.answers.is_some() {
+            drop(st);
+            let detail = "answers: this is a permission prompt, not a question (DECISIONS 30); nothing ran, the prompt stays open";
+            self.finish_answer(&answer, Outcome::Unsupported, detail, "refusing an answer");
+            return;
+        }
         let for_session = answer.scope == Scope::Session;
         let (want, kind) = option_wanted(&st, p, &answer);
         let grants_held = st.grants.get(sid).map_or(0, |g| g.len());
@@ -482,18 +545,14 @@ impl Controller<'_> {
             self.finish_answer(&answer, Outcome::Unsupported, &detail, "refusing an answer");
             return;
         }
-        let Some(option) = p
-            .options
-            .iter()
-            .find(|(_, k)| *k == kind)
-            .map(|o| o.0.clone())
-        else {
-            drop(st);
-            let detail =
-                format!("the agent offered no {want} option (an always option is never chosen)");
-            crate::logging::warn(&format!("sp-acp: {key} {}: {detail}", p.attention));
-            self.finish_answer(&answer, Outcome::Failed, &detail, "failing an answer");
-            return;
+        let (option, stops) = match super::options::choose(&p.options, kind) {
+            Ok((o, stops)) => (o.id.clone(), stops),
+            Err(why) => {
+                drop(st);
+                crate::logging::warn(&format!("sp-acp: {key} {}: {why}", p.attention));
+                self.finish_answer(&answer, Outcome::Unsupported, &why, "refusing an answer");
+                return;
+            }
         };
         if let Err(e) = self.select_option(p, &option) {
             drop(st);
@@ -513,6 +572,9 @@ impl Controller<'_> {
         let mut detail = format!("acp session/request_permission ({want} option {option:?})");
         // DECISIONS 30 `interrupt`: deny and stop, so after the reject the turn is cancelled.
         if answer.decision == Decision::Deny && answer.rich.interrupt {
+            if stops {
+                detail.push_str("; that option ends the turn");
+            }
             match self.stop_turn(sid, s) {
                 Ok(()) => detail.push_str("; then session/cancel: the turn ends"),
                 Err(e) => detail.push_str(&format!(
@@ -533,6 +595,96 @@ impl Controller<'_> {
             "sp-acp: {key} {}: {} delivered ({})",
             p.attention,
             answer.decision.as_str(),
+            answer.id
+        ));
+    }
+
+    /// The person's answer to an elicitation (rule 41): an allow's `answers` become the
+    /// form's `accept` content (a link's allow accepts it, with no content), a deny declines
+    /// it (with `interrupt`, the turn then ends). An answer that does not fit is acked
+    /// `failed` naming why, and the question stays open.
+    fn answer_elicitation(
+        &mut self,
+        mut st: std::sync::MutexGuard<'_, super::State>,
+        sid: &str,
+        s: &SessionRef,
+        p: &super::Perm,
+        e: &super::elicit::Elicit,
+        answer: &Answer,
+    ) {
+        use super::elicit::Kind;
+        let still_open = "; nothing was answered, the question is still open";
+        let result = match (answer.decision, &e.kind) {
+            _ if answer.scope == Scope::Session => Err((
+                Outcome::Unsupported,
+                format!("scope: a question is answered once, not for the session (DECISIONS 30){still_open}"),
+            )),
+            _ if answer.rich.input.is_some() => Err((
+                Outcome::Unsupported,
+                format!("input: a question has no call input to replace{still_open}"),
+            )),
+            (Decision::Allow, Kind::Form(fields)) => match &answer.rich.answers {
+                None => Err((
+                    Outcome::Failed,
+                    format!("a question needs answers (DECISIONS 30){still_open}"),
+                )),
+                Some(a) => super::elicit::content(fields, a)
+                    .map(|c| (wire::elicitation_accept(&p.id, c), "accept"))
+                    .map_err(|why| (Outcome::Failed, why)),
+            },
+            (Decision::Allow, Kind::Url { .. }) if answer.rich.answers.is_some() => Err((
+                Outcome::Failed,
+                format!("answers: a link has no questions{still_open}"),
+            )),
+            (Decision::Allow, Kind::Url { .. }) => {
+                Ok((wire::elicitation_accept(&p.id, serde_json::Map::new()), "accept"))
+            }
+            (Decision::Deny, _) if answer.rich.answers.is_some() => Err((
+                Outcome::Failed,
+                format!("answers: only an allow carries answers (DECISIONS 30){still_open}"),
+            )),
+            (Decision::Deny, _) => Ok((wire::elicitation_decline(&p.id), "decline")),
+        };
+        let (frame, action) = match result {
+            Ok(r) => r,
+            Err((outcome, why)) => {
+                drop(st);
+                crate::logging::warn(&format!("sp-acp: {} {}: {why}", s.key(), p.attention));
+                self.finish_answer(answer, outcome, &why, "refusing an answer");
+                return;
+            }
+        };
+        // The editor's copy is withdrawn first; its late answer is swallowed.
+        let note = wire::cancel_request(&p.id);
+        if let Err(e) = super::frame::write_frame(&self.shared.to_editor, note.as_bytes()) {
+            crate::logging::warn(&format!("sp-acp: cannot tell the editor: {e}"));
+        }
+        if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
+            drop(st);
+            let detail = format!("cannot write to the agent: {e}");
+            self.finish_answer(answer, Outcome::Failed, &detail, "failing an answer");
+            return;
+        }
+        let req_key = super::id_key(&p.id);
+        st.perms.remove(&req_key);
+        st.swallow_later(req_key);
+        drop(st);
+        let mut detail = format!("acp elicitation/create ({action})");
+        if answer.decision == Decision::Deny && answer.rich.interrupt {
+            match self.stop_turn(sid, s) {
+                Ok(()) => detail.push_str("; then session/cancel: the turn ends"),
+                Err(e) => detail.push_str(&format!(
+                    "; session/cancel could not be written ({e}): the turn goes on"
+                )),
+            }
+        }
+        self.with_store("confirming an answer", |db| {
+            db.confirm_answer(s, &p.attention, answer, &detail)
+        });
+        crate::logging::info(&format!(
+            "sp-acp: {} {}: {detail} ({})",
+            s.key(),
+            p.attention,
             answer.id
         ));
     }

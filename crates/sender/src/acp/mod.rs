@@ -16,7 +16,9 @@
 //! never delays or breaks a frame.
 pub mod agent;
 mod control;
+pub mod elicit;
 pub mod frame;
+pub mod options;
 pub mod wire;
 
 use frame::{Sink, Verdict};
@@ -32,7 +34,7 @@ pub const HARNESS: &str = "acp";
 /// Events waiting for the controller; past this the forwarders drop them (and log), never wait.
 const QUEUE_BOUND: usize = 4096;
 /// At most this many requests of each kind are tracked; more are forwarded untracked.
-const TRACK_MAX: usize = 10_000;
+pub(crate) const TRACK_MAX: usize = 10_000;
 /// At most this many grants for the session (DECISIONS 30 `scope: "session"`) per session; an
 /// answer that would need one more is acked `unsupported` and the prompt stays open.
 pub const GRANTS_MAX: usize = 256;
@@ -62,6 +64,7 @@ enum ClientReq {
     New { cwd: Option<String> },
     Load { sid: String, cwd: Option<String> },
     Prompt { sid: String },
+    SetMode { sid: String, mode: String },
 }
 
 /// A `session/request_permission` of the agent that nobody has answered yet.
@@ -71,10 +74,12 @@ pub(crate) struct Perm {
     pub id: Value,
     pub sid: String,
     pub attention: String,
-    /// `(optionId, kind)` as offered.
-    pub options: Vec<(String, wire::PermissionOptionKind)>,
+    /// The options as offered.
+    pub options: Vec<options::PermOption>,
     /// What a grant for the session must match: the tool and its exact input ([`grant_key`]).
     pub grant: String,
+    /// Set when the request is an `elicitation/create` (rule 41): what it asks.
+    pub elicit: Option<Arc<elicit::Elicit>>,
 }
 
 /// A request the proxy sent to the agent itself.
@@ -170,13 +175,22 @@ pub(crate) enum Ev {
         sid: String,
         cwd: Option<String>,
         source: &'static str,
+        /// The session's mode as the agent reports it (`modes.currentModeId`).
+        mode: Option<String>,
     },
+    /// The session's mode changed (the editor's `session/set_mode`, or the agent's
+    /// `current_mode_update`).
+    Mode { sid: String, mode: String },
     Permission {
         sid: String,
         attention: String,
         tool: Option<String>,
         message: Option<String>,
+        /// The input shown with it (an elicitation's questions).
+        input: Option<Value>,
     },
+    /// The agent withdrew a request (`$/cancel_request`) nobody had answered.
+    Withdrawn { sid: String, attention: String },
     /// The editor answered a permission before any remote answer did.
     EditorAnswered { sid: String, attention: String },
     TurnEnded {
@@ -224,6 +238,7 @@ fn id_key(id: &Value) -> String {
 struct Fields {
     session_id: Option<String>,
     cwd: Option<String>,
+    mode_id: Option<String>,
 }
 
 fn fields(params: Option<&RawValue>) -> Fields {
@@ -286,6 +301,12 @@ impl Shared {
                         let f = f();
                         f.session_id.map(|sid| ClientReq::Load { sid, cwd: f.cwd })
                     }
+                    "session/set_mode" => {
+                        let f = f();
+                        f.session_id
+                            .zip(f.mode_id)
+                            .map(|(sid, mode)| ClientReq::SetMode { sid, mode })
+                    }
                     "session/prompt" => f().session_id.map(|sid| {
                         st.sessions.entry(sid.clone()).or_default().prompts += 1;
                         ClientReq::Prompt { sid }
@@ -310,6 +331,9 @@ impl Shared {
         match (&m.id, m.method.as_deref()) {
             (Some(id), None) => self.agent_response(&id_key(id), &m),
             (Some(id), Some("session/request_permission")) => self.permission(id, &m),
+            (Some(id), Some("elicitation/create")) => self.elicitation(id, &m),
+            (None, Some("$/cancel_request")) => self.withdrawn(&m),
+            (None, Some("session/update")) => self.mode_update(&m),
             _ => Verdict::Forward,
         }
     }
@@ -381,6 +405,7 @@ impl Shared {
                         sid,
                         cwd,
                         source: "startup",
+                        mode: m.result.and_then(wire::current_mode),
                     });
                 }
             }
@@ -391,8 +416,14 @@ impl Shared {
                     sid,
                     cwd,
                     source: "resume",
+                    mode: m.result.and_then(wire::current_mode),
                 });
             }
+            ClientReq::SetMode { sid, mode } if m.error.is_none() => {
+                drop(st);
+                self.send(Ev::Mode { sid, mode });
+            }
+            ClientReq::SetMode { .. } => {}
             ClientReq::Load { .. } => {}
             ClientReq::Prompt { sid } => {
                 end_prompt(&mut st, &sid);
@@ -453,28 +484,123 @@ impl Shared {
             (Some(t), _) if t != name && !t.trim().is_empty() => format!("{name} {t}"),
             _ => crate::harness::describe_tool(name, &ask.raw_input),
         });
-        let mut st = self.lock();
+        let perm = Perm {
+            id: id.clone(),
+            sid,
+            attention,
+            options: ask.options,
+            grant,
+            elicit: None,
+        };
+        self.track(self.lock(), perm, tool, message, None)
+    }
+
+    /// Keeps an agent request open until someone answers it, and announces it.
+    fn track(
+        &self,
+        mut st: std::sync::MutexGuard<'_, State>,
+        perm: Perm,
+        tool: Option<String>,
+        message: Option<String>,
+        input: Option<Value>,
+    ) -> Verdict {
         if st.perms.len() >= TRACK_MAX {
             return Verdict::Forward;
         }
+        let (sid, attention) = (perm.sid.clone(), perm.attention.clone());
         st.sessions.entry(sid.clone()).or_default();
-        st.perms.insert(
-            id_key(id),
-            Perm {
-                id: id.clone(),
-                sid: sid.clone(),
-                attention: attention.clone(),
-                options: ask.options,
-                grant,
-            },
-        );
+        st.perms.insert(id_key(&perm.id), perm);
         drop(st);
         self.send(Ev::Permission {
             sid,
             attention,
             tool,
             message,
+            input,
         });
+        Verdict::Forward
+    }
+
+    /// An `elicitation/create` (rule 41): announced as a question (a form) or a link to open
+    /// (a URL), and forwarded; the first answer, the editor's or the phone's, wins.
+    fn elicitation(&self, id: &Value, m: &Msg) -> Verdict {
+        let Some(params) = m.params else {
+            return Verdict::Forward;
+        };
+        let e = match elicit::read(params) {
+            Ok(e) => e,
+            Err(why) => {
+                crate::logging::warn(&format!(
+                    "sp-acp: an elicitation/create not announced: {why}"
+                ));
+                return Verdict::Forward;
+            }
+        };
+        let st = self.lock();
+        // One scoped to a request belongs to that request's session (a prompt's).
+        let sid = e.session_id.clone().or_else(|| {
+            let key = id_key(e.request_id.as_ref()?);
+            match st.client_requests.get(&key) {
+                Some(ClientReq::Prompt { sid }) => Some(sid.clone()),
+                _ => None,
+            }
+        });
+        let Some(sid) = sid else {
+            crate::logging::warn(
+                "sp-acp: an elicitation/create of no known session; not announced",
+            );
+            return Verdict::Forward;
+        };
+        let (tool, message, input) = elicit::shown(&e);
+        let attention = e
+            .tool_call_id
+            .as_deref()
+            .and_then(|t| call_attention_id(t, &input, None))
+            .unwrap_or_else(|| crate::harness::minted_attention_id(&sid, tool, &input));
+        let perm = Perm {
+            id: id.clone(),
+            sid,
+            attention,
+            options: Vec::new(),
+            grant: String::new(),
+            elicit: Some(Arc::new(e)),
+        };
+        self.track(st, perm, Some(tool.to_string()), Some(message), Some(input))
+    }
+
+    /// A `current_mode_update` among the agent's session updates (only frames that name it
+    /// are parsed: most updates are streamed text).
+    fn mode_update(&self, m: &Msg) -> Verdict {
+        let Some(p) = m.params.filter(|p| p.get().contains("current_mode_update")) else {
+            return Verdict::Forward;
+        };
+        if let Some((sid, mode)) = wire::mode_update(p) {
+            self.send(Ev::Mode { sid, mode });
+        }
+        Verdict::Forward
+    }
+
+    /// The agent's `$/cancel_request` for a request still open: the phone's prompt is
+    /// cleared (the editor gets the notification as it is).
+    fn withdrawn(&self, m: &Msg) -> Verdict {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Cancel {
+            request_id: Value,
+        }
+        let Some(c) = m
+            .params
+            .and_then(|p| serde_json::from_str::<Cancel>(p.get()).ok())
+        else {
+            return Verdict::Forward;
+        };
+        let p = self.lock().perms.remove(&id_key(&c.request_id));
+        if let Some(p) = p {
+            self.send(Ev::Withdrawn {
+                sid: p.sid,
+                attention: p.attention,
+            });
+        }
         Verdict::Forward
     }
 
@@ -489,11 +615,11 @@ impl Shared {
         use crate::wire::control::Decision;
         let st = self.lock();
         let decision = st.grants.get(&ask.session_id)?.get(grant)?;
-        let kind = match decision {
-            Decision::Allow => wire::PermissionOptionKind::AllowOnce,
-            Decision::Deny => wire::PermissionOptionKind::RejectOnce,
+        let want = match decision {
+            Decision::Allow => options::Want::AllowOnce,
+            Decision::Deny => options::Want::RejectOnce,
         };
-        let (option, _) = ask.options.iter().find(|(_, k)| *k == kind)?;
+        let option = &options::choose(&ask.options, want).ok()?.0.id;
         crate::logging::info(&format!(
             "sp-acp: acp:{} {}: {} from the grant for the session (option {option:?}); not announced",
             ask.session_id,
@@ -601,7 +727,9 @@ pub fn zed_snippet(bin_dir: &std::path::Path) -> String {
     });
     format!(
         "// Zed settings.json: merge into your settings. Any ACP agent works the same way:\n\
-         // put its command after \"--\" (e.g. [\"--\", \"gemini\", \"--experimental-acp\"]).\n{}\n",
+         // put its command after \"--\" (e.g. [\"--\", \"gemini\", \"--experimental-acp\"]).\n\
+         // The adapters editors install for Claude Code and Codex: [\"--\", \"npx\", \"-y\",\n\
+         // \"@agentclientprotocol/claude-agent-acp\"] and [\"--\", \"npx\", \"-y\", \"@agentclientprotocol/codex-acp\"].\n{}\n",
         serde_json::to_string_pretty(&v).unwrap_or_default()
     )
 }
@@ -842,7 +970,7 @@ mod tests {
         );
     }
 
-    /// As claude-agent-acp 0.23.1 answers `initialize`, cut to what is read here.
+    /// As claude-agent-acp answers `initialize` (0.23.1 and 0.101.0), cut to what is read here.
     #[test]
     fn claude_agents_prompt_queueing_is_found() {
         let claude = json!({

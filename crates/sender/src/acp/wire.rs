@@ -18,7 +18,7 @@ pub struct PermissionAsk {
     /// `read`, `edit`, `execute`, … as the spec spells it.
     pub kind: Option<String>,
     pub raw_input: Value,
-    pub options: Vec<(String, PermissionOptionKind)>,
+    pub options: Vec<super::options::PermOption>,
 }
 
 pub fn permission_ask(params: &RawValue) -> Result<PermissionAsk, serde_json::Error> {
@@ -36,7 +36,11 @@ pub fn permission_ask(params: &RawValue) -> Result<PermissionAsk, serde_json::Er
         options: r
             .options
             .into_iter()
-            .map(|o| (o.option_id.0.to_string(), o.kind))
+            .map(|o| super::options::PermOption {
+                id: o.option_id.0.to_string(),
+                kind: o.kind,
+                name: o.name,
+            })
             .collect(),
     })
 }
@@ -61,6 +65,25 @@ pub fn new_session_id(result: &RawValue) -> Option<String> {
     serde_json::from_str::<schema::NewSessionResponse>(result.get())
         .ok()
         .map(|r| r.session_id.0.to_string())
+}
+
+/// The session's mode in a `session/new` or `session/load` result (`modes.currentModeId`).
+pub fn current_mode(result: &RawValue) -> Option<String> {
+    let v: Value = serde_json::from_str(result.get()).ok()?;
+    v.pointer("/modes/currentModeId")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The session and its new mode from a `session/update` of kind `current_mode_update`.
+pub fn mode_update(params: &RawValue) -> Option<(String, String)> {
+    let n: schema::SessionNotification = serde_json::from_str(params.get()).ok()?;
+    match n.update {
+        schema::SessionUpdate::CurrentModeUpdate(u) => {
+            Some((n.session_id.0.to_string(), u.current_mode_id.0.to_string()))
+        }
+        _ => None,
+    }
 }
 
 /// The agent's name from an `initialize` result (`agentInfo.name`).
@@ -98,6 +121,16 @@ pub fn permission_selected(id: &Value, option_id: &str) -> String {
             schema::SelectedPermissionOutcome::new(option_id.to_string()),
         )),
     )
+}
+
+/// The answer to an `elicitation/create`: accepted, with the form's content.
+pub fn elicitation_accept(id: &Value, content: serde_json::Map<String, Value>) -> String {
+    response(id, json!({"action": "accept", "content": content}))
+}
+
+/// The answer to an `elicitation/create`: declined.
+pub fn elicitation_decline(id: &Value) -> String {
+    response(id, json!({"action": "decline"}))
 }
 
 /// The answer to a permission request of a cancelled turn.
@@ -233,12 +266,17 @@ mod tests {
         assert_eq!(a.tool_call_id, "call_1");
         assert_eq!(a.kind.as_deref(), Some("execute"));
         assert_eq!(a.raw_input, json!({"command": "echo hi > marker.txt"}));
+        let opts: Vec<(&str, PermissionOptionKind, &str)> = a
+            .options
+            .iter()
+            .map(|o| (o.id.as_str(), o.kind, o.name.as_str()))
+            .collect();
         assert_eq!(
-            a.options,
+            opts,
             vec![
-                ("once".to_string(), PermissionOptionKind::AllowOnce),
-                ("always".to_string(), PermissionOptionKind::AllowAlways),
-                ("reject".to_string(), PermissionOptionKind::RejectOnce)
+                ("once", PermissionOptionKind::AllowOnce, "Allow once"),
+                ("always", PermissionOptionKind::AllowAlways, "Always allow"),
+                ("reject", PermissionOptionKind::RejectOnce, "Reject")
             ]
         );
         let r = RawValue::from_string(

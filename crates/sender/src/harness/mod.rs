@@ -405,7 +405,7 @@ pub fn route(harness: &str, kind: Kind) -> Option<(Outcome, String)> {
 /// rejects then cancels.
 pub fn answer_fields(harness: &str, session_id: &str) -> &'static [&'static str] {
     match harness {
-        "acp" => &["scope", "interrupt"],
+        "acp" => &["scope", "interrupt", "answers"],
         "codex" if crate::codex_server::followed(session_id) => {
             caps::CODEX_APP_SERVER_ANSWER_FIELDS
         }
