@@ -192,6 +192,9 @@ pub struct Headless {
     pub start: &'static [&'static str],
     /// Resumes with no new text (a parked tool call).
     pub resume_quiet: Option<&'static [&'static str]>,
+    /// The hook event that starts a turn (the person's prompt): it always reaches the
+    /// database, so sp-sync knows a live session is mid-turn (its prompt waits for the Stop).
+    pub turn_event: &'static str,
     /// Reads one line of the run's stdout into what the run said so far.
     pub read_line: fn(&mut super::RunOutput, &[u8]),
 }
@@ -276,6 +279,7 @@ pub const CAPS: &[Caps] = &[
             fork: Some(&["-p", "--resume", "{session}", "--fork-session", "--output-format", "stream-json", "--verbose", "--", "{text}"]),
             start: &["-p", "--output-format", "stream-json", "--verbose", "--", "{text}"],
             resume_quiet: Some(&["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose"]),
+            turn_event: "UserPromptSubmit",
             read_line: super::claude_code::run_line,
         }),
     },
@@ -342,6 +346,7 @@ pub const CAPS: &[Caps] = &[
             fork: None,
             start: &["exec", "--json", "--", "{text}"],
             resume_quiet: None,
+            turn_event: "UserPromptSubmit",
             read_line: super::codex::run_line,
         }),
     },
