@@ -142,6 +142,15 @@ pub fn command(
     Ok(out)
 }
 
+/// The harnesses a run can resume: their ended sessions are still polled.
+pub fn resumable() -> Vec<&'static str> {
+    Harness::ALL
+        .iter()
+        .filter(|h| h.caps().headless.is_some())
+        .map(|h| h.name())
+        .collect()
+}
+
 /// DECISIONS 38's delivery decision for a prompt no hook has taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {

@@ -29,6 +29,10 @@ mod codex_app;
 #[path = "real_agents/claude_answers.rs"]
 mod claude_answers;
 
+/// Issue 38: between turns, a headless resume or fork delivers the prompt.
+#[path = "real_agents/between_turns.rs"]
+mod between_turns;
+
 use common::e2e::{self, World, INSIDE, ROOT};
 use common::env::{until, wait_timeout};
 /// One scenario may take this long in all before it is killed.
@@ -547,6 +551,8 @@ fn claude_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("DISABLE_ERROR_REPORTING", "1")
+        // The runs sp-sync launches between turns (DECISIONS 38) find this CLI through it.
+        .env("SP_CLAUDE", cli_path("claude"))
         .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
         .args(extra);
     scene.say(&format!("claude -p {prompt:?} {extra:?}"));

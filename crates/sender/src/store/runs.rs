@@ -352,7 +352,9 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT m.id, m.session_key, m.text, s.harness, s.session_id, s.cwd, s.harness_pid, \
-                   s.harness_start, s.turn_open, s.ended_at IS NOT NULL, s.api_url IS NOT NULL \
+                   s.harness_start, s.turn_open, s.ended_at IS NOT NULL, s.api_url IS NOT NULL, \
+                   EXISTS(SELECT 1 FROM events e WHERE e.session_key = s.key AND e.type = 'turn.ended'), \
+                   (julianday(m.received_at) - 2440587.5) * 86400000.0 \
                  FROM messages m JOIN sessions s ON s.key = m.session_key \
                  WHERE m.state='queued' AND m.kind='prompt' ORDER BY m.received_at, m.id LIMIT ?1",
             )?

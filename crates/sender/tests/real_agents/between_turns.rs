@@ -1,0 +1,136 @@
+//! Issue 38 with the real Claude Code 2.1.332, offline: a prompt for a session no turn is
+//! running in is delivered by a headless run sp-sync launches (DECISIONS 38 `resume`,
+//! `fork`), acked `taken`, then once `delivered` with its mode and the model's answer.
+use super::*;
+
+/// Every ack entry the receiver got for message `m`, in arrival order: its outcomes.
+fn outcomes(s: &Scene, m: &Value) -> Vec<String> {
+    s.receiver
+        .acks()
+        .iter()
+        .filter(|a| a["id"] == m["id"])
+        .map(|a| a["outcome"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Waits for the final ack of `m` and checks rule 38's sequence: `taken` first, exactly one
+/// final ack. Returns the final ack.
+fn one_final_ack(s: &Scene, m: &Value, limit: Duration) -> Value {
+    let ack = s.ack(m, limit);
+    let seen = outcomes(s, m);
+    assert_eq!(seen.first().map(String::as_str), Some("taken"), "{seen:?}");
+    let finals = seen
+        .iter()
+        .filter(|o| !matches!(o.as_str(), "taken" | "progress"))
+        .count();
+    assert_eq!(finals, 1, "exactly one final ack: {seen:?}");
+    ack
+}
+
+/// The session id in a `claude -p` run's result line.
+fn session_of(run: &Run) -> String {
+    claude_result(run)["session_id"]
+        .as_str()
+        .expect("a session_id in the result")
+        .to_string()
+}
+
+/// The model's requests that carry `word` in their last user text.
+fn requests_asking(s: &Scene, word: &str) -> Vec<Value> {
+    s.agent_requests()
+        .into_iter()
+        .filter(|r| {
+            r["body"]["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .is_some_and(|last| all_text(last).contains(word))
+        })
+        .collect()
+}
+
+/// The run sp-sync recorded for message `id`: (kind, state, session the run reported).
+fn run_of(s: &Scene, id: &str) -> (String, String, Option<String>) {
+    s.db()
+        .query_row(
+            "SELECT kind, state, session FROM runs WHERE message_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("a run for the prompt")
+}
+
+#[test]
+fn claude_code_prompt_to_an_ended_run_resumes_it_with_its_history() {
+    scenario(
+        "between_turns::claude_code_prompt_to_an_ended_run_resumes_it_with_its_history",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let first = finish_ok(s, claude(s, "Remember this. SP-ECHO:PAPAYA"), "claude");
+            assert_eq!(claude_result(&first)["result"], "SP-SAW:PAPAYA");
+            let key = format!("claude-code:{}", session_of(&first));
+            let queued = Instant::now();
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "And now this. SP-ECHO:QUINCE", "expires_in_s": 300}),
+            );
+            let ack = one_final_ack(s, &m, Duration::from_secs(90));
+            s.say(&format!("final ack after {:?}: {ack}", queued.elapsed()));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "resume", "{ack}");
+            assert_eq!(ack["reply"], "SP-SAW:QUINCE", "{ack}");
+            // The model got the session's history with the new text: a resume.
+            let asked = requests_asking(s, "QUINCE");
+            let req = asked.last().expect("the model got the prompt");
+            let all = all_text(&req["body"]["messages"]);
+            assert!(all.contains("SP-ECHO:PAPAYA"), "the history came along:\n{all}");
+            assert!(all.contains("SP-SAW:PAPAYA"), "the answer too:\n{all}");
+            let (kind, state, _) = run_of(s, m["id"].as_str().unwrap());
+            assert_eq!((kind.as_str(), state.as_str()), ("resume", "done"));
+            // `sp runs` shows it, and its log holds the harness's output.
+            let mut sp = Command::new(s.bin.join("sp"));
+            s.base_env(&mut sp);
+            let out = sp.arg("runs").output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("claude-code resume of"), "{text}");
+        },
+    );
+}
+
+#[test]
+fn claude_code_sigkilled_session_is_resumed() {
+    scenario(
+        "between_turns::claude_code_sigkilled_session_is_resumed",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let go = s.dir.join("never");
+            let mut child = claude(s, &format!("Wait here. SP-HOLD:{}", go.display()));
+            let started = s.wait_event(
+                "session.started",
+                |e| e["harness"]["name"] == "claude-code",
+                Duration::from_secs(60),
+            );
+            let key = session_key_of(&started);
+            // Its turn is open (UserPromptSubmit came) and its process holds the session.
+            assert!(
+                until(Duration::from_secs(30), || !s.agent_requests().is_empty()),
+                "claude asked its model"
+            );
+            // SIGKILL: no Stop, no SessionEnd; only the process says it is gone.
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "Are you back? SP-ECHO:RESUMED", "expires_in_s": 300}),
+            );
+            let ack = one_final_ack(s, &m, Duration::from_secs(90));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "resume", "{ack}");
+            assert_eq!(ack["reply"], "SP-SAW:RESUMED", "{ack}");
+            let asked = requests_asking(s, "RESUMED");
+            let all = all_text(&asked.last().expect("the model got it")["body"]["messages"]);
+            assert!(all.contains("Wait here."), "the history came along:\n{all}");
+        },
+    );
+}
