@@ -716,6 +716,16 @@ mod tests {
         );
         assert_eq!(failed.error.as_deref(), Some("error_during_execution"));
         assert_eq!(failed.result, None);
+        let named = read(
+            Harness::ClaudeCode,
+            &[
+                r#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["No conversation found with session ID: F1"]}"#,
+            ],
+        );
+        assert_eq!(
+            named.error.as_deref(),
+            Some("No conversation found with session ID: F1")
+        );
     }
 
     #[test]

@@ -366,8 +366,12 @@ pub fn run_line(out: &mut super::RunOutput, line: &[u8]) {
                     .is_some_and(|s| s.starts_with("error"));
             let text = v.get("result").and_then(Value::as_str);
             if failed {
+                // 2.1.332 names the cause in `errors` ("No conversation found with …").
+                let first_error = v.pointer("/errors/0").and_then(Value::as_str);
                 out.error = Some(
-                    text.or(v.get("subtype").and_then(Value::as_str))
+                    first_error
+                        .or(text)
+                        .or(v.get("subtype").and_then(Value::as_str))
                         .unwrap_or("the run failed")
                         .to_string(),
                 );

@@ -59,6 +59,17 @@ fn run_of(s: &Scene, id: &str) -> (String, String, Option<String>) {
         .expect("a run for the prompt")
 }
 
+/// Whether Claude Code's transcript of session `id` (under ~/.claude/projects) holds `text`.
+fn transcript_has(s: &Scene, id: &str, text: &str) -> bool {
+    let Ok(dirs) = std::fs::read_dir(s.home.join(".claude/projects")) else {
+        return false;
+    };
+    dirs.flatten().any(|d| {
+        std::fs::read_to_string(d.path().join(format!("{id}.jsonl")))
+            .is_ok_and(|t| t.contains(text))
+    })
+}
+
 #[test]
 fn claude_code_prompt_to_an_ended_run_resumes_it_with_its_history() {
     scenario(
@@ -83,7 +94,10 @@ fn claude_code_prompt_to_an_ended_run_resumes_it_with_its_history() {
             let asked = requests_asking(s, "QUINCE");
             let req = asked.last().expect("the model got the prompt");
             let all = all_text(&req["body"]["messages"]);
-            assert!(all.contains("SP-ECHO:PAPAYA"), "the history came along:\n{all}");
+            assert!(
+                all.contains("SP-ECHO:PAPAYA"),
+                "the history came along:\n{all}"
+            );
             assert!(all.contains("SP-SAW:PAPAYA"), "the answer too:\n{all}");
             let (kind, state, _) = run_of(s, m["id"].as_str().unwrap());
             assert_eq!((kind.as_str(), state.as_str()), ("resume", "done"));
@@ -113,9 +127,28 @@ fn claude_code_sigkilled_session_is_resumed() {
             );
             let key = session_key_of(&started);
             // Its turn is open (UserPromptSubmit came) and its process holds the session.
+            let pid = child.id() as i64;
             assert!(
-                until(Duration::from_secs(30), || !s.agent_requests().is_empty()),
-                "claude asked its model"
+                until(Duration::from_secs(30), || {
+                    s.db()
+                        .query_row(
+                            "SELECT harness_pid, turn_open FROM sessions WHERE key = ?1",
+                            [&key],
+                            |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, i64>(1)?)),
+                        )
+                        .is_ok_and(|row| row == (Some(pid), 1))
+                }),
+                "the hooks recorded claude's process and its open turn"
+            );
+            // Its transcript holds the prompt (a resume needs one to resume).
+            let id = key.trim_start_matches("claude-code:").to_string();
+            assert!(
+                until(Duration::from_secs(30), || transcript_has(
+                    s,
+                    &id,
+                    "Wait here."
+                )),
+                "claude wrote its transcript"
             );
             // SIGKILL: no Stop, no SessionEnd; only the process says it is gone.
             child.kill().unwrap();
