@@ -167,3 +167,71 @@ fn claude_code_sigkilled_session_is_resumed() {
         },
     );
 }
+
+/// The pid of the sp-sync that last started, from our log (`sp-sync[PID] start (…)`).
+fn sync_pid(s: &Scene) -> i32 {
+    let log =
+        std::fs::read_to_string(s.home.join(".local/state/sessionpipe/sp.log")).unwrap_or_default();
+    log.lines()
+        .rev()
+        .find_map(|l| {
+            let (_, rest) = l.split_once(" sp-sync[")?;
+            let (pid, rest) = rest.split_once(']')?;
+            rest.starts_with(" start (").then(|| pid.parse().ok())?
+        })
+        .expect("sp-sync logged its start")
+}
+
+#[test]
+fn claude_code_run_outlives_an_sp_sync_restart_and_is_acked_once() {
+    scenario(
+        "between_turns::claude_code_run_outlives_an_sp_sync_restart_and_is_acked_once",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let first = finish_ok(s, claude(s, "Remember this. SP-ECHO:FIRST"), "claude");
+            let key = format!("claude-code:{}", session_of(&first));
+            let go = s.dir.join("go");
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": format!("Take your time. SP-HOLD:{} SP-ECHO:LATE", go.display()), "expires_in_s": 300}),
+            );
+            let id = m["id"].as_str().unwrap().to_string();
+            // The run is under way: its model call is held.
+            assert!(
+                until(Duration::from_secs(60), || {
+                    s.db()
+                        .query_row(
+                            "SELECT agent_pid IS NOT NULL FROM runs WHERE message_id = ?1",
+                            [&id],
+                            |r| r.get::<_, bool>(0),
+                        )
+                        .unwrap_or(false)
+                }),
+                "a run started for the prompt"
+            );
+            let pid = sync_pid(s);
+            s.say(&format!("SIGKILL sp-sync (pid {pid}) mid-run"));
+            // SAFETY: a signal to the sp-sync of this scenario's own pid namespace.
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+            assert!(
+                until(Duration::from_secs(10), || unsafe { libc::kill(pid, 0) }
+                    != 0),
+                "sp-sync is gone"
+            );
+            // The turn ends while no sp-sync runs; a new one adopts the run.
+            std::fs::write(&go, "").unwrap();
+            let mut sync = Command::new(s.bin.join("sp-sync"));
+            s.base_env(&mut sync);
+            sync.arg("--while-live");
+            let child = spawn_logged(s, sync, "sp-sync-2");
+            s.extra.push(child);
+            let ack = one_final_ack(s, &m, Duration::from_secs(90));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "resume", "{ack}");
+            assert_eq!(ack["reply"], "SP-SAW:LATE", "{ack}");
+            assert_eq!(requests_asking(s, "LATE").len(), 1, "the prompt ran once");
+            assert_ne!(sync_pid(s), pid, "a second sp-sync finished it");
+        },
+    );
+}
