@@ -707,6 +707,8 @@ fn claude_tui_in(scene: &Scene, prompt: &str, mode: &str) -> Tui {
         ("SHELL", "/bin/bash"),
         ("ANTHROPIC_BASE_URL", scene.model_url.as_str()),
         ("ANTHROPIC_API_KEY", TUI_KEY),
+        // The runs sp-sync launches between turns (DECISIONS 38) find this CLI through it.
+        ("SP_CLAUDE", &*claude.to_string_lossy()),
         ("DISABLE_TELEMETRY", "1"),
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
         ("DISABLE_AUTOUPDATER", "1"),

@@ -35,16 +35,13 @@ fn session_of(run: &Run) -> String {
         .to_string()
 }
 
-/// The model's requests that carry `word` in their last user text.
+/// The model's requests the stand-in answered `SP-SAW:<word>`: those whose newest input
+/// carried `SP-ECHO:<word>` (Claude Code may add a system note after it).
 fn requests_asking(s: &Scene, word: &str) -> Vec<Value> {
+    let saw = format!("SP-SAW:{word}");
     s.agent_requests()
         .into_iter()
-        .filter(|r| {
-            r["body"]["messages"]
-                .as_array()
-                .and_then(|m| m.last())
-                .is_some_and(|last| all_text(last).contains(word))
-        })
+        .filter(|r| r["answer"][1] == saw.as_str())
         .collect()
 }
 
@@ -234,4 +231,74 @@ fn claude_code_run_outlives_an_sp_sync_restart_and_is_acked_once() {
             assert_ne!(sync_pid(s), pid, "a second sp-sync finished it");
         },
     );
+}
+
+#[test]
+fn claude_code_idle_tui_is_forked() {
+    scenario(
+        "between_turns::claude_code_idle_tui_is_forked",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let tui = claude_tui(s, "Say it. SP-ECHO:TUIFIRST");
+            tui.wait_screen("SP-SAW:TUIFIRST", Duration::from_secs(60));
+            let ended = s.wait_event(
+                "turn.ended",
+                |e| e["harness"]["name"] == "claude-code",
+                Duration::from_secs(60),
+            );
+            let key = session_key_of(&ended);
+            let id = key.trim_start_matches("claude-code:").to_string();
+            assert!(transcript_has(s, &id, "SP-SAW:TUIFIRST"));
+            let before = conversation(s, &id);
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "From the phone. SP-ECHO:FORKED", "expires_in_s": 300}),
+            );
+            let ack = one_final_ack(s, &m, Duration::from_secs(90));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "fork", "{ack}");
+            assert_eq!(ack["reply"], "SP-SAW:FORKED", "{ack}");
+            let fork = ack["session"].as_str().expect("the fork's session id");
+            assert_ne!(fork, id, "a new session");
+            // The fork carried the history; the live session's transcript is untouched and
+            // its terminal never saw the prompt.
+            let asked = requests_asking(s, "FORKED");
+            let all = all_text(&asked.last().expect("the model got it")["body"]["messages"]);
+            assert!(
+                all.contains("SP-SAW:TUIFIRST"),
+                "the history came along:\n{all}"
+            );
+            // (The idle TUI itself appends mode lines; the conversation is what must not move.)
+            assert_eq!(
+                conversation(s, &id),
+                before,
+                "one writer on the live transcript"
+            );
+            assert!(!transcript(s, &id).contains("FORKED"));
+            assert!(transcript_has(s, fork, "SP-SAW:FORKED"));
+            assert!(!tui.screen().contains("FORKED"), "{}", tui.screen());
+            let (kind, _, session) = run_of(s, m["id"].as_str().unwrap());
+            assert_eq!((kind.as_str(), session.as_deref()), ("fork", Some(fork)));
+        },
+    );
+}
+
+/// The user and assistant entries of Claude Code's transcript of session `id`.
+fn conversation(s: &Scene, id: &str) -> Vec<Value> {
+    transcript(s, id)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "user" || v["type"] == "assistant")
+        .collect()
+}
+
+/// Claude Code's transcript of session `id`, as it is now.
+fn transcript(s: &Scene, id: &str) -> String {
+    std::fs::read_dir(s.home.join(".claude/projects"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find_map(|d| std::fs::read_to_string(d.path().join(format!("{id}.jsonl"))).ok())
+        .unwrap_or_default()
 }
