@@ -1395,7 +1395,9 @@ fn codex_with(scene: &Scene, prompt: &str, approve: bool, extra: &[&str]) -> Chi
     let mut c = Command::new(cli_path("codex"));
     scene.base_env(&mut c);
     c.env("CODEX_HOME", codex_home(scene))
-        .env("STANDIN_API_KEY", "e2e-dummy");
+        .env("STANDIN_API_KEY", "e2e-dummy")
+        // The runs sp-sync launches between turns (DECISIONS 38) find this CLI through it.
+        .env("SP_CODEX", cli_path("codex"));
     c.args([
         "exec",
         "--skip-git-repo-check",

@@ -302,3 +302,49 @@ fn transcript(s: &Scene, id: &str) -> String {
         .find_map(|d| std::fs::read_to_string(d.path().join(format!("{id}.jsonl"))).ok())
         .unwrap_or_default()
 }
+
+#[test]
+fn codex_prompt_to_an_ended_exec_resumes_it_with_its_history() {
+    scenario(
+        "between_turns::codex_prompt_to_an_ended_exec_resumes_it_with_its_history",
+        &["codex"],
+        |s| {
+            codex_setup(s, 60);
+            // `codex exec resume` runs only in a git repository (no trust-skipping flag).
+            let git = Command::new("git")
+                .args(["init", "-q"])
+                .current_dir(&s.work)
+                .status()
+                .unwrap();
+            assert!(git.success());
+            let first = finish_ok(
+                s,
+                codex_with(s, "Remember this. SP-ECHO:MANGO", false, &["--json"]),
+                "codex",
+            );
+            let thread = first
+                .stdout
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|v| v["type"] == "thread.started")
+                .and_then(|v| v["thread_id"].as_str().map(str::to_string))
+                .unwrap_or_else(|| panic!("no thread.started: {}", first.stdout));
+            let key = format!("codex:{thread}");
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "And now this. SP-ECHO:GUAVA", "expires_in_s": 300}),
+            );
+            let ack = one_final_ack(s, &m, Duration::from_secs(90));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "resume", "{ack}");
+            assert_eq!(ack["reply"], "SP-SAW:GUAVA", "{ack}");
+            let asked = requests_asking(s, "GUAVA");
+            let all = all_text(&asked.last().expect("the model got it")["body"]["input"]);
+            assert!(
+                all.contains("SP-ECHO:MANGO"),
+                "the history came along:\n{all}"
+            );
+            assert!(all.contains("SP-SAW:MANGO"), "the answer too:\n{all}");
+        },
+    );
+}
