@@ -348,3 +348,79 @@ fn codex_prompt_to_an_ended_exec_resumes_it_with_its_history() {
         },
     );
 }
+
+/// Seconds since the epoch, as the model stand-in logs its requests (`t`).
+fn epoch_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// When the model stand-in got the request it answered `SP-SAW:<word>` (epoch seconds).
+fn model_got(s: &Scene, word: &str) -> f64 {
+    requests_asking(s, word)
+        .first()
+        .and_then(|r| r["t"].as_f64())
+        .unwrap_or_else(|| panic!("the model never got SP-ECHO:{word}"))
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// BENCHMARKS.md: queued → the model receives it, in resume mode, against `claude -p
+/// --resume` run by hand on the same session (interleaved, same run); and the run's end →
+/// its final ack with the reply at the receiver.
+#[test]
+fn claude_code_resume_latency_against_a_resume_by_hand() {
+    scenario(
+        "between_turns::claude_code_resume_latency_against_a_resume_by_hand",
+        &["claude"],
+        |s| {
+            const ROUNDS: usize = 5;
+            claude_setup(s, 60);
+            let first = finish_ok(s, claude(s, "Remember this. SP-ECHO:BASE"), "claude");
+            let id = session_of(&first);
+            let key = format!("claude-code:{id}");
+            let (mut by_hand, mut ours, mut ack_after) = (Vec::new(), Vec::new(), Vec::new());
+            for k in 0..ROUNDS {
+                let word = format!("HAND{k}");
+                let t0 = epoch_s();
+                let run = claude_with(s, &format!("SP-ECHO:{word}"), &["--resume", &id]);
+                finish_ok(s, run, "claude");
+                by_hand.push(model_got(s, &word) - t0);
+                let word = format!("PHONE{k}");
+                let t0 = epoch_s();
+                let m = s.enqueue(
+                    &key,
+                    json!({"kind": "prompt", "text": format!("SP-ECHO:{word}"), "expires_in_s": 300}),
+                );
+                let ack = s.ack(&m, Duration::from_secs(90));
+                let arrived = epoch_s();
+                assert_eq!(ack["reply"], format!("SP-SAW:{word}"), "{ack}");
+                ours.push(model_got(s, &word) - t0);
+                let ended_ms: i64 = s
+                    .db()
+                    .query_row(
+                        "SELECT ended_ms FROM runs WHERE message_id = ?1",
+                        [m["id"].as_str().unwrap()],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                ack_after.push(arrived - ended_ms as f64 / 1000.0);
+            }
+            let (h50, o50) = (percentile(&mut by_hand, 0.5), percentile(&mut ours, 0.5));
+            s.say(&format!(
+                "BENCH queued->model: ours p50 {:.0} ms, by hand p50 {:.0} ms, ratio {:.2}x; \
+                 run end->final ack p50 {:.0} ms, max {:.0} ms ({ROUNDS} rounds)",
+                o50 * 1000.0,
+                h50 * 1000.0,
+                o50 / h50,
+                percentile(&mut ack_after, 0.5) * 1000.0,
+                percentile(&mut ack_after, 1.0) * 1000.0,
+            ));
+        },
+    );
+}
