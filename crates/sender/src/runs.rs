@@ -556,6 +556,11 @@ fn run_agent(store: &mut Store, run: &RunRow) -> Result<String> {
     let (log, _) = crate::files::open_private(&log_path(&run.id), false)?;
     let (err, _) = crate::files::open_private(&err_path(&run.id), false)?;
     let mut cmd = Command::new(program);
+    for h in Harness::ALL {
+        for var in h.caps().headless.map_or(&[][..], |h| h.child_env) {
+            cmd.env_remove(var);
+        }
+    }
     cmd.args(args)
         .current_dir(&run.cwd)
         .env(RUN_ENV, &run.id)

@@ -195,6 +195,10 @@ pub struct Headless {
     /// The hook event that starts a turn (the person's prompt): it always reaches the
     /// database, so sp-sync knows a live session is mid-turn (its prompt waits for the Stop).
     pub turn_event: &'static str,
+    /// Variables the harness sets for its hooks and tools, naming itself as their parent:
+    /// sp-sync may have been started from such a hook, and a run it launches is no one's
+    /// child, so they are removed from every run's environment.
+    pub child_env: &'static [&'static str],
     /// Reads one line of the run's stdout into what the run said so far.
     pub read_line: fn(&mut super::RunOutput, &[u8]),
 }
@@ -280,6 +284,21 @@ pub const CAPS: &[Caps] = &[
             start: &["-p", "--output-format", "stream-json", "--verbose", "--", "{text}"],
             resume_quiet: Some(&["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose"]),
             turn_event: "UserPromptSubmit",
+            // 2.1.332's hook environment: a run inheriting them takes itself for a child of a
+            // session that is gone (its messaging socket, its session id) and starts slower.
+            child_env: &[
+                "CLAUDECODE",
+                "CLAUDE_CODE_ENTRYPOINT",
+                "CLAUDE_CODE_MESSAGING_SOCKET",
+                "CLAUDE_CODE_MESSAGING_TOKEN",
+                "CLAUDE_CODE_SESSION_ID",
+                "CLAUDE_CODE_CHILD_SESSION",
+                "CLAUDE_CODE_SESSION_ATTENDED",
+                "CLAUDE_CODE_CHILD_NOTES_DIR",
+                "CLAUDE_PID",
+                "CLAUDE_PROJECT_DIR",
+                "CLAUDE_ENV_FILE",
+            ],
             read_line: super::claude_code::run_line,
         }),
     },
@@ -347,6 +366,7 @@ pub const CAPS: &[Caps] = &[
             start: &["exec", "--json", "--", "{text}"],
             resume_quiet: None,
             turn_event: "UserPromptSubmit",
+            child_env: &[],
             read_line: super::codex::run_line,
         }),
     },
