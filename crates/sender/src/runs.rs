@@ -177,8 +177,8 @@ pub struct SessionState {
     pub waited_ms: Millis,
 }
 
-/// A live idle session is forked only once its prompt has waited this long, so a Stop hook
-/// already on its way takes it in place first.
+/// A live session counts as idle (forked, or `unsupported` where the harness cannot fork) only
+/// once its prompt has waited this long, so a Stop hook already on its way takes it first.
 pub const FORK_AFTER_MS: Millis = 2_000;
 
 /// api → turn (live, mid-turn) → fork (live and idle, where the harness forks) → resume (no
@@ -199,13 +199,9 @@ pub fn decide(harness: Harness, s: SessionState) -> Delivery {
     match (live, headless) {
         (true, _) if s.turn_open => Delivery::Wait,
         (true, None) => Delivery::Wait,
-        (true, Some(h)) if h.fork.is_some() => {
-            if s.had_turn && s.waited_ms >= FORK_AFTER_MS {
-                Delivery::Run(Kind::Fork)
-            } else {
-                Delivery::Wait
-            }
-        }
+        // Idle only once a turn ended and the prompt waited: a Stop on its way goes first.
+        (true, Some(_)) if !s.had_turn || s.waited_ms < FORK_AFTER_MS => Delivery::Wait,
+        (true, Some(h)) if h.fork.is_some() => Delivery::Run(Kind::Fork),
         (true, Some(_)) => Delivery::Unsupported(format!(
             "the {name} session is open and idle in its terminal, and {name} has no headless fork: \
              a resume would be a second writer on its transcript. Type it there, or end that session \
@@ -802,6 +798,26 @@ mod tests {
         );
         assert!(
             matches!(decide(Harness::Codex, idle), Unsupported(d) if d.contains("no headless fork"))
+        );
+        assert_eq!(
+            decide(
+                Harness::Codex,
+                SessionState {
+                    waited_ms: 10,
+                    ..idle
+                }
+            ),
+            Wait
+        );
+        assert_eq!(
+            decide(
+                cc,
+                SessionState {
+                    had_turn: false,
+                    ..idle
+                }
+            ),
+            Wait
         );
         // no live process (a SIGKILLed one too): resume.
         let gone = SessionState {
