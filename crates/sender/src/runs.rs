@@ -402,13 +402,14 @@ pub fn pass(store: &mut Store, t: &mut Tracker) -> Result<bool> {
             t.runs.remove(&r.id);
             continue;
         }
+        let so_far = seen.out.so_far();
         if r.message_id.is_some()
-            && seen.out.text != seen.sent
+            && so_far != seen.sent
             && seen
                 .last_progress
                 .is_none_or(|at| at.elapsed() >= PROGRESS_EVERY)
         {
-            seen.sent = seen.out.text.clone();
+            seen.sent = so_far;
             seen.last_progress = Some(Instant::now());
             if let Err(e) = store.run_progress(&r.id, &crate::wire::control::ack_reply(&seen.sent))
             {
@@ -701,6 +702,17 @@ mod tests {
         );
         assert_eq!(out.session.as_deref(), Some("F1"));
         assert_eq!(out.text, "one\n\ntwo");
+        let streaming = read(
+            Harness::ClaudeCode,
+            &[
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"one"}]}}"#,
+                r#"{"type":"stream_event","event":{"type":"message_start"}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"tw"}}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"o"}}}"#,
+            ],
+        );
+        assert_eq!(streaming.so_far(), "one\n\ntwo");
+        assert_eq!(streaming.text, "one");
         assert_eq!(out.result, None);
         let done = read(
             Harness::ClaudeCode,

@@ -278,11 +278,12 @@ pub const CAPS: &[Caps] = &[
             program: "claude",
             program_env: "SP_CLAUDE",
             // 2.1.332: `-p --resume ID` keeps the id; `--fork-session` answers with a new one.
-            // stream-json (with --verbose, which it requires) streams the answer so far.
-            resume: &["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose", "--", "{text}"],
-            fork: Some(&["-p", "--resume", "{session}", "--fork-session", "--output-format", "stream-json", "--verbose", "--", "{text}"]),
-            start: &["-p", "--output-format", "stream-json", "--verbose", "--", "{text}"],
-            resume_quiet: Some(&["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose"]),
+            // stream-json (with --verbose, which it requires) gives each message whole;
+            // --include-partial-messages adds the text as it streams (the `progress` acks).
+            resume: &["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--", "{text}"],
+            fork: Some(&["-p", "--resume", "{session}", "--fork-session", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--", "{text}"]),
+            start: &["-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--", "{text}"],
+            resume_quiet: Some(&["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose", "--include-partial-messages"]),
             turn_event: "UserPromptSubmit",
             // 2.1.332's hook environment: a run inheriting them takes itself for a child of a
             // session that is gone (its messaging socket, its session id) and starts slower.

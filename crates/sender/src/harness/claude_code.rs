@@ -351,6 +351,21 @@ pub fn run_line(out: &mut super::RunOutput, line: &[u8]) {
         out.session = Some(id.to_string());
     }
     match v.get("type").and_then(Value::as_str) {
+        Some("stream_event") => {
+            let e = v.get("event");
+            match e.and_then(|e| e.get("type")).and_then(Value::as_str) {
+                Some("message_start") => out.partial.clear(),
+                Some("content_block_delta") => {
+                    if let Some(t) = e
+                        .and_then(|e| e.pointer("/delta/text"))
+                        .and_then(Value::as_str)
+                    {
+                        out.partial.push_str(t);
+                    }
+                }
+                _ => {}
+            }
+        }
         Some("assistant") => {
             let blocks = v.pointer("/message/content").and_then(Value::as_array);
             for b in blocks.into_iter().flatten() {

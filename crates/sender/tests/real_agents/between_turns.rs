@@ -439,3 +439,66 @@ fn claude_code_resume_latency_against_a_resume_by_hand() {
         },
     );
 }
+
+#[test]
+fn claude_code_resume_streams_progress_and_a_killed_run_is_acked_failed() {
+    scenario(
+        "between_turns::claude_code_resume_streams_progress_and_a_killed_run_is_acked_failed",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let first = finish_ok(s, claude(s, "Remember this. SP-ECHO:SLOWBASE"), "claude");
+            let key = format!("claude-code:{}", session_of(&first));
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "Take long. SP-SLOW", "expires_in_s": 300}),
+            );
+            let id = m["id"].as_str().unwrap().to_string();
+            // The stand-in trickles its answer a chunk a second: `progress` acks, seq rising,
+            // each with the answer so far.
+            let progress = |s: &Scene| -> Vec<Value> {
+                s.receiver
+                    .acks()
+                    .into_iter()
+                    .filter(|a| a["id"] == id.as_str() && a["outcome"] == "progress")
+                    .collect()
+            };
+            assert!(
+                until(Duration::from_secs(60), || progress(s).len() >= 2),
+                "two progress acks: {:?}",
+                s.receiver.acks()
+            );
+            let p = progress(s);
+            let seqs: Vec<u64> = p.iter().map(|a| a["seq"].as_u64().unwrap()).collect();
+            assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seq rises: {seqs:?}");
+            let (a, b) = (
+                p[0]["reply"].as_str().unwrap(),
+                p[p.len() - 1]["reply"].as_str().unwrap(),
+            );
+            assert!(
+                b.len() > a.len() && b.starts_with(a),
+                "the reply grows: {a:?} then {b:?}"
+            );
+            assert!(
+                s.receiver.wait_ack(&id, Duration::ZERO).is_none(),
+                "no final ack yet"
+            );
+            // The run's agent is killed: one final `failed`, naming how it ended.
+            let agent: i32 = s
+                .db()
+                .query_row(
+                    "SELECT agent_pid FROM runs WHERE message_id = ?1",
+                    [&id],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            // SAFETY: a signal to the run's process group, in this scenario's pid namespace.
+            assert_eq!(unsafe { libc::kill(-agent, libc::SIGKILL) }, 0);
+            let ack = one_final_ack(s, &m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "failed", "{ack}");
+            let detail = ack["detail"].as_str().unwrap_or("");
+            assert!(detail.contains("signal 9"), "{ack}");
+            assert_eq!(ack.get("reply"), None, "{ack}");
+        },
+    );
+}
