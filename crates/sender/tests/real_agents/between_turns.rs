@@ -67,6 +67,28 @@ fn transcript_has(s: &Scene, id: &str, text: &str) -> bool {
     })
 }
 
+/// Queues `text` (ending `SP-ECHO:<word>`) for session `key` and waits for its one final ack:
+/// `delivered` in `mode` with the model's answer `SP-SAW:<word>`. Returns the ack, and all
+/// the text of the model request that answered (its `messages`, or Codex's `input`).
+fn delivered_by_run(s: &Scene, key: &str, text: &str, word: &str, mode: &str) -> (Value, String) {
+    let m = s.enqueue(
+        key,
+        json!({"kind": "prompt", "text": format!("{text} SP-ECHO:{word}"), "expires_in_s": 300}),
+    );
+    let ack = one_final_ack(s, &m, Duration::from_secs(90));
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert_eq!(ack["mode"], mode, "{ack}");
+    assert_eq!(ack["reply"], format!("SP-SAW:{word}"), "{ack}");
+    let asked = requests_asking(s, word);
+    let body = &asked.last().expect("the model got the prompt")["body"];
+    let all = all_text(if body["messages"].is_null() {
+        &body["input"]
+    } else {
+        &body["messages"]
+    });
+    (ack, all)
+}
+
 #[test]
 fn claude_code_prompt_to_an_ended_run_resumes_it_with_its_history() {
     scenario(
@@ -78,25 +100,15 @@ fn claude_code_prompt_to_an_ended_run_resumes_it_with_its_history() {
             assert_eq!(claude_result(&first)["result"], "SP-SAW:PAPAYA");
             let key = format!("claude-code:{}", session_of(&first));
             let queued = Instant::now();
-            let m = s.enqueue(
-                &key,
-                json!({"kind": "prompt", "text": "And now this. SP-ECHO:QUINCE", "expires_in_s": 300}),
-            );
-            let ack = one_final_ack(s, &m, Duration::from_secs(90));
+            let (ack, all) = delivered_by_run(s, &key, "And now this.", "QUINCE", "resume");
             s.say(&format!("final ack after {:?}: {ack}", queued.elapsed()));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert_eq!(ack["mode"], "resume", "{ack}");
-            assert_eq!(ack["reply"], "SP-SAW:QUINCE", "{ack}");
             // The model got the session's history with the new text: a resume.
-            let asked = requests_asking(s, "QUINCE");
-            let req = asked.last().expect("the model got the prompt");
-            let all = all_text(&req["body"]["messages"]);
             assert!(
                 all.contains("SP-ECHO:PAPAYA"),
                 "the history came along:\n{all}"
             );
             assert!(all.contains("SP-SAW:PAPAYA"), "the answer too:\n{all}");
-            let (kind, state, _) = run_of(s, m["id"].as_str().unwrap());
+            let (kind, state, _) = run_of(s, ack["id"].as_str().unwrap());
             assert_eq!((kind.as_str(), state.as_str()), ("resume", "done"));
             // `sp runs` shows it, and its log holds the harness's output.
             let mut sp = Command::new(s.bin.join("sp"));
@@ -150,16 +162,7 @@ fn claude_code_sigkilled_session_is_resumed() {
             // SIGKILL: no Stop, no SessionEnd; only the process says it is gone.
             child.kill().unwrap();
             child.wait().unwrap();
-            let m = s.enqueue(
-                &key,
-                json!({"kind": "prompt", "text": "Are you back? SP-ECHO:RESUMED", "expires_in_s": 300}),
-            );
-            let ack = one_final_ack(s, &m, Duration::from_secs(90));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert_eq!(ack["mode"], "resume", "{ack}");
-            assert_eq!(ack["reply"], "SP-SAW:RESUMED", "{ack}");
-            let asked = requests_asking(s, "RESUMED");
-            let all = all_text(&asked.last().expect("the model got it")["body"]["messages"]);
+            let (_, all) = delivered_by_run(s, &key, "Are you back?", "RESUMED", "resume");
             assert!(all.contains("Wait here."), "the history came along:\n{all}");
         },
     );
@@ -251,20 +254,11 @@ fn claude_code_idle_tui_is_forked() {
             let id = key.trim_start_matches("claude-code:").to_string();
             assert!(transcript_has(s, &id, "SP-SAW:TUIFIRST"));
             let before = conversation(s, &id);
-            let m = s.enqueue(
-                &key,
-                json!({"kind": "prompt", "text": "From the phone. SP-ECHO:FORKED", "expires_in_s": 300}),
-            );
-            let ack = one_final_ack(s, &m, Duration::from_secs(90));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert_eq!(ack["mode"], "fork", "{ack}");
-            assert_eq!(ack["reply"], "SP-SAW:FORKED", "{ack}");
+            let (ack, all) = delivered_by_run(s, &key, "From the phone.", "FORKED", "fork");
             let fork = ack["session"].as_str().expect("the fork's session id");
             assert_ne!(fork, id, "a new session");
             // The fork carried the history; the live session's transcript is untouched and
             // its terminal never saw the prompt.
-            let asked = requests_asking(s, "FORKED");
-            let all = all_text(&asked.last().expect("the model got it")["body"]["messages"]);
             assert!(
                 all.contains("SP-SAW:TUIFIRST"),
                 "the history came along:\n{all}"
@@ -278,7 +272,7 @@ fn claude_code_idle_tui_is_forked() {
             assert!(!transcript(s, &id).contains("FORKED"));
             assert!(transcript_has(s, fork, "SP-SAW:FORKED"));
             assert!(!tui.screen().contains("FORKED"), "{}", tui.screen());
-            let (kind, _, session) = run_of(s, m["id"].as_str().unwrap());
+            let (kind, _, session) = run_of(s, ack["id"].as_str().unwrap());
             assert_eq!((kind.as_str(), session.as_deref()), ("fork", Some(fork)));
         },
     );
@@ -330,16 +324,7 @@ fn codex_prompt_to_an_ended_exec_resumes_it_with_its_history() {
                 .and_then(|v| v["thread_id"].as_str().map(str::to_string))
                 .unwrap_or_else(|| panic!("no thread.started: {}", first.stdout));
             let key = format!("codex:{thread}");
-            let m = s.enqueue(
-                &key,
-                json!({"kind": "prompt", "text": "And now this. SP-ECHO:GUAVA", "expires_in_s": 300}),
-            );
-            let ack = one_final_ack(s, &m, Duration::from_secs(90));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert_eq!(ack["mode"], "resume", "{ack}");
-            assert_eq!(ack["reply"], "SP-SAW:GUAVA", "{ack}");
-            let asked = requests_asking(s, "GUAVA");
-            let all = all_text(&asked.last().expect("the model got it")["body"]["input"]);
+            let (_, all) = delivered_by_run(s, &key, "And now this.", "GUAVA", "resume");
             assert!(
                 all.contains("SP-ECHO:MANGO"),
                 "the history came along:\n{all}"
