@@ -116,6 +116,23 @@ fn claude_code_prompt_to_an_ended_run_resumes_it_with_its_history() {
             let out = sp.arg("runs").output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(text.contains("claude-code resume of"), "{text}");
+            let run: String = s
+                .db()
+                .query_row(
+                    "SELECT id FROM runs WHERE message_id = ?1",
+                    [ack["id"].as_str().unwrap()],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let mut sp = Command::new(s.bin.join("sp"));
+            s.base_env(&mut sp);
+            let out = sp.args(["runs", "log", &run]).output().unwrap();
+            let log = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{log}");
+            assert!(
+                log.contains("== stdout") && log.contains("SP-SAW:QUINCE"),
+                "{log}"
+            );
         },
     );
 }
