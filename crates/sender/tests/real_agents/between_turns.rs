@@ -291,6 +291,15 @@ fn claude_code_idle_tui_is_forked() {
             assert!(!tui.screen().contains("FORKED"), "{}", tui.screen());
             let (kind, _, session) = run_of(s, ack["id"].as_str().unwrap());
             assert_eq!((kind.as_str(), session.as_deref()), ("fork", Some(fork)));
+            // The next prompt to the live session goes to the same fork, with its history.
+            let (again, all) = delivered_by_run(s, &key, "Once more.", "FORKAGAIN", "fork");
+            assert_eq!(again["session"], fork, "{again}");
+            assert!(all.contains("SP-SAW:FORKED"), "the fork's history:\n{all}");
+            assert_eq!(
+                conversation(s, &id),
+                before,
+                "one writer on the live transcript"
+            );
         },
     );
 }
