@@ -16,6 +16,49 @@ pub use reason::compose_reason;
 use crate::store::SessionRef;
 use crate::wire::control::{Decision, Kind, Outcome};
 
+/// What a headless run (`crate::runs`) has said so far, read from its stdout line by line
+/// by its harness's [`caps::Headless::read_line`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOutput {
+    /// The session the run is in (a fork's or a new session's id).
+    pub session: Option<String>,
+    /// The agent's whole text messages so far, in order.
+    pub text: String,
+    /// The text of the message streaming now, not yet whole.
+    pub partial: String,
+    /// The turn's final answer, once the harness reported the turn ended well.
+    pub result: Option<String>,
+    /// What the harness reported as the turn's failure.
+    pub error: Option<String>,
+}
+
+impl RunOutput {
+    fn add_text(&mut self, t: &str) {
+        self.partial.clear();
+        if t.is_empty() {
+            return;
+        }
+        if !self.text.is_empty() {
+            self.text.push_str("\n\n");
+        }
+        self.text.push_str(t);
+    }
+
+    /// The answer so far, for a `progress` ack: the whole messages, then the streaming one.
+    pub fn so_far(&self) -> String {
+        match (self.text.is_empty(), self.partial.is_empty()) {
+            (_, true) => self.text.clone(),
+            (true, false) => self.partial.clone(),
+            (false, false) => format!("{}\n\n{}", self.text, self.partial),
+        }
+    }
+
+    /// The reply a final ack carries: the harness's final answer, else all it said.
+    pub fn reply(&self) -> &str {
+        self.result.as_deref().unwrap_or(&self.text)
+    }
+}
+
 /// Harnesses with an adapter in this build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Harness {

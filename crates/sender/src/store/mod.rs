@@ -8,6 +8,7 @@ pub(crate) mod away;
 mod grants;
 mod hooks;
 pub mod quiet;
+mod runs;
 mod schema;
 pub mod spool;
 pub(crate) mod status;
@@ -17,9 +18,10 @@ pub(crate) mod trust;
 pub use api::{ApiGrantReply, ApiMessage, ApiSession, API_ATTENTION_OPEN};
 pub use grants::{matcher as grant_matcher, Grant, GrantRow, NewGrant, GRANT_MAX_MS};
 pub use hooks::{
-    runs_unasked, set_started_extra, Answer, CancelClaim, PromptClaim, SeamState, SessionRef,
-    BLOCK_MAX_CHARS,
+    runs_unasked, set_harness_process, set_started_extra, Answer, CancelClaim, PromptClaim,
+    SeamState, SessionRef, BLOCK_MAX_CHARS,
 };
+pub use runs::{NewRun, RunEnd, RunRow, WaitingPrompt, RUNS_WAITING_MAX};
 pub use sync::{AckRow, Ingested, SinkState, SweepReport};
 
 use anyhow::{bail, Context, Result};

@@ -496,6 +496,27 @@ impl Store {
             .collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Sessions to poll for control messages: [`Store::live_sessions`], plus the ended ones
+    /// of `resumable` harnesses within the same window (DECISIONS 38: a prompt to an ended
+    /// session resumes it).
+    pub fn polled_sessions(
+        &self,
+        live_ms: Millis,
+        resumable: &[&str],
+    ) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT key, harness FROM sessions WHERE last_event_ms >= ?1 \
+                 AND (ended_at IS NULL OR harness IN (SELECT value FROM json_each(?2))) ORDER BY key",
+            )?
+            .query_map(
+                params![now_ms() - live_ms, serde_json::to_string(resumable)?],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
     /// How long since the last hook report, in ms; `None` while there is still work: an open
     /// attention, an undecided message, an unsent ack, events some sink has not taken, or a
     /// spooled turn end.
@@ -508,6 +529,7 @@ impl Store {
                  OR EXISTS(SELECT 1 FROM messages WHERE state<>'done') \
                  OR EXISTS(SELECT 1 FROM acks WHERE sent_at IS NULL) \
                  OR EXISTS(SELECT 1 FROM turn_waits) \
+                 OR EXISTS(SELECT 1 FROM runs WHERE state<>'done') \
                  OR EXISTS(SELECT 1 FROM events e JOIN sinks s ON e.rowid > s.event_cursor \
                            WHERE s.events_paused IS NULL)",
             [],
@@ -552,7 +574,8 @@ impl Store {
         }
         let claimed: Vec<(String, Option<i64>, Option<i64>)> = tx
             .prepare_cached(
-                "SELECT id, claimed_pid, claimed_ms FROM messages WHERE state='delivering'",
+                "SELECT id, claimed_pid, claimed_ms FROM messages m WHERE state='delivering' \
+                 AND NOT EXISTS (SELECT 1 FROM runs WHERE message_id=m.id)",
             )?
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?;

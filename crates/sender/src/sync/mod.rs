@@ -8,6 +8,7 @@ mod discover;
 pub mod http;
 mod owner;
 mod poll;
+mod runs;
 mod send;
 mod signed;
 pub mod wellknown;
@@ -540,7 +541,9 @@ impl Supervisor {
     /// Starts a poll for every live session × control sink that has none.
     fn refresh_polls(&mut self) -> Result<()> {
         self.polls.retain(|_, h| !h.is_finished());
-        let sessions = self.store.live_sessions(self.shared.live_ms)?;
+        let sessions = self
+            .store
+            .polled_sessions(self.shared.live_ms, &crate::runs::resumable())?;
         for ctx in self.sinks.values() {
             // One poll per machine for a paired signed sink, whatever the number of sessions.
             if ctx.signed.is_some()
@@ -625,6 +628,10 @@ impl Supervisor {
         let shared = Arc::clone(&self.shared);
         self.senders
             .push(std::thread::spawn(move || api::api_loop(&shared)));
+        // Headless runs between turns (DECISIONS 38): launched, followed, acked.
+        let shared = Arc::clone(&self.shared);
+        self.senders
+            .push(std::thread::spawn(move || runs::runs_loop(&shared)));
         // Codex sessions started with `sp codex`: a second client of their app-server.
         let shared = Arc::clone(&self.shared);
         self.senders.push(std::thread::spawn(move || {
@@ -705,7 +712,9 @@ impl Supervisor {
 
     fn run_once(&mut self) -> Result<()> {
         let ready = self.discover();
-        let sessions = self.store.live_sessions(self.shared.live_ms)?;
+        let sessions = self
+            .store
+            .polled_sessions(self.shared.live_ms, &crate::runs::resumable())?;
         for ctx in &ready {
             if ctx.signed.is_some()
                 && ctx.found().control_url.is_some()
