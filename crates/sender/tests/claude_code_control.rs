@@ -391,7 +391,8 @@ fn prompts_are_delivered_at_stop_oldest_first() {
 #[test]
 fn an_expired_prompt_is_not_delivered() {
     let (env, ids) = live_with_prompts(&["too late"], 1);
-    std::thread::sleep(Duration::from_millis(1300));
+    // Stored (live_with_prompts waits for that), then past its expiry on the machine's clock.
+    env.advance_clock(Duration::from_secs(5));
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(out.status.success());
     assert!(out.stdout.is_empty(), "{}", stdout(&out));

@@ -1216,6 +1216,8 @@ fn opencode_failing_api_acks_failed_with_the_detail() {
     let env = env_with(json!({}));
     let oc = OpenCode::start();
     opencode_live(&env, &oc);
+    // Past the server's warm-up on the machine's clock, not by waiting it out.
+    env.advance_clock(Duration::from_secs(3));
     *oc.fail.lock().unwrap() = Some((
         500,
         r#"{"name":"UnknownError","data":{"message":"session is locked"}}"#.into(),
