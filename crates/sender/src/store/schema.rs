@@ -362,4 +362,10 @@ ALTER TABLE sessions ADD COLUMN permission_mode TEXT;
 -- has since switched to a mode that runs tools without asking.
 ALTER TABLE messages ADD COLUMN day_key_only INTEGER;
 "#,
+    // 16: DECISIONS 39: when a headless run's prompt was parked (the run ended waiting for
+    // it); NULL for a prompt a hook still waits on. A parked prompt outlives its turn and
+    // its session's end, up to `wait_until_ms`.
+    r#"
+ALTER TABLE attention ADD COLUMN parked_ms INTEGER;
+"#,
 ];

@@ -485,12 +485,15 @@ impl Store {
         Ok(())
     }
 
-    /// Sessions to poll: not ended, and an event within `live_ms` (DECISIONS 5).
+    /// Sessions to poll: not ended, and an event within `live_ms` (DECISIONS 5); and a
+    /// session whose headless run parked a prompt (DECISIONS 39), whose answer is awaited.
     pub fn live_sessions(&self, live_ms: Millis) -> Result<Vec<(String, String)>> {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT key, harness FROM sessions WHERE ended_at IS NULL AND last_event_ms >= ?1 ORDER BY key",
+                "SELECT key, harness FROM sessions WHERE (ended_at IS NULL AND last_event_ms >= ?1) \
+                   OR key IN (SELECT session_key FROM attention WHERE state='open' AND parked_ms IS NOT NULL) \
+                 ORDER BY key",
             )?
             .query_map(params![now_ms() - live_ms], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?)
