@@ -1178,6 +1178,28 @@ fn a_headless_prompt_nobody_answers_parks_and_an_answer_an_hour_later_resumes_it
         "sp-sync stored the answer for the parked prompt: {}",
         env.log()
     );
+    // sp-sync asks the runner for one run resuming the session with no text, and only one
+    // however many passes see the answer waiting.
+    let continue_runs = || {
+        env.query::<String>(
+            "select argv from runs where kind='continue' and session_key='claude-code:9c41e7d2-58b3-4f0a-a6e1-3d72c08b5f94'",
+        )
+    };
+    assert!(
+        until(Duration::from_secs(15), || !continue_runs().is_empty()),
+        "a run resumes the parked session: {}",
+        env.log()
+    );
+    let argv: Vec<String> = serde_json::from_str(&continue_runs()[0]).unwrap();
+    assert_eq!(argv[1..4], ["-p", "--resume", CC_SESSION]);
+    assert!(
+        !argv
+            .iter()
+            .any(|a| a.contains("skip") || a.contains("bypass")),
+        "{argv:?}"
+    );
+    // Let sp-sync's runner pass over it a few times more (it looks every second at most).
+    assert!(!until(Duration::from_secs(3), || continue_runs().len() > 1));
     // The resumed run re-fires the same call: the answer, once, in PreToolUse's shape.
     let out = headless_pre_tool_use(&env, &pre);
     assert_eq!(

@@ -109,17 +109,23 @@ pub fn parse(stdin: &[u8]) -> HookInput {
     }
 }
 
-/// Set to `1` by the runs the machine launches (DECISIONS 39): the run is headless.
+/// Set to `1` to say the run is headless (DECISIONS 39), as a script driving `claude -p`
+/// through a wrapper may need to.
 pub const HEADLESS_ENV: &str = "SESSIONPIPE_HEADLESS";
+/// Set (to the run's id) in every run the machine launches (`runs::RUN_ENV`): all headless.
+const RUN_ENV: &str = "SESSIONPIPE_RUN";
 /// How many processes up from the hook to look for `claude -p` (a hook runs under a shell).
 const ANCESTORS: usize = 4;
 
 /// Whether the Claude Code this hook runs under is headless (`-p`/`--print`): the machine's
-/// runs say so in [`HEADLESS_ENV`]; a person's own `claude -p` is found on its command line.
+/// runs say so in `SESSIONPIPE_RUN` (or [`HEADLESS_ENV`]); a person's own `claude -p` is
+/// found on its command line.
 /// Headless or not only decides where the prompt is asked (and so whether it can park); the
 /// answer itself is checked the same way either way.
 fn headless() -> bool {
-    if std::env::var_os(HEADLESS_ENV).is_some_and(|v| v == "1") {
+    if std::env::var_os(HEADLESS_ENV).is_some_and(|v| v == "1")
+        || std::env::var_os(RUN_ENV).is_some_and(|v| !v.is_empty())
+    {
         return true;
     }
     // SAFETY: getppid has no preconditions.
@@ -476,6 +482,45 @@ pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static s
             "deny",
         )),
         _ => None,
+    }
+}
+
+/// One line of `claude -p --output-format stream-json --verbose` (2.1.332): `system/init`
+/// names the session, each `assistant` message's text blocks add to the answer, `result`
+/// ends the turn (`is_error` or an `error_*` subtype: a failure).
+pub fn run_line(out: &mut super::RunOutput, line: &[u8]) {
+    let Ok(v) = serde_json::from_slice::<Value>(line) else {
+        return;
+    };
+    if let Some(id) = v.get("session_id").and_then(Value::as_str) {
+        out.session = Some(id.to_string());
+    }
+    match v.get("type").and_then(Value::as_str) {
+        Some("assistant") => {
+            let blocks = v.pointer("/message/content").and_then(Value::as_array);
+            for b in blocks.into_iter().flatten() {
+                if b.get("type").and_then(Value::as_str) == Some("text") {
+                    out.add_text(b.get("text").and_then(Value::as_str).unwrap_or(""));
+                }
+            }
+        }
+        Some("result") => {
+            let failed = v.get("is_error").and_then(Value::as_bool) == Some(true)
+                || v.get("subtype")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| s.starts_with("error"));
+            let text = v.get("result").and_then(Value::as_str);
+            if failed {
+                out.error = Some(
+                    text.or(v.get("subtype").and_then(Value::as_str))
+                        .unwrap_or("the run failed")
+                        .to_string(),
+                );
+            } else {
+                out.result = Some(text.map_or_else(|| out.text.clone(), str::to_string));
+            }
+        }
+        _ => {}
     }
 }
 

@@ -7,7 +7,9 @@ mod codex_bridge;
 mod discover;
 pub mod http;
 mod owner;
+mod parked;
 mod poll;
+mod runs;
 mod send;
 mod signed;
 pub mod wellknown;
@@ -625,6 +627,10 @@ impl Supervisor {
         let shared = Arc::clone(&self.shared);
         self.senders
             .push(std::thread::spawn(move || api::api_loop(&shared)));
+        // Headless runs between turns (DECISIONS 38): launched, followed, acked.
+        let shared = Arc::clone(&self.shared);
+        self.senders
+            .push(std::thread::spawn(move || runs::runs_loop(&shared)));
         // Codex sessions started with `sp codex`: a second client of their app-server.
         let shared = Arc::clone(&self.shared);
         self.senders.push(std::thread::spawn(move || {
