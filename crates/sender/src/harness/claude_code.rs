@@ -74,9 +74,10 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         }
         // DECISIONS 39: a headless run asks at PreToolUse, the one event whose answer can
         // park it (`defer`); its PermissionRequest could only deny.
-        "PreToolUse" if headless() => match (&input.tool_name, &input.tool_input) {
+        "PreToolUse" => match (&input.tool_name, &input.tool_input) {
             (Some(tool), Some(tool_input))
-                if asks_headless(tool, input.permission_mode.as_deref()) =>
+                if asks_headless(tool, input.permission_mode.as_deref())
+                    && headless().is_some_and(|allowed| !allowed.contains(tool)) =>
             {
                 // Bound to the call (DECISIONS 32): the resumed run re-fires it with the same
                 // `tool_use_id`, so it finds the answer given to the parked prompt.
@@ -117,37 +118,79 @@ const RUN_ENV: &str = "SESSIONPIPE_RUN";
 /// How many processes up from the hook to look for `claude -p` (a hook runs under a shell).
 const ANCESTORS: usize = 4;
 
-/// Whether the Claude Code this hook runs under is headless (`-p`/`--print`): the machine's
-/// runs say so in `SESSIONPIPE_RUN` (or [`HEADLESS_ENV`]); a person's own `claude -p` is
-/// found on its command line.
-/// Headless or not only decides where the prompt is asked (and so whether it can park); the
-/// answer itself is checked the same way either way.
-fn headless() -> bool {
-    if std::env::var_os(HEADLESS_ENV).is_some_and(|v| v == "1")
-        || std::env::var_os(RUN_ENV).is_some_and(|v| !v.is_empty())
-    {
-        return true;
+/// Whether the Claude Code this hook runs under is headless (`-p`/`--print`), and if so the
+/// tools its command line allows outright (`--allowedTools Bash`: bare names only; a pattern
+/// such as `Bash(git:*)` allows less than the whole tool, so its calls are still asked). The
+/// machine's runs say they are headless in `SESSIONPIPE_RUN` (or [`HEADLESS_ENV`]); a
+/// person's own `claude -p` is found on its command line. Headless or not only decides where
+/// the prompt is asked (and so whether it can park); the answer is checked the same way.
+fn headless() -> Option<Vec<String>> {
+    let said = std::env::var_os(HEADLESS_ENV).is_some_and(|v| v == "1")
+        || std::env::var_os(RUN_ENV).is_some_and(|v| !v.is_empty());
+    match claude_args() {
+        Some(args) if said || args.iter().any(|a| a == "-p" || a == "--print") => {
+            Some(allowed_tools(&args))
+        }
+        _ => said.then(Vec::new),
     }
+}
+
+/// The command line of the `claude` process a few levels above this hook (a hook runs under
+/// a shell), if one is found.
+fn claude_args() -> Option<Vec<String>> {
     // SAFETY: getppid has no preconditions.
     let mut pid = unsafe { libc::getppid() };
     for _ in 0..ANCESTORS {
         if pid <= 1 {
-            return false;
+            return None;
         }
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            return false;
-        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
         let claude = args.iter().take(2).any(|a| {
             let base = a.rsplit(|b| *b == b'/').next().unwrap_or(a);
             base.starts_with(b"claude") || a.ends_with(b"claude-code/cli.js")
         });
         if claude {
-            return args.iter().any(|a| *a == b"-p" || *a == b"--print");
+            return Some(
+                args.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect(),
+            );
         }
-        pid = parent_of(pid).unwrap_or(0);
+        pid = parent_of(pid)?;
     }
-    false
+    None
+}
+
+/// The bare tool names `--allowedTools`/`--allowed-tools` list (space- or comma-separated,
+/// in one argument or several, or after `=`).
+fn allowed_tools(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut taking = false;
+    for a in args {
+        let value = if let Some(v) = a
+            .strip_prefix("--allowedTools=")
+            .or_else(|| a.strip_prefix("--allowed-tools="))
+        {
+            taking = false;
+            v
+        } else if a == "--allowedTools" || a == "--allowed-tools" {
+            taking = true;
+            continue;
+        } else if taking && !a.starts_with('-') {
+            a.as_str()
+        } else {
+            taking = false;
+            continue;
+        };
+        out.extend(
+            value
+                .split([',', ' '])
+                .filter(|t| !t.is_empty() && !t.contains('('))
+                .map(str::to_string),
+        );
+    }
+    out
 }
 
 /// The parent of `pid`, from `/proc/<pid>/stat` (the field after the command's `)`).
@@ -692,5 +735,27 @@ mod tests {
         assert!(asks_headless("Edit", None));
         assert!(!asks_headless("Edit", Some("acceptEdits")));
         assert!(!asks_headless("Bash", Some("bypassPermissions")));
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            allowed_tools(&args(&[
+                "claude",
+                "-p",
+                "hi",
+                "--allowedTools",
+                "Bash",
+                "Edit,Write",
+                "--verbose"
+            ])),
+            ["Bash", "Edit", "Write"]
+        );
+        assert_eq!(
+            allowed_tools(&args(&[
+                "claude",
+                "--allowed-tools=Bash(git:*) Read",
+                "-p",
+                "x"
+            ])),
+            ["Read"]
+        );
     }
 }
