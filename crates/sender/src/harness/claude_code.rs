@@ -209,7 +209,6 @@ const READ_ONLY: &[&str] = &[
     "NotebookRead",
     "TodoWrite",
     "Task",
-    "WebSearch",
 ];
 /// What `acceptEdits` runs without asking as well.
 const EDITS: &[&str] = &["Edit", "MultiEdit", "Write", "NotebookEdit"];
