@@ -488,7 +488,8 @@ impl Store {
     /// DECISIONS 39: parked prompts with an answer queued and nothing to take it: no hook
     /// waits on the prompt, no run of ours is open on its session, and none was launched for
     /// this park already (each park resumes its run at most once; a resumed run that parks
-    /// the prompt again may be resumed again). Oldest first, at most `limit`.
+    /// the prompt again may be resumed again), and its folder known (a run starts there).
+    /// Oldest first, at most `limit`.
     pub fn parked_answered(&self, limit: usize) -> Result<Vec<ParkedAnswered>> {
         Ok(self
             .conn
@@ -496,6 +497,7 @@ impl Store {
                 "SELECT a.session_key, a.attention_id, s.harness, s.session_id, s.cwd FROM attention a \
                    JOIN sessions s ON s.key = a.session_key \
                  WHERE a.state='open' AND a.parked_ms IS NOT NULL AND a.hook_pid IS NULL \
+                   AND s.cwd IS NOT NULL \
                    AND EXISTS(SELECT 1 FROM messages m WHERE m.session_key=a.session_key \
                               AND m.kind='permission.answer' AND m.attention_id=a.attention_id \
                               AND m.state='queued') \
