@@ -8,6 +8,7 @@
 //! `sync_lock` · `logging` · `procs` · `paths`, with the wire crate beneath them all.
 pub mod acp;
 pub mod cli;
+pub mod clock;
 pub mod codex_server;
 pub mod config;
 pub mod harness;
@@ -23,4 +24,4 @@ pub(crate) mod sync_lock;
 
 /// The protocol's wire shapes (control messages we read, acks and events we write).
 pub use spwire as wire;
-pub use spwire::{clock, files};
+pub use spwire::files;

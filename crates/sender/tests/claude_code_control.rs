@@ -391,7 +391,8 @@ fn prompts_are_delivered_at_stop_oldest_first() {
 #[test]
 fn an_expired_prompt_is_not_delivered() {
     let (env, ids) = live_with_prompts(&["too late"], 1);
-    std::thread::sleep(Duration::from_millis(1300));
+    // Stored (live_with_prompts waits for that), then past its expiry on the machine's clock.
+    env.advance_clock(Duration::from_secs(5));
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(out.status.success());
     assert!(out.stdout.is_empty(), "{}", stdout(&out));
@@ -1092,4 +1093,131 @@ fn a_prompt_queued_mid_run_is_taken_at_once_and_acked_with_the_reply_of_its_turn
         assert_eq!(outcomes, [json!("taken"), json!("delivered")]);
     }
     assert_eq!(env.query::<i64>("select count(*) from turn_waits"), vec![0]);
+}
+
+/// A headless Claude Code run's PreToolUse, as `claude -p` (or a run the machine launched)
+/// fires it, answered by our permission hook.
+fn headless_pre_tool_use(env: &Env, stdin: &serde_json::Value) -> std::process::Output {
+    let mut c = env.cmd("sp-permission");
+    c.args(["--harness", "claude-code"])
+        .env("SESSIONPIPE_HEADLESS", "1");
+    run_with_stdin(c, stdin.to_string().as_bytes())
+}
+
+/// DECISIONS 39: a headless run's prompt nobody answers in the window parks the run
+/// (`defer`); it stays open past the run's Stop and SessionEnd; an answer an hour later (the
+/// machine's clock moved, not slept) is printed once, in PreToolUse's shape, when the resumed
+/// run re-fires the same call; a second resume of the same call is not allowed again.
+#[test]
+fn a_headless_prompt_nobody_answers_parks_and_an_answer_an_hour_later_resumes_it_once() {
+    let env = env_with_wait(1);
+    make_live(&env);
+    let mut pre = payload(CC_PERMISSION);
+    pre["hook_event_name"] = json!("PreToolUse");
+    pre["tool_use_id"] = json!("toolu_01ParkedCall");
+    pre.as_object_mut()
+        .unwrap()
+        .remove("permission_suggestions");
+    let out = headless_pre_tool_use(&env, &pre);
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out),
+        "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"defer\"}}\n"
+    );
+    let ids = env.query::<String>("select attention_id from attention where parked_ms is not null");
+    assert_eq!(ids.len(), 1, "one parked prompt");
+    let id = ids[0].clone();
+    assert!(id.starts_with("toolu_01ParkedCall-"), "{id}");
+    let parked = env
+        .wait_event(
+            "attention.needed",
+            json!({"attention_id": id}),
+            Duration::from_secs(15),
+        )
+        .unwrap();
+    // Both announcements reached the receiver; the last says until when it is parked.
+    assert!(until(Duration::from_secs(15), || env
+        .events_of("attention.needed")
+        .iter()
+        .any(
+            |e| e["data"]["attention_id"] == id.as_str() && e["data"]["parked_until"].is_string()
+        )));
+    assert_eq!(parked["data"]["tool"], "Bash");
+    // The run ended: its Stop and SessionEnd leave the parked prompt open.
+    let out = env.hook_json("sp-stop", &payload(CC_STOP));
+    assert!(
+        out.status.success() && out.stdout.is_empty(),
+        "{}",
+        stdout(&out)
+    );
+    let mut end = payload(CC_STOP);
+    end["hook_event_name"] = json!("SessionEnd");
+    assert!(env.hook_json("sp-event", &end).status.success());
+    assert_eq!(
+        env.query::<String>(&format!(
+            "select state from attention where attention_id='{id}'"
+        )),
+        vec!["open"]
+    );
+
+    // An hour later on the machine's clock (and on the answer's).
+    env.advance_clock(Duration::from_secs(3600));
+    // This test process reads the real clock: the machine's is an hour ahead.
+    let now = spctl::clock::now_ms() + 3_600_000;
+    let answer = "01KBPARKED0000000000000001";
+    env.receiver.enqueue_raw(
+        &session_key(),
+        json!({"id": answer, "kind": "permission.answer", "for": id, "decision": "allow",
+               "at": spctl::clock::format_ms(now),
+               "expires_at": spctl::clock::format_ms(now + 120_000)}),
+    );
+    assert!(
+        until(Duration::from_secs(15), || env.query::<String>(&format!(
+            "select state from messages where id='{answer}'"
+        )) == vec!["queued"]),
+        "sp-sync stored the answer for the parked prompt: {}",
+        env.log()
+    );
+    // sp-sync asks the runner for one run resuming the session with no text, and only one
+    // however many passes see the answer waiting.
+    let continue_runs = || {
+        env.query::<String>(
+            "select argv from runs where kind='continue' and session_key='claude-code:9c41e7d2-58b3-4f0a-a6e1-3d72c08b5f94'",
+        )
+    };
+    assert!(
+        until(Duration::from_secs(15), || !continue_runs().is_empty()),
+        "a run resumes the parked session: {}",
+        env.log()
+    );
+    let argv: Vec<String> = serde_json::from_str(&continue_runs()[0]).unwrap();
+    assert_eq!(argv[1..4], ["-p", "--resume", CC_SESSION]);
+    assert!(
+        !argv
+            .iter()
+            .any(|a| a.contains("skip") || a.contains("bypass")),
+        "{argv:?}"
+    );
+    // Let sp-sync's runner pass over it a few times more (it looks every second at most).
+    assert!(!until(Duration::from_secs(3), || continue_runs().len() > 1));
+    // The resumed run re-fires the same call: the answer, once, in PreToolUse's shape.
+    let out = headless_pre_tool_use(&env, &pre);
+    assert_eq!(
+        stdout(&out),
+        "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"allow\"}}\n"
+    );
+    let ack = ack_of(&env, answer);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    // A second resume of the same call (launched twice) is not allowed by that answer again.
+    let out = headless_pre_tool_use(&env, &pre);
+    assert!(!stdout(&out).contains("allow"), "{}", stdout(&out));
+    // One final outcome (a resent ack repeats it; the receiver lists duplicates).
+    let mut finals: Vec<String> = env
+        .acks_for(answer)
+        .iter()
+        .filter(|a| a["outcome"] != "taken")
+        .map(|a| a["outcome"].as_str().unwrap_or_default().to_string())
+        .collect();
+    finals.dedup();
+    assert_eq!(finals, ["delivered"]);
 }

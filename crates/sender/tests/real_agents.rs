@@ -237,6 +237,8 @@ impl Scene {
             .env("SHELL", "/bin/bash")
             .env("TERM", "dumb")
             .env("SESSIONPIPE_LOG", "debug")
+            // The machine's test clock (src/clock.rs): real until a scenario writes the file.
+            .env(spctl::clock::TEST_CLOCK_ENV, self.home.join("test-clock"))
             .current_dir(&self.work);
     }
 
@@ -893,17 +895,22 @@ fn claude_code_remote_deny_keeps_the_tool_from_running() {
     );
 }
 
+/// DECISIONS 39, the Must-show: real `claude -p` with a prompt nobody answers is parked (our
+/// PreToolUse answers `defer`) and the process ends, the tool not run; an allow from the
+/// receiver an hour later (the machine's clock moved, not slept) makes sp-sync resume the
+/// session (`claude -p --resume ID`, no text) through its runner; the re-fired call takes the
+/// allow and the tool runs exactly once (the command appends a line to the marker).
 #[test]
-fn claude_code_no_answer_falls_back_and_a_late_answer_expires() {
+fn claude_code_no_answer_parks_and_an_allow_an_hour_later_resumes_it_once() {
     scenario(
-        "claude_code_no_answer_falls_back_and_a_late_answer_expires",
+        "claude_code_no_answer_parks_and_an_allow_an_hour_later_resumes_it_once",
         &["claude"],
         |s| {
             claude_setup(s, 3);
             let started = Instant::now();
             let child = claude(
                 s,
-                "Write the marker. SP-RUN:echo nobody-answered > marker.txt",
+                "Write the marker. SP-RUN:echo parked-then-allowed >> marker.txt",
             );
             let (key, attention, _) = wait_permission(s, "claude-code");
             let run = finish_ok(s, child, "claude");
@@ -911,29 +918,66 @@ fn claude_code_no_answer_falls_back_and_a_late_answer_expires() {
                 started.elapsed() >= Duration::from_secs(3),
                 "the hook waited its 3 s"
             );
-            // Claude Code's own behaviour in -p: no decision is a deny.
-            assert_eq!(s.marker(), None);
             let result = claude_result(&run);
-            assert_eq!(
-                result["permission_denials"].as_array().map(Vec::len),
-                Some(1),
-                "{result}"
+            assert_eq!(result["stop_reason"], "tool_deferred", "{result}");
+            assert_eq!(s.marker(), None, "nothing ran while parked");
+            let parked = s.wait_event(
+                "attention.needed",
+                |e| {
+                    e["data"]["attention_id"] == attention.as_str()
+                        && e["data"]["parked_until"].is_string()
+                },
+                Duration::from_secs(30),
             );
-            assert_eq!(cleared(s, &attention)["data"]["how"], "timeout");
-            let late = s.enqueue(
-                &key,
-                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
-            );
-            assert_eq!(s.ack(&late, Duration::from_secs(30))["outcome"], "expired");
-            assert_eq!(s.marker(), None, "the late allow ran nothing");
-            // The model got Claude Code's own refusal, not ours.
-            let reqs = s.agent_requests();
-            assert_eq!(reqs.len(), 2);
-            let seen = tool_result_text(s);
+            s.say(&format!("parked: {}", parked["data"]));
+
+            // An hour later on the machine's clock; the answer is stamped on that clock too.
+            std::fs::write(s.home.join("test-clock"), "3600000\n").unwrap();
+            let now = spctl::clock::now_ms() + 3_600_000;
+            let id = "01KBPARKED00000000000000E2";
+            let m = json!({"id": id, "kind": "permission.answer", "for": attention, "decision": "allow",
+                "at": spctl::clock::format_ms(now), "expires_at": spctl::clock::format_ms(now + 120_000)});
+            s.say(&format!("enqueue for {key}: {m}"));
+            s.receiver.enqueue_raw(&key, m.clone());
+            let ack = s.ack(&m, Duration::from_secs(60));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+            // The resumed run ends (the runner records it done); the tool ran once.
+            let db = s.home.join(".local/state/sessionpipe/control.db");
+            let runs = || -> Vec<String> {
+                let Ok(c) = rusqlite::Connection::open(&db) else {
+                    return Vec::new();
+                };
+                let Ok(mut q) = c.prepare("select state from runs where kind='continue'") else {
+                    return Vec::new();
+                };
+                q.query_map([], |r| r.get(0))
+                    .map(|rows| rows.flatten().collect())
+                    .unwrap_or_default()
+            };
             assert!(
-                !seen.contains("sessionpipe"),
-                "no sessionpipe answer reached the model:\n{seen}"
+                until(Duration::from_secs(90), || runs()
+                    == vec!["done".to_string()]),
+                "one resume run, ended: {:?}",
+                runs()
             );
+            assert_eq!(s.marker().as_deref(), Some("parked-then-allowed\n"));
+            let reqs = s.agent_requests();
+            assert_eq!(
+                reqs.len(),
+                2,
+                "one tool call, then the answer after its result"
+            );
+            // One final outcome (a resent ack repeats it; the receiver lists duplicates).
+            let mut finals: Vec<String> = s
+                .receiver
+                .acks()
+                .iter()
+                .filter(|a| a["id"] == id && a["outcome"] != "taken")
+                .map(|a| a["outcome"].as_str().unwrap_or_default().to_string())
+                .collect();
+            finals.dedup();
+            assert_eq!(finals, ["delivered"], "one final ack");
         },
     );
 }

@@ -249,7 +249,8 @@ pub const CAPS: &[Caps] = &[
             ("Stop", SP_STOP),
             ("SessionStart", SP_EVENT),
             ("UserPromptSubmit", SP_EVENT),
-            ("PreToolUse", SP_EVENT),
+            // A headless run asks at PreToolUse (DECISIONS 39): a permission hook's timeout.
+            ("PreToolUse", SP_PERMISSION),
             ("PostToolUse", SP_EVENT),
             ("PostToolUseFailure", SP_EVENT),
             ("SessionEnd", SP_EVENT),

@@ -1,6 +1,7 @@
 //! Claude Code (2.1.x): hook stdin per docs/harness-contracts.md#claude-code, answers in its exact shapes.
 use super::{
-    describe_tool, minted_attention_id, mode_of, Call, HookInput, RichAnswer, PASCAL_LIFECYCLE,
+    describe_tool, minted_attention_id, mode_of, named_attention_id, Call, HookInput, RichAnswer,
+    PASCAL_LIFECYCLE,
 };
 use crate::store::SessionRef;
 use crate::wire::control::Decision;
@@ -21,6 +22,8 @@ struct Input {
     tool_name: Option<String>,
     #[serde(default)]
     tool_input: Option<Value>,
+    #[serde(default)]
+    tool_use_id: Option<String>,
     #[serde(default)]
     source: Option<String>,
     #[serde(default)]
@@ -69,6 +72,35 @@ pub fn parse(stdin: &[u8]) -> HookInput {
                 session,
             }
         }
+        // DECISIONS 39: a headless run asks at PreToolUse, the one event whose answer can
+        // park it (`defer`); its PermissionRequest could only deny.
+        "PreToolUse" => match (&input.tool_name, &input.tool_input) {
+            (Some(tool), Some(tool_input))
+                if asks_headless(tool, input.permission_mode.as_deref())
+                    && headless().is_some_and(|allowed| !allowed.contains(tool)) =>
+            {
+                // Bound to the call (DECISIONS 32): the resumed run re-fires it with the same
+                // `tool_use_id`, so it finds the answer given to the parked prompt.
+                let attention_id = input
+                    .tool_use_id
+                    .as_deref()
+                    .and_then(|id| named_attention_id(id, tool_input))
+                    .unwrap_or_else(|| {
+                        minted_attention_id(
+                            input.prompt_id.as_deref().unwrap_or(""),
+                            tool,
+                            tool_input,
+                        )
+                    });
+                HookInput::Permission {
+                    attention_id,
+                    message: Some(describe_tool(tool, tool_input)),
+                    tool: Some(tool.clone()),
+                    session,
+                }
+            }
+            _ => PASCAL_LIFECYCLE.read(&event, session, input.source.as_deref()),
+        },
         "Stop" if input.agent_id.is_none() => HookInput::Stop { session },
         "PostToolUse" | "PostToolUseFailure" => HookInput::TerminalAnswered {
             attention_id: attention(),
@@ -76,6 +108,161 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         },
         _ => PASCAL_LIFECYCLE.read(&event, session, input.source.as_deref()),
     }
+}
+
+/// Set to `1` to say the run is headless (DECISIONS 39), as a script driving `claude -p`
+/// through a wrapper may need to.
+pub const HEADLESS_ENV: &str = "SESSIONPIPE_HEADLESS";
+/// Set (to the run's id) in every run the machine launches (`runs::RUN_ENV`): all headless.
+const RUN_ENV: &str = "SESSIONPIPE_RUN";
+/// How many processes up from the hook to look for `claude -p` (a hook runs under a shell).
+const ANCESTORS: usize = 4;
+
+/// Whether the Claude Code this hook runs under is headless (`-p`/`--print`), and if so the
+/// tools its command line allows outright (`--allowedTools Bash`: bare names only; a pattern
+/// such as `Bash(git:*)` allows less than the whole tool, so its calls are still asked). The
+/// machine's runs say they are headless in `SESSIONPIPE_RUN` (or [`HEADLESS_ENV`]); a
+/// person's own `claude -p` is found on its command line. Headless or not only decides where
+/// the prompt is asked (and so whether it can park); the answer is checked the same way.
+fn headless() -> Option<Vec<String>> {
+    let said = std::env::var_os(HEADLESS_ENV).is_some_and(|v| v == "1")
+        || std::env::var_os(RUN_ENV).is_some_and(|v| !v.is_empty());
+    match claude_args() {
+        Some(args) if said || args.iter().any(|a| a == "-p" || a == "--print") => {
+            Some(allowed_tools(&args))
+        }
+        _ => said.then(Vec::new),
+    }
+}
+
+/// The command line of the `claude` process a few levels above this hook (a hook runs under
+/// a shell), if one is found.
+fn claude_args() -> Option<Vec<String>> {
+    // SAFETY: getppid has no preconditions.
+    let mut pid = unsafe { libc::getppid() };
+    for _ in 0..ANCESTORS {
+        if pid <= 1 {
+            return None;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let claude = args.iter().take(2).any(|a| {
+            let base = a.rsplit(|b| *b == b'/').next().unwrap_or(a);
+            base.starts_with(b"claude") || a.ends_with(b"claude-code/cli.js")
+        });
+        if claude {
+            return Some(
+                args.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect(),
+            );
+        }
+        pid = parent_of(pid)?;
+    }
+    None
+}
+
+/// The bare tool names `--allowedTools`/`--allowed-tools` list (space- or comma-separated,
+/// in one argument or several, or after `=`).
+fn allowed_tools(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut taking = false;
+    for a in args {
+        let value = if let Some(v) = a
+            .strip_prefix("--allowedTools=")
+            .or_else(|| a.strip_prefix("--allowed-tools="))
+        {
+            taking = false;
+            v
+        } else if a == "--allowedTools" || a == "--allowed-tools" {
+            taking = true;
+            continue;
+        } else if taking && !a.starts_with('-') {
+            a.as_str()
+        } else {
+            taking = false;
+            continue;
+        };
+        out.extend(
+            value
+                .split([',', ' '])
+                .filter(|t| !t.is_empty() && !t.contains('('))
+                .map(str::to_string),
+        );
+    }
+    out
+}
+
+/// The parent of `pid`, from `/proc/<pid>/stat` (the field after the command's `)`).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Tools Claude Code runs without asking in every mode but `bypassPermissions` never asks.
+const READ_ONLY: &[&str] = &[
+    "Read",
+    "Glob",
+    "Grep",
+    "LS",
+    "NotebookRead",
+    "TodoWrite",
+    "Task",
+];
+/// What `acceptEdits` runs without asking as well.
+const EDITS: &[&str] = &["Edit", "MultiEdit", "Write", "NotebookEdit"];
+
+/// Whether a headless run's call is asked about at PreToolUse. It errs on asking: a call the
+/// person's own allow rules would have run is still asked (the hook cannot read those rules
+/// as Claude Code does), never the other way round.
+fn asks_headless(tool: &str, mode: Option<&str>) -> bool {
+    match mode {
+        Some("bypassPermissions") => false,
+        Some("acceptEdits") => !READ_ONLY.contains(&tool) && !EDITS.contains(&tool),
+        _ => !READ_ONLY.contains(&tool),
+    }
+}
+
+/// DECISIONS 39: the answer that parks a headless run at PreToolUse: Claude Code ends the
+/// `-p` run with `stop_reason: "tool_deferred"`, the tool not run; `claude -p --resume`
+/// re-fires the same call's PreToolUse.
+pub fn render_defer() -> String {
+    json!({ "hookSpecificOutput": { "hookEventName": "PreToolUse", "permissionDecision": "defer" } })
+        .to_string()
+}
+
+/// A PermissionRequest answer in PreToolUse's shape, for a prompt asked at PreToolUse: allow
+/// with its `updatedInput`, deny with its message as the reason; a deny that interrupts also
+/// stops Claude (`continue: false`).
+pub fn at_pre_tool_use(out: &str) -> String {
+    let Ok(v) = serde_json::from_str::<Value>(out) else {
+        return out.to_string();
+    };
+    let d = &v["hookSpecificOutput"]["decision"];
+    let mut h = json!({ "hookEventName": "PreToolUse" });
+    let mut top = serde_json::Map::new();
+    match d["behavior"].as_str() {
+        Some("allow") => {
+            h["permissionDecision"] = json!("allow");
+            if let Some(i) = d.get("updatedInput") {
+                h["updatedInput"] = i.clone();
+            }
+        }
+        Some("deny") => {
+            let reason = d["message"].as_str().unwrap_or_default();
+            h["permissionDecision"] = json!("deny");
+            h["permissionDecisionReason"] = json!(reason);
+            if d["interrupt"] == json!(true) {
+                top.insert("continue".into(), json!(false));
+                top.insert("stopReason".into(), json!(reason));
+            }
+        }
+        // Not a PermissionRequest decision: printed as it is.
+        _ => return out.to_string(),
+    }
+    top.insert("hookSpecificOutput".into(), h);
+    Value::Object(top).to_string()
 }
 
 pub fn render_permission(decision: Decision, message: &str) -> String {
@@ -539,5 +726,54 @@ mod tests {
             panic!()
         };
         assert_eq!(a, "perm-17af3749ab63d37e");
+    }
+
+    /// DECISIONS 39: an answer to a prompt asked at PreToolUse in PreToolUse's own shape.
+    #[test]
+    fn permission_answers_in_pre_tool_use_shape() {
+        let allow = render_permission(Decision::Allow, "");
+        assert_eq!(
+            at_pre_tool_use(&allow),
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}"#
+        );
+        let deny = render_cancel_permission("Stopped.");
+        assert_eq!(
+            at_pre_tool_use(&deny),
+            r#"{"continue":false,"stopReason":"Stopped.","hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"Stopped."}}"#
+        );
+        let edited = json!({ "hookSpecificOutput": { "hookEventName": "PermissionRequest",
+            "decision": { "behavior": "allow", "updatedInput": { "command": "ls" } } } })
+        .to_string();
+        assert_eq!(
+            at_pre_tool_use(&edited),
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"command":"ls"}}}"#
+        );
+        assert!(asks_headless("Bash", Some("default")));
+        assert!(!asks_headless("Read", Some("default")));
+        assert!(asks_headless("Edit", None));
+        assert!(!asks_headless("Edit", Some("acceptEdits")));
+        assert!(!asks_headless("Bash", Some("bypassPermissions")));
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            allowed_tools(&args(&[
+                "claude",
+                "-p",
+                "hi",
+                "--allowedTools",
+                "Bash",
+                "Edit,Write",
+                "--verbose"
+            ])),
+            ["Bash", "Edit", "Write"]
+        );
+        assert_eq!(
+            allowed_tools(&args(&[
+                "claude",
+                "--allowed-tools=Bash(git:*) Read",
+                "-p",
+                "x"
+            ])),
+            ["Read"]
+        );
     }
 }

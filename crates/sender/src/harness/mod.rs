@@ -227,6 +227,24 @@ impl Harness {
         }
     }
 
+    /// DECISIONS 39: what parks the run when a prompt asked at `event` gets no answer in the
+    /// hook's window; None where the harness cannot park (the usual fallback stands).
+    pub fn render_park(self, event: &str) -> Option<String> {
+        match (self, event) {
+            (Harness::ClaudeCode, "PreToolUse") => Some(claude_code::render_defer()),
+            _ => None,
+        }
+    }
+
+    /// A rendered permission answer in the shape of the event that asked: Claude Code's
+    /// headless runs ask at PreToolUse (DECISIONS 39), the rest as rendered.
+    pub fn answer_at_event(self, event: &str, out: String) -> String {
+        match (self, event) {
+            (Harness::ClaudeCode, "PreToolUse") => claude_code::at_pre_tool_use(&out),
+            _ => out,
+        }
+    }
+
     /// What to print when a permission hook ends without a remote answer: the harness's own
     /// "ask the person" where its silence means "run" (Cursor); None prints nothing, so the
     /// harness's own behaviour stands.

@@ -120,7 +120,7 @@ pub fn from_grant(
         }
     };
     store.grant_used(grant.id, session)?;
-    super::print_answer(&out)?;
+    super::print_answer(&harness.answer_at_event(&session.event, out))?;
     crate::logging::info(&format!(
         "{key}: {} {} from grant {} (by {}), no attention announced",
         call.tool,
@@ -285,6 +285,9 @@ fn wait_for_answer(
             }
         }
         if started.elapsed() >= wait {
+            if let Some(park) = harness.render_park(&session.event) {
+                return park_prompt(store, session, attention_id, &park);
+            }
             store.close_attention(session, attention_id, How::Timeout)?;
             crate::logging::info(&format!(
                 "{key} {attention_id}: no answer within {}s",
@@ -306,6 +309,30 @@ fn wait_for_answer(
         }
         waker.wait(waker.tick().min(wait.saturating_sub(started.elapsed())));
     }
+}
+
+/// How long a parked prompt stays answerable (DECISIONS 39).
+pub const PARKED_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// DECISIONS 39: no answer in the window and the run can park: the prompt stays open (and
+/// answerable) for [`PARKED_FOR`], and the run is told to end waiting for it. Answered or
+/// cleared in the meantime (the park found nothing open): nothing is printed.
+fn park_prompt(
+    store: &mut Store,
+    session: &SessionRef,
+    attention_id: &str,
+    park: &str,
+) -> Result<()> {
+    let until = now_ms() + PARKED_FOR.as_millis() as i64;
+    if store.park_attention(session, attention_id, until)? {
+        super::print_answer(park)?;
+        crate::logging::info(&format!(
+            "{} {attention_id}: no answer in the window; parked until {}",
+            session.key(),
+            crate::clock::format_ms(until)
+        ));
+    }
+    Ok(())
 }
 
 /// Set on SIGTERM, SIGINT or SIGHUP.
@@ -383,7 +410,7 @@ fn deliver_answer(
             return Ok(false);
         }
     };
-    super::print_answer(&out)?;
+    super::print_answer(&harness.answer_at_event(&session.event, out.clone()))?;
     let mut detail = format!("{} {} hook", harness.name(), session.event);
     let fields = answer.rich.fields();
     if !fields.is_empty() {
@@ -437,7 +464,9 @@ fn deny_for_cancel(
         // The denial alone does not stop this harness: the cancel stays queued for its next
         // seam (a tool boundary or the turn's end), which stops it.
         let reason = "Stopped by the person through sessionpipe; the agent stops at its next step.";
-        super::print_answer(&harness.render_cancel_permission(reason))?;
+        super::print_answer(
+            &harness.answer_at_event(&session.event, harness.render_cancel_permission(reason)),
+        )?;
         store.close_attention(session, attention_id, How::Answered)?;
         crate::logging::info(&format!(
             "{} {attention_id}: denied for a cancel, which stays queued for the next seam",
@@ -455,7 +484,10 @@ fn deny_for_cancel(
             .map_or("deny", |(_, how)| how),
         _ => "deny, interrupt",
     };
-    super::print_answer(&harness.render_cancel_permission(&claim.reason()))?;
+    super::print_answer(&harness.answer_at_event(
+        &session.event,
+        harness.render_cancel_permission(&claim.reason()),
+    ))?;
     store.confirm_delivered(
         &claim.ids,
         &format!("{} {} hook ({how})", harness.name(), session.event),

@@ -542,9 +542,13 @@ fn emit_turn_ended(tx: &Transaction, s: &SessionRef, reason: TurnEnd, now: Milli
     emit(tx, &s.key(), event::TURN_ENDED, &s.event, &data, now)
 }
 
+/// The session's open attentions a hook waits on; parked ones (DECISIONS 39) outlive the turn
+/// and the session, so a Stop or a SessionEnd leaves them open.
 fn open_attentions(tx: &Transaction, key: &str) -> Result<Vec<String>> {
     Ok(tx
-        .prepare_cached("SELECT attention_id FROM attention WHERE session_key=?1 AND state='open'")?
+        .prepare_cached(
+            "SELECT attention_id FROM attention WHERE session_key=?1 AND state='open' AND parked_ms IS NULL",
+        )?
         .query_map(params![key], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?)
 }
@@ -855,6 +859,44 @@ impl Store {
         clear(&tx, &s.key(), attention_id, How::Answered, &s.event, now)?;
         tx.commit()?;
         Ok(())
+    }
+
+    /// DECISIONS 39: a headless run ends waiting for this prompt: it stays open, unwaited,
+    /// until `until_ms`, and receivers are told again, now with `parked_until`. False when it
+    /// was no longer open (answered or cleared meanwhile).
+    pub fn park_attention(
+        &mut self,
+        s: &SessionRef,
+        attention_id: &str,
+        until_ms: Millis,
+    ) -> Result<bool> {
+        let now = now_ms();
+        let key = s.key();
+        let tx = self.write_tx()?;
+        let changed = tx.execute(
+            "UPDATE attention SET parked_ms=?3, wait_until_ms=?4, hook_pid=NULL \
+             WHERE session_key=?1 AND attention_id=?2 AND state='open'",
+            params![key, attention_id, now, until_ms],
+        )?;
+        if changed == 1 {
+            // The prompt as first announced (the call shown), from the event that said so.
+            let shown: Option<String> = tx
+                .query_row(
+                    "SELECT data FROM events WHERE session_key=?1 AND type=?2 \
+                       AND json_extract(data, '$.attention_id')=?3 ORDER BY rowid DESC LIMIT 1",
+                    params![key, event::ATTENTION_NEEDED, attention_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let mut data = shown
+                .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
+                .filter(serde_json::Value::is_object)
+                .unwrap_or_else(|| event::attention_needed_shown(attention_id, None, None, None));
+            data["parked_until"] = serde_json::Value::String(format_ms(until_ms));
+            emit(&tx, &key, event::ATTENTION_NEEDED, &s.event, &data, now)?;
+        }
+        tx.commit()?;
+        Ok(changed == 1)
     }
 
     /// The waiting hook stops (timeout, SIGTERM, host gone): clear `how` if still open.

@@ -22,7 +22,7 @@ pub use hooks::{
     SeamState, SessionRef, BLOCK_MAX_CHARS,
 };
 pub use runs::{NewRun, RunEnd, RunRow, WaitingPrompt, RUNS_WAITING_MAX};
-pub use sync::{AckRow, Ingested, SinkState, SweepReport};
+pub use sync::{AckRow, Ingested, ParkedAnswered, SinkState, SweepReport};
 
 use anyhow::{bail, Context, Result};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};

@@ -398,4 +398,10 @@ ALTER TABLE sessions ADD COLUMN harness_pid   INTEGER;
 ALTER TABLE sessions ADD COLUMN harness_start INTEGER;
 ALTER TABLE sessions ADD COLUMN turn_open     INTEGER NOT NULL DEFAULT 0;
 "#,
+    // 17: DECISIONS 39: when a headless run's prompt was parked (the run ended waiting for
+    // it); NULL for a prompt a hook still waits on. A parked prompt outlives its turn and
+    // its session's end, up to `wait_until_ms`.
+    r#"
+ALTER TABLE attention ADD COLUMN parked_ms INTEGER;
+"#,
 ];

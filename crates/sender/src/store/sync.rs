@@ -485,12 +485,47 @@ impl Store {
         Ok(())
     }
 
-    /// Sessions to poll: not ended, and an event within `live_ms` (DECISIONS 5).
+    /// DECISIONS 39: parked prompts with an answer queued and nothing to take it: no hook
+    /// waits on the prompt, no run of ours is open on its session, and none was launched for
+    /// this park already (each park resumes its run at most once; a resumed run that parks
+    /// the prompt again may be resumed again), and its folder known (a run starts there).
+    /// Oldest first, at most `limit`.
+    pub fn parked_answered(&self, limit: usize) -> Result<Vec<ParkedAnswered>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT a.session_key, a.attention_id, s.harness, s.session_id, s.cwd FROM attention a \
+                   JOIN sessions s ON s.key = a.session_key \
+                 WHERE a.state='open' AND a.parked_ms IS NOT NULL AND a.hook_pid IS NULL \
+                   AND s.cwd IS NOT NULL \
+                   AND EXISTS(SELECT 1 FROM messages m WHERE m.session_key=a.session_key \
+                              AND m.kind='permission.answer' AND m.attention_id=a.attention_id \
+                              AND m.state='queued') \
+                   AND NOT EXISTS(SELECT 1 FROM runs r WHERE r.session_key=a.session_key \
+                                  AND (r.state<>'done' OR r.created_ms >= a.parked_ms)) \
+                 ORDER BY a.parked_ms LIMIT ?1",
+            )?
+            .query_map(params![limit as i64], |r| {
+                Ok(ParkedAnswered {
+                    session_key: r.get(0)?,
+                    attention_id: r.get(1)?,
+                    harness: r.get(2)?,
+                    session_id: r.get(3)?,
+                    cwd: r.get(4)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Sessions to poll: not ended, and an event within `live_ms` (DECISIONS 5); and a
+    /// session whose headless run parked a prompt (DECISIONS 39), whose answer is awaited.
     pub fn live_sessions(&self, live_ms: Millis) -> Result<Vec<(String, String)>> {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT key, harness FROM sessions WHERE ended_at IS NULL AND last_event_ms >= ?1 ORDER BY key",
+                "SELECT key, harness FROM sessions WHERE (ended_at IS NULL AND last_event_ms >= ?1) \
+                   OR key IN (SELECT session_key FROM attention WHERE state='open' AND parked_ms IS NOT NULL) \
+                 ORDER BY key",
             )?
             .query_map(params![now_ms() - live_ms], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?)
@@ -951,6 +986,16 @@ impl NewMessage<'_> {
     fn fresh_nonce(&self, nonce: &str) -> Result<bool> {
         super::trust::fresh_nonce(self.tx, nonce, self.now)
     }
+}
+
+/// A parked prompt whose answer waits for its run to be resumed ([`Store::parked_answered`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParkedAnswered {
+    pub session_key: String,
+    pub attention_id: String,
+    pub harness: String,
+    pub session_id: String,
+    pub cwd: Option<String>,
 }
 
 #[cfg(test)]

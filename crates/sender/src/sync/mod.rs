@@ -7,6 +7,7 @@ mod codex_bridge;
 mod discover;
 pub mod http;
 mod owner;
+mod parked;
 mod poll;
 mod runs;
 mod send;

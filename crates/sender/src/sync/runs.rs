@@ -18,6 +18,10 @@ pub(crate) fn runs_loop(shared: &Shared) {
     let mut tracker = crate::runs::Tracker::default();
     let mut seen = 0u64;
     while !shared.stopping() {
+        // DECISIONS 39: answered parked prompts become runs before this pass launches runs.
+        if let Err(e) = super::parked::resume_answered(&mut store) {
+            crate::logging::warn(&format!("parked: {e:#}"));
+        }
         let open = match crate::runs::pass(&mut store, &mut tracker) {
             Ok(open) => open,
             Err(e) => {

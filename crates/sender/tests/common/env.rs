@@ -203,6 +203,19 @@ impl Env {
         run_with_stdin(c, b"")
     }
 
+    /// Moves the machine's clock (every binary this Env runs) `by` further forward than it
+    /// was: the offset in the test clock's file (src/clock.rs), replaced whole.
+    pub fn advance_clock(&self, by: Duration) {
+        let file = self.home.join("test-clock");
+        let was: i64 = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let tmp = self.home.join("test-clock.new");
+        std::fs::write(&tmp, format!("{}\n", was + by.as_millis() as i64)).unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+    }
+
     pub fn db_path(&self) -> PathBuf {
         self.state.join("control.db")
     }
@@ -281,6 +294,8 @@ pub fn bin_cmd(name: &str, home: &Path, config: &Path, state: &Path) -> Command 
         .env("SESSIONPIPE_STATE_DIR", state)
         .env("SESSIONPIPE_LOG", "debug")
         .env("SESSIONPIPE_NO_SPAWN", "1")
+        // The test clock's file; absent until a test moves the clock (Env::advance_clock).
+        .env(spctl::clock::TEST_CLOCK_ENV, home.join("test-clock"))
         .current_dir(home);
     c
 }
