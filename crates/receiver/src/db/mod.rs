@@ -77,6 +77,8 @@ pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
 /// What `State` holds: either store, behind one interface.
 pub(crate) use store::Store;
 
+#[cfg(all(test, feature = "testing"))]
+pub(crate) use pg_events::session_lock;
 pub(crate) use pg_wake::{parse as parse_announcement, Announcer, Listener, Wakeup};
 
 /// A machine's last contact is written at most this often (ms): the page shows it to the
@@ -132,6 +134,22 @@ pub(crate) struct Db {
     conn: Connection,
 }
 
+/// The SQLite store as the receiver holds it: its one connection behind a lock of its own,
+/// taken for one call at a time (never the receiver's state lock), so every call is `&self`
+/// as on PostgreSQL, whose pool gives each call a connection.
+pub(crate) struct Sqlite(std::sync::Mutex<Db>);
+
+impl Sqlite {
+    pub fn new(db: Db) -> Sqlite {
+        Sqlite(std::sync::Mutex::new(db))
+    }
+
+    /// The connection, for one call (a panic in another call leaves plain rows behind).
+    pub fn db(&self) -> std::sync::MutexGuard<'_, Db> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// An opened store, and for a shared (PostgreSQL) one what the receivers sharing it wake
 /// each other with.
 pub(crate) struct Opened {
@@ -159,7 +177,7 @@ pub(crate) fn open(target: &crate::options::Database) -> anyhow::Result<Opened> 
     use crate::options::Database;
     match target {
         Database::File(p) => Ok(Opened {
-            store: Box::new(Db::open_file(p)?),
+            store: Box::new(Sqlite::new(Db::open_file(p)?)),
             shared: None,
         }),
         Database::Postgres(url) => pg_tls::PgTarget::parse(url)
@@ -217,7 +235,7 @@ pub(crate) fn new_test_postgres(admin_url: &str) -> anyhow::Result<String> {
 /// A private in-memory SQLite database (the test receiver's default).
 pub(crate) fn open_memory() -> anyhow::Result<Opened> {
     Ok(Opened {
-        store: Box::new(Db::open_memory()?),
+        store: Box::new(Sqlite::new(Db::open_memory()?)),
         shared: None,
     })
 }

@@ -15,7 +15,7 @@ use crate::push::{Device, QuietHours, Subscription, LOG_KEPT, SUBSCRIPTIONS_MAX}
 
 impl PushStore for PgStore {
     fn push_subscribe(
-        &mut self,
+        &self,
         sub: &Subscription,
         name: Option<&str>,
         now_ms: i64,
@@ -36,7 +36,7 @@ impl PushStore for PgStore {
         Ok(Some(id))
     }
 
-    fn push_devices(&mut self) -> anyhow::Result<Vec<Device>> {
+    fn push_devices(&self) -> anyhow::Result<Vec<Device>> {
         Ok(self
             .pool
             .get()?
@@ -57,7 +57,7 @@ impl PushStore for PgStore {
             .collect())
     }
 
-    fn push_remove(&mut self, id_or_endpoint: &str) -> anyhow::Result<bool> {
+    fn push_remove(&self, id_or_endpoint: &str) -> anyhow::Result<bool> {
         Ok(self
             .pool
             .get()?
@@ -65,7 +65,7 @@ impl PushStore for PgStore {
             > 0)
     }
 
-    fn push_set_quiet(&mut self, id: &str, quiet: bool) -> anyhow::Result<bool> {
+    fn push_set_quiet(&self, id: &str, quiet: bool) -> anyhow::Result<bool> {
         Ok(self
             .pool
             .get()?
@@ -73,11 +73,7 @@ impl PushStore for PgStore {
             > 0)
     }
 
-    fn push_set_quiet_hours(
-        &mut self,
-        id: &str,
-        hours: Option<&QuietHours>,
-    ) -> anyhow::Result<bool> {
+    fn push_set_quiet_hours(&self, id: &str, hours: Option<&QuietHours>) -> anyhow::Result<bool> {
         let (from, to) = (
             hours.map(|h| i64::from(h.from)),
             hours.map(|h| i64::from(h.to)),
@@ -89,7 +85,7 @@ impl PushStore for PgStore {
     }
 
     fn push_record(
-        &mut self,
+        &self,
         target: &str,
         what: &str,
         result: &str,
@@ -103,7 +99,7 @@ impl PushStore for PgStore {
         Ok(())
     }
 
-    fn push_log(&mut self, limit: i64) -> anyhow::Result<Vec<Value>> {
+    fn push_log(&self, limit: i64) -> anyhow::Result<Vec<Value>> {
         Ok(self
             .pool
             .get()?
@@ -116,11 +112,11 @@ impl PushStore for PgStore {
             .collect())
     }
 
-    fn claim_push(&mut self, key: &str, now_ms: i64) -> anyhow::Result<bool> {
+    fn claim_push(&self, key: &str, now_ms: i64) -> anyhow::Result<bool> {
         Ok(self.pool.get()?.execute(&q(CLAIM), &[&key, &now_ms])? == 1)
     }
 
-    fn push_claimed(&mut self, key: &str) -> anyhow::Result<bool> {
+    fn push_claimed(&self, key: &str) -> anyhow::Result<bool> {
         Ok(self.pool.get()?.query_opt(&q(CLAIMED), &[&key])?.is_some())
     }
 }

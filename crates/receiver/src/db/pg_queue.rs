@@ -34,7 +34,7 @@ fn rows_of(
 
 impl QueueStore for PgStore {
     fn insert_message(
-        &mut self,
+        &self,
         session: &str,
         value: &Value,
         expires_ms: Option<i64>,
@@ -60,7 +60,7 @@ impl QueueStore for PgStore {
     }
 
     fn insert_envelope(
-        &mut self,
+        &self,
         machine: &str,
         session: &str,
         kind: &str,
@@ -88,15 +88,15 @@ impl QueueStore for PgStore {
         Ok(())
     }
 
-    fn pending(&mut self, session: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
+    fn pending(&self, session: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
         rows_of(&mut *self.pool.get()?, PENDING, session, now_ms)
     }
 
-    fn machine_pending(&mut self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
+    fn machine_pending(&self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
         rows_of(&mut *self.pool.get()?, MACHINE_PENDING, machine, now_ms)
     }
 
-    fn mark_polled(&mut self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize> {
+    fn mark_polled(&self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize> {
         let at = fmt_ms(now_ms);
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
@@ -109,7 +109,7 @@ impl QueueStore for PgStore {
         Ok(usize::try_from(changed)?)
     }
 
-    fn next_expiry(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>> {
+    fn next_expiry(&self, now_ms: i64) -> anyhow::Result<Option<i64>> {
         Ok(self
             .pool
             .get()?
@@ -117,7 +117,7 @@ impl QueueStore for PgStore {
             .get(0))
     }
 
-    fn insert_acks(&mut self, acks: &[Value], now_ms: i64) -> anyhow::Result<()> {
+    fn insert_acks(&self, acks: &[Value], now_ms: i64) -> anyhow::Result<()> {
         let at = fmt_ms(now_ms);
         // PostgreSQL's text holds no NUL, which an ack's fields may carry (validate.rs lets a
         // detail have one): stored as pg_events.rs stores such names.
@@ -145,7 +145,7 @@ impl QueueStore for PgStore {
         Ok(())
     }
 
-    fn first_ack(&mut self, id: &str) -> anyhow::Result<Option<Value>> {
+    fn first_ack(&self, id: &str) -> anyhow::Result<Option<Value>> {
         Ok(self
             .pool
             .get()?
@@ -153,7 +153,7 @@ impl QueueStore for PgStore {
             .map(|r| serde_json::from_str(r.get::<_, &str>(0)).unwrap_or(Value::Null)))
     }
 
-    fn message_session(&mut self, id: &str) -> anyhow::Result<Option<String>> {
+    fn message_session(&self, id: &str) -> anyhow::Result<Option<String>> {
         // SQLite's query_row takes the first row of several; so does this.
         Ok(self
             .pool
@@ -163,7 +163,7 @@ impl QueueStore for PgStore {
             .map(|r| r.get(0)))
     }
 
-    fn message_machine(&mut self, id: &str) -> anyhow::Result<Option<Option<String>>> {
+    fn message_machine(&self, id: &str) -> anyhow::Result<Option<Option<String>>> {
         Ok(self
             .pool
             .get()?
@@ -190,8 +190,8 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        let mut a = PgStore::open(&pg.url()).unwrap();
-        let mut b = PgStore::open(&pg.url()).unwrap();
+        let a = PgStore::open(&pg.url()).unwrap();
+        let b = PgStore::open(&pg.url()).unwrap();
         let (tx, rx) = mpsc::channel();
         let _l = Listener::start(pg.url().parse().unwrap(), move |w| {
             let _ = tx.send(w);

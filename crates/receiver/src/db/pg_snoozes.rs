@@ -25,7 +25,7 @@ fn names(session: &str, attention_id: &str) -> (String, String) {
 
 impl SnoozeStore for PgStore {
     fn snooze(
-        &mut self,
+        &self,
         session: &str,
         attention_id: &str,
         now_ms: i64,
@@ -56,7 +56,7 @@ impl SnoozeStore for PgStore {
         Ok(Snooze::Until(until_ms))
     }
 
-    fn snoozes(&mut self, now_ms: i64) -> anyhow::Result<Vec<Value>> {
+    fn snoozes(&self, now_ms: i64) -> anyhow::Result<Vec<Value>> {
         Ok(self
             .pool
             .get()?
@@ -72,7 +72,7 @@ impl SnoozeStore for PgStore {
             .collect())
     }
 
-    fn snoozed(&mut self, session: &str, attention_id: &str, now_ms: i64) -> anyhow::Result<bool> {
+    fn snoozed(&self, session: &str, attention_id: &str, now_ms: i64) -> anyhow::Result<bool> {
         let (session, attention_id) = names(session, attention_id);
         Ok(self
             .pool
@@ -81,7 +81,7 @@ impl SnoozeStore for PgStore {
             .is_some())
     }
 
-    fn next_snooze_end(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>> {
+    fn next_snooze_end(&self, now_ms: i64) -> anyhow::Result<Option<i64>> {
         Ok(self.pool.get()?.query_one(&q(NEXT_END), &[&now_ms])?.get(0))
     }
 }

@@ -18,11 +18,11 @@ use super::store::Upkeep;
 use super::{SweepArgs, SWEEP};
 
 impl Upkeep for PgStore {
-    fn ping(&mut self) -> anyhow::Result<()> {
+    fn ping(&self) -> anyhow::Result<()> {
         PgStore::ping(self)
     }
 
-    fn sweep(&mut self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize> {
+    fn sweep(&self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize> {
         let cutoff = now_ms - keep_ms;
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
@@ -38,11 +38,11 @@ impl Upkeep for PgStore {
         Ok(usize::try_from(n)?)
     }
 
-    fn events(&mut self) -> anyhow::Result<Vec<Value>> {
+    fn events(&self) -> anyhow::Result<Vec<Value>> {
         bodies(&mut *self.pool.get()?, EVENTS)
     }
 
-    fn acks(&mut self) -> anyhow::Result<Vec<Value>> {
+    fn acks(&self) -> anyhow::Result<Vec<Value>> {
         bodies(&mut *self.pool.get()?, ACKS)
     }
 }
