@@ -20,7 +20,7 @@
 use std::collections::HashSet;
 
 use r2d2_postgres::postgres::types::{ToSql, Type};
-use r2d2_postgres::postgres::{GenericClient, IsolationLevel, Transaction};
+use r2d2_postgres::postgres::{IsolationLevel, Transaction};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -344,14 +344,6 @@ impl EventStore for PgStore {
             .query_opt(&q(SESSION_MACHINE), &[&pg_text(Some(key.into()))])?
             .map(|r| r.get(0)))
     }
-}
-
-/// Every accepted event (or ack: `sql` names which), in arrival order.
-pub(super) fn bodies(c: &mut impl GenericClient, sql: &str) -> anyhow::Result<Vec<Value>> {
-    Ok(c.query(&q(sql), &[])?
-        .iter()
-        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).unwrap_or(Value::Null))
-        .collect())
 }
 
 #[cfg(test)]

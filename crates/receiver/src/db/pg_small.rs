@@ -1,6 +1,4 @@
-//! Logins and settings on PostgreSQL: logins.rs's and settings.rs's SQL through dialect.rs.
-//! A setting changed through one receiver is announced (pg_wake.rs), since polls carry it.
-//! Login attempts are taken under an advisory lock, so two receivers never take the same one.
+//! Logins on PostgreSQL: logins.rs's SQL through dialect.rs. Login attempts are taken under an advisory lock, so two receivers never take the same one.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use r2d2_postgres::postgres::Client;
@@ -11,9 +9,7 @@ use super::logins::{
     SET_ATTEMPT, SET_CSRF, SWEEP_ATTEMPTS,
 };
 use super::pg::PgStore;
-use super::pg_wake::announce;
-use super::settings::{AWAY, FIRST_SETTING, REMOVE_SETTING, SETTING, SET_AWAY, SET_SETTING};
-use super::store::{LoginStore, SettingStore};
+use super::store::LoginStore;
 use crate::limits::{take_login_attempt, LOGIN_ALL};
 
 /// The advisory lock login attempts are taken under (any fixed number; "sp-login" in ASCII).
@@ -85,51 +81,6 @@ impl LoginStore for PgStore {
         for (key, ms) in give_backs(client) {
             c.execute(&q(GIVE_BACK), &[&key, &ms, &now_ms])?;
         }
-        Ok(())
-    }
-}
-
-impl SettingStore for PgStore {
-    fn away(&self) -> anyhow::Result<bool> {
-        Ok(self
-            .pool
-            .get()?
-            .query_opt(&q(AWAY), &[])?
-            .is_some_and(|r| r.get::<_, &str>(0) == "1"))
-    }
-
-    fn set_away(&self, away: bool, now_ms: i64) -> anyhow::Result<()> {
-        let mut c = self.pool.get()?;
-        let mut tx = c.transaction()?;
-        tx.execute(&q(SET_AWAY), &[&if away { "1" } else { "0" }, &now_ms])?;
-        announce(&mut tx, "settings")?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    fn setting(&self, name: &str) -> anyhow::Result<Option<String>> {
-        Ok(self
-            .pool
-            .get()?
-            .query_opt(&q(SETTING), &[&name])?
-            .map(|r| r.get(0)))
-    }
-
-    fn first_setting(&self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String> {
-        let mut c = self.pool.get()?;
-        c.execute(&q(FIRST_SETTING), &[&name, &value, &now_ms])?;
-        Ok(c.query_one(&q(SETTING), &[&name])?.get(0))
-    }
-
-    fn set_setting(&self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()> {
-        let mut c = self.pool.get()?;
-        let mut tx = c.transaction()?;
-        match value {
-            Some(v) => tx.execute(&q(SET_SETTING), &[&name, &v, &now_ms])?,
-            None => tx.execute(&q(REMOVE_SETTING), &[&name])?,
-        };
-        announce(&mut tx, "settings")?;
-        tx.commit()?;
         Ok(())
     }
 }

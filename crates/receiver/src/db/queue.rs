@@ -118,14 +118,6 @@ impl Db {
         tx.commit()
     }
 
-    /// Every valid ack entry received, duplicates included, in arrival order.
-    pub fn acks(&self) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(ACKS)?;
-        let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-        rows.map(|r| r.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
-            .collect()
-    }
-
     /// The first final ack entry for message `id`.
     pub fn first_ack(&self, id: &str) -> rusqlite::Result<Option<Value>> {
         self.conn
@@ -221,6 +213,10 @@ mod tests {
             "delivered"
         );
         assert_eq!(db.next_expiry(now).unwrap(), None);
-        assert_eq!(db.sweep(now + 10_000, 1000).unwrap(), 2);
+        let db = super::super::Sqlite::new(db);
+        assert_eq!(
+            super::super::store::Upkeep::sweep(&db, now + 10_000, 1000).unwrap(),
+            2
+        );
     }
 }

@@ -1,14 +1,18 @@
 //! One interface, two stores (issue 29, DECISIONS 35): what the receiver asks of its
-//! database, implemented by SQLite (`Db`, the default) and PostgreSQL (`PgStore`), with
+//! database, implemented by SQLite (`Sqlite`, the default) and PostgreSQL (`PgStore`), with
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
-//! against both.
+//! against both. Every method is `&self`: the store holds its own lock (SQLite) or pool
+//! (PostgreSQL), never the receiver's state lock. Settings, "Not now" and upkeep are written
+//! once over the driver seam (driver.rs: `impl<E: Engine>`); the other areas still have an
+//! implementation per engine (the SQLite one forwarding to `Db` below, the PostgreSQL one in
+//! its pg_* file).
 //!
 //! Every area: the control queue and its acks, logins, settings, pairing, push devices,
 //! events and the page's view of them, "Not now", and upkeep (sweep, what the test door
 //! reads); so both stores are a whole [`Store`] (checked at build below). Where PostgreSQL
 //! reads differently it says why in its pg_* file: per-session locks for ingest (pg_events),
 //! the page's JSON questions answered in Rust (pg_events), a NUL in an attention's fields
-//! kept as U+FFFD (PostgreSQL's text holds none).
+//! kept as U+FFFD (PostgreSQL's text holds none; `Conn::text` for the areas written once).
 //!
 //! The tests run one body per area on both stores; `a_day_shows_the_same_on_both_stores`
 //! feeds one realistic day to each and compares all they show as JSON, before and after a
@@ -149,7 +153,7 @@ impl LoginStore for Sqlite {
     }
 }
 
-/// Named settings (settings.rs).
+/// Named settings (settings.rs, written once over the driver seam).
 pub(crate) trait SettingStore {
     fn away(&self) -> anyhow::Result<bool>;
     fn set_away(&self, away: bool, now_ms: i64) -> anyhow::Result<()>;
@@ -157,24 +161,6 @@ pub(crate) trait SettingStore {
     fn set_setting(&self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()>;
     /// Sets a setting unless it is set (by any receiver); the value it then has.
     fn first_setting(&self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String>;
-}
-
-impl SettingStore for Sqlite {
-    fn away(&self) -> anyhow::Result<bool> {
-        Ok(self.db().away()?)
-    }
-    fn set_away(&self, away: bool, now_ms: i64) -> anyhow::Result<()> {
-        Ok(self.db().set_away(away, now_ms)?)
-    }
-    fn setting(&self, name: &str) -> anyhow::Result<Option<String>> {
-        Ok(self.db().setting(name)?)
-    }
-    fn set_setting(&self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()> {
-        Ok(self.db().set_setting(name, value, now_ms)?)
-    }
-    fn first_setting(&self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String> {
-        Ok(self.db().first_setting(name, value, now_ms)?)
-    }
 }
 
 /// Pairing a machine (machines.rs): a code made through one receiver may be approved and
@@ -385,27 +371,6 @@ pub(crate) trait SnoozeStore {
     fn next_snooze_end(&self, now_ms: i64) -> anyhow::Result<Option<i64>>;
 }
 
-impl SnoozeStore for Sqlite {
-    fn snooze(
-        &self,
-        session: &str,
-        attention_id: &str,
-        now_ms: i64,
-        until_ms: i64,
-    ) -> anyhow::Result<Snooze> {
-        Ok(self.db().snooze(session, attention_id, now_ms, until_ms)?)
-    }
-    fn snoozes(&self, now_ms: i64) -> anyhow::Result<Vec<Value>> {
-        Ok(self.db().snoozes(now_ms)?)
-    }
-    fn snoozed(&self, session: &str, attention_id: &str, now_ms: i64) -> anyhow::Result<bool> {
-        Ok(self.db().snoozed(session, attention_id, now_ms)?)
-    }
-    fn next_snooze_end(&self, now_ms: i64) -> anyhow::Result<Option<i64>> {
-        Ok(self.db().next_snooze_end(now_ms)?)
-    }
-}
-
 /// Upkeep and what the test door reads: the health check's read, forgetting old rows, and
 /// every event and ack as stored.
 pub(crate) trait Upkeep {
@@ -413,21 +378,6 @@ pub(crate) trait Upkeep {
     fn sweep(&self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize>;
     fn events(&self) -> anyhow::Result<Vec<Value>>;
     fn acks(&self) -> anyhow::Result<Vec<Value>>;
-}
-
-impl Upkeep for Sqlite {
-    fn ping(&self) -> anyhow::Result<()> {
-        Ok(self.db().ping()?)
-    }
-    fn sweep(&self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize> {
-        Ok(self.db().sweep(now_ms, keep_ms)?)
-    }
-    fn events(&self) -> anyhow::Result<Vec<Value>> {
-        Ok(self.db().events()?)
-    }
-    fn acks(&self) -> anyhow::Result<Vec<Value>> {
-        Ok(self.db().acks()?)
-    }
 }
 
 /// Everything the receiver asks of its database: what `State` holds, either store.
