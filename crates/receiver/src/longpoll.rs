@@ -9,6 +9,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
+use crate::db::Queued;
 use crate::error::{ApiError, Reply};
 use crate::state::{AppState, Ctx};
 
@@ -109,7 +110,7 @@ pub(crate) async fn poll(
     deadline: Instant,
     recheck: Option<Duration>,
     who: String,
-    mut pending: impl FnMut(&mut Ctx<'_>) -> anyhow::Result<Vec<(i64, Value)>> + Send + 'static,
+    mut pending: impl FnMut(&mut Ctx<'_>) -> anyhow::Result<Vec<Queued>> + Send + 'static,
 ) -> Reply {
     let key = who.clone();
     let answer = hold(app, deadline, recheck, Some(&key), move |st, last| {
@@ -127,14 +128,14 @@ pub(crate) async fn poll(
             tell_away(st, &who, away);
             return Some(Ok(PollAnswer::Nothing(away)));
         }
-        let ns: Vec<i64> = rows.iter().map(|(n, _)| *n).collect();
+        let ns: Vec<i64> = rows.iter().map(|q| q.n).collect();
         let now = st.now_ms();
         // Only the page looks at this; a failure here must not cost the sender its poll.
         if st.db.mark_polled(&ns, now).unwrap_or(0) > 0 {
             st.bump();
         }
         tell_away(st, &who, away);
-        let messages = rows.into_iter().map(|(_, v)| v).collect();
+        let messages = rows.into_iter().map(|q| q.body).collect();
         Some(Ok(PollAnswer::Messages(messages, away)))
     })
     .await;

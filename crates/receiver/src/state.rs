@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use crate::db::Store;
+use crate::db::{Queued, Store};
 use crate::limits::{LimitLog, LOGIN_BODY_BUDGET};
 use crate::options::ReceiverOptions;
 #[cfg(feature = "testing")]
@@ -331,12 +331,12 @@ impl Ctx<'_> {
         Ok(self
             .pending_rows(session)?
             .into_iter()
-            .map(|(_, v)| v)
+            .map(|q| q.body)
             .collect())
     }
 
     /// Like [`Ctx::pending`], with each message's row number.
-    pub fn pending_rows(&mut self, session: &str) -> anyhow::Result<Vec<(i64, Value)>> {
+    pub fn pending_rows(&mut self, session: &str) -> anyhow::Result<Vec<Queued>> {
         let now = self.now_ms();
         self.db.pending(session, now)
     }

@@ -2,8 +2,8 @@
 //! database, implemented by SQLite (`Sqlite`, the default) and PostgreSQL (`PgStore`), with
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both. Every method is `&self`: the store holds its own lock (SQLite) or pool
-//! (PostgreSQL), never the receiver's state lock. Settings, "Not now" and upkeep are written
-//! once over the driver seam (driver.rs: `impl<E: Engine>`); the other areas still have an
+//! (PostgreSQL), never the receiver's state lock. The queue, settings, "Not now" and upkeep are
+//! written once over the driver seam (driver.rs: `impl<E: Engine>`); the other areas still have an
 //! implementation per engine (the SQLite one forwarding to `Db` below, the PostgreSQL one in
 //! its pg_* file).
 //!
@@ -22,6 +22,7 @@
 use serde_json::Value;
 
 use super::pg::PgStore;
+use super::queue::Queued;
 use super::{Pairing, Snooze, Sqlite, Stored};
 use crate::push::{Device, QuietHours, Subscription};
 
@@ -44,65 +45,14 @@ pub(crate) trait QueueStore {
         expires_ms: i64,
         now_ms: i64,
     ) -> anyhow::Result<()>;
-    fn pending(&self, session: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>>;
-    fn machine_pending(&self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>>;
+    fn pending(&self, session: &str, now_ms: i64) -> anyhow::Result<Vec<Queued>>;
+    fn machine_pending(&self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<Queued>>;
     fn mark_polled(&self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize>;
     fn next_expiry(&self, now_ms: i64) -> anyhow::Result<Option<i64>>;
     fn insert_acks(&self, acks: &[Value], now_ms: i64) -> anyhow::Result<()>;
     fn first_ack(&self, id: &str) -> anyhow::Result<Option<Value>>;
     fn message_session(&self, id: &str) -> anyhow::Result<Option<String>>;
     fn message_machine(&self, id: &str) -> anyhow::Result<Option<Option<String>>>;
-}
-
-impl QueueStore for Sqlite {
-    fn insert_message(
-        &self,
-        session: &str,
-        value: &Value,
-        expires_ms: Option<i64>,
-        now_ms: i64,
-    ) -> anyhow::Result<()> {
-        Ok(self
-            .db()
-            .insert_message(session, value, expires_ms, now_ms)?)
-    }
-    fn insert_envelope(
-        &self,
-        machine: &str,
-        session: &str,
-        kind: &str,
-        value: &Value,
-        expires_ms: i64,
-        now_ms: i64,
-    ) -> anyhow::Result<()> {
-        Ok(self
-            .db()
-            .insert_envelope(machine, session, kind, value, expires_ms, now_ms)?)
-    }
-    fn pending(&self, session: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
-        Ok(self.db().pending(session, now_ms)?)
-    }
-    fn machine_pending(&self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
-        Ok(self.db().machine_pending(machine, now_ms)?)
-    }
-    fn mark_polled(&self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize> {
-        Ok(self.db().mark_polled(rows, now_ms)?)
-    }
-    fn next_expiry(&self, now_ms: i64) -> anyhow::Result<Option<i64>> {
-        Ok(self.db().next_expiry(now_ms)?)
-    }
-    fn insert_acks(&self, acks: &[Value], now_ms: i64) -> anyhow::Result<()> {
-        Ok(self.db().insert_acks(acks, now_ms)?)
-    }
-    fn first_ack(&self, id: &str) -> anyhow::Result<Option<Value>> {
-        Ok(self.db().first_ack(id)?)
-    }
-    fn message_session(&self, id: &str) -> anyhow::Result<Option<String>> {
-        Ok(self.db().message_session(id)?)
-    }
-    fn message_machine(&self, id: &str) -> anyhow::Result<Option<Option<String>>> {
-        Ok(self.db().message_machine(id)?)
-    }
 }
 
 /// Page logins (logins.rs).
@@ -434,10 +384,10 @@ mod tests {
             .unwrap();
         let p = s.pending("codex:s", now).unwrap();
         assert_eq!(p.len(), 2);
-        assert_eq!(p[0].1, m);
-        assert!(p[0].0 < p[1].0, "oldest first");
-        assert_eq!(s.mark_polled(&[p[0].0, p[1].0], now).unwrap(), 2);
-        assert_eq!(s.mark_polled(&[p[0].0], now).unwrap(), 0);
+        assert_eq!(p[0].body, m);
+        assert!(p[0].n < p[1].n, "oldest first");
+        assert_eq!(s.mark_polled(&[p[0].n, p[1].n], now).unwrap(), 2);
+        assert_eq!(s.mark_polled(&[p[0].n], now).unwrap(), 0);
         assert_eq!(
             s.pending("codex:s", now + 1000).unwrap().len(),
             1,
@@ -459,7 +409,7 @@ mod tests {
         let e = json!({"id": "E1", "v": 1});
         s.insert_envelope("m1", "codex:s", "prompt", &e, now + 5, now)
             .unwrap();
-        assert_eq!(s.machine_pending("m1", now).unwrap()[0].1, e);
+        assert_eq!(s.machine_pending("m1", now).unwrap()[0].body, e);
         assert!(s.machine_pending("m2", now).unwrap().is_empty());
         assert!(s.machine_pending("m1", now + 5).unwrap().is_empty());
         assert_eq!(
@@ -508,7 +458,7 @@ mod tests {
         assert!(s.pending(key, now + 35 * 60_000 - 1).unwrap().is_empty());
         let later = s.pending(key, now + 35 * 60_000).unwrap();
         assert_eq!(later.len(), 1, "served again after 35 minutes");
-        assert_eq!(later[0].1["id"], T);
+        assert_eq!(later[0].body["id"], T);
         assert_eq!(s.first_ack(T).unwrap(), None, "taken is not final");
         let shown = |s: &dyn Store, id: &str| -> Value {
             let page = s.page_sessions(now, 3_600_000).unwrap();
@@ -1446,7 +1396,7 @@ mod tests {
             .pending("claude-code:s1", now - 2_000)
             .unwrap()
             .iter()
-            .map(|p| p.0)
+            .map(|p| p.n)
             .take(3)
             .collect();
         s.mark_polled(&polled, now - 2_000).unwrap();
@@ -1454,7 +1404,7 @@ mod tests {
             .machine_pending("m_a", now - 2_000)
             .unwrap()
             .iter()
-            .map(|p| p.0)
+            .map(|p| p.n)
             .collect();
         s.mark_polled(&env, now - 2_000).unwrap();
         s.insert_acks(&[
