@@ -2,10 +2,10 @@
 //! database, implemented by SQLite (`Sqlite`, the default) and PostgreSQL (`PgStore`), with
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both. Every method is `&self`: the store holds its own lock (SQLite) or pool
-//! (PostgreSQL), never the receiver's state lock. The queue, settings, "Not now" and upkeep are
-//! written once over the driver seam (driver.rs: `impl<E: Engine>`); the other areas still have an
-//! implementation per engine (the SQLite one forwarding to `Db` below, the PostgreSQL one in
-//! its pg_* file).
+//! (PostgreSQL), never the receiver's state lock. The queue, settings, push devices,
+//! "Not now" and upkeep are written once over the driver seam (driver.rs: `impl<E:
+//! Engine>`); the other areas (logins, pairing, events) still have an implementation per
+//! engine (the SQLite one forwarding to `Db` below, the PostgreSQL one in its pg_* file).
 //!
 //! Every area: the control queue and its acks, logins, settings, pairing, push devices,
 //! events and the page's view of them, "Not now", and upkeep (sweep, what the test door
@@ -229,47 +229,6 @@ pub(crate) trait PushStore {
     fn claim_push(&self, key: &str, now_ms: i64) -> anyhow::Result<bool>;
     /// Whether the push `key` names was claimed (by any receiver).
     fn push_claimed(&self, key: &str) -> anyhow::Result<bool>;
-}
-
-impl PushStore for Sqlite {
-    fn push_subscribe(
-        &self,
-        sub: &Subscription,
-        name: Option<&str>,
-        now_ms: i64,
-    ) -> anyhow::Result<Option<String>> {
-        Ok(self.db().push_subscribe(sub, name, now_ms)?)
-    }
-    fn push_devices(&self) -> anyhow::Result<Vec<Device>> {
-        Ok(self.db().push_devices()?)
-    }
-    fn push_remove(&self, id_or_endpoint: &str) -> anyhow::Result<bool> {
-        Ok(self.db().push_remove(id_or_endpoint)?)
-    }
-    fn push_set_quiet(&self, id: &str, quiet: bool) -> anyhow::Result<bool> {
-        Ok(self.db().push_set_quiet(id, quiet)?)
-    }
-    fn push_set_quiet_hours(&self, id: &str, hours: Option<&QuietHours>) -> anyhow::Result<bool> {
-        Ok(self.db().push_set_quiet_hours(id, hours)?)
-    }
-    fn push_record(
-        &self,
-        target: &str,
-        what: &str,
-        result: &str,
-        now_ms: i64,
-    ) -> anyhow::Result<()> {
-        Ok(self.db().push_record(target, what, result, now_ms)?)
-    }
-    fn push_log(&self, limit: i64) -> anyhow::Result<Vec<Value>> {
-        Ok(self.db().push_log(limit)?)
-    }
-    fn claim_push(&self, key: &str, now_ms: i64) -> anyhow::Result<bool> {
-        Ok(self.db().claim_push(key, now_ms)?)
-    }
-    fn push_claimed(&self, key: &str) -> anyhow::Result<bool> {
-        Ok(self.db().push_claimed(key)?)
-    }
 }
 
 /// Events as they arrive and the page's view built from them (events.rs, sessions.rs,
