@@ -22,8 +22,7 @@
 use serde_json::Value;
 
 use super::pg::PgStore;
-use super::queue::Queued;
-use super::{Pairing, Snooze, Sqlite, Stored};
+use super::{Pairing, Queued, Snooze, Sqlite, Stored};
 use crate::push::{Device, QuietHours, Subscription};
 
 /// The control queue: unsigned messages per session, signed envelopes per machine, each
