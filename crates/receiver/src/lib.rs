@@ -25,7 +25,8 @@
 //! One axum route per endpoint (`routes/`), put together under the layers every request
 //! passes (`app.rs`); requests run as tokio tasks (`server.rs`, with its limits); a held long
 //! poll is an async wait that costs no thread (`longpoll.rs`), and only the database calls
-//! block (off the async workers). Errors carry `error.json` bodies (`{"reason"}`,
+//! block (off the async workers, and outside the state's lock: `state.rs`; `/healthz`
+//! answers 503 within half a second when the database does not). Errors carry `error.json` bodies (`{"reason"}`,
 //! `error.rs`). Who may ask is decided by extractors (`auth.rs`) before a body is read
 //! (`body.rs`).
 //!
@@ -292,15 +293,14 @@ impl Receiver {
 
     /// Forgets what is older than `keep`: see `db.rs`. Returns the rows removed.
     pub fn sweep(&self, keep: Duration) -> anyhow::Result<usize> {
-        let mut st = self.shared().lock();
-        let now = st.now_ms();
-        let n = st.db.sweep(now, keep.as_millis() as i64)?;
-        if n > 0 {
-            st.bump();
-            drop(st);
-            self.shared().notify();
-        }
-        Ok(n)
+        self.shared().run(|c| {
+            let now = c.now_ms();
+            let n = c.db.sweep(now, keep.as_millis() as i64)?;
+            if n > 0 {
+                c.bump();
+            }
+            Ok(n)
+        })
     }
 
     /// The port, fixed for the receiver's life.
@@ -331,13 +331,9 @@ impl Receiver {
         let Value::Object(partial) = message else {
             panic!("Receiver::enqueue wants a JSON object (use enqueue_raw for anything else)");
         };
-        let msg = self
-            .shared()
-            .lock()
-            .enqueue(session, &partial, 60_000)
-            .unwrap_or_else(|e| panic!("Receiver::enqueue: {e:?}"));
-        self.shared().notify();
-        msg
+        self.shared()
+            .run(|c| c.enqueue(session, &partial, 60_000))
+            .unwrap_or_else(|e| panic!("Receiver::enqueue: {e:?}"))
     }
 
     /// Enqueues exactly this JSON value. It is redelivered until an ack names its `"id"` (if
@@ -345,24 +341,20 @@ impl Receiver {
     /// past (receiver clock).
     pub fn enqueue_raw(&self, session: &str, message: Value) {
         self.shared()
-            .lock()
-            .enqueue_raw(session, message)
+            .run(|c| c.enqueue_raw(session, message))
             .unwrap_or_else(|e| panic!("Receiver::enqueue_raw: {e}"));
-        self.shared().notify();
     }
 
     /// Messages a poll of `session` would get now (not acked, not expired), oldest first.
     pub fn pending(&self, session: &str) -> Vec<Value> {
         self.shared()
-            .lock()
-            .pending(session)
+            .run(|c| c.pending(session))
             .unwrap_or_else(|e| panic!("receiver database: {e}"))
     }
 
     /// Every event accepted (duplicates and rejected ones excluded), in arrival order.
     pub fn events(&self) -> Vec<Value> {
         self.shared()
-            .lock()
             .db
             .events()
             .unwrap_or_else(|e| panic!("receiver database: {e}"))
@@ -381,7 +373,6 @@ impl Receiver {
     /// Every valid ack entry received, duplicates included, in arrival order.
     pub fn acks(&self) -> Vec<Value> {
         self.shared()
-            .lock()
             .db
             .acks()
             .unwrap_or_else(|e| panic!("receiver database: {e}"))
@@ -407,8 +398,8 @@ impl Receiver {
     /// Blocks until an accepted event satisfies `pred` (events already there count), or
     /// `timeout` passes. Returns the first such event.
     pub fn wait_event(&self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
-        self.wait_for(timeout, |st| {
-            let events = st.db.events().unwrap_or_default();
+        self.wait_for(timeout, |_, db| {
+            let events = db.events().unwrap_or_default();
             events.into_iter().find(|e| pred(e))
         })
     }
@@ -416,7 +407,7 @@ impl Receiver {
     /// Blocks until a final ack entry for message `id` has arrived (or had already), or
     /// `timeout` passes. Returns the first such entry (a `taken` or `progress` is not one).
     pub fn wait_ack(&self, id: &str, timeout: Duration) -> Option<Value> {
-        self.wait_for(timeout, |st| st.db.first_ack(id).ok().flatten())
+        self.wait_for(timeout, |_, db| db.first_ack(id).ok().flatten())
     }
 
     /// Blocks until `find` finds something in the state (checked now and after each change),
@@ -424,13 +415,13 @@ impl Receiver {
     fn wait_for<T>(
         &self,
         timeout: Duration,
-        mut find: impl FnMut(&mut State) -> Option<T>,
+        mut find: impl FnMut(&mut State, &dyn db::Store) -> Option<T>,
     ) -> Option<T> {
         let deadline = Instant::now() + timeout;
         let shared = self.shared();
         let mut st = shared.lock();
         loop {
-            if let Some(found) = find(&mut st) {
+            if let Some(found) = find(&mut st, &*shared.db) {
                 return Some(found);
             }
             let now = Instant::now();
@@ -510,6 +501,7 @@ impl Receiver {
 mod tests {
     use super::*;
     use crate::db::pg_cluster::Cluster;
+    use crate::options::{CONTROL_PATH, EVENTS_PATH};
 
     fn version(r: &Receiver) -> u64 {
         r.shared().lock().version
@@ -517,10 +509,183 @@ mod tests {
 
     /// Waits (on the state's condvar, at most 5 s) until `r`'s page version is `want`.
     fn reaches(r: &Receiver, want: u64) -> bool {
-        r.wait_for(Duration::from_secs(5), |st| {
+        r.wait_for(Duration::from_secs(5), |st, _| {
             (st.version == want).then_some(())
         })
         .is_some()
+    }
+
+    /// A request over loopback with a `timeout` on every read and write: the status (0 when
+    /// nothing came back in time) and how long it took.
+    fn http(
+        r: &Receiver,
+        method: &str,
+        path: &str,
+        body: &str,
+        timeout: Duration,
+    ) -> (u16, Duration) {
+        use std::io::{Read, Write};
+        let t0 = std::time::Instant::now();
+        let Ok(mut c) = std::net::TcpStream::connect_timeout(&r.addr(), timeout) else {
+            return (0, t0.elapsed());
+        };
+        c.set_read_timeout(Some(timeout)).unwrap();
+        c.set_write_timeout(Some(timeout)).unwrap();
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {}\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            r.token(),
+            body.len()
+        );
+        if c.write_all(req.as_bytes()).is_err() {
+            return (0, t0.elapsed());
+        }
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        let status = String::from_utf8_lossy(&out)
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (status, t0.elapsed())
+    }
+
+    fn on_postgres(pg: &Cluster) -> Receiver {
+        Receiver::start(ReceiverOptions {
+            token: "sink-token".into(),
+            wait_max_s: 3,
+            db: Some(Database::Postgres(pg.url())),
+            ..Default::default()
+        })
+        .expect("a receiver on PostgreSQL")
+    }
+
+    fn note_event(sid: &str) -> String {
+        serde_json::json!({"events": [{"protocol": 1, "id": ulid::Ulid::new().to_string(),
+            "type": "session.started", "time": "2027-01-15T08:00:00.000Z", "tier": 1,
+            "harness": {"name": "codex"}, "session": {"id": sid, "seq": 1},
+            "privacy": {"rulesets": ["secrets@1"], "pii": false}, "data": {}}]})
+        .to_string()
+    }
+
+    /// The database is called outside the receiver's state lock: while another connection
+    /// holds a session's ingest lock (a peer frozen mid-ingest), an event of that session
+    /// waits, and meanwhile `/healthz`, a poll of another session and the test API answer
+    /// at once.
+    #[test]
+    fn a_peer_frozen_mid_ingest_stalls_only_its_session() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let r = on_postgres(&pg);
+        let mut peer =
+            r2d2_postgres::postgres::Client::connect(&pg.url(), r2d2_postgres::postgres::NoTls)
+                .expect("the peer's connection");
+        let mut tx = peer.transaction().unwrap();
+        let (a, b) = crate::db::session_lock("codex:frozen");
+        tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&a, &b])
+            .unwrap();
+        std::thread::scope(|s| {
+            let stuck = s.spawn(|| {
+                let body = note_event("frozen");
+                http(&r, "POST", EVENTS_PATH, &body, Duration::from_secs(60))
+            });
+            // The ingest is under way once PostgreSQL shows it waiting on the lock.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while pg
+                .psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+                != "1\n"
+            {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the ingest never waited on the lock"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let (status, took) = http(&r, "GET", "/healthz", "", Duration::from_secs(5));
+            eprintln!("healthz while a peer holds the ingest lock: {status} in {took:?}");
+            assert_eq!(status, 200);
+            assert!(took < Duration::from_secs(1), "healthz took {took:?}");
+            let (status, took) = http(
+                &r,
+                "POST",
+                EVENTS_PATH,
+                &note_event("other"),
+                Duration::from_secs(5),
+            );
+            eprintln!("another session's event meanwhile: {status} in {took:?}");
+            assert_eq!(status, 202);
+            assert!(
+                took < Duration::from_secs(1),
+                "another session's event took {took:?}"
+            );
+            r.enqueue(
+                "codex:other",
+                serde_json::json!({"kind": "note", "text": "hi"}),
+            );
+            let (status, took) = http(
+                &r,
+                "GET",
+                &format!("{CONTROL_PATH}?session=codex:other&wait=2"),
+                "",
+                Duration::from_secs(5),
+            );
+            eprintln!("a poll meanwhile: {status} in {took:?}");
+            assert_eq!(status, 200);
+            assert!(took < Duration::from_secs(1), "the poll took {took:?}");
+            tx.commit().unwrap();
+            let (status, _) = stuck.join().unwrap();
+            assert_eq!(
+                status, 202,
+                "the frozen session's event is stored once the lock goes"
+            );
+        });
+        assert_eq!(r.events().len(), 2);
+    }
+
+    /// With its database gone, a receiver still answers: `/healthz` says 503 within a
+    /// second, and held polls end (with an error) instead of hanging the others.
+    #[test]
+    fn with_the_database_gone_healthz_and_polls_still_answer() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let r = on_postgres(&pg);
+        assert_eq!(
+            http(&r, "GET", "/healthz", "", Duration::from_secs(5)).0,
+            200
+        );
+        std::thread::scope(|s| {
+            let polls: Vec<_> = (0..12)
+                .map(|i| {
+                    let r = &r;
+                    s.spawn(move || {
+                        let path = format!("{CONTROL_PATH}?session=codex:held{i}&wait=3");
+                        http(r, "GET", &path, "", Duration::from_secs(60))
+                    })
+                })
+                .collect();
+            // Every poll is held before the database goes.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while r.polls() < 12 {
+                assert!(std::time::Instant::now() < deadline, "the polls never came");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            pg.stop();
+            for _ in 0..3 {
+                let (status, took) = http(&r, "GET", "/healthz", "", Duration::from_secs(30));
+                eprintln!("healthz with the database gone: {status} in {took:?}");
+                assert_eq!(status, 503);
+                assert!(took < Duration::from_secs(1), "healthz took {took:?}");
+            }
+            for p in polls {
+                let (status, took) = p.join().unwrap();
+                eprintln!("a held poll with the database gone: {status} in {took:?}");
+                assert_ne!(status, 0, "a held poll got no answer");
+                assert!(took < Duration::from_secs(20), "a held poll took {took:?}");
+            }
+        });
     }
 
     /// Two receivers on one PostgreSQL give the page one version: a change through either

@@ -9,8 +9,9 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
+use crate::db::Queued;
 use crate::error::{ApiError, Reply};
-use crate::state::{AppState, State};
+use crate::state::{AppState, Ctx};
 
 /// Pollers whose last Away word is remembered; past this the memory starts over (a poller
 /// then hears the word once more).
@@ -30,7 +31,7 @@ pub(crate) async fn hold<T, F>(
 ) -> Option<T>
 where
     T: Send + 'static,
-    F: FnMut(&mut State, bool) -> Option<T> + Send + 'static,
+    F: FnMut(&mut Ctx<'_>, bool) -> Option<T> + Send + 'static,
 {
     let mut rx = app.shared.watch.subscribe();
     let generation = app.generation;
@@ -52,7 +53,7 @@ where
             let (f, out) = app
                 .shared
                 .with_db(move |st| {
-                    if st.generation != generation || st.stopped {
+                    if st.mem().cut_since(generation) {
                         return (check, Err(()));
                     }
                     let out = check(st, last);
@@ -109,13 +110,13 @@ pub(crate) async fn poll(
     deadline: Instant,
     recheck: Option<Duration>,
     who: String,
-    mut pending: impl FnMut(&mut State) -> anyhow::Result<Vec<(i64, Value)>> + Send + 'static,
+    mut pending: impl FnMut(&mut Ctx<'_>) -> anyhow::Result<Vec<Queued>> + Send + 'static,
 ) -> Reply {
     let key = who.clone();
     let answer = hold(app, deadline, recheck, Some(&key), move |st, last| {
         let away = st.db.away().unwrap_or(false);
         // Told another word before (a poller that never polled hears it at its answer).
-        let stale = st.away_told.get(&who).is_some_and(|t| *t != away);
+        let stale = st.mem().away_told.get(&who).is_some_and(|t| *t != away);
         let rows = match pending(st) {
             Ok(r) => r,
             Err(e) => return Some(Err(ApiError::db(&e))),
@@ -127,14 +128,14 @@ pub(crate) async fn poll(
             tell_away(st, &who, away);
             return Some(Ok(PollAnswer::Nothing(away)));
         }
-        let ns: Vec<i64> = rows.iter().map(|(n, _)| *n).collect();
+        let ns: Vec<i64> = rows.iter().map(|q| q.n).collect();
         let now = st.now_ms();
         // Only the page looks at this; a failure here must not cost the sender its poll.
         if st.db.mark_polled(&ns, now).unwrap_or(0) > 0 {
             st.bump();
         }
         tell_away(st, &who, away);
-        let messages = rows.into_iter().map(|(_, v)| v).collect();
+        let messages = rows.into_iter().map(|q| q.body).collect();
         Some(Ok(PollAnswer::Messages(messages, away)))
     })
     .await;
@@ -145,9 +146,10 @@ pub(crate) async fn poll(
 }
 
 /// Remembers that `who` heard `away`.
-fn tell_away(st: &mut State, who: &str, away: bool) {
-    if st.away_told.len() >= AWAY_TOLD_MAX && !st.away_told.contains_key(who) {
-        st.away_told.clear();
+fn tell_away(st: &mut Ctx<'_>, who: &str, away: bool) {
+    let mut mem = st.mem();
+    if mem.away_told.len() >= AWAY_TOLD_MAX && !mem.away_told.contains_key(who) {
+        mem.away_told.clear();
     }
-    st.away_told.insert(who.to_owned(), away);
+    mem.away_told.insert(who.to_owned(), away);
 }

@@ -1,6 +1,9 @@
-//! Everything the receiver remembers, behind one mutex and one condvar: the database
-//! (events, queue, acks, page logins) and, in memory, what only tests look at (counters, the
-//! request log, queued faults, rejected events).
+//! Everything the receiver remembers: the database (events, queue, acks, page logins), held
+//! in [`Shared::db`] with its own lock (SQLite) or pool (PostgreSQL) inside, never under the
+//! state's lock; and, behind one mutex and one condvar, what it keeps in memory (the page's
+//! version, what polls were told, what only tests look at: counters, the request log, queued
+//! faults, rejected events). A slow or dead database so holds up only the calls that wait on
+//! it, never `/healthz` or the polls of others.
 //!
 //! Every change a waiter could care about (a message enqueued or first taken by a poll, an
 //! event or ack recorded, the receiver going down) bumps [`State::version`] and ends with
@@ -17,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use crate::db::Store;
+use crate::db::{Queued, Store};
 use crate::limits::{LimitLog, LOGIN_BODY_BUDGET};
 use crate::options::ReceiverOptions;
 #[cfg(feature = "testing")]
@@ -26,8 +29,13 @@ use crate::validate::{format_ms_timestamp, parse_ms_timestamp};
 
 /// The key a change that concerns every held poll touches (the Away switch, going down).
 pub(crate) const ALL: &str = "*";
-/// Database calls at once (see [`Shared::db_slots`]).
-const DB_SLOTS: usize = 4;
+/// Database calls at once (see [`Shared::db_slots`]): one more than PostgreSQL's pool, so a
+/// call that finds the pool spent waits there (bounded) and SQLite's calls queue on its lock.
+const DB_SLOTS: usize = 9;
+/// `/healthz`'s pings at once.
+const HEALTH_SLOTS: usize = 2;
+/// How long `/healthz` waits for the database's answer before it says 503.
+pub(crate) const HEALTH_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 /// Poll keys remembered in [`Marks`]; past this they are forgotten, as if all were touched.
 const MARKS_MAX: usize = 10_000;
 
@@ -78,14 +86,9 @@ pub(crate) enum Refused {
 }
 
 pub(crate) struct State {
-    /// The options, fixed for the receiver's life (the same `Arc` as [`Shared::opts`]).
-    pub opts: Arc<ReceiverOptions>,
-    pub db: Box<dyn Store>,
     /// The page's version: moves on every change the page shows. On a shared database it is
     /// the shared sequence's (see [`State::bump`]).
     pub version: u64,
-    /// Bumped on every change (what [`Shared::with_db`] looks at to wake waiters).
-    pub changes: u64,
     /// Whether the database is shared (PostgreSQL): the version then moves only to the
     /// shared sequence's numbers.
     pub shared_db: bool,
@@ -113,6 +116,8 @@ pub(crate) struct State {
 pub(crate) struct Shared {
     /// The options, fixed for the receiver's life.
     pub opts: Arc<ReceiverOptions>,
+    /// The database: each call takes the store's own lock or a pooled connection.
+    pub db: Box<dyn Store>,
     pub state: Mutex<State>,
     pub changed: Condvar,
     /// Bumped with every notify: what held requests (async) wait on.
@@ -121,9 +126,11 @@ pub(crate) struct Shared {
     pub event_posts: AtomicUsize,
     /// Control poll requests seen (any status, faults included).
     pub polls: AtomicUsize,
-    /// Database calls running at once (they take the one lock in turn anyway): a few, so a
-    /// herd of held polls waking together does not grow a thread for each.
+    /// Database calls running at once: a few, so a herd of held polls waking together does
+    /// not grow a thread for each.
     pub db_slots: tokio::sync::Semaphore,
+    /// `/healthz`'s pings running at once (apart from [`Shared::db_slots`]).
+    pub health_slots: Arc<tokio::sync::Semaphore>,
     /// Which held polls have something new to look at.
     pub marks: Mutex<Marks>,
     /// Where limits hit are logged (throttled).
@@ -145,14 +152,12 @@ impl Shared {
         let budget_kib = opts.body_budget.max(opts.max_bytes).max(1 << 20) / 1024 + 1;
         let opts = Arc::new(opts);
         Shared {
-            opts: opts.clone(),
+            opts,
+            db,
             bodies: Arc::new(tokio::sync::Semaphore::new(budget_kib)),
             login_bodies: Arc::new(tokio::sync::Semaphore::new(LOGIN_BODY_BUDGET / 1024)),
             state: Mutex::new(State {
-                opts,
-                db,
                 version: 1,
-                changes: 0,
                 shared_db: false,
                 rejected: Vec::new(),
                 #[cfg(feature = "testing")]
@@ -172,6 +177,7 @@ impl Shared {
             event_posts: AtomicUsize::new(0),
             polls: AtomicUsize::new(0),
             db_slots: tokio::sync::Semaphore::new(DB_SLOTS),
+            health_slots: Arc::new(tokio::sync::Semaphore::new(HEALTH_SLOTS)),
             marks: Mutex::new(Marks::default()),
             limits: Default::default(),
             addr,
@@ -226,32 +232,36 @@ impl Shared {
     /// Whether the receiver is still up in `generation` (not gone down or stopped since).
     #[cfg(feature = "testing")]
     pub fn same_generation(&self, generation: u64) -> bool {
-        let st = self.lock();
-        st.generation == generation && !st.stopped
+        !self.lock().cut_since(generation)
     }
 
-    /// Runs `f` on the state under the lock, on a thread for blocking work (SQLite, and the
-    /// lock itself), never on an async worker; wakes every waiter afterwards when `f`
-    /// changed the version.
+    /// Runs `f` here (it may block: see [`Shared::with_db`]); wakes every waiter afterwards
+    /// when `f` changed something ([`Ctx::bump`]).
+    pub fn run<T>(&self, f: impl FnOnce(&mut Ctx<'_>) -> T) -> T {
+        let mut ctx = Ctx {
+            db: &*self.db,
+            opts: &self.opts,
+            shared: self,
+            changed: false,
+        };
+        let out = f(&mut ctx);
+        if ctx.changed {
+            self.notify();
+        }
+        out
+    }
+
+    /// Runs `f` on a thread for blocking work (the database), never on an async worker, and
+    /// without the state's lock: `f` takes it only for what it keeps in memory
+    /// ([`Ctx::mem`]); wakes every waiter afterwards when `f` changed something.
     pub async fn with_db<T: Send + 'static>(
         self: &Arc<Self>,
-        f: impl FnOnce(&mut State) -> T + Send + 'static,
+        f: impl FnOnce(&mut Ctx<'_>) -> T + Send + 'static,
     ) -> T {
         // Never closed, so a slot always comes.
         let _slot = self.db_slots.acquire().await;
         let shared = self.clone();
-        let joined = tokio::task::spawn_blocking(move || {
-            let mut st = shared.lock();
-            let changes = st.changes;
-            let out = f(&mut st);
-            let changed = st.changes != changes;
-            drop(st);
-            if changed {
-                shared.notify();
-            }
-            out
-        })
-        .await;
+        let joined = tokio::task::spawn_blocking(move || shared.run(f)).await;
         match joined {
             Ok(v) => v,
             // A panic in `f` is a bug: the request fails, the receiver goes on.
@@ -268,32 +278,52 @@ pub(crate) struct AppState {
     pub generation: u64,
 }
 
-impl State {
-    /// The receiver's clock: the real UTC time shifted by `clock_offset_ms`, truncated to
-    /// milliseconds (the wire precision).
+/// The receiver's clock: the real UTC time shifted by `clock_offset_ms`, truncated to
+/// milliseconds (the wire precision).
+fn clock(opts: &ReceiverOptions) -> OffsetDateTime {
+    let t = OffsetDateTime::now_utc() + time::Duration::milliseconds(opts.clock_offset_ms);
+    t.replace_millisecond(t.millisecond()).unwrap_or(t)
+}
+
+fn ms(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+/// What a database call gets: the store, the options, and the state's lock for the moment
+/// it needs what is kept in memory ([`Ctx::mem`]; never held across a call of the store).
+pub(crate) struct Ctx<'a> {
+    pub db: &'a dyn Store,
+    pub opts: &'a ReceiverOptions,
+    shared: &'a Shared,
+    changed: bool,
+}
+
+impl Ctx<'_> {
+    /// What is kept in memory, locked until the guard is dropped.
+    pub fn mem(&self) -> MutexGuard<'_, State> {
+        self.shared.lock()
+    }
+
+    /// The receiver's clock.
     pub fn now(&self) -> OffsetDateTime {
-        let t = OffsetDateTime::now_utc() + time::Duration::milliseconds(self.opts.clock_offset_ms);
-        t.replace_millisecond(t.millisecond()).unwrap_or(t)
+        clock(self.opts)
     }
 
     /// The receiver's clock in Unix milliseconds.
     pub fn now_ms(&self) -> i64 {
-        (self.now().unix_timestamp_nanos() / 1_000_000) as i64
+        ms(self.now())
     }
 
-    /// Records a change the page (and other waiters) should see. On a shared database the
-    /// version becomes the shared one when the change is announced ([`Shared::notify`]).
+    /// Records a change the page (and other waiters) should see: waiters are woken when
+    /// the call ends.
     pub fn bump(&mut self) {
-        self.changes = self.changes.wrapping_add(1);
-        if !self.shared_db {
-            self.version = self.version.wrapping_add(1);
-        }
+        self.mem().bump();
+        self.changed = true;
     }
 
-    /// The page's version on a shared database: the latest of every receiver's changes
-    /// (never back: a page holding a newer number is answered at once, as after a restart).
-    pub fn catch_up(&mut self, shared_version: u64) {
-        self.version = self.version.max(shared_version);
+    /// Marks `key`'s polls to look again (at the end of the call).
+    pub fn touch(&mut self, key: String) {
+        self.mem().touched.push(key);
     }
 
     /// Messages of `session` that are neither acked nor expired, oldest first.
@@ -301,21 +331,18 @@ impl State {
         Ok(self
             .pending_rows(session)?
             .into_iter()
-            .map(|(_, v)| v)
+            .map(|q| q.body)
             .collect())
     }
 
-    /// Like [`State::pending`], with each message's row number.
-    pub fn pending_rows(&mut self, session: &str) -> anyhow::Result<Vec<(i64, Value)>> {
+    /// Like [`Ctx::pending`], with each message's row number.
+    pub fn pending_rows(&mut self, session: &str) -> anyhow::Result<Vec<Queued>> {
         let now = self.now_ms();
         self.db.pending(session, now)
     }
 
     pub fn push_rejected(&mut self, entry: Value) {
-        if self.rejected.len() >= REJECTED_KEPT {
-            self.rejected.remove(0);
-        }
-        self.rejected.push(entry);
+        self.mem().push_rejected(entry);
     }
 
     /// Builds the full message from a partial one (see `Receiver::enqueue`) and queues it.
@@ -380,7 +407,7 @@ impl State {
         let expires_ms = expires.map(|e| (e.unix_timestamp_nanos() / 1_000_000) as i64);
         let now = self.now_ms();
         self.db.insert_message(session, &value, expires_ms, now)?;
-        self.touched.push(session.to_owned());
+        self.touch(session.to_owned());
         self.bump();
         Ok(())
     }
@@ -402,23 +429,50 @@ impl State {
         self.opts.capabilities.iter().any(|c| c == "control")
     }
 
+    /// Hands a notice to the push worker (push.rs).
+    pub fn notify(&self, notice: crate::push::Notice) {
+        if let Some(p) = &self.mem().pusher {
+            p.notify(notice);
+        }
+    }
+}
+
+impl State {
+    /// Records a change the page should see. On a shared database the version becomes the
+    /// shared one when the change is announced ([`Shared::notify`]).
+    fn bump(&mut self) {
+        if !self.shared_db {
+            self.version = self.version.wrapping_add(1);
+        }
+    }
+
+    /// The page's version on a shared database: the latest of every receiver's changes
+    /// (never back: a page holding a newer number is answered at once, as after a restart).
+    pub fn catch_up(&mut self, shared_version: u64) {
+        self.version = self.version.max(shared_version);
+    }
+
+    pub fn push_rejected(&mut self, entry: Value) {
+        if self.rejected.len() >= REJECTED_KEPT {
+            self.rejected.remove(0);
+        }
+        self.rejected.push(entry);
+    }
+
+    /// Whether the receiver went down or stopped since `generation` (a request accepted
+    /// then is cut, never answered).
+    pub fn cut_since(&self, generation: u64) -> bool {
+        self.generation != generation || self.stopped
+    }
+
     #[cfg(feature = "testing")]
     pub fn take_fault(&mut self, route: Route) -> Option<Fault> {
         self.faults.get_mut(&route).and_then(VecDeque::pop_front)
     }
 }
 
-impl State {
-    /// Hands a notice to the push worker (push.rs).
-    pub fn notify(&self, notice: crate::push::Notice) {
-        if let Some(p) = &self.pusher {
-            p.notify(notice);
-        }
-    }
-}
-
-/// The push worker's view of the receiver: its database, behind the one lock, held only
-/// for each read or write (never while a push is sent). Weak, so the worker does not keep a
+/// The push worker's view of the receiver: its database, one call at a time (never while
+/// a push is sent). Weak, so the worker does not keep a
 /// stopped receiver alive.
 pub(crate) struct PushView(pub std::sync::Weak<Shared>);
 
@@ -426,16 +480,14 @@ impl crate::push::PushStore for PushView {
     fn away(&self) -> bool {
         self.0
             .upgrade()
-            .is_some_and(|s| s.lock().db.away().unwrap_or(false))
+            .is_some_and(|s| s.db.away().unwrap_or(false))
     }
 
     fn subscriptions(&self, withdrawal: bool) -> Vec<crate::push::Subscription> {
         let Some(s) = self.0.upgrade() else {
             return Vec::new();
         };
-        let mut st = s.lock();
-        let (devices, now) = (st.db.push_devices().unwrap_or_default(), st.now_ms());
-        drop(st);
+        let (devices, now) = (s.db.push_devices().unwrap_or_default(), ms(clock(&s.opts)));
         devices
             .into_iter()
             .filter(|d| withdrawal || d.hears(now))
@@ -447,18 +499,15 @@ impl crate::push::PushStore for PushView {
         let Some(s) = self.0.upgrade() else {
             return false;
         };
-        let mut st = s.lock();
-        let (devices, now) = (st.db.push_devices().unwrap_or_default(), st.now_ms());
-        drop(st);
+        let (devices, now) = (s.db.push_devices().unwrap_or_default(), ms(clock(&s.opts)));
         devices.iter().any(|d| !d.hears(now))
     }
 
     fn ntfy(&self) -> Option<crate::push::Ntfy> {
         let s = self.0.upgrade()?;
-        let mut st = s.lock();
-        let url = st.db.setting("ntfy_url").ok().flatten()?;
-        let token = st.db.setting("ntfy_token").ok().flatten();
-        let content = st.db.setting("ntfy_content").ok().flatten().as_deref() == Some("1");
+        let url = s.db.setting("ntfy_url").ok().flatten()?;
+        let token = s.db.setting("ntfy_token").ok().flatten();
+        let content = s.db.setting("ntfy_content").ok().flatten().as_deref() == Some("1");
         Some(crate::push::Ntfy {
             url,
             token,
@@ -468,15 +517,14 @@ impl crate::push::PushStore for PushView {
 
     fn vapid(&self) -> Option<crate::push::Vapid> {
         let s = self.0.upgrade()?;
-        let mut st = s.lock();
-        vapid_of(&mut st).ok()
+        s.run(|c| vapid_of(c).ok())
     }
 
     fn page_url(&self) -> String {
         let Some(s) = self.0.upgrade() else {
             return String::new();
         };
-        let public = s.lock().opts.public_url.clone();
+        let public = s.opts.public_url.clone();
         public.unwrap_or_else(|| format!("http://{}", s.addr))
     }
 
@@ -491,12 +539,11 @@ impl crate::push::PushStore for PushView {
 
     fn drop_subscription(&self, endpoint: &str) {
         if let Some(s) = self.0.upgrade() {
-            let mut st = s.lock();
-            if st.db.push_remove(endpoint).unwrap_or(false) {
-                st.bump();
-                drop(st);
-                s.notify();
-            }
+            s.run(|c| {
+                if c.db.push_remove(endpoint).unwrap_or(false) {
+                    c.bump();
+                }
+            });
         }
     }
 
@@ -504,10 +551,9 @@ impl crate::push::PushStore for PushView {
         let Some(s) = self.0.upgrade() else {
             return false;
         };
-        let mut st = s.lock();
-        let now = st.now_ms();
+        let now = ms(clock(&s.opts));
         // A claim the database could not take: sent anyway (twice beats never).
-        st.db.claim_push(key, now).unwrap_or_else(|e| {
+        s.db.claim_push(key, now).unwrap_or_else(|e| {
             tracing::warn!("push claim {key}: {e}; sending anyway");
             true
         })
@@ -516,33 +562,31 @@ impl crate::push::PushStore for PushView {
     fn claimed(&self, key: &str) -> bool {
         self.0
             .upgrade()
-            .is_some_and(|s| s.lock().db.push_claimed(key).unwrap_or(false))
+            .is_some_and(|s| s.db.push_claimed(key).unwrap_or(false))
     }
 
     fn put_off(&self, session: &str, attention_id: &str) -> bool {
         let Some(s) = self.0.upgrade() else {
             return false;
         };
-        let mut st = s.lock();
-        let now = st.now_ms();
-        st.db.snoozed(session, attention_id, now).unwrap_or(false)
+        let now = ms(clock(&s.opts));
+        s.db.snoozed(session, attention_id, now).unwrap_or(false)
     }
 
     fn record(&self, target: &str, what: &str, result: &str) {
         if let Some(s) = self.0.upgrade() {
-            let mut st = s.lock();
-            let now = st.now_ms();
-            if st.db.push_record(target, what, result, now).is_ok() {
-                st.bump();
-                drop(st);
-                s.notify();
-            }
+            s.run(|c| {
+                let now = c.now_ms();
+                if c.db.push_record(target, what, result, now).is_ok() {
+                    c.bump();
+                }
+            });
         }
     }
 }
 
 /// This receiver's VAPID key pair, made the first time it is asked for.
-pub(crate) fn vapid_of(st: &mut State) -> anyhow::Result<crate::push::Vapid> {
+pub(crate) fn vapid_of(st: &mut Ctx<'_>) -> anyhow::Result<crate::push::Vapid> {
     if let Some(v) = st
         .db
         .setting("vapid")?

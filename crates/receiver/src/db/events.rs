@@ -290,14 +290,6 @@ impl Db {
         tx.commit()?;
         Ok(out)
     }
-
-    /// Every accepted event, in arrival order.
-    pub fn events(&self) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(EVENTS)?;
-        let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-        rows.map(|r| r.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
-            .collect()
-    }
 }
 
 /// Longest agent name kept (the sender's own cap).

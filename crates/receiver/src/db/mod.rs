@@ -33,14 +33,16 @@
 //!
 //! PostgreSQL (issue 29): `dialect` (the same SQL in PostgreSQL's spelling), `pg` (pool and
 //! migrations), `pg_tls` (TLS to the database: what the URL asks for, one connector for all),
-//! `pg_wake` (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area,
-//! implemented by both stores, with the tests both run; together `Store`, which both are) and
-//! its PostgreSQL side in `pg_queue`, `pg_small` (logins, settings), `pg_pairing`, `pg_push`,
-//! `pg_events` (ingest and the page's view), `pg_snoozes` and `pg_upkeep` (ping, sweep, what
-//! the test door reads). The SQL of each area is one text for both where the engines agree
-//! (the constants in each area's module; the writes are `ON CONFLICT` upserts both speak).
+//! `pg_wake` (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area, with the
+//! tests both stores run; together `Store`), `driver` (the seam an area written once runs
+//! on: `queue`, `settings`, `snoozes`, `push` and upkeep, here) and, for the areas not yet written
+//! once, the PostgreSQL side in `pg_small` (logins), `pg_pairing`, `pg_events`
+//! (ingest and the page's view). The SQL of each area is one text for both where the engines
+//! agree (the constants in each area's module; the writes are `ON CONFLICT` upserts both
+//! speak).
 
 mod dialect;
+mod driver;
 mod events;
 mod logins;
 mod machines;
@@ -49,12 +51,9 @@ mod pg;
 pub(crate) mod pg_cluster;
 mod pg_events;
 mod pg_pairing;
-mod pg_push;
 mod pg_queue;
 mod pg_small;
-mod pg_snoozes;
 mod pg_tls;
-mod pg_upkeep;
 mod pg_wake;
 mod push;
 mod queue;
@@ -67,16 +66,21 @@ mod store;
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
+
+use driver::args;
 
 // Reachable as `db::Pairing`, as before the split (what `Db::pairing` returns).
 pub(crate) use events::Stored;
 #[allow(unused_imports)]
 pub(crate) use machines::Pairing;
+pub(crate) use queue::Queued;
 pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
 /// What `State` holds: either store, behind one interface.
 pub(crate) use store::Store;
 
+#[cfg(all(test, feature = "testing"))]
+pub(crate) use pg_events::session_lock;
 pub(crate) use pg_wake::{parse as parse_announcement, Announcer, Listener, Wakeup};
 
 /// A machine's last contact is written at most this often (ms): the page shows it to the
@@ -91,7 +95,7 @@ pub(super) enum SweepArgs {
     Now,
 }
 
-/// What a sweep forgets, in order, one text for both stores (pg_upkeep.rs).
+/// What a sweep forgets, in order, one text for both stores.
 pub(super) const SWEEP: [(&str, SweepArgs); 9] = [
     (
         "DELETE FROM events WHERE received_ms < ?1",
@@ -132,6 +136,66 @@ pub(crate) struct Db {
     conn: Connection,
 }
 
+impl<E: driver::Engine> store::Upkeep for E {
+    fn ping(&self) -> anyhow::Result<()> {
+        self.health()
+    }
+
+    /// Forgets what is older than `keep_ms`: events and acks received before, sessions
+    /// last seen before, messages enqueued before (and no longer pending), logins made
+    /// before, pushes claimed before; and login attempt buckets that are full again.
+    /// Returns the number of rows removed. No session locks (pg_events.rs): an event of a
+    /// session idle past the cutoff, stored at the instant of a sweep, may meet it in a
+    /// deadlock, which PostgreSQL ends by failing one of the two; either is safe to fail
+    /// (the sender sends the batch again, the next sweep deletes what this one did not).
+    fn sweep(&self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize> {
+        let cutoff = now_ms - keep_ms;
+        self.tx(|c| {
+            let mut n = 0;
+            for (sql, a) in SWEEP {
+                n += match a {
+                    SweepArgs::Cutoff => c.execute(sql, args![cutoff])?,
+                    SweepArgs::CutoffNow => c.execute(sql, args![cutoff, now_ms])?,
+                    SweepArgs::Now => c.execute(sql, args![now_ms])?,
+                };
+            }
+            Ok(usize::try_from(n)?)
+        })
+    }
+
+    fn events(&self) -> anyhow::Result<Vec<serde_json::Value>> {
+        self.conn(|c| bodies(c, events::EVENTS))
+    }
+
+    fn acks(&self) -> anyhow::Result<Vec<serde_json::Value>> {
+        self.conn(|c| bodies(c, queue::ACKS))
+    }
+}
+
+/// The JSON bodies a query returns (what the test door reads).
+fn bodies(c: &mut dyn driver::Conn, sql: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    c.rows(sql, args![])?
+        .iter()
+        .map(|r| Ok(serde_json::from_str(&r.text(0)?).unwrap_or(serde_json::Value::Null)))
+        .collect()
+}
+
+/// The SQLite store as the receiver holds it: its one connection behind a lock of its own,
+/// taken for one call at a time (never the receiver's state lock), so every call is `&self`
+/// as on PostgreSQL, whose pool gives each call a connection.
+pub(crate) struct Sqlite(std::sync::Mutex<Db>);
+
+impl Sqlite {
+    pub fn new(db: Db) -> Sqlite {
+        Sqlite(std::sync::Mutex::new(db))
+    }
+
+    /// The connection, for one call (a panic in another call leaves plain rows behind).
+    pub fn db(&self) -> std::sync::MutexGuard<'_, Db> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// An opened store, and for a shared (PostgreSQL) one what the receivers sharing it wake
 /// each other with.
 pub(crate) struct Opened {
@@ -159,7 +223,7 @@ pub(crate) fn open(target: &crate::options::Database) -> anyhow::Result<Opened> 
     use crate::options::Database;
     match target {
         Database::File(p) => Ok(Opened {
-            store: Box::new(Db::open_file(p)?),
+            store: Box::new(Sqlite::new(Db::open_file(p)?)),
             shared: None,
         }),
         Database::Postgres(url) => pg_tls::PgTarget::parse(url)
@@ -217,7 +281,7 @@ pub(crate) fn new_test_postgres(admin_url: &str) -> anyhow::Result<String> {
 /// A private in-memory SQLite database (the test receiver's default).
 pub(crate) fn open_memory() -> anyhow::Result<Opened> {
     Ok(Opened {
-        store: Box::new(Db::open_memory()?),
+        store: Box::new(Sqlite::new(Db::open_memory()?)),
         shared: None,
     })
 }
@@ -284,24 +348,5 @@ impl Db {
     pub fn ping(&self) -> rusqlite::Result<()> {
         self.conn
             .query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
-    }
-
-    /// Forgets what is older than `keep_ms`: events and acks received before, sessions
-    /// last seen before, messages enqueued before (and no longer pending), logins made
-    /// before, pushes claimed before; and login attempt buckets that are full again.
-    /// Returns the number of rows removed.
-    pub fn sweep(&mut self, now_ms: i64, keep_ms: i64) -> rusqlite::Result<usize> {
-        let cutoff = now_ms - keep_ms;
-        let tx = self.conn.transaction()?;
-        let mut n = 0;
-        for (sql, args) in SWEEP {
-            n += match args {
-                SweepArgs::Cutoff => tx.execute(sql, params![cutoff])?,
-                SweepArgs::CutoffNow => tx.execute(sql, params![cutoff, now_ms])?,
-                SweepArgs::Now => tx.execute(sql, params![now_ms])?,
-            };
-        }
-        tx.commit()?;
-        Ok(n)
     }
 }

@@ -23,10 +23,14 @@ use super::schema::MIGRATIONS;
 
 /// Connections one receiver holds at most.
 const POOL_MAX: u32 = 8;
-/// How long a query waits for a free connection (or a new one) before it fails.
+/// How long a connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long one statement may run (a query waiting on a lock included): the store's calls
-/// run under the receiver's state lock, so none may hang it.
+/// How long a call waits for a pooled connection (a free one, or a new one) before it
+/// fails: short, so that with the database gone each call (a held poll's look among them)
+/// fails in seconds rather than piling up behind the others.
+const POOL_WAIT: Duration = Duration::from_secs(3);
+/// How long one statement may run (a query waiting on a lock included): a call holds a
+/// connection of the pool and one of the receiver's database slots meanwhile.
 const STATEMENT_TIMEOUT: &str = "-c statement_timeout=30s";
 
 /// Every connection's limits, unless the URL sets its own: a connect timeout and a
@@ -70,7 +74,7 @@ impl PgStore {
         let pool = r2d2::Pool::builder()
             .max_size(POOL_MAX)
             .min_idle(Some(1))
-            .connection_timeout(CONNECT_TIMEOUT)
+            .connection_timeout(POOL_WAIT)
             .build(target.manager())
             .context("cannot connect to the PostgreSQL database")?;
         let store = PgStore { pool };
@@ -126,7 +130,7 @@ mod tests {
         };
         let a = PgStore::open(&pg.url()).expect("first open");
         a.ping().expect("ping");
-        // No statement may hang the receiver (its calls run under its state lock).
+        // No statement may hold a connection and a database slot for ever.
         let limit: String = a
             .pool
             .get()

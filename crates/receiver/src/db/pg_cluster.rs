@@ -286,13 +286,20 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
+impl Cluster {
+    /// Stops the server at once (its connections cut), as a crash or an outage would.
+    pub fn stop(&self) {
         let _ = self
             .server("pg_ctl")
             .args(["-m", "immediate", "-w", "-D"])
             .arg(self.data())
             .arg("stop")
             .output();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
     }
 }

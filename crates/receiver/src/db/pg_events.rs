@@ -20,7 +20,7 @@
 use std::collections::HashSet;
 
 use r2d2_postgres::postgres::types::{ToSql, Type};
-use r2d2_postgres::postgres::{GenericClient, IsolationLevel, Transaction};
+use r2d2_postgres::postgres::{IsolationLevel, Transaction};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -82,6 +82,12 @@ fn lock_of(key: &str) -> i32 {
     i32::from_be_bytes([h[0], h[1], h[2], h[3]])
 }
 
+/// The two numbers of `key`'s ingest lock (what a test holds to freeze an ingest).
+#[cfg(all(test, feature = "testing"))]
+pub(crate) fn session_lock(key: &str) -> (i32, i32) {
+    (SESSION_LOCK, lock_of(key))
+}
+
 /// Takes the locks of these sessions until the end of `tx`, in ascending order (one
 /// statement: `unnest` yields the array in its order).
 fn lock_sessions<'a>(
@@ -110,7 +116,7 @@ fn int(v: &(dyn ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
 
 impl EventStore for PgStore {
     fn insert_events(
-        &mut self,
+        &self,
         events: &[&Value],
         now_ms: i64,
         machine: Option<&str>,
@@ -225,7 +231,7 @@ impl EventStore for PgStore {
         Ok(out)
     }
 
-    fn page_sessions(&mut self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>> {
+    fn page_sessions(&self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>> {
         let mut c = self.pool.get()?;
         let mut tx = c
             .build_transaction()
@@ -323,7 +329,7 @@ impl EventStore for PgStore {
         Ok(out)
     }
 
-    fn session_owner(&mut self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>> {
+    fn session_owner(&self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>> {
         Ok(self
             .pool
             .get()?
@@ -331,21 +337,13 @@ impl EventStore for PgStore {
             .map(|r| (r.get(0), r.get(1))))
     }
 
-    fn session_machine(&mut self, key: &str) -> anyhow::Result<Option<Option<String>>> {
+    fn session_machine(&self, key: &str) -> anyhow::Result<Option<Option<String>>> {
         Ok(self
             .pool
             .get()?
             .query_opt(&q(SESSION_MACHINE), &[&pg_text(Some(key.into()))])?
             .map(|r| r.get(0)))
     }
-}
-
-/// Every accepted event (or ack: `sql` names which), in arrival order.
-pub(super) fn bodies(c: &mut impl GenericClient, sql: &str) -> anyhow::Result<Vec<Value>> {
-    Ok(c.query(&q(sql), &[])?
-        .iter()
-        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).unwrap_or(Value::Null))
-        .collect())
 }
 
 #[cfg(test)]
@@ -365,7 +363,7 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        let mut s = PgStore::open(&pg.url()).unwrap();
+        let s = PgStore::open(&pg.url()).unwrap();
         let ev = |seq: i64, ty: &str, data: Value| {
             json!({"protocol": 1, "id": format!("01K70000000000000000{seq:06}"), "type": ty,
                 "time": "2027-01-15T08:00:00.000Z", "tier": 1, "harness": {"name": "codex"},

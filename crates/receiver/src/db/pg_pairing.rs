@@ -24,7 +24,7 @@ const MACHINES: &str = "SELECT m.id, m.name, m.paired_ms, \
     WHERE k.machine = m.id), m.seen_ms FROM machines m ORDER BY m.paired_ms, m.id";
 
 impl PairingStore for PgStore {
-    fn machine_has_sessions(&mut self, id: &str) -> anyhow::Result<bool> {
+    fn machine_has_sessions(&self, id: &str) -> anyhow::Result<bool> {
         Ok(self
             .pool
             .get()?
@@ -32,7 +32,7 @@ impl PairingStore for PgStore {
             .is_some())
     }
 
-    fn machine_known(&mut self, id: &str) -> anyhow::Result<bool> {
+    fn machine_known(&self, id: &str) -> anyhow::Result<bool> {
         Ok(self
             .pool
             .get()?
@@ -40,7 +40,7 @@ impl PairingStore for PgStore {
             .is_some())
     }
 
-    fn machine_by_token(&mut self, hash: &str) -> anyhow::Result<Option<String>> {
+    fn machine_by_token(&self, hash: &str) -> anyhow::Result<Option<String>> {
         Ok(self
             .pool
             .get()?
@@ -49,7 +49,7 @@ impl PairingStore for PgStore {
     }
 
     fn create_pairing(
-        &mut self,
+        &self,
         code: &str,
         machine: &str,
         check: &str,
@@ -64,7 +64,7 @@ impl PairingStore for PgStore {
         Ok(())
     }
 
-    fn pairing(&mut self, code: &str) -> anyhow::Result<Option<Pairing>> {
+    fn pairing(&self, code: &str) -> anyhow::Result<Option<Pairing>> {
         Ok(self
             .pool
             .get()?
@@ -81,7 +81,7 @@ impl PairingStore for PgStore {
     }
 
     fn approve_pairing(
-        &mut self,
+        &self,
         code: &str,
         key: &Value,
         proof: &Value,
@@ -113,7 +113,7 @@ impl PairingStore for PgStore {
         Ok(true)
     }
 
-    fn give_token(&mut self, code: &str, token_hash: &str) -> anyhow::Result<bool> {
+    fn give_token(&self, code: &str, token_hash: &str) -> anyhow::Result<bool> {
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
         if tx.execute(&q(GIVE_TOKEN), &[&code])? == 0 {
@@ -124,7 +124,7 @@ impl PairingStore for PgStore {
         Ok(n == 1)
     }
 
-    fn machine_keys(&mut self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>> {
+    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>> {
         Ok(self
             .pool
             .get()?
@@ -134,13 +134,13 @@ impl PairingStore for PgStore {
             .collect())
     }
 
-    fn latest_machine(&mut self) -> anyhow::Result<Option<Value>> {
+    fn latest_machine(&self) -> anyhow::Result<Option<Value>> {
         Ok(self.pool.get()?.query_opt(LATEST_MACHINE, &[])?.map(
             |r| json!({"machine": r.get::<_, String>(0), "name": r.get::<_, Option<String>>(1)}),
         ))
     }
 
-    fn machines(&mut self) -> anyhow::Result<Vec<Value>> {
+    fn machines(&self) -> anyhow::Result<Vec<Value>> {
         Ok(self
             .pool
             .get()?
@@ -158,7 +158,7 @@ impl PairingStore for PgStore {
             .collect())
     }
 
-    fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool> {
+    fn remove_machine(&self, id: &str) -> anyhow::Result<bool> {
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
         let n = tx.execute(&q(REMOVE_MACHINE[0]), &[&id])?;
@@ -169,7 +169,7 @@ impl PairingStore for PgStore {
         Ok(n > 0)
     }
 
-    fn machine_seen(&mut self, id: &str, now_ms: i64) -> anyhow::Result<bool> {
+    fn machine_seen(&self, id: &str, now_ms: i64) -> anyhow::Result<bool> {
         let cutoff = now_ms - super::SEEN_EVERY_MS;
         let n = self
             .pool

@@ -1,176 +1,6 @@
-//! The control queue on PostgreSQL: queue.rs's SQL through dialect.rs; each change
-//! announced to every receiver in its own transaction (pg_wake.rs), named by the poll key
-//! it wakes (the session, or `machine:<id>`).
-#![cfg_attr(not(test), allow(dead_code))]
-
-use r2d2_postgres::postgres::GenericClient;
-use serde_json::Value;
-
-use super::dialect::postgres as q;
-use super::fmt_ms;
-use super::pg::PgStore;
-use super::pg_events::pg_text;
-use super::pg_wake::announce;
-use super::queue::{
-    FIRST_ACK, INSERT_ACK, INSERT_ENVELOPE, INSERT_MESSAGE, MACHINE_PENDING, MARK_POLLED,
-    MESSAGE_MACHINE, MESSAGE_SESSION, NEXT_EXPIRY, PENDING,
-};
-use super::store::QueueStore;
-
-fn rows_of(
-    c: &mut impl GenericClient,
-    sql: &str,
-    key: &str,
-    now_ms: i64,
-) -> anyhow::Result<Vec<(i64, Value)>> {
-    Ok(c.query(&q(sql), &[&key, &now_ms])?
-        .iter()
-        .map(|r| {
-            let body: String = r.get(1);
-            (r.get(0), serde_json::from_str(&body).unwrap_or(Value::Null))
-        })
-        .collect())
-}
-
-impl QueueStore for PgStore {
-    fn insert_message(
-        &mut self,
-        session: &str,
-        value: &Value,
-        expires_ms: Option<i64>,
-        now_ms: i64,
-    ) -> anyhow::Result<()> {
-        let mut c = self.pool.get()?;
-        let mut tx = c.transaction()?;
-        tx.execute(
-            &q(INSERT_MESSAGE),
-            &[
-                &value.get("id").and_then(Value::as_str),
-                &session,
-                &value.get("kind").and_then(Value::as_str),
-                &value.to_string(),
-                &expires_ms,
-                &now_ms,
-                &fmt_ms(now_ms),
-            ],
-        )?;
-        announce(&mut tx, session)?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    fn insert_envelope(
-        &mut self,
-        machine: &str,
-        session: &str,
-        kind: &str,
-        value: &Value,
-        expires_ms: i64,
-        now_ms: i64,
-    ) -> anyhow::Result<()> {
-        let mut c = self.pool.get()?;
-        let mut tx = c.transaction()?;
-        tx.execute(
-            &q(INSERT_ENVELOPE),
-            &[
-                &value.get("id").and_then(Value::as_str),
-                &session,
-                &kind,
-                &value.to_string(),
-                &expires_ms,
-                &now_ms,
-                &fmt_ms(now_ms),
-                &machine,
-            ],
-        )?;
-        announce(&mut tx, &format!("machine:{machine}"))?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    fn pending(&mut self, session: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
-        rows_of(&mut *self.pool.get()?, PENDING, session, now_ms)
-    }
-
-    fn machine_pending(&mut self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
-        rows_of(&mut *self.pool.get()?, MACHINE_PENDING, machine, now_ms)
-    }
-
-    fn mark_polled(&mut self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize> {
-        let at = fmt_ms(now_ms);
-        let mut c = self.pool.get()?;
-        let mut tx = c.transaction()?;
-        let sql = q(MARK_POLLED);
-        let mut changed = 0;
-        for n in rows {
-            changed += tx.execute(&sql, &[&at, n])?;
-        }
-        tx.commit()?;
-        Ok(usize::try_from(changed)?)
-    }
-
-    fn next_expiry(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>> {
-        Ok(self
-            .pool
-            .get()?
-            .query_one(&q(NEXT_EXPIRY), &[&now_ms])?
-            .get(0))
-    }
-
-    fn insert_acks(&mut self, acks: &[Value], now_ms: i64) -> anyhow::Result<()> {
-        let at = fmt_ms(now_ms);
-        // PostgreSQL's text holds no NUL, which an ack's fields may carry (validate.rs lets a
-        // detail have one): stored as pg_events.rs stores such names.
-        let str_of =
-            |a: &Value, k: &str| pg_text(a.get(k).and_then(Value::as_str).map(str::to_string));
-        let mut c = self.pool.get()?;
-        let mut tx = c.transaction()?;
-        let sql = q(INSERT_ACK);
-        for a in acks {
-            tx.execute(
-                &sql,
-                &[
-                    &str_of(a, "id").unwrap_or_default(),
-                    &str_of(a, "outcome").unwrap_or_default(),
-                    &str_of(a, "at").unwrap_or_default(),
-                    &str_of(a, "detail"),
-                    &now_ms,
-                    &at,
-                    &a.to_string(),
-                ],
-            )?;
-        }
-        announce(&mut tx, "acks")?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    fn first_ack(&mut self, id: &str) -> anyhow::Result<Option<Value>> {
-        Ok(self
-            .pool
-            .get()?
-            .query_opt(&q(FIRST_ACK), &[&id])?
-            .map(|r| serde_json::from_str(r.get::<_, &str>(0)).unwrap_or(Value::Null)))
-    }
-
-    fn message_session(&mut self, id: &str) -> anyhow::Result<Option<String>> {
-        // SQLite's query_row takes the first row of several; so does this.
-        Ok(self
-            .pool
-            .get()?
-            .query(&q(MESSAGE_SESSION), &[&id])?
-            .first()
-            .map(|r| r.get(0)))
-    }
-
-    fn message_machine(&mut self, id: &str) -> anyhow::Result<Option<Option<String>>> {
-        Ok(self
-            .pool
-            .get()?
-            .query_opt(&q(MESSAGE_MACHINE), &[&id])?
-            .map(|r| r.get(0)))
-    }
-}
+//! The control queue on PostgreSQL: what only PostgreSQL does with it, each change
+//! announced to every receiver (pg_wake.rs), tested here (the queue is written once in
+//! queue.rs).
 
 #[cfg(test)]
 mod tests {
@@ -179,9 +9,10 @@ mod tests {
 
     use serde_json::json;
 
+    use super::super::pg::PgStore;
     use super::super::pg_cluster::Cluster;
     use super::super::pg_wake::{Listener, Wakeup};
-    use super::*;
+    use super::super::store::QueueStore;
 
     /// Two receivers' stores on one database: a message queued through B wakes A's
     /// listener with its poll key, and A then reads it; timed from B's call to A's read.
@@ -190,8 +21,8 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        let mut a = PgStore::open(&pg.url()).unwrap();
-        let mut b = PgStore::open(&pg.url()).unwrap();
+        let a = PgStore::open(&pg.url()).unwrap();
+        let b = PgStore::open(&pg.url()).unwrap();
         let (tx, rx) = mpsc::channel();
         let _l = Listener::start(pg.url().parse().unwrap(), move |w| {
             let _ = tx.send(w);
@@ -215,7 +46,7 @@ mod tests {
                 }
                 let p = a.pending(&session, now).unwrap();
                 assert_eq!(p.len(), 1);
-                assert_eq!(p[0].1["id"], format!("m{i}"));
+                assert_eq!(p[0].body["id"], format!("m{i}"));
                 t0.elapsed()
             })
             .collect();

@@ -1,6 +1,4 @@
-//! Logins and settings on PostgreSQL: logins.rs's and settings.rs's SQL through dialect.rs.
-//! A setting changed through one receiver is announced (pg_wake.rs), since polls carry it.
-//! Login attempts are taken under an advisory lock, so two receivers never take the same one.
+//! Logins on PostgreSQL: logins.rs's SQL through dialect.rs. Login attempts are taken under an advisory lock, so two receivers never take the same one.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use r2d2_postgres::postgres::Client;
@@ -11,23 +9,21 @@ use super::logins::{
     SET_ATTEMPT, SET_CSRF, SWEEP_ATTEMPTS,
 };
 use super::pg::PgStore;
-use super::pg_wake::announce;
-use super::settings::{AWAY, FIRST_SETTING, REMOVE_SETTING, SETTING, SET_AWAY, SET_SETTING};
-use super::store::{LoginStore, SettingStore};
+use super::store::LoginStore;
 use crate::limits::{take_login_attempt, LOGIN_ALL};
 
 /// The advisory lock login attempts are taken under (any fixed number; "sp-login" in ASCII).
 const ATTEMPTS_LOCK: i64 = 0x7370_2d6c_6f67_696e;
 
 impl LoginStore for PgStore {
-    fn add_login(&mut self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()> {
+    fn add_login(&self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()> {
         self.pool
             .get()?
             .execute(&q(ADD_LOGIN), &[&hash, &token_fp, &now_ms])?;
         Ok(())
     }
 
-    fn login_valid(&mut self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool> {
+    fn login_valid(&self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool> {
         Ok(self
             .pool
             .get()?
@@ -35,13 +31,13 @@ impl LoginStore for PgStore {
             .is_some())
     }
 
-    fn remove_login(&mut self, hash: &str) -> anyhow::Result<()> {
+    fn remove_login(&self, hash: &str) -> anyhow::Result<()> {
         self.pool.get()?.execute(&q(REMOVE_LOGIN), &[&hash])?;
         Ok(())
     }
 
     fn login_csrf(
-        &mut self,
+        &self,
         hash: &str,
         token_fp: &str,
         since_ms: i64,
@@ -62,7 +58,7 @@ impl LoginStore for PgStore {
         }
     }
 
-    fn take_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>> {
+    fn take_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>> {
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&ATTEMPTS_LOCK])?;
@@ -80,56 +76,11 @@ impl LoginStore for PgStore {
         Ok(taken.map(|_| ()))
     }
 
-    fn give_back_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<()> {
+    fn give_back_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<()> {
         let mut c = self.pool.get()?;
         for (key, ms) in give_backs(client) {
             c.execute(&q(GIVE_BACK), &[&key, &ms, &now_ms])?;
         }
-        Ok(())
-    }
-}
-
-impl SettingStore for PgStore {
-    fn away(&mut self) -> anyhow::Result<bool> {
-        Ok(self
-            .pool
-            .get()?
-            .query_opt(&q(AWAY), &[])?
-            .is_some_and(|r| r.get::<_, &str>(0) == "1"))
-    }
-
-    fn set_away(&mut self, away: bool, now_ms: i64) -> anyhow::Result<()> {
-        let mut c = self.pool.get()?;
-        let mut tx = c.transaction()?;
-        tx.execute(&q(SET_AWAY), &[&if away { "1" } else { "0" }, &now_ms])?;
-        announce(&mut tx, "settings")?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    fn setting(&mut self, name: &str) -> anyhow::Result<Option<String>> {
-        Ok(self
-            .pool
-            .get()?
-            .query_opt(&q(SETTING), &[&name])?
-            .map(|r| r.get(0)))
-    }
-
-    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String> {
-        let mut c = self.pool.get()?;
-        c.execute(&q(FIRST_SETTING), &[&name, &value, &now_ms])?;
-        Ok(c.query_one(&q(SETTING), &[&name])?.get(0))
-    }
-
-    fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()> {
-        let mut c = self.pool.get()?;
-        let mut tx = c.transaction()?;
-        match value {
-            Some(v) => tx.execute(&q(SET_SETTING), &[&name, &v, &now_ms])?,
-            None => tx.execute(&q(REMOVE_SETTING), &[&name])?,
-        };
-        announce(&mut tx, "settings")?;
-        tx.commit()?;
         Ok(())
     }
 }

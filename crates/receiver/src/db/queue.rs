@@ -1,12 +1,13 @@
 //! The control queue and its acks: unsigned messages per session, signed envelopes per
 //! machine, each served until its first ack or its expiry.
 
-use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
-use super::{fmt_ms, Db};
+use super::driver::{args, Conn, Engine};
+use super::fmt_ms;
+use super::store::QueueStore;
 
-// The queue's SQL, one text for both stores (pg_queue.rs runs it on PostgreSQL).
+// The queue's SQL, one text for both stores.
 pub(super) const INSERT_MESSAGE: &str =
     "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
@@ -45,150 +46,156 @@ pub(super) const MACHINE_PENDING: &str = "SELECT n, body FROM messages m \
 pub(super) const MESSAGE_MACHINE: &str =
     "SELECT machine FROM messages WHERE id = ?1 ORDER BY n LIMIT 1";
 
-impl Db {
-    pub fn insert_message(
-        &mut self,
+/// A queued message as a poll serves it: its row number (what [`QueueStore::mark_polled`]
+/// takes) and its body.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Queued {
+    pub n: i64,
+    pub body: Value,
+}
+
+fn queued(c: &mut dyn Conn, sql: &str, key: &str, now_ms: i64) -> anyhow::Result<Vec<Queued>> {
+    c.rows(sql, args![key, now_ms])?
+        .iter()
+        .map(|r| {
+            Ok(Queued {
+                n: r.int(0)?,
+                body: serde_json::from_str(&r.text(1)?).unwrap_or(Value::Null),
+            })
+        })
+        .collect()
+}
+
+fn json_of(text: Option<String>) -> Option<Value> {
+    text.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null))
+}
+
+/// Each change is announced to the other receivers sharing the database, named by the poll
+/// key it wakes (the session, or `machine:<id>`).
+impl<E: Engine> QueueStore for E {
+    fn insert_message(
+        &self,
         session: &str,
         value: &Value,
         expires_ms: Option<i64>,
         now_ms: i64,
-    ) -> rusqlite::Result<()> {
-        self.conn.execute(
-            INSERT_MESSAGE,
-            params![
-                value.get("id").and_then(Value::as_str),
-                session,
-                value.get("kind").and_then(Value::as_str),
-                value.to_string(),
-                expires_ms,
-                now_ms,
-                fmt_ms(now_ms)
-            ],
-        )?;
-        Ok(())
-    }
-
-    /// Messages of `session` neither acked nor expired at `now_ms`, oldest first, with their
-    /// row numbers.
-    pub fn pending(&self, session: &str, now_ms: i64) -> rusqlite::Result<Vec<(i64, Value)>> {
-        let mut st = self.conn.prepare_cached(PENDING)?;
-        let rows = st.query_map(params![session, now_ms], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-        })?;
-        rows.map(|r| r.map(|(n, s)| (n, serde_json::from_str(&s).unwrap_or(Value::Null))))
-            .collect()
-    }
-
-    /// Notes that a poll took these messages; returns how many were taken for the first time.
-    pub fn mark_polled(&mut self, rows: &[i64], now_ms: i64) -> rusqlite::Result<usize> {
-        let at = fmt_ms(now_ms);
-        let mut changed = 0;
-        let tx = self.conn.transaction()?;
-        for n in rows {
-            changed += tx.execute(MARK_POLLED, params![at, n])?;
-        }
-        tx.commit()?;
-        Ok(changed)
-    }
-
-    /// The earliest expiry after `now_ms` among messages not acked (when the page's view of
-    /// a message changes by itself).
-    pub fn next_expiry(&self, now_ms: i64) -> rusqlite::Result<Option<i64>> {
-        self.conn
-            .query_row(NEXT_EXPIRY, params![now_ms], |r| r.get(0))
-    }
-
-    pub fn insert_acks(&mut self, acks: &[Value], now_ms: i64) -> rusqlite::Result<()> {
-        let at = fmt_ms(now_ms);
-        let tx = self.conn.transaction()?;
-        for a in acks {
-            tx.execute(
-                INSERT_ACK,
-                params![
-                    a.get("id").and_then(Value::as_str).unwrap_or_default(),
-                    a.get("outcome").and_then(Value::as_str).unwrap_or_default(),
-                    a.get("at").and_then(Value::as_str).unwrap_or_default(),
-                    a.get("detail").and_then(Value::as_str),
-                    now_ms,
-                    at,
-                    a.to_string()
-                ],
-            )?;
-        }
-        tx.commit()
-    }
-
-    /// Every valid ack entry received, duplicates included, in arrival order.
-    pub fn acks(&self) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(ACKS)?;
-        let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-        rows.map(|r| r.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
-            .collect()
-    }
-
-    /// The first final ack entry for message `id`.
-    pub fn first_ack(&self, id: &str) -> rusqlite::Result<Option<Value>> {
-        self.conn
-            .query_row(FIRST_ACK, params![id], |r| r.get::<_, String>(0))
-            .optional()
-            .map(|o| o.map(|s| serde_json::from_str(&s).unwrap_or(Value::Null)))
-    }
-
-    /// The session a queued message was for (for a failed ack's notification).
-    pub fn message_session(&self, id: &str) -> rusqlite::Result<Option<String>> {
-        self.conn
-            .prepare_cached(MESSAGE_SESSION)?
-            .query_row([id], |r| r.get(0))
-            .optional()
+    ) -> anyhow::Result<()> {
+        let id = value.get("id").and_then(Value::as_str);
+        let kind = value.get("kind").and_then(Value::as_str);
+        let (body, at) = (value.to_string(), fmt_ms(now_ms));
+        self.tx(|c| {
+            let a = args![id, session, kind, &*body, expires_ms, now_ms, &*at];
+            c.execute(INSERT_MESSAGE, a)?;
+            c.announce(session)
+        })
     }
 
     /// Queues a signed envelope for `machine`; `session` and `kind` come from the command,
     /// for the page.
-    pub fn insert_envelope(
-        &mut self,
+    fn insert_envelope(
+        &self,
         machine: &str,
         session: &str,
         kind: &str,
         value: &Value,
         expires_ms: i64,
         now_ms: i64,
-    ) -> rusqlite::Result<()> {
-        self.conn.execute(
-            INSERT_ENVELOPE,
-            params![
-                value.get("id").and_then(Value::as_str),
-                session,
-                kind,
-                value.to_string(),
-                expires_ms,
-                now_ms,
-                fmt_ms(now_ms),
-                machine
-            ],
-        )?;
-        Ok(())
+    ) -> anyhow::Result<()> {
+        let id = value.get("id").and_then(Value::as_str);
+        let (body, at) = (value.to_string(), fmt_ms(now_ms));
+        self.tx(|c| {
+            let a = args![id, session, kind, &*body, expires_ms, now_ms, &*at, machine];
+            c.execute(INSERT_ENVELOPE, a)?;
+            c.announce(&format!("machine:{machine}"))
+        })
     }
 
-    /// Envelopes for `machine` neither acked nor expired, oldest first, with row numbers.
-    pub fn machine_pending(
-        &self,
-        machine: &str,
-        now_ms: i64,
-    ) -> rusqlite::Result<Vec<(i64, Value)>> {
-        let mut st = self.conn.prepare_cached(MACHINE_PENDING)?;
-        let rows = st.query_map(params![machine, now_ms], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-        })?;
-        rows.map(|r| r.map(|(n, s)| (n, serde_json::from_str(&s).unwrap_or(Value::Null))))
-            .collect()
+    /// Messages of `session` neither acked nor expired at `now_ms`, oldest first.
+    fn pending(&self, session: &str, now_ms: i64) -> anyhow::Result<Vec<Queued>> {
+        self.conn(|c| queued(c, PENDING, session, now_ms))
+    }
+
+    /// Envelopes for `machine` neither acked nor expired, oldest first.
+    fn machine_pending(&self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<Queued>> {
+        self.conn(|c| queued(c, MACHINE_PENDING, machine, now_ms))
+    }
+
+    /// Notes that a poll took these messages; returns how many were taken for the first time.
+    fn mark_polled(&self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize> {
+        let at = fmt_ms(now_ms);
+        self.tx(|c| {
+            let mut changed = 0;
+            for n in rows {
+                changed += c.execute(MARK_POLLED, args![&*at, *n])?;
+            }
+            Ok(usize::try_from(changed)?)
+        })
+    }
+
+    /// The earliest expiry after `now_ms` among messages not acked (when the page's view of
+    /// a message changes by itself).
+    fn next_expiry(&self, now_ms: i64) -> anyhow::Result<Option<i64>> {
+        self.conn(|c| {
+            Ok(c.row(NEXT_EXPIRY, args![now_ms])?
+                .map(|r| r.opt_int(0))
+                .transpose()?
+                .flatten())
+        })
+    }
+
+    fn insert_acks(&self, acks: &[Value], now_ms: i64) -> anyhow::Result<()> {
+        let at = fmt_ms(now_ms);
+        self.tx(|c| {
+            for a in acks {
+                // An ack's fields may carry a NUL (validate.rs lets a detail have one).
+                let field = |k: &str| a.get(k).and_then(Value::as_str).map(|s| c.text(s));
+                let (id, outcome) = (field("id"), field("outcome"));
+                let (when, detail) = (field("at"), field("detail"));
+                let body = a.to_string();
+                let args = args![
+                    id.as_deref().unwrap_or_default(),
+                    outcome.as_deref().unwrap_or_default(),
+                    when.as_deref().unwrap_or_default(),
+                    detail.as_deref(),
+                    now_ms,
+                    &*at,
+                    &*body,
+                ];
+                c.execute(INSERT_ACK, args)?;
+            }
+            c.announce("acks")
+        })
+    }
+
+    /// The first final ack entry for message `id`.
+    fn first_ack(&self, id: &str) -> anyhow::Result<Option<Value>> {
+        self.conn(|c| {
+            Ok(json_of(
+                c.row(FIRST_ACK, args![id])?
+                    .map(|r| r.text(0))
+                    .transpose()?,
+            ))
+        })
+    }
+
+    /// The session a queued message was for (for a failed ack's notification); of several,
+    /// the first.
+    fn message_session(&self, id: &str) -> anyhow::Result<Option<String>> {
+        self.conn(|c| {
+            c.row(MESSAGE_SESSION, args![id])?
+                .map(|r| r.text(0))
+                .transpose()
+        })
     }
 
     /// Which machine a queued message belongs to: `Some(None)` an unsigned message,
     /// `None` no such message.
-    pub fn message_machine(&self, id: &str) -> rusqlite::Result<Option<Option<String>>> {
-        self.conn
-            .query_row(MESSAGE_MACHINE, params![id], |r| r.get(0))
-            .optional()
+    fn message_machine(&self, id: &str) -> anyhow::Result<Option<Option<String>>> {
+        self.conn(|c| {
+            c.row(MESSAGE_MACHINE, args![id])?
+                .map(|r| r.opt_text(0))
+                .transpose()
+        })
     }
 }
 
@@ -199,15 +206,15 @@ mod tests {
 
     #[test]
     fn messages_and_acks() {
-        let mut db = Db::open_memory().unwrap();
+        let db = super::super::Sqlite::new(super::super::Db::open_memory().unwrap());
         let now = 1_800_000_000_000;
         let m = json!({"id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ","kind":"prompt","text":"hi"});
         db.insert_message("codex:s", &m, Some(now + 1000), now)
             .unwrap();
         let p = db.pending("codex:s", now).unwrap();
         assert_eq!(p.len(), 1);
-        assert_eq!(db.mark_polled(&[p[0].0], now).unwrap(), 1);
-        assert_eq!(db.mark_polled(&[p[0].0], now).unwrap(), 0);
+        assert_eq!(db.mark_polled(&[p[0].n], now).unwrap(), 1);
+        assert_eq!(db.mark_polled(&[p[0].n], now).unwrap(), 0);
         assert!(db.pending("codex:s", now + 1000).unwrap().is_empty());
         assert_eq!(db.next_expiry(now).unwrap(), Some(now + 1000));
         db.insert_acks(
@@ -221,6 +228,9 @@ mod tests {
             "delivered"
         );
         assert_eq!(db.next_expiry(now).unwrap(), None);
-        assert_eq!(db.sweep(now + 10_000, 1000).unwrap(), 2);
+        assert_eq!(
+            super::super::store::Upkeep::sweep(&db, now + 10_000, 1000).unwrap(),
+            2
+        );
     }
 }

@@ -418,6 +418,7 @@ impl Db {
 
 #[cfg(test)]
 mod tests {
+    use super::super::store::QueueStore;
     use super::*;
 
     fn ev(seq: i64, ty: &str, data: Value) -> Value {
@@ -428,7 +429,7 @@ mod tests {
 
     #[test]
     fn a_prompt_that_ended_says_how_from_its_event_and_the_answers_delivered() {
-        let mut db = Db::open_memory().unwrap();
+        let sq = super::super::Sqlite::new(Db::open_memory().unwrap());
         let now = 1_800_000_000_000;
         let needed = |seq, id: &str| {
             ev(
@@ -450,28 +451,29 @@ mod tests {
             needed(3, "p-late"),
             needed(4, "p-open"),
         ];
-        db.insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
+        sq.db()
+            .insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
             .unwrap();
         // A signed answer from a page for p-page, delivered; an unsigned one for p-term that
         // the machine refused (the terminal answered it).
         let cmd = json!({"v":1,"t":"sessionpipe.control","machine":"m","kind":"permission.answer",
             "session":"claude-code:s","for":"p-page","decision":"allow"})
         .to_string();
-        db.insert_message(
+        sq.insert_message(
             "claude-code:s",
             &json!({"id": "m1", "kind": "permission.answer", "cmd": cmd}),
             None,
             now,
         )
         .unwrap();
-        db.insert_message(
+        sq.insert_message(
             "claude-code:s",
             &json!({"id": "m2", "kind": "permission.answer", "for": "p-term", "decision": "deny"}),
             None,
             now,
         )
         .unwrap();
-        db.insert_acks(
+        sq.insert_acks(
             &[
                 json!({"id": "m1", "outcome": "delivered", "at": "2026-01-01T00:00:00.000Z"}),
                 json!({"id": "m2", "outcome": "expired", "at": "2026-01-01T00:00:00.000Z"}),
@@ -483,16 +485,18 @@ mod tests {
             cleared(5, "p-page", "answered"),
             cleared(6, "p-term", "answered"),
         ];
-        db.insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
+        sq.db()
+            .insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
             .unwrap();
         // Ended long ago: no longer listed.
-        db.insert_events(
-            &[&cleared(7, "p-late", "timeout")],
-            now - CLEARED_FOR_MS - 1,
-            None,
-        )
-        .unwrap();
-        let s = &db.page_sessions(now, 3_600_000).unwrap()[0];
+        sq.db()
+            .insert_events(
+                &[&cleared(7, "p-late", "timeout")],
+                now - CLEARED_FOR_MS - 1,
+                None,
+            )
+            .unwrap();
+        let s = &sq.db().page_sessions(now, 3_600_000).unwrap()[0];
         let ended: Vec<(&str, &str)> = s["cleared"]
             .as_array()
             .unwrap()

@@ -1,14 +1,18 @@
 //! One interface, two stores (issue 29, DECISIONS 35): what the receiver asks of its
-//! database, implemented by SQLite (`Db`, the default) and PostgreSQL (`PgStore`), with
+//! database, implemented by SQLite (`Sqlite`, the default) and PostgreSQL (`PgStore`), with
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
-//! against both.
+//! against both. Every method is `&self`: the store holds its own lock (SQLite) or pool
+//! (PostgreSQL), never the receiver's state lock. The queue, settings, push devices,
+//! "Not now" and upkeep are written once over the driver seam (driver.rs: `impl<E:
+//! Engine>`); the other areas (logins, pairing, events) still have an implementation per
+//! engine (the SQLite one forwarding to `Db` below, the PostgreSQL one in its pg_* file).
 //!
 //! Every area: the control queue and its acks, logins, settings, pairing, push devices,
 //! events and the page's view of them, "Not now", and upkeep (sweep, what the test door
 //! reads); so both stores are a whole [`Store`] (checked at build below). Where PostgreSQL
 //! reads differently it says why in its pg_* file: per-session locks for ingest (pg_events),
 //! the page's JSON questions answered in Rust (pg_events), a NUL in an attention's fields
-//! kept as U+FFFD (PostgreSQL's text holds none).
+//! kept as U+FFFD (PostgreSQL's text holds none; `Conn::text` for the areas written once).
 //!
 //! The tests run one body per area on both stores; `a_day_shows_the_same_on_both_stores`
 //! feeds one realistic day to each and compares all they show as JSON, before and after a
@@ -18,21 +22,21 @@
 use serde_json::Value;
 
 use super::pg::PgStore;
-use super::{Db, Pairing, Snooze, Stored};
+use super::{Pairing, Queued, Snooze, Sqlite, Stored};
 use crate::push::{Device, QuietHours, Subscription};
 
 /// The control queue: unsigned messages per session, signed envelopes per machine, each
 /// served until its first ack or its expiry (queue.rs says what each does).
 pub(crate) trait QueueStore {
     fn insert_message(
-        &mut self,
+        &self,
         session: &str,
         value: &Value,
         expires_ms: Option<i64>,
         now_ms: i64,
     ) -> anyhow::Result<()>;
     fn insert_envelope(
-        &mut self,
+        &self,
         machine: &str,
         session: &str,
         kind: &str,
@@ -40,76 +44,25 @@ pub(crate) trait QueueStore {
         expires_ms: i64,
         now_ms: i64,
     ) -> anyhow::Result<()>;
-    fn pending(&mut self, session: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>>;
-    fn machine_pending(&mut self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>>;
-    fn mark_polled(&mut self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize>;
-    fn next_expiry(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>>;
-    fn insert_acks(&mut self, acks: &[Value], now_ms: i64) -> anyhow::Result<()>;
-    fn first_ack(&mut self, id: &str) -> anyhow::Result<Option<Value>>;
-    fn message_session(&mut self, id: &str) -> anyhow::Result<Option<String>>;
-    fn message_machine(&mut self, id: &str) -> anyhow::Result<Option<Option<String>>>;
-}
-
-impl QueueStore for Db {
-    fn insert_message(
-        &mut self,
-        session: &str,
-        value: &Value,
-        expires_ms: Option<i64>,
-        now_ms: i64,
-    ) -> anyhow::Result<()> {
-        Ok(Db::insert_message(
-            self, session, value, expires_ms, now_ms,
-        )?)
-    }
-    fn insert_envelope(
-        &mut self,
-        machine: &str,
-        session: &str,
-        kind: &str,
-        value: &Value,
-        expires_ms: i64,
-        now_ms: i64,
-    ) -> anyhow::Result<()> {
-        Ok(Db::insert_envelope(
-            self, machine, session, kind, value, expires_ms, now_ms,
-        )?)
-    }
-    fn pending(&mut self, session: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
-        Ok(Db::pending(self, session, now_ms)?)
-    }
-    fn machine_pending(&mut self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<(i64, Value)>> {
-        Ok(Db::machine_pending(self, machine, now_ms)?)
-    }
-    fn mark_polled(&mut self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize> {
-        Ok(Db::mark_polled(self, rows, now_ms)?)
-    }
-    fn next_expiry(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>> {
-        Ok(Db::next_expiry(self, now_ms)?)
-    }
-    fn insert_acks(&mut self, acks: &[Value], now_ms: i64) -> anyhow::Result<()> {
-        Ok(Db::insert_acks(self, acks, now_ms)?)
-    }
-    fn first_ack(&mut self, id: &str) -> anyhow::Result<Option<Value>> {
-        Ok(Db::first_ack(self, id)?)
-    }
-    fn message_session(&mut self, id: &str) -> anyhow::Result<Option<String>> {
-        Ok(Db::message_session(self, id)?)
-    }
-    fn message_machine(&mut self, id: &str) -> anyhow::Result<Option<Option<String>>> {
-        Ok(Db::message_machine(self, id)?)
-    }
+    fn pending(&self, session: &str, now_ms: i64) -> anyhow::Result<Vec<Queued>>;
+    fn machine_pending(&self, machine: &str, now_ms: i64) -> anyhow::Result<Vec<Queued>>;
+    fn mark_polled(&self, rows: &[i64], now_ms: i64) -> anyhow::Result<usize>;
+    fn next_expiry(&self, now_ms: i64) -> anyhow::Result<Option<i64>>;
+    fn insert_acks(&self, acks: &[Value], now_ms: i64) -> anyhow::Result<()>;
+    fn first_ack(&self, id: &str) -> anyhow::Result<Option<Value>>;
+    fn message_session(&self, id: &str) -> anyhow::Result<Option<String>>;
+    fn message_machine(&self, id: &str) -> anyhow::Result<Option<Option<String>>>;
 }
 
 /// Page logins (logins.rs).
 pub(crate) trait LoginStore {
-    fn add_login(&mut self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()>;
-    fn login_valid(&mut self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool>;
-    fn remove_login(&mut self, hash: &str) -> anyhow::Result<()>;
+    fn add_login(&self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()>;
+    fn login_valid(&self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool>;
+    fn remove_login(&self, hash: &str) -> anyhow::Result<()>;
     /// A valid login's CSRF secret, set to `fresh` the first time (by whichever receiver
     /// asks first); `None`: no such login (as [`LoginStore::login_valid`]).
     fn login_csrf(
-        &mut self,
+        &self,
         hash: &str,
         token_fp: &str,
         since_ms: i64,
@@ -117,73 +70,55 @@ pub(crate) trait LoginStore {
     ) -> anyhow::Result<Option<String>>;
     /// Takes a login attempt from `client`'s allowance and the overall one (limits.rs);
     /// `Err(s)`: none is allowed for `s` seconds.
-    fn take_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>>;
+    fn take_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>>;
     /// A login that succeeded gives its attempt back (only guesses count).
-    fn give_back_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<()>;
+    fn give_back_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<()>;
 }
 
-impl LoginStore for Db {
-    fn add_login(&mut self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()> {
-        Ok(Db::add_login(self, hash, token_fp, now_ms)?)
+impl LoginStore for Sqlite {
+    fn add_login(&self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()> {
+        Ok(self.db().add_login(hash, token_fp, now_ms)?)
     }
-    fn login_valid(&mut self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool> {
-        Ok(Db::login_valid(self, hash, token_fp, since_ms)?)
+    fn login_valid(&self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool> {
+        Ok(self.db().login_valid(hash, token_fp, since_ms)?)
     }
-    fn remove_login(&mut self, hash: &str) -> anyhow::Result<()> {
-        Ok(Db::remove_login(self, hash)?)
+    fn remove_login(&self, hash: &str) -> anyhow::Result<()> {
+        Ok(self.db().remove_login(hash)?)
     }
     fn login_csrf(
-        &mut self,
+        &self,
         hash: &str,
         token_fp: &str,
         since_ms: i64,
         fresh: &str,
     ) -> anyhow::Result<Option<String>> {
-        Ok(Db::login_csrf(self, hash, token_fp, since_ms, fresh)?)
+        Ok(self.db().login_csrf(hash, token_fp, since_ms, fresh)?)
     }
-    fn take_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>> {
-        Ok(Db::take_login_attempt(self, client, now_ms)?)
+    fn take_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>> {
+        Ok(self.db().take_login_attempt(client, now_ms)?)
     }
-    fn give_back_login_attempt(&mut self, client: &str, now_ms: i64) -> anyhow::Result<()> {
-        Ok(Db::give_back_login_attempt(self, client, now_ms)?)
+    fn give_back_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<()> {
+        Ok(self.db().give_back_login_attempt(client, now_ms)?)
     }
 }
 
-/// Named settings (settings.rs).
+/// Named settings (settings.rs, written once over the driver seam).
 pub(crate) trait SettingStore {
-    fn away(&mut self) -> anyhow::Result<bool>;
-    fn set_away(&mut self, away: bool, now_ms: i64) -> anyhow::Result<()>;
-    fn setting(&mut self, name: &str) -> anyhow::Result<Option<String>>;
-    fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()>;
+    fn away(&self) -> anyhow::Result<bool>;
+    fn set_away(&self, away: bool, now_ms: i64) -> anyhow::Result<()>;
+    fn setting(&self, name: &str) -> anyhow::Result<Option<String>>;
+    fn set_setting(&self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()>;
     /// Sets a setting unless it is set (by any receiver); the value it then has.
-    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String>;
-}
-
-impl SettingStore for Db {
-    fn away(&mut self) -> anyhow::Result<bool> {
-        Ok(Db::away(self)?)
-    }
-    fn set_away(&mut self, away: bool, now_ms: i64) -> anyhow::Result<()> {
-        Ok(Db::set_away(self, away, now_ms)?)
-    }
-    fn setting(&mut self, name: &str) -> anyhow::Result<Option<String>> {
-        Ok(Db::setting(self, name)?)
-    }
-    fn set_setting(&mut self, name: &str, value: Option<&str>, now_ms: i64) -> anyhow::Result<()> {
-        Ok(Db::set_setting(self, name, value, now_ms)?)
-    }
-    fn first_setting(&mut self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String> {
-        Ok(Db::first_setting(self, name, value, now_ms)?)
-    }
+    fn first_setting(&self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String>;
 }
 
 /// Pairing a machine (machines.rs): a code made through one receiver may be approved and
 /// its token taken through another.
 pub(crate) trait PairingStore {
-    fn machine_known(&mut self, id: &str) -> anyhow::Result<bool>;
-    fn machine_by_token(&mut self, hash: &str) -> anyhow::Result<Option<String>>;
+    fn machine_known(&self, id: &str) -> anyhow::Result<bool>;
+    fn machine_by_token(&self, hash: &str) -> anyhow::Result<Option<String>>;
     fn create_pairing(
-        &mut self,
+        &self,
         code: &str,
         machine: &str,
         check: &str,
@@ -191,40 +126,40 @@ pub(crate) trait PairingStore {
         now_ms: i64,
         expires_ms: i64,
     ) -> anyhow::Result<()>;
-    fn pairing(&mut self, code: &str) -> anyhow::Result<Option<Pairing>>;
+    fn pairing(&self, code: &str) -> anyhow::Result<Option<Pairing>>;
     fn approve_pairing(
-        &mut self,
+        &self,
         code: &str,
         key: &Value,
         proof: &Value,
         now_ms: i64,
     ) -> anyhow::Result<bool>;
-    fn give_token(&mut self, code: &str, token_hash: &str) -> anyhow::Result<bool>;
-    fn machine_keys(&mut self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>>;
-    fn latest_machine(&mut self) -> anyhow::Result<Option<Value>>;
-    fn machines(&mut self) -> anyhow::Result<Vec<Value>>;
-    fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool>;
+    fn give_token(&self, code: &str, token_hash: &str) -> anyhow::Result<bool>;
+    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>>;
+    fn latest_machine(&self) -> anyhow::Result<Option<Value>>;
+    fn machines(&self) -> anyhow::Result<Vec<Value>>;
+    fn remove_machine(&self, id: &str) -> anyhow::Result<bool>;
     /// Whether a session is bound to machine `id` (a removed machine's too).
-    fn machine_has_sessions(&mut self, id: &str) -> anyhow::Result<bool>;
+    fn machine_has_sessions(&self, id: &str) -> anyhow::Result<bool>;
     /// The machine came with its token at `now_ms` (the page shows its last contact):
     /// written only when the last one stored is older than a few seconds
     /// ([`super::SEEN_EVERY_MS`]), so a busy poller does not write on every request.
     /// Whether it was written.
-    fn machine_seen(&mut self, id: &str, now_ms: i64) -> anyhow::Result<bool>;
+    fn machine_seen(&self, id: &str, now_ms: i64) -> anyhow::Result<bool>;
 }
 
-impl PairingStore for Db {
-    fn machine_known(&mut self, id: &str) -> anyhow::Result<bool> {
-        Ok(Db::machine_known(self, id)?)
+impl PairingStore for Sqlite {
+    fn machine_known(&self, id: &str) -> anyhow::Result<bool> {
+        Ok(self.db().machine_known(id)?)
     }
-    fn machine_has_sessions(&mut self, id: &str) -> anyhow::Result<bool> {
-        Ok(Db::machine_has_sessions(self, id)?)
+    fn machine_has_sessions(&self, id: &str) -> anyhow::Result<bool> {
+        Ok(self.db().machine_has_sessions(id)?)
     }
-    fn machine_by_token(&mut self, hash: &str) -> anyhow::Result<Option<String>> {
-        Ok(Db::machine_by_token(self, hash)?)
+    fn machine_by_token(&self, hash: &str) -> anyhow::Result<Option<String>> {
+        Ok(self.db().machine_by_token(hash)?)
     }
     fn create_pairing(
-        &mut self,
+        &self,
         code: &str,
         machine: &str,
         check: &str,
@@ -232,210 +167,125 @@ impl PairingStore for Db {
         now_ms: i64,
         expires_ms: i64,
     ) -> anyhow::Result<()> {
-        Ok(Db::create_pairing(
-            self, code, machine, check, name, now_ms, expires_ms,
-        )?)
+        Ok(self
+            .db()
+            .create_pairing(code, machine, check, name, now_ms, expires_ms)?)
     }
-    fn pairing(&mut self, code: &str) -> anyhow::Result<Option<Pairing>> {
-        Ok(Db::pairing(self, code)?)
+    fn pairing(&self, code: &str) -> anyhow::Result<Option<Pairing>> {
+        Ok(self.db().pairing(code)?)
     }
     fn approve_pairing(
-        &mut self,
+        &self,
         code: &str,
         key: &Value,
         proof: &Value,
         now_ms: i64,
     ) -> anyhow::Result<bool> {
-        Ok(Db::approve_pairing(self, code, key, proof, now_ms)?)
+        Ok(self.db().approve_pairing(code, key, proof, now_ms)?)
     }
-    fn give_token(&mut self, code: &str, token_hash: &str) -> anyhow::Result<bool> {
-        Ok(Db::give_token(self, code, token_hash)?)
+    fn give_token(&self, code: &str, token_hash: &str) -> anyhow::Result<bool> {
+        Ok(self.db().give_token(code, token_hash)?)
     }
-    fn machine_keys(&mut self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>> {
-        Ok(Db::machine_keys(self, machine)?)
+    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>> {
+        Ok(self.db().machine_keys(machine)?)
     }
-    fn latest_machine(&mut self) -> anyhow::Result<Option<Value>> {
-        Ok(Db::latest_machine(self)?)
+    fn latest_machine(&self) -> anyhow::Result<Option<Value>> {
+        Ok(self.db().latest_machine()?)
     }
-    fn machines(&mut self) -> anyhow::Result<Vec<Value>> {
-        Ok(Db::machines(self)?)
+    fn machines(&self) -> anyhow::Result<Vec<Value>> {
+        Ok(self.db().machines()?)
     }
-    fn remove_machine(&mut self, id: &str) -> anyhow::Result<bool> {
-        Ok(Db::remove_machine(self, id)?)
+    fn remove_machine(&self, id: &str) -> anyhow::Result<bool> {
+        Ok(self.db().remove_machine(id)?)
     }
-    fn machine_seen(&mut self, id: &str, now_ms: i64) -> anyhow::Result<bool> {
-        Ok(Db::machine_seen(self, id, now_ms)?)
+    fn machine_seen(&self, id: &str, now_ms: i64) -> anyhow::Result<bool> {
+        Ok(self.db().machine_seen(id, now_ms)?)
     }
 }
 
 /// The devices pushed to and what each push did (push.rs).
 pub(crate) trait PushStore {
     fn push_subscribe(
-        &mut self,
+        &self,
         sub: &Subscription,
         name: Option<&str>,
         now_ms: i64,
     ) -> anyhow::Result<Option<String>>;
-    fn push_devices(&mut self) -> anyhow::Result<Vec<Device>>;
-    fn push_remove(&mut self, id_or_endpoint: &str) -> anyhow::Result<bool>;
-    fn push_set_quiet(&mut self, id: &str, quiet: bool) -> anyhow::Result<bool>;
-    fn push_set_quiet_hours(
-        &mut self,
-        id: &str,
-        hours: Option<&QuietHours>,
-    ) -> anyhow::Result<bool>;
+    fn push_devices(&self) -> anyhow::Result<Vec<Device>>;
+    fn push_remove(&self, id_or_endpoint: &str) -> anyhow::Result<bool>;
+    fn push_set_quiet(&self, id: &str, quiet: bool) -> anyhow::Result<bool>;
+    fn push_set_quiet_hours(&self, id: &str, hours: Option<&QuietHours>) -> anyhow::Result<bool>;
     fn push_record(
-        &mut self,
+        &self,
         target: &str,
         what: &str,
         result: &str,
         now_ms: i64,
     ) -> anyhow::Result<()>;
-    fn push_log(&mut self, limit: i64) -> anyhow::Result<Vec<Value>>;
+    fn push_log(&self, limit: i64) -> anyhow::Result<Vec<Value>>;
     /// Claims the push `key` names (one per prompt, its withdrawal, a turn's end, a failed
     /// message): true for the one receiver whose claim took, which alone sends it.
-    fn claim_push(&mut self, key: &str, now_ms: i64) -> anyhow::Result<bool>;
+    fn claim_push(&self, key: &str, now_ms: i64) -> anyhow::Result<bool>;
     /// Whether the push `key` names was claimed (by any receiver).
-    fn push_claimed(&mut self, key: &str) -> anyhow::Result<bool>;
-}
-
-impl PushStore for Db {
-    fn push_subscribe(
-        &mut self,
-        sub: &Subscription,
-        name: Option<&str>,
-        now_ms: i64,
-    ) -> anyhow::Result<Option<String>> {
-        Ok(Db::push_subscribe(self, sub, name, now_ms)?)
-    }
-    fn push_devices(&mut self) -> anyhow::Result<Vec<Device>> {
-        Ok(Db::push_devices(self)?)
-    }
-    fn push_remove(&mut self, id_or_endpoint: &str) -> anyhow::Result<bool> {
-        Ok(Db::push_remove(self, id_or_endpoint)?)
-    }
-    fn push_set_quiet(&mut self, id: &str, quiet: bool) -> anyhow::Result<bool> {
-        Ok(Db::push_set_quiet(self, id, quiet)?)
-    }
-    fn push_set_quiet_hours(
-        &mut self,
-        id: &str,
-        hours: Option<&QuietHours>,
-    ) -> anyhow::Result<bool> {
-        Ok(Db::push_set_quiet_hours(self, id, hours)?)
-    }
-    fn push_record(
-        &mut self,
-        target: &str,
-        what: &str,
-        result: &str,
-        now_ms: i64,
-    ) -> anyhow::Result<()> {
-        Ok(Db::push_record(self, target, what, result, now_ms)?)
-    }
-    fn push_log(&mut self, limit: i64) -> anyhow::Result<Vec<Value>> {
-        Ok(Db::push_log(self, limit)?)
-    }
-    fn claim_push(&mut self, key: &str, now_ms: i64) -> anyhow::Result<bool> {
-        Ok(Db::claim_push(self, key, now_ms)?)
-    }
-    fn push_claimed(&mut self, key: &str) -> anyhow::Result<bool> {
-        Ok(Db::push_claimed(self, key)?)
-    }
+    fn push_claimed(&self, key: &str) -> anyhow::Result<bool>;
 }
 
 /// Events as they arrive and the page's view built from them (events.rs, sessions.rs,
 /// machines.rs for a session's machine).
 pub(crate) trait EventStore {
     fn insert_events(
-        &mut self,
+        &self,
         events: &[&Value],
         now_ms: i64,
         machine: Option<&str>,
     ) -> anyhow::Result<Vec<Stored>>;
-    fn page_sessions(&mut self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>>;
-    fn session_machine(&mut self, key: &str) -> anyhow::Result<Option<Option<String>>>;
+    fn page_sessions(&self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>>;
+    fn session_machine(&self, key: &str) -> anyhow::Result<Option<Option<String>>>;
     /// The machine a session is bound to (a removed one's too) and whether it is paired.
-    fn session_owner(&mut self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>>;
+    fn session_owner(&self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>>;
 }
 
-impl EventStore for Db {
+impl EventStore for Sqlite {
     fn insert_events(
-        &mut self,
+        &self,
         events: &[&Value],
         now_ms: i64,
         machine: Option<&str>,
     ) -> anyhow::Result<Vec<Stored>> {
-        Ok(Db::insert_events(self, events, now_ms, machine)?)
+        Ok(self.db().insert_events(events, now_ms, machine)?)
     }
-    fn page_sessions(&mut self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>> {
-        Ok(Db::page_sessions(self, now_ms, live_ms)?)
+    fn page_sessions(&self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>> {
+        Ok(self.db().page_sessions(now_ms, live_ms)?)
     }
-    fn session_machine(&mut self, key: &str) -> anyhow::Result<Option<Option<String>>> {
-        Ok(Db::session_machine(self, key)?)
+    fn session_machine(&self, key: &str) -> anyhow::Result<Option<Option<String>>> {
+        Ok(self.db().session_machine(key)?)
     }
-    fn session_owner(&mut self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>> {
-        Ok(Db::session_owner(self, key)?)
+    fn session_owner(&self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>> {
+        Ok(self.db().session_owner(key)?)
     }
 }
 
 /// Prompts put off with "Not now" (snoozes.rs).
 pub(crate) trait SnoozeStore {
     fn snooze(
-        &mut self,
+        &self,
         session: &str,
         attention_id: &str,
         now_ms: i64,
         until_ms: i64,
     ) -> anyhow::Result<Snooze>;
-    fn snoozes(&mut self, now_ms: i64) -> anyhow::Result<Vec<Value>>;
-    fn snoozed(&mut self, session: &str, attention_id: &str, now_ms: i64) -> anyhow::Result<bool>;
-    fn next_snooze_end(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>>;
-}
-
-impl SnoozeStore for Db {
-    fn snooze(
-        &mut self,
-        session: &str,
-        attention_id: &str,
-        now_ms: i64,
-        until_ms: i64,
-    ) -> anyhow::Result<Snooze> {
-        Ok(Db::snooze(self, session, attention_id, now_ms, until_ms)?)
-    }
-    fn snoozes(&mut self, now_ms: i64) -> anyhow::Result<Vec<Value>> {
-        Ok(Db::snoozes(self, now_ms)?)
-    }
-    fn snoozed(&mut self, session: &str, attention_id: &str, now_ms: i64) -> anyhow::Result<bool> {
-        Ok(Db::snoozed(self, session, attention_id, now_ms)?)
-    }
-    fn next_snooze_end(&mut self, now_ms: i64) -> anyhow::Result<Option<i64>> {
-        Ok(Db::next_snooze_end(self, now_ms)?)
-    }
+    fn snoozes(&self, now_ms: i64) -> anyhow::Result<Vec<Value>>;
+    fn snoozed(&self, session: &str, attention_id: &str, now_ms: i64) -> anyhow::Result<bool>;
+    fn next_snooze_end(&self, now_ms: i64) -> anyhow::Result<Option<i64>>;
 }
 
 /// Upkeep and what the test door reads: the health check's read, forgetting old rows, and
 /// every event and ack as stored.
 pub(crate) trait Upkeep {
-    fn ping(&mut self) -> anyhow::Result<()>;
-    fn sweep(&mut self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize>;
-    fn events(&mut self) -> anyhow::Result<Vec<Value>>;
-    fn acks(&mut self) -> anyhow::Result<Vec<Value>>;
-}
-
-impl Upkeep for Db {
-    fn ping(&mut self) -> anyhow::Result<()> {
-        Ok(Db::ping(self)?)
-    }
-    fn sweep(&mut self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize> {
-        Ok(Db::sweep(self, now_ms, keep_ms)?)
-    }
-    fn events(&mut self) -> anyhow::Result<Vec<Value>> {
-        Ok(Db::events(self)?)
-    }
-    fn acks(&mut self) -> anyhow::Result<Vec<Value>> {
-        Ok(Db::acks(self)?)
-    }
+    fn ping(&self) -> anyhow::Result<()>;
+    fn sweep(&self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize>;
+    fn events(&self) -> anyhow::Result<Vec<Value>>;
+    fn acks(&self) -> anyhow::Result<Vec<Value>>;
 }
 
 /// Everything the receiver asks of its database: what `State` holds, either store.
@@ -449,6 +299,7 @@ pub(crate) trait Store:
     + SnoozeStore
     + Upkeep
     + Send
+    + Sync
 {
 }
 
@@ -462,11 +313,12 @@ impl<T> Store for T where
         + SnoozeStore
         + Upkeep
         + Send
+        + Sync
 {
 }
 
 // Both stores are whole stores, what `State` may hold (checked at every build).
-const _: fn(Db) -> Box<dyn Store> = |s| Box::new(s);
+const _: fn(Sqlite) -> Box<dyn Store> = |s| Box::new(s);
 const _: fn(PgStore) -> Box<dyn Store> = |s| Box::new(s);
 
 #[cfg(test)]
@@ -475,12 +327,13 @@ mod tests {
 
     use super::super::pg::PgStore;
     use super::super::pg_cluster::Cluster;
+    use super::super::Db;
     use super::*;
 
     const ID: &str = "01K6ZZZZZZZZZZZZZZZZZZZZZZ";
 
     /// The queue's behaviour, whichever store keeps it.
-    fn queue_behaviour(s: &mut dyn QueueStore) {
+    fn queue_behaviour(s: &dyn QueueStore) {
         let now = 1_800_000_000_000;
         let m = json!({"id": ID, "kind": "prompt", "text": "hi"});
         s.insert_message("codex:s", &m, Some(now + 1000), now)
@@ -489,10 +342,10 @@ mod tests {
             .unwrap();
         let p = s.pending("codex:s", now).unwrap();
         assert_eq!(p.len(), 2);
-        assert_eq!(p[0].1, m);
-        assert!(p[0].0 < p[1].0, "oldest first");
-        assert_eq!(s.mark_polled(&[p[0].0, p[1].0], now).unwrap(), 2);
-        assert_eq!(s.mark_polled(&[p[0].0], now).unwrap(), 0);
+        assert_eq!(p[0].body, m);
+        assert!(p[0].n < p[1].n, "oldest first");
+        assert_eq!(s.mark_polled(&[p[0].n, p[1].n], now).unwrap(), 2);
+        assert_eq!(s.mark_polled(&[p[0].n], now).unwrap(), 0);
         assert_eq!(
             s.pending("codex:s", now + 1000).unwrap().len(),
             1,
@@ -514,7 +367,7 @@ mod tests {
         let e = json!({"id": "E1", "v": 1});
         s.insert_envelope("m1", "codex:s", "prompt", &e, now + 5, now)
             .unwrap();
-        assert_eq!(s.machine_pending("m1", now).unwrap()[0].1, e);
+        assert_eq!(s.machine_pending("m1", now).unwrap()[0].body, e);
         assert!(s.machine_pending("m2", now).unwrap().is_empty());
         assert!(s.machine_pending("m1", now + 5).unwrap().is_empty());
         assert_eq!(
@@ -529,7 +382,7 @@ mod tests {
     /// for 35 minutes, is no final ack, and the page shows the newest interim ack until the
     /// final one, with its `mode` and `reply`; an ack without them (an older sender) reads
     /// as before.
-    fn taken_behaviour(s: &mut dyn Store) {
+    fn taken_behaviour(s: &dyn Store) {
         const T: &str = "01K6TAKEN00000000000000000";
         const OLD: &str = "01K6OLDSENDER0000000000000";
         let now = 1_800_000_000_000;
@@ -563,9 +416,9 @@ mod tests {
         assert!(s.pending(key, now + 35 * 60_000 - 1).unwrap().is_empty());
         let later = s.pending(key, now + 35 * 60_000).unwrap();
         assert_eq!(later.len(), 1, "served again after 35 minutes");
-        assert_eq!(later[0].1["id"], T);
+        assert_eq!(later[0].body["id"], T);
         assert_eq!(s.first_ack(T).unwrap(), None, "taken is not final");
-        let shown = |s: &mut dyn Store, id: &str| -> Value {
+        let shown = |s: &dyn Store, id: &str| -> Value {
             let page = s.page_sessions(now, 3_600_000).unwrap();
             let ses = page.iter().find(|x| x["key"] == key).expect("the session");
             ses["messages"]
@@ -634,7 +487,7 @@ mod tests {
 
     #[test]
     fn acks_taken_and_replies_on_sqlite() {
-        taken_behaviour(&mut Db::open_memory().unwrap());
+        taken_behaviour(&Sqlite::new(Db::open_memory().unwrap()));
     }
 
     #[test]
@@ -642,12 +495,12 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        taken_behaviour(&mut PgStore::open(&pg.url()).unwrap());
+        taken_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
     #[test]
     fn the_queue_on_sqlite() {
-        queue_behaviour(&mut Db::open_memory().unwrap());
+        queue_behaviour(&Sqlite::new(Db::open_memory().unwrap()));
     }
 
     #[test]
@@ -655,10 +508,10 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        queue_behaviour(&mut PgStore::open(&pg.url()).unwrap());
+        queue_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
-    fn login_behaviour(s: &mut dyn LoginStore) {
+    fn login_behaviour(s: &dyn LoginStore) {
         s.add_login("h1", "fp", 100).unwrap();
         assert!(s.login_valid("h1", "fp", 99).unwrap());
         assert!(
@@ -677,7 +530,7 @@ mod tests {
         assert!(!s.login_valid("h1", "fp2", 0).unwrap());
     }
 
-    fn setting_behaviour(s: &mut dyn SettingStore) {
+    fn setting_behaviour(s: &dyn SettingStore) {
         assert!(!s.away().unwrap());
         s.set_away(true, 1).unwrap();
         assert!(s.away().unwrap());
@@ -700,9 +553,9 @@ mod tests {
 
     #[test]
     fn logins_and_settings_on_sqlite() {
-        let mut db = Db::open_memory().unwrap();
-        login_behaviour(&mut db);
-        setting_behaviour(&mut db);
+        let db = Sqlite::new(Db::open_memory().unwrap());
+        login_behaviour(&db);
+        setting_behaviour(&db);
     }
 
     #[test]
@@ -710,11 +563,11 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        let mut a = PgStore::open(&pg.url()).unwrap();
-        login_behaviour(&mut a);
-        setting_behaviour(&mut a);
+        let a = PgStore::open(&pg.url()).unwrap();
+        login_behaviour(&a);
+        setting_behaviour(&a);
         // What one receiver stores another reads: a login made through A holds on B.
-        let mut b = PgStore::open(&pg.url()).unwrap();
+        let b = PgStore::open(&pg.url()).unwrap();
         a.add_login("h9", "fp", 5).unwrap();
         assert!(b.login_valid("h9", "fp", 0).unwrap());
         b.set_away(true, 6).unwrap();
@@ -726,7 +579,7 @@ mod tests {
 
     /// A login made through `a` used through `b`: one CSRF secret, whichever asks first; and
     /// the login attempts, counted together.
-    fn login_across(a: &mut dyn LoginStore, b: &mut dyn LoginStore) {
+    fn login_across(a: &dyn LoginStore, b: &dyn LoginStore) {
         let now = 1_800_000_000_000;
         assert_eq!(
             b.login_csrf("h1", "fp", 0, "c-b").unwrap(),
@@ -765,7 +618,7 @@ mod tests {
 
         // Five a minute per client, whichever receiver is asked.
         for i in 0..5 {
-            let s: &mut dyn LoginStore = if i % 2 == 0 { &mut *a } else { &mut *b };
+            let s: &dyn LoginStore = if i % 2 == 0 { a } else { b };
             assert_eq!(s.take_login_attempt("10.0.0.1", now).unwrap(), Ok(()));
         }
         assert_eq!(b.take_login_attempt("10.0.0.1", now).unwrap(), Err(12));
@@ -784,7 +637,7 @@ mod tests {
         );
         // Overall: 30 a minute, whoever asks (full again by now; one taken just above).
         for i in 0..29u8 {
-            let s: &mut dyn LoginStore = if i % 2 == 0 { &mut *a } else { &mut *b };
+            let s: &dyn LoginStore = if i % 2 == 0 { a } else { b };
             assert_eq!(
                 s.take_login_attempt(&format!("10.1.0.{i}"), now + 12_000)
                     .unwrap(),
@@ -808,10 +661,11 @@ mod tests {
     #[test]
     fn logins_across_two_connections_on_sqlite() {
         let dir = tempfile::tempdir().unwrap();
-        let mut a = Db::open_file(&dir.path().join("r.db")).unwrap();
-        let mut b = Db::open_file(&dir.path().join("r.db")).unwrap();
-        login_across(&mut a, &mut b);
+        let a = Sqlite::new(Db::open_file(&dir.path().join("r.db")).unwrap());
+        let b = Sqlite::new(Db::open_file(&dir.path().join("r.db")).unwrap());
+        login_across(&a, &b);
         let rows: i64 = a
+            .db()
             .conn
             .query_row("SELECT count(*) FROM login_attempts", [], |r| r.get(0))
             .unwrap();
@@ -826,9 +680,9 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        let mut a = PgStore::open(&pg.url()).unwrap();
-        let mut b = PgStore::open(&pg.url()).unwrap();
-        login_across(&mut a, &mut b);
+        let a = PgStore::open(&pg.url()).unwrap();
+        let b = PgStore::open(&pg.url()).unwrap();
+        login_across(&a, &b);
         assert_eq!(pg.psql("SELECT count(*) FROM login_attempts"), "2\n");
     }
 
@@ -850,7 +704,7 @@ mod tests {
                 .map(|i| {
                     let url = &url;
                     s.spawn(move || {
-                        let mut st = PgStore::open(url).unwrap();
+                        let st = PgStore::open(url).unwrap();
                         let csrf = st
                             .login_csrf("h", "fp", 0, &format!("c{i}"))
                             .unwrap()
@@ -867,7 +721,7 @@ mod tests {
 
     /// A pairing made through `a` and carried on through `b` (the same store or another
     /// on the same database).
-    fn pairing_behaviour(a: &mut dyn PairingStore, b: &mut dyn PairingStore) {
+    fn pairing_behaviour(a: &dyn PairingStore, b: &dyn PairingStore) {
         let now = 1_000;
         a.create_pairing("C1", "m1", "42", Some("laptop"), now, now + 600_000)
             .unwrap();
@@ -953,9 +807,9 @@ mod tests {
     fn pairing_on_sqlite() {
         // Two connections to one file.
         let dir = tempfile::tempdir().unwrap();
-        let mut a = Db::open_file(&dir.path().join("r.db")).unwrap();
-        let mut b = Db::open_file(&dir.path().join("r.db")).unwrap();
-        pairing_behaviour(&mut a, &mut b);
+        let a = Sqlite::new(Db::open_file(&dir.path().join("r.db")).unwrap());
+        let b = Sqlite::new(Db::open_file(&dir.path().join("r.db")).unwrap());
+        pairing_behaviour(&a, &b);
     }
 
     #[test]
@@ -963,13 +817,13 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        let mut a = PgStore::open(&pg.url()).unwrap();
-        let mut b = PgStore::open(&pg.url()).unwrap();
-        pairing_behaviour(&mut a, &mut b);
+        let a = PgStore::open(&pg.url()).unwrap();
+        let b = PgStore::open(&pg.url()).unwrap();
+        pairing_behaviour(&a, &b);
     }
 
     /// Push devices and the push log, through `a` and read through `b`.
-    fn push_behaviour(a: &mut dyn PushStore, b: &mut dyn PushStore) {
+    fn push_behaviour(a: &dyn PushStore, b: &dyn PushStore) {
         let sub = |e: &str| Subscription {
             endpoint: format!("https://push.example/{e}"),
             p256dh: "P".into(),
@@ -1030,9 +884,9 @@ mod tests {
     #[test]
     fn push_devices_on_sqlite() {
         let dir = tempfile::tempdir().unwrap();
-        let mut a = Db::open_file(&dir.path().join("r.db")).unwrap();
-        let mut b = Db::open_file(&dir.path().join("r.db")).unwrap();
-        push_behaviour(&mut a, &mut b);
+        let a = Sqlite::new(Db::open_file(&dir.path().join("r.db")).unwrap());
+        let b = Sqlite::new(Db::open_file(&dir.path().join("r.db")).unwrap());
+        push_behaviour(&a, &b);
     }
 
     #[test]
@@ -1040,9 +894,9 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        let mut a = PgStore::open(&pg.url()).unwrap();
-        let mut b = PgStore::open(&pg.url()).unwrap();
-        push_behaviour(&mut a, &mut b);
+        let a = PgStore::open(&pg.url()).unwrap();
+        let b = PgStore::open(&pg.url()).unwrap();
+        push_behaviour(&a, &b);
     }
 
     /// Eight receivers claiming one push at once: exactly one sends it.
@@ -1094,7 +948,7 @@ mod tests {
     }
 
     /// Pairs `machine` through the page's steps, so its token may claim sessions.
-    fn pair(s: &mut dyn Store, machine: &str) {
+    fn pair(s: &dyn Store, machine: &str) {
         let code = format!("C-{machine}");
         s.create_pairing(&code, machine, "00", None, 0, 1 << 60)
             .unwrap();
@@ -1118,7 +972,7 @@ mod tests {
 
     /// Ingest: dedup, the machine a session belongs to, attentions by seq, "Not now" ended
     /// by a clear, a session's fields merged.
-    fn events_behaviour(s: &mut dyn Store) {
+    fn events_behaviour(s: &dyn Store) {
         use Stored::{Duplicate, Foreign, New};
         let now = 1_800_000_000_000;
         let live = 3_600_000;
@@ -1336,7 +1190,7 @@ mod tests {
 
     #[test]
     fn events_on_sqlite() {
-        events_behaviour(&mut Db::open_memory().unwrap());
+        events_behaviour(&Sqlite::new(Db::open_memory().unwrap()));
     }
 
     #[test]
@@ -1344,12 +1198,12 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        events_behaviour(&mut PgStore::open(&pg.url()).unwrap());
+        events_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
     /// "Not now": only an open prompt, at most [`super::super::SNOOZES_MAX`] at once (again
     /// allowed at the cap; room once they are up).
-    fn snooze_behaviour(s: &mut dyn Store) {
+    fn snooze_behaviour(s: &dyn Store) {
         use super::super::SNOOZES_MAX;
         let key = "claude-code:s1";
         assert_eq!(s.snooze(key, "p0", 1_000, 9_000).unwrap(), Snooze::NotOpen);
@@ -1394,7 +1248,7 @@ mod tests {
 
     #[test]
     fn snoozes_on_sqlite() {
-        snooze_behaviour(&mut Db::open_memory().unwrap());
+        snooze_behaviour(&Sqlite::new(Db::open_memory().unwrap()));
     }
 
     #[test]
@@ -1402,14 +1256,14 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        snooze_behaviour(&mut PgStore::open(&pg.url()).unwrap());
+        snooze_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
     const T0: i64 = 1_800_000_000_000;
 
     /// A day of two machines and the shared token, fed to a store; what it then shows (the
     /// page, what is put off, every event and ack), before and after a sweep.
-    fn a_day(s: &mut dyn Store) -> Value {
+    fn a_day(s: &dyn Store) -> Value {
         let earlier = T0 - 2 * 3_600_000;
         let now = T0;
         pair(s, "m_a");
@@ -1500,7 +1354,7 @@ mod tests {
             .pending("claude-code:s1", now - 2_000)
             .unwrap()
             .iter()
-            .map(|p| p.0)
+            .map(|p| p.n)
             .take(3)
             .collect();
         s.mark_polled(&polled, now - 2_000).unwrap();
@@ -1508,7 +1362,7 @@ mod tests {
             .machine_pending("m_a", now - 2_000)
             .unwrap()
             .iter()
-            .map(|p| p.0)
+            .map(|p| p.n)
             .collect();
         s.mark_polled(&env, now - 2_000).unwrap();
         s.insert_acks(&[
@@ -1567,7 +1421,7 @@ mod tests {
                 .unwrap(),
         );
 
-        let seen = |s: &mut dyn Store| {
+        let seen = |s: &dyn Store| {
             let machines = [
                 "claude-code:s1",
                 "acp:s2",
@@ -1603,8 +1457,8 @@ mod tests {
         let Some(pg) = Cluster::start() else {
             return;
         };
-        let want = a_day(&mut Db::open_memory().unwrap());
-        let got = a_day(&mut PgStore::open(&pg.url()).unwrap());
+        let want = a_day(&Sqlite::new(Db::open_memory().unwrap()));
+        let got = a_day(&PgStore::open(&pg.url()).unwrap());
         // What the day is meant to show, so the comparison is of something.
         let s1 = session(want["before"]["page"].as_array().unwrap(), "claude-code:s1");
         let ended: Vec<(&str, &str)> = s1["cleared"]
@@ -1694,8 +1548,8 @@ mod tests {
             })
             .collect();
         let batches: Vec<Vec<&Value>> = evs.chunks(6).map(|c| c.iter().collect()).collect();
-        let mut a = PgStore::open(&pg.url()).unwrap();
-        let mut b = PgStore::open(&pg.url()).unwrap();
+        let a = PgStore::open(&pg.url()).unwrap();
+        let b = PgStore::open(&pg.url()).unwrap();
         let barrier = std::sync::Barrier::new(2);
         let (got_a, got_b) = std::thread::scope(|t| {
             // Each batch sent by both at the same moment; a batch that fails is kept as
@@ -1743,9 +1597,9 @@ mod tests {
             "pg: two receivers, 120 events each: {news} stored by A, {} by B",
             120 - news
         );
-        let mut c = PgStore::open(&pg.url()).unwrap();
+        let c = PgStore::open(&pg.url()).unwrap();
         assert_eq!(c.events().unwrap().len(), 120);
-        let mut one = Db::open_memory().unwrap();
+        let one = Sqlite::new(Db::open_memory().unwrap());
         for bt in &batches {
             one.insert_events(bt, now, None).unwrap();
         }

@@ -56,7 +56,7 @@ pub(crate) async fn set_away(app: &crate::state::AppState, away: bool) -> Result
         .with_db(move |st| {
             let now = st.now_ms();
             st.db.set_away(away, now)?;
-            st.touched.push(crate::state::ALL.to_owned());
+            st.touch(crate::state::ALL.to_owned());
             st.bump();
             Ok::<_, ApiError>(())
         })

@@ -71,7 +71,7 @@ use crate::auth::{
 use crate::body;
 use crate::error::{clip, json_reply, ApiError, Reply};
 use crate::longpoll;
-use crate::state::{AppState, State as St};
+use crate::state::{AppState, Ctx as St};
 use crate::validate::{format_ms_timestamp, prompt_mode, str_field};
 use spwire::split_session_key;
 
@@ -340,7 +340,7 @@ async fn state(State(app): State<AppState>, Login(who): Login, Q(q): Q<StateQuer
     let first = app
         .shared
         .with_db(move |st| {
-            if st.generation != generation || st.stopped {
+            if st.mem().cut_since(generation) {
                 return Err(());
             }
             // A message's view changes by itself when it expires unacknowledged: answer then too.
@@ -354,7 +354,7 @@ async fn state(State(app): State<AppState>, Login(who): Login, Q(q): Q<StateQuer
                 .chain(st.db.next_snooze_end(st.now_ms()).ok().flatten())
                 .min()
                 .map(|n| n - st.now_ms());
-            let now = (since != Some(st.version) || wait <= 0.0)
+            let now = (since != Some(st.mem().version) || wait <= 0.0)
                 .then(|| state_body(st, now_csrf.as_deref()));
             Ok((next, now))
         })
@@ -368,7 +368,7 @@ async fn state(State(app): State<AppState>, Login(who): Login, Q(q): Q<StateQuer
                 deadline = deadline.min(started + until);
             }
             longpoll::hold(&app, deadline, None, None, move |st, last| {
-                if since == Some(st.version) && !last {
+                if since == Some(st.mem().version) && !last {
                     return None;
                 }
                 Some(state_body(st, csrf.as_deref()))
@@ -383,10 +383,13 @@ async fn state(State(app): State<AppState>, Login(who): Login, Q(q): Q<StateQuer
 }
 
 fn state_body(st: &mut St, csrf: Option<&str>) -> Result<Value, ApiError> {
+    // The version before what it covers: a change made meanwhile is then newer than the
+    // version the page holds, so its next ask is answered at once.
+    let version = st.mem().version;
     let now_ms = st.now_ms();
     let sessions = st.db.page_sessions(now_ms, LIVE.as_millis() as i64)?;
     let mut body = Map::new();
-    body.insert("version".into(), st.version.into());
+    body.insert("version".into(), version.into());
     body.insert("away".into(), st.db.away().unwrap_or(false).into());
     body.insert("now".into(), format_ms_timestamp(st.now()).into());
     body.insert(

@@ -22,7 +22,7 @@ use crate::db::Stored;
 use crate::error::{clip, json_reply, ApiError, Reply};
 use crate::longpoll;
 use crate::options::{Route, ACK_PATH, AWAY_PATH, CONTROL_PATH, EVENTS_PATH, WELL_KNOWN_PATH};
-use crate::state::AppState;
+use crate::state::{AppState, HEALTH_WAIT};
 use crate::validate::{as_integer, check_ack_body, check_event};
 use spwire::{is_ulid, split_session_key};
 
@@ -86,9 +86,25 @@ async fn well_known(State(app): State<AppState>) -> axum::response::Response {
     json_reply(StatusCode::OK, app.shared.opts.well_known())
 }
 
-/// `GET /healthz`: 200 when the database answers.
+/// `GET /healthz`: 200 when the database answers within [`HEALTH_WAIT`], 503 otherwise (at
+/// once: a database that hangs does not hang the health check). Its pings take slots of
+/// their own, so the check neither waits behind other calls nor, asked often while the
+/// database hangs, piles up threads.
 async fn healthz(State(app): State<AppState>) -> Reply {
-    match app.shared.with_db(|st| st.db.ping()).await {
+    let shared = app.shared.clone();
+    let ping = async move {
+        // Never closed, so a slot always comes.
+        let slot = shared.health_slots.clone().acquire_owned().await;
+        let pinged = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            shared.db.ping()
+        });
+        pinged.await.unwrap_or_else(|e| Err(anyhow::anyhow!("{e}")))
+    };
+    let answer = tokio::time::timeout(HEALTH_WAIT, ping)
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {HEALTH_WAIT:?}")));
+    match answer {
         Ok(()) => Ok(json_reply(StatusCode::OK, json!({"status": "ok"}))),
         Err(e) => {
             tracing::error!("healthz: the database does not answer: {e}");
@@ -166,7 +182,7 @@ async fn events(
 /// many were new, how many duplicates, and the rejected (an event for another machine's
 /// session among them).
 fn store_events(
-    st: &mut crate::state::State,
+    st: &mut crate::state::Ctx<'_>,
     list: &[Value],
     machine: Option<&str>,
 ) -> Result<(u64, u64, Vec<Value>), ApiError> {
@@ -312,7 +328,7 @@ async fn ack(
 
 /// Stores the acks `machine` (or the sink token, `None`) may give.
 fn store_acks(
-    st: &mut crate::state::State,
+    st: &mut crate::state::Ctx<'_>,
     mut acks: Vec<Value>,
     machine: Option<String>,
 ) -> Result<(), ApiError> {

@@ -37,7 +37,7 @@ use crate::body::{self, OtherJson};
 use crate::error::{json_reply, ApiError, Reply};
 use crate::longpoll;
 use crate::options::{OFF_PATH, PAIR_PATH};
-use crate::state::{AppState, State as St};
+use crate::state::{AppState, Ctx as St};
 use crate::validate::{format_ms_timestamp, prompt_mode};
 use spwire::signed::{self as wire, Assertion, TrustedKey};
 use spwire::split_session_key;
@@ -289,8 +289,8 @@ pub(crate) fn page_signing(st: &mut St) -> Option<Value> {
         let seen = m["seen_ms"].as_i64().unwrap_or(paired).max(paired);
         m["paired_at"] = ms_to_wire(paired).into();
         m["last_at"] = ms_to_wire(seen).into();
-        if let Some(away) = st.away_told.get(&format!("machine:{id}")) {
-            m["away"] = (*away).into();
+        if let Some(away) = st.mem().away_told.get(&format!("machine:{id}")).copied() {
+            m["away"] = away.into();
         }
     }
     v["machines"] = Value::Array(machines);
@@ -318,8 +318,8 @@ async fn page_remove_machine(
             if !st.db.remove_machine(&machine)? {
                 return Err(ApiError::not_found());
             }
-            st.away_told.remove(&format!("machine:{machine}"));
-            st.touched.push(format!("machine:{machine}"));
+            st.mem().away_told.remove(&format!("machine:{machine}"));
+            st.touch(format!("machine:{machine}"));
             st.bump();
             tracing::info!("machine {machine} removed from the page");
             Ok::<_, ApiError>(())
@@ -564,7 +564,7 @@ fn carry_signed(
     let value = Value::Object(out);
     st.db
         .insert_envelope(&cmd.machine, &cmd.session, &cmd.kind, &value, expires, now)?;
-    st.touched.push(format!("machine:{}", cmd.machine));
+    st.touch(format!("machine:{}", cmd.machine));
     st.bump();
     Ok(value)
 }

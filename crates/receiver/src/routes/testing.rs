@@ -171,7 +171,7 @@ pub(crate) async fn inject(app: &AppState, route: Route, req: Request, next: Nex
     let index = req.extensions().get::<LogIndex>().map(|i| i.0);
     let fault = {
         let mut st = app.shared.lock();
-        if route == Route::Poll && st.opts.request_log {
+        if route == Route::Poll && app.shared.opts.request_log {
             #[derive(Deserialize)]
             struct Session {
                 session: Option<String>,
