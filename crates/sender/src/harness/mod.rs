@@ -495,6 +495,36 @@ pub(crate) fn object(stdin: &[u8], harness: &str) -> Result<serde_json::Value, S
     }
 }
 
+/// The hook payload, a JSON object, read into an adapter's typed fields; or why it is not one.
+pub(crate) fn payload<P: serde::de::DeserializeOwned>(
+    stdin: &[u8],
+    harness: &str,
+) -> Result<P, String> {
+    serde_json::from_value(object(stdin, harness)?)
+        .map_err(|e| format!("stdin is not a {harness} hook payload: {e}"))
+}
+
+/// A payload's text field, read leniently: its string when it holds one, absent when it holds
+/// anything else (another type where text belongs is ignored, never a failed parse). Adapters
+/// list each spelling a harness uses as its own field and take the first present.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Text(Option<String>);
+
+impl<'de> serde::Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => Text(Some(s)),
+            _ => Text(None),
+        })
+    }
+}
+
+impl Text {
+    pub(crate) fn get(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
 /// The first of `names` that `v` holds (tolerant of snake_case and camelCase spellings).
 pub(crate) fn field<'a>(v: &'a serde_json::Value, names: &[&str]) -> Option<&'a serde_json::Value> {
     names
@@ -766,6 +796,35 @@ mod tests {
             // A subagent's Stop is no turn end: it delivers nothing.
             let sub = parse(r#"{"session_id":"s1","hook_event_name":"Stop","agent_id":"a"}"#);
             assert!(matches!(sub, HookInput::Alive { .. }), "{h:?}");
+        }
+    }
+
+    /// Typed payloads read as the untyped ones did: another type where text belongs is
+    /// ignored (the next spelling is read), a null is absent, and only an object is a payload.
+    #[test]
+    fn typed_payloads_read_leniently() {
+        let droid = Harness::Droid.parse_input(
+            br#"{"hook_event_name":5,"hookEventName":"Stop","session_id":null,"sessionId":"d1"}"#,
+        );
+        assert!(
+            matches!(&droid, HookInput::Stop { session } if session.session_id == "d1"),
+            "{droid:?}"
+        );
+        let codex = Harness::Codex
+            .parse_input(br#"{"hook_event_name":"Stop","session_id":"c1","agent_id":null}"#);
+        assert!(matches!(codex, HookInput::Stop { .. }), "{codex:?}");
+        let kiro = Harness::Kiro
+            .parse_input(br#"{"trigger":"agentSpawn","conversationId":"k1","source":7}"#);
+        assert!(
+            matches!(&kiro, HookInput::SessionStart { source, .. } if source == "startup"),
+            "{kiro:?}"
+        );
+        for h in [Harness::Codex, Harness::Droid, Harness::Kiro] {
+            let array = h.parse_input(br#"["Stop","s1"]"#);
+            assert!(
+                matches!(&array, HookInput::Skip(why) if why.contains("not a JSON object")),
+                "{h:?}: {array:?}"
+            );
         }
     }
 
