@@ -340,54 +340,6 @@ pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static s
     }
 }
 
-/// Claude Code's answers (the table [`super::Adapter`] dispatches through).
-pub(crate) struct ClaudeCode;
-
-impl super::Adapter for ClaudeCode {
-    fn parse(&self, stdin: &[u8]) -> super::HookInput {
-        parse(stdin)
-    }
-    fn render_permission(&self, decision: crate::wire::control::Decision, message: &str) -> String {
-        render_permission(decision, message)
-    }
-    fn permission_call(&self, stdin: &[u8]) -> Option<super::Call> {
-        call(stdin)
-    }
-    fn turn_reply(&self, stdin: &[u8]) -> Option<String> {
-        turn_reply(stdin)
-    }
-    fn reports_turn_text(&self) -> bool {
-        true
-    }
-    fn render_rich_permission(
-        &self,
-        a: &super::RichAnswer,
-        call: &super::Call,
-    ) -> Result<String, String> {
-        render_rich_permission(a, call)
-    }
-    fn unsupported_for_call(&self, a: &super::RichAnswer, call: &super::Call) -> Option<String> {
-        unsupported_for_call(a, call)
-    }
-    fn render_seam_prompt(&self, event: &str, text: &str) -> Option<(String, &'static str)> {
-        render_seam_prompt(event, text)
-    }
-    fn render_cancel(&self, event: &str, reason: &str) -> Option<(String, &'static str)> {
-        Some(render_cancel(event, reason))
-    }
-    fn render_stopped_tool(&self, event: &str, reason: &str) -> Option<String> {
-        (event == "PreToolUse")
-            .then(|| render_seam_prompt(event, reason).map(|(out, _)| out))
-            .flatten()
-    }
-    fn render_cancel_permission(&self, message: &str) -> String {
-        render_cancel_permission(message)
-    }
-    fn render_block(&self, reason: &str) -> String {
-        render_block(reason)
-    }
-}
-
 #[cfg(test)]
 mod tests {
 

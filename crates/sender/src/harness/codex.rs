@@ -165,55 +165,6 @@ pub fn render_block(reason: &str) -> String {
     json!({ "decision": "block", "reason": reason }).to_string()
 }
 
-/// Codex's answers (the table [`super::Adapter`] dispatches through).
-pub(crate) struct Codex;
-
-impl super::Adapter for Codex {
-    fn parse(&self, stdin: &[u8]) -> super::HookInput {
-        parse(stdin)
-    }
-    fn render_permission(&self, decision: crate::wire::control::Decision, message: &str) -> String {
-        render_permission(decision, message)
-    }
-    fn permission_call(&self, stdin: &[u8]) -> Option<super::Call> {
-        call(stdin)
-    }
-    fn turn_reply(&self, stdin: &[u8]) -> Option<String> {
-        super::last_assistant_message(stdin)
-    }
-    fn reports_turn_text(&self) -> bool {
-        true
-    }
-    fn render_rich_permission(
-        &self,
-        a: &super::RichAnswer,
-        _call: &super::Call,
-    ) -> Result<String, String> {
-        render_rich_permission(a)
-    }
-    fn unsupported_for_call(&self, _a: &super::RichAnswer, _call: &super::Call) -> Option<String> {
-        None
-    }
-    fn render_seam_prompt(&self, event: &str, text: &str) -> Option<(String, &'static str)> {
-        // Codex 0.171 takes Claude Code's shapes at these two events (its schemas).
-        super::claude_code::render_seam_prompt(event, text)
-    }
-    fn render_cancel(&self, event: &str, reason: &str) -> Option<(String, &'static str)> {
-        Some(render_cancel(event, reason))
-    }
-    fn render_stopped_tool(&self, event: &str, reason: &str) -> Option<String> {
-        (event == "PreToolUse")
-            .then(|| super::claude_code::render_seam_prompt(event, reason).map(|(out, _)| out))
-            .flatten()
-    }
-    fn render_cancel_permission(&self, message: &str) -> String {
-        render_permission(crate::wire::control::Decision::Deny, message)
-    }
-    fn render_block(&self, reason: &str) -> String {
-        render_block(reason)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,52 +177,6 @@ pub fn render_cancel_permission(message: &str) -> String {
     json!({ "behavior": "deny", "message": message, "interrupt": true }).to_string()
 }
 
-/// Copilot CLI's answers (the table [`super::Adapter`] dispatches through).
-pub(crate) struct CopilotCli;
-
-impl super::Adapter for CopilotCli {
-    fn parse(&self, stdin: &[u8]) -> super::HookInput {
-        parse(stdin)
-    }
-    fn render_permission(&self, decision: crate::wire::control::Decision, message: &str) -> String {
-        render_permission(decision, message)
-    }
-    fn permission_call(&self, _stdin: &[u8]) -> Option<super::Call> {
-        None
-    }
-    fn turn_reply(&self, _stdin: &[u8]) -> Option<String> {
-        None
-    }
-    fn reports_turn_text(&self) -> bool {
-        false
-    }
-    fn render_rich_permission(
-        &self,
-        _a: &super::RichAnswer,
-        _call: &super::Call,
-    ) -> Result<String, String> {
-        super::no_rich_fields(super::Harness::CopilotCli)
-    }
-    fn unsupported_for_call(&self, _a: &super::RichAnswer, _call: &super::Call) -> Option<String> {
-        None
-    }
-    fn render_seam_prompt(&self, event: &str, text: &str) -> Option<(String, &'static str)> {
-        render_seam_prompt(event, text)
-    }
-    fn render_cancel(&self, event: &str, reason: &str) -> Option<(String, &'static str)> {
-        render_cancel(event, reason)
-    }
-    fn render_stopped_tool(&self, _event: &str, _reason: &str) -> Option<String> {
-        None
-    }
-    fn render_cancel_permission(&self, message: &str) -> String {
-        render_cancel_permission(message)
-    }
-    fn render_block(&self, reason: &str) -> String {
-        render_block(reason)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

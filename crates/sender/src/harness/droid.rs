@@ -137,53 +137,6 @@ pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static s
     super::claude_code::render_seam_prompt(event, text)
 }
 
-/// Droid's answers (the table [`super::Adapter`] dispatches through).
-pub(crate) struct Droid;
-
-impl super::Adapter for Droid {
-    fn parse(&self, stdin: &[u8]) -> super::HookInput {
-        parse(stdin)
-    }
-    fn render_permission(&self, decision: crate::wire::control::Decision, message: &str) -> String {
-        render_permission(decision, message)
-    }
-    fn permission_call(&self, _stdin: &[u8]) -> Option<super::Call> {
-        None
-    }
-    fn turn_reply(&self, _stdin: &[u8]) -> Option<String> {
-        None
-    }
-    fn reports_turn_text(&self) -> bool {
-        false
-    }
-    fn render_rich_permission(
-        &self,
-        _a: &super::RichAnswer,
-        _call: &super::Call,
-    ) -> Result<String, String> {
-        super::no_rich_fields(super::Harness::Droid)
-    }
-    fn unsupported_for_call(&self, _a: &super::RichAnswer, _call: &super::Call) -> Option<String> {
-        None
-    }
-    fn render_seam_prompt(&self, event: &str, text: &str) -> Option<(String, &'static str)> {
-        render_seam_prompt(event, text)
-    }
-    fn render_cancel(&self, event: &str, reason: &str) -> Option<(String, &'static str)> {
-        Some(render_cancel(event, reason))
-    }
-    fn render_stopped_tool(&self, event: &str, reason: &str) -> Option<String> {
-        (event == "PreToolUse").then(|| render_cancel(event, reason).0)
-    }
-    fn render_cancel_permission(&self, message: &str) -> String {
-        // Droid asks at PreToolUse itself: the stop's own answer there denies and stops.
-        render_cancel("PreToolUse", message).0
-    }
-    fn render_block(&self, reason: &str) -> String {
-        render_block(reason)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

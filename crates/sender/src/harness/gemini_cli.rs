@@ -112,59 +112,6 @@ pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
     )
 }
 
-/// Gemini CLI's answers (the table [`super::Adapter`] dispatches through).
-pub(crate) struct GeminiCli;
-
-impl super::Adapter for GeminiCli {
-    fn parse(&self, stdin: &[u8]) -> super::HookInput {
-        parse(stdin)
-    }
-    fn render_permission(
-        &self,
-        _decision: crate::wire::control::Decision,
-        _message: &str,
-    ) -> String {
-        // No answer channel: the hook never waits, so this is never printed.
-        String::new()
-    }
-    fn permission_call(&self, _stdin: &[u8]) -> Option<super::Call> {
-        None
-    }
-    fn turn_reply(&self, _stdin: &[u8]) -> Option<String> {
-        None
-    }
-    fn reports_turn_text(&self) -> bool {
-        false
-    }
-    fn render_rich_permission(
-        &self,
-        _a: &super::RichAnswer,
-        _call: &super::Call,
-    ) -> Result<String, String> {
-        super::no_rich_fields(super::Harness::GeminiCli)
-    }
-    fn unsupported_for_call(&self, _a: &super::RichAnswer, _call: &super::Call) -> Option<String> {
-        None
-    }
-    fn render_seam_prompt(&self, event: &str, text: &str) -> Option<(String, &'static str)> {
-        render_seam_prompt(event, text)
-    }
-    fn render_cancel(&self, event: &str, reason: &str) -> Option<(String, &'static str)> {
-        Some(render_cancel(event, reason))
-    }
-    fn render_stopped_tool(&self, event: &str, reason: &str) -> Option<String> {
-        (event == "BeforeTool")
-            .then(|| render_seam_prompt(event, reason).map(|(out, _)| out))
-            .flatten()
-    }
-    fn render_cancel_permission(&self, _message: &str) -> String {
-        String::new()
-    }
-    fn render_block(&self, reason: &str) -> String {
-        render_block(reason)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

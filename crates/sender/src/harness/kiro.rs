@@ -15,6 +15,8 @@ use super::{payload, session_ref, Harness, HookInput, Text};
 #[derive(serde::Deserialize, Default)]
 #[serde(default)]
 struct Payload {
+    cwd: Text,
+    source: Text,
     hook_event_name: Text,
     #[serde(rename = "hookEventName")]
     hook_event_name_camel: Text,
@@ -26,8 +28,6 @@ struct Payload {
     conversation_id: Text,
     #[serde(rename = "conversationId")]
     conversation_id_camel: Text,
-    cwd: Text,
-    source: Text,
 }
 
 pub fn parse(stdin: &[u8]) -> HookInput {
@@ -61,58 +61,6 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         // Stop (v3: "session ends"; legacy: the agent finished responding) is left as a sign of
         // life: ending the session here would stop the polls that ack its messages.
         _ => HookInput::Alive { session },
-    }
-}
-
-/// Kiro's answers: none but parsing, it has no answer channel (the table [`super::Adapter`] dispatches through).
-pub(crate) struct Kiro;
-
-impl super::Adapter for Kiro {
-    fn parse(&self, stdin: &[u8]) -> super::HookInput {
-        parse(stdin)
-    }
-    fn render_permission(
-        &self,
-        _decision: crate::wire::control::Decision,
-        _message: &str,
-    ) -> String {
-        // No answer channel: the hook never waits, so this is never printed.
-        String::new()
-    }
-    fn permission_call(&self, _stdin: &[u8]) -> Option<super::Call> {
-        None
-    }
-    fn turn_reply(&self, _stdin: &[u8]) -> Option<String> {
-        None
-    }
-    fn reports_turn_text(&self) -> bool {
-        false
-    }
-    fn render_rich_permission(
-        &self,
-        _a: &super::RichAnswer,
-        _call: &super::Call,
-    ) -> Result<String, String> {
-        super::no_rich_fields(super::Harness::Kiro)
-    }
-    fn unsupported_for_call(&self, _a: &super::RichAnswer, _call: &super::Call) -> Option<String> {
-        None
-    }
-    fn render_seam_prompt(&self, _event: &str, _text: &str) -> Option<(String, &'static str)> {
-        None
-    }
-    fn render_cancel(&self, _event: &str, _reason: &str) -> Option<(String, &'static str)> {
-        None
-    }
-    fn render_stopped_tool(&self, _event: &str, _reason: &str) -> Option<String> {
-        None
-    }
-    fn render_cancel_permission(&self, _message: &str) -> String {
-        String::new()
-    }
-    fn render_block(&self, _reason: &str) -> String {
-        // Stop cannot block: prompts are unsupported.
-        String::new()
     }
 }
 

@@ -16,7 +16,8 @@ pub use reason::compose_reason;
 use crate::store::SessionRef;
 use crate::wire::control::{Decision, Kind, Outcome};
 
-/// Harnesses with an adapter in this build.
+/// Harnesses with an adapter in this build. Every answer below is one exhaustive `match` over
+/// them (no `_` arm): a new harness does not compile until each of its answers is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Harness {
     ClaudeCode,
@@ -101,45 +102,76 @@ impl Harness {
         matches!(self.caps().permission, caps::Path::Api(_))
     }
 
-    /// This harness's adapter: the one place its answers are decided ([`Adapter`]).
-    fn adapter(self) -> &'static dyn Adapter {
+    /// Parses hook stdin. Anything we do not understand is `Skip`, never an error.
+    pub fn parse_input(self, stdin: &[u8]) -> HookInput {
         match self {
-            Harness::ClaudeCode => &claude_code::ClaudeCode,
-            Harness::Codex => &codex::Codex,
-            Harness::Cursor => &cursor::Cursor,
-            Harness::CopilotCli => &copilot_cli::CopilotCli,
-            Harness::Kiro => &kiro::Kiro,
-            Harness::Droid => &droid::Droid,
-            Harness::GeminiCli => &gemini_cli::GeminiCli,
-            Harness::OpenCode => &opencode::OpenCode,
+            Harness::ClaudeCode => claude_code::parse(stdin),
+            Harness::Codex => codex::parse(stdin),
+            Harness::Cursor => cursor::parse(stdin),
+            Harness::CopilotCli => copilot_cli::parse(stdin),
+            Harness::Kiro => kiro::parse(stdin),
+            Harness::Droid => droid::parse(stdin),
+            Harness::GeminiCli => gemini_cli::parse(stdin),
+            Harness::OpenCode => opencode::parse(stdin),
         }
     }
 
-    /// Parses hook stdin. Anything we do not understand is `Skip`, never an error.
-    pub fn parse_input(self, stdin: &[u8]) -> HookInput {
-        self.adapter().parse(stdin)
-    }
-
-    /// The exact stdout that answers a permission prompt.
+    /// The exact stdout that answers a permission prompt. `event` is the hook event that
+    /// asked (Cursor answers beforeShellExecution and beforeMCPExecution alike).
     pub fn render_permission(self, decision: Decision, message: &str) -> String {
-        self.adapter().render_permission(decision, message)
+        match self {
+            Harness::ClaudeCode => claude_code::render_permission(decision, message),
+            Harness::Codex => codex::render_permission(decision, message),
+            Harness::Cursor => cursor::render_permission(decision, message),
+            Harness::CopilotCli => copilot_cli::render_permission(decision, message),
+            Harness::Droid => droid::render_permission(decision, message),
+            // No answer channel: the hook never waits, so this is never printed.
+            Harness::Kiro | Harness::GeminiCli | Harness::OpenCode => String::new(),
+        }
     }
 
-    /// The call a permission prompt is about, where this adapter reads one.
+    /// The call a permission prompt is about, where this adapter reads one (Claude Code).
     pub fn permission_call(self, stdin: &[u8]) -> Option<Call> {
-        self.adapter().permission_call(stdin)
+        match self {
+            Harness::ClaudeCode => claude_code::call(stdin),
+            Harness::Codex => codex::call(stdin),
+            Harness::OpenCode => opencode::call(stdin),
+            Harness::Cursor
+            | Harness::CopilotCli
+            | Harness::Kiro
+            | Harness::Droid
+            | Harness::GeminiCli => None,
+        }
     }
 
     /// The final text of the turn a Stop ends, as the harness reports it (DECISIONS 38
-    /// `turn` mode), not yet redacted.
+    /// `turn` mode), not yet redacted: Claude Code's and Codex's `last_assistant_message`;
+    /// for a Claude Code that leaves it out, the tail of its transcript.
     pub fn turn_reply(self, stdin: &[u8]) -> Option<String> {
-        self.adapter().turn_reply(stdin)
+        match self {
+            Harness::ClaudeCode => claude_code::turn_reply(stdin),
+            Harness::Codex => last_assistant_message(stdin),
+            Harness::Cursor
+            | Harness::CopilotCli
+            | Harness::Kiro
+            | Harness::Droid
+            | Harness::GeminiCli
+            | Harness::OpenCode => None,
+        }
     }
 
     /// Whether its Stop reports the turn's text ([`Harness::turn_reply`]): only then does a
     /// prompt delivered in place wait for its turn's end for its final ack (DECISIONS 38).
     pub fn reports_turn_text(self) -> bool {
-        self.adapter().reports_turn_text()
+        match self {
+            Harness::ClaudeCode | Harness::Codex => true,
+            Harness::Cursor
+            | Harness::CopilotCli
+            | Harness::Kiro
+            | Harness::Droid
+            | Harness::GeminiCli
+            | Harness::OpenCode => false,
+        }
     }
 
     /// Whether this harness's permission hook keeps grants for a session (DECISIONS 30).
@@ -151,13 +183,34 @@ impl Harness {
     /// [`caps::Caps::answer_fields`] name them is given one (the rest are acked `unsupported`
     /// on arrival); `Err` is the `failed` detail when this call cannot take it.
     pub fn render_rich_permission(self, a: &RichAnswer, call: &Call) -> Result<String, String> {
-        self.adapter().render_rich_permission(a, call)
+        match self {
+            Harness::ClaudeCode => claude_code::render_rich_permission(a, call),
+            Harness::Codex => codex::render_rich_permission(a),
+            Harness::Cursor
+            | Harness::CopilotCli
+            | Harness::Kiro
+            | Harness::Droid
+            | Harness::GeminiCli
+            | Harness::OpenCode => Err(format!(
+                "{} cannot carry DECISIONS 30's answer fields; nothing ran",
+                self.name()
+            )),
+        }
     }
 
     /// DECISIONS 30: a field of this answer the harness cannot honour for this call, named
     /// (acked `unsupported`, nothing runs, the prompt stays open); `None` when it can.
     pub fn unsupported_for_call(self, a: &RichAnswer, call: &Call) -> Option<String> {
-        self.adapter().unsupported_for_call(a, call)
+        match self {
+            Harness::ClaudeCode => claude_code::unsupported_for_call(a, call),
+            Harness::Codex
+            | Harness::Cursor
+            | Harness::CopilotCli
+            | Harness::Kiro
+            | Harness::Droid
+            | Harness::GeminiCli
+            | Harness::OpenCode => None,
+        }
     }
 
     /// What to print when a permission hook ends without a remote answer: the harness's own
@@ -188,19 +241,46 @@ impl Harness {
 
     /// The stdout that hands prompts to the model at a tool boundary, and the seam's name.
     pub fn render_seam_prompt(self, event: &str, text: &str) -> Option<(String, &'static str)> {
-        self.adapter().render_seam_prompt(event, text)
+        match self {
+            // Codex 0.171 takes the same shapes at these two events (its schemas).
+            Harness::ClaudeCode | Harness::Codex => claude_code::render_seam_prompt(event, text),
+            Harness::GeminiCli => gemini_cli::render_seam_prompt(event, text),
+            Harness::Droid => droid::render_seam_prompt(event, text),
+            Harness::CopilotCli => copilot_cli::render_seam_prompt(event, text),
+            Harness::Cursor | Harness::Kiro | Harness::OpenCode => None,
+        }
     }
 
     /// The stdout that stops the agent at this seam, and how (for the ack); `None` where the
     /// harness has none.
     pub fn render_cancel(self, event: &str, reason: &str) -> Option<(String, &'static str)> {
-        self.adapter().render_cancel(event, reason)
+        match self {
+            Harness::ClaudeCode => Some(claude_code::render_cancel(event, reason)),
+            Harness::Codex => Some(codex::render_cancel(event, reason)),
+            Harness::GeminiCli => Some(gemini_cli::render_cancel(event, reason)),
+            Harness::Droid => Some(droid::render_cancel(event, reason)),
+            Harness::CopilotCli => copilot_cli::render_cancel(event, reason),
+            Harness::Cursor | Harness::Kiro | Harness::OpenCode => None,
+        }
     }
 
     /// Before a tool of a session that was stopped at an earlier seam of this turn: the
     /// stdout that keeps the tool from running (DECISIONS 26: no further tool runs).
     pub fn render_stopped_tool(self, event: &str, reason: &str) -> Option<String> {
-        self.adapter().render_stopped_tool(event, reason)
+        match (self, event) {
+            (Harness::ClaudeCode | Harness::Codex, "PreToolUse") => {
+                claude_code::render_seam_prompt(event, reason).map(|(out, _)| out)
+            }
+            (Harness::GeminiCli, "BeforeTool") => {
+                gemini_cli::render_seam_prompt(event, reason).map(|(out, _)| out)
+            }
+            (Harness::Droid, "PreToolUse") => Some(droid::render_cancel(event, reason).0),
+            // Every other event of these, and every event of those with no tool seam.
+            (Harness::ClaudeCode | Harness::Codex | Harness::GeminiCli | Harness::Droid, _)
+            | (Harness::Cursor | Harness::CopilotCli | Harness::Kiro | Harness::OpenCode, _) => {
+                None
+            }
+        }
     }
 
     /// Whether denying a waiting permission also stops the agent (Claude Code's `interrupt`);
@@ -211,12 +291,31 @@ impl Harness {
 
     /// The stdout of a permission hook that denies because the session was stopped.
     pub fn render_cancel_permission(self, message: &str) -> String {
-        self.adapter().render_cancel_permission(message)
+        match self {
+            Harness::ClaudeCode => claude_code::render_cancel_permission(message),
+            // Droid asks at PreToolUse itself: the stop's own answer there denies and stops.
+            Harness::Droid => droid::render_cancel("PreToolUse", message).0,
+            Harness::CopilotCli => copilot_cli::render_cancel_permission(message),
+            Harness::Codex
+            | Harness::Cursor
+            | Harness::Kiro
+            | Harness::GeminiCli
+            | Harness::OpenCode => self.render_permission(Decision::Deny, message),
+        }
     }
 
     /// The exact stdout that continues the turn with `reason` as the next instruction.
     pub fn render_block(self, reason: &str) -> String {
-        self.adapter().render_block(reason)
+        match self {
+            Harness::ClaudeCode => claude_code::render_block(reason),
+            Harness::Codex => codex::render_block(reason),
+            Harness::Cursor => cursor::render_block(reason),
+            Harness::CopilotCli => copilot_cli::render_block(reason),
+            Harness::Droid => droid::render_block(reason),
+            Harness::GeminiCli => gemini_cli::render_block(reason),
+            // No blocking turn end: prompts are unsupported (Kiro) or go through the API (OpenCode).
+            Harness::Kiro | Harness::OpenCode => String::new(),
+        }
     }
 
     /// The hook event name that delivers prompts, for ack details.
@@ -227,44 +326,6 @@ impl Harness {
     pub fn permission_event(self) -> &'static str {
         self.caps().permission_event
     }
-}
-
-/// One harness's answers, all chosen in its adapter module. No method has a default, and
-/// [`Harness`] maps every variant to its adapter in one exhaustive match: a new harness does not
-/// compile until each answer is decided (an empty one says "none" explicitly).
-pub(crate) trait Adapter: Sync {
-    /// Hook stdin as one of our events; anything not understood is `Skip`, never an error.
-    fn parse(&self, stdin: &[u8]) -> HookInput;
-    /// The exact stdout that answers a permission prompt (empty where no hook waits for one).
-    fn render_permission(&self, decision: Decision, message: &str) -> String;
-    /// The call a permission prompt is about, where the payload names one.
-    fn permission_call(&self, stdin: &[u8]) -> Option<Call>;
-    /// The turn's final text from a Stop payload, where the harness reports it.
-    fn turn_reply(&self, stdin: &[u8]) -> Option<String>;
-    /// Whether [`Adapter::turn_reply`] can give the turn's text at all.
-    fn reports_turn_text(&self) -> bool;
-    /// An answer with DECISIONS 30's fields, or the `failed` detail.
-    fn render_rich_permission(&self, a: &RichAnswer, call: &Call) -> Result<String, String>;
-    /// A DECISIONS 30 field this call cannot take, named.
-    fn unsupported_for_call(&self, a: &RichAnswer, call: &Call) -> Option<String>;
-    /// Prompts handed to the model at a tool boundary, and the seam's name.
-    fn render_seam_prompt(&self, event: &str, text: &str) -> Option<(String, &'static str)>;
-    /// The stdout that stops the agent at this seam, and how.
-    fn render_cancel(&self, event: &str, reason: &str) -> Option<(String, &'static str)>;
-    /// The stdout that keeps a tool of a stopped session from running.
-    fn render_stopped_tool(&self, event: &str, reason: &str) -> Option<String>;
-    /// A permission denied because the session was stopped.
-    fn render_cancel_permission(&self, message: &str) -> String;
-    /// The stdout that continues the turn with `reason` as the next instruction.
-    fn render_block(&self, reason: &str) -> String;
-}
-
-/// The `failed` detail of a harness whose permission answer cannot carry DECISIONS 30's fields.
-pub(crate) fn no_rich_fields(h: Harness) -> Result<String, String> {
-    Err(format!(
-        "{} cannot carry DECISIONS 30's answer fields; nothing ran",
-        h.name()
-    ))
 }
 
 /// What a hook event means to us, whatever harness sent it.

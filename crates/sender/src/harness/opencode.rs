@@ -124,58 +124,6 @@ pub fn grant_call(tool: &str, message: &str) -> Call {
     }
 }
 
-/// OpenCode's answers: its prompts go through its server API (the table [`super::Adapter`] dispatches through).
-pub(crate) struct OpenCode;
-
-impl super::Adapter for OpenCode {
-    fn parse(&self, stdin: &[u8]) -> super::HookInput {
-        parse(stdin)
-    }
-    fn render_permission(
-        &self,
-        _decision: crate::wire::control::Decision,
-        _message: &str,
-    ) -> String {
-        // Answered through the API: the hook never waits, so this is never printed.
-        String::new()
-    }
-    fn permission_call(&self, stdin: &[u8]) -> Option<super::Call> {
-        call(stdin)
-    }
-    fn turn_reply(&self, _stdin: &[u8]) -> Option<String> {
-        None
-    }
-    fn reports_turn_text(&self) -> bool {
-        false
-    }
-    fn render_rich_permission(
-        &self,
-        _a: &super::RichAnswer,
-        _call: &super::Call,
-    ) -> Result<String, String> {
-        super::no_rich_fields(super::Harness::OpenCode)
-    }
-    fn unsupported_for_call(&self, _a: &super::RichAnswer, _call: &super::Call) -> Option<String> {
-        None
-    }
-    fn render_seam_prompt(&self, _event: &str, _text: &str) -> Option<(String, &'static str)> {
-        None
-    }
-    fn render_cancel(&self, _event: &str, _reason: &str) -> Option<(String, &'static str)> {
-        None
-    }
-    fn render_stopped_tool(&self, _event: &str, _reason: &str) -> Option<String> {
-        None
-    }
-    fn render_cancel_permission(&self, _message: &str) -> String {
-        String::new()
-    }
-    fn render_block(&self, _reason: &str) -> String {
-        // No blocking turn end: prompts go through the API.
-        String::new()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
