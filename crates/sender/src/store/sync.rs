@@ -1,14 +1,13 @@
 //! What sp-sync does to the store: ingest polled messages, keep the ack and event outboxes,
 //! remember per-sink state, and sweep what time has decided.
-use super::hooks::{end_turn_waits, finish, finish_with_code, taken_ack, BATCH_PART};
-use super::spool::emit;
+use super::hooks::{clear, end_turn_waits, finish, finish_with_code, taken_ack, BATCH_PART};
 use super::{pid_alive, Store};
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::control::{
     deadline, AckStatus, Checked, ControlMessage, Decided, Decision, DeliveryMode, Kind, Outcome,
     Scope,
 };
-use crate::wire::event::{self, How, StoredEvent};
+use crate::wire::event::{How, StoredEvent};
 use anyhow::Result;
 use rusqlite::{params, OptionalExtension};
 
@@ -614,34 +613,9 @@ fn clear_unwatched_attentions(tx: &rusqlite::Transaction, now: Millis) -> Result
         if pid.is_some_and(pid_alive) {
             continue;
         }
-        tx.execute(
-            "UPDATE attention SET state='cleared', how='unknown', cleared_at=?3 WHERE session_key=?1 AND attention_id=?2",
-            params![key, attention_id, format_ms(now)],
-        )?;
-        emit(
-            tx,
-            &key,
-            event::ATTENTION_CLEARED,
-            "",
-            &event::attention_cleared(&attention_id, How::Unknown),
-            now,
-        )?;
-        let queued: Vec<String> = tx
-            .prepare_cached(
-                "SELECT id FROM messages WHERE session_key=?1 AND attention_id=?2 AND kind='permission.answer' AND state='queued'",
-            )?
-            .query_map(params![key, attention_id], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        for id in queued {
-            finish(
-                tx,
-                &id,
-                "expired",
-                Some("the attention was already cleared"),
-                now,
-            )?;
+        if clear(tx, &key, &attention_id, How::Unknown, "", now)? {
+            cleared += 1;
         }
-        cleared += 1;
     }
     Ok(cleared)
 }
