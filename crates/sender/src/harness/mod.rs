@@ -880,7 +880,28 @@ mod tests {
             matches!(&kiro, HookInput::SessionStart { source, .. } if source == "startup"),
             "{kiro:?}"
         );
-        for h in [Harness::Codex, Harness::Droid, Harness::Kiro] {
+        // Gemini's details read by name only when they are an object.
+        let gemini = Harness::GeminiCli.parse_input(
+            br#"{"hook_event_name":"Notification","session_id":"g1","notification_type":"ToolPermission","details":["Shell","rm"]}"#,
+        );
+        assert!(
+            matches!(&gemini, HookInput::Permission { tool: Some(t), .. } if t == "tool"),
+            "{gemini:?}"
+        );
+        let cursor = Harness::Cursor.parse_input(
+            br#"{"hook_event_name":"stop","conversation_id":7,"session_id":"c1","workspace_roots":["/w"],"status":null}"#,
+        );
+        assert!(
+            matches!(&cursor, HookInput::Stop { session } if session.session_id == "c1" && session.cwd.as_deref() == Some("/w")),
+            "{cursor:?}"
+        );
+        for h in [
+            Harness::Codex,
+            Harness::Cursor,
+            Harness::Droid,
+            Harness::GeminiCli,
+            Harness::Kiro,
+        ] {
             let array = h.parse_input(br#"["Stop","s1"]"#);
             assert!(
                 matches!(&array, HookInput::Skip(why) if why.contains("not a JSON object")),
