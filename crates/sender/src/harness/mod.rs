@@ -895,8 +895,21 @@ mod tests {
             matches!(&cursor, HookInput::Stop { session } if session.session_id == "c1" && session.cwd.as_deref() == Some("/w")),
             "{cursor:?}"
         );
+        // Copilot: its camelCase name, and an unnamed payload told by the fields it has.
+        let copilot = |payload: &[u8]| Harness::CopilotCli.parse_input(payload);
+        let stop = copilot(br#"{"hookEventName":"Stop","hook_event_name":null,"sessionId":"p1"}"#);
+        assert!(matches!(stop, HookInput::Stop { .. }), "{stop:?}");
+        let pre =
+            copilot(br#"{"sessionId":"p1","toolName":"bash","toolArgs":"{\"command\":\"ls\"}"}"#);
+        assert!(matches!(pre, HookInput::Alive { .. }), "{pre:?}");
+        let ask = copilot(br#"{"session_id":"p1","tool_name":"bash","tool_input":{"command":"ls"},"timestamp":5}"#);
+        assert!(
+            matches!(&ask, HookInput::Permission { message: Some(m), .. } if m == "bash ls"),
+            "{ask:?}"
+        );
         for h in [
             Harness::Codex,
+            Harness::CopilotCli,
             Harness::Cursor,
             Harness::Droid,
             Harness::GeminiCli,
