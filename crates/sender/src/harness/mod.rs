@@ -586,18 +586,18 @@ impl Text {
     }
 }
 
-/// The first of `names` that `v` holds (tolerant of snake_case and camelCase spellings).
-pub(crate) fn field<'a>(v: &'a serde_json::Value, names: &[&str]) -> Option<&'a serde_json::Value> {
-    names
-        .iter()
-        .find_map(|n| v.get(*n).filter(|x| !x.is_null()))
-}
+/// A payload's nested object read into `T`'s (lenient) fields; anything but an object reads as
+/// `T::default()` (an array would fill the fields by position).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Obj<T>(pub T);
 
-/// The first of `names` that `v` holds as a string.
-pub(crate) fn text<'a>(v: &'a serde_json::Value, names: &[&str]) -> Option<&'a str> {
-    names
-        .iter()
-        .find_map(|n| v.get(*n).and_then(|x| x.as_str()))
+impl<'de, T: serde::de::DeserializeOwned + Default> serde::Deserialize<'de> for Obj<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Obj(match serde_json::Value::deserialize(d)? {
+            v @ serde_json::Value::Object(_) => serde_json::from_value(v).unwrap_or_default(),
+            _ => T::default(),
+        }))
+    }
 }
 
 /// Tool arguments that some harnesses send as a JSON string (Copilot `toolArgs`, older
@@ -907,6 +907,22 @@ mod tests {
             matches!(&ask, HookInput::Permission { message: Some(m), .. } if m == "bash ls"),
             "{ask:?}"
         );
+        // OpenCode: nested objects read by name; anything else there is absent.
+        let opencode = |payload: &[u8]| match Harness::OpenCode.parse_input(payload) {
+            HookInput::Api { report, then } => (report.idle, *then),
+            other => panic!("{other:?}"),
+        };
+        let (idle, created) =
+            opencode(br#"{"type":"session.created","properties":{"info":{"id":"ses_2"}}}"#);
+        assert_eq!(idle, Some(true));
+        assert!(
+            matches!(&created, HookInput::SessionStart { session, .. } if session.session_id == "ses_2"),
+            "{created:?}"
+        );
+        let (idle, _) = opencode(br#"{"hook_event_name":"session.status","session_id":"ses_1","properties":{"status":"idle"}}"#);
+        assert_eq!(idle, None, "a status that is no object says nothing");
+        let asked = Harness::OpenCode.parse_input(br#"{"hook_event_name":"permission.asked","session_id":"ses_1","properties":["per_1"]}"#);
+        assert!(matches!(asked, HookInput::Skip(_)), "{asked:?}");
         for h in [
             Harness::Codex,
             Harness::CopilotCli,
@@ -914,6 +930,7 @@ mod tests {
             Harness::Droid,
             Harness::GeminiCli,
             Harness::Kiro,
+            Harness::OpenCode,
         ] {
             let array = h.parse_input(br#"["Stop","s1"]"#);
             assert!(
