@@ -28,10 +28,10 @@ const GEMINI_LIFECYCLE: Lifecycle = Lifecycle {
 #[serde(default)]
 struct Payload {
     hook_event_name: Text,
-    session_id: Text,
-    cwd: Text,
     /// Notification: `ToolPermission` is a prompt.
     notification_type: Text,
+    session_id: Text,
+    cwd: Text,
     /// Notification: what the prompt is about, kept whole for the attention id.
     details: Option<Value>,
     message: Text,
