@@ -37,11 +37,16 @@
 //! Fault injection ([`Fault`], [`Receiver::push_fault`]), the request log and the test door
 //! exist only with the cargo feature `testing` (the sender's tests turn it on); a release
 //! build of `sp-receiver` has none of them.
+// No function over 100 lines (clippy.toml sets the threshold): long ones are split where
+// they read as steps. Tests and benchmarks, which read as one scenario each, are exempt.
+#![warn(clippy::too_many_lines)]
 
 mod app;
 mod auth;
 mod body;
 pub mod cli;
+// The store rewrite (issue 36) replaces the PostgreSQL copy whose ingest runs past 100 lines.
+#[allow(clippy::too_many_lines)]
 mod db;
 mod error;
 mod limits;

@@ -633,15 +633,7 @@ fn pair(env: &Env, b: &mut Browser, receiver: &SpReceiver) -> String {
     } = common::pairing::start(cmd);
     b.call(json!({"op": "goto", "url": link}));
     b.wait("#pair-check[data-check]");
-    b.click("#pair-approve");
-    b.wait("#pair-status[data-state=\"paired\"]");
-    let done = finish(pair, Duration::from_secs(30));
-    assert!(
-        done.status.success(),
-        "sp pair: {}{}",
-        printed.lock().unwrap(),
-        String::from_utf8_lossy(&done.stderr)
-    );
+    common::pairing::approve(b, pair, &printed);
     receiver
         .db()
         .query_row("SELECT id FROM machines", [], |r| r.get(0))

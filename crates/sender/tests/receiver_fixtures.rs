@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use spreceiver::{Fault, Receiver, ReceiverOptions, Route};
 
 mod common;
+use common::env::wait_until;
 use common::fixtures;
 const TOKEN: &str = "sink-token-for-tests";
 
@@ -517,7 +518,9 @@ fn authed_routes_answer_401_without_the_token() {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-fn a_held_long_poll_answers_within_300ms_of_an_enqueue() {
+/// The enqueue wakes the held poll: it is answered with the message long before its wait runs
+/// out. How fast is measured in BENCHMARKS.md ("enqueue → a held long poll answered").
+fn a_held_long_poll_answers_on_an_enqueue() {
     let r = start();
     let s = format!("claude-code:{}", run_id());
     let url = poll_url(&r, &s, 10);
@@ -526,11 +529,11 @@ fn a_held_long_poll_answers_within_300ms_of_an_enqueue() {
         let resp = get(&a, &url, Some(TOKEN));
         (Instant::now(), resp)
     });
-    // Wait until the poll is being held.
-    let t0 = Instant::now();
-    while r.polls() == 0 && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(
+        "the poll reached the receiver",
+        Duration::from_secs(5),
+        || r.polls() > 0,
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert!(!poller.is_finished(), "the poll should be held");
     let enqueued_at = Instant::now();
@@ -541,8 +544,8 @@ fn a_held_long_poll_answers_within_300ms_of_an_enqueue() {
     let (answered_at, resp) = poller.join().unwrap();
     let latency = answered_at.duration_since(enqueued_at);
     assert!(
-        latency < Duration::from_millis(300),
-        "answered after {latency:?}"
+        latency < Duration::from_secs(5),
+        "answered after {latency:?}: the enqueue did not wake the 10 s poll"
     );
     assert_eq!(resp.status, 200);
     let body = resp.json();
@@ -1171,10 +1174,11 @@ fn fault_hang_times_the_client_out_without_blocking_others() {
         (try_get(&a, &url, Some(TOKEN)), t.elapsed())
     });
     // Other requests are served meanwhile (once the hung one has taken the fault).
-    let t0 = Instant::now();
-    while r.polls() == 0 && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(
+        "the hung poll took its fault",
+        Duration::from_secs(5),
+        || r.pending_faults(Route::Poll) == 0,
+    );
     let a = agent(Duration::from_secs(5));
     assert_eq!(get(&a, &poll_url(&r, &s, 0), Some(TOKEN)).status, 204);
     let (res, took) = hung.join().unwrap();
@@ -1212,11 +1216,12 @@ fn set_down_refuses_connections_and_set_up_keeps_state() {
         let t = Instant::now();
         (try_get(&a, &held_url, Some(TOKEN)), t.elapsed())
     });
-    let t0 = Instant::now();
-    while r.polls() == 0 && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    std::thread::sleep(Duration::from_millis(100));
+    // Counted is enough: going down cuts a poll whether or not it is held yet.
+    wait_until(
+        "the long poll reached the receiver",
+        Duration::from_secs(5),
+        || r.polls() > 0,
+    );
 
     r.set_down(true);
     assert!(r.is_down());
@@ -1282,7 +1287,17 @@ fn stop_cuts_a_hung_connection() {
         let t = Instant::now();
         (try_get(&a, &url, None), t.elapsed())
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // The request must reach the hung handler, or the stop below proves nothing.
+    wait_until(
+        "the request took the hang fault",
+        Duration::from_secs(5),
+        || r.pending_faults(Route::WellKnown) == 0,
+    );
+    assert!(
+        r.requests().iter().any(|q| q.fault == Some(Fault::Hang)),
+        "{:?}",
+        r.requests()
+    );
     let clone = r.clone();
     clone.stop();
     let (res, took) = client.join().unwrap();

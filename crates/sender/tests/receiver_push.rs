@@ -11,6 +11,7 @@
 //! (`sp-receiver --allow-private-push`); without it such targets are refused, as the tests
 //! of that say.
 mod common;
+use common::env::until;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -222,17 +223,6 @@ fn subscribe(r: &Receiver, device: &Device, endpoint: &str) -> Value {
 /// The push log as the page sees it, newest first.
 fn push_log(r: &Receiver) -> Vec<Value> {
     push_state(r)["log"].as_array().cloned().unwrap_or_default()
-}
-
-fn until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    f()
 }
 
 /// A device as a browser makes one: its own key pair and auth secret.

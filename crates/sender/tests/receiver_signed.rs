@@ -207,15 +207,7 @@ fn pair_and_allow_from_the_page_with_a_touch_and_forgeries_and_a_hostile_day_key
     let png = common::browser::docs_screenshot(&mut b, "receiver-pairing.png");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 
-    b.click("#pair-approve");
-    b.wait("#pair-status[data-state=\"paired\"]");
-    let done = finish(pair, Duration::from_secs(30));
-    assert!(
-        done.status.success(),
-        "sp pair: {}{}",
-        printed.lock().unwrap(),
-        String::from_utf8_lossy(&done.stderr)
-    );
+    common::pairing::approve(&mut b, pair, &printed);
     assert!(printed.lock().unwrap().contains("Enrolled passkey"));
     let creds = b.call(json!({"op": "credentials"}))["credentials"].clone();
     assert_eq!(creds.as_array().unwrap().len(), 1, "{creds}");

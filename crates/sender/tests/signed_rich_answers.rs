@@ -171,15 +171,7 @@ fn pair(env: &Env, b: &mut Browser, page: &str) {
     assert!(link.starts_with(&format!("{page}/pair?code=")), "{link}");
     login(b, &link);
     b.wait("#pair-check[data-check]");
-    b.click("#pair-approve");
-    b.wait("#pair-status[data-state=\"paired\"]");
-    let done = finish(pair, Duration::from_secs(30));
-    assert!(
-        done.status.success(),
-        "sp pair: {}{}",
-        printed.lock().unwrap(),
-        String::from_utf8_lossy(&done.stderr)
-    );
+    common::pairing::approve(b, pair, &printed);
 }
 
 fn attention_rows(env: &Env, att: &str) -> Vec<String> {

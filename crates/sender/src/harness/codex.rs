@@ -2,49 +2,60 @@
 //! `additionalProperties:false`, so every answer here is exactly its documented shape and
 //! nothing more (a stray field makes the hook count as failed).
 use super::{
-    describe_tool, field, minted_attention_id, named_attention_id, object, session_ref, text, Call,
-    Harness, HookInput, RichAnswer, PASCAL_LIFECYCLE,
+    describe_tool, minted_attention_id, named_attention_id, payload, session_ref, Call, Harness,
+    HookInput, RichAnswer, Text, PASCAL_LIFECYCLE,
 };
 use crate::store::SessionRef;
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
 
+/// The fields of a Codex hook payload we read (its 0.171 schemas, snake_case).
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Payload {
+    hook_event_name: Text,
+    session_id: Text,
+    cwd: Text,
+    permission_mode: Text,
+    tool_name: Text,
+    /// Absent or null alike: `None`.
+    tool_input: Option<Value>,
+    tool_use_id: Text,
+    turn_id: Text,
+    /// Present on a subagent's events.
+    agent_id: Option<Value>,
+    source: Text,
+}
+
 pub fn parse(stdin: &[u8]) -> HookInput {
-    let v = match object(stdin, "Codex") {
-        Ok(v) => v,
+    let p: Payload = match payload(stdin, "Codex") {
+        Ok(p) => p,
         Err(e) => return HookInput::Skip(e),
     };
-    let Some(event) = text(&v, &["hook_event_name"]) else {
+    let Some(event) = p.hook_event_name.get() else {
         return HookInput::Skip("Codex payload has no hook_event_name".into());
     };
-    let session = match session_ref(
-        Harness::Codex,
-        text(&v, &["session_id"]),
-        text(&v, &["cwd"]),
-        event,
-    ) {
+    let session = match session_ref(Harness::Codex, p.session_id.get(), p.cwd.get(), event) {
         Ok(s) => SessionRef {
-            permission_mode: super::mode_of(text(&v, &["permission_mode"])),
+            permission_mode: super::mode_of(p.permission_mode.get()),
             ..s
         },
         Err(e) => return HookInput::Skip(e),
     };
-    let tool = text(&v, &["tool_name"]);
-    let input = field(&v, &["tool_input"]);
+    let tool = p.tool_name.get();
+    let input = p.tool_input.as_ref();
     // DECISIONS 9 and 32: Codex's own tool-use id bound to the input when it sends one;
     // 0.171's PermissionRequest has none, so the id is minted from the turn, the tool and its
     // input (stable per prompt).
-    let named = text(&v, &["tool_use_id"])
+    let named = p
+        .tool_use_id
+        .get()
         .filter(|_| event == "PermissionRequest")
         .and_then(|id| named_attention_id(id, input.unwrap_or(&Value::Null)));
     let attention = || match named {
         Some(id) => Some(id),
         None => match (tool, input) {
-            (Some(t), Some(i)) => Some(minted_attention_id(
-                text(&v, &["turn_id"]).unwrap_or(""),
-                t,
-                i,
-            )),
+            (Some(t), Some(i)) => Some(minted_attention_id(p.turn_id.get().unwrap_or(""), t, i)),
             _ => None,
         },
     };
@@ -63,12 +74,12 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             }
         }
         // A subagent's Stop carries agent_id; only the main turn end delivers prompts.
-        "Stop" if field(&v, &["agent_id"]).is_none() => HookInput::Stop { session },
+        "Stop" if p.agent_id.is_none() => HookInput::Stop { session },
         "PostToolUse" => HookInput::TerminalAnswered {
             attention_id: attention(),
             session,
         },
-        _ => PASCAL_LIFECYCLE.read(event, session, text(&v, &["source"])),
+        _ => PASCAL_LIFECYCLE.read(event, session, p.source.get()),
     }
 }
 
@@ -107,12 +118,13 @@ pub fn render_cancel(event: &str, reason: &str) -> (String, &'static str) {
 /// left out; the app-server path keeps its grant from the prompt's attention ([`shown_call`]),
 /// so a grant kept there matches the hook's next prompt too.
 pub fn call(stdin: &[u8]) -> Option<Call> {
-    let v: Value = serde_json::from_slice(stdin).ok()?;
-    if v.get("hook_event_name")?.as_str()? != "PermissionRequest" {
+    let p: Payload = payload(stdin, "Codex").ok()?;
+    if p.hook_event_name.get()? != "PermissionRequest" {
         return None;
     }
-    let tool = v.get("tool_name")?.as_str()?;
-    let input = v.get("tool_input")?;
+    // As parse reads it: a PermissionRequest without tool_input is skipped, never asked.
+    let tool = p.tool_name.get()?;
+    let input = p.tool_input.as_ref()?;
     let input = match input.get("command").and_then(Value::as_str) {
         Some(command) => json!({ "command": command }),
         None => input.clone(),

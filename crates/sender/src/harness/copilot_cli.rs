@@ -7,15 +7,77 @@
 //! Recorded on 1.0.102 (tests/real_agents.rs runs it offline): permissionRequest carries
 //! `hookName`, `toolName` and an object `toolInput`; agentStop carries `stop_hook_active`.
 use super::{
-    describe_tool, field, minted_attention_id, named_attention_id, object, session_ref, text,
-    tool_args, Harness, HookInput, Lifecycle,
+    describe_tool, minted_attention_id, named_attention_id, payload, session_ref, tool_args,
+    Harness, HookInput, Lifecycle, Text,
 };
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
 
+/// The fields of a Copilot CLI hook payload we read: camelCase (its own registrations) and
+/// snake_case (PascalCase registrations). Fields read only for being there (a non-null value)
+/// tell an unnamed payload's event.
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct Payload {
+    #[serde(rename = "hook_event_name")]
+    hook_event_name: Text,
+    #[serde(rename = "hookEventName")]
+    hook_event_name_camel: Text,
+    hook_name: Text,
+    session_id: Text,
+    #[serde(rename = "session_id")]
+    session_id_snake: Text,
+    cwd: Text,
+    tool_name: Option<Value>,
+    #[serde(rename = "tool_name")]
+    tool_name_snake: Option<Value>,
+    tool_args: Option<Value>,
+    #[serde(rename = "tool_input")]
+    tool_input_snake: Option<Value>,
+    tool_input: Option<Value>,
+    tool_call_id: Text,
+    #[serde(rename = "tool_call_id")]
+    tool_call_id_snake: Text,
+    tool_use_id: Text,
+    #[serde(rename = "tool_use_id")]
+    tool_use_id_snake: Text,
+    timestamp: Option<Value>,
+    source: Option<Value>,
+    // Only their presence is read.
+    agent_name: Option<Value>,
+    #[serde(rename = "agent_name")]
+    agent_name_snake: Option<Value>,
+    #[serde(rename = "notification_type")]
+    notification_type: Option<Value>,
+    error_context: Option<Value>,
+    trigger: Option<Value>,
+    tool_result: Option<Value>,
+    #[serde(rename = "tool_result")]
+    tool_result_snake: Option<Value>,
+    error: Option<Value>,
+    permission_suggestions: Option<Value>,
+    stop_reason: Option<Value>,
+    #[serde(rename = "stop_reason")]
+    stop_reason_snake: Option<Value>,
+    prompt: Option<Value>,
+    reason: Option<Value>,
+}
+
+/// The first of `values` that is a string.
+fn first_str<'a>(values: &[&'a Option<Value>]) -> Option<&'a str> {
+    values
+        .iter()
+        .find_map(|v| v.as_ref().and_then(Value::as_str))
+}
+
 /// The event a payload belongs to: its own name when it has one, else by its fields.
-fn event_of(v: &Value) -> &'static str {
-    if let Some(name) = text(v, &["hook_event_name", "hookEventName", "hookName"]) {
+fn event_of(p: &Payload) -> &'static str {
+    let name = p
+        .hook_event_name
+        .get()
+        .or(p.hook_event_name_camel.get())
+        .or(p.hook_name.get());
+    if let Some(name) = name {
         return match name {
             "permissionRequest" | "PermissionRequest" => "permissionRequest",
             "preToolUse" | "PreToolUse" => "preToolUse",
@@ -28,34 +90,34 @@ fn event_of(v: &Value) -> &'static str {
             _ => "other",
         };
     }
-    let has = |names: &[&str]| field(v, names).is_some();
+    let has = |fields: &[&Option<Value>]| fields.iter().any(|f| f.is_some());
     if has(&[
-        "agentName",
-        "agent_name",
-        "notification_type",
-        "errorContext",
-        "trigger",
+        &p.agent_name,
+        &p.agent_name_snake,
+        &p.notification_type,
+        &p.error_context,
+        &p.trigger,
     ]) {
         "other"
-    } else if has(&["toolName", "tool_name"]) {
-        if has(&["toolResult", "tool_result"]) {
+    } else if has(&[&p.tool_name, &p.tool_name_snake]) {
+        if has(&[&p.tool_result, &p.tool_result_snake]) {
             "postToolUse"
-        } else if has(&["error"]) {
+        } else if has(&[&p.error]) {
             "postToolUseFailure"
-        } else if has(&["permissionSuggestions", "toolInput"]) || !has(&["toolArgs"]) {
+        } else if has(&[&p.permission_suggestions, &p.tool_input]) || !has(&[&p.tool_args]) {
             // 1.0.102's permissionRequest names itself (`hookName`) and carries `toolInput`
             // and `permissionSuggestions`; its preToolUse carries `toolArgs` and no name.
             "permissionRequest"
         } else {
             "preToolUse"
         }
-    } else if has(&["stopReason", "stop_reason"]) {
+    } else if has(&[&p.stop_reason, &p.stop_reason_snake]) {
         "agentStop"
-    } else if has(&["source"]) {
+    } else if has(&[&p.source]) {
         "sessionStart"
-    } else if has(&["prompt"]) {
+    } else if has(&[&p.prompt]) {
         "userPromptSubmitted"
-    } else if has(&["reason"]) {
+    } else if has(&[&p.reason]) {
         "sessionEnd"
     } else {
         "other"
@@ -70,28 +132,31 @@ const LIFECYCLE: Lifecycle = Lifecycle {
 };
 
 pub fn parse(stdin: &[u8]) -> HookInput {
-    let v = match object(stdin, "Copilot CLI") {
-        Ok(v) => v,
+    let p: Payload = match payload(stdin, "Copilot CLI") {
+        Ok(p) => p,
         Err(e) => return HookInput::Skip(e),
     };
-    let event = event_of(&v);
+    let event = event_of(&p);
     let session = match session_ref(
         Harness::CopilotCli,
-        text(&v, &["sessionId", "session_id"]),
-        text(&v, &["cwd"]),
+        p.session_id.get().or(p.session_id_snake.get()),
+        p.cwd.get(),
         event,
     ) {
         Ok(s) => s,
         Err(e) => return HookInput::Skip(e),
     };
-    let tool = text(&v, &["toolName", "tool_name"]);
-    let args = field(&v, &["toolArgs", "tool_input", "toolInput"])
-        .map(tool_args)
-        .unwrap_or(Value::Null);
-    let call_id = text(
-        &v,
-        &["toolCallId", "tool_call_id", "toolUseId", "tool_use_id"],
-    );
+    let tool = first_str(&[&p.tool_name, &p.tool_name_snake]);
+    let args = [&p.tool_args, &p.tool_input_snake, &p.tool_input]
+        .into_iter()
+        .find_map(Option::as_ref)
+        .map_or(Value::Null, tool_args);
+    let call_id = p
+        .tool_call_id
+        .get()
+        .or(p.tool_call_id_snake.get())
+        .or(p.tool_use_id.get())
+        .or(p.tool_use_id_snake.get());
     match event {
         "permissionRequest" => {
             let Some(tool) = tool else {
@@ -103,7 +168,9 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             let attention_id = match call_id.and_then(|id| named_attention_id(id, &args)) {
                 Some(id) => id,
                 None => {
-                    let at = field(&v, &["timestamp"])
+                    let at = p
+                        .timestamp
+                        .as_ref()
                         .map(|t| t.to_string())
                         .unwrap_or_default();
                     minted_attention_id(&at, tool, &args)
@@ -128,7 +195,7 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             },
             None => HookInput::Alive { session },
         },
-        _ => LIFECYCLE.read(event, session, text(&v, &["source"])),
+        _ => LIFECYCLE.read(event, session, first_str(&[&p.source])),
     }
 }
 

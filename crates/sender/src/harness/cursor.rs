@@ -8,22 +8,41 @@
 //! package named `cursor-agent` is an unrelated project). What this adapter reads and writes
 //! is from Cursor's documentation (docs/harness-contracts.md#cursor).
 use super::{
-    describe_tool, field, minted_attention_id, named_attention_id, object, session_ref, text,
-    tool_args, Harness, HookInput, Lifecycle,
+    describe_tool, minted_attention_id, named_attention_id, payload, session_ref, tool_args,
+    Harness, HookInput, Lifecycle, Text,
 };
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
 
+/// The fields of a Cursor hook payload we read (hooks.json v1, snake_case).
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Payload {
+    hook_event_name: Text,
+    conversation_id: Text,
+    session_id: Text,
+    cwd: Text,
+    workspace_roots: Option<Value>,
+    generation_id: Text,
+    tool_use_id: Text,
+    /// beforeShellExecution / afterShellExecution.
+    command: Text,
+    /// beforeMCPExecution / afterMCPExecution.
+    tool_name: Text,
+    tool_input: Option<Value>,
+    /// stop: `completed`, `aborted` or `error`.
+    status: Text,
+    source: Text,
+}
+
 /// (tool, input) a before/after execution event is about: the shell command, or the MCP call.
-fn call(v: &Value, event: &str) -> Option<(String, Value)> {
+fn call(p: &Payload, event: &str) -> Option<(String, Value)> {
     if event.ends_with("ShellExecution") {
-        let command = text(v, &["command"])?;
+        let command = p.command.get()?;
         return Some(("Shell".into(), json!({ "command": command })));
     }
-    let tool = text(v, &["tool_name"])?;
-    let input = field(v, &["tool_input"])
-        .map(tool_args)
-        .unwrap_or(Value::Null);
+    let tool = p.tool_name.get()?;
+    let input = p.tool_input.as_ref().map_or(Value::Null, tool_args);
     Some((tool.to_string(), input))
 }
 
@@ -35,22 +54,23 @@ const LIFECYCLE: Lifecycle = Lifecycle {
 };
 
 pub fn parse(stdin: &[u8]) -> HookInput {
-    let v = match object(stdin, "Cursor") {
-        Ok(v) => v,
+    let p: Payload = match payload(stdin, "Cursor") {
+        Ok(p) => p,
         Err(e) => return HookInput::Skip(e),
     };
-    let Some(event) = text(&v, &["hook_event_name"]) else {
+    let Some(event) = p.hook_event_name.get() else {
         return HookInput::Skip("Cursor payload has no hook_event_name".into());
     };
-    let cwd = text(&v, &["cwd"]).or_else(|| {
-        field(&v, &["workspace_roots"])
+    let cwd = p.cwd.get().or_else(|| {
+        p.workspace_roots
+            .as_ref()
             .and_then(|r| r.as_array())
             .and_then(|r| r.first())
             .and_then(|r| r.as_str())
     });
     let session = match session_ref(
         Harness::Cursor,
-        text(&v, &["conversation_id", "session_id"]),
+        p.conversation_id.get().or(p.session_id.get()),
         cwd,
         event,
     ) {
@@ -59,15 +79,17 @@ pub fn parse(stdin: &[u8]) -> HookInput {
     };
     // A tool-use id bound to the input when Cursor sends one (DECISIONS 32); otherwise minted
     // from the generation and the call, so the same prompt always gets the same id (DECISIONS 9).
-    let attention = |tool: &str, input: &Value| match text(&v, &["tool_use_id"])
+    let attention = |tool: &str, input: &Value| match p
+        .tool_use_id
+        .get()
         .and_then(|id| named_attention_id(id, input))
     {
         Some(id) => id,
-        None => minted_attention_id(text(&v, &["generation_id"]).unwrap_or(""), tool, input),
+        None => minted_attention_id(p.generation_id.get().unwrap_or(""), tool, input),
     };
     match event {
         "beforeShellExecution" | "beforeMCPExecution" => {
-            let Some((tool, input)) = call(&v, event) else {
+            let Some((tool, input)) = call(&p, event) else {
                 return HookInput::Skip(format!(
                     "Cursor {event} without the command or tool it is about"
                 ));
@@ -80,16 +102,16 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             }
         }
         "afterShellExecution" | "afterMCPExecution" => HookInput::TerminalAnswered {
-            attention_id: call(&v, event).map(|(t, i)| attention(&t, &i)),
+            attention_id: call(&p, event).map(|(t, i)| attention(&t, &i)),
             session,
         },
         // Only a turn that completed takes a follow-up: after the person stopped it
         // (`aborted`) or it failed (`error`), a queued prompt waits for the next turn end.
-        "stop" => match text(&v, &["status"]) {
+        "stop" => match p.status.get() {
             None | Some("completed") => HookInput::Stop { session },
             Some(_) => HookInput::Alive { session },
         },
-        _ => LIFECYCLE.read(event, session, text(&v, &["source"])),
+        _ => LIFECYCLE.read(event, session, p.source.get()),
     }
 }
 

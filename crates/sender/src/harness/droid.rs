@@ -5,8 +5,8 @@
 //! `tool_name`, `tool_input`); both are read. Its PreToolUse carries no `tool_use_id`, so a
 //! prompt's id is minted from the tool and its input. Run for real in tests/real_agents.rs.
 use super::{
-    describe_tool, field, minted_attention_id, named_attention_id, object, session_ref, text,
-    Harness, HookInput, PASCAL_LIFECYCLE,
+    describe_tool, minted_attention_id, named_attention_id, payload, session_ref, Harness,
+    HookInput, Text, PASCAL_LIFECYCLE,
 };
 use crate::wire::control::Decision;
 use serde_json::{json, Value};
@@ -15,39 +15,75 @@ use serde_json::{json, Value};
 /// sign of life, never a prompt to hold for a remote answer.
 const READ_ONLY: &[&str] = &["Read", "LS", "Grep", "Glob", "TodoWrite"];
 
+/// The fields of a Droid hook payload we read, in both spellings it has used: the real
+/// 0.225.2's snake_case first, then Factory's documented camelCase.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Payload {
+    hook_event_name: Text,
+    #[serde(rename = "hookEventName")]
+    hook_event_name_camel: Text,
+    session_id: Text,
+    #[serde(rename = "sessionId")]
+    session_id_camel: Text,
+    cwd: Text,
+    tool_name: Text,
+    #[serde(rename = "toolName")]
+    tool_name_camel: Text,
+    tool_input: Option<Value>,
+    #[serde(rename = "toolInput")]
+    tool_input_camel: Option<Value>,
+    tool_use_id: Text,
+    #[serde(rename = "toolUseId")]
+    tool_use_id_camel: Text,
+    tool_call_id: Text,
+    message_id: Text,
+    #[serde(rename = "messageId")]
+    message_id_camel: Text,
+    /// Present on a subagent's events.
+    agent_id: Option<Value>,
+    #[serde(rename = "agentId")]
+    agent_id_camel: Option<Value>,
+    source: Text,
+}
+
 pub fn parse(stdin: &[u8]) -> HookInput {
-    let v = match object(stdin, "Droid") {
-        Ok(v) => v,
+    let p: Payload = match payload(stdin, "Droid") {
+        Ok(p) => p,
         Err(e) => return HookInput::Skip(e),
     };
-    let Some(event) = text(&v, &["hook_event_name", "hookEventName"]) else {
+    let Some(event) = p.hook_event_name.get().or(p.hook_event_name_camel.get()) else {
         return HookInput::Skip("Droid payload has no hook_event_name".into());
     };
     let session = match session_ref(
         Harness::Droid,
-        text(&v, &["session_id", "sessionId"]),
-        text(&v, &["cwd"]),
+        p.session_id.get().or(p.session_id_camel.get()),
+        p.cwd.get(),
         event,
     ) {
         Ok(s) => s,
         Err(e) => return HookInput::Skip(e),
     };
-    let tool = text(&v, &["tool_name", "toolName"]);
-    let input = field(&v, &["tool_input", "toolInput"])
+    let tool = p.tool_name.get().or(p.tool_name_camel.get());
+    let input = p
+        .tool_input
+        .as_ref()
+        .or(p.tool_input_camel.as_ref())
         .cloned()
         .unwrap_or(Value::Null);
     // A call id bound to the input when Droid sends one (DECISIONS 32); else minted.
-    let named = text(&v, &["tool_use_id", "toolUseId", "tool_call_id"])
+    let named = p
+        .tool_use_id
+        .get()
+        .or(p.tool_use_id_camel.get())
+        .or(p.tool_call_id.get())
         .and_then(|id| named_attention_id(id, &input));
+    let message_id = p.message_id.get().or(p.message_id_camel.get());
     let attention = |tool: &str| match named.clone() {
         Some(id) => id,
-        None => minted_attention_id(
-            text(&v, &["message_id", "messageId"]).unwrap_or(""),
-            tool,
-            &input,
-        ),
+        None => minted_attention_id(message_id.unwrap_or(""), tool, &input),
     };
-    let subagent = field(&v, &["agent_id", "agentId"]).is_some();
+    let subagent = p.agent_id.is_some() || p.agent_id_camel.is_some();
     match event {
         "PreToolUse" => match tool {
             Some(t) if !READ_ONLY.contains(&t) => HookInput::Permission {
@@ -64,7 +100,7 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             attention_id: tool.map(attention),
             session,
         },
-        _ => PASCAL_LIFECYCLE.read(event, session, text(&v, &["source"])),
+        _ => PASCAL_LIFECYCLE.read(event, session, p.source.get()),
     }
 }
 

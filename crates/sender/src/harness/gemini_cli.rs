@@ -12,7 +12,7 @@
 //!   `Tool execution blocked: <reason>` as its result: `interrupt`.
 //! - `continue:false` at either ends the agent (`Agent execution stopped: <stopReason>`; before
 //!   a tool, that tool does not run), and at AfterAgent it ends the turn without continuing.
-use super::{field, minted_attention_id, object, session_ref, text, Harness, HookInput, Lifecycle};
+use super::{minted_attention_id, payload, session_ref, Harness, HookInput, Lifecycle, Text};
 use serde_json::{json, Value};
 
 /// A new prompt is `BeforeAgent`.
@@ -23,47 +23,77 @@ const GEMINI_LIFECYCLE: Lifecycle = Lifecycle {
     default_source: "unknown",
 };
 
+/// The fields of a Gemini CLI hook payload we read (0.61, snake_case).
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Payload {
+    hook_event_name: Text,
+    /// Notification: `ToolPermission` is a prompt.
+    notification_type: Text,
+    session_id: Text,
+    cwd: Text,
+    /// Notification: what the prompt is about, kept whole for the attention id.
+    details: Option<Value>,
+    message: Text,
+    timestamp: Text,
+    source: Text,
+}
+
+/// What we read of a ToolPermission's `details`: the tool under each name 0.61 uses, and what
+/// would run.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Details {
+    #[serde(rename = "toolName")]
+    tool_name_camel: Text,
+    tool_name: Text,
+    #[serde(rename = "rootCommand")]
+    root_command: Text,
+    name: Text,
+    #[serde(rename = "type")]
+    kind: Text,
+    title: Text,
+    command: Text,
+}
+
 pub fn parse(stdin: &[u8]) -> HookInput {
-    let v = match object(stdin, "Gemini CLI") {
-        Ok(v) => v,
+    let p: Payload = match payload(stdin, "Gemini CLI") {
+        Ok(p) => p,
         Err(e) => return HookInput::Skip(e),
     };
-    let Some(event) = text(&v, &["hook_event_name"]) else {
+    let Some(event) = p.hook_event_name.get() else {
         return HookInput::Skip("Gemini CLI payload has no hook_event_name".into());
     };
-    let session = match session_ref(
-        Harness::GeminiCli,
-        text(&v, &["session_id"]),
-        text(&v, &["cwd"]),
-        event,
-    ) {
+    let session = match session_ref(Harness::GeminiCli, p.session_id.get(), p.cwd.get(), event) {
         Ok(s) => s,
         Err(e) => return HookInput::Skip(e),
     };
     match event {
-        "Notification" if text(&v, &["notification_type"]) == Some("ToolPermission") => {
-            let details = field(&v, &["details"]).cloned().unwrap_or(Value::Null);
-            let tool = text(
-                &details,
-                &["toolName", "tool_name", "rootCommand", "name", "type"],
-            )
-            .unwrap_or("tool");
+        "Notification" if p.notification_type.get() == Some("ToolPermission") => {
+            let details = p.details.clone().unwrap_or(Value::Null);
+            // Only an object has fields (an array would fill them by position).
+            let d: Details = match &details {
+                Value::Object(_) => serde_json::from_value(details.clone()).unwrap_or_default(),
+                _ => Details::default(),
+            };
+            let tool = d
+                .tool_name_camel
+                .get()
+                .or(d.tool_name.get())
+                .or(d.root_command.get())
+                .or(d.name.get())
+                .or(d.kind.get())
+                .unwrap_or("tool");
             // 0.61's `message` names no command ("Tool Confirm Shell Command requires
             // execution", recorded); `details` has it, so the person sees what would run.
-            let message = match (text(&details, &["title"]), text(&details, &["command"])) {
+            let message = match (d.title.get(), d.command.get()) {
                 (Some(t), Some(c)) => Some(format!("{t}: {c}")),
                 (None, Some(c)) => Some(c.to_string()),
-                _ => text(&v, &["message"])
-                    .or_else(|| text(&details, &["title"]))
-                    .map(str::to_string),
+                _ => p.message.get().or(d.title.get()).map(str::to_string),
             };
             HookInput::Permission {
                 // No tool-call id is sent: minted from the notification's time and details.
-                attention_id: minted_attention_id(
-                    text(&v, &["timestamp"]).unwrap_or(""),
-                    tool,
-                    &details,
-                ),
+                attention_id: minted_attention_id(p.timestamp.get().unwrap_or(""), tool, &details),
                 tool: Some(tool.to_string()),
                 message,
                 session,
@@ -75,7 +105,7 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             attention_id: None,
             session,
         },
-        _ => GEMINI_LIFECYCLE.read(event, session, text(&v, &["source"])),
+        _ => GEMINI_LIFECYCLE.read(event, session, p.source.get()),
     }
 }
 

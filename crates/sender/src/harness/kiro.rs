@@ -9,32 +9,53 @@
 //! Unverified: the exact payload. Docs show `{hook_event_name, cwd, tool_name?, tool_input?,
 //! tool_response?}`; `session_id` comes from sessionpipe's notes. Both casings and both
 //! naming schemes (v3 `SessionStart`, legacy agent-config `agentSpawn`) are read.
-use super::{object, session_ref, text, Harness, HookInput};
+use super::{payload, session_ref, Harness, HookInput, Text};
+
+/// The fields of a Kiro hook payload we read, in each spelling its docs and notes show.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Payload {
+    cwd: Text,
+    source: Text,
+    hook_event_name: Text,
+    #[serde(rename = "hookEventName")]
+    hook_event_name_camel: Text,
+    /// The legacy agent-config name of the event.
+    trigger: Text,
+    session_id: Text,
+    #[serde(rename = "sessionId")]
+    session_id_camel: Text,
+    conversation_id: Text,
+    #[serde(rename = "conversationId")]
+    conversation_id_camel: Text,
+}
 
 pub fn parse(stdin: &[u8]) -> HookInput {
-    let v = match object(stdin, "Kiro") {
-        Ok(v) => v,
+    let p: Payload = match payload(stdin, "Kiro") {
+        Ok(p) => p,
         Err(e) => return HookInput::Skip(e),
     };
-    let Some(event) = text(&v, &["hook_event_name", "hookEventName", "trigger"]) else {
+    let event = p
+        .hook_event_name
+        .get()
+        .or(p.hook_event_name_camel.get())
+        .or(p.trigger.get());
+    let Some(event) = event else {
         return HookInput::Skip("Kiro payload has no hook_event_name".into());
     };
-    let id = text(
-        &v,
-        &[
-            "session_id",
-            "sessionId",
-            "conversation_id",
-            "conversationId",
-        ],
-    );
-    let session = match session_ref(Harness::Kiro, id, text(&v, &["cwd"]), event) {
+    let id = p
+        .session_id
+        .get()
+        .or(p.session_id_camel.get())
+        .or(p.conversation_id.get())
+        .or(p.conversation_id_camel.get());
+    let session = match session_ref(Harness::Kiro, id, p.cwd.get(), event) {
         Ok(s) => s,
         Err(e) => return HookInput::Skip(e),
     };
     match event {
         "SessionStart" | "agentSpawn" => HookInput::SessionStart {
-            source: text(&v, &["source"]).unwrap_or("startup").to_string(),
+            source: p.source.get().unwrap_or("startup").to_string(),
             session,
         },
         // Stop (v3: "session ends"; legacy: the agent finished responding) is left as a sign of

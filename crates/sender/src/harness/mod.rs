@@ -59,7 +59,8 @@ impl RunOutput {
     }
 }
 
-/// Harnesses with an adapter in this build.
+/// Harnesses with an adapter in this build. Every answer below is one exhaustive `match` over
+/// them (no `_` arm): a new harness does not compile until each of its answers is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Harness {
     ClaudeCode,
@@ -178,7 +179,11 @@ impl Harness {
             Harness::ClaudeCode => claude_code::call(stdin),
             Harness::Codex => codex::call(stdin),
             Harness::OpenCode => opencode::call(stdin),
-            _ => None,
+            Harness::Cursor
+            | Harness::CopilotCli
+            | Harness::Kiro
+            | Harness::Droid
+            | Harness::GeminiCli => None,
         }
     }
 
@@ -189,14 +194,27 @@ impl Harness {
         match self {
             Harness::ClaudeCode => claude_code::turn_reply(stdin),
             Harness::Codex => last_assistant_message(stdin),
-            _ => None,
+            Harness::Cursor
+            | Harness::CopilotCli
+            | Harness::Kiro
+            | Harness::Droid
+            | Harness::GeminiCli
+            | Harness::OpenCode => None,
         }
     }
 
     /// Whether its Stop reports the turn's text ([`Harness::turn_reply`]): only then does a
     /// prompt delivered in place wait for its turn's end for its final ack (DECISIONS 38).
     pub fn reports_turn_text(self) -> bool {
-        matches!(self, Harness::ClaudeCode | Harness::Codex)
+        match self {
+            Harness::ClaudeCode | Harness::Codex => true,
+            Harness::Cursor
+            | Harness::CopilotCli
+            | Harness::Kiro
+            | Harness::Droid
+            | Harness::GeminiCli
+            | Harness::OpenCode => false,
+        }
     }
 
     /// Whether this harness's permission hook keeps grants for a session (DECISIONS 30).
@@ -211,7 +229,12 @@ impl Harness {
         match self {
             Harness::ClaudeCode => claude_code::render_rich_permission(a, call),
             Harness::Codex => codex::render_rich_permission(a),
-            _ => Err(format!(
+            Harness::Cursor
+            | Harness::CopilotCli
+            | Harness::Kiro
+            | Harness::Droid
+            | Harness::GeminiCli
+            | Harness::OpenCode => Err(format!(
                 "{} cannot carry DECISIONS 30's answer fields; nothing ran",
                 self.name()
             )),
@@ -223,7 +246,13 @@ impl Harness {
     pub fn unsupported_for_call(self, a: &RichAnswer, call: &Call) -> Option<String> {
         match self {
             Harness::ClaudeCode => claude_code::unsupported_for_call(a, call),
-            _ => None,
+            Harness::Codex
+            | Harness::Cursor
+            | Harness::CopilotCli
+            | Harness::Kiro
+            | Harness::Droid
+            | Harness::GeminiCli
+            | Harness::OpenCode => None,
         }
     }
 
@@ -279,7 +308,7 @@ impl Harness {
             Harness::GeminiCli => gemini_cli::render_seam_prompt(event, text),
             Harness::Droid => droid::render_seam_prompt(event, text),
             Harness::CopilotCli => copilot_cli::render_seam_prompt(event, text),
-            _ => None,
+            Harness::Cursor | Harness::Kiro | Harness::OpenCode => None,
         }
     }
 
@@ -292,7 +321,7 @@ impl Harness {
             Harness::GeminiCli => Some(gemini_cli::render_cancel(event, reason)),
             Harness::Droid => Some(droid::render_cancel(event, reason)),
             Harness::CopilotCli => copilot_cli::render_cancel(event, reason),
-            _ => None,
+            Harness::Cursor | Harness::Kiro | Harness::OpenCode => None,
         }
     }
 
@@ -307,7 +336,11 @@ impl Harness {
                 gemini_cli::render_seam_prompt(event, reason).map(|(out, _)| out)
             }
             (Harness::Droid, "PreToolUse") => Some(droid::render_cancel(event, reason).0),
-            _ => None,
+            // Every other event of these, and every event of those with no tool seam.
+            (Harness::ClaudeCode | Harness::Codex | Harness::GeminiCli | Harness::Droid, _)
+            | (Harness::Cursor | Harness::CopilotCli | Harness::Kiro | Harness::OpenCode, _) => {
+                None
+            }
         }
     }
 
@@ -324,7 +357,11 @@ impl Harness {
             // Droid asks at PreToolUse itself: the stop's own answer there denies and stops.
             Harness::Droid => droid::render_cancel("PreToolUse", message).0,
             Harness::CopilotCli => copilot_cli::render_cancel_permission(message),
-            _ => self.render_permission(Decision::Deny, message),
+            Harness::Codex
+            | Harness::Cursor
+            | Harness::Kiro
+            | Harness::GeminiCli
+            | Harness::OpenCode => self.render_permission(Decision::Deny, message),
         }
     }
 
@@ -580,18 +617,48 @@ pub(crate) fn object(stdin: &[u8], harness: &str) -> Result<serde_json::Value, S
     }
 }
 
-/// The first of `names` that `v` holds (tolerant of snake_case and camelCase spellings).
-pub(crate) fn field<'a>(v: &'a serde_json::Value, names: &[&str]) -> Option<&'a serde_json::Value> {
-    names
-        .iter()
-        .find_map(|n| v.get(*n).filter(|x| !x.is_null()))
+/// The hook payload, a JSON object, read into an adapter's typed fields; or why it is not one.
+pub(crate) fn payload<P: serde::de::DeserializeOwned>(
+    stdin: &[u8],
+    harness: &str,
+) -> Result<P, String> {
+    serde_json::from_value(object(stdin, harness)?)
+        .map_err(|e| format!("stdin is not a {harness} hook payload: {e}"))
 }
 
-/// The first of `names` that `v` holds as a string.
-pub(crate) fn text<'a>(v: &'a serde_json::Value, names: &[&str]) -> Option<&'a str> {
-    names
-        .iter()
-        .find_map(|n| v.get(*n).and_then(|x| x.as_str()))
+/// A payload's text field, read leniently: its string when it holds one, absent when it holds
+/// anything else (another type where text belongs is ignored, never a failed parse). Adapters
+/// list each spelling a harness uses as its own field and take the first present.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Text(Option<String>);
+
+impl<'de> serde::Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) => Text(Some(s)),
+            _ => Text(None),
+        })
+    }
+}
+
+impl Text {
+    pub(crate) fn get(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+/// A payload's nested object read into `T`'s (lenient) fields; anything but an object reads as
+/// `T::default()` (an array would fill the fields by position).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Obj<T>(pub T);
+
+impl<'de, T: serde::de::DeserializeOwned + Default> serde::Deserialize<'de> for Obj<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Obj(match serde_json::Value::deserialize(d)? {
+            v @ serde_json::Value::Object(_) => serde_json::from_value(v).unwrap_or_default(),
+            _ => T::default(),
+        }))
+    }
 }
 
 /// Tool arguments that some harnesses send as a JSON string (Copilot `toolArgs`, older
@@ -851,6 +918,86 @@ mod tests {
             // A subagent's Stop is no turn end: it delivers nothing.
             let sub = parse(r#"{"session_id":"s1","hook_event_name":"Stop","agent_id":"a"}"#);
             assert!(matches!(sub, HookInput::Alive { .. }), "{h:?}");
+        }
+    }
+
+    /// Typed payloads read as the untyped ones did: another type where text belongs is
+    /// ignored (the next spelling is read), a null is absent, and only an object is a payload.
+    #[test]
+    fn typed_payloads_read_leniently() {
+        let droid = Harness::Droid.parse_input(
+            br#"{"hook_event_name":5,"hookEventName":"Stop","session_id":null,"sessionId":"d1"}"#,
+        );
+        assert!(
+            matches!(&droid, HookInput::Stop { session } if session.session_id == "d1"),
+            "{droid:?}"
+        );
+        let codex = Harness::Codex
+            .parse_input(br#"{"hook_event_name":"Stop","session_id":"c1","agent_id":null}"#);
+        assert!(matches!(codex, HookInput::Stop { .. }), "{codex:?}");
+        let kiro = Harness::Kiro
+            .parse_input(br#"{"trigger":"agentSpawn","conversationId":"k1","source":7}"#);
+        assert!(
+            matches!(&kiro, HookInput::SessionStart { source, .. } if source == "startup"),
+            "{kiro:?}"
+        );
+        // Gemini's details read by name only when they are an object.
+        let gemini = Harness::GeminiCli.parse_input(
+            br#"{"hook_event_name":"Notification","session_id":"g1","notification_type":"ToolPermission","details":["Shell","rm"]}"#,
+        );
+        assert!(
+            matches!(&gemini, HookInput::Permission { tool: Some(t), .. } if t == "tool"),
+            "{gemini:?}"
+        );
+        let cursor = Harness::Cursor.parse_input(
+            br#"{"hook_event_name":"stop","conversation_id":7,"session_id":"c1","workspace_roots":["/w"],"status":null}"#,
+        );
+        assert!(
+            matches!(&cursor, HookInput::Stop { session } if session.session_id == "c1" && session.cwd.as_deref() == Some("/w")),
+            "{cursor:?}"
+        );
+        // Copilot: its camelCase name, and an unnamed payload told by the fields it has.
+        let copilot = |payload: &[u8]| Harness::CopilotCli.parse_input(payload);
+        let stop = copilot(br#"{"hookEventName":"Stop","hook_event_name":null,"sessionId":"p1"}"#);
+        assert!(matches!(stop, HookInput::Stop { .. }), "{stop:?}");
+        let pre =
+            copilot(br#"{"sessionId":"p1","toolName":"bash","toolArgs":"{\"command\":\"ls\"}"}"#);
+        assert!(matches!(pre, HookInput::Alive { .. }), "{pre:?}");
+        let ask = copilot(br#"{"session_id":"p1","tool_name":"bash","tool_input":{"command":"ls"},"timestamp":5}"#);
+        assert!(
+            matches!(&ask, HookInput::Permission { message: Some(m), .. } if m == "bash ls"),
+            "{ask:?}"
+        );
+        // OpenCode: nested objects read by name; anything else there is absent.
+        let opencode = |payload: &[u8]| match Harness::OpenCode.parse_input(payload) {
+            HookInput::Api { report, then } => (report.idle, *then),
+            other => panic!("{other:?}"),
+        };
+        let (idle, created) =
+            opencode(br#"{"type":"session.created","properties":{"info":{"id":"ses_2"}}}"#);
+        assert_eq!(idle, Some(true));
+        assert!(
+            matches!(&created, HookInput::SessionStart { session, .. } if session.session_id == "ses_2"),
+            "{created:?}"
+        );
+        let (idle, _) = opencode(br#"{"hook_event_name":"session.status","session_id":"ses_1","properties":{"status":"idle"}}"#);
+        assert_eq!(idle, None, "a status that is no object says nothing");
+        let asked = Harness::OpenCode.parse_input(br#"{"hook_event_name":"permission.asked","session_id":"ses_1","properties":["per_1"]}"#);
+        assert!(matches!(asked, HookInput::Skip(_)), "{asked:?}");
+        for h in [
+            Harness::Codex,
+            Harness::CopilotCli,
+            Harness::Cursor,
+            Harness::Droid,
+            Harness::GeminiCli,
+            Harness::Kiro,
+            Harness::OpenCode,
+        ] {
+            let array = h.parse_input(br#"["Stop","s1"]"#);
+            assert!(
+                matches!(&array, HookInput::Skip(why) if why.contains("not a JSON object")),
+                "{h:?}: {array:?}"
+            );
         }
     }
 

@@ -9,33 +9,94 @@
 //! Every event also says where the session's server is, and whether the session is idle, so
 //! sp-sync can deliver prompts, cancels and permission replies through OpenCode's server API
 //! (src/sync/api.rs). Nothing is ever printed: the plugin ignores our stdout.
-use super::{field, object, session_ref, text, ApiReport, Call, Harness, HookInput};
+use super::{payload, session_ref, ApiReport, Call, Harness, HookInput, Obj, Text};
 use serde_json::Value;
 
+/// What our plugin sends with each bus event.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Payload {
+    hook_event_name: Text,
+    /// The bus event's own name, where the plugin passed it through.
+    #[serde(rename = "type")]
+    kind: Text,
+    session_id: Text,
+    cwd: Text,
+    directory: Text,
+    server_url: Text,
+    seq: Option<Value>,
+    properties: Obj<Props>,
+}
+
+impl Payload {
+    fn event(&self) -> Option<&str> {
+        self.hook_event_name.get().or(self.kind.get())
+    }
+}
+
+/// The bus event's properties we read.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Props {
+    #[serde(rename = "sessionID")]
+    session_id: Text,
+    info: Obj<Info>,
+    status: Obj<Status>,
+    /// permission.asked: the request's id.
+    id: Text,
+    #[serde(rename = "requestID")]
+    request_id: Text,
+    #[serde(rename = "permissionID")]
+    permission_id: Text,
+    permission: Text,
+    #[serde(rename = "type")]
+    kind: Text,
+    patterns: Option<Value>,
+    title: Text,
+}
+
+/// `session.created`'s and `session.updated`'s session.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Info {
+    id: Text,
+}
+
+/// `session.status`'s status.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Status {
+    #[serde(rename = "type")]
+    kind: Text,
+}
+
 pub fn parse(stdin: &[u8]) -> HookInput {
-    let v = match object(stdin, "OpenCode plugin") {
-        Ok(v) => v,
+    let p: Payload = match payload(stdin, "OpenCode plugin") {
+        Ok(p) => p,
         Err(e) => return HookInput::Skip(e),
     };
-    let Some(event) = text(&v, &["hook_event_name", "type"]) else {
+    let Some(event) = p.event() else {
         return HookInput::Skip("OpenCode plugin payload has no hook_event_name".into());
     };
-    let props = field(&v, &["properties"]).cloned().unwrap_or(Value::Null);
-    let id = text(&v, &["session_id"])
-        .or_else(|| text(&props, &["sessionID"]))
-        .or_else(|| props.get("info").and_then(|i| text(i, &["id"])));
-    let cwd = text(&v, &["cwd", "directory"]);
+    let props = &p.properties.0;
+    let id = p
+        .session_id
+        .get()
+        .or(props.session_id.get())
+        .or(props.info.0.id.get());
+    let cwd = p.cwd.get().or(p.directory.get());
     let session = match session_ref(Harness::OpenCode, id, cwd, event) {
         Ok(s) => s,
         Err(e) => return HookInput::Skip(e),
     };
     let mut report = ApiReport {
-        base_url: text(&v, &["server_url"]).map(|u| u.trim_end_matches('/').to_string()),
+        base_url: p
+            .server_url
+            .get()
+            .map(|u| u.trim_end_matches('/').to_string()),
         directory: cwd.map(str::to_string),
         idle: None,
-        seq: field(&v, &["seq"])
-            .and_then(Value::as_i64)
-            .filter(|n| *n > 0),
+        seq: p.seq.as_ref().and_then(Value::as_i64).filter(|n| *n > 0),
     };
     let then = match event {
         "session.created" => {
@@ -46,10 +107,7 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             }
         }
         "session.status" => {
-            report.idle = props
-                .get("status")
-                .and_then(|s| text(s, &["type"]))
-                .map(|t| t == "idle");
+            report.idle = props.status.0.kind.get().map(|t| t == "idle");
             HookInput::Alive { session }
         }
         "session.idle" => {
@@ -57,13 +115,12 @@ pub fn parse(stdin: &[u8]) -> HookInput {
             HookInput::TurnOver { session }
         }
         "permission.asked" => {
-            let Some(request) = text(&props, &["id"]).filter(|r| crate::wire::is_session_id(r))
-            else {
+            let Some(request) = props.id.get().filter(|r| crate::wire::is_session_id(r)) else {
                 return HookInput::Skip(
                     "OpenCode permission.asked without a usable request id".into(),
                 );
             };
-            let (permission, message) = asked(&props);
+            let (permission, message) = asked(props);
             HookInput::Permission {
                 attention_id: request.to_string(),
                 tool: Some(permission.to_string()),
@@ -73,7 +130,11 @@ pub fn parse(stdin: &[u8]) -> HookInput {
         }
         // Answered, by us through the API or by the person in the TUI.
         "permission.replied" => HookInput::TerminalAnswered {
-            attention_id: text(&props, &["requestID", "permissionID"]).map(str::to_string),
+            attention_id: props
+                .request_id
+                .get()
+                .or(props.permission_id.get())
+                .map(str::to_string),
             session,
         },
         "session.deleted" => HookInput::SessionEnd { session },
@@ -87,15 +148,22 @@ pub fn parse(stdin: &[u8]) -> HookInput {
 
 /// A `permission.asked`'s permission and what the person is shown of it (its patterns, else
 /// its title).
-fn asked(props: &Value) -> (&str, String) {
-    let permission = text(props, &["permission", "type"]).unwrap_or("permission");
+fn asked(props: &Props) -> (&str, String) {
+    let permission = props
+        .permission
+        .get()
+        .or(props.kind.get())
+        .unwrap_or("permission");
     let patterns: Vec<&str> = props
-        .get("patterns")
+        .patterns
+        .as_ref()
         .and_then(Value::as_array)
         .map(|p| p.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     let message = if patterns.is_empty() {
-        text(props, &["title"])
+        props
+            .title
+            .get()
             .map(|t| format!("{permission} {t}"))
             .unwrap_or_else(|| permission.to_string())
     } else {
@@ -107,11 +175,11 @@ fn asked(props: &Value) -> (&str, String) {
 /// A permission prompt's call as a grant for the session matches it (DECISIONS 30): the
 /// permission and exactly what the person was shown of it ([`grant_call`]).
 pub fn call(stdin: &[u8]) -> Option<Call> {
-    let v: Value = serde_json::from_slice(stdin).ok()?;
-    if text(&v, &["hook_event_name", "type"])? != "permission.asked" {
+    let p: Payload = payload(stdin, "OpenCode plugin").ok()?;
+    if p.event()? != "permission.asked" {
         return None;
     }
-    let (permission, message) = asked(v.get("properties")?);
+    let (permission, message) = asked(&p.properties.0);
     Some(grant_call(permission, &message))
 }
 

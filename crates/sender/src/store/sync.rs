@@ -1,14 +1,13 @@
 //! What sp-sync does to the store: ingest polled messages, keep the ack and event outboxes,
 //! remember per-sink state, and sweep what time has decided.
-use super::hooks::{end_turn_waits, finish, finish_with_code, taken_ack, BATCH_PART};
-use super::spool::emit;
+use super::hooks::{clear, end_turn_waits, finish, finish_with_code, taken_ack, BATCH_PART};
 use super::{pid_alive, Store};
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::control::{
     deadline, AckStatus, Checked, ControlMessage, Decided, Decision, DeliveryMode, Kind, Outcome,
     Scope,
 };
-use crate::wire::event::{self, How, StoredEvent};
+use crate::wire::event::{How, StoredEvent};
 use anyhow::Result;
 use rusqlite::{params, OptionalExtension};
 
@@ -583,113 +582,122 @@ impl Store {
     /// attentions nobody waits for (DECISIONS 13 `unknown`); prunes old history.
     pub fn sweep(&mut self) -> Result<SweepReport> {
         let now = now_ms();
-        let mut report = SweepReport::default();
         let tx = self.write_tx()?;
-        let expired: Vec<String> = tx
-            .prepare_cached("SELECT id FROM messages WHERE state='queued' AND deadline_ms <= ?1")?
-            .query_map(params![now], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        for id in &expired {
-            finish(
-                &tx,
-                id,
-                "expired",
-                Some("past expires_at before it could be delivered"),
-                now,
-            )?;
-        }
-        report.expired = expired.len();
-        // DECISIONS 38: a turn that never ended (no Stop within 30 min): delivered, no reply.
-        let stale_turns: Vec<String> = tx
-            .prepare_cached("SELECT DISTINCT session_key FROM turn_waits WHERE since_ms <= ?1")?
-            .query_map(params![now - TURN_WAIT_MAX_MS], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        for key in &stale_turns {
-            end_turn_waits(&tx, key, None, now)?;
-        }
-        let claimed: Vec<(String, Option<i64>, Option<i64>)> = tx
-            .prepare_cached(
-                "SELECT id, claimed_pid, claimed_ms FROM messages m WHERE state='delivering' \
-                 AND NOT EXISTS (SELECT 1 FROM runs WHERE message_id=m.id)",
-            )?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        for (id, pid, at) in claimed {
-            let dead = !pid.is_some_and(pid_alive) || at.is_none_or(|t| now - t > CLAIM_STALE_MS);
-            if dead {
-                finish(
-                    &tx,
-                    &id,
-                    "failed",
-                    Some("the hook ended before confirming delivery"),
-                    now,
-                )?;
-                report.orphaned += 1;
-            }
-        }
-        let stale: Vec<(String, String, Option<i64>)> = tx
-            .prepare_cached(
-                "SELECT session_key, attention_id, hook_pid FROM attention WHERE state='open' AND wait_until_ms + 60000 < ?1",
-            )?
-            .query_map(params![now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        for (key, attention_id, pid) in stale {
-            if pid.is_some_and(pid_alive) {
-                continue;
-            }
-            tx.execute(
-                "UPDATE attention SET state='cleared', how='unknown', cleared_at=?3 WHERE session_key=?1 AND attention_id=?2",
-                params![key, attention_id, format_ms(now)],
-            )?;
-            emit(
-                &tx,
-                &key,
-                event::ATTENTION_CLEARED,
-                "",
-                &event::attention_cleared(&attention_id, How::Unknown),
-                now,
-            )?;
-            let queued: Vec<String> = tx
-                .prepare_cached(
-                    "SELECT id FROM messages WHERE session_key=?1 AND attention_id=?2 AND kind='permission.answer' AND state='queued'",
-                )?
-                .query_map(params![key, attention_id], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            for id in queued {
-                finish(
-                    &tx,
-                    &id,
-                    "expired",
-                    Some("the attention was already cleared"),
-                    now,
-                )?;
-            }
-            report.attentions_unknown += 1;
-        }
+        let mut report = SweepReport {
+            expired: expire_queued(&tx, now)?,
+            ..SweepReport::default()
+        };
+        end_stale_turns(&tx, now)?;
+        report.orphaned = fail_orphaned_claims(&tx, now)?;
+        report.attentions_unknown = clear_unwatched_attentions(&tx, now)?;
         use std::sync::atomic::Ordering::Relaxed;
-        if NEXT_PRUNE_MS.load(Relaxed) > now {
-            tx.commit()?;
-            return Ok(report);
+        if NEXT_PRUNE_MS.load(Relaxed) <= now {
+            NEXT_PRUNE_MS.store(now + PRUNE_EVERY_MS, Relaxed);
+            report.pruned = prune(&tx, now)?;
         }
-        NEXT_PRUNE_MS.store(now + PRUNE_EVERY_MS, Relaxed);
-        let old = format_ms(now - KEEP_MS);
-        report.pruned += tx.execute(
-            "DELETE FROM messages WHERE state='done' AND done_at < ?1 \
-             AND NOT EXISTS (SELECT 1 FROM acks WHERE message_id=messages.id AND sent_at IS NULL)",
-            params![old],
-        )?;
-        tx.execute(
-            "DELETE FROM acks WHERE sent_at IS NOT NULL AND sent_at < ?1 \
-             AND NOT EXISTS (SELECT 1 FROM messages WHERE id=acks.message_id)",
-            params![old],
-        )?;
-        report.pruned += tx.execute(
-            "DELETE FROM events WHERE time < ?1 AND rowid <= coalesce((SELECT min(event_cursor) FROM sinks), rowid)",
-            params![old],
-        )?;
         tx.commit()?;
         Ok(report)
     }
+}
+
+/// Queued messages past their deadline: acked `expired`. Returns how many.
+fn expire_queued(tx: &rusqlite::Transaction, now: Millis) -> Result<usize> {
+    let expired: Vec<String> = tx
+        .prepare_cached("SELECT id FROM messages WHERE state='queued' AND deadline_ms <= ?1")?
+        .query_map(params![now], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for id in &expired {
+        finish(
+            tx,
+            id,
+            "expired",
+            Some("past expires_at before it could be delivered"),
+            now,
+        )?;
+    }
+    Ok(expired.len())
+}
+
+/// DECISIONS 38: a turn that never ended (no Stop within 30 min): delivered, no reply.
+fn end_stale_turns(tx: &rusqlite::Transaction, now: Millis) -> Result<()> {
+    let stale_turns: Vec<String> = tx
+        .prepare_cached("SELECT DISTINCT session_key FROM turn_waits WHERE since_ms <= ?1")?
+        .query_map(params![now - TURN_WAIT_MAX_MS], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for key in &stale_turns {
+        end_turn_waits(tx, key, None, now)?;
+    }
+    Ok(())
+}
+
+/// Claims of hooks that died (or held them too long) before confirming delivery: acked
+/// `failed` (DECISIONS 21). Returns how many.
+fn fail_orphaned_claims(tx: &rusqlite::Transaction, now: Millis) -> Result<usize> {
+    let mut orphaned = 0;
+    let claimed: Vec<(String, Option<i64>, Option<i64>)> = tx
+        .prepare_cached(
+            "SELECT id, claimed_pid, claimed_ms FROM messages m WHERE state='delivering' \
+             AND NOT EXISTS (SELECT 1 FROM runs WHERE message_id=m.id)",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (id, pid, at) in claimed {
+        let dead = !pid.is_some_and(pid_alive) || at.is_none_or(|t| now - t > CLAIM_STALE_MS);
+        if dead {
+            finish(
+                tx,
+                &id,
+                "failed",
+                Some("the hook ended before confirming delivery"),
+                now,
+            )?;
+            orphaned += 1;
+        }
+    }
+    Ok(orphaned)
+}
+
+/// Open attentions nobody waits for any more: cleared `unknown` (DECISIONS 13), and answers
+/// still queued for them expired. Returns how many.
+fn clear_unwatched_attentions(tx: &rusqlite::Transaction, now: Millis) -> Result<usize> {
+    let mut cleared = 0;
+    let stale: Vec<(String, String, Option<i64>)> = tx
+        .prepare_cached(
+            "SELECT session_key, attention_id, hook_pid FROM attention WHERE state='open' AND wait_until_ms + 60000 < ?1",
+        )?
+        .query_map(params![now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (key, attention_id, pid) in stale {
+        if pid.is_some_and(pid_alive) {
+            continue;
+        }
+        if clear(tx, &key, &attention_id, How::Unknown, "", now)? {
+            cleared += 1;
+        }
+    }
+    Ok(cleared)
+}
+
+/// Deletes history older than KEEP_MS that no sink still needs. Returns the messages and
+/// events removed.
+fn prune(tx: &rusqlite::Transaction, now: Millis) -> Result<usize> {
+    let mut pruned = 0;
+    let old = format_ms(now - KEEP_MS);
+    pruned += tx.execute(
+        "DELETE FROM messages WHERE state='done' AND done_at < ?1 \
+         AND NOT EXISTS (SELECT 1 FROM acks WHERE message_id=messages.id AND sent_at IS NULL)",
+        params![old],
+    )?;
+    tx.execute(
+        "DELETE FROM acks WHERE sent_at IS NOT NULL AND sent_at < ?1 \
+         AND NOT EXISTS (SELECT 1 FROM messages WHERE id=acks.message_id)",
+        params![old],
+    )?;
+    pruned += tx.execute(
+        "DELETE FROM events WHERE time < ?1 AND rowid <= coalesce((SELECT min(event_cursor) FROM sinks), rowid)",
+        params![old],
+    )?;
+    Ok(pruned)
 }
 
 /// `Some` when we hold message `id` already: `Some(true)` when it is done, and its ack (the

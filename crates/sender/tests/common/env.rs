@@ -357,6 +357,7 @@ pub fn finish(mut c: Child, d: Duration) -> Output {
     c.wait_with_output().unwrap()
 }
 
+/// Whether `f` came to hold within `d` (checked every 20 ms, and once more at the end).
 pub fn until(d: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + d;
     while Instant::now() < end {
@@ -366,6 +367,12 @@ pub fn until(d: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     f()
+}
+
+/// Waits until `f` holds; FAILS the test, naming `what`, when `d` runs out first.
+#[track_caller]
+pub fn wait_until(what: &str, d: Duration, f: impl FnMut() -> bool) {
+    assert!(until(d, f), "gave up after {d:?} waiting until {what}");
 }
 
 /// Asserts the command exited 0, showing its stderr when it did not.

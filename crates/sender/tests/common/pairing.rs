@@ -51,3 +51,17 @@ pub fn start(mut cmd: Command) -> SpPair {
         printed,
     }
 }
+
+/// The page approves the pairing `sp pair` started (its check shown), and `sp pair` ends
+/// successfully within 30 s.
+pub fn approve(b: &mut super::browser::Browser, sp_pair: Child, printed: &Mutex<String>) {
+    b.click("#pair-approve");
+    b.wait("#pair-status[data-state=\"paired\"]");
+    let done = super::env::finish(sp_pair, Duration::from_secs(30));
+    assert!(
+        done.status.success(),
+        "sp pair: {}{}",
+        printed.lock().unwrap(),
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
