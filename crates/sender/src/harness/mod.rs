@@ -150,6 +150,16 @@ impl Harness {
         }
     }
 
+    /// DECISIONS 40: the turn's prompt and final text as its Stop reports them, for
+    /// `turn.transcript`; read only when a sink takes tier 2.
+    pub fn turn_texts(self, stdin: &[u8]) -> (Option<String>, Option<String>) {
+        match self {
+            Harness::ClaudeCode => claude_code::turn_texts(stdin),
+            Harness::Codex => (None, last_assistant_message(stdin)),
+            _ => (None, None),
+        }
+    }
+
     /// Whether its Stop reports the turn's text ([`Harness::turn_reply`]): only then does a
     /// prompt delivered in place wait for its turn's end for its final ack (DECISIONS 38).
     pub fn reports_turn_text(self) -> bool {

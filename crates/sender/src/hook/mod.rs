@@ -159,6 +159,11 @@ fn quiet_done(config: &Config, input: &HookInput) -> bool {
             }
             true
         }
+        // DECISIONS 40: a transcript to record goes through the database.
+        HookInput::Stop { .. } if start_sync && wants_transcript(config) => {
+            crate::sync_lock::ensure_running();
+            false
+        }
         HookInput::Stop { session } if start_sync => {
             crate::sync_lock::ensure_running();
             // Nothing to claim, nothing open, no stop mark: the turn ends `stop`, recorded
@@ -344,11 +349,17 @@ fn on_permission(
     permission::run(harness, config, store, session, prompt)
 }
 
+/// Whether a sink takes `turn.transcript` (tier 2, DECISIONS 40): only then does a Stop read
+/// the turn's prompt and text for it.
+fn wants_transcript(config: &Config) -> bool {
+    config.sinks.iter().any(|s| s.tier >= 2)
+}
+
 fn on_stop(
     harness: Harness,
     store: &mut crate::store::Store,
     session: &crate::store::SessionRef,
-    (start_sync, marked): (bool, bool),
+    (start_sync, marked, transcript): (bool, bool, bool),
     stdin: &[u8],
 ) -> Result<()> {
     if start_sync {
@@ -366,12 +377,22 @@ fn on_stop(
     } else {
         store.seam_state(&session.key())?
     };
+    // DECISIONS 40: the turn's prompt and text, read once for the transcript and the reply.
+    let texts = transcript.then(|| harness.turn_texts(stdin));
+    if let Some(data) = texts
+        .as_ref()
+        .and_then(|(u, a)| crate::wire::event::turn_transcript(u.as_deref(), a.as_deref()))
+    {
+        store.record_conversation(session, crate::wire::event::TURN_TRANSCRIPT, &data)?;
+    }
     if state.in_flight {
         // DECISIONS 38 `turn` mode: this Stop ends the turn the prompts delivered at the last
         // one started; their final acks carry its text. Read only now: most Stops have none.
-        let reply = harness
-            .turn_reply(stdin)
-            .map(|r| crate::wire::control::ack_reply(&r));
+        let reply = match &texts {
+            Some((_, a)) => a.clone(),
+            None => harness.turn_reply(stdin),
+        }
+        .map(|r| crate::wire::control::ack_reply(&r));
         let n = store.turn_ended_with(&session.key(), reply.as_deref())?;
         crate::logging::info(&format!(
             "{}: the turn of {n} prompt(s) ended ({})",
@@ -472,7 +493,14 @@ fn act(
             },
         )?,
         HookInput::Stop { session } => {
-            on_stop(harness, store, &session, (start_sync, marked), stdin)?
+            let transcript = start_sync && wants_transcript(config);
+            on_stop(
+                harness,
+                store,
+                &session,
+                (start_sync, marked, transcript),
+                stdin,
+            )?
         }
         HookInput::SessionStart { session, source } => {
             // The page offers only what the harness honours (DECISIONS 30).

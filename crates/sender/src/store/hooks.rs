@@ -902,6 +902,22 @@ impl Store {
         Ok(true)
     }
 
+    /// DECISIONS 40: a `turn.transcript` or `tool.started` / `tool.ended` of the session, in
+    /// order with its other events (each sink gets it at its tier or not at all).
+    pub fn record_conversation(
+        &mut self,
+        s: &SessionRef,
+        kind: &str,
+        data: &serde_json::Value,
+    ) -> Result<()> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        touch(&tx, s, None, now)?;
+        emit(&tx, &s.key(), kind, &s.event, data, now)?;
+        tx.commit()?;
+        Ok(())
+    }
+
     /// The turn ended without a Stop that could deliver (the agent was stopped at its
     /// Stop): open attentions end `cancelled` and `turn.ended` is emitted.
     pub fn end_turn(&mut self, s: &SessionRef, reason: TurnEnd) -> Result<()> {
