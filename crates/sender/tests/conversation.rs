@@ -128,3 +128,221 @@ fn the_answer_the_stop_reports_wins_and_tier_1_alone_reads_no_transcript() {
         [2]
     );
 }
+
+/// DECISIONS 40 on the page, in headless Chromium: a session reads as a conversation (the
+/// turn's prompt and answer, as its tier-2 sink got them), its status follows it (idle,
+/// waiting for you, working, idle), the message box of an idle session says "Send" and that
+/// it resumes the session, and the answer to that message grows on the page as its
+/// `progress` acks come. The acks are sent over the protocol as a machine's runner sends them
+/// (the runner that resumes sessions is another helper's; see the report).
+#[test]
+fn the_page_shows_the_conversation_its_status_and_a_reply_as_it_grows() {
+    use common::browser::{missing_browser_deps, Browser};
+    use common::http::post;
+    use common::receiver::{Machine, SpReceiver, LOGIN, TOKEN};
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
+    let mut machine = Machine::new(
+        dir.path(),
+        &receiver.url,
+        &dir.path().join("receiver/token"),
+    );
+    let sink = json!({"sinks": [{"name": "phone", "url": receiver.url, "tier": 2, "control": true,
+        "token_file": dir.path().join("receiver/token")}]});
+    std::fs::write(&machine.config, sink.to_string()).unwrap();
+    machine.start_sync();
+    let key = format!("claude-code:{CC_SESSION}");
+    let card = format!("article[data-session=\"{key}\"]");
+    let state = format!("{card} .state");
+
+    let mut b = Browser::launch();
+    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait("#conn[data-state=\"live\"]");
+
+    // One turn ran at the terminal: the page shows what the person asked and what the agent
+    // answered (the secret in the prompt masked), and the session idle.
+    let cwd = machine.home.join("src/api");
+    let t = machine.home.join("transcript.jsonl");
+    let lines = [
+        json!({"type": "user", "message": {"content": "run the tests with API_TOKEN=hunter22"}}),
+        json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "All 42 tests pass."}]}}),
+    ];
+    let body: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(&t, body.join("\n") + "\n").unwrap();
+    let mut start = payload(CC_STOP);
+    start["hook_event_name"] = json!("SessionStart");
+    start["source"] = json!("startup");
+    start["cwd"] = json!(cwd);
+    assert!(machine.hook("sp-event", &start).status.success());
+    let mut stop = payload(CC_STOP);
+    stop["cwd"] = json!(cwd);
+    stop["transcript_path"] = json!(t);
+    stop.as_object_mut()
+        .unwrap()
+        .remove("last_assistant_message");
+    let out = machine.hook("sp-stop", &stop);
+    assert!(out.status.success() && out.stdout.is_empty());
+    let turn = format!("{card} li.turn");
+    b.wait(&turn);
+    assert_eq!(
+        b.text(&format!("{turn} .said")),
+        "run the tests with API_TOKEN=[REDACTED 8 chars]"
+    );
+    assert_eq!(b.text(&format!("{turn} .reply")), "All 42 tests pass.");
+    b.wait(&format!("{state}[data-state=\"idle\"]"));
+    assert_eq!(b.text(&state), "idle");
+    let meta = b.text(&format!("{card} .meta"));
+    assert!(!meta.contains(&CC_SESSION[..8]), "no internal id: {meta}");
+
+    // A permission prompt: waiting for you; answered, the agent works on.
+    let mut ask = payload(CC_PERMISSION);
+    ask["cwd"] = json!(cwd);
+    let hook = machine.spawn_hook("sp-permission", &ask);
+    b.wait(&format!("{state}[data-state=\"waiting\"]"));
+    assert_eq!(b.text(&state), "waiting for you");
+    let attention = format!("[data-attention=\"{CC_PERMISSION_ID}\"]");
+    b.wait(&attention);
+    b.click(&format!("{attention} button.allow"));
+    let out = finish(hook, Duration::from_secs(30));
+    assert!(stdout(&out).contains("allow"), "{}", stdout(&out));
+    b.wait(&format!("{state}[data-state=\"working\"]"));
+    assert_eq!(b.text(&state), "working");
+    // The decision reads as the call and what was decided, never the prompt's id.
+    let answer = format!("{card} li.msg[data-kind=\"permission.answer\"]");
+    b.wait(&format!("{answer}[data-status=\"delivered\"]"));
+    let line = b.text(&answer);
+    assert!(line.contains("Allow Bash: echo hi > out.txt"), "{line}");
+    assert!(!line.contains(CC_PERMISSION_ID), "{line}");
+
+    // The turn ends: idle again, and the message box says what Send does now.
+    let mut stop2 = payload(CC_STOP);
+    stop2["cwd"] = json!(cwd);
+    assert!(machine.hook("sp-stop", &stop2).status.success());
+    b.wait(&format!("{state}[data-state=\"idle\"]"));
+    assert_eq!(b.text(&format!("{card} button.queue")), "Send");
+    let text = "now add a test for the parser";
+    b.send_text(&card, text, "queue");
+    b.call(
+        json!({"op": "wait_text", "selector": format!("{card} .form-status"),
+        "text": "Sent: the machine resumes the session with it.", "timeout": 30000}),
+    );
+    let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
+    let id = b.prompt_id_taken(&prompt);
+    machine.assert_stored(&id);
+
+    // The answer grows on the page as the progress acks come, then the final one.
+    let ack = |outcome: &str, reply: &str, seq: Option<u64>| {
+        let mut a = json!({"id": id, "outcome": outcome, "at": now(), "reply": reply});
+        match seq {
+            Some(s) => a["seq"] = json!(s),
+            None => {
+                a["mode"] = json!("resume");
+            }
+        }
+        let r = post(
+            &format!("{}/api/sessionpipe/v1/control/ack", receiver.url),
+            &[
+                ("authorization", &format!("Bearer {TOKEN}")),
+                ("sessionpipe-protocol", "1"),
+            ],
+            "application/json",
+            &json!({"acks": [a]}).to_string(),
+        );
+        assert!(r.status / 100 == 2, "{} {}", r.status, r.text);
+    };
+    let reply = format!("{prompt}[data-message=\"{id}\"] div.reply");
+    ack("progress", "Adding a test", Some(1));
+    b.call(
+        json!({"op": "wait_text", "selector": reply, "text": "Adding a test", "timeout": 30000}),
+    );
+    assert_eq!(
+        b.text(&format!("{prompt}[data-message=\"{id}\"] .outcome")),
+        "answering…"
+    );
+    ack("progress", "Adding a test for the parser: written", Some(2));
+    b.call(json!({"op": "wait_text", "selector": reply, "text": "for the parser: written", "timeout": 30000}));
+    ack(
+        "delivered",
+        "Added tests/parser.rs; all 43 tests pass.",
+        None,
+    );
+    let done = format!("{prompt}[data-message=\"{id}\"][data-status=\"delivered\"]");
+    b.wait(&format!("{done} div.reply[data-mode=\"resume\"]"));
+    assert_eq!(
+        b.text(&format!("{done} div.reply")),
+        "Added tests/parser.rs; all 43 tests pass."
+    );
+}
+
+/// Now as the protocol writes it: UTC, milliseconds, `Z`.
+fn now() -> String {
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::OffsetDateTime::now_utc().format(&fmt).unwrap()
+}
+
+/// DECISIONS 40: `sp status` and `sp queue` say what each session is doing in the page's
+/// words: idle after its start, waiting for you while a prompt is open, working once it is
+/// settled, idle at the turn's end, ended after SessionEnd.
+#[test]
+fn sp_status_and_sp_queue_say_what_each_session_is_doing() {
+    let env = Env::with(opts(1), json!({"permission_wait_s": 2}));
+    let key = format!("claude-code:{CC_SESSION}");
+    let status = |env: &Env| -> String {
+        let out = env.cmd("sp").args(["status", "--json"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let text = env.cmd("sp").arg("status").output().unwrap();
+        let text = String::from_utf8_lossy(&text.stdout).into_owned();
+        match v["live_sessions"].as_array().unwrap().first() {
+            Some(s) => {
+                let word = s["status"].as_str().unwrap().to_string();
+                assert!(text.contains(&format!("  {word}, last event ")), "{text}");
+                word
+            }
+            None => "not live".into(),
+        }
+    };
+    let mut start = payload(CC_STOP);
+    start["hook_event_name"] = json!("SessionStart");
+    start["source"] = json!("startup");
+    assert!(env.hook_json("sp-event", &start).status.success());
+    assert_eq!(status(&env), "idle");
+    let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION));
+    assert!(until(Duration::from_secs(10), || env.query::<i64>(
+        "select count(*) from attention where state='open'"
+    ) == [1]));
+    assert_eq!(status(&env), "waiting for you");
+    // Nobody answers: the hook gives up, the prompt is cleared, the turn goes on.
+    let out = finish(hook, Duration::from_secs(20));
+    assert!(out.status.success() && out.stdout.is_empty());
+    assert_eq!(status(&env), "working");
+    assert!(env.hook_json("sp-stop", &payload(CC_STOP)).status.success());
+    assert!(env.sync_once().status.success());
+    assert_eq!(status(&env), "idle");
+    // `sp queue` names each message's session with the same word.
+    env.receiver
+        .enqueue(&key, json!({"kind": "prompt", "text": "and the docs"}));
+    assert!(env.sync_once().status.success());
+    let queue = env.cmd("sp").arg("queue").output().unwrap();
+    let queue = String::from_utf8_lossy(&queue.stdout).into_owned();
+    assert!(queue.contains(&format!("{key} (idle)")), "{queue}");
+    let mut end = payload(CC_STOP);
+    end["hook_event_name"] = json!("SessionEnd");
+    end["reason"] = json!("exit");
+    assert!(env.hook_json("sp-event", &end).status.success());
+    assert_eq!(status(&env), "not live");
+    let queue = env.cmd("sp").args(["queue", "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&queue.stdout).unwrap();
+    assert_eq!(v["messages"][0]["session_status"], "ended");
+}
