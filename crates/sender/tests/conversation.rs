@@ -346,3 +346,96 @@ fn sp_status_and_sp_queue_say_what_each_session_is_doing() {
     let v: Value = serde_json::from_slice(&queue.stdout).unwrap();
     assert_eq!(v["messages"][0]["session_status"], "ended");
 }
+
+/// DECISIONS 40: `tool.started` and `tool.ended` (tier 1) from Claude Code's PreToolUse and
+/// PostToolUse / PostToolUseFailure, with the tool and a one-line redacted summary, in the
+/// order they happened; behind a quiet marker they are spooled, not written to the database.
+#[test]
+fn tool_events_reach_a_tier_1_sink_in_order_spooled_behind_the_quiet_marker() {
+    let env = Env::with(opts(1), json!({}));
+    let mut start = payload(CC_STOP);
+    start["hook_event_name"] = json!("SessionStart");
+    start["source"] = json!("startup");
+    assert!(env.hook_json("sp-event", &start).status.success());
+    let call = |event: &str, command: &str| {
+        let mut p = payload(CC_STOP);
+        p["hook_event_name"] = json!(event);
+        p["tool_name"] = json!("Bash");
+        p["tool_input"] = json!({"command": command, "description": "run it"});
+        p["tool_use_id"] = json!("toolu_01");
+        if event != "PreToolUse" {
+            p["tool_response"] = json!({});
+        }
+        let out = env.hook_json("sp-event", &p);
+        assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty());
+    };
+    let spooled = || match std::fs::read_dir(env.state.join("spool")) {
+        Ok(d) => d.count(),
+        Err(_) => 0,
+    };
+    // The first call stores its event and, nothing being pending, makes the quiet marker;
+    // the next ones spool theirs without opening the database.
+    call("PreToolUse", "cargo test\n  --quiet");
+    assert_eq!(spooled(), 0);
+    call("PostToolUse", "cargo test\n  --quiet");
+    let curl = "curl -H 'Authorization: Bearer abc123' https://x";
+    call("PreToolUse", curl);
+    call("PostToolUseFailure", curl);
+    assert_eq!(spooled(), 3, "log: {}", env.log());
+    assert_eq!(env.log().matches("the database not opened").count(), 3);
+    assert!(env.sync_once().status.success());
+    assert!(until(Duration::from_secs(10), || env
+        .receiver
+        .events()
+        .iter()
+        .filter(|e| e["type"] == "tool.ended")
+        .count()
+        == 2));
+    let mut got: Vec<Value> = env
+        .receiver
+        .events()
+        .into_iter()
+        .filter(|e| e["type"].as_str().unwrap().starts_with("tool."))
+        .collect();
+    got.sort_by_key(|e| e["session"]["seq"].as_i64());
+    for e in &got {
+        common::schema::assert_valid("event.json", e);
+    }
+    let seen: Vec<(Value, Value)> = got
+        .iter()
+        .map(|e| (e["type"].clone(), e["data"].clone()))
+        .collect();
+    let shown = "curl -H 'Authorization: Bearer [REDACTED 6 chars]' https://x";
+    assert_eq!(
+        seen,
+        [
+            (
+                json!("tool.started"),
+                json!({"tool": "Bash", "summary": "cargo test --quiet"})
+            ),
+            (
+                json!("tool.ended"),
+                json!({"tool": "Bash", "summary": "cargo test --quiet", "ok": true})
+            ),
+            (
+                json!("tool.started"),
+                json!({"tool": "Bash", "summary": shown})
+            ),
+            (
+                json!("tool.ended"),
+                json!({"tool": "Bash", "summary": shown, "ok": false})
+            ),
+        ]
+    );
+    assert_eq!(spooled(), 0);
+    // A tier-0 sink: no tool event is recorded at all.
+    env.write_config(json!({"sinks": [
+        {"name": "phone", "url": env.receiver.url(), "tier": 0, "control": true, "token": env.receiver.token()},
+    ]}));
+    call("PreToolUse", "ls");
+    assert_eq!(spooled(), 0);
+    assert_eq!(
+        env.query::<i64>("select count(*) from events where type like 'tool.%'"),
+        [4]
+    );
+}

@@ -105,7 +105,29 @@ pub fn run(harness: Harness) -> Result<()> {
     });
     let marked = quiet_session(&input)
         .is_some_and(|key| crate::store::quiet::marked(&crate::paths::state_dir(), &key));
-    if marked && quiet_done(&config, &input) {
+    // DECISIONS 40: a tool's start or end, for the sinks at tier 1 or above; behind a quiet
+    // marker spooled (no database), else stored on the full path below.
+    let mut tool = config
+        .sinks
+        .iter()
+        .any(|s| s.tier >= 1)
+        .then(|| harness.tool_event(&stdin))
+        .flatten();
+    if let (true, Some((kind, data)), Some(session)) = (marked, &tool, input.session()) {
+        match crate::store::spool::spool_tool_event(
+            &crate::paths::state_dir(),
+            &session.key(),
+            &session.event,
+            kind,
+            data,
+        ) {
+            Ok(()) => tool = None,
+            Err(e) => {
+                crate::logging::warn(&format!("{e:#}; storing the tool event in the database"))
+            }
+        }
+    }
+    if marked && tool.is_none() && quiet_done(&config, &input) {
         crate::logging::debug("quiet marker current: nothing pending, the database not opened");
         return Ok(());
     }
@@ -116,6 +138,9 @@ pub fn run(harness: Harness) -> Result<()> {
         extra.insert("control".into(), session_control(harness));
         extra
     });
+    if let (Some((kind, data)), Some(session)) = (&tool, input.session()) {
+        store.record_conversation(session, kind, data)?;
+    }
     // DECISIONS 30: the call itself, for grants and for answers that change its input.
     let call = match &input {
         HookInput::Permission { .. } => harness.permission_call(&stdin),
