@@ -19,16 +19,12 @@ fn opts(max_tier: u8) -> ReceiverOptions {
 /// secret in it) and the model's answer; returns the Stop payload for it.
 fn one_turn(env: &Env, last_assistant_message: Option<&str>) -> Value {
     let t = env.dir.path().join("transcript.jsonl");
-    let lines = [
-        json!({"type": "user", "message": {"content": "deploy it with API_TOKEN=hunter22 please"}}),
-        json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "Deployed; the site is up."}]}}),
-    ];
-    let body: Vec<String> = lines.iter().map(Value::to_string).collect();
-    std::fs::write(&t, body.join("\n") + "\n").unwrap();
-    let mut start = payload(CC_STOP);
-    start["hook_event_name"] = json!("SessionStart");
-    start["source"] = json!("startup");
-    assert!(env.hook_json("sp-event", &start).status.success());
+    write_turn(
+        &t,
+        "deploy it with API_TOKEN=hunter22 please",
+        "Deployed; the site is up.",
+    );
+    assert!(env.hook_json("sp-event", &session_start()).status.success());
     let mut stop = payload(CC_STOP);
     stop["transcript_path"] = json!(t);
     match last_assistant_message {
@@ -40,6 +36,24 @@ fn one_turn(env: &Env, last_assistant_message: Option<&str>) -> Value {
         }
     }
     stop
+}
+
+/// A Claude Code transcript at `path` holding one turn: the person's prompt and the answer.
+fn write_turn(path: &std::path::Path, prompt: &str, answer: &str) {
+    let lines = [
+        json!({"type": "user", "message": {"content": prompt}}),
+        json!({"type": "assistant", "message": {"content": [{"type": "text", "text": answer}]}}),
+    ];
+    let body: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(path, body.join("\n") + "\n").unwrap();
+}
+
+/// The fixture session's SessionStart.
+fn session_start() -> Value {
+    let mut start = payload(CC_STOP);
+    start["hook_event_name"] = json!("SessionStart");
+    start["source"] = json!("startup");
+    start
 }
 
 fn types(events: &[Value]) -> Vec<String> {
@@ -133,8 +147,8 @@ fn the_answer_the_stop_reports_wins_and_tier_1_alone_reads_no_transcript() {
 /// turn's prompt and answer, as its tier-2 sink got them), its status follows it (idle,
 /// waiting for you, working, idle), the message box of an idle session says "Send" and that
 /// it resumes the session, and the answer to that message grows on the page as its
-/// `progress` acks come. The acks are sent over the protocol as a machine's runner sends them
-/// (the runner that resumes sessions is another helper's; see the report).
+/// `progress` acks come. The test sends those acks over the protocol, as the machine's run
+/// that resumes a session sends them (DECISIONS 38): the page is what is under test here.
 #[test]
 fn the_page_shows_the_conversation_its_status_and_a_reply_as_it_grows() {
     use common::browser::{missing_browser_deps, Browser};
@@ -168,15 +182,12 @@ fn the_page_shows_the_conversation_its_status_and_a_reply_as_it_grows() {
     // answered (the secret in the prompt masked), and the session idle.
     let cwd = machine.home.join("src/api");
     let t = machine.home.join("transcript.jsonl");
-    let lines = [
-        json!({"type": "user", "message": {"content": "run the tests with API_TOKEN=hunter22"}}),
-        json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "All 42 tests pass."}]}}),
-    ];
-    let body: Vec<String> = lines.iter().map(Value::to_string).collect();
-    std::fs::write(&t, body.join("\n") + "\n").unwrap();
-    let mut start = payload(CC_STOP);
-    start["hook_event_name"] = json!("SessionStart");
-    start["source"] = json!("startup");
+    write_turn(
+        &t,
+        "run the tests with API_TOKEN=hunter22",
+        "All 42 tests pass.",
+    );
+    let mut start = session_start();
     start["cwd"] = json!(cwd);
     assert!(machine.hook("sp-event", &start).status.success());
     let mut stop = payload(CC_STOP);
@@ -313,10 +324,7 @@ fn sp_status_and_sp_queue_say_what_each_session_is_doing() {
             None => "not live".into(),
         }
     };
-    let mut start = payload(CC_STOP);
-    start["hook_event_name"] = json!("SessionStart");
-    start["source"] = json!("startup");
-    assert!(env.hook_json("sp-event", &start).status.success());
+    assert!(env.hook_json("sp-event", &session_start()).status.success());
     assert_eq!(status(&env), "idle");
     let hook = env.spawn_hook("sp-permission", &payload(CC_PERMISSION));
     assert!(until(Duration::from_secs(10), || env.query::<i64>(
@@ -353,10 +361,7 @@ fn sp_status_and_sp_queue_say_what_each_session_is_doing() {
 #[test]
 fn tool_events_reach_a_tier_1_sink_in_order_spooled_behind_the_quiet_marker() {
     let env = Env::with(opts(1), json!({}));
-    let mut start = payload(CC_STOP);
-    start["hook_event_name"] = json!("SessionStart");
-    start["source"] = json!("startup");
-    assert!(env.hook_json("sp-event", &start).status.success());
+    assert!(env.hook_json("sp-event", &session_start()).status.success());
     let call = |event: &str, command: &str| {
         let mut p = payload(CC_STOP);
         p["hook_event_name"] = json!(event);

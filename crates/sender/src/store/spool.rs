@@ -58,19 +58,7 @@ pub fn spool_turn_end(
     harness_event: &str,
     reason: event::TurnEnd,
 ) -> Result<()> {
-    let at_ms = now_ms();
-    spool(
-        state_dir,
-        TurnEndFile {
-            event_id: event_id(at_ms),
-            key: key.to_string(),
-            harness_event: harness_event.to_string(),
-            reason: reason.as_str().to_string(),
-            at_ms,
-            kind: None,
-            data: None,
-        },
-    )
+    spool(state_dir, key, harness_event, reason.as_str(), None)
 }
 
 /// Hook side, DECISIONS 40: a `tool.started` or `tool.ended` of the session, spooled as a
@@ -82,22 +70,26 @@ pub fn spool_tool_event(
     kind: &str,
     data: &serde_json::Value,
 ) -> Result<()> {
-    let at_ms = now_ms();
-    spool(
-        state_dir,
-        TurnEndFile {
-            event_id: event_id(at_ms),
-            key: key.to_string(),
-            harness_event: harness_event.to_string(),
-            reason: String::new(),
-            at_ms,
-            kind: Some(kind.to_string()),
-            data: Some(data.clone()),
-        },
-    )
+    spool(state_dir, key, harness_event, "", Some((kind, data)))
 }
 
-fn spool(state_dir: &Path, f: TurnEndFile) -> Result<()> {
+fn spool(
+    state_dir: &Path,
+    key: &str,
+    harness_event: &str,
+    reason: &str,
+    tool: Option<(&str, &serde_json::Value)>,
+) -> Result<()> {
+    let at_ms = now_ms();
+    let f = TurnEndFile {
+        event_id: event_id(at_ms),
+        key: key.to_string(),
+        harness_event: harness_event.to_string(),
+        reason: reason.to_string(),
+        at_ms,
+        kind: tool.map(|(k, _)| k.to_string()),
+        data: tool.map(|(_, d)| d.clone()),
+    };
     let dir = dir_of(&state_dir.join("control.db"));
     let path = dir.join(format!(
         "{}.{}.json",
