@@ -288,6 +288,21 @@ fn the_page_shows_the_conversation_its_status_and_a_reply_as_it_grows() {
         b.text(&format!("{done} div.reply")),
         "Added tests/parser.rs; all 43 tests pass."
     );
+
+    // The session ends: the page keeps it, says so, and its Send still goes (a resume).
+    let mut end = payload(CC_STOP);
+    end["hook_event_name"] = json!("SessionEnd");
+    end["reason"] = json!("exit");
+    end["cwd"] = json!(cwd);
+    assert!(machine.hook("sp-event", &end).status.success());
+    b.wait(&format!("{state}[data-state=\"ended\"]"));
+    assert_eq!(b.text(&state), "ended");
+    assert_eq!(b.text(&format!("{card} button.queue")), "Send");
+    b.send_text(&card, "one more: the changelog", "queue");
+    b.call(
+        json!({"op": "wait_text", "selector": format!("{card} .form-status"),
+        "text": "Sent: the machine resumes the session with it.", "timeout": 30000}),
+    );
 }
 
 /// Now as the protocol writes it: UTC, milliseconds, `Z`.

@@ -7,6 +7,8 @@ pub const SESSION_STARTED: &str = "session.started";
 pub const ATTENTION_NEEDED: &str = "attention.needed";
 pub const ATTENTION_CLEARED: &str = "attention.cleared";
 pub const TURN_ENDED: &str = "turn.ended";
+/// The harness said the session ended (its SessionEnd): the page shows it ended (DECISIONS 40).
+pub const SESSION_ENDED: &str = "session.ended";
 pub const TURN_TRANSCRIPT: &str = "turn.transcript";
 pub const TOOL_STARTED: &str = "tool.started";
 pub const TOOL_ENDED: &str = "tool.ended";

@@ -18,7 +18,7 @@ pub(super) const CLEARED_LISTED: i64 = 10;
 // default, spelled out so PostgreSQL sorts text the same way (dialect.rs).
 pub(super) const PAGE_SESSIONS: &str = "SELECT key, harness, session_id, first_at, last_at, \
     last_type, info, ended, machine_id FROM sessions s \
-    WHERE (ended = 0 AND last_ms > ?1) \
+    WHERE last_ms > ?1 \
     OR EXISTS (SELECT 1 FROM attentions a WHERE a.session_key = s.key AND a.open = 1) \
     ORDER BY last_ms DESC, key COLLATE BINARY";
 pub(super) const OPEN_ATTENTIONS: &str = "SELECT attention_id, kind, tool, message, needed_at, \
@@ -377,7 +377,8 @@ fn sql_text(v: &Value) -> Option<String> {
 }
 
 impl Db {
-    /// Sessions the page shows: live ones (not ended, an event within `live_ms`) and any
+    /// Sessions the page shows: any with an event within `live_ms` (an ended one too, so a
+    /// message can resume it: DECISIONS 40) and any
     /// with an open attention, most recent first, each with its open attentions and its
     /// latest messages (newest first) and their outcomes.
     pub fn page_sessions(&self, now_ms: i64, live_ms: i64) -> rusqlite::Result<Vec<Value>> {
@@ -650,6 +651,12 @@ mod tests {
         let s = page(&db);
         assert_eq!(s["status"], "working");
         assert!(s.get("tool").is_none(), "the tool ended");
+        // Ended, it stays listed (a message can resume it), and says so.
+        let ended = ev(7, "session.ended", json!({}));
+        db.insert_events(&[&ended], now, None).unwrap();
+        let s = page(&db);
+        assert_eq!(s["status"], "ended");
+        assert_eq!(s["turns"][0]["user"], "fix the build");
     }
 
     /// `answer_for` and `ack_code` read a body as SQLite's JSON functions in

@@ -651,6 +651,15 @@ impl Store {
         let key = s.key();
         // A turn still waited for will not end now: its prompts are delivered, no reply.
         end_turn_waits(&tx, &key, None, now)?;
+        // DECISIONS 40: the page says the session ended (a later event revives it there).
+        emit(
+            &tx,
+            &key,
+            event::SESSION_ENDED,
+            &s.event,
+            &serde_json::json!({}),
+            now,
+        )?;
         tx.execute(
             "UPDATE sessions SET ended_at=?2 WHERE key=?1",
             params![key, format_ms(now)],
