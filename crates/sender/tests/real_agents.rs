@@ -822,6 +822,24 @@ fn claude_code_remote_allow_runs_the_tool() {
         );
         // The working directory: the tool ran.
         assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+        // DECISIONS 40 (tier 1): the tool's start and end, with its command as the summary.
+        let names_it = |e: &Value| {
+            e["data"]["tool"] == "Bash"
+                && e["data"]["summary"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("echo allowed-by-phone > marker.txt"))
+        };
+        let limit = Duration::from_secs(20);
+        let started = s.wait_event("tool.started", names_it, limit);
+        let ended = s.wait_event(
+            "tool.ended",
+            |e| names_it(e) && e["data"]["ok"] == true,
+            limit,
+        );
+        assert!(
+            started["session"]["seq"].as_i64() < ended["session"]["seq"].as_i64(),
+            "{started} {ended}"
+        );
         // Claude Code and the model: no denial, the tool result went back, the turn ended.
         let result = claude_result(&run);
         assert_eq!(result["permission_denials"], json!([]), "{result}");
