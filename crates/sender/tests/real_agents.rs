@@ -2845,3 +2845,45 @@ fn opencode_session_grant_and_deny_and_stop() {
         },
     );
 }
+
+/// DECISIONS 40 with the real Claude Code: a `-p` run's turn reaches a tier-2 sink as one
+/// `turn.transcript`, the person's prompt and the model's final text; the tier-1 sink beside
+/// it never gets it.
+#[test]
+fn claude_code_turn_transcript_reaches_a_tier_2_sink() {
+    scenario(
+        "claude_code_turn_transcript_reaches_a_tier_2_sink",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let desk = spreceiver::Receiver::start(spreceiver::ReceiverOptions {
+                max_tier: 2,
+                ..Default::default()
+            })
+            .expect("receiver");
+            let path = s.home.join(".config/sessionpipe/config.json");
+            let mut config: Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            config["sinks"].as_array_mut().unwrap().push(
+            json!({"name": "desk", "url": desk.url(), "tier": 2, "control": false, "token": desk.token()}),
+        );
+            std::fs::write(&path, config.to_string()).unwrap();
+            let run = finish_ok(s, claude(s, "Remember this. SP-ECHO:PAPAYA"), "claude");
+            assert_eq!(claude_result(&run)["result"], "SP-SAW:PAPAYA");
+            let t = desk
+                .wait_event(Duration::from_secs(30), |e| e["type"] == "turn.transcript")
+                .unwrap_or_else(|| panic!("no turn.transcript at the desk: {:#?}", desk.events()));
+            assert_eq!(t["tier"], 2);
+            assert_eq!(t["data"]["user"], "Remember this. SP-ECHO:PAPAYA", "{t}");
+            assert_eq!(t["data"]["assistant"], "SP-SAW:PAPAYA", "{t}");
+            s.wait_event("turn.ended", |_| true, Duration::from_secs(30));
+            assert!(
+                !s.receiver
+                    .events()
+                    .iter()
+                    .any(|e| e["type"] == "turn.transcript"),
+                "the tier-1 sink never gets a transcript"
+            );
+        },
+    );
+}
