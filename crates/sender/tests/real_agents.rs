@@ -1462,6 +1462,16 @@ fn codex_remote_allow_runs_the_escalated_command() {
             );
             assert_no_automatic_review(s);
             assert_eq!(s.agent_requests().len(), 2);
+            // DECISIONS 40 (tier 1): Codex's hooks report the call's start and end too.
+            let names_it = |e: &Value| {
+                e["session"]["id"] == key.split_once(':').unwrap().1
+                    && e["data"]["summary"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("echo allowed-by-phone > marker.txt"))
+            };
+            let limit = Duration::from_secs(20);
+            s.wait_event("tool.started", names_it, limit);
+            s.wait_event("tool.ended", names_it, limit);
         },
     );
 }
