@@ -154,7 +154,7 @@ receiver_plan() {
     if has_sinks "$sp"; then
         say "you already have sinks: would add none for the local receiver"
     else
-        say "would add the sink 'local' (http://127.0.0.1:$receiver_port, signed control, tier 1, token file $token_file) to $config_file"
+        say "would add the sink 'local' (http://127.0.0.1:$receiver_port, signed control, tier 2: each turn's prompt and answer too, token file $token_file) to $config_file"
     fi
     say "would print the page's login link once, when the receiver is first set up (later: sp-receiver --login-url)"
 }
@@ -192,9 +192,10 @@ receiver_install() {
     if has_sinks "$bin/sp"; then
         say "you already have sinks; not adding one for the local receiver"
     else
+        # Tier 2 (DECISIONS 40): the page on this machine shows each turn's prompt and answer.
         # Signed control (DECISIONS 22): nothing the page sends runs until `sp pair local`
         # enrolls a passkey from this terminal.
-        "$bin/sp" sink add "http://127.0.0.1:$receiver_port" --token-file "$token_file" --signed --tier 1 --name local
+        "$bin/sp" sink add "http://127.0.0.1:$receiver_port" --token-file "$token_file" --signed --tier 2 --name local
         added=1
     fi
     if [ -n "$fresh" ] || [ -n "$added" ]; then

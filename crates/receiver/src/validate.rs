@@ -260,7 +260,80 @@ pub fn check_event(ev: &Value) -> Result<(), String> {
     if !obj["data"].is_object() {
         return Err("data not an object".into());
     }
-    Ok(())
+    check_conversation_data(obj)
+}
+
+/// DECISIONS 40: `turn.transcript` (tier 2) and `tool.started` / `tool.ended` (tier 1) carry
+/// what the page shows as the conversation; each field is refused out of shape or size.
+fn check_conversation_data(obj: &serde_json::Map<String, Value>) -> Result<(), String> {
+    use spwire::event::{min_tier, TOOL_ENDED, TOOL_STARTED, TOOL_SUMMARY_MAX, TURN_TRANSCRIPT};
+    let kind = obj["type"].as_str().unwrap_or("");
+    let data = obj["data"].as_object().ok_or("data not an object")?;
+    let need = min_tier(kind);
+    if integer_in(&obj["tier"], i64::from(need), 3).is_none() {
+        return Err(format!("{kind} is sent only at tier {need} or above"));
+    }
+    let text = |key: &str, max: usize| match data.get(key) {
+        None => Ok(false),
+        Some(Value::String(s)) if chars(s) <= max => Ok(true),
+        Some(_) => Err(format!(
+            "data.{key} not a string of at most {max} characters"
+        )),
+    };
+    let flag = |key: &str| match data.get(key) {
+        None | Some(Value::Bool(true)) => Ok(()),
+        Some(_) => Err(format!("data.{key} not true")),
+    };
+    match kind {
+        TURN_TRANSCRIPT => {
+            let max = spwire::event::TRANSCRIPT_MAX;
+            if !(text("user", max)? | text("assistant", max)?) {
+                return Err("turn.transcript needs data.user or data.assistant".into());
+            }
+            flag("user_partial")?;
+            flag("assistant_partial")?;
+            only_keys(
+                data,
+                &["user", "assistant", "user_partial", "assistant_partial"],
+            )
+        }
+        TOOL_STARTED | TOOL_ENDED => {
+            match data.get("tool") {
+                Some(Value::String(t)) if is_tool_name(t) => {}
+                _ => return Err(format!("{kind} needs data.tool, a tool name")),
+            }
+            text("summary", TOOL_SUMMARY_MAX)?;
+            if data
+                .get("summary")
+                .and_then(Value::as_str)
+                .is_some_and(|s| s.contains(['\n', '\r']))
+            {
+                return Err("data.summary is one line".into());
+            }
+            if data.get("ok").is_some_and(|v| !v.is_boolean()) {
+                return Err("data.ok not a boolean".into());
+            }
+            only_keys(data, &["tool", "summary", "ok"])
+        }
+        _ => Ok(()),
+    }
+}
+
+fn only_keys(data: &serde_json::Map<String, Value>, keys: &[&str]) -> Result<(), String> {
+    match data.keys().find(|k| !keys.contains(&k.as_str())) {
+        Some(k) => Err(format!(
+            "data.{} not expected",
+            spwire::text::truncate(k, 40)
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `^[A-Za-z0-9_.:-]{1,120}$`
+fn is_tool_name(t: &str) -> bool {
+    (1..=120).contains(&t.len())
+        && t.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b':' | b'-'))
 }
 
 /// Checks a whole `control-ack.json` @ 9138259 body; returns the entries on success, or a
@@ -444,6 +517,40 @@ mod tests {
         let mut bad = ok;
         bad.as_object_mut().unwrap().remove("data");
         assert_eq!(check_event(&bad), Err("missing data".into()));
+    }
+
+    /// DECISIONS 40's events: their tier floor and their data's shape.
+    #[test]
+    fn conversation_events() {
+        let ev = |kind: &str, tier: u8, data: Value| {
+            json!({"protocol":1,"id":"01K6ZZZZZZZZZZZZZZZZZZZZZZ","type":kind,
+                "time":"2026-09-28T01:03:11.204Z","tier":tier,"harness":{"name":"claude-code"},
+                "session":{"id":"abc","seq":3},"privacy":{"rulesets":["secrets@1"],"pii":false},"data":data})
+        };
+        let t = json!({"user":"fix it","assistant":"done"});
+        assert_eq!(check_event(&ev("turn.transcript", 2, t.clone())), Ok(()));
+        assert_eq!(
+            check_event(&ev("turn.transcript", 1, t)),
+            Err("turn.transcript is sent only at tier 2 or above".into())
+        );
+        assert!(check_event(&ev("turn.transcript", 2, json!({}))).is_err());
+        assert!(check_event(&ev(
+            "turn.transcript",
+            2,
+            json!({"user": "x".repeat(20_001)})
+        ))
+        .is_err());
+        assert!(check_event(&ev("turn.transcript", 2, json!({"user": "x", "extra": 1}))).is_err());
+        let tool = json!({"tool":"Bash","summary":"ls -la","ok":true});
+        assert_eq!(check_event(&ev("tool.ended", 1, tool.clone())), Ok(()));
+        assert!(check_event(&ev("tool.started", 0, tool)).is_err());
+        assert!(check_event(&ev(
+            "tool.started",
+            1,
+            json!({"tool":"Bash","summary":"a\nb"})
+        ))
+        .is_err());
+        assert!(check_event(&ev("tool.started", 1, json!({"tool":"no spaces"}))).is_err());
     }
 
     #[test]

@@ -767,6 +767,36 @@ fn a_new_sp_sync_stops_the_old_one_running_from_the_same_folder() {
     );
 }
 
+/// DECISIONS 40: the local receiver install.sh sets up is a tier-2 sink (the page on this
+/// machine shows each turn's prompt and answer); the dry run says so and changes nothing.
+#[test]
+fn the_local_receiver_is_added_at_tier_2() {
+    let h = Home::new();
+    let before = h.snapshot();
+    let mut c = h.script();
+    c.env_remove("SP_NO_RECEIVER")
+        .arg("--dry-run")
+        .env("PREFIX", &h.prefix)
+        .env("SP_CRONTAB", &h.crontab)
+        .current_dir(&h.root);
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout
+            .contains("would add the sink 'local' (http://127.0.0.1:8787, signed control, tier 2"),
+        "{stdout}"
+    );
+    assert_eq!(h.snapshot(), before);
+    let script = std::fs::read_to_string(format!("{ROOT}/install.sh")).unwrap();
+    let add: Vec<&str> = script
+        .lines()
+        .filter(|l| l.contains("sink add") && l.contains("--name local"))
+        .collect();
+    assert_eq!(add.len(), 1, "{add:?}");
+    assert!(add[0].contains("--tier 2"), "{}", add[0]);
+}
+
 /// Issue 37: every page address install.sh prints (and the unit it writes describes) is one
 /// where passkeys work: localhost, never the IP address the receiver listens on.
 #[test]

@@ -403,6 +403,12 @@ fn stored_events(env: &Env) -> Vec<String> {
 #[test]
 fn a_stop_beside_a_marker_spools_its_turn_end_and_the_order_holds() {
     let env = Env::new();
+    // A tier-0 sink: no tool events (DECISIONS 40; their spooling is tests/conversation.rs's)
+    // beside the turn end this is about.
+    env.write_config(
+        json!({"sinks": [{"name": "phone", "url": env.receiver.url(), "tier": 0,
+        "control": true, "token": env.receiver.token()}]}),
+    );
     make_live(&env);
     settle(&env);
     let fast = fast_runs(&env);

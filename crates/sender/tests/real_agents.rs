@@ -832,6 +832,24 @@ fn claude_code_remote_allow_runs_the_tool() {
         );
         // The working directory: the tool ran.
         assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+        // DECISIONS 40 (tier 1): the tool's start and end, with its command as the summary.
+        let names_it = |e: &Value| {
+            e["data"]["tool"] == "Bash"
+                && e["data"]["summary"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("echo allowed-by-phone > marker.txt"))
+        };
+        let limit = Duration::from_secs(20);
+        let started = s.wait_event("tool.started", names_it, limit);
+        let ended = s.wait_event(
+            "tool.ended",
+            |e| names_it(e) && e["data"]["ok"] == true,
+            limit,
+        );
+        assert!(
+            started["session"]["seq"].as_i64() < ended["session"]["seq"].as_i64(),
+            "{started} {ended}"
+        );
         // Claude Code and the model: no denial, the tool result went back, the turn ended.
         let result = claude_result(&run);
         assert_eq!(result["permission_denials"], json!([]), "{result}");
@@ -1498,6 +1516,16 @@ fn codex_remote_allow_runs_the_escalated_command() {
             );
             assert_no_automatic_review(s);
             assert_eq!(s.agent_requests().len(), 2);
+            // DECISIONS 40 (tier 1): Codex's hooks report the call's start and end too.
+            let names_it = |e: &Value| {
+                e["session"]["id"] == key.split_once(':').unwrap().1
+                    && e["data"]["summary"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("echo allowed-by-phone > marker.txt"))
+            };
+            let limit = Duration::from_secs(20);
+            s.wait_event("tool.started", names_it, limit);
+            s.wait_event("tool.ended", names_it, limit);
         },
     );
 }
@@ -2877,6 +2905,48 @@ fn opencode_session_grant_and_deny_and_stop() {
                 s.agent_requests().len(),
                 n + 1,
                 "the model was called for the tool call only, not again after the stop"
+            );
+        },
+    );
+}
+
+/// DECISIONS 40 with the real Claude Code: a `-p` run's turn reaches a tier-2 sink as one
+/// `turn.transcript`, the person's prompt and the model's final text; the tier-1 sink beside
+/// it never gets it.
+#[test]
+fn claude_code_turn_transcript_reaches_a_tier_2_sink() {
+    scenario(
+        "claude_code_turn_transcript_reaches_a_tier_2_sink",
+        &["claude"],
+        |s| {
+            claude_setup(s, 60);
+            let desk = spreceiver::Receiver::start(spreceiver::ReceiverOptions {
+                max_tier: 2,
+                ..Default::default()
+            })
+            .expect("receiver");
+            let path = s.home.join(".config/sessionpipe/config.json");
+            let mut config: Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            config["sinks"].as_array_mut().unwrap().push(
+            json!({"name": "desk", "url": desk.url(), "tier": 2, "control": false, "token": desk.token()}),
+        );
+            std::fs::write(&path, config.to_string()).unwrap();
+            let run = finish_ok(s, claude(s, "Remember this. SP-ECHO:PAPAYA"), "claude");
+            assert_eq!(claude_result(&run)["result"], "SP-SAW:PAPAYA");
+            let t = desk
+                .wait_event(Duration::from_secs(30), |e| e["type"] == "turn.transcript")
+                .unwrap_or_else(|| panic!("no turn.transcript at the desk: {:#?}", desk.events()));
+            assert_eq!(t["tier"], 2);
+            assert_eq!(t["data"]["user"], "Remember this. SP-ECHO:PAPAYA", "{t}");
+            assert_eq!(t["data"]["assistant"], "SP-SAW:PAPAYA", "{t}");
+            s.wait_event("turn.ended", |_| true, Duration::from_secs(30));
+            assert!(
+                !s.receiver
+                    .events()
+                    .iter()
+                    .any(|e| e["type"] == "turn.transcript"),
+                "the tier-1 sink never gets a transcript"
             );
         },
     );

@@ -691,7 +691,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     let shown = b.text(&attention);
     assert!(shown.contains("Bash"), "{shown}");
     assert!(shown.contains("echo hi > out.txt"), "{shown}");
-    assert_eq!(b.text(&format!("{card} .state")), "needs you");
+    assert_eq!(b.text(&format!("{card} .state")), "waiting for you");
     b.wait("article[data-session=\"claude-code:3f2a9c1e-other-session\"]");
 
     // 2. The phone-width screenshot with the open prompt.
@@ -713,7 +713,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
         line.contains("Allow Bash") && line.contains("delivered"),
         "{line}"
     );
-    assert_ne!(b.text(&format!("{card} .state")), "needs you");
+    assert_ne!(b.text(&format!("{card} .state")), "waiting for you");
     // Issue 37: after a reload the history still names the call and its outcome (the
     // receiver keeps the prompt's tool and command with it), not the prompt's id.
     b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
@@ -734,7 +734,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     late["tool_input"]["command"] = json!("echo nobody > late.txt");
     let hook = machine.spawn_hook("sp-permission", &late);
     // Put off with Not now while the hook waits: once the hook gives up, the page says so
-    // (not "needs you", nothing left put off) without waiting for Not now's time.
+    // (not "waiting for you", nothing left put off) without waiting for Not now's time.
     let item = "#inbox-list .inbox-item";
     b.wait(item);
     assert!(b.text(item).contains("echo nobody > late.txt"));
@@ -746,7 +746,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
     let timed_out = format!("{card} .cleared li[data-ended=\"timeout\"]");
     b.wait(&timed_out);
     b.call(json!({"op": "wait", "selector": "#inbox-later", "state": "hidden"}));
-    assert_ne!(b.text(&format!("{card} .state")), "needs you");
+    assert_ne!(b.text(&format!("{card} .state")), "waiting for you");
     b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
     b.wait(&timed_out);
     let line = b.text(&timed_out);

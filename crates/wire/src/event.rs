@@ -1,11 +1,33 @@
 //! Event envelopes (protocol §3.1) for the events this sender emits: DECISIONS 18's three,
-//! and `turn.ended` (issue 14: the receiver tells the person an agent is done).
+//! and `turn.ended` (issue 14: the receiver tells the person an agent is done); DECISIONS 40's
+//! `turn.transcript` (tier 2) and `tool.started` / `tool.ended` (tier 1).
 use serde_json::{json, Map, Value};
 
 pub const SESSION_STARTED: &str = "session.started";
 pub const ATTENTION_NEEDED: &str = "attention.needed";
 pub const ATTENTION_CLEARED: &str = "attention.cleared";
 pub const TURN_ENDED: &str = "turn.ended";
+/// The harness said the session ended (its SessionEnd): the page shows it ended (DECISIONS 40).
+pub const SESSION_ENDED: &str = "session.ended";
+pub const TURN_TRANSCRIPT: &str = "turn.transcript";
+pub const TOOL_STARTED: &str = "tool.started";
+pub const TOOL_ENDED: &str = "tool.ended";
+
+/// DECISIONS 40: the most characters of a turn's prompt, and of its final text, a
+/// `turn.transcript` carries.
+pub const TRANSCRIPT_MAX: usize = 20_000;
+/// DECISIONS 40: a tool event's one-line summary, at most this many characters.
+pub const TOOL_SUMMARY_MAX: usize = 200;
+
+/// The lowest sink tier an event of `kind` is sent at (DECISIONS 40): a sink below it never
+/// gets it.
+pub fn min_tier(kind: &str) -> u8 {
+    match kind {
+        TURN_TRANSCRIPT => 2,
+        TOOL_STARTED | TOOL_ENDED => 1,
+        _ => 0,
+    }
+}
 
 /// How an attention ended (DECISIONS 13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,6 +269,49 @@ pub fn turn_ended(reason: TurnEnd) -> Value {
     json!({ "reason": reason.as_str() })
 }
 
+/// DECISIONS 40: a turn's prompt (`user`) and final text (`assistant`), each redacted
+/// (DECISIONS 37) as a whole, then cut to [`TRANSCRIPT_MAX`] characters; `None` when the turn
+/// has neither.
+pub fn turn_transcript(user: Option<&str>, assistant: Option<&str>) -> Option<Value> {
+    let mut d = Map::new();
+    for (key, text) in [("user", user), ("assistant", assistant)] {
+        if let Some(t) = text.filter(|t| !t.trim().is_empty()) {
+            let (red, masked) = crate::redact::redact(t);
+            let shown = crate::text::truncate(&red, TRANSCRIPT_MAX);
+            if masked || shown.len() != red.len() {
+                d.insert(format!("{key}_partial"), json!(true));
+            }
+            d.insert(key.into(), json!(shown));
+        }
+    }
+    (!d.is_empty()).then_some(Value::Object(d))
+}
+
+/// DECISIONS 40: `tool.started` / `tool.ended` (`ok` when the tool said whether it worked):
+/// the tool's name and a one-line redacted summary of its call.
+pub fn tool_event(tool: &str, summary: Option<&str>, ok: Option<bool>) -> Option<Value> {
+    if !is_tool_name(tool) {
+        return None;
+    }
+    let mut d = Map::new();
+    d.insert("tool".into(), json!(tool));
+    if let Some(s) = summary {
+        // Redacted whole first (a secret over lines goes whole), then folded to one line.
+        let red = crate::redact::redact(s).0;
+        let line = red.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !line.is_empty() {
+            d.insert(
+                "summary".into(),
+                json!(crate::text::truncate(&line, TOOL_SUMMARY_MAX)),
+            );
+        }
+    }
+    if let Some(ok) = ok {
+        d.insert("ok".into(), json!(ok));
+    }
+    Some(Value::Object(d))
+}
+
 /// `^[A-Za-z0-9_.:-]{1,120}$`
 fn is_tool_name(t: &str) -> bool {
     !t.is_empty()
@@ -283,5 +348,35 @@ mod tests {
         let d = attention_needed_shown("p2", Some("Bash"), None, Some(&secret));
         assert_eq!(d["input_partial"], true);
         assert!(d.get("input_sha256").is_none());
+    }
+
+    #[test]
+    fn a_transcript_is_redacted_whole_then_capped_and_tools_are_one_line() {
+        let d =
+            turn_transcript(Some("deploy with API_TOKEN=xyz"), Some(&"a".repeat(30_000))).unwrap();
+        assert_eq!(d["user"], "deploy with API_TOKEN=[REDACTED 3 chars]");
+        assert_eq!(d["user_partial"], true);
+        assert_eq!(
+            d["assistant"].as_str().unwrap().chars().count(),
+            TRANSCRIPT_MAX
+        );
+        assert_eq!(d["assistant_partial"], true);
+        let d = turn_transcript(Some("hi"), None).unwrap();
+        assert_eq!(d, json!({"user": "hi"}));
+        assert_eq!(turn_transcript(Some("  "), None), None);
+        let t = tool_event("Bash", Some("ls -la\n  /tmp"), Some(true)).unwrap();
+        assert_eq!(
+            t,
+            json!({"tool": "Bash", "summary": "ls -la /tmp", "ok": true})
+        );
+        assert_eq!(tool_event("bad tool", None, None), None);
+        assert_eq!(
+            (
+                min_tier(TURN_TRANSCRIPT),
+                min_tier(TOOL_ENDED),
+                min_tier(TURN_ENDED)
+            ),
+            (2, 1, 0)
+        );
     }
 }

@@ -34,9 +34,10 @@ use super::machines::{SESSION_MACHINE, SESSION_OWNER};
 use super::pg::PgStore;
 use super::pg_wake::announce;
 use super::sessions::{
-    ack_code, answer_for, attention_view, cleared_view, message_status_view, name_calls,
-    session_view, SessionRow, ShownAck, ANSWERED_CALL, CLEARED_FOR_MS, CLEARED_LISTED,
-    OPEN_ATTENTIONS, PAGE_MESSAGES, PAGE_SESSIONS,
+    ack_code, answer_for, attention_view, cleared_view, current_tool, message_status_view,
+    name_calls, session_view, turn_view, SessionRow, ShownAck, ANSWERED_CALL, CLEARED_FOR_MS,
+    CLEARED_LISTED, LAST_TOOL, OPEN_ATTENTIONS, PAGE_MESSAGES, PAGE_SESSIONS, PAGE_TURNS,
+    TRANSCRIPTS,
 };
 use super::snoozes::UNSNOOZE;
 use super::store::EventStore;
@@ -248,6 +249,8 @@ impl EventStore for PgStore {
         let answers = tx.prepare(&q(DELIVERED_ANSWERS))?;
         let messages = tx.prepare(&q(MESSAGES))?;
         let call = tx.prepare(&q(ANSWERED_CALL))?;
+        let transcripts = tx.prepare(&q(TRANSCRIPTS))?;
+        let last_tool = tx.prepare(&q(LAST_TOOL))?;
         let since = fmt_ms(now_ms - CLEARED_FOR_MS);
         for r in rows {
             let row = SessionRow {
@@ -323,7 +326,15 @@ impl EventStore for PgStore {
                         .map(|r| (r.get(0), r.get(1), r.get(2))),
                 )
             })?;
-            out.push(session_view(row, attentions, ended, listed));
+            let turns = tx
+                .query(&transcripts, &[&row.harness, &row.sid, &PAGE_TURNS])?
+                .iter()
+                .filter_map(|r| turn_view(r.get(0), r.get(1)))
+                .collect();
+            let tool = tx
+                .query_opt(&last_tool, &[&row.harness, &row.sid])?
+                .and_then(|r| current_tool(r.get(0), r.get(1)));
+            out.push(session_view(row, attentions, ended, listed, (turns, tool)));
         }
         tx.commit()?;
         Ok(out)

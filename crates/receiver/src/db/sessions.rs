@@ -18,7 +18,7 @@ pub(super) const CLEARED_LISTED: i64 = 10;
 // default, spelled out so PostgreSQL sorts text the same way (dialect.rs).
 pub(super) const PAGE_SESSIONS: &str = "SELECT key, harness, session_id, first_at, last_at, \
     last_type, info, ended, machine_id FROM sessions s \
-    WHERE (ended = 0 AND last_ms > ?1) \
+    WHERE last_ms > ?1 \
     OR EXISTS (SELECT 1 FROM attentions a WHERE a.session_key = s.key AND a.open = 1) \
     ORDER BY last_ms DESC, key COLLATE BINARY";
 pub(super) const OPEN_ATTENTIONS: &str = "SELECT attention_id, kind, tool, message, needed_at, \
@@ -46,6 +46,45 @@ const SESSION_MESSAGES: &str = "SELECT m.body, m.expires_ms, m.first_polled_at, 
         ORDER BY CASE WHEN outcome IN ('taken', 'progress') THEN -n ELSE n - 9000000000000000000 END
         LIMIT 1)
     WHERE m.session = ?1 ORDER BY m.n DESC LIMIT ?2";
+
+/// DECISIONS 40: a session's latest turns (`turn.transcript`), newest first.
+pub(super) const TRANSCRIPTS: &str = "SELECT received_at, body FROM events \
+    WHERE harness = ?1 AND session_id = ?2 AND type = 'turn.transcript' \
+    ORDER BY seq DESC LIMIT ?3";
+/// Turns listed per session on the page.
+pub(super) const PAGE_TURNS: i64 = 10;
+/// DECISIONS 40: the newest tool event or turn end of a session: a `tool.started` there is
+/// the tool running now.
+pub(super) const LAST_TOOL: &str = "SELECT type, body FROM events \
+    WHERE harness = ?1 AND session_id = ?2 \
+      AND type IN ('tool.started', 'tool.ended', 'turn.ended', 'session.started') \
+    ORDER BY seq DESC LIMIT 1";
+
+/// One turn as the page shows it: the person's prompt and the agent's final text, as the
+/// machine sent them (already redacted, DECISIONS 37), and when it came.
+pub(super) fn turn_view(received_at: String, body: &str) -> Option<Value> {
+    let ev: Value = serde_json::from_str(body).ok()?;
+    let d = ev.get("data")?.as_object()?;
+    let mut v = Map::new();
+    v.insert("at".into(), received_at.into());
+    for k in ["user", "assistant", "user_partial", "assistant_partial"] {
+        if let Some(x) = d.get(k) {
+            v.insert(k.into(), x.clone());
+        }
+    }
+    Some(Value::Object(v))
+}
+
+/// The tool running now, from [`LAST_TOOL`]'s row: `{tool, summary}` when it is a
+/// `tool.started`.
+pub(super) fn current_tool(kind: &str, body: &str) -> Option<Value> {
+    if kind != "tool.started" {
+        return None;
+    }
+    let ev: Value = serde_json::from_str(body).ok()?;
+    let d = ev.get("data")?;
+    Some(json!({"tool": d.get("tool")?, "summary": d.get("summary")}))
+}
 
 /// One row of [`PAGE_SESSIONS`].
 pub(super) struct SessionRow {
@@ -153,6 +192,7 @@ pub(super) fn session_view(
     attentions: Vec<Value>,
     cleared: Vec<Value>,
     messages: Vec<Value>,
+    (turns, tool): (Vec<Value>, Option<Value>),
 ) -> Value {
     let SessionRow {
         key,
@@ -176,6 +216,15 @@ pub(super) fn session_view(
             _ => "active",
         }
     };
+    // DECISIONS 40: what the session is doing, in the page's words. A prompt open on a
+    // session no process holds any more (a headless run that ended asking) is parked.
+    let status = match (attentions.is_empty(), ended, last_type.as_str()) {
+        (false, false, _) => "waiting",
+        (false, true, _) => "parked",
+        (true, true, _) => "ended",
+        (true, false, "turn.ended" | "session.started") => "idle",
+        (true, false, _) => "working",
+    };
     let mut v = Map::new();
     v.insert("key".into(), key.into());
     v.insert("harness".into(), harness.into());
@@ -190,6 +239,13 @@ pub(super) fn session_view(
         v.insert("machine_id".into(), m.into());
     }
     v.insert("state".into(), state.into());
+    v.insert("status".into(), status.into());
+    if status == "working" || status == "waiting" {
+        if let Some(t) = tool {
+            v.insert("tool".into(), t);
+        }
+    }
+    v.insert("turns".into(), Value::Array(turns));
     v.insert("last_type".into(), last_type.into());
     v.insert("first_at".into(), first_at.into());
     v.insert("last_at".into(), last_at.into());
@@ -321,7 +377,8 @@ fn sql_text(v: &Value) -> Option<String> {
 }
 
 impl Db {
-    /// Sessions the page shows: live ones (not ended, an event within `live_ms`) and any
+    /// Sessions the page shows: any with an event within `live_ms` (an ended one too, so a
+    /// message can resume it: DECISIONS 40) and any
     /// with an open attention, most recent first, each with its open attentions and its
     /// latest messages (newest first) and their outcomes.
     pub fn page_sessions(&self, now_ms: i64, live_ms: i64) -> rusqlite::Result<Vec<Value>> {
@@ -353,9 +410,43 @@ impl Db {
                 })
                 .optional()
             })?;
-            out.push(session_view(row, attentions, cleared, messages));
+            let conversation = self.conversation(&row.harness, &row.sid)?;
+            out.push(session_view(
+                row,
+                attentions,
+                cleared,
+                messages,
+                conversation,
+            ));
         }
         Ok(out)
+    }
+
+    /// DECISIONS 40: the session's latest turns and the tool it runs now.
+    fn conversation(
+        &self,
+        harness: &str,
+        sid: &str,
+    ) -> rusqlite::Result<(Vec<Value>, Option<Value>)> {
+        let mut st = self.conn.prepare_cached(TRANSCRIPTS)?;
+        let turns = st
+            .query_map(params![harness, sid, PAGE_TURNS], |r| {
+                Ok(turn_view(r.get(0)?, &r.get::<_, String>(1)?))
+            })?
+            .filter_map(|t| t.transpose())
+            .collect::<rusqlite::Result<_>>()?;
+        let tool = self
+            .conn
+            .prepare_cached(LAST_TOOL)?
+            .query_row(params![harness, sid], |r| {
+                Ok(current_tool(
+                    &r.get::<_, String>(0)?,
+                    &r.get::<_, String>(1)?,
+                ))
+            })
+            .optional()?
+            .flatten();
+        Ok((turns, tool))
     }
 
     fn open_attentions(&self, key: &str) -> rusqlite::Result<Vec<Value>> {
@@ -512,6 +603,64 @@ mod tests {
         assert!(ended.contains(&("p-page", "page")), "{ended:?}");
         assert!(ended.contains(&("p-term", "terminal")), "{ended:?}");
         assert_eq!(s["attentions"][0]["attention_id"], "p-open");
+    }
+
+    /// DECISIONS 40: a session reads as its turns, with its status and the tool it runs.
+    #[test]
+    fn a_session_shows_its_turns_its_status_and_its_current_tool() {
+        let mut db = Db::open_memory().unwrap();
+        let now = 1_800_000_000_000;
+        let page = |db: &Db| db.page_sessions(now, 3_600_000).unwrap()[0].clone();
+        let mut transcript = ev(
+            1,
+            "turn.transcript",
+            json!({"user": "fix the build", "assistant": "Fixed: a missing import."}),
+        );
+        transcript["tier"] = json!(2);
+        let evs = [
+            ev(0, "session.started", json!({"source": "startup"})),
+            transcript,
+            ev(2, "turn.ended", json!({"reason": "stop"})),
+        ];
+        db.insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
+            .unwrap();
+        let s = page(&db);
+        assert_eq!(s["status"], "idle");
+        assert_eq!(s["turns"][0]["user"], "fix the build");
+        assert_eq!(s["turns"][0]["assistant"], "Fixed: a missing import.");
+        assert!(s.get("tool").is_none());
+        let started = ev(
+            3,
+            "tool.started",
+            json!({"tool": "Bash", "summary": "cargo build"}),
+        );
+        db.insert_events(&[&started], now, None).unwrap();
+        let s = page(&db);
+        assert_eq!(s["status"], "working");
+        assert_eq!(s["tool"], json!({"tool": "Bash", "summary": "cargo build"}));
+        let needed = ev(
+            4,
+            "attention.needed",
+            json!({"attention_id": "p1", "tool": "Bash"}),
+        );
+        db.insert_events(&[&needed], now, None).unwrap();
+        assert_eq!(page(&db)["status"], "waiting");
+        let ended = ev(5, "tool.ended", json!({"tool": "Bash", "ok": true}));
+        let cleared = ev(
+            6,
+            "attention.cleared",
+            json!({"attention_id": "p1", "how": "answered"}),
+        );
+        db.insert_events(&[&cleared, &ended], now, None).unwrap();
+        let s = page(&db);
+        assert_eq!(s["status"], "working");
+        assert!(s.get("tool").is_none(), "the tool ended");
+        // Ended, it stays listed (a message can resume it), and says so.
+        let ended = ev(7, "session.ended", json!({}));
+        db.insert_events(&[&ended], now, None).unwrap();
+        let s = page(&db);
+        assert_eq!(s["status"], "ended");
+        assert_eq!(s["turns"][0]["user"], "fix the build");
     }
 
     /// `answer_for` and `ack_code` read a body as SQLite's JSON functions in

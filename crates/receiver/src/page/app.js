@@ -372,48 +372,85 @@
       const shown = m.call ? shownCommand(m.call) : '';
       const verb = m.decision === 'allow' ? 'Allow' : 'Deny';
       const how = m.scope === 'session' ? ' for the session' : m.interrupt ? ' and stop' : m.input ? ' (edited)' : '';
-      return verb + ' ' + (tool || m.for) + (shown ? ': ' + short(shown, 60) : '') + how + (m.note ? ' — “' + short(m.note, 40) + '”' : '');
+      // Never the prompt's internal id: "a prompt" when the call is not known here.
+      return verb + ' ' + (tool || 'a prompt') + (shown ? ': ' + short(shown, 60) : '') + how + (m.note ? ' — “' + short(m.note, 40) + '”' : '');
     }
     if (m.kind === 'prompt') return (MODE_LABEL[m.mode] || 'Prompt') + ' “' + short(m.text, 60) + '”';
     if (m.kind === 'cancel') return 'Stop';
     return m.kind || 'message';
   }
 
+  // DECISIONS 40: a turn the machine reported (turn.transcript): the prompt that began it and
+  // the agent's final text, as text. A turn a message from this page began is shown with that
+  // message (its reply came on the ack), not twice.
+  function turnItem(t) {
+    const li = document.createElement('li');
+    li.className = 'turn';
+    li.dataset.at = t.at || '';
+    if (typeof t.user === 'string' && t.user) {
+      const you = document.createElement('div');
+      you.className = 'said';
+      you.textContent = t.user;
+      li.append(you);
+    }
+    if (typeof t.assistant === 'string' && t.assistant) {
+      const reply = document.createElement('div');
+      reply.className = 'reply';
+      reply.textContent = t.assistant;
+      li.append(reply);
+    }
+    const when = document.createElement('span');
+    when.className = 'when';
+    when.dataset.at = t.at || '';
+    when.textContent = ago(when.dataset.at);
+    li.append(when);
+    return li;
+  }
+
   function renderMessages(card, s) {
     const ul = $('.messages', card);
-    ul.replaceChildren(...s.messages.map((m) => {
-      const li = document.createElement('li');
-      li.className = 'msg';
-      li.dataset.message = m.id || '';
-      li.dataset.kind = m.kind || '';
-      li.dataset.status = m.status;
-      if (m.for) li.dataset.for = m.for;
-      const what = document.createElement('span');
-      what.className = 'what';
-      what.textContent = describe(m);
-      what.title = m.kind === 'prompt' ? m.text : describe(m);
-      const out = document.createElement('span');
-      out.className = 'outcome';
-      out.dataset.status = m.status;
-      out.textContent = m.status === 'taken' ? 'working on it' : m.status === 'progress' ? 'answering…' : m.status;
-      const when = document.createElement('span');
-      when.className = 'when';
-      when.dataset.at = m.acked_at || m.at || '';
-      when.textContent = (FINAL.has(m.status) && m.acked_at ? 'answered ' : 'sent ') + ago(when.dataset.at);
-      const detail = document.createElement('span');
-      detail.className = 'detail';
-      detail.textContent = m.detail || '';
-      li.append(what, out, when, detail);
-      // The agent's answer to it (DECISIONS 38), as text: never markup.
-      if (typeof m.ack_reply === 'string' && m.ack_reply) {
-        const reply = document.createElement('div');
-        reply.className = 'reply';
-        reply.dataset.mode = m.ack_mode || '';
-        reply.textContent = m.ack_reply;
-        li.append(reply);
-      }
-      return li;
-    }));
+    const sent = s.messages.filter((m) => m.kind === 'prompt' && typeof m.text === 'string' && m.text);
+    const turns = (s.turns || []).filter((t) => !(typeof t.user === 'string'
+      && sent.some((m) => t.user.includes(m.text) && (m.ack_reply || !FINAL.has(m.status)))));
+    const items = s.messages.map((m) => ({ at: Date.parse(m.at || m.acked_at || '') || 0, m }))
+      .concat(turns.map((t) => ({ at: Date.parse(t.at || '') || 0, t })));
+    // Newest first, as the messages come.
+    items.sort((a, b) => b.at - a.at);
+    ul.replaceChildren(...items.map(({ m, t }) => (t ? turnItem(t) : messageItem(m))));
+  }
+
+  function messageItem(m) {
+    const li = document.createElement('li');
+    li.className = 'msg';
+    li.dataset.message = m.id || '';
+    li.dataset.kind = m.kind || '';
+    li.dataset.status = m.status;
+    if (m.for) li.dataset.for = m.for;
+    const what = document.createElement('span');
+    what.className = 'what';
+    what.textContent = describe(m);
+    what.title = m.kind === 'prompt' ? m.text : describe(m);
+    const out = document.createElement('span');
+    out.className = 'outcome';
+    out.dataset.status = m.status;
+    out.textContent = m.status === 'taken' ? 'working on it' : m.status === 'progress' ? 'answering…' : m.status;
+    const when = document.createElement('span');
+    when.className = 'when';
+    when.dataset.at = m.acked_at || m.at || '';
+    when.textContent = (FINAL.has(m.status) && m.acked_at ? 'answered ' : 'sent ') + ago(when.dataset.at);
+    const detail = document.createElement('span');
+    detail.className = 'detail';
+    detail.textContent = m.detail || '';
+    li.append(what, out, when, detail);
+    // The agent's answer to it (DECISIONS 38), as text: never markup.
+    if (typeof m.ack_reply === 'string' && m.ack_reply) {
+      const reply = document.createElement('div');
+      reply.className = 'reply';
+      reply.dataset.mode = m.ack_mode || '';
+      reply.textContent = m.ack_reply;
+      li.append(reply);
+    }
+    return li;
   }
 
   // Each open prompt's element lives in the inbox (renderInbox places it); made here.
@@ -821,9 +858,11 @@
       try {
         const m = { kind: 'prompt', text: t };
         if (mode !== 'queue') m.mode = mode;
+        // Read before the wait: what the button said when it was pressed.
+        const resumes = mode === 'queue' && card.dataset.resumes === '1';
         await enqueue(key, m);
         text.value = '';
-        say(MODE_SENT[mode]);
+        say(resumes ? 'Sent: the machine resumes the session with it.' : MODE_SENT[mode]);
       } catch (e) {
         say('Not sent: ' + e.message, true);
       } finally {
@@ -848,12 +887,37 @@
     return card;
   }
 
+  // DECISIONS 40: what a session is doing, in words (an older receiver sends no status).
+  const STATUS = { working: 'working', idle: 'idle', waiting: 'waiting for you', parked: 'parked', ended: 'ended' };
+  function statusOf(s) {
+    if (STATUS[s.status]) return s.status;
+    if (s.attentions.length) return 'waiting';
+    return s.state === 'ended' ? 'ended' : s.state === 'idle' || s.state === 'started' ? 'idle' : 'working';
+  }
+  // The message box works whatever the state: what its first button does, in words.
+  const RESUMES = new Set(['idle', 'ended', 'parked']);
+  function updateCompose(card, status) {
+    const q = $('button.queue', card);
+    const resumes = RESUMES.has(status);
+    q.textContent = resumes ? 'Send' : 'After this turn';
+    q.title = resumes ? 'The agent is not working: the machine resumes this session with your message'
+      : 'Deliver when the agent\'s turn ends';
+    card.dataset.resumes = resumes ? '1' : '';
+  }
+
   function updateCard(card, s) {
     card.classList.toggle('needs', s.attentions.length > 0);
     $('.title', card).textContent = sessionTitle(s);
+    const status = statusOf(s);
     const st = $('.state', card);
-    st.textContent = s.state;
-    st.dataset.state = s.state;
+    st.textContent = STATUS[status];
+    st.dataset.state = status;
+    const doing = $('.doing', card);
+    const tool = s.tool && typeof s.tool.tool === 'string' ? s.tool : null;
+    doing.textContent = tool ? 'Running ' + tool.tool + (typeof tool.summary === 'string' && tool.summary ? ': ' + short(tool.summary, 80) : '') : '';
+    doing.hidden = !tool;
+    updateCompose(card, status);
+    // Never an internal id (a session id, a prompt id): the folder, branch and machine say which.
     const bits = [harnessLabel(s)];
     if (s.branch) bits.push(s.branch);
     if (s.machine) bits.push(s.machine);
@@ -861,7 +925,6 @@
     if (typeof s.permission_mode === 'string' && s.permission_mode) {
       bits.push('mode ' + short(s.permission_mode, 40) + (ASKS_FIRST.has(s.permission_mode) ? '' : ' (runs tools without asking)'));
     }
-    if (sessionTitle(s) !== s.id) bits.push(short(s.id, 13));
     bits.push('last event ' + ago(s.last_at));
     $('.meta', card).textContent = bits.join(' · ');
     let ctl = $('.control', card);
@@ -905,7 +968,7 @@
       const how = c.ended === 'page'
         ? (answeredHere.has(c.attention_id) ? 'answered here' : 'answered from another device')
         : ENDED[c.ended] || 'ended';
-      li.textContent = short((c.tool ? c.tool + ' · ' : '') + (c.message || c.attention_id), 60) + ' — ' + how + ' ' + ago(c.cleared_at);
+      li.textContent = short((c.tool ? c.tool + ' · ' : '') + (c.message || 'a prompt'), 60) + ' — ' + how + ' ' + ago(c.cleared_at);
       return li;
     }));
     ul.hidden = ended.length === 0;

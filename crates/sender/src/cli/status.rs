@@ -241,9 +241,10 @@ pub fn status(json: bool) -> Result<Done> {
     println!("live sessions: {}", r.live_sessions.len());
     for s in &r.live_sessions {
         println!(
-            "  {}  {}  last event {}",
+            "  {}  {}  {}, last event {}",
             s.key,
             s.cwd.as_deref().unwrap_or("-"),
+            s.status,
             ago(&Some(s.last_event_at.clone()))
         );
     }
@@ -294,8 +295,8 @@ pub fn queue(filter: &QueueFilter, json: bool) -> Result<Done> {
             None => m.state.clone(),
         };
         println!(
-            "{}  {:<17} {:<16} {}  {}",
-            m.received_at, m.kind, state, m.session, m.id
+            "{}  {:<17} {:<16} {} ({})  {}",
+            m.received_at, m.kind, state, m.session, m.session_status, m.id
         );
         match m.kind.as_str() {
             "permission.answer" => println!(

@@ -318,6 +318,37 @@ pub fn turn_reply(stdin: &[u8]) -> Option<String> {
 /// [`TRANSCRIPT_TAIL`] bytes, not reaching back past the person's prompt. Only a regular
 /// `.jsonl` file is read (the path comes from hook stdin), without blocking.
 pub fn transcript_reply(path: &std::path::Path) -> Option<String> {
+    transcript_turn(path).1
+}
+
+/// DECISIONS 40: the turn's prompt and final text: `last_assistant_message` (else the
+/// transcript's), and the person's prompt from the same one read of the transcript's tail.
+pub fn turn_texts(stdin: &[u8]) -> (Option<String>, Option<String>) {
+    #[derive(Deserialize)]
+    struct Stop {
+        transcript_path: Option<String>,
+        last_assistant_message: Option<String>,
+    }
+    let Ok(s) = serde_json::from_slice::<Stop>(stdin) else {
+        return (None, None);
+    };
+    let (user, text) = s
+        .transcript_path
+        .map(|p| transcript_turn(std::path::Path::new(&p)))
+        .unwrap_or_default();
+    let said = s.last_assistant_message.filter(|m| !m.trim().is_empty());
+    (user, said.or(text))
+}
+
+/// The person's prompt that began the last turn of a Claude Code transcript and the turn's
+/// last assistant text, from the tail as [`transcript_reply`] reads it.
+fn transcript_turn(path: &std::path::Path) -> (Option<String>, Option<String>) {
+    transcript_tail(path)
+        .map(|t| turn_in_tail(&t))
+        .unwrap_or_default()
+}
+
+fn transcript_tail(path: &std::path::Path) -> Option<String> {
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::OpenOptionsExt;
     if !path.is_absolute() || path.extension()? != "jsonl" {
@@ -336,21 +367,27 @@ pub fn transcript_reply(path: &std::path::Path) -> Option<String> {
     f.seek(SeekFrom::Start(start)).ok()?;
     let mut buf = Vec::new();
     f.take(TRANSCRIPT_TAIL).read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf);
-    let mut lines: Vec<&str> = text.lines().collect();
-    if start > 0 && !lines.is_empty() {
+    let mut text = String::from_utf8_lossy(&buf).into_owned();
+    if start > 0 {
         // The first line was cut by the seek.
-        lines.remove(0);
+        text = text.split_once('\n').map(|(_, rest)| rest.to_string())?;
     }
-    for line in lines.iter().rev() {
+    Some(text)
+}
+
+fn turn_in_tail(text: &str) -> (Option<String>, Option<String>) {
+    let mut reply = None;
+    for line in text.lines().rev() {
         let Ok(v) = serde_json::from_str::<Value>(line) else {
             continue;
         };
         let content = &v["message"]["content"];
         match v["type"].as_str() {
             // The person's prompt (tool results are user entries with a list): the turn began.
-            Some("user") if content.is_string() => return None,
-            Some("assistant") => {
+            Some("user") if content.is_string() => {
+                return (content.as_str().map(str::to_string), reply)
+            }
+            Some("assistant") if reply.is_none() => {
                 let texts: Vec<&str> = content
                     .as_array()
                     .into_iter()
@@ -360,13 +397,13 @@ pub fn transcript_reply(path: &std::path::Path) -> Option<String> {
                     .filter(|t| !t.trim().is_empty())
                     .collect();
                 if !texts.is_empty() {
-                    return Some(texts.join("\n"));
+                    reply = Some(texts.join("\n"));
                 }
             }
             _ => {}
         }
     }
-    None
+    (None, reply)
 }
 
 /// The tool a plan comes through (DECISIONS 31): approve is an allow, keep planning a deny
@@ -608,6 +645,11 @@ mod tests {
         assert_eq!(
             turn_reply(stdin.to_string().as_bytes()).as_deref(),
             Some("From the payload.")
+        );
+        // DECISIONS 40: the prompt that began the turn, from the same read.
+        assert_eq!(
+            turn_texts(stdin.to_string().as_bytes()),
+            (Some("hi".into()), Some("From the payload.".into()))
         );
         // Only the person's prompt since: no text of this turn.
         std::fs::write(&t, format!("{}\n{}", body[1], body[0])).unwrap();

@@ -203,6 +203,46 @@ impl Harness {
         }
     }
 
+    /// DECISIONS 40: the turn's prompt and final text as its Stop reports them, for
+    /// `turn.transcript`; read only when a sink takes tier 2.
+    pub fn turn_texts(self, stdin: &[u8]) -> (Option<String>, Option<String>) {
+        match self {
+            Harness::ClaudeCode => claude_code::turn_texts(stdin),
+            Harness::Codex => (None, last_assistant_message(stdin)),
+            _ => (None, None),
+        }
+    }
+
+    /// DECISIONS 40: the `tool.started` (PreToolUse) or `tool.ended` (PostToolUse, and
+    /// PostToolUseFailure with `ok: false`) this hook call reports, with the tool and a
+    /// one-line summary; only Claude Code and Codex (whose payloads are Claude-shaped) name
+    /// the call at both ends. Parsed only for a payload that names a tool event.
+    pub fn tool_event(self, stdin: &[u8]) -> Option<(&'static str, serde_json::Value)> {
+        use crate::wire::event::{tool_event, TOOL_ENDED, TOOL_STARTED};
+        if !matches!(self, Harness::ClaudeCode | Harness::Codex)
+            || !stdin.windows(7).any(|w| w == b"ToolUse")
+        {
+            return None;
+        }
+        #[derive(serde::Deserialize)]
+        struct Call {
+            hook_event_name: String,
+            tool_name: String,
+            #[serde(default)]
+            tool_input: serde_json::Value,
+        }
+        let c: Call = serde_json::from_slice(stdin).ok()?;
+        let (kind, ok) = match c.hook_event_name.as_str() {
+            "PreToolUse" => (TOOL_STARTED, None),
+            "PostToolUse" => (TOOL_ENDED, Some(true)),
+            "PostToolUseFailure" => (TOOL_ENDED, Some(false)),
+            _ => return None,
+        };
+        let what = describe_tool(&c.tool_name, &c.tool_input);
+        let summary = what.strip_prefix(c.tool_name.as_str()).map(str::trim);
+        Some((kind, tool_event(&c.tool_name, summary, ok)?))
+    }
+
     /// Whether its Stop reports the turn's text ([`Harness::turn_reply`]): only then does a
     /// prompt delivered in place wait for its turn's end for its final ack (DECISIONS 38).
     pub fn reports_turn_text(self) -> bool {

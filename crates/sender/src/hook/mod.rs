@@ -112,7 +112,29 @@ pub fn run(harness: Harness) -> Result<()> {
     let marked = !turn_event
         && quiet_session(&input)
             .is_some_and(|key| crate::store::quiet::marked(&crate::paths::state_dir(), &key));
-    if marked && quiet_done(&config, &input) {
+    // DECISIONS 40: a tool's start or end, for the sinks at tier 1 or above; behind a quiet
+    // marker spooled (no database), else stored on the full path below.
+    let mut tool = config
+        .sinks
+        .iter()
+        .any(|s| s.tier >= 1)
+        .then(|| harness.tool_event(&stdin))
+        .flatten();
+    if let (true, Some((kind, data)), Some(session)) = (marked, &tool, input.session()) {
+        match crate::store::spool::spool_tool_event(
+            &crate::paths::state_dir(),
+            &session.key(),
+            &session.event,
+            kind,
+            data,
+        ) {
+            Ok(()) => tool = None,
+            Err(e) => {
+                crate::logging::warn(&format!("{e:#}; storing the tool event in the database"))
+            }
+        }
+    }
+    if marked && tool.is_none() && quiet_done(&config, &input) {
         crate::logging::debug("quiet marker current: nothing pending, the database not opened");
         return Ok(());
     }
@@ -132,6 +154,9 @@ pub fn run(harness: Harness) -> Result<()> {
         extra.insert("control".into(), session_control(harness));
         extra
     });
+    if let (Some((kind, data)), Some(session)) = (&tool, input.session()) {
+        store.record_conversation(session, kind, data)?;
+    }
     // DECISIONS 30: the call itself, for grants and for answers that change its input.
     let call = match &input {
         HookInput::Permission { .. } => harness.permission_call(&stdin),
@@ -189,6 +214,11 @@ fn quiet_done(config: &Config, input: &HookInput) -> bool {
                 crate::sync_lock::ensure_running();
             }
             true
+        }
+        // DECISIONS 40: a transcript to record goes through the database.
+        HookInput::Stop { .. } if start_sync && wants_transcript(config) => {
+            crate::sync_lock::ensure_running();
+            false
         }
         HookInput::Stop { session } if start_sync => {
             crate::sync_lock::ensure_running();
@@ -375,11 +405,17 @@ fn on_permission(
     permission::run(harness, config, store, session, prompt)
 }
 
+/// Whether a sink takes `turn.transcript` (tier 2, DECISIONS 40): only then does a Stop read
+/// the turn's prompt and text for it.
+fn wants_transcript(config: &Config) -> bool {
+    config.sinks.iter().any(|s| s.tier >= 2)
+}
+
 fn on_stop(
     harness: Harness,
     store: &mut crate::store::Store,
     session: &crate::store::SessionRef,
-    (start_sync, marked): (bool, bool),
+    (start_sync, marked, transcript): (bool, bool, bool),
     stdin: &[u8],
 ) -> Result<()> {
     if start_sync {
@@ -397,12 +433,22 @@ fn on_stop(
     } else {
         store.seam_state(&session.key())?
     };
+    // DECISIONS 40: the turn's prompt and text, read once for the transcript and the reply.
+    let texts = transcript.then(|| harness.turn_texts(stdin));
+    if let Some(data) = texts
+        .as_ref()
+        .and_then(|(u, a)| crate::wire::event::turn_transcript(u.as_deref(), a.as_deref()))
+    {
+        store.record_conversation(session, crate::wire::event::TURN_TRANSCRIPT, &data)?;
+    }
     if state.in_flight {
         // DECISIONS 38 `turn` mode: this Stop ends the turn the prompts delivered at the last
         // one started; their final acks carry its text. Read only now: most Stops have none.
-        let reply = harness
-            .turn_reply(stdin)
-            .map(|r| crate::wire::control::ack_reply(&r));
+        let reply = match &texts {
+            Some((_, a)) => a.clone(),
+            None => harness.turn_reply(stdin),
+        }
+        .map(|r| crate::wire::control::ack_reply(&r));
         let n = store.turn_ended_with(&session.key(), reply.as_deref())?;
         crate::logging::info(&format!(
             "{}: the turn of {n} prompt(s) ended ({})",
@@ -503,7 +549,14 @@ fn act(
             },
         )?,
         HookInput::Stop { session } => {
-            on_stop(harness, store, &session, (start_sync, marked), stdin)?
+            let transcript = start_sync && wants_transcript(config);
+            on_stop(
+                harness,
+                store,
+                &session,
+                (start_sync, marked, transcript),
+                stdin,
+            )?
         }
         HookInput::SessionStart { session, source } => {
             // The page offers only what the harness honours (DECISIONS 30).

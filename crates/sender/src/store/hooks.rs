@@ -684,6 +684,15 @@ impl Store {
         let key = s.key();
         // A turn still waited for will not end now: its prompts are delivered, no reply.
         end_turn_waits(&tx, &key, None, now)?;
+        // DECISIONS 40: the page says the session ended (a later event revives it there).
+        emit(
+            &tx,
+            &key,
+            event::SESSION_ENDED,
+            &s.event,
+            &serde_json::json!({}),
+            now,
+        )?;
         tx.execute(
             "UPDATE sessions SET ended_at=?2 WHERE key=?1",
             params![key, format_ms(now)],
@@ -971,6 +980,22 @@ impl Store {
         emit_turn_ended(&tx, s, reason, now)?;
         tx.commit()?;
         Ok(true)
+    }
+
+    /// DECISIONS 40: a `turn.transcript` or `tool.started` / `tool.ended` of the session, in
+    /// order with its other events (each sink gets it at its tier or not at all).
+    pub fn record_conversation(
+        &mut self,
+        s: &SessionRef,
+        kind: &str,
+        data: &serde_json::Value,
+    ) -> Result<()> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        touch(&tx, s, None, now)?;
+        emit(&tx, &s.key(), kind, &s.event, data, now)?;
+        tx.commit()?;
+        Ok(())
     }
 
     /// The turn ended without a Stop that could deliver (the agent was stopped at its

@@ -37,6 +37,12 @@ struct TurnEndFile {
     harness_event: String,
     reason: String,
     at_ms: Millis,
+    /// DECISIONS 40: a `tool.started` / `tool.ended` spooled the same way, with its data;
+    /// absent, the file is a turn end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data: Option<serde_json::Value>,
 }
 
 fn euid() -> u32 {
@@ -52,18 +58,42 @@ pub fn spool_turn_end(
     harness_event: &str,
     reason: event::TurnEnd,
 ) -> Result<()> {
-    let dir = dir_of(&state_dir.join("control.db"));
+    spool(state_dir, key, harness_event, reason.as_str(), None)
+}
+
+/// Hook side, DECISIONS 40: a `tool.started` or `tool.ended` of the session, spooled as a
+/// turn end is (one small file, no database), under the same condition.
+pub fn spool_tool_event(
+    state_dir: &Path,
+    key: &str,
+    harness_event: &str,
+    kind: &str,
+    data: &serde_json::Value,
+) -> Result<()> {
+    spool(state_dir, key, harness_event, "", Some((kind, data)))
+}
+
+fn spool(
+    state_dir: &Path,
+    key: &str,
+    harness_event: &str,
+    reason: &str,
+    tool: Option<(&str, &serde_json::Value)>,
+) -> Result<()> {
     let at_ms = now_ms();
     let f = TurnEndFile {
         event_id: event_id(at_ms),
         key: key.to_string(),
         harness_event: harness_event.to_string(),
-        reason: reason.as_str().to_string(),
+        reason: reason.to_string(),
         at_ms,
+        kind: tool.map(|(k, _)| k.to_string()),
+        data: tool.map(|(_, d)| d.clone()),
     };
+    let dir = dir_of(&state_dir.join("control.db"));
     let path = dir.join(format!(
         "{}.{}.json",
-        super::quiet::marker_name(key),
+        super::quiet::marker_name(&f.key),
         f.event_id
     ));
     let text = serde_json::to_vec(&f)?;
@@ -90,7 +120,7 @@ pub fn spool_turn_end(
         };
         file.write_all(&text)
     };
-    write().with_context(|| format!("cannot spool the turn end in {}", dir.display()))
+    write().with_context(|| format!("cannot spool the event in {}", dir.display()))
 }
 
 /// A ULID from the clock and 80 bits of the kernel's randomness (no seeded generator to
@@ -186,12 +216,18 @@ pub(super) fn drain(
             "interrupt" => event::TurnEnd::Interrupt,
             _ => event::TurnEnd::Stop,
         };
+        // A spooled tool event leaves the turn open; only a turn end closes it.
+        let tool_event = matches!(
+            f.kind.as_deref(),
+            Some(event::TOOL_STARTED | event::TOOL_ENDED)
+        ) && f.data.is_some();
         let touched = tx
             .prepare_cached(
-                "UPDATE sessions SET last_event_ms=max(last_event_ms, ?2), turn_open=0, \
+                "UPDATE sessions SET last_event_ms=max(last_event_ms, ?2), \
+                 turn_open=CASE WHEN ?4 THEN turn_open ELSE 0 END, \
                  last_event_at=CASE WHEN last_event_ms < ?2 THEN ?3 ELSE last_event_at END WHERE key=?1",
             )?
-            .execute(params![f.key, f.at_ms, format_ms(f.at_ms)])?;
+            .execute(params![f.key, f.at_ms, format_ms(f.at_ms), tool_event])?;
         if touched != 1 {
             crate::logging::warn(&format!(
                 "{}: a turn end spooled for a session the database does not hold; removed",
@@ -200,12 +236,17 @@ pub(super) fn drain(
             let _ = std::fs::remove_file(&path);
             continue;
         }
+        // A tool event is stored as it was spooled; anything else is a turn end.
+        let (kind, data) = match (f.kind.as_deref(), f.data) {
+            (Some(k @ (event::TOOL_STARTED | event::TOOL_ENDED)), Some(d)) => (k, d),
+            _ => (event::TURN_ENDED, event::turn_ended(reason)),
+        };
         emit_as(
             tx,
             &f.key,
-            event::TURN_ENDED,
+            kind,
             &f.harness_event,
-            &event::turn_ended(reason),
+            &data,
             f.at_ms,
             &f.event_id,
         )?;

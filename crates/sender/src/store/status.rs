@@ -33,6 +33,8 @@ pub struct LiveSession {
     pub cwd: Option<String>,
     pub started_at: String,
     pub last_event_at: String,
+    /// DECISIONS 40: what it is doing, in the page's words ([`Store::session_status`]).
+    pub status: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +79,24 @@ pub struct QueueRow {
     pub done_at: Option<String>,
     /// When the ack reached the receiver; None while it waits (or before there is one).
     pub ack_sent_at: Option<String>,
+    /// DECISIONS 40: what its session is doing now ([`Store::session_status`]).
+    pub session_status: String,
+}
+
+/// DECISIONS 40: a session's status in the page's words: a prompt open on a session no
+/// process holds any more is parked; otherwise the last event it sent says whether a turn
+/// runs (a turn's end, or only its start, leaves it idle).
+pub fn status_word(known: bool, ended: bool, open: bool, last_type: Option<&str>) -> &'static str {
+    match (known, open, ended) {
+        (false, _, _) => "unknown",
+        (_, true, false) => "waiting for you",
+        (_, true, true) => "parked",
+        (_, false, true) => "ended",
+        _ => match last_type {
+            None | Some("turn.ended" | "session.started" | "turn.transcript") => "idle",
+            Some(_) => "working",
+        },
+    }
 }
 
 /// Filters for `sp queue`.
@@ -149,8 +169,7 @@ impl Store {
 
     /// Sessions polled now: not ended, an event within `live_ms`.
     pub fn live_session_rows(&self, live_ms: Millis) -> Result<Vec<LiveSession>> {
-        Ok(self
-            .conn
+        self.conn
             .prepare(
                 "SELECT key, harness, session_id, cwd, started_at, last_event_at FROM sessions \
                  WHERE ended_at IS NULL AND last_event_ms >= ?1 ORDER BY last_event_ms DESC",
@@ -163,9 +182,39 @@ impl Store {
                     cwd: r.get(3)?,
                     started_at: r.get(4)?,
                     last_event_at: r.get(5)?,
+                    status: String::new(),
                 })
             })?
-            .collect::<rusqlite::Result<_>>()?)
+            .collect::<rusqlite::Result<Vec<LiveSession>>>()?
+            .into_iter()
+            .map(|mut l| {
+                l.status = self.session_status(&l.key)?;
+                Ok(l)
+            })
+            .collect()
+    }
+
+    /// DECISIONS 40: what session `key` is doing ([`status_word`]), as `sp status` and
+    /// `sp queue` say it and the page shows it.
+    pub fn session_status(&self, key: &str) -> Result<String> {
+        let row: Option<(bool, bool, Option<String>, bool)> = self
+            .conn
+            .prepare_cached(
+                "SELECT s.ended_at IS NOT NULL, \
+                   EXISTS (SELECT 1 FROM attention a WHERE a.session_key = s.key AND a.state = 'open'), \
+                   (SELECT e.type FROM events e WHERE e.session_key = s.key ORDER BY e.seq DESC LIMIT 1), \
+                   s.turn_open <> 0 \
+                 FROM sessions s WHERE s.key = ?1",
+            )?
+            .query_row(params![key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .optional()?;
+        Ok(match row {
+            // A turn the hooks saw open (DECISIONS 38's turn_open) is working, whatever came last.
+            Some((false, false, _, true)) => "working",
+            Some((ended, open, last, _)) => status_word(true, ended, open, last.as_deref()),
+            None => status_word(false, false, false, None),
+        }
+        .to_string())
     }
 
     pub fn open_attention_rows(&self) -> Result<Vec<OpenAttention>> {
@@ -251,9 +300,17 @@ impl Store {
                     received_at: r.get(14)?,
                     done_at: r.get(15)?,
                     ack_sent_at: r.get(16)?,
+                    session_status: String::new(),
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
+        let mut known = std::collections::HashMap::new();
+        for row in &mut rows {
+            if !known.contains_key(&row.session) {
+                known.insert(row.session.clone(), self.session_status(&row.session)?);
+            }
+            row.session_status = known[&row.session].clone();
+        }
         rows.reverse();
         Ok(rows)
     }

@@ -148,6 +148,19 @@ pub fn send_events_once(
         return Ok(Sent::Idle);
     }
     let tier = ctx.tier.min(found.max_tier).min(sink.tier_cap.unwrap_or(3));
+    // DECISIONS 40: an event above this sink's tier (a transcript for a tier-1 sink) is
+    // never sent to it; the cursor passes it.
+    let skipped_to = events.last().map(|e| e.rowid);
+    let events: Vec<StoredEvent> = events
+        .into_iter()
+        .filter(|e| crate::wire::event::min_tier(&e.kind) <= tier)
+        .collect();
+    if events.is_empty() {
+        if let Some(last) = skipped_to {
+            store.advance_cursor(&ctx.name, last, false)?;
+        }
+        return Ok(Sent::Progress);
+    }
     let (len, body) = batch_body(&events, tier, ctx.machine.as_deref(), found.max_bytes);
     let batch = Batch {
         first: &events[0].event_id,
