@@ -518,6 +518,22 @@ fn turn_over(store: &mut crate::store::Store, session: &crate::store::SessionRef
     Ok(())
 }
 
+/// The session ended: recorded, and its grants end with it (DECISIONS 30).
+fn on_session_end(
+    store: &mut crate::store::Store,
+    session: &crate::store::SessionRef,
+) -> Result<()> {
+    store.end_session(session)?;
+    let n = store.end_grants(&session.key())?;
+    if n > 0 {
+        crate::logging::info(&format!(
+            "{}: {n} grant(s) ended with the session",
+            session.key()
+        ));
+    }
+    Ok(())
+}
+
 /// Acts on what the event means. Kept apart from `run` so an API report (OpenCode) can record
 /// where the session's server is and then act on the event it came with.
 fn act(
@@ -568,17 +584,7 @@ fn act(
                 crate::sync_lock::ensure_running();
             }
         }
-        HookInput::SessionEnd { session } => {
-            store.end_session(&session)?;
-            // DECISIONS 30: a session's grants end with it.
-            let n = store.end_grants(&session.key())?;
-            if n > 0 {
-                crate::logging::info(&format!(
-                    "{}: {n} grant(s) ended with the session",
-                    session.key()
-                ));
-            }
-        }
+        HookInput::SessionEnd { session } => on_session_end(store, &session)?,
         HookInput::TerminalAnswered {
             session,
             attention_id,
