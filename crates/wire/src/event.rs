@@ -6,6 +6,9 @@ pub const SESSION_STARTED: &str = "session.started";
 pub const ATTENTION_NEEDED: &str = "attention.needed";
 pub const ATTENTION_CLEARED: &str = "attention.cleared";
 pub const TURN_ENDED: &str = "turn.ended";
+/// The session's permission mode changed and nothing else happened (issue 40): the page
+/// learns it from this event's `session.permission_mode` without waiting for the next event.
+pub const SESSION_MODE: &str = "session.mode";
 
 /// How an attention ended (DECISIONS 13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +98,12 @@ pub fn session_started(source: &str) -> Value {
         _ => "unknown",
     };
     json!({ "source": source })
+}
+
+/// The data of a [`SESSION_MODE`] event: the mode it was emitted for (the envelope's
+/// `session.permission_mode`, read at send time, may already be a later one).
+pub fn session_mode(mode: &str) -> Value {
+    json!({ "permission_mode": crate::text::truncate(mode, 40) })
 }
 
 pub fn attention_needed(attention_id: &str, tool: Option<&str>, message: Option<&str>) -> Value {
