@@ -605,6 +605,112 @@ fn codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
     );
 }
 
+/// Issue 40: codex-acp 2.6 advertises `_session/steering` (`_meta.steering.supported` on its
+/// `initialize` result), and the session says a steer lands at the next tool boundary. A remote
+/// steer while a turn runs is injected into that turn (its receipt says so) and reaches the
+/// model before the turn ends; a `queue` prompt sent meanwhile waits for the turn's end and
+/// then goes as a prompt of sp-acp's own, its receipt saying that.
+#[test]
+fn codex_acp_steer_joins_the_running_turn_and_a_queued_prompt_waits_for_its_end() {
+    scenario(
+        "codex_acp_steer_joins_the_running_turn_and_a_queued_prompt_waits_for_its_end",
+        "codex-acp",
+        |s| {
+            s.configure();
+            let ch = s.configure_codex();
+            let mut ed = Client::start(
+                s,
+                &["codex-acp"],
+                &[
+                    ("CODEX_HOME", &ch),
+                    ("STANDIN_API_KEY", Path::new("e2e-dummy")),
+                    ("CODEX_PATH", &cli("codex")),
+                ],
+            );
+            let id = ed.request(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": (STAND_IN.client)()}),
+            );
+            let (init, _) = ed.response(id);
+            assert_eq!(
+                init["result"]["_meta"]["steering"]["supported"], true,
+                "{init}"
+            );
+            let sid = new_session(s, &mut ed);
+            let key = format!("acp:{sid}");
+            named_and_honours(s, "Codex", "tool_boundary");
+            // A turn held at the model until the test lets it answer.
+            let go = s.dir.join("go");
+            let p = ed.prompt(
+                &sid,
+                &format!("Say the word. SP-ECHO:FIRST SP-HOLD:{}", go.display()),
+            );
+            let holding = || {
+                std::fs::read_to_string(&s.model_log)
+                    .unwrap_or_default()
+                    .contains(r#""note": "holding""#)
+            };
+            assert!(
+                until(Duration::from_secs(60), holding),
+                "the turn reached the model"
+            );
+            let steer = s.receiver.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "Also say the word. SP-ECHO:TANGERINE", "mode": "steer", "expires_in_s": 300}),
+            );
+            // The adapter's answer to `_session/steering` decides the ack, while the turn runs.
+            let ack = s.ack(&steer);
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"], "acp _session/steering (injected into the running turn)",
+                "{ack}"
+            );
+            // The queued prompt's own turn is held too: were it put into the running turn,
+            // that turn would never end.
+            let go2 = s.dir.join("go2");
+            let queued = s.receiver.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": format!("Then this. SP-ECHO:QUINCE SP-HOLD:{}", go2.display()), "mode": "queue", "expires_in_s": 300}),
+            );
+            assert!(
+                until(Duration::from_secs(60), || s.log().contains(&format!(
+                    "queued prompt {}",
+                    queued["id"].as_str().unwrap()
+                ))),
+                "the queued prompt reached the machine\n{}",
+                s.log()
+            );
+            std::fs::write(&go, "").unwrap();
+            let (done, _) = ed.response(p);
+            assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+            let reqs = s.model_requests();
+            assert!(
+                reqs.iter().any(|r| r["answer"].is_array()
+                    && r["body"].to_string().contains("SP-ECHO:TANGERINE")),
+                "the steer reached the model before its turn ended"
+            );
+            assert!(
+                !reqs
+                    .iter()
+                    .any(|r| r["body"].to_string().contains("SP-ECHO:QUINCE")),
+                "the queued prompt was not in the running turn"
+            );
+            std::fs::write(&go2, "").unwrap();
+            ed.until(Duration::from_secs(90), |v| {
+                v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                    && chunk_text(v).contains("SP-SAW:QUINCE")
+            });
+            let ack = s.ack(&queued);
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"], "acp session/prompt (sent by sp-acp)",
+                "{ack}"
+            );
+            acked_once(s, 2);
+        },
+    );
+}
+
 /// Queues `msg` for session `key`; its final ack, which must be `outcome` with a detail
 /// that says `detail`.
 fn acked(s: &Scene, key: &str, msg: &Value, outcome: &str, detail: &str) -> Value {
