@@ -1037,9 +1037,9 @@ fn steps(s: &Scene) -> Vec<String> {
 }
 
 #[test]
-fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
+fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer_queue() {
     scenario(
-        "claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer",
+        "claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer_queue",
         "claude-agent-acp",
         |s| {
             s.configure();
@@ -1097,6 +1097,22 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                     .contains("_session/steering (injected"),
                 "{ack}"
             );
+            // A `queue` prompt meanwhile waits for the turn's end, then goes as a prompt of
+            // sp-acp's own. Its turn is held at the model: were it put into the running turn,
+            // that turn would never end.
+            let go = s.dir.join("go-queued");
+            let queued = s.receiver.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": format!("Then this. SP-ECHO:QUINCE SP-HOLD:{}", go.display()), "mode": "queue", "expires_in_s": 300}),
+            );
+            assert!(
+                until(Duration::from_secs(60), || s.log().contains(&format!(
+                    "queued prompt {}",
+                    queued["id"].as_str().unwrap()
+                ))),
+                "the queued prompt reached the machine\n{}",
+                s.log()
+            );
             for k in 1..=3 {
                 std::fs::write(gate.join(format!("go-{k}")), "").unwrap();
                 if k < 3 {
@@ -1120,7 +1136,24 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                 "the steer reached the model before the turn's last tool call (request {at} of {})",
                 reqs.len()
             );
-            acked_once(s, 6);
+            assert!(
+                !reqs
+                    .iter()
+                    .any(|r| r["body"].to_string().contains("SP-ECHO:QUINCE")),
+                "the queued prompt was not in the running turn"
+            );
+            std::fs::write(&go, "").unwrap();
+            ed.until(Duration::from_secs(90), |v| {
+                v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                    && chunk_text(v).contains("SP-SAW:QUINCE")
+            });
+            let ack = s.ack(&queued);
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(
+                ack["detail"], "acp session/prompt (sent by sp-acp)",
+                "{ack}"
+            );
+            acked_once(s, 7);
         },
     );
 }
