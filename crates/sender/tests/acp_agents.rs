@@ -1072,6 +1072,23 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer_queue() {
             let sid = new_session(s, &mut ed);
             let key = format!("acp:{sid}");
             set_mode(&mut ed, &sid, "bypassPermissions");
+            // The mode change alone reaches the receiver (issue 40), before any turn.
+            let mode = s.event("session.mode", |e| e["session"]["id"] == sid.as_str());
+            assert_eq!(
+                mode["session"]["permission_mode"], "bypassPermissions",
+                "{mode}"
+            );
+            assert!(
+                s.receiver
+                    .events()
+                    .iter()
+                    .filter(|e| e["session"]["id"] == sid.as_str())
+                    .all(|e| matches!(
+                        e["type"].as_str(),
+                        Some("session.started" | "session.mode")
+                    )),
+                "nothing else of the session yet"
+            );
             let gate = s.dir.join("gate");
             std::fs::create_dir_all(&gate).unwrap();
             let before = turns(s).len();
