@@ -667,19 +667,7 @@ fn codex_acp_steer_joins_the_running_turn_and_a_queued_prompt_waits_for_its_end(
             );
             // The queued prompt's own turn is held too: were it put into the running turn,
             // that turn would never end.
-            let go2 = s.dir.join("go2");
-            let queued = s.receiver.enqueue(
-                &key,
-                json!({"kind": "prompt", "text": format!("Then this. SP-ECHO:QUINCE SP-HOLD:{}", go2.display()), "mode": "queue", "expires_in_s": 300}),
-            );
-            assert!(
-                until(Duration::from_secs(60), || s.log().contains(&format!(
-                    "queued prompt {}",
-                    queued["id"].as_str().unwrap()
-                ))),
-                "the queued prompt reached the machine\n{}",
-                s.log()
-            );
+            let (queued, go2) = queue_held(s, &key, "go2");
             std::fs::write(&go, "").unwrap();
             let (done, _) = ed.response(p);
             assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
@@ -689,25 +677,51 @@ fn codex_acp_steer_joins_the_running_turn_and_a_queued_prompt_waits_for_its_end(
                     && r["body"].to_string().contains("SP-ECHO:TANGERINE")),
                 "the steer reached the model before its turn ended"
             );
-            assert!(
-                !reqs
-                    .iter()
-                    .any(|r| r["body"].to_string().contains("SP-ECHO:QUINCE")),
-                "the queued prompt was not in the running turn"
-            );
-            std::fs::write(&go2, "").unwrap();
-            ed.until(Duration::from_secs(90), |v| {
-                v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-                    && chunk_text(v).contains("SP-SAW:QUINCE")
-            });
-            let ack = s.ack(&queued);
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert_eq!(
-                ack["detail"], "acp session/prompt (sent by sp-acp)",
-                "{ack}"
-            );
+            queued_after_the_turn(s, &ed, &reqs, &queued, &go2);
             acked_once(s, 2);
         },
+    );
+}
+
+/// Queues a `queue` prompt for session `key` while a turn runs, and waits until it is on the
+/// machine. Its own turn is held at the model until the file `gate` (in the scene's folder)
+/// exists: were it put into the running turn, that turn would never end. The message and gate.
+fn queue_held(s: &Scene, key: &str, gate: &str) -> (Value, PathBuf) {
+    let go = s.dir.join(gate);
+    let queued = s.receiver.enqueue(
+        key,
+        json!({"kind": "prompt", "text": format!("Then this. SP-ECHO:QUINCE SP-HOLD:{}", go.display()), "mode": "queue", "expires_in_s": 300}),
+    );
+    assert!(
+        until(Duration::from_secs(60), || s.log().contains(&format!(
+            "queued prompt {}",
+            queued["id"].as_str().unwrap()
+        ))),
+        "the queued prompt reached the machine\n{}",
+        s.log()
+    );
+    (queued, go)
+}
+
+/// The running turn has ended and `reqs` are the model's requests so far: none carried the
+/// [`queue_held`] prompt; let through, it runs as a turn of its own, acked as sp-acp's prompt.
+fn queued_after_the_turn(s: &Scene, ed: &Client, reqs: &[Value], queued: &Value, go: &Path) {
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r["body"].to_string().contains("SP-ECHO:QUINCE")),
+        "the queued prompt was not in the running turn"
+    );
+    std::fs::write(go, "").unwrap();
+    ed.until(Duration::from_secs(90), |v| {
+        v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            && chunk_text(v).contains("SP-SAW:QUINCE")
+    });
+    let ack = s.ack(queued);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert_eq!(
+        ack["detail"], "acp session/prompt (sent by sp-acp)",
+        "{ack}"
     );
 }
 
@@ -1117,19 +1131,7 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer_queue() {
             // A `queue` prompt meanwhile waits for the turn's end, then goes as a prompt of
             // sp-acp's own. Its turn is held at the model: were it put into the running turn,
             // that turn would never end.
-            let go = s.dir.join("go-queued");
-            let queued = s.receiver.enqueue(
-                &key,
-                json!({"kind": "prompt", "text": format!("Then this. SP-ECHO:QUINCE SP-HOLD:{}", go.display()), "mode": "queue", "expires_in_s": 300}),
-            );
-            assert!(
-                until(Duration::from_secs(60), || s.log().contains(&format!(
-                    "queued prompt {}",
-                    queued["id"].as_str().unwrap()
-                ))),
-                "the queued prompt reached the machine\n{}",
-                s.log()
-            );
+            let (queued, go) = queue_held(s, &key, "go-queued");
             for k in 1..=3 {
                 std::fs::write(gate.join(format!("go-{k}")), "").unwrap();
                 if k < 3 {
@@ -1153,23 +1155,7 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer_queue() {
                 "the steer reached the model before the turn's last tool call (request {at} of {})",
                 reqs.len()
             );
-            assert!(
-                !reqs
-                    .iter()
-                    .any(|r| r["body"].to_string().contains("SP-ECHO:QUINCE")),
-                "the queued prompt was not in the running turn"
-            );
-            std::fs::write(&go, "").unwrap();
-            ed.until(Duration::from_secs(90), |v| {
-                v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-                    && chunk_text(v).contains("SP-SAW:QUINCE")
-            });
-            let ack = s.ack(&queued);
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert_eq!(
-                ack["detail"], "acp session/prompt (sent by sp-acp)",
-                "{ack}"
-            );
+            queued_after_the_turn(s, &ed, &reqs, &queued, &go);
             acked_once(s, 7);
         },
     );
