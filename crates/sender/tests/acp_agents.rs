@@ -654,17 +654,7 @@ fn codex_acp_steer_joins_the_running_turn_and_a_queued_prompt_waits_for_its_end(
                 until(Duration::from_secs(60), holding),
                 "the turn reached the model"
             );
-            let steer = s.receiver.enqueue(
-                &key,
-                json!({"kind": "prompt", "text": "Also say the word. SP-ECHO:TANGERINE", "mode": "steer", "expires_in_s": 300}),
-            );
-            // The adapter's answer to `_session/steering` decides the ack, while the turn runs.
-            let ack = s.ack(&steer);
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert_eq!(
-                ack["detail"], "acp _session/steering (injected into the running turn)",
-                "{ack}"
-            );
+            steered_into_the_turn(s, &key, "Also say the word. SP-ECHO:TANGERINE");
             // The queued prompt's own turn is held too: were it put into the running turn,
             // that turn would never end.
             let (queued, go2) = queue_held(s, &key, "go2");
@@ -680,6 +670,21 @@ fn codex_acp_steer_joins_the_running_turn_and_a_queued_prompt_waits_for_its_end(
             queued_after_the_turn(s, &ed, &reqs, &queued, &go2);
             acked_once(s, 2);
         },
+    );
+}
+
+/// A remote steer of `text` while a turn of session `key` runs: the adapter's answer to
+/// `_session/steering` decides the ack, before the turn goes on.
+fn steered_into_the_turn(s: &Scene, key: &str, text: &str) {
+    let m = s.receiver.enqueue(
+        key,
+        json!({"kind": "prompt", "text": text, "mode": "steer", "expires_in_s": 300}),
+    );
+    let ack = s.ack(&m);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert_eq!(
+        ack["detail"], "acp _session/steering (injected into the running turn)",
+        "{ack}"
     );
 }
 
@@ -1114,23 +1119,7 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer_queue() {
                 until(Duration::from_secs(60), || steps(s) == ["step-1"]),
                 "step 1 ran"
             );
-            let m = s.receiver.enqueue(
-                &key,
-                json!({"kind": "prompt", "text": "Also name the fruit. SP-STEER:TANGERINE", "mode": "steer", "expires_in_s": 300}),
-            );
-            // The adapter's answer to `_session/steering` decides the ack, before the turn goes on.
-            let ack = s.ack(&m);
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .contains("_session/steering (injected"),
-                "{ack}"
-            );
-            // A `queue` prompt meanwhile waits for the turn's end, then goes as a prompt of
-            // sp-acp's own. Its turn is held at the model: were it put into the running turn,
-            // that turn would never end.
+            steered_into_the_turn(s, &key, "Also name the fruit. SP-STEER:TANGERINE");
             let (queued, go) = queue_held(s, &key, "go-queued");
             for k in 1..=3 {
                 std::fs::write(gate.join(format!("go-{k}")), "").unwrap();
