@@ -1725,6 +1725,52 @@ fn the_sessions_mode_rides_its_events() {
     );
 }
 
+/// Issue 40: a change of mode alone reaches the receiver at once, as a `session.mode` event
+/// carrying the new `permission_mode` (the editor's `session/set_mode`, the agent's own
+/// `current_mode_update`); setting the mode it already has sends nothing.
+#[test]
+fn a_mode_change_alone_reaches_the_receiver() {
+    let (env, mut ed, sid, _) = live_session(&[("AGENT_MODE", "auto")]);
+    let mode_event = |mode: &str| {
+        env.receiver
+            .wait_event(Duration::from_secs(30), |e| {
+                e["type"] == "session.mode" && e["session"]["permission_mode"] == mode
+            })
+            .unwrap_or_else(|| panic!("no session.mode {mode}\n{}", env.log()))
+    };
+    let set_mode = |ed: &mut Editor, mode: &str| {
+        let id = ed.request(
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": mode}),
+        );
+        ed.response(id);
+    };
+    set_mode(&mut ed, "default");
+    // Nothing else happened in the session: the mode arrives on its own.
+    let e = mode_event("default");
+    assert_eq!(e["data"], json!({"permission_mode": "default"}));
+    assert_eq!(e["harness"]["name"], "acp");
+    assert_eq!(e["session"]["id"], sid.as_str());
+    set_mode(&mut ed, "default");
+    let p = ed.prompt(&sid, "modeswitch");
+    ed.response(p);
+    mode_event("readonly");
+    assert!(
+        until(Duration::from_secs(30), || !env
+            .events_of("turn.ended")
+            .is_empty()),
+        "{}",
+        env.log()
+    );
+    // The repeated `default`, sent before the prompt whose turn has ended, emitted nothing.
+    let modes: Vec<Value> = env
+        .events_of("session.mode")
+        .iter()
+        .map(|e| e["data"]["permission_mode"].clone())
+        .collect();
+    assert_eq!(modes, [json!("default"), json!("readonly")]);
+}
+
 /// Rule 41: the editor answering a question first wins; the phone's later answer is acked
 /// expired and never reaches the agent.
 #[test]

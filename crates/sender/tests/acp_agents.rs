@@ -605,6 +605,131 @@ fn codex_acp_through_sp_acp_session_remote_allow_idle_prompt_and_cancel() {
     );
 }
 
+/// Issue 40: codex-acp 2.6 advertises `_session/steering` (`_meta.steering.supported` on its
+/// `initialize` result), and the session says a steer lands at the next tool boundary. A remote
+/// steer while a turn runs is injected into that turn (its receipt says so) and reaches the
+/// model before the turn ends; a `queue` prompt sent meanwhile waits for the turn's end and
+/// then goes as a prompt of sp-acp's own, its receipt saying that.
+#[test]
+fn codex_acp_steer_joins_the_running_turn_and_a_queued_prompt_waits_for_its_end() {
+    scenario(
+        "codex_acp_steer_joins_the_running_turn_and_a_queued_prompt_waits_for_its_end",
+        "codex-acp",
+        |s| {
+            s.configure();
+            let ch = s.configure_codex();
+            let mut ed = Client::start(
+                s,
+                &["codex-acp"],
+                &[
+                    ("CODEX_HOME", &ch),
+                    ("STANDIN_API_KEY", Path::new("e2e-dummy")),
+                    ("CODEX_PATH", &cli("codex")),
+                ],
+            );
+            let id = ed.request(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": (STAND_IN.client)()}),
+            );
+            let (init, _) = ed.response(id);
+            assert_eq!(
+                init["result"]["_meta"]["steering"]["supported"], true,
+                "{init}"
+            );
+            let sid = new_session(s, &mut ed);
+            let key = format!("acp:{sid}");
+            named_and_honours(s, "Codex", "tool_boundary");
+            // A turn held at the model until the test lets it answer.
+            let go = s.dir.join("go");
+            let p = ed.prompt(
+                &sid,
+                &format!("Say the word. SP-ECHO:FIRST SP-HOLD:{}", go.display()),
+            );
+            let holding = || {
+                std::fs::read_to_string(&s.model_log)
+                    .unwrap_or_default()
+                    .contains(r#""note": "holding""#)
+            };
+            assert!(
+                until(Duration::from_secs(60), holding),
+                "the turn reached the model"
+            );
+            steered_into_the_turn(s, &key, "Also say the word. SP-ECHO:TANGERINE");
+            // The queued prompt's own turn is held too: were it put into the running turn,
+            // that turn would never end.
+            let (queued, go2) = queue_held(s, &key, "go2");
+            std::fs::write(&go, "").unwrap();
+            let (done, _) = ed.response(p);
+            assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+            let reqs = s.model_requests();
+            assert!(
+                reqs.iter().any(|r| r["answer"].is_array()
+                    && r["body"].to_string().contains("SP-ECHO:TANGERINE")),
+                "the steer reached the model before its turn ended"
+            );
+            queued_after_the_turn(s, &ed, &reqs, &queued, &go2);
+            acked_once(s, 2);
+        },
+    );
+}
+
+/// A remote steer of `text` while a turn of session `key` runs: the adapter's answer to
+/// `_session/steering` decides the ack, before the turn goes on.
+fn steered_into_the_turn(s: &Scene, key: &str, text: &str) {
+    let m = s.receiver.enqueue(
+        key,
+        json!({"kind": "prompt", "text": text, "mode": "steer", "expires_in_s": 300}),
+    );
+    let ack = s.ack(&m);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert_eq!(
+        ack["detail"], "acp _session/steering (injected into the running turn)",
+        "{ack}"
+    );
+}
+
+/// Queues a `queue` prompt for session `key` while a turn runs, and waits until it is on the
+/// machine. Its own turn is held at the model until the file `gate` (in the scene's folder)
+/// exists: were it put into the running turn, that turn would never end. The message and gate.
+fn queue_held(s: &Scene, key: &str, gate: &str) -> (Value, PathBuf) {
+    let go = s.dir.join(gate);
+    let queued = s.receiver.enqueue(
+        key,
+        json!({"kind": "prompt", "text": format!("Then this. SP-ECHO:QUINCE SP-HOLD:{}", go.display()), "mode": "queue", "expires_in_s": 300}),
+    );
+    assert!(
+        until(Duration::from_secs(60), || s.log().contains(&format!(
+            "queued prompt {}",
+            queued["id"].as_str().unwrap()
+        ))),
+        "the queued prompt reached the machine\n{}",
+        s.log()
+    );
+    (queued, go)
+}
+
+/// The running turn has ended and `reqs` are the model's requests so far: none carried the
+/// [`queue_held`] prompt; let through, it runs as a turn of its own, acked as sp-acp's prompt.
+fn queued_after_the_turn(s: &Scene, ed: &Client, reqs: &[Value], queued: &Value, go: &Path) {
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r["body"].to_string().contains("SP-ECHO:QUINCE")),
+        "the queued prompt was not in the running turn"
+    );
+    std::fs::write(go, "").unwrap();
+    ed.until(Duration::from_secs(90), |v| {
+        v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            && chunk_text(v).contains("SP-SAW:QUINCE")
+    });
+    let ack = s.ack(queued);
+    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    assert_eq!(
+        ack["detail"], "acp session/prompt (sent by sp-acp)",
+        "{ack}"
+    );
+}
+
 /// Queues `msg` for session `key`; its final ack, which must be `outcome` with a detail
 /// that says `detail`.
 fn acked(s: &Scene, key: &str, msg: &Value, outcome: &str, detail: &str) -> Value {
@@ -931,9 +1056,9 @@ fn steps(s: &Scene) -> Vec<String> {
 }
 
 #[test]
-fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
+fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer_queue() {
     scenario(
-        "claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer",
+        "claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer_queue",
         "claude-agent-acp",
         |s| {
             s.configure();
@@ -966,6 +1091,23 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
             let sid = new_session(s, &mut ed);
             let key = format!("acp:{sid}");
             set_mode(&mut ed, &sid, "bypassPermissions");
+            // The mode change alone reaches the receiver (issue 40), before any turn.
+            let mode = s.event("session.mode", |e| e["session"]["id"] == sid.as_str());
+            assert_eq!(
+                mode["session"]["permission_mode"], "bypassPermissions",
+                "{mode}"
+            );
+            assert!(
+                s.receiver
+                    .events()
+                    .iter()
+                    .filter(|e| e["session"]["id"] == sid.as_str())
+                    .all(|e| matches!(
+                        e["type"].as_str(),
+                        Some("session.started" | "session.mode")
+                    )),
+                "nothing else of the session yet"
+            );
             let gate = s.dir.join("gate");
             std::fs::create_dir_all(&gate).unwrap();
             let before = turns(s).len();
@@ -977,20 +1119,8 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                 until(Duration::from_secs(60), || steps(s) == ["step-1"]),
                 "step 1 ran"
             );
-            let m = s.receiver.enqueue(
-                &key,
-                json!({"kind": "prompt", "text": "Also name the fruit. SP-STEER:TANGERINE", "mode": "steer", "expires_in_s": 300}),
-            );
-            // The adapter's answer to `_session/steering` decides the ack, before the turn goes on.
-            let ack = s.ack(&m);
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .contains("_session/steering (injected"),
-                "{ack}"
-            );
+            steered_into_the_turn(s, &key, "Also name the fruit. SP-STEER:TANGERINE");
+            let (queued, go) = queue_held(s, &key, "go-queued");
             for k in 1..=3 {
                 std::fs::write(gate.join(format!("go-{k}")), "").unwrap();
                 if k < 3 {
@@ -1014,7 +1144,8 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer() {
                 "the steer reached the model before the turn's last tool call (request {at} of {})",
                 reqs.len()
             );
-            acked_once(s, 6);
+            queued_after_the_turn(s, &ed, &reqs, &queued, &go);
+            acked_once(s, 7);
         },
     );
 }

@@ -7,6 +7,9 @@ pub const SESSION_STARTED: &str = "session.started";
 pub const ATTENTION_NEEDED: &str = "attention.needed";
 pub const ATTENTION_CLEARED: &str = "attention.cleared";
 pub const TURN_ENDED: &str = "turn.ended";
+/// The session's permission mode changed and nothing else happened (issue 40): the page
+/// learns it from this event's `session.permission_mode` without waiting for the next event.
+pub const SESSION_MODE: &str = "session.mode";
 /// The harness said the session ended (its SessionEnd): the page shows it ended (DECISIONS 40).
 pub const SESSION_ENDED: &str = "session.ended";
 pub const TURN_TRANSCRIPT: &str = "turn.transcript";
@@ -117,6 +120,12 @@ pub fn session_started(source: &str) -> Value {
         _ => "unknown",
     };
     json!({ "source": source })
+}
+
+/// The data of a [`SESSION_MODE`] event: the mode it was emitted for (the envelope's
+/// `session.permission_mode`, read at send time, may already be a later one).
+pub fn session_mode(mode: &str) -> Value {
+    json!({ "permission_mode": crate::text::truncate(mode, 40) })
 }
 
 pub fn attention_needed(attention_id: &str, tool: Option<&str>, message: Option<&str>) -> Value {

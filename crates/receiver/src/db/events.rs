@@ -22,16 +22,21 @@ pub(super) const INSERT_EVENT: &str = "INSERT INTO events(harness, session_id, s
 pub(super) const SESSION_INFO: &str = "SELECT info FROM sessions WHERE key = ?1";
 /// A session's row: made by its first event; a later event (by seq) sets its state, an
 /// older one arriving late still counts as activity and may fill fields (`info`, merged).
+/// A `session.mode` event only fills fields (its `permission_mode`): a mode changed between
+/// turns leaves an idle session idle.
 pub(super) const UPSERT_SESSION: &str = "INSERT INTO sessions(key, harness, session_id, \
     first_at, last_ms, last_at, last_type, last_seq, info, ended, machine_id) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6, ?7, ?8, ?9, ?10) \
     ON CONFLICT(key) DO UPDATE SET last_ms = excluded.last_ms, last_at = excluded.last_at, \
     info = excluded.info, \
     last_type = CASE WHEN excluded.last_seq >= sessions.last_seq \
+        AND excluded.last_type <> 'session.mode' \
         THEN excluded.last_type ELSE sessions.last_type END, \
     ended = CASE WHEN excluded.last_seq >= sessions.last_seq \
+        AND excluded.last_type <> 'session.mode' \
         THEN excluded.ended ELSE sessions.ended END, \
     last_seq = CASE WHEN excluded.last_seq >= sessions.last_seq \
+        AND excluded.last_type <> 'session.mode' \
         THEN excluded.last_seq ELSE sessions.last_seq END";
 /// An attention follows the later, by seq, of its needed and cleared: an older one arriving
 /// late changes no row.
@@ -356,6 +361,28 @@ mod tests {
         json!({"protocol":1,"id":ulid::Ulid::new().to_string(),"type":ty,"time":"2026-01-01T00:00:00.000Z",
             "tier":1,"harness":{"name":"claude-code"},"session":{"id":sid,"seq":seq,"cwd":"~/x"},
             "privacy":{"rulesets":["secrets@1"],"pii":false},"data":data})
+    }
+
+    /// Issue 40: a mode changed between turns shows on the card at once and leaves an idle
+    /// session idle.
+    #[test]
+    fn a_session_mode_event_sets_the_mode_and_keeps_the_state() {
+        let mut db = Db::open_memory().unwrap();
+        let now = 1_800_000_000_000;
+        let a = ev("m", 0, "session.started", json!({"source": "startup"}));
+        let b = ev("m", 1, "turn.ended", json!({"reason": "stop"}));
+        let mut c = ev(
+            "m",
+            2,
+            "session.mode",
+            json!({"permission_mode": "default"}),
+        );
+        c["session"]["permission_mode"] = json!("default");
+        db.insert_events(&[&a, &b, &c], now, None).unwrap();
+        let s = db.page_sessions(now, 3_600_000).unwrap();
+        assert_eq!(s[0]["permission_mode"], "default");
+        assert_eq!(s[0]["state"], "idle");
+        assert_eq!(s[0]["last_type"], "turn.ended");
     }
 
     #[test]

@@ -317,11 +317,11 @@ impl Controller<'_> {
                 }
                 crate::logging::info(&format!("sp-acp: acp:{sid} is in mode {mode:?}"));
                 self.modes.insert(sid.clone(), mode);
-                // Kept on the session now; the receiver hears it with the next event.
+                // Kept on the session, and told to the receiver now (a `session.mode` event):
+                // a person should not wait for the next turn to learn why no prompt comes.
                 let s = self.sref(&sid, "session/set_mode");
-                self.with_store("noting the session's mode", |st| {
-                    st.record_event(&s, Some("mode"))
-                });
+                self.with_store("noting the session's mode", |st| st.record_mode(&s));
+                self.ensure_sync();
             }
             Ev::Withdrawn { sid, attention } => {
                 let s = self.sref(&sid, "$/cancel_request");

@@ -606,6 +606,37 @@ impl Store {
         Ok(())
     }
 
+    /// sp-acp's mode change (`session/set_mode`, `current_mode_update`): keeps `s`'s
+    /// `permission_mode` on the session and, when it differs from the one kept, emits a
+    /// `session.mode` event so the receiver hears it now rather than with the session's next
+    /// event. Returns whether it emitted one.
+    pub fn record_mode(&mut self, s: &SessionRef) -> Result<bool> {
+        let Some(mode) = s.permission_mode.as_deref() else {
+            return Ok(false);
+        };
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        let before: Option<String> = tx
+            .prepare_cached("SELECT permission_mode FROM sessions WHERE key=?1")?
+            .query_row(params![s.key()], |r| r.get(0))
+            .optional()?
+            .flatten();
+        let key = touch(&tx, s, None, now)?;
+        let changed = before.as_deref() != Some(mode);
+        if changed {
+            emit(
+                &tx,
+                &key,
+                event::SESSION_MODE,
+                &s.event,
+                &event::session_mode(mode),
+                now,
+            )?;
+        }
+        tx.commit()?;
+        Ok(changed)
+    }
+
     /// sp-acp's `session/new` and `session/load`: as [`Store::record_event`] with a source, and
     /// `extra` merged into the data of the `session.started` this emits, if it emits one.
     pub fn record_session(
