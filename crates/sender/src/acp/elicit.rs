@@ -113,44 +113,16 @@ fn fields(s: &schema::ElicitationSchema, message: &str) -> Result<Vec<Field>, St
     let mut out = Vec::new();
     for (key, p) in &s.properties {
         let (title, description, ty) = match p {
-            P::String(x) => {
-                let options: Option<Vec<(String, String, Option<String>)>> =
-                    x.one_of.as_ref().map(|o| {
-                        o.iter()
-                            .map(|e| (e.value.clone(), e.title.clone(), e.description.clone()))
-                            .collect()
-                    });
-                let options = options.or_else(|| {
-                    x.enum_values
-                        .as_ref()
-                        .map(|v| v.iter().map(|e| (e.clone(), e.clone(), None)).collect())
-                });
-                (
-                    x.title.clone(),
-                    x.description.clone(),
-                    options.map(|o| (o, false)),
-                )
-            }
-            P::Array(x) => {
-                let options = match &x.items {
-                    schema::MultiSelectItems::Titled(t) => t
-                        .options
-                        .iter()
-                        .map(|e| (e.value.clone(), e.title.clone(), e.description.clone()))
-                        .collect(),
-                    schema::MultiSelectItems::String(v) => v
-                        .values
-                        .iter()
-                        .map(|e| (e.clone(), e.clone(), None))
-                        .collect(),
-                    _ => return Err(format!("field {key:?}: items sp-acp does not know")),
-                };
-                (
-                    x.title.clone(),
-                    x.description.clone(),
-                    Some((options, true)),
-                )
-            }
+            P::String(x) => (
+                x.title.clone(),
+                x.description.clone(),
+                string_options(x).map(|o| (o, false)),
+            ),
+            P::Array(x) => (
+                x.title.clone(),
+                x.description.clone(),
+                Some((array_options(key, x)?, true)),
+            ),
             P::Boolean(x) => (
                 x.title.clone(),
                 x.description.clone(),
@@ -220,8 +192,47 @@ fn fields(s: &schema::ElicitationSchema, message: &str) -> Result<Vec<Field>, St
             other: None,
         });
     }
-    // A free-text field named for a choice (`KEY_custom`, or `KEY_…` titled "Other") is that
-    // choice's own free answer, not a question of its own.
+    fold_other_fields(&mut out);
+    Ok(out)
+}
+
+/// An option: the value sent back, its title, its description.
+type Opt = (String, String, Option<String>);
+
+/// A string field's choices (`oneOf` with titles, else a plain `enum`), if it has any.
+fn string_options(x: &schema::StringPropertySchema) -> Option<Vec<Opt>> {
+    let titled = x.one_of.as_ref().map(|o| {
+        o.iter()
+            .map(|e| (e.value.clone(), e.title.clone(), e.description.clone()))
+            .collect()
+    });
+    titled.or_else(|| {
+        x.enum_values
+            .as_ref()
+            .map(|v| v.iter().map(|e| (e.clone(), e.clone(), None)).collect())
+    })
+}
+
+/// A multi-select field's choices.
+fn array_options(key: &str, x: &schema::MultiSelectPropertySchema) -> Result<Vec<Opt>, String> {
+    Ok(match &x.items {
+        schema::MultiSelectItems::Titled(t) => t
+            .options
+            .iter()
+            .map(|e| (e.value.clone(), e.title.clone(), e.description.clone()))
+            .collect(),
+        schema::MultiSelectItems::String(v) => v
+            .values
+            .iter()
+            .map(|e| (e.clone(), e.clone(), None))
+            .collect(),
+        _ => return Err(format!("field {key:?}: items sp-acp does not know")),
+    })
+}
+
+/// A free-text field named for a choice (`KEY_custom`, or `KEY_…` titled "Other") is that
+/// choice's own free answer, not a question of its own: folded into the choice.
+fn fold_other_fields(out: &mut Vec<Field>) {
     let keys: Vec<String> = out
         .iter()
         .filter(|f| matches!(f.ty, FieldType::Choice { .. }))
@@ -243,7 +254,6 @@ fn fields(s: &schema::ElicitationSchema, message: &str) -> Result<Vec<Field>, St
             }
         }
     }
-    Ok(out)
 }
 
 fn push_text(
