@@ -26,6 +26,8 @@ struct State {
     raw: Vec<(String, String)>,
     acks: Vec<Value>,
     polls: Vec<(String, Option<String>)>,
+    /// A start's attached files (DECISIONS 39), served at `/c/files/{sha256}`.
+    files: std::collections::HashMap<String, Vec<u8>>,
 }
 
 /// A receiver that speaks signed control: pairing, events, the machine poll and acks.
@@ -89,6 +91,16 @@ impl SignedReceiver {
                             (204, json!({}))
                         } else {
                             (200, json!({"messages": s.queue.clone()}))
+                        }
+                    }
+                    ("GET", p) if p.starts_with("/c/files/") && bearer(MACHINE_TOKEN) => {
+                        let s = st.lock().unwrap();
+                        match s.files.get(&p["/c/files/".len()..]) {
+                            // The bytes as text: these tests' files are UTF-8.
+                            Some(b) => {
+                                return (200, String::from_utf8(b.clone()).unwrap());
+                            }
+                            None => (404, json!({"reason": "no such file"})),
                         }
                     }
                     ("POST", "/c/ack") if bearer(MACHINE_TOKEN) => {
@@ -664,7 +676,7 @@ fn allow_with_day_key_true_lets_the_day_key_allow_again() {
 fn a_day_key_start_is_refused_confirm_needed_and_a_day_key_message_still_goes() {
     let passkey = Passkey::es256(75);
     let r = SignedReceiver::start(Passkey::es256(75));
-    let mut env = paired_env(&r, 3);
+    let mut env = paired_env_with(&r, json!({"permission_wait_s": 3, "folders": ["/tmp"]}));
     env.start_sync();
     let device = Device::new(&passkey);
     let start = |n: &str| {
@@ -940,4 +952,189 @@ fn a_day_key_prompt_queued_before_a_switch_to_bypass_is_refused_at_delivery() {
     assert!(until(Duration::from_secs(20), queued), "{}", env.log());
     assert_eq!(stop_in_mode(&env, SESSION, "bypassPermissions"), "");
     refused(&r, &id, "confirm_needed");
+}
+
+/// A machine that may start sessions in one folder of its own (DECISIONS 39), with
+/// `control` beside `folders`; returns the folder too.
+/// The folders go when the returned `TempDir` drops.
+fn starting(
+    seed: u8,
+    control: Value,
+) -> (
+    SignedReceiver,
+    Env,
+    Device,
+    std::path::PathBuf,
+    tempfile::TempDir,
+) {
+    let passkey = Passkey::es256(seed);
+    let r = SignedReceiver::start(Passkey::es256(seed));
+    let work = tempfile::tempdir().unwrap();
+    let allowed = work.path().join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    std::fs::create_dir_all(work.path().join("other")).unwrap();
+    let mut c = control;
+    c["folders"] = json!([allowed]);
+    c["permission_wait_s"] = json!(3);
+    let mut env = paired_env_with(&r, c);
+    env.start_sync();
+    (r, env, Device::new(&passkey), allowed, work)
+}
+
+/// A touched `start` of a new session of `harness` in `cwd`, with `extra` fields; returns
+/// it signed and the session id it names.
+fn start_cmd(
+    device: &Device,
+    harness: &str,
+    cwd: &std::path::Path,
+    extra: &[(&str, Value)],
+) -> (Value, String) {
+    let sid = uuid_like();
+    let mut fields = vec![("text", json!("fix the tests")), ("cwd", json!(cwd))];
+    fields.extend(extra.iter().cloned());
+    // The session is always Claude Code's form (the verifier's rule); `harness` picks another.
+    if harness != "claude-code" {
+        fields.push(("harness", json!(harness)));
+    }
+    let cmd = command(
+        MACHINE,
+        "start",
+        &format!("claude-code:{sid}"),
+        &fields,
+        &nonce(),
+        now_ms(),
+    );
+    (device.confirm(&cmd), sid)
+}
+
+/// A start's `files` naming one text file as `signed`, the receiver serving `served` for it.
+fn attach(r: &SignedReceiver, name: &str, signed: &[u8], served: &[u8]) -> Value {
+    let hash = b64(&sha256(signed));
+    let mut st = r.state.lock().unwrap();
+    st.files.insert(hash.clone(), served.to_vec());
+    json!([{"name": name, "type": "text/plain", "size": signed.len(), "sha256": hash}])
+}
+
+fn uuid_like() -> String {
+    let u = ulid::Ulid::new().0.to_be_bytes();
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// DECISIONS 39: a start's `cwd` must be inside `control.folders`, canonicalised (so `..`
+/// cannot climb out); a harness without a proven headless run is not started, saying why.
+#[test]
+fn a_start_outside_control_folders_is_refused_folder() {
+    let (r, _env, device, allowed, _work) = starting(80, json!({}));
+    for cwd in [
+        allowed.join("../other"),
+        allowed.parent().unwrap().join("other"),
+    ] {
+        let (signed, _) = start_cmd(&device, "claude-code", &cwd, &[]);
+        let ack = refused(&r, &r.enqueue(signed), "folder");
+        assert!(
+            ack["detail"].as_str().unwrap().contains("control.folders"),
+            "{ack}"
+        );
+    }
+    let (signed, _) = start_cmd(&device, "gemini-cli", &allowed, &[]);
+    let ack = r
+        .ack(&r.enqueue(signed), Duration::from_secs(20))
+        .expect("ack");
+    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("only claude-code and codex"),
+        "{ack}"
+    );
+}
+
+/// DECISIONS 39: at most `per_hour` starts in any hour; the eleventh is refused
+/// `start_limit` (the default 10 an hour).
+#[test]
+fn the_eleventh_start_in_an_hour_is_refused_start_limit() {
+    let (r, env, device, allowed, _work) =
+        starting(81, json!({"start_limit": {"running": 10, "per_hour": 10}}));
+    for _ in 0..10 {
+        let (signed, _) = start_cmd(&device, "claude-code", &allowed, &[]);
+        let ack = r
+            .ack(&r.enqueue(signed), Duration::from_secs(20))
+            .expect("ack");
+        assert_ne!(ack["code"], "start_limit", "{ack}");
+    }
+    let (signed, _) = start_cmd(&device, "claude-code", &allowed, &[]);
+    let ack = refused(&r, &r.enqueue(signed), "start_limit");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("10 started in the last hour"),
+        "{ack}"
+    );
+    assert_eq!(env.query::<i64>("SELECT count(*) FROM starts"), vec![10]);
+}
+
+/// DECISIONS 39: an attached file is fetched, checked and written under
+/// `<cwd>/.sessionpipe/files/<session id>/` at 0600, the folder ignoring itself, and the
+/// model's message names its path.
+#[test]
+fn a_start_with_a_file_writes_it_0600_under_sessionpipe_files_and_tells_the_model_its_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let (r, env, device, allowed, _work) = starting(82, json!({}));
+    let bytes = b"line one\nline two\n".to_vec();
+    let file = attach(&r, "notes.txt", &bytes, &bytes);
+    let (signed, sid) = start_cmd(&device, "claude-code", &allowed, &[("files", file)]);
+    let id = r.enqueue(signed);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_ne!(ack["code"], "file", "{ack}");
+    let written = allowed.join(format!(".sessionpipe/files/{sid}/notes.txt"));
+    assert_eq!(std::fs::read(&written).unwrap(), bytes);
+    let mode = std::fs::metadata(&written).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    assert_eq!(
+        std::fs::read_to_string(allowed.join(".sessionpipe/.gitignore")).unwrap(),
+        "*\n"
+    );
+    let told = env.query::<String>(&format!(
+        "SELECT text FROM starts WHERE message_id = '{id}'"
+    ));
+    assert_eq!(
+        told,
+        vec![format!(
+            "fix the tests\n\nAttached files (saved in this folder):\n- .sessionpipe/files/{sid}/notes.txt (text/plain, 1 KB)"
+        )]
+    );
+}
+
+/// DECISIONS 39: a file whose bytes do not match the signed sha256 starts nothing: acked
+/// `failed` code `file` naming it, nothing kept, its slot given back.
+#[test]
+fn a_file_whose_bytes_do_not_match_its_hash_starts_nothing() {
+    let (r, env, device, allowed, _work) = starting(83, json!({}));
+    // The receiver swaps the bytes (same length).
+    let file = attach(&r, "notes.txt", b"the real notes\n", b"the fake notes\n");
+    let (signed, sid) = start_cmd(&device, "claude-code", &allowed, &[("files", file)]);
+    let id = r.enqueue(signed);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        (&ack["outcome"], &ack["code"]),
+        (&json!("failed"), &json!("file")),
+        "{ack}"
+    );
+    let detail = ack["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("\"notes.txt\"") && detail.contains("sha256"),
+        "{ack}"
+    );
+    assert!(!allowed.join(format!(".sessionpipe/files/{sid}")).exists());
+    assert_eq!(env.query::<i64>("SELECT count(*) FROM starts"), vec![0]);
 }

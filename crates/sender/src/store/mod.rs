@@ -10,6 +10,7 @@ mod hooks;
 pub mod quiet;
 mod schema;
 pub mod spool;
+pub mod starts;
 pub(crate) mod status;
 mod sync;
 pub(crate) mod trust;

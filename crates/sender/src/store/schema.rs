@@ -362,4 +362,15 @@ ALTER TABLE sessions ADD COLUMN permission_mode TEXT;
 -- has since switched to a mode that runs tools without asking.
 ALTER TABLE messages ADD COLUMN day_key_only INTEGER;
 "#,
+    // 16: DECISIONS 39: the sessions verified starts launched, counted for control.start_limit.
+    r#"
+CREATE TABLE starts (
+    message_id    TEXT PRIMARY KEY,
+    nonce         TEXT NOT NULL UNIQUE,
+    session_key   TEXT NOT NULL,
+    at_ms         INTEGER NOT NULL,
+    ended_ms      INTEGER,                   -- NULL while it runs
+    text          TEXT                       -- what the model is told, files' paths included
+);
+"#,
 ];

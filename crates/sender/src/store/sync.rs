@@ -729,6 +729,10 @@ impl NewMessage<'_> {
             )?;
         }
         match &d.code {
+            // A start's file that failed keeps `failed` with its code (DECISIONS 39).
+            Some(code) if d.outcome == Outcome::Failed => {
+                self.coded(Outcome::Failed, code, d.detail.clone())
+            }
             Some(code) => self.refused(code, d.detail.clone()),
             None => self.decided(d.outcome, d.detail.clone()),
         }
@@ -904,17 +908,21 @@ impl NewMessage<'_> {
     }
 
     fn refused(&self, code: &str, detail: String) -> Result<Ingested> {
+        self.coded(Outcome::Refused, code, detail)
+    }
+
+    fn coded(&self, outcome: Outcome, code: &str, detail: String) -> Result<Ingested> {
         finish_with_code(
             self.tx,
             self.id,
-            "refused",
+            outcome.as_str(),
             Some(code),
             Some(&detail),
             self.now,
         )?;
         Ok(Ingested::Final {
             id: self.id.to_string(),
-            outcome: Outcome::Refused,
+            outcome,
             detail: Some(format!("{code}: {detail}")),
         })
     }

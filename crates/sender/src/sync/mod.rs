@@ -10,6 +10,7 @@ mod owner;
 mod poll;
 mod send;
 mod signed;
+mod start;
 pub mod wellknown;
 
 use crate::config::{Config, ControlMode, Sink};
@@ -174,6 +175,8 @@ pub(crate) struct Shared {
     pub folders: Vec<std::path::PathBuf>,
     /// DECISIONS 36's opt-out: allows and starts act on the page's day key alone.
     pub allow_with_day_key: bool,
+    /// DECISIONS 39: the machine's own caps on starts.
+    pub start_limit: crate::config::StartLimit,
     stop: AtomicBool,
     wake: (Mutex<u64>, Condvar),
 }
@@ -277,6 +280,10 @@ pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
             wait_max_s: config.control.wait_max_s.unwrap_or(25).min(25),
             folders: config.control.folders.clone().unwrap_or_default(),
             allow_with_day_key: config.control.allow_with_day_key,
+            start_limit: config
+                .control
+                .start_limit
+                .unwrap_or(crate::config::StartLimit::DEFAULT),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(0), Condvar::new()),
         });

@@ -110,8 +110,8 @@ pub fn check(
     folders: &[std::path::PathBuf],
     allow_with_day_key: bool,
     now: Millis,
-) -> (String, Checked) {
-    let steps = || -> Result<Verdict, Settled> {
+) -> (String, Checked, Option<super::start::Order>) {
+    let steps = || -> Result<(String, Checked, Option<super::start::Order>), Settled> {
         // The id is read leniently first, so even an envelope refused below gets its one ack.
         let lenient: Value = serde_json::from_str(raw).unwrap_or_default();
         let id = envelope_id(&lenient)?;
@@ -126,7 +126,29 @@ pub fn check(
             touched(id, &envelope, &v, runs_unasked, (paired, keys), now)?;
         }
         let expired = control::deadline(times.at_ms, times.expires_at_ms, now) <= now;
-        let kind = control_kind(id, &v, expired, folders)?;
+        if v.cmd.kind == CmdKind::Start && !expired {
+            // DECISIONS 39: the folder and the harness here; the caps, the files and the
+            // launch in ingest, which holds the store and the receiver.
+            let c = &v.cmd;
+            let settle = |d: Decided| {
+                let d = Decided {
+                    nonce: Some(c.nonce.clone()),
+                    ..d
+                };
+                Box::new((c.session.clone(), Checked::Decided(Box::new(d))))
+            };
+            let order = super::start::gate(id, c, folders).map_err(|d| settle(*d))?;
+            // Stored as it is only when ingest finds the start was taken before (a
+            // redelivery after sp-sync stopped mid-start): it is never begun twice.
+            let taken = decided(
+                id,
+                "start",
+                Outcome::Failed,
+                "this start was taken before sp-sync stopped; it is not begun again".into(),
+            );
+            return Ok((c.session.clone(), settle(taken).1, Some(order)));
+        }
+        let kind = control_kind(id, &v, expired)?;
         // A prompt without a touch, so its delivery can refuse it if the session has switched
         // to running tools unasked by then (DECISIONS 36).
         let day_key_only = v.cmd.kind == CmdKind::Prompt
@@ -157,11 +179,11 @@ pub fn check(
             expires_at_ms: times.expires_at_ms,
             nonce: Some(c.nonce.clone()),
         };
-        Ok((c.session, Checked::Valid(m)))
+        Ok((c.session, Checked::Valid(m), None))
     };
     match steps() {
         Ok(v) => v,
-        Err(v) => *v,
+        Err(v) => (v.0, v.1, None),
     }
 }
 
@@ -345,12 +367,7 @@ fn touched(
 }
 
 /// The control kind a verified command becomes; `start` and `key.add` are settled here.
-fn control_kind(
-    id: &str,
-    v: &signed::Verified,
-    expired: bool,
-    folders: &[std::path::PathBuf],
-) -> Result<Kind, Settled> {
+fn control_kind(id: &str, v: &signed::Verified, expired: bool) -> Result<Kind, Settled> {
     let c = &v.cmd;
     let with_nonce = |d: Decided| {
         let d = Decided {
@@ -363,27 +380,12 @@ fn control_kind(
         CmdKind::Prompt => Ok(Kind::Prompt),
         CmdKind::PermissionAnswer => Ok(Kind::PermissionAnswer),
         CmdKind::Cancel => Ok(Kind::Cancel),
-        CmdKind::Start if expired => with_nonce(decided(
+        // An unexpired start is settled before (`check`, then `start::handle`).
+        CmdKind::Start => with_nonce(decided(
             id,
             "start",
             Outcome::Expired,
             "past expires_at on receipt".into(),
-        )),
-        CmdKind::Start if !allowed(folders, c.cwd.as_deref()) => Err(Box::new((
-            c.session.clone(),
-            refused(
-                id,
-                "start",
-                "folder",
-                "the folder is not on this machine's allowlist (control.folders)".into(),
-            ),
-        ))),
-        CmdKind::Start => with_nonce(decided(
-            id,
-            "start",
-            Outcome::Unsupported,
-            "a verified start: starting a session from the receiver is not built into this version"
-                .into(),
         )),
         CmdKind::KeyAdd => {
             let Some(key) = c.key.clone() else {
@@ -505,7 +507,7 @@ fn ingest(
     let now = clock::now_ms();
     let mut results = Vec::new();
     for item in items.iter().take(PER_POLL_MAX) {
-        let (session, checked) = {
+        let (session, mut checked, start) = {
             // A read error is not a verdict: the poll fails and the receiver redelivers.
             let failed = std::cell::RefCell::new(None);
             let cwd = |s: &str| match store.session_cwd(s) {
@@ -536,6 +538,11 @@ fn ingest(
             }
             out
         };
+        if let Some(order) = start {
+            if let Some(d) = super::start::handle(shared, ctx, store, &order, now)? {
+                checked = Checked::Decided(Box::new(d));
+            }
+        }
         let harness = session.split(':').next().unwrap_or("").to_string();
         let route = |m: &ControlMessage| crate::harness::route_message(&harness, &session, m);
         results.extend(store.ingest(
