@@ -4,8 +4,8 @@
 //! Outbound: [`hook`] → [`store`] (events, acks) → [`sync`] → receiver.
 //!
 //! The modules form layers; each imports only those below it (tests/layers.rs checks this):
-//! `cli` · `acp` · `hook`, `sync` · `setup` · `config` · `harness` · `store` · `codex_server`,
-//! `sync_lock` · `logging` · `paths`, with the wire crate beneath them all.
+//! `cli` · `acp` · `hook`, `sync` · `runs` · `setup` · `config` · `harness` · `store` · `codex_server`,
+//! `sync_lock` · `logging` · `procs` · `paths`, with the wire crate beneath them all.
 pub mod acp;
 pub mod cli;
 pub mod codex_server;
@@ -14,6 +14,8 @@ pub mod harness;
 pub mod hook;
 pub mod logging;
 pub mod paths;
+pub mod procs;
+pub mod runs;
 pub mod setup;
 pub mod store;
 pub mod sync;

@@ -2,6 +2,11 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     spctl::logging::init("sp-sync");
+    // A headless run's supervisor (spctl::runs), started by sp-sync itself.
+    let args: Vec<_> = std::env::args_os().collect();
+    if args.len() == 3 && args[1] == spctl::runs::SUPERVISOR_ARG {
+        return spctl::runs::supervise(&args[2].to_string_lossy());
+    }
     let mode = match spctl::sync::parse_args(std::env::args_os()) {
         Ok(m) => m,
         Err(e) => {

@@ -6,6 +6,7 @@ mod control;
 mod doctor;
 mod grants;
 mod pair;
+mod runs;
 mod setup;
 mod sink;
 mod status;
@@ -86,6 +87,14 @@ enum Command {
         json: bool,
         #[command(subcommand)]
         revoke: Option<GrantsCommand>,
+    },
+    /// Headless runs sp-sync launched to deliver between turns (resume, fork, start);
+    /// `log ID` shows one's output
+    Runs {
+        #[arg(long)]
+        json: bool,
+        #[command(subcommand)]
+        log: Option<RunsCommand>,
     },
     /// Signed control: enrolled passkeys, pairings, verdicts
     #[command(subcommand)]
@@ -174,6 +183,12 @@ enum ControlCommand {
 enum GrantsCommand {
     /// Ends one grant now: the next such call is asked again
     Revoke { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum RunsCommand {
+    /// A run's output: its stdout (the harness's JSON lines), then its stderr
+    Log { id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -319,6 +334,11 @@ pub fn run(args: Vec<String>) -> Result<Done> {
             ..
         } => grants::revoke(&id),
         Command::Control(ControlCommand::Verify { file }) => control::verify(&file),
+        Command::Runs { json, log: None } => runs::list(json),
+        Command::Runs {
+            log: Some(RunsCommand::Log { id }),
+            ..
+        } => runs::log(&id),
         Command::Hooks(HooksCommand::List) => setup::list(),
         Command::Hooks(HooksCommand::Table) => {
             print!("{}", crate::harness::caps::readme_table());

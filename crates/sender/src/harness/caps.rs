@@ -170,6 +170,30 @@ pub struct Caps {
     /// DECISIONS 30's optional fields of a `permission.answer` this harness's permission hook
     /// honours (`scope` meaning `"session"`); any other is acked `unsupported` naming it.
     pub answer_fields: &'static [&'static str],
+    /// How sp-sync runs this harness headless between turns (DECISIONS 38 `resume`, `fork`,
+    /// `start`); None: no headless run has been proven, and such a prompt is `unsupported`.
+    pub headless: Option<Headless>,
+}
+
+/// A harness's headless command lines (`crate::runs`). Each argument list is given to the
+/// program as is (no shell) after replacing a whole `{session}` or `{text}` argument; none
+/// carries a flag that skips the harness's own approvals, so its hooks (ours) ask as usual.
+#[derive(Debug, Clone, Copy)]
+pub struct Headless {
+    /// The program, found on PATH, unless `program_env` names another.
+    pub program: &'static str,
+    pub program_env: &'static str,
+    /// Sends the session's earlier conversation plus `{text}`, in the same session.
+    pub resume: &'static [&'static str],
+    /// As `resume`, in a new session (the original transcript untouched): for a session a
+    /// live process holds.
+    pub fork: Option<&'static [&'static str]>,
+    /// A new session in the run's folder.
+    pub start: &'static [&'static str],
+    /// Resumes with no new text (a parked tool call).
+    pub resume_quiet: Option<&'static [&'static str]>,
+    /// Reads one line of the run's stdout into what the run said so far.
+    pub read_line: fn(&mut super::RunOutput, &[u8]),
 }
 
 /// Claude Code's PermissionRequest takes every one: `updatedInput`, `interrupt`, the
@@ -243,6 +267,17 @@ pub const CAPS: &[Caps] = &[
         },
         waits_at_desk: true,
         answer_fields: ALL_ANSWER_FIELDS,
+        headless: Some(Headless {
+            program: "claude",
+            program_env: "SP_CLAUDE",
+            // 2.1.332: `-p --resume ID` keeps the id; `--fork-session` answers with a new one.
+            // stream-json (with --verbose, which it requires) streams the answer so far.
+            resume: &["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose", "--", "{text}"],
+            fork: Some(&["-p", "--resume", "{session}", "--fork-session", "--output-format", "stream-json", "--verbose", "--", "{text}"]),
+            start: &["-p", "--output-format", "stream-json", "--verbose", "--", "{text}"],
+            resume_quiet: Some(&["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose"]),
+            read_line: super::claude_code::run_line,
+        }),
     },
     Caps {
         harness: Harness::Codex,
@@ -298,6 +333,17 @@ pub const CAPS: &[Caps] = &[
         // Its hook schema takes nothing beyond behavior/message; under `sp codex` more
         // (CODEX_APP_SERVER_ANSWER_FIELDS).
         answer_fields: &["scope"],
+        headless: Some(Headless {
+            program: "codex",
+            program_env: "SP_CODEX",
+            // 0.171.0: `exec --json` prints `thread.started` first; `exec --json resume ID`
+            // sends the thread's earlier conversation plus the text. No fork.
+            resume: &["exec", "--json", "resume", "{session}", "--", "{text}"],
+            fork: None,
+            start: &["exec", "--json", "--", "{text}"],
+            resume_quiet: None,
+            read_line: super::codex::run_line,
+        }),
     },
     Caps {
         harness: Harness::Cursor,
@@ -346,6 +392,7 @@ pub const CAPS: &[Caps] = &[
         },
         waits_at_desk: false,
         answer_fields: &[],
+        headless: None,
     },
     Caps {
         harness: Harness::CopilotCli,
@@ -401,6 +448,7 @@ pub const CAPS: &[Caps] = &[
         },
         waits_at_desk: false,
         answer_fields: &[],
+        headless: None,
     },
     Caps {
         harness: Harness::Kiro,
@@ -447,6 +495,7 @@ pub const CAPS: &[Caps] = &[
         },
         waits_at_desk: false,
         answer_fields: &[],
+        headless: None,
     },
     Caps {
         harness: Harness::Droid,
@@ -498,6 +547,7 @@ pub const CAPS: &[Caps] = &[
         },
         waits_at_desk: false,
         answer_fields: &[],
+        headless: None,
     },
     Caps {
         harness: Harness::GeminiCli,
@@ -555,6 +605,7 @@ pub const CAPS: &[Caps] = &[
         },
         waits_at_desk: false,
         answer_fields: &[],
+        headless: None,
     },
     Caps {
         harness: Harness::OpenCode,
@@ -597,6 +648,7 @@ pub const CAPS: &[Caps] = &[
         },
         waits_at_desk: false,
         answer_fields: &["scope", "interrupt"],
+        headless: None,
     },
 ];
 

@@ -340,6 +340,45 @@ pub fn render_seam_prompt(event: &str, text: &str) -> Option<(String, &'static s
     }
 }
 
+/// One line of `claude -p --output-format stream-json --verbose` (2.1.332): `system/init`
+/// names the session, each `assistant` message's text blocks add to the answer, `result`
+/// ends the turn (`is_error` or an `error_*` subtype: a failure).
+pub fn run_line(out: &mut super::RunOutput, line: &[u8]) {
+    let Ok(v) = serde_json::from_slice::<Value>(line) else {
+        return;
+    };
+    if let Some(id) = v.get("session_id").and_then(Value::as_str) {
+        out.session = Some(id.to_string());
+    }
+    match v.get("type").and_then(Value::as_str) {
+        Some("assistant") => {
+            let blocks = v.pointer("/message/content").and_then(Value::as_array);
+            for b in blocks.into_iter().flatten() {
+                if b.get("type").and_then(Value::as_str) == Some("text") {
+                    out.add_text(b.get("text").and_then(Value::as_str).unwrap_or(""));
+                }
+            }
+        }
+        Some("result") => {
+            let failed = v.get("is_error").and_then(Value::as_bool) == Some(true)
+                || v.get("subtype")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| s.starts_with("error"));
+            let text = v.get("result").and_then(Value::as_str);
+            if failed {
+                out.error = Some(
+                    text.or(v.get("subtype").and_then(Value::as_str))
+                        .unwrap_or("the run failed")
+                        .to_string(),
+                );
+            } else {
+                out.result = Some(text.map_or_else(|| out.text.clone(), str::to_string));
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
 

@@ -153,6 +153,52 @@ pub fn render_block(reason: &str) -> String {
     json!({ "decision": "block", "reason": reason }).to_string()
 }
 
+/// One line of `codex exec --json` (0.171.0): `thread.started` names the thread, each
+/// completed `agent_message` item adds to the answer, `turn.completed` ends the turn well,
+/// `turn.failed` and `error` report a failure.
+pub fn run_line(out: &mut super::RunOutput, line: &[u8]) {
+    let Ok(v) = serde_json::from_slice::<Value>(line) else {
+        return;
+    };
+    match v.get("type").and_then(Value::as_str) {
+        Some("thread.started") => {
+            out.session = v
+                .get("thread_id")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        Some("item.completed") => {
+            let item = v.get("item");
+            let kind = item.and_then(|i| i.get("type")).and_then(Value::as_str);
+            if matches!(kind, Some("agent_message" | "assistant_message")) {
+                out.add_text(
+                    item.and_then(|i| i.get("text"))
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                );
+            }
+        }
+        Some("turn.completed") => out.result = Some(out.text.clone()),
+        Some("turn.failed") => {
+            out.error = Some(
+                v.pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the turn failed")
+                    .to_string(),
+            );
+        }
+        Some("error") => {
+            out.error = Some(
+                v.get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_string(),
+            );
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,37 @@ pub use reason::compose_reason;
 use crate::store::SessionRef;
 use crate::wire::control::{Decision, Kind, Outcome};
 
+/// What a headless run (`crate::runs`) has said so far, read from its stdout line by line
+/// by its harness's [`caps::Headless::read_line`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOutput {
+    /// The session the run is in (a fork's or a new session's id).
+    pub session: Option<String>,
+    /// The answer so far: the agent's text messages, in order.
+    pub text: String,
+    /// The turn's final answer, once the harness reported the turn ended well.
+    pub result: Option<String>,
+    /// What the harness reported as the turn's failure.
+    pub error: Option<String>,
+}
+
+impl RunOutput {
+    fn add_text(&mut self, t: &str) {
+        if t.is_empty() {
+            return;
+        }
+        if !self.text.is_empty() {
+            self.text.push_str("\n\n");
+        }
+        self.text.push_str(t);
+    }
+
+    /// The reply a final ack carries: the harness's final answer, else all it said.
+    pub fn reply(&self) -> &str {
+        self.result.as_deref().unwrap_or(&self.text)
+    }
+}
+
 /// Harnesses with an adapter in this build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Harness {

@@ -8,6 +8,7 @@ pub(crate) mod away;
 mod grants;
 mod hooks;
 pub mod quiet;
+mod runs;
 mod schema;
 pub mod spool;
 pub mod starts;
@@ -21,6 +22,7 @@ pub use hooks::{
     runs_unasked, set_started_extra, Answer, CancelClaim, PromptClaim, SeamState, SessionRef,
     BLOCK_MAX_CHARS,
 };
+pub use runs::{NewRun, RunEnd, RunRow, RUNS_WAITING_MAX};
 pub use sync::{AckRow, Ingested, SinkState, SweepReport};
 
 use anyhow::{bail, Context, Result};

@@ -362,7 +362,37 @@ ALTER TABLE sessions ADD COLUMN permission_mode TEXT;
 -- has since switched to a mode that runs tools without asking.
 ALTER TABLE messages ADD COLUMN day_key_only INTEGER;
 "#,
-    // 16: DECISIONS 39: the sessions verified starts launched, counted for control.start_limit.
+    // 16: headless runs sp-sync launches between turns (DECISIONS 38 `resume`, `fork`,
+    // `start`; `crate::runs`), recorded before anything is spawned. `waiting` beyond the
+    // concurrency bound; `running` from its launch (its supervisor claims the row, once);
+    // `done` when its exit is read and its message's final ack written.
+    r#"
+CREATE TABLE runs (
+    id            TEXT PRIMARY KEY,          -- ULID; names its logs under runs/
+    message_id    TEXT,                      -- the prompt it delivers (NULL: none)
+    session_key   TEXT,                      -- the session it resumes or forks
+    harness       TEXT NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('resume','fork','start','continue')),
+    cwd           TEXT NOT NULL,
+    argv          TEXT NOT NULL,             -- JSON array, the program first
+    state         TEXT NOT NULL CHECK (state IN ('waiting','running','done')),
+    created_ms    INTEGER NOT NULL,
+    started_ms    INTEGER,
+    deadline_ms   INTEGER,                   -- its group is killed then
+    sup_pid       INTEGER,                   -- the supervisor, with its /proc start time
+    sup_start     INTEGER,
+    agent_pid     INTEGER,                   -- the agent, leader of its own process group
+    exit          TEXT,                      -- how the agent ended, as the supervisor saw it
+    ended_ms      INTEGER,
+    session       TEXT,                      -- the session id the run reported
+    outcome       TEXT CHECK (outcome IN ('ok','failed')),
+    detail        TEXT,
+    progress_seq  INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_open ON runs(state) WHERE state <> 'done';
+CREATE INDEX runs_message ON runs(message_id) WHERE message_id IS NOT NULL;
+"#,
+    // 17: DECISIONS 39: the sessions verified starts launched, counted for control.start_limit.
     r#"
 CREATE TABLE starts (
     message_id    TEXT PRIMARY KEY,

@@ -508,6 +508,7 @@ impl Store {
                  OR EXISTS(SELECT 1 FROM messages WHERE state<>'done') \
                  OR EXISTS(SELECT 1 FROM acks WHERE sent_at IS NULL) \
                  OR EXISTS(SELECT 1 FROM turn_waits) \
+                 OR EXISTS(SELECT 1 FROM runs WHERE state<>'done') \
                  OR EXISTS(SELECT 1 FROM events e JOIN sinks s ON e.rowid > s.event_cursor \
                            WHERE s.events_paused IS NULL)",
             [],
@@ -552,7 +553,8 @@ impl Store {
         }
         let claimed: Vec<(String, Option<i64>, Option<i64>)> = tx
             .prepare_cached(
-                "SELECT id, claimed_pid, claimed_ms FROM messages WHERE state='delivering'",
+                "SELECT id, claimed_pid, claimed_ms FROM messages m WHERE state='delivering' \
+                 AND NOT EXISTS (SELECT 1 FROM runs WHERE message_id=m.id)",
             )?
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?;

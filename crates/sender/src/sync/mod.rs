@@ -8,6 +8,7 @@ mod discover;
 pub mod http;
 mod owner;
 mod poll;
+mod runs;
 mod send;
 mod signed;
 mod start;
@@ -632,6 +633,10 @@ impl Supervisor {
         let shared = Arc::clone(&self.shared);
         self.senders
             .push(std::thread::spawn(move || api::api_loop(&shared)));
+        // Headless runs between turns (DECISIONS 38): launched, followed, acked.
+        let shared = Arc::clone(&self.shared);
+        self.senders
+            .push(std::thread::spawn(move || runs::runs_loop(&shared)));
         // Codex sessions started with `sp codex`: a second client of their app-server.
         let shared = Arc::clone(&self.shared);
         self.senders.push(std::thread::spawn(move || {
