@@ -139,17 +139,24 @@ impl SignedReceiver {
 
     /// Queues one envelope as the receiver carries it; returns its id.
     fn enqueue(&self, signed: Value) -> String {
-        let id = ulid::Ulid::new().to_string();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64;
-        let mut env = signed;
-        env["id"] = json!(id);
-        env["at"] = json!(wire_time(now));
-        env["expires_at"] = json!(wire_time(now + 600_000));
-        self.state.lock().unwrap().queue.push(env);
-        id
+        self.enqueue_all(vec![signed]).remove(0)
+    }
+
+    /// Queues these envelopes at once (so one poll takes them all); returns their ids.
+    fn enqueue_all(&self, signed: Vec<Value>) -> Vec<String> {
+        let now = now_ms();
+        let mut st = self.state.lock().unwrap();
+        signed
+            .into_iter()
+            .map(|mut env| {
+                let id = ulid::Ulid::new().to_string();
+                env["id"] = json!(id);
+                env["at"] = json!(wire_time(now));
+                env["expires_at"] = json!(wire_time(now + 600_000));
+                st.queue.push(env);
+                id
+            })
+            .collect()
     }
 
     /// Queues one envelope with a key written twice: `key: first` before the envelope's own
@@ -670,13 +677,14 @@ fn allow_with_day_key_true_lets_the_day_key_allow_again() {
 }
 
 /// DECISIONS 36: a start needs a touch too (a day-key start is refused `confirm_needed`; a
-/// touched one passes the policy and meets this version's "not built"); a message to a
+/// touched one passes the policy and meets the folder gate: no control.folders, no starts,
+/// DECISIONS 39); a message to a
 /// session that asks first still rides the day key and is queued for it.
 #[test]
 fn a_day_key_start_is_refused_confirm_needed_and_a_day_key_message_still_goes() {
     let passkey = Passkey::es256(75);
     let r = SignedReceiver::start(Passkey::es256(75));
-    let mut env = paired_env_with(&r, json!({"permission_wait_s": 3, "folders": ["/tmp"]}));
+    let mut env = paired_env(&r, 3);
     env.start_sync();
     let device = Device::new(&passkey);
     let start = |n: &str| {
@@ -692,8 +700,7 @@ fn a_day_key_start_is_refused_confirm_needed_and_a_day_key_message_still_goes() 
     let id = r.enqueue(device.day.sign(&start(&nonce())));
     refused(&r, &id, "confirm_needed");
     let id = r.enqueue(device.confirm(&start(&nonce())));
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+    refused(&r, &id, "folder");
 
     // The session is known once its hook ran; a message to it rides the day key.
     let hook = env.spawn_hook("sp-permission", &permission_request("echo known"));
@@ -977,7 +984,9 @@ fn starting(
     c["folders"] = json!([allowed]);
     c["permission_wait_s"] = json!(3);
     let mut env = paired_env_with(&r, c);
-    env.start_sync();
+    // The runs these starts launch: a program that answers nothing and exits 1, so each
+    // run ends at once, `failed`, after showing what the agent was given (runs.argv).
+    env.start_sync_with(&[("SP_CLAUDE", "/bin/false"), ("SP_CODEX", "/bin/false")]);
     (r, env, Device::new(&passkey), allowed, work)
 }
 
@@ -1059,17 +1068,21 @@ fn a_start_outside_control_folders_is_refused_folder() {
 }
 
 /// DECISIONS 39: at most `per_hour` starts in any hour; the eleventh is refused
-/// `start_limit` (the default 10 an hour).
+/// `start_limit`. Each of the ten is run (and ends `failed`: its program answers nothing).
 #[test]
 fn the_eleventh_start_in_an_hour_is_refused_start_limit() {
     let (r, env, device, allowed, _work) =
         starting(81, json!({"start_limit": {"running": 10, "per_hour": 10}}));
-    for _ in 0..10 {
-        let (signed, _) = start_cmd(&device, "claude-code", &allowed, &[]);
-        let ack = r
-            .ack(&r.enqueue(signed), Duration::from_secs(20))
-            .expect("ack");
-        assert_ne!(ack["code"], "start_limit", "{ack}");
+    let ten: Vec<Value> = (0..10)
+        .map(|_| start_cmd(&device, "claude-code", &allowed, &[]).0)
+        .collect();
+    for id in r.enqueue_all(ten) {
+        let ack = r.ack(&id, Duration::from_secs(30)).expect("ack");
+        assert_eq!(ack["outcome"], "failed", "{ack}");
+        assert!(
+            ack["detail"].as_str().unwrap().contains("the start run"),
+            "{ack}"
+        );
     }
     let (signed, _) = start_cmd(&device, "claude-code", &allowed, &[]);
     let ack = refused(&r, &r.enqueue(signed), "start_limit");
@@ -1080,12 +1093,39 @@ fn the_eleventh_start_in_an_hour_is_refused_start_limit() {
             .contains("10 started in the last hour"),
         "{ack}"
     );
-    assert_eq!(env.query::<i64>("SELECT count(*) FROM starts"), vec![10]);
+    assert_eq!(
+        env.query::<i64>("SELECT count(*) FROM runs WHERE kind = 'start'"),
+        vec![10]
+    );
+}
+
+/// DECISIONS 39: at most `running` starts run at once (default 2): three in one poll, the
+/// third is refused `start_limit` while the first two are still queued for their runs.
+#[test]
+fn a_third_start_while_two_run_is_refused_start_limit() {
+    let (r, _env, device, allowed, _work) = starting(84, json!({}));
+    let three: Vec<Value> = (0..3)
+        .map(|_| start_cmd(&device, "claude-code", &allowed, &[]).0)
+        .collect();
+    let ids = r.enqueue_all(three);
+    let ack = refused(&r, &ids[2], "start_limit");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("2 running (at most 2)"),
+        "{ack}"
+    );
+    for id in &ids[..2] {
+        let ack = r.ack(id, Duration::from_secs(30)).expect("ack");
+        assert_eq!(ack["outcome"], "failed", "{ack}");
+    }
 }
 
 /// DECISIONS 39: an attached file is fetched, checked and written under
 /// `<cwd>/.sessionpipe/files/<session id>/` at 0600, the folder ignoring itself, and the
-/// model's message names its path.
+/// run is started in the folder with the message naming the file's path; a start naming
+/// `codex` runs `codex exec`.
 #[test]
 fn a_start_with_a_file_writes_it_0600_under_sessionpipe_files_and_tells_the_model_its_path() {
     use std::os::unix::fs::PermissionsExt;
@@ -1094,8 +1134,12 @@ fn a_start_with_a_file_writes_it_0600_under_sessionpipe_files_and_tells_the_mode
     let file = attach(&r, "notes.txt", &bytes, &bytes);
     let (signed, sid) = start_cmd(&device, "claude-code", &allowed, &[("files", file)]);
     let id = r.enqueue(signed);
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_ne!(ack["code"], "file", "{ack}");
+    let ack = r.ack(&id, Duration::from_secs(30)).expect("ack");
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().contains("the start run"),
+        "{ack}"
+    );
     let written = allowed.join(format!(".sessionpipe/files/{sid}/notes.txt"));
     assert_eq!(std::fs::read(&written).unwrap(), bytes);
     let mode = std::fs::metadata(&written).unwrap().permissions().mode() & 0o777;
@@ -1104,15 +1148,35 @@ fn a_start_with_a_file_writes_it_0600_under_sessionpipe_files_and_tells_the_mode
         std::fs::read_to_string(allowed.join(".sessionpipe/.gitignore")).unwrap(),
         "*\n"
     );
-    let told = env.query::<String>(&format!(
-        "SELECT text FROM starts WHERE message_id = '{id}'"
-    ));
-    assert_eq!(
-        told,
-        vec![format!(
-            "fix the tests\n\nAttached files (saved in this folder):\n- .sessionpipe/files/{sid}/notes.txt (text/plain, 1 KB)"
-        )]
+    let told = format!(
+        "fix the tests\n\nAttached files (saved in this folder):\n- .sessionpipe/files/{sid}/notes.txt (text/plain, 1 KB)"
     );
+    let run = |id: &str| {
+        env.query::<String>(&format!(
+            "SELECT json_array(harness, cwd, argv) FROM runs WHERE kind = 'start' AND message_id = '{id}'"
+        ))
+        .into_iter()
+        .map(|j| serde_json::from_str::<Value>(&j).unwrap())
+        .next()
+        .expect("a start run")
+    };
+    let row = run(&id);
+    assert_eq!(row[0], "claude-code", "{row}");
+    assert_eq!(row[1], json!(allowed.canonicalize().unwrap()), "{row}");
+    let argv: Vec<String> = serde_json::from_str(row[2].as_str().unwrap()).unwrap();
+    assert_eq!(argv.first().map(String::as_str), Some("/bin/false"));
+    assert_eq!(argv.last(), Some(&told), "{argv:?}");
+    assert!(!argv
+        .iter()
+        .any(|a| a.contains("dangerously") || a.contains("bypass")));
+
+    let (signed, _) = start_cmd(&device, "codex", &allowed, &[]);
+    let id = r.enqueue(signed);
+    r.ack(&id, Duration::from_secs(30)).expect("ack");
+    let row = run(&id);
+    assert_eq!(row[0], "codex", "{row}");
+    let argv: Vec<String> = serde_json::from_str(row[2].as_str().unwrap()).unwrap();
+    assert_eq!(argv[..3], ["/bin/false", "exec", "--json"], "{argv:?}");
 }
 
 /// DECISIONS 39: a file whose bytes do not match the signed sha256 starts nothing: acked

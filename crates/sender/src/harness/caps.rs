@@ -670,6 +670,10 @@ impl Caps {
             Kind::PermissionAnswer => self.permission,
             Kind::Prompt => self.prompt,
             Kind::Cancel => self.cancel,
+            // DECISIONS 39: sp-sync's runner starts a session; no session's hook takes it.
+            Kind::Start => Path::Unsupported(
+                "a start is run by sp-sync's runner, never through a session's hooks",
+            ),
         }
     }
 

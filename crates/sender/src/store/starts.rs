@@ -3,11 +3,13 @@
 //! whatever a receiver sends.
 use super::Store;
 use crate::clock::Millis;
-use crate::config::StartLimit;
 use anyhow::Result;
 use rusqlite::params;
 
 const HOUR_MS: Millis = 3_600_000;
+/// A start being checked and its files fetched has no message yet for this long at most
+/// (its files' downloads are bounded well below it).
+const HANDLING_MS: Millis = 30 * 60_000;
 
 /// What [`Store::reserve_start`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -21,14 +23,15 @@ pub enum Reserve {
 }
 
 impl Store {
-    /// Holds a slot for start `id` when the caps allow, in one write transaction, so two
-    /// starts in one poll cannot both take the last slot.
+    /// Holds a slot for start `id` when the caps allow (at most `running` at once and
+    /// `per_hour` in any hour), in one write transaction, so two starts cannot both take
+    /// the last slot.
     pub fn reserve_start(
         &mut self,
         id: &str,
         nonce: &str,
         session: &str,
-        limit: StartLimit,
+        (max_running, per_hour): (u32, u32),
         now: Millis,
     ) -> Result<Reserve> {
         let tx = self.write_tx()?;
@@ -41,12 +44,20 @@ impl Store {
         if seen > 0 {
             return Ok(Reserve::Seen);
         }
+        // Running: its message is not done yet (its run's end settles it), or it is being
+        // handled right now (no message yet, for at most HANDLING_MS: one a crash left
+        // mid-start counts no longer).
         let (running, last_hour): (u32, u32) = tx
             .prepare_cached(
-                "SELECT coalesce(sum(ended_ms IS NULL), 0), coalesce(sum(at_ms > ?1), 0) FROM starts",
+                "SELECT coalesce(sum(s.ended_ms IS NULL AND \
+                        (m.state <> 'done' OR (m.id IS NULL AND s.at_ms > ?2))), 0), \
+                        coalesce(sum(s.at_ms > ?1), 0) \
+                 FROM starts s LEFT JOIN messages m ON m.id = s.message_id",
             )?
-            .query_row(params![now - HOUR_MS], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        if running >= limit.running || last_hour >= limit.per_hour {
+            .query_row(params![now - HOUR_MS, now - HANDLING_MS], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+        if running >= max_running || last_hour >= per_hour {
             return Ok(Reserve::Limited { running, last_hour });
         }
         tx.prepare_cached(
@@ -68,14 +79,16 @@ impl Store {
         Ok(())
     }
 
-    /// The start's run ended (or never began): it stops counting as running; it still
-    /// counts in its hour.
-    pub fn end_start(&mut self, id: &str, now: Millis) -> Result<()> {
-        self.conn
-            .prepare_cached(
-                "UPDATE starts SET ended_ms = ?2 WHERE message_id = ?1 AND ended_ms IS NULL",
-            )?
-            .execute(params![id, now])?;
+    /// A queued start whose run could not be asked for: its message ends `failed` with
+    /// `detail`, its final ack replacing the `taken`, and it stops counting as running.
+    pub fn fail_start(&mut self, id: &str, detail: &str, now: Millis) -> Result<()> {
+        let tx = self.write_tx()?;
+        super::hooks::finish_with_code(&tx, id, "failed", None, Some(detail), now)?;
+        tx.prepare_cached(
+            "UPDATE starts SET ended_ms = ?2 WHERE message_id = ?1 AND ended_ms IS NULL",
+        )?
+        .execute(params![id, now])?;
+        tx.commit()?;
         Ok(())
     }
 

@@ -763,9 +763,10 @@ impl NewMessage<'_> {
         } else if v.kind == Kind::PermissionAnswer {
             self.permission_answer(v)
         } else {
-            if v.kind == Kind::Prompt {
+            if matches!(v.kind, Kind::Prompt | Kind::Start) {
                 // DECISIONS 38: a prompt waits for its session's turn boundary (or its API's
-                // idle): `taken` at once, so the receiver stops redelivering it.
+                // idle), a start for its run: `taken` at once, so the receiver stops
+                // redelivering it.
                 taken_ack(self.tx, self.id, self.sink, self.received_at)?;
             }
             Ok(self.queued(v))

@@ -3,9 +3,11 @@
 //! (docs/protocol.md#control-5) before it reaches the queue; its nonce is recorded in the transaction that
 //! stores it; a refusal is acked `refused` with its code and never acted on.
 use super::poll::{self, Next};
+use super::start::Handled;
 use super::{Shared, SinkCtx};
 use crate::clock::{self, Millis};
 use crate::store::trust::PairedMachine;
+use crate::store::Ingested;
 use crate::store::Store;
 use crate::wire::control::{self, Checked, ControlMessage, Decided, Kind, Outcome};
 use crate::wire::signed::{self, CmdKind, SignedCommand, TrustedKey, VerifyOptions};
@@ -137,7 +139,25 @@ pub fn check(
                 };
                 Box::new((c.session.clone(), Checked::Decided(Box::new(d))))
             };
-            let order = super::start::gate(id, c, folders).map_err(|d| settle(*d))?;
+            let message = ControlMessage {
+                mode: control::PromptMode::Queue,
+                scope: control::Scope::default(),
+                rich: Box::default(),
+                id: id.to_string(),
+                kind: Kind::Start,
+                for_attention: None,
+                batch: Vec::new(),
+                day_key_only: false,
+                decision: None,
+                text: c.text.clone(),
+                note: None,
+                at: times.at.to_string(),
+                expires_at: times.expires_at.to_string(),
+                at_ms: times.at_ms,
+                expires_at_ms: times.expires_at_ms,
+                nonce: Some(c.nonce.clone()),
+            };
+            let order = super::start::gate(id, c, folders, message).map_err(|d| settle(*d))?;
             // Stored as it is only when ingest finds the start was taken before (a
             // redelivery after sp-sync stopped mid-start): it is never begun twice.
             let taken = decided(
@@ -538,19 +558,34 @@ fn ingest(
             }
             out
         };
-        if let Some(order) = start {
-            if let Some(d) = super::start::handle(shared, ctx, store, &order, now)? {
-                checked = Checked::Decided(Box::new(d));
+        let mut launch = None;
+        if let Some(order) = &start {
+            match super::start::handle(shared, ctx, store, order, now)? {
+                Handled::Seen => {}
+                Handled::Settled(d) => checked = Checked::Decided(d),
+                Handled::Launch(m) => {
+                    launch = m.text.clone();
+                    checked = Checked::Valid(*m);
+                }
             }
         }
         let harness = session.split(':').next().unwrap_or("").to_string();
-        let route = |m: &ControlMessage| crate::harness::route_message(&harness, &session, m);
-        results.extend(store.ingest(
-            &ctx.name,
-            &session,
-            std::slice::from_ref(&checked),
-            &route,
-        )?);
+        // A start is queued for the runner, never routed to a session's hooks.
+        let route = |m: &ControlMessage| {
+            (m.kind != Kind::Start)
+                .then(|| crate::harness::route_message(&harness, &session, m))
+                .flatten()
+        };
+        let ingested = store.ingest(&ctx.name, &session, std::slice::from_ref(&checked), &route)?;
+        if let (Some(order), Some(text)) = (&start, launch) {
+            if ingested
+                .iter()
+                .any(|i| matches!(i, Ingested::Queued { id, .. } if *id == order.id))
+            {
+                super::start::launch(store, order, &text)?;
+            }
+        }
+        results.extend(ingested);
     }
     let new = poll::log_results("signed", &ctx.name, &results);
     if new {

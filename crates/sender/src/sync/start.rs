@@ -3,10 +3,10 @@
 //! then its attached files fetched, checked and written without following a symlink, then
 //! the message the new session is given.
 use super::{Shared, SinkCtx};
-use crate::clock::Millis;
+use crate::clock::{self, Millis};
 use crate::store::starts::Reserve;
 use crate::store::Store;
-use crate::wire::control::{Decided, Outcome};
+use crate::wire::control::{ControlMessage, Decided, Outcome};
 use crate::wire::signed::{Command, FileRef};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -35,6 +35,18 @@ pub struct Order {
     pub cwd: PathBuf,
     pub text: String,
     pub files: Vec<FileRef>,
+    /// What is queued for the runner once the files are written (kind `start`).
+    pub message: Box<ControlMessage>,
+}
+
+/// What [`handle`] made of a start.
+pub enum Handled {
+    /// This message or nonce was seen before: ingest settles it (a redelivery or a replay).
+    Seen,
+    /// Final at once: over the caps, or a file failed.
+    Settled(Box<Decided>),
+    /// Queue this message (the model's whole message as its text), then [`launch`] it.
+    Launch(Box<ControlMessage>),
 }
 
 fn decided(order_id: &str, outcome: Outcome, code: Option<&str>, detail: String) -> Decided {
@@ -51,7 +63,12 @@ fn decided(order_id: &str, outcome: Outcome, code: Option<&str>, detail: String)
 
 /// The part of the gate that needs no store: the folder and the harness. A refusal is the
 /// final decision, its nonce recorded by the caller.
-pub fn gate(id: &str, c: &Command, folders: &[PathBuf]) -> Result<Order, Box<Decided>> {
+pub fn gate(
+    id: &str,
+    c: &Command,
+    folders: &[PathBuf],
+    message: ControlMessage,
+) -> Result<Order, Box<Decided>> {
     // The session is `claude-code:<uuid>` (the verifier's rule): the id the receiver chose,
     // which names the files' folder; `harness` says which harness runs it.
     let session_id = c.session.split_once(':').map_or("", |(_, id)| id);
@@ -112,29 +129,31 @@ pub fn gate(id: &str, c: &Command, folders: &[PathBuf]) -> Result<Order, Box<Dec
         cwd: real,
         text: c.text.clone().unwrap_or_default(),
         files: c.files.clone(),
+        message: Box::new(message),
     })
 }
 
-/// Carries out a start that passed [`gate`]: the caps, the files, the launch. `None`: this
-/// message or nonce was seen before, for ingest to settle as a redelivery or a replay.
+/// Carries out a start that passed [`gate`]: the caps, then the files. Its launch follows
+/// once ingest has queued it ([`launch`]).
 pub fn handle(
     shared: &Shared,
     ctx: &SinkCtx,
     store: &mut Store,
     order: &Order,
     now: Millis,
-) -> anyhow::Result<Option<Decided>> {
+) -> anyhow::Result<Handled> {
     let limit = shared.start_limit;
-    let with_nonce = |d: Decided| {
-        Some(Decided {
+    let settled = |d: Decided| {
+        Handled::Settled(Box::new(Decided {
             nonce: Some(order.nonce.clone()),
             ..d
-        })
+        }))
     };
-    match store.reserve_start(&order.id, &order.nonce, &order.session, limit, now)? {
-        Reserve::Seen => return Ok(None),
+    let caps = (limit.running, limit.per_hour);
+    match store.reserve_start(&order.id, &order.nonce, &order.session, caps, now)? {
+        Reserve::Seen => return Ok(Handled::Seen),
         Reserve::Limited { running, last_hour } => {
-            return Ok(with_nonce(decided(
+            return Ok(settled(decided(
                 &order.id,
                 Outcome::Refused,
                 Some("start_limit"),
@@ -168,25 +187,53 @@ pub fn handle(
     };
     if let Err(why) = write_files(&order.cwd, &order.session_id, &order.files, &fetch) {
         store.drop_start(&order.id)?;
-        return Ok(with_nonce(decided(
+        return Ok(settled(decided(
             &order.id,
             Outcome::Failed,
             Some("file"),
             format!("{why}; nothing was started (DECISIONS 39)"),
         )));
     }
-    store.set_start_text(&order.id, &message(order))?;
-    // The launch belongs to the runner of DECISIONS 38 (headless runs), which this build
-    // does not have yet: the run is not begun, so it stops counting as running.
-    store.end_start(&order.id, now)?;
-    Ok(with_nonce(decided(
-        &order.id,
-        Outcome::Unsupported,
-        None,
-        "a verified start passed this machine's checks, but launching the run is not built \
-         into this version"
-            .into(),
-    )))
+    let text = message(order);
+    store.set_start_text(&order.id, &text)?;
+    Ok(Handled::Launch(Box::new(ControlMessage {
+        text: Some(text),
+        ..(*order.message).clone()
+    })))
+}
+
+/// Asks the runner (DECISIONS 38) for the start's run, in its folder, with its harness's
+/// headless command; the run's end writes the final ack with the started session and its
+/// reply. A run that cannot be asked for ends the start `failed`, saying why.
+pub fn launch(store: &mut Store, order: &Order, text: &str) -> anyhow::Result<()> {
+    let asked = match crate::harness::Harness::parse(&order.harness) {
+        None => Err(anyhow::anyhow!("no adapter for {}", order.harness)),
+        Some(harness) => crate::runs::request(
+            store,
+            &crate::runs::Request {
+                kind: crate::runs::Kind::Start,
+                harness,
+                session_id: Some(&order.session_id),
+                session_key: None,
+                cwd: &order.cwd.to_string_lossy(),
+                text: Some(text),
+                message_id: Some(&order.id),
+            },
+        ),
+    };
+    match asked {
+        Ok(Some(run)) => {
+            crate::logging::info(&format!("start {}: run {run}", order.id));
+            Ok(())
+        }
+        // Taken meanwhile: nothing else takes a start, so this is never expected.
+        Ok(None) => Ok(()),
+        Err(e) => store.fail_start(
+            &order.id,
+            &format!("the run could not be started: {e:#}"),
+            clock::now_ms(),
+        ),
+    }
 }
 
 /// The message the new session is given: the command's text, then each attached file's path
