@@ -28,6 +28,8 @@ struct State {
     polls: Vec<(String, Option<String>)>,
     /// A start's attached files (DECISIONS 39), served at `/c/files/{sha256}`.
     files: std::collections::HashMap<String, Vec<u8>>,
+    /// What the machine said it can start (`POST /c/hello`).
+    hellos: Vec<Value>,
 }
 
 /// A receiver that speaks signed control: pairing, events, the machine poll and acks.
@@ -102,6 +104,11 @@ impl SignedReceiver {
                             }
                             None => (404, json!({"reason": "no such file"})),
                         }
+                    }
+                    ("POST", "/c/hello") if bearer(MACHINE_TOKEN) => {
+                        let v: Value = serde_json::from_str(body).unwrap_or_default();
+                        st.lock().unwrap().hellos.push(v);
+                        (204, json!({}))
                     }
                     ("POST", "/c/ack") if bearer(MACHINE_TOKEN) => {
                         let mut s = st.lock().unwrap();
@@ -1201,4 +1208,35 @@ fn a_file_whose_bytes_do_not_match_its_hash_starts_nothing() {
     );
     assert!(!allowed.join(format!(".sessionpipe/files/{sid}")).exists());
     assert_eq!(env.query::<i64>("SELECT count(*) FROM starts"), vec![0]);
+}
+
+/// DECISIONS 39: sp-sync tells its receiver what this machine can start: the harnesses whose
+/// program is on its PATH (here `claude` only), the allowed folders, and that it takes files.
+#[test]
+fn the_machine_tells_its_receiver_what_it_can_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let r = SignedReceiver::start(Passkey::es256(85));
+    let bin = tempfile::tempdir().unwrap();
+    let claude = bin.path().join("claude");
+    std::fs::write(&claude, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut env = paired_env_with(&r, json!({"folders": ["/srv/work", "/home/me/src"]}));
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    env.start_sync_with(&[("PATH", &path)]);
+    let mut hello = None;
+    assert!(
+        until(Duration::from_secs(20), || {
+            hello = r.state.lock().unwrap().hellos.first().cloned();
+            hello.is_some()
+        }),
+        "no hello reached the receiver"
+    );
+    let hello = hello.unwrap();
+    assert_eq!(hello["harnesses"], json!(["claude-code"]), "{hello}");
+    assert_eq!(
+        hello["folders"],
+        json!(["/srv/work", "/home/me/src"]),
+        "{hello}"
+    );
+    assert_eq!(hello["files"], json!(true), "{hello}");
 }

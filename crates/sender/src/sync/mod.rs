@@ -11,7 +11,7 @@ mod poll;
 mod runs;
 mod send;
 mod signed;
-mod start;
+pub(crate) mod start;
 pub mod wellknown;
 
 use crate::config::{Config, ControlMode, Sink};

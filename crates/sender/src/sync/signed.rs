@@ -56,6 +56,9 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx) {
         }
     };
     let mut failures = 0u32;
+    if !store.control_paused(&ctx.name).unwrap_or(false) {
+        super::start::hello(shared, ctx);
+    }
     while !shared.stopping() {
         if store.control_paused(&ctx.name).unwrap_or(false) {
             return;

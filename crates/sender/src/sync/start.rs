@@ -19,8 +19,76 @@ use std::time::Duration;
 pub const STARTABLE: [&str; 2] = ["claude-code", "codex"];
 /// One attached file's download, whole (its size is capped at 25 MiB by the verifier).
 const FILE_TIMEOUT: Duration = Duration::from_secs(120);
+/// A hello's whole exchange.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where a session's files go, under its folder.
 const FILES_DIR: [&str; 2] = [".sessionpipe", "files"];
+
+/// The harnesses of [`STARTABLE`] whose headless program is found with this `PATH`: its
+/// `SP_CLAUDE` / `SP_CODEX` when set (a path, or a name looked up on `path`), else its
+/// program's name on `path`. What sp-sync tells its receivers it can start, and what
+/// `sp doctor` checks on the PATH cron gives sp-sync.
+pub fn found_on(path: &std::ffi::OsStr) -> Vec<(&'static str, PathBuf)> {
+    STARTABLE
+        .iter()
+        .filter_map(|name| {
+            let h = crate::harness::Harness::parse(name)?.caps().headless?;
+            let program = std::env::var_os(h.program_env)
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| h.program.into());
+            let program = PathBuf::from(program);
+            let found = if program.components().count() > 1 {
+                crate::setup::cron::is_executable(&program).then_some(program)
+            } else {
+                std::env::split_paths(path)
+                    .map(|d| d.join(&program))
+                    .find(|p| crate::setup::cron::is_executable(p))
+            };
+            found.map(|p| (*name, p))
+        })
+        .collect()
+}
+
+/// DECISIONS 39: tells a receiver what this machine can start (`POST {control}/hello`): the
+/// harnesses found on sp-sync's PATH, the allowed folders, and that it takes files. Best
+/// effort and informational (the machine checks every start itself): a receiver that does
+/// not take hellos is left alone.
+pub fn hello(shared: &Shared, ctx: &SinkCtx) {
+    let Some(control) = ctx.found().control_url else {
+        return;
+    };
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let body = serde_json::json!({
+        "harnesses": found_on(&path).iter().map(|(h, _)| *h).collect::<Vec<_>>(),
+        "folders": shared.folders.iter().map(|f| f.to_string_lossy()).collect::<Vec<_>>(),
+        "files": true,
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    let url = format!(
+        "{}/hello",
+        control
+            .split('?')
+            .next()
+            .unwrap_or(&control)
+            .trim_end_matches('/')
+    );
+    match shared.client.post_json(
+        &url,
+        ctx.control_token(),
+        &body.to_string(),
+        &[],
+        HELLO_TIMEOUT,
+    ) {
+        Ok(r) if (200..300).contains(&r.status) => {
+            crate::logging::info(&format!("sink {}: hello sent: {body}", ctx.name))
+        }
+        Ok(r) => crate::logging::debug(&format!(
+            "sink {}: hello answered {}; the receiver does not keep what this machine can start",
+            ctx.name, r.status
+        )),
+        Err(e) => crate::logging::debug(&format!("sink {}: hello: {e}", ctx.name)),
+    }
+}
 
 /// A start that passed the gate, for [`handle`].
 #[derive(Debug, Clone)]
