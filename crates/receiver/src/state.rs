@@ -8,7 +8,6 @@
 //! the in-process test API's waits (threads on a condvar).
 
 use std::collections::HashMap;
-#[cfg(feature = "testing")]
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
@@ -108,6 +107,9 @@ pub(crate) struct State {
     pub away_told: HashMap<String, bool>,
     /// The push worker's handle (push.rs): notices go to it, never a wait.
     pub pusher: Option<crate::push::Pusher>,
+    /// DECISIONS 39, the receiver's own policy before it queues a start: when each login's
+    /// starts of the last hour were queued (in memory: the machine's caps are the gate).
+    pub starts: HashMap<String, VecDeque<i64>>,
 }
 
 pub(crate) struct Shared {
@@ -165,6 +167,7 @@ impl Shared {
                 stopped: false,
                 touched: Vec::new(),
                 away_told: HashMap::new(),
+                starts: HashMap::new(),
                 pusher: None,
             }),
             changed: Condvar::new(),

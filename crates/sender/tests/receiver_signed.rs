@@ -788,6 +788,70 @@ mod http {
         assert_eq!(call("GET", &poll, Some(&token), None).0, 401);
     }
 
+    /// DECISIONS 36 and 39: the page carries a `start` only with a touch over it, and the
+    /// receiver queues at most 20 starts an hour from one login (its policy before it queues;
+    /// the machine's own caps are the gate): the 21st is 429 and not queued.
+    #[test]
+    fn a_start_needs_a_touch_and_the_receiver_limits_starts_per_login() {
+        let r = start(Some("localhost"));
+        let u = r.url();
+        let passkey = Passkey::es256(94);
+        let (machine, token) = pair(&r, &passkey, None);
+        let token = token.unwrap();
+        let now = now_ms();
+        let start_cmd = || {
+            command(
+                &machine,
+                "start",
+                SESSION,
+                &[
+                    ("text", json!("fix the tests")),
+                    ("cwd", json!("/srv/work")),
+                ],
+                &nonce(),
+                now,
+            )
+        };
+        let day = DayKey::new(
+            8,
+            &passkey,
+            now - 1000,
+            now + 3_600_000,
+            "localhost",
+            &Ceremony::get("localhost"),
+        );
+        let (s, v) = post(
+            &format!("{u}/page/api/signed"),
+            LOGIN,
+            &day.sign(&start_cmd()),
+        );
+        assert_eq!(s, 400, "{v}");
+        assert!(v.to_string().contains("touch"), "{v}");
+        let touched = |cmd: String| {
+            let confirm = passkey.assert(&sha256(cmd.as_bytes()), &Ceremony::get("localhost"));
+            json!({"cmd": cmd, "confirm": confirm})
+        };
+        for i in 0..20 {
+            let (s, v) = post(
+                &format!("{u}/page/api/signed"),
+                LOGIN,
+                &touched(start_cmd()),
+            );
+            assert_eq!(s, 200, "start {i}: {v}");
+        }
+        let (s, v) = post(
+            &format!("{u}/page/api/signed"),
+            LOGIN,
+            &touched(start_cmd()),
+        );
+        assert_eq!(s, 429, "{v}");
+        assert!(v.to_string().contains("at most 20 an hour"), "{v}");
+        let poll = format!("{u}{CONTROL}?machine={machine}&wait=0");
+        let (s, v) = call("GET", &poll, Some(&token), None);
+        assert_eq!(s, 200);
+        assert_eq!(v["messages"].as_array().unwrap().len(), 20, "{v}");
+    }
+
     /// A NUL in any string of a request is refused 400 naming the field (it used to reach
     /// the store: kept on SQLite, a 500 on PostgreSQL); in an event batch the event is
     /// rejected naming it, the rest of the batch kept.

@@ -456,9 +456,18 @@ fn check_signed(req: &SignedReq) -> Result<(Cmd, Map<String, Value>), ApiError> 
         session: text("session"),
         kind: text("kind"),
     };
-    if !matches!(cmd.kind.as_str(), "prompt" | "permission.answer" | "cancel") {
+    if !matches!(
+        cmd.kind.as_str(),
+        "prompt" | "permission.answer" | "cancel" | "start"
+    ) {
         return Err(ApiError::bad_request(
-            "kind must be prompt, permission.answer or cancel",
+            "kind must be prompt, permission.answer, cancel or start",
+        ));
+    }
+    // DECISIONS 36: a start runs an agent; the machine refuses it on the day key alone.
+    if cmd.kind == "start" && req.confirm.is_none() {
+        return Err(ApiError::bad_request(
+            "a start needs your passkey's touch over it (a confirm)",
         ));
     }
     if split_session_key(&cmd.session).is_none() {
@@ -493,10 +502,14 @@ fn check_signed(req: &SignedReq) -> Result<(Cmd, Map<String, Value>), ApiError> 
 /// grant, mode?, at, expires_at}` with `cmd` byte for byte.
 async fn page_signed(
     State(app): State<AppState>,
-    _: Csrf,
+    Csrf(who): Csrf,
     OtherJson(req, _read): OtherJson<SignedReq>,
 ) -> Reply {
     let (cmd, env) = check_signed(&req)?;
+    let login = match &who {
+        crate::auth::Who::Cookie { hash, .. } => hash.clone(),
+        crate::auth::Who::Bearer => "bearer".to_string(),
+    };
     let mut signed = json!({"cmd": req.cmd});
     for k in ["csig", "grant", "confirm"] {
         if let Some(v) = env.get(k) {
@@ -508,9 +521,39 @@ async fn page_signed(
     })?;
     let value = app
         .shared
-        .with_db(move |st| carry_signed(st, &req.cmd, &cmd, env, &signed))
+        .with_db(move |st| {
+            if cmd.kind == "start" {
+                start_allowed(st, &login)?;
+            }
+            carry_signed(st, &req.cmd, &cmd, env, &signed)
+        })
         .await?;
     Ok(json_reply(StatusCode::OK, value))
+}
+
+/// DECISIONS 39: the most starts one login queues in any hour (the receiver's policy, before
+/// it queues; each machine's own `control.start_limit` is the gate).
+pub(crate) const STARTS_PER_LOGIN_HOUR: usize = 20;
+
+/// Counts a start for `login`, or refuses it `429` past [`STARTS_PER_LOGIN_HOUR`].
+fn start_allowed(st: &mut St, login: &str) -> Result<(), ApiError> {
+    let now = st.now_ms();
+    let recent = st.starts.entry(login.to_string()).or_default();
+    while recent.front().is_some_and(|t| now - t >= 3_600_000) {
+        recent.pop_front();
+    }
+    if recent.len() >= STARTS_PER_LOGIN_HOUR {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!(
+                "too many starts: at most {STARTS_PER_LOGIN_HOUR} an hour from one login here; try again later"
+            ),
+        ));
+    }
+    recent.push_back(now);
+    // Logins that started nothing this hour are forgotten.
+    st.starts.retain(|_, v| !v.is_empty());
+    Ok(())
 }
 
 /// The receiver's early word on a signed command (docs/protocol.md#control-5, a courtesy: the machine
