@@ -790,9 +790,11 @@ mod http {
 
     /// DECISIONS 36 and 39: the page carries a `start` only with a touch over it, and the
     /// receiver queues at most 20 starts an hour from one login (its policy before it queues;
-    /// the machine's own caps are the gate): the 21st is 429 and not queued.
+    /// the machine's own caps are the gate): the 21st is 429 and not queued. A machine's
+    /// hello is kept and shown on it in the page's state.
     #[test]
-    fn a_start_needs_a_touch_and_the_receiver_limits_starts_per_login() {
+    fn a_start_needs_a_touch_starts_are_limited_per_login_and_a_hello_shows_what_a_machine_can_start(
+    ) {
         let r = start(Some("localhost"));
         let u = r.url();
         let passkey = Passkey::es256(94);
@@ -850,6 +852,20 @@ mod http {
         let (s, v) = call("GET", &poll, Some(&token), None);
         assert_eq!(s, 200);
         assert_eq!(v["messages"].as_array().unwrap().len(), 20, "{v}");
+
+        // The machine's hello (its token only) says what it can start; the page's state
+        // shows it on that machine.
+        let hello =
+            json!({"harnesses": ["claude-code", "codex"], "folders": ["/srv/work"], "files": true});
+        let url = format!("{u}{CONTROL}/hello");
+        assert_eq!(post(&url, SINK, &hello).0, 401);
+        assert_eq!(post(&url, &token, &json!({"harnesses": ["../x"]})).0, 400);
+        assert_eq!(post(&url, &token, &hello).0, 200);
+        let (s, st) = call("GET", &format!("{u}/page/api/state"), Some(LOGIN), None);
+        assert_eq!(s, 200);
+        let m = &st["signing"]["machines"][0];
+        assert_eq!(m["machine"], json!(machine), "{st}");
+        assert_eq!(m["can_start"], hello, "{st}");
     }
 
     /// A NUL in any string of a request is refused 400 naming the field (it used to reach

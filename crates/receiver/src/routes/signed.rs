@@ -36,7 +36,7 @@ use crate::auth::{token_hash, Csrf, Login, MachineToken, SignedOffered, SinkToke
 use crate::body::{self, OtherJson};
 use crate::error::{json_reply, ApiError, Reply};
 use crate::longpoll;
-use crate::options::{OFF_PATH, PAIR_PATH};
+use crate::options::{HELLO_PATH, OFF_PATH, PAIR_PATH};
 use crate::state::{AppState, State as St};
 use crate::validate::{format_ms_timestamp, prompt_mode};
 use spwire::signed::{self as wire, Assertion, TrustedKey};
@@ -61,6 +61,7 @@ pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route(PAIR_PATH, post(pair_start).get(pair_status))
         .route(OFF_PATH, post(off))
+        .route(HELLO_PATH, post(hello))
 }
 
 /// The page's routes for signed control (under the page's layers, `page.rs`).
@@ -225,6 +226,56 @@ pub(crate) async fn machine_poll(
     .await
 }
 
+/// `POST {control}/hello`'s body: what the machine can start (DECISIONS 39). Informational:
+/// the machine checks every start itself.
+#[derive(Deserialize)]
+struct Hello {
+    #[serde(default)]
+    harnesses: Vec<String>,
+    #[serde(default)]
+    folders: Vec<String>,
+    #[serde(default)]
+    files: bool,
+}
+
+/// `POST {control}/hello` (the machine's token): kept per machine, in memory until the next
+/// hello, for the page's New session form.
+async fn hello(
+    State(app): State<AppState>,
+    _: SignedOffered,
+    MachineToken(machine): MachineToken,
+    OtherJson(h, _read): OtherJson<Hello>,
+) -> Reply {
+    let name_ok = |s: &String| {
+        (1..=40).contains(&s.len())
+            && s.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    if h.harnesses.len() > 20 || !h.harnesses.iter().all(name_ok) {
+        return Err(ApiError::bad_request("harnesses: at most 20 harness names"));
+    }
+    if h.folders.len() > 50
+        || !h
+            .folders
+            .iter()
+            .all(|f| f.starts_with('/') && f.len() <= 1024 && !f.contains('\0'))
+    {
+        return Err(ApiError::bad_request(
+            "folders: at most 50 absolute paths of at most 1024 bytes",
+        ));
+    }
+    let can = json!({"harnesses": h.harnesses, "folders": h.folders, "files": h.files});
+    app.shared
+        .with_db(move |st| {
+            st.can_start.insert(machine, can);
+            st.bump();
+            Ok::<_, ApiError>(())
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, json!({})))
+}
+
 /// `POST {control}/off`: reads no body, only its token matters.
 async fn off(
     State(app): State<AppState>,
@@ -291,6 +342,10 @@ pub(crate) fn page_signing(st: &mut St) -> Option<Value> {
         m["last_at"] = ms_to_wire(seen).into();
         if let Some(away) = st.away_told.get(&format!("machine:{id}")) {
             m["away"] = (*away).into();
+        }
+        // DECISIONS 39: what its last hello said it can start.
+        if let Some(can) = st.can_start.get(&id) {
+            m["can_start"] = can.clone();
         }
     }
     v["machines"] = Value::Array(machines);
