@@ -1173,6 +1173,11 @@ fn a_start_with_a_file_writes_it_0600_under_sessionpipe_files_and_tells_the_mode
     let argv: Vec<String> = serde_json::from_str(row[2].as_str().unwrap()).unwrap();
     assert_eq!(argv.first().map(String::as_str), Some("/bin/false"));
     assert_eq!(argv.last(), Some(&told), "{argv:?}");
+    // The new session is the one the command named.
+    assert!(
+        argv.windows(2).any(|w| w == ["--session-id", sid.as_str()]),
+        "{argv:?}"
+    );
     assert!(!argv
         .iter()
         .any(|a| a.contains("dangerously") || a.contains("bypass")));

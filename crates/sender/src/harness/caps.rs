@@ -274,7 +274,9 @@ pub const CAPS: &[Caps] = &[
             // stream-json (with --verbose, which it requires) streams the answer so far.
             resume: &["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose", "--", "{text}"],
             fork: Some(&["-p", "--resume", "{session}", "--fork-session", "--output-format", "stream-json", "--verbose", "--", "{text}"]),
-            start: &["-p", "--output-format", "stream-json", "--verbose", "--", "{text}"],
+            // `--session-id`: a start's session is the id the receiver chose (DECISIONS 39),
+            // which names its files' folder and the page's new session.
+            start: &["-p", "--session-id", "{session}", "--output-format", "stream-json", "--verbose", "--", "{text}"],
             resume_quiet: Some(&["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose"]),
             read_line: super::claude_code::run_line,
         }),
