@@ -387,6 +387,146 @@ fn pair_and_allow_from_the_page_with_a_touch_and_forgeries_and_a_hostile_day_key
     assert!(receiver.running.log().contains("listening on"));
 }
 
+/// Pairs `env`'s machine with `receiver` through the page's pairing view (a passkey the page
+/// creates), leaving the browser logged in; returns the machine's id.
+fn pair_in_browser(env: &Env, receiver: &SpReceiver, b: &mut Browser) -> String {
+    let mut cmd = env.cmd("sp");
+    cmd.args(["pair", "phone", "--timeout", "120"]);
+    let common::pairing::SpPair {
+        child,
+        link,
+        printed,
+        ..
+    } = common::pairing::start(cmd);
+    b.call(json!({"op": "webauthn"}));
+    b.call(json!({"op": "goto", "url": link}));
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait("#pair-check[data-check]");
+    b.click("#pair-approve");
+    b.wait("#pair-status[data-state=\"paired\"]");
+    let done = finish(child, Duration::from_secs(30));
+    assert!(
+        done.status.success(),
+        "sp pair: {}",
+        printed.lock().unwrap()
+    );
+    receiver
+        .db()
+        .query_row("SELECT id FROM machines", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// DECISIONS 39, the page's side: a paired machine whose hello says what it can start gets a
+/// **New session** form (Agent, Folder, Message, Files, Start: found by their accessible
+/// names); Start is a touch over the exact start command; the new session shows at once as
+/// working, and the machine's answer is said in words. A folder outside `control.folders`
+/// (put in the form by a script, as a stale or hostile page could) is refused `folder`, and
+/// the page says so. The agent here is a stand-in (`SP_CLAUDE=/bin/false`): the real Claude
+/// Code start is tests/real_agents.rs's.
+#[test]
+fn a_new_session_form_signs_a_start_with_a_touch_shows_it_working_and_says_a_refusal_in_words() {
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"));
+    let allowed = dir.path().join("allowed");
+    std::fs::create_dir(&allowed).unwrap();
+    let allowed = allowed.to_str().unwrap().to_owned();
+    let mut env = Env::new();
+    env.write_config(json!({
+        "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}],
+        "control": {"folders": [allowed]}
+    }));
+    let mut b = Browser::launch();
+    let machine = pair_in_browser(&env, &receiver, &mut b);
+    env.start_sync_with(&[("SP_CLAUDE", "/bin/false")]);
+    let page = format!("http://localhost:{}/", receiver.port);
+    b.call(json!({"op": "goto", "url": page}));
+    let form = format!("#starts .start-machine[data-machine=\"{machine}\"]");
+    b.click(&format!("{form} >> role=button[name=\"New session\"]"));
+    b.wait(&format!("{form} >> role=combobox[name=\"Agent\"]"));
+    b.wait(&format!("{form} >> role=textbox[name=\"Message\"]"));
+    b.wait(&format!(
+        "{form} label:has-text(\"Files\") input[type=file]"
+    ));
+    let options = b.call(json!({"op": "eval", "script": format!(
+        "[...document.querySelectorAll('{form} .start-folder option')].map((o) => o.value).concat(\
+         [...document.querySelectorAll('{form} .start-agent option')].map((o) => o.textContent))"
+    )}))["value"]
+        .clone();
+    assert_eq!(options, json!([allowed, "Claude Code"]));
+    b.call(
+        json!({"op": "fill", "selector": format!("{form} >> role=textbox[name=\"Message\"]"),
+                  "value": "say hello"}),
+    );
+    b.click(&format!("{form} >> role=button[name=\"Start\"]"));
+    // At once: the new session, working (before any ack could be read back).
+    let item = format!("{form} li.started-session");
+    b.wait(&format!("{item} .state[data-state=\"working\"]"));
+    let key = b.attr(&item, "data-session");
+    assert!(key.starts_with("claude-code:"), "{key}");
+    let (id, body): (String, String) = receiver
+        .db()
+        .query_row(
+            "SELECT id, body FROM messages WHERE kind = 'start'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let envelope: Value = serde_json::from_str(&body).unwrap();
+    let cmd: Value = serde_json::from_str(envelope["cmd"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (&cmd["kind"], &cmd["session"], &cmd["cwd"], &cmd["text"]),
+        (
+            &json!("start"),
+            &json!(key),
+            &json!(allowed),
+            &json!("say hello")
+        ),
+        "{cmd}"
+    );
+    assert!(
+        cmd.get("harness").is_none(),
+        "Claude Code is the default: {cmd}"
+    );
+    assert!(
+        envelope["confirm"]["sig"].is_string(),
+        "a touch: {envelope}"
+    );
+    // The stand-in ends at once without a session: the run failed, and the page says so.
+    let ack = receiver.ack(&id, Duration::from_secs(30)).expect("an ack");
+    assert_eq!(ack["outcome"], "taken", "{ack}");
+    b.wait(&format!(
+        "{item}[data-session=\"{key}\"] .state[data-state=\"not started\"]"
+    ));
+    assert!(b
+        .text(&format!("{item} .detail"))
+        .starts_with("The run failed."));
+
+    // A folder outside control.folders: refused `folder` by the machine, said in words.
+    b.click(&format!("{form} >> role=button[name=\"New session\"]"));
+    b.call(json!({"op": "eval", "script": format!(
+        "(() => {{ const s = document.querySelector('{form} .start-folder'); const o = document.createElement('option'); \
+         o.value = o.textContent = '/etc'; s.append(o); s.value = '/etc'; }})()"
+    )}));
+    b.call(
+        json!({"op": "fill", "selector": format!("{form} >> role=textbox[name=\"Message\"]"),
+                  "value": "read the passwords"}),
+    );
+    b.click(&format!("{form} >> role=button[name=\"Start\"]"));
+    let refused = format!("{form} li.started-session .detail[data-code=\"folder\"]");
+    b.wait(&refused);
+    let said = b.text(&refused);
+    assert!(
+        said.starts_with("Not started: that folder is not one this machine allows"),
+        "{said}"
+    );
+    assert!(said.contains("/etc"), "{said}");
+    assert!(!said.contains("folder:"), "words, not a code: {said}");
+}
+
 /// Passkeys cannot live on an IP address: the real sp-receiver sends the browser that opened
 /// its page at `127.0.0.1` (or `[::1]`) to `localhost`, same port and path, or to the
 /// `--public-url`; everything else (the protocol sp-sync speaks, the page's API, its files)

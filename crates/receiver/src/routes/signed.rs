@@ -10,6 +10,7 @@
 //! | `GET /page/api/pairing?code=` | login | the pairing as the page shows it (machine, name, check digits, status) |
 //! | `POST /page/api/pairing` | login + CSRF | `{code, key, proof}` from the page's passkey; 200 once the proof verifies |
 //! | `POST /page/api/signed` | login + CSRF | `{cmd, csig, grant}` signed on the page; 200 the queued envelope; 400 with the verifier's `code` when the early check (docs/protocol.md#control-5, against the keys this receiver carried) refuses it |
+//! | `GET /page/api/signed/ack?id=` | login | 200 `{id, ack}`: the final ack of a command queued from a page (`null` until it comes; what a start's form shows, its session having no events yet); 404 unknown id |
 //!
 //! Every route answers 404 without signed control (the `control` capability and an rp id).
 //! | `POST /page/api/machines/remove` | login + CSRF | `{machine}`: that machine's token, keys and queue are forgotten; 404 unknown |
@@ -69,6 +70,7 @@ pub(crate) fn page_router() -> Router<AppState> {
     Router::new()
         .route("/page/api/pairing", get(page_pairing).post(page_approve))
         .route("/page/api/signed", post(page_signed))
+        .route("/page/api/signed/ack", get(page_signed_ack))
         .route("/page/api/machines/remove", post(page_remove_machine))
 }
 
@@ -584,6 +586,37 @@ async fn page_signed(
         })
         .await?;
     Ok(json_reply(StatusCode::OK, value))
+}
+
+/// `GET /page/api/signed/ack?id=`'s query.
+#[derive(Deserialize)]
+struct AckQuery {
+    id: String,
+}
+
+/// `GET /page/api/signed/ack?id=`: a queued command's final ack, from the database every
+/// receiver on it shares. A start's form waits on it: its session shows no events until
+/// the agent's hooks send them, and a refusal (folder, start_limit, file) comes only here.
+async fn page_signed_ack(
+    State(app): State<AppState>,
+    _: Login,
+    _: SignedOffered,
+    Q(q): Q<AckQuery>,
+) -> Reply {
+    if q.id.is_empty() || q.id.len() > 64 || !q.id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(ApiError::bad_request("id is a queued message's id"));
+    }
+    let out = app
+        .shared
+        .with_db(move |st| -> Result<Value, ApiError> {
+            if st.db.message_session(&q.id)?.is_none() {
+                return Err(ApiError::not_found());
+            }
+            let ack = st.db.first_ack(&q.id)?.unwrap_or(Value::Null);
+            Ok(json!({"id": q.id, "ack": ack}))
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, out))
 }
 
 /// DECISIONS 39: the most starts one login queues in any hour (the receiver's policy, before
