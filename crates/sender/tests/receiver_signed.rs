@@ -525,6 +525,66 @@ fn a_new_session_form_signs_a_start_with_a_touch_shows_it_working_and_says_a_ref
     );
     assert!(said.contains("/etc"), "{said}");
     assert!(!said.contains("folder:"), "words, not a code: {said}");
+
+    // A start with a file: the page uploads it, the receiver keeps it (in its database) and
+    // serves it to this machine only; sp-sync writes it under .sessionpipe/files/ and the
+    // model is told its path.
+    b.click(&format!("{form} >> role=button[name=\"New session\"]"));
+    b.call(json!({"op": "eval", "script": format!(
+        "(() => {{ const dt = new DataTransfer(); \
+         dt.items.add(new File(['line one\\nline two\\n'], 'notes.txt', {{ type: 'text/plain' }})); \
+         document.querySelector('{form} .start-files').files = dt.files; \
+         document.querySelector('{form} .start-folder').value = '{allowed}'; }})()"
+    )}));
+    b.call(
+        json!({"op": "fill", "selector": format!("{form} >> role=textbox[name=\"Message\"]"),
+                  "value": "read my notes"}),
+    );
+    b.click(&format!("{form} >> role=button[name=\"Start\"]"));
+    let (key, sha): (String, String) = {
+        let mut found = None;
+        until(Duration::from_secs(30), || {
+            found = receiver
+                .db()
+                .query_row(
+                    "SELECT m.session, f.sha256 FROM messages m, start_files f \
+                     WHERE m.kind = 'start' AND m.body LIKE '%read my notes%'",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .ok();
+            found.is_some()
+        });
+        found.expect("the start with its file, kept by the receiver")
+    };
+    let sid = key.strip_prefix("claude-code:").unwrap();
+    let written = Path::new(&allowed).join(format!(".sessionpipe/files/{sid}/notes.txt"));
+    assert!(
+        until(Duration::from_secs(30), || written.exists()),
+        "no {}: {}",
+        written.display(),
+        env.log()
+    );
+    assert_eq!(std::fs::read(&written).unwrap(), b"line one\nline two\n");
+    let argv = env.query::<String>(&format!(
+        "SELECT argv FROM runs WHERE kind = 'start' AND cwd LIKE '%allowed' AND argv LIKE '%{sid}%'"
+    ));
+    assert!(
+        argv.first()
+            .is_some_and(|a| a.contains(&format!(".sessionpipe/files/{sid}/notes.txt"))),
+        "{argv:?}"
+    );
+    // The file is the machine's only: the shared sink token (or no token) gets no byte.
+    let url = format!("{}/api/sessionpipe/v1/control/files/{sha}", receiver.url);
+    let status = |auth: Option<&str>| {
+        let mut rq = ureq::get(&url).config().http_status_as_error(false).build();
+        if let Some(a) = auth {
+            rq = rq.header("authorization", &format!("Bearer {a}"));
+        }
+        rq.call().unwrap().status().as_u16()
+    };
+    assert_eq!(status(None), 401);
+    assert_eq!(status(Some(TOKEN)), 401);
 }
 
 /// Passkeys cannot live on an IP address: the real sp-receiver sends the browser that opened

@@ -12,8 +12,8 @@ use super::pg::PgStore;
 use super::pg_events::pg_text;
 use super::pg_wake::announce;
 use super::queue::{
-    FIRST_ACK, INSERT_ACK, INSERT_ENVELOPE, INSERT_MESSAGE, MACHINE_PENDING, MARK_POLLED,
-    MESSAGE_MACHINE, MESSAGE_SESSION, NEXT_EXPIRY, PENDING,
+    FIRST_ACK, GET_FILE, INSERT_ACK, INSERT_ENVELOPE, INSERT_MESSAGE, MACHINE_PENDING, MARK_POLLED,
+    MESSAGE_MACHINE, MESSAGE_SESSION, NEXT_EXPIRY, PENDING, PUT_FILE,
 };
 use super::store::QueueStore;
 
@@ -168,6 +168,27 @@ impl QueueStore for PgStore {
             .pool
             .get()?
             .query_opt(&q(MESSAGE_MACHINE), &[&id])?
+            .map(|r| r.get(0)))
+    }
+
+    fn put_file(
+        &mut self,
+        machine: &str,
+        sha256: &str,
+        body_b64: &str,
+        expires_ms: i64,
+    ) -> anyhow::Result<()> {
+        self.pool
+            .get()?
+            .execute(&q(PUT_FILE), &[&machine, &sha256, &body_b64, &expires_ms])?;
+        Ok(())
+    }
+
+    fn file(&mut self, machine: &str, sha256: &str, now_ms: i64) -> anyhow::Result<Option<String>> {
+        Ok(self
+            .pool
+            .get()?
+            .query_opt(&q(GET_FILE), &[&machine, &sha256, &now_ms])?
             .map(|r| r.get(0)))
     }
 }

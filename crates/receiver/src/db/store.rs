@@ -48,6 +48,14 @@ pub(crate) trait QueueStore {
     fn first_ack(&mut self, id: &str) -> anyhow::Result<Option<Value>>;
     fn message_session(&mut self, id: &str) -> anyhow::Result<Option<String>>;
     fn message_machine(&mut self, id: &str) -> anyhow::Result<Option<Option<String>>>;
+    fn put_file(
+        &mut self,
+        machine: &str,
+        sha256: &str,
+        body_b64: &str,
+        expires_ms: i64,
+    ) -> anyhow::Result<()>;
+    fn file(&mut self, machine: &str, sha256: &str, now_ms: i64) -> anyhow::Result<Option<String>>;
 }
 
 impl QueueStore for Db {
@@ -98,6 +106,18 @@ impl QueueStore for Db {
     }
     fn message_machine(&mut self, id: &str) -> anyhow::Result<Option<Option<String>>> {
         Ok(Db::message_machine(self, id)?)
+    }
+    fn put_file(
+        &mut self,
+        machine: &str,
+        sha256: &str,
+        body_b64: &str,
+        expires_ms: i64,
+    ) -> anyhow::Result<()> {
+        Ok(Db::put_file(self, machine, sha256, body_b64, expires_ms)?)
+    }
+    fn file(&mut self, machine: &str, sha256: &str, now_ms: i64) -> anyhow::Result<Option<String>> {
+        Ok(Db::file(self, machine, sha256, now_ms)?)
     }
 }
 
@@ -630,6 +650,37 @@ mod tests {
             old.get("ack_reply").is_none() && old.get("ack_mode").is_none(),
             "{old}"
         );
+    }
+
+    /// DECISIONS 39: a start's file is served to the machine it was kept for only, until it
+    /// expires (the later expiry when kept twice), and a sweep after that removes it.
+    fn files_behaviour(s: &mut dyn Store) {
+        let now = 1_000_000;
+        s.put_file("m1", "h", "aGk=", now + 10).unwrap();
+        s.put_file("m1", "h", "aGk=", now + 5).unwrap();
+        assert_eq!(
+            s.file("m1", "h", now + 10).unwrap().as_deref(),
+            Some("aGk=")
+        );
+        assert_eq!(s.file("m2", "h", now).unwrap(), None, "another machine's");
+        assert_eq!(s.file("m1", "h", now + 11).unwrap(), None, "expired");
+        s.sweep(now + 10, 3_600_000).unwrap();
+        assert!(s.file("m1", "h", now).unwrap().is_some(), "not yet expired");
+        s.sweep(now + 11, 3_600_000).unwrap();
+        assert_eq!(s.file("m1", "h", now).unwrap(), None, "swept");
+    }
+
+    #[test]
+    fn start_files_on_sqlite() {
+        files_behaviour(&mut Db::open_memory().unwrap());
+    }
+
+    #[test]
+    fn start_files_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        files_behaviour(&mut PgStore::open(&pg.url()).unwrap());
     }
 
     #[test]

@@ -974,6 +974,7 @@
   // the page shows it as working at once and follows the start's ack until the agent's own
   // events take over. The machine checks everything again and is the gate.
   const AGENTS = { 'claude-code': 'Claude Code', codex: 'Codex' };
+  const FILE_MAX = 8 << 20; // the receiver's cap on one file
   const startForms = new Map(); // machine id -> its element
   const started = new Map(); // session key -> {machine, text, id, ack, error}
 
@@ -1061,7 +1062,10 @@
       ev.preventDefault();
       const text = $('.start-text', el).value;
       if (!text.trim()) return say('Write a message first.', true);
-      if ($('.start-files', el).files.length) return say('This receiver cannot carry files yet; start without them.', true);
+      const picked = [...$('.start-files', el).files];
+      if (picked.length > 10) return say('At most 10 files with one start.', true);
+      const big = picked.find((f) => f.size > FILE_MAX || f.size === 0);
+      if (big) return say(big.name + ' cannot go: a file is 1 byte to 8 MB here.', true);
       const go = $('.start-go', el);
       go.disabled = true;
       const harness = $('.start-agent', el).value;
@@ -1069,6 +1073,22 @@
       const msg = { kind: 'start', text, cwd: $('.start-folder', el).value };
       if (harness !== 'claude-code') msg.harness = harness;
       try {
+        // Each file is kept by the receiver for this machine only; the start names it by
+        // its SHA-256, which the machine checks before writing it.
+        if (picked.length) msg.files = [];
+        for (const f of picked) {
+          say('Uploading ' + f.name + '…');
+          const r = await fetch('/page/api/files?machine=' + encodeURIComponent(m.machine), {
+            method: 'POST',
+            credentials: 'same-origin',
+            cache: 'no-store',
+            headers: { 'content-type': 'application/octet-stream', 'x-sessionpipe-csrf': csrf },
+            body: f,
+          });
+          const j = await r.json().catch(() => ({}));
+          if (!r.ok) throw new Error(f.name + ': ' + (j.reason || 'HTTP ' + r.status));
+          msg.files.push({ name: f.name, type: f.type || 'application/octet-stream', size: j.size, sha256: j.sha256 });
+        }
         say('Touch your passkey to start…');
         const sg = current && current.signing;
         const env = await sendSigned({ rp_id: sg.rp_id, machine: m.machine, name: m.name }, key, msg);

@@ -10,6 +10,8 @@
 //! | `GET /page/api/pairing?code=` | login | the pairing as the page shows it (machine, name, check digits, status) |
 //! | `POST /page/api/pairing` | login + CSRF | `{code, key, proof}` from the page's passkey; 200 once the proof verifies |
 //! | `POST /page/api/signed` | login + CSRF | `{cmd, csig, grant}` signed on the page; 200 the queued envelope; 400 with the verifier's `code` when the early check (docs/protocol.md#control-5, against the keys this receiver carried) refuses it |
+//! | `POST /page/api/files?machine=` | login + CSRF | a start's file, the body its bytes (at most 8 MiB): kept in the database for that machine until the start it comes with has expired; 200 `{sha256, size}` (base64url SHA-256, as a start's `files` name it); 404 no such machine |
+//! | `GET {control}/files/{sha256}` | that machine's token | 200 the file's bytes, only to the machine it was uploaded for; 404 otherwise or once expired |
 //! | `GET /page/api/signed/ack?id=` | login | 200 `{id, ack}`: the final ack of a command queued from a page (`null` until it comes; what a start's form shows, its session having no events yet); 404 unknown id |
 //!
 //! Every route answers 404 without signed control (the `control` capability and an rp id).
@@ -63,6 +65,7 @@ pub(crate) fn router() -> Router<AppState> {
         .route(PAIR_PATH, post(pair_start).get(pair_status))
         .route(OFF_PATH, post(off))
         .route(HELLO_PATH, post(hello))
+        .route(FILES_ROUTE, get(machine_file))
 }
 
 /// The page's routes for signed control (under the page's layers, `page.rs`).
@@ -71,6 +74,7 @@ pub(crate) fn page_router() -> Router<AppState> {
         .route("/page/api/pairing", get(page_pairing).post(page_approve))
         .route("/page/api/signed", post(page_signed))
         .route("/page/api/signed/ack", get(page_signed_ack))
+        .route("/page/api/files", post(page_file))
         .route("/page/api/machines/remove", post(page_remove_machine))
 }
 
@@ -586,6 +590,83 @@ async fn page_signed(
         })
         .await?;
     Ok(json_reply(StatusCode::OK, value))
+}
+
+/// Where a machine fetches a start's file (DECISIONS 39).
+const FILES_ROUTE: &str = "/api/sessionpipe/v1/control/files/{sha256}";
+/// The largest file the page may upload for a start (this receiver's policy; the protocol
+/// allows more, and the machine checks each file's signed size and hash).
+pub(crate) const FILE_CAP: usize = 8 << 20;
+
+/// `POST /page/api/files?machine=`'s query.
+#[derive(Deserialize)]
+struct FileQuery {
+    machine: String,
+}
+
+/// `POST /page/api/files?machine=`: keeps a start's file for that machine, in the database
+/// (every receiver on it serves it), until the start it is for could have expired: the
+/// page's time to sign it, then the envelope's life.
+async fn page_file(
+    State(app): State<AppState>,
+    Csrf(_who): Csrf,
+    _: SignedOffered,
+    Q(q): Q<FileQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply {
+    let read = body::read_up_to(&app, &headers, body, FILE_CAP).await?;
+    if read.bytes.is_empty() {
+        return Err(ApiError::bad_request("a file is at least one byte"));
+    }
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let sha = wire::b64url(&sha2::Sha256::digest(&read.bytes));
+    let size = read.bytes.len();
+    let data = base64::engine::general_purpose::STANDARD.encode(&read.bytes);
+    drop(read);
+    let out = app
+        .shared
+        .with_db(move |st| -> Result<Value, ApiError> {
+            if !st.db.machine_known(&q.machine)? {
+                return Err(ApiError::not_found());
+            }
+            let life = Duration::from_secs(st.opts.permission_expiry_s).min(ENVELOPE_MAX);
+            let expires = st.now_ms() + EARLY_MAX_AGE_MS + life.as_millis() as i64;
+            st.db.put_file(&q.machine, &sha, &data, expires)?;
+            Ok(json!({"sha256": sha, "size": size}))
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, out))
+}
+
+/// `GET {control}/files/{sha256}`: a start's file, to the machine it was uploaded for only.
+async fn machine_file(
+    State(app): State<AppState>,
+    _: SignedOffered,
+    MachineToken(machine): MachineToken,
+    axum::extract::Path(sha): axum::extract::Path<String>,
+) -> Result<axum::response::Response, ApiError> {
+    if sha.len() != 43 {
+        return Err(ApiError::not_found());
+    }
+    let data = app
+        .shared
+        .with_db(move |st| -> Result<Option<String>, ApiError> {
+            let now = st.now_ms();
+            Ok(st.db.file(&machine, &sha, now)?)
+        })
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|_| ApiError::internal())?;
+    axum::response::Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/octet-stream")
+        .body(Body::from(bytes))
+        .map_err(|_| ApiError::internal())
 }
 
 /// `GET /page/api/signed/ack?id=`'s query.
