@@ -55,6 +55,15 @@ pub fn sync_lock_file() -> PathBuf {
     state_dir().join("sp-sync.lock")
 }
 
+/// Reads a path [`tilde`] wrote: `~` back to the home directory.
+pub fn untilde(path: &str) -> PathBuf {
+    match path.strip_prefix('~') {
+        Some("") => home(),
+        Some(rest) if rest.starts_with('/') => home().join(&rest[1..]),
+        _ => PathBuf::from(path),
+    }
+}
+
 /// Writes `~` for the home directory, as the protocol wants for `session.cwd`.
 pub fn tilde(path: &str) -> String {
     let home = home();

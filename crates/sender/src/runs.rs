@@ -142,11 +142,158 @@ pub fn command(
     Ok(out)
 }
 
+/// The harnesses a run can resume: their ended sessions are still polled.
+pub fn resumable() -> Vec<&'static str> {
+    Harness::ALL
+        .iter()
+        .filter(|h| h.caps().headless.is_some())
+        .map(|h| h.name())
+        .collect()
+}
+
+/// DECISIONS 38's delivery decision for a prompt no hook has taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Leave it queued: a hook (the turn's Stop), the API loop or our run in flight takes it.
+    Wait,
+    Run(Kind),
+    Unsupported(String),
+}
+
+/// What is known of a prompt's session when deciding.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionState {
+    /// Whether the harness process its hooks last ran under is alive; None: never recorded.
+    pub live: Option<bool>,
+    pub turn_open: bool,
+    /// A turn of it ended since it started (so it is idle, not just starting).
+    pub had_turn: bool,
+    pub ended: bool,
+    /// A run of ours holds it: the next prompt waits, then resumes again.
+    pub run_in_flight: bool,
+    /// Driven through a server API (OpenCode): the API loop delivers.
+    pub api: bool,
+    /// How long the prompt has waited.
+    pub waited_ms: Millis,
+}
+
+/// A live session counts as idle (forked, or `unsupported` where the harness cannot fork) only
+/// once its prompt has waited this long, so a Stop hook already on its way takes it first.
+pub const FORK_AFTER_MS: Millis = 2_000;
+
+/// api → turn (live, mid-turn) → fork (live and idle, where the harness forks) → resume (no
+/// live process holds it) → else `unsupported`, naming why. A harness whose turn state is not
+/// reported (no headless run) keeps a live session's prompt for its next Stop.
+pub fn decide(harness: Harness, s: SessionState) -> Delivery {
+    if s.api || s.run_in_flight {
+        return Delivery::Wait;
+    }
+    let name = harness.name();
+    let headless = harness.caps().headless;
+    let live = match s.live {
+        Some(l) => l,
+        // Never recorded (hooks older than this): only an ended session is known free.
+        None if s.ended => false,
+        None => return Delivery::Wait,
+    };
+    match (live, headless) {
+        (true, _) if s.turn_open => Delivery::Wait,
+        (true, None) => Delivery::Wait,
+        // Idle only once a turn ended and the prompt waited: a Stop on its way goes first.
+        (true, Some(_)) if !s.had_turn || s.waited_ms < FORK_AFTER_MS => Delivery::Wait,
+        (true, Some(h)) if h.fork.is_some() => Delivery::Run(Kind::Fork),
+        (true, Some(_)) => Delivery::Unsupported(format!(
+            "the {name} session is open and idle in its terminal, and {name} has no headless fork: \
+             a resume would be a second writer on its transcript. Type it there, or end that session \
+             and send again (DECISIONS 38)"
+        )),
+        (false, Some(_)) => Delivery::Run(Kind::Resume),
+        (false, None) => Delivery::Unsupported(format!(
+            "no {name} process holds this session and {name} has no proven headless resume, so \
+             nothing can deliver it (DECISIONS 38)"
+        )),
+    }
+}
+
+/// Decides each queued prompt ([`decide`]) and records the runs that deliver them.
+pub fn deliver_waiting(store: &mut Store) -> Result<()> {
+    let now = now_ms();
+    for p in store.waiting_prompts(64)? {
+        let Some(harness) = Harness::parse(&p.harness) else {
+            continue;
+        };
+        let state = SessionState {
+            live: p
+                .process
+                .map(|(pid, start)| crate::procs::alive(pid, start)),
+            turn_open: p.turn_open,
+            had_turn: p.had_turn,
+            ended: p.ended,
+            run_in_flight: store.run_of_session(&p.session_key)?.is_some(),
+            api: p.api,
+            waited_ms: now - p.received_ms,
+        };
+        let kind = match decide(harness, state) {
+            Delivery::Wait => continue,
+            Delivery::Unsupported(why) => {
+                store.finish_message(&p.id, crate::wire::control::Outcome::Unsupported, &why)?;
+                continue;
+            }
+            Delivery::Run(k) => k,
+        };
+        let cwd = p
+            .cwd
+            .as_deref()
+            .map(|c| crate::paths::untilde(c).to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // Later messages to a forked session go to the same fork.
+        let fork = match kind {
+            Kind::Fork => store.last_fork(&p.session_key)?,
+            _ => None,
+        };
+        let argv = match &fork {
+            Some(f) => command(harness, Kind::Resume, Some(f), p.text.as_deref()),
+            None => command(harness, kind, Some(&p.session_id), p.text.as_deref()),
+        };
+        let r = Request {
+            kind,
+            harness,
+            session_id: Some(&p.session_id),
+            session_key: Some(&p.session_key),
+            cwd: &cwd,
+            text: p.text.as_deref(),
+            message_id: Some(&p.id),
+        };
+        let recorded = argv
+            .map_err(|e| anyhow!(e))
+            .and_then(|argv| record(store, &r, argv));
+        match recorded {
+            Ok(Some(id)) => crate::logging::info(&format!(
+                "prompt {} to {}: {} run {id}",
+                p.id,
+                p.session_key,
+                kind.as_str()
+            )),
+            Ok(None) => {}
+            Err(e) => store.finish_message(
+                &p.id,
+                crate::wire::control::Outcome::Failed,
+                &format!("cannot start a {} run: {e:#}", kind.as_str()),
+            )?,
+        }
+    }
+    Ok(())
+}
+
 /// Records a run (it waits for [`pass`] to launch it). `Ok(None)`: its message was no
 /// longer queued (taken by a hook or another run), nothing recorded. `Err` with no run:
 /// there is no such command for the harness, or too many runs wait.
 pub fn request(store: &mut Store, r: &Request) -> Result<Option<String>> {
     let argv = command(r.harness, r.kind, r.session_id, r.text).map_err(|e| anyhow!(e))?;
+    record(store, r, argv)
+}
+
+fn record(store: &mut Store, r: &Request, argv: Vec<String>) -> Result<Option<String>> {
     if r.cwd.is_empty() || !std::path::Path::new(r.cwd).is_absolute() {
         return Err(anyhow!(
             "no folder is known for this session (a run starts in the session's own folder)"
@@ -204,6 +351,7 @@ struct Seen {
 /// running ones' logs, sends their progress, and finishes those that ended (or whose
 /// supervisor is gone). Returns whether any run is open.
 pub fn pass(store: &mut Store, t: &mut Tracker) -> Result<bool> {
+    deliver_waiting(store)?;
     for r in store.runs_to_launch(MAX_RUNNING, RUN_TIMEOUT_MS)? {
         if let Err(e) = spawn_supervisor(&r.id) {
             crate::logging::warn(&format!("run {}: {e:#}", r.id));
@@ -254,13 +402,14 @@ pub fn pass(store: &mut Store, t: &mut Tracker) -> Result<bool> {
             t.runs.remove(&r.id);
             continue;
         }
+        let so_far = seen.out.so_far();
         if r.message_id.is_some()
-            && seen.out.text != seen.sent
+            && so_far != seen.sent
             && seen
                 .last_progress
                 .is_none_or(|at| at.elapsed() >= PROGRESS_EVERY)
         {
-            seen.sent = seen.out.text.clone();
+            seen.sent = so_far;
             seen.last_progress = Some(Instant::now());
             if let Err(e) = store.run_progress(&r.id, &crate::wire::control::ack_reply(&seen.sent))
             {
@@ -404,6 +553,11 @@ fn run_agent(store: &mut Store, run: &RunRow) -> Result<String> {
     let (log, _) = crate::files::open_private(&log_path(&run.id), false)?;
     let (err, _) = crate::files::open_private(&err_path(&run.id), false)?;
     let mut cmd = Command::new(program);
+    for h in Harness::ALL {
+        for var in h.caps().headless.map_or(&[][..], |h| h.child_env) {
+            cmd.env_remove(var);
+        }
+    }
     cmd.args(args)
         .current_dir(&run.cwd)
         .env(RUN_ENV, &run.id)
@@ -548,6 +702,17 @@ mod tests {
         );
         assert_eq!(out.session.as_deref(), Some("F1"));
         assert_eq!(out.text, "one\n\ntwo");
+        let streaming = read(
+            Harness::ClaudeCode,
+            &[
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"one"}]}}"#,
+                r#"{"type":"stream_event","event":{"type":"message_start"}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"tw"}}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"o"}}}"#,
+            ],
+        );
+        assert_eq!(streaming.so_far(), "one\n\ntwo");
+        assert_eq!(streaming.text, "one");
         assert_eq!(out.result, None);
         let done = read(
             Harness::ClaudeCode,
@@ -564,6 +729,16 @@ mod tests {
         );
         assert_eq!(failed.error.as_deref(), Some("error_during_execution"));
         assert_eq!(failed.result, None);
+        let named = read(
+            Harness::ClaudeCode,
+            &[
+                r#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["No conversation found with session ID: F1"]}"#,
+            ],
+        );
+        assert_eq!(
+            named.error.as_deref(),
+            Some("No conversation found with session ID: F1")
+        );
     }
 
     #[test]
@@ -584,6 +759,96 @@ mod tests {
             &[r#"{"type":"turn.failed","error":{"message":"stream disconnected"}}"#],
         );
         assert_eq!(failed.error.as_deref(), Some("stream disconnected"));
+    }
+
+    #[test]
+    fn the_delivery_decision_follows_rule_38s_order() {
+        use Delivery::*;
+        let s = SessionState::default;
+        let idle = SessionState {
+            live: Some(true),
+            had_turn: true,
+            waited_ms: FORK_AFTER_MS,
+            ..s()
+        };
+        let cc = Harness::ClaudeCode;
+        // api, and a run of ours in flight: wait.
+        assert_eq!(decide(cc, SessionState { api: true, ..idle }), Wait);
+        assert_eq!(
+            decide(
+                cc,
+                SessionState {
+                    run_in_flight: true,
+                    live: Some(false),
+                    ..s()
+                }
+            ),
+            Wait
+        );
+        // live mid-turn: the Stop delivers (turn).
+        assert_eq!(
+            decide(
+                cc,
+                SessionState {
+                    turn_open: true,
+                    ..idle
+                }
+            ),
+            Wait
+        );
+        // live idle: a fork (Claude Code), not before the Stop in flight had its chance.
+        assert_eq!(decide(cc, idle), Run(Kind::Fork));
+        assert_eq!(
+            decide(
+                cc,
+                SessionState {
+                    waited_ms: 10,
+                    ..idle
+                }
+            ),
+            Wait
+        );
+        assert!(
+            matches!(decide(Harness::Codex, idle), Unsupported(d) if d.contains("no headless fork"))
+        );
+        assert_eq!(
+            decide(
+                Harness::Codex,
+                SessionState {
+                    waited_ms: 10,
+                    ..idle
+                }
+            ),
+            Wait
+        );
+        assert_eq!(
+            decide(
+                cc,
+                SessionState {
+                    had_turn: false,
+                    ..idle
+                }
+            ),
+            Wait
+        );
+        // no live process (a SIGKILLed one too): resume.
+        let gone = SessionState {
+            live: Some(false),
+            ..s()
+        };
+        assert_eq!(decide(cc, gone), Run(Kind::Resume));
+        assert_eq!(decide(Harness::Codex, gone), Run(Kind::Resume));
+        assert!(
+            matches!(decide(Harness::Cursor, gone), Unsupported(d) if d.contains("no proven headless resume"))
+        );
+        // never recorded: only an ended session is known free.
+        assert_eq!(decide(cc, s()), Wait);
+        assert_eq!(
+            decide(cc, SessionState { ended: true, ..s() }),
+            Run(Kind::Resume)
+        );
+        // a live harness with no reported turn state keeps the prompt for its Stop.
+        assert_eq!(decide(Harness::Cursor, idle), Wait);
     }
 
     #[test]

@@ -29,6 +29,10 @@ mod codex_app;
 #[path = "real_agents/claude_answers.rs"]
 mod claude_answers;
 
+/// Issue 38: between turns, a headless resume or fork delivers the prompt.
+#[path = "real_agents/between_turns.rs"]
+mod between_turns;
+
 use common::e2e::{self, World, INSIDE, ROOT};
 use common::env::{until, wait_timeout};
 /// One scenario may take this long in all before it is killed.
@@ -547,6 +551,8 @@ fn claude_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("DISABLE_ERROR_REPORTING", "1")
+        // The runs sp-sync launches between turns (DECISIONS 38) find this CLI through it.
+        .env("SP_CLAUDE", cli_path("claude"))
         .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
         .args(extra);
     scene.say(&format!("claude -p {prompt:?} {extra:?}"));
@@ -701,6 +707,8 @@ fn claude_tui_in(scene: &Scene, prompt: &str, mode: &str) -> Tui {
         ("SHELL", "/bin/bash"),
         ("ANTHROPIC_BASE_URL", scene.model_url.as_str()),
         ("ANTHROPIC_API_KEY", TUI_KEY),
+        // The runs sp-sync launches between turns (DECISIONS 38) find this CLI through it.
+        ("SP_CLAUDE", &*claude.to_string_lossy()),
         ("DISABLE_TELEMETRY", "1"),
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
         ("DISABLE_AUTOUPDATER", "1"),
@@ -1387,7 +1395,9 @@ fn codex_with(scene: &Scene, prompt: &str, approve: bool, extra: &[&str]) -> Chi
     let mut c = Command::new(cli_path("codex"));
     scene.base_env(&mut c);
     c.env("CODEX_HOME", codex_home(scene))
-        .env("STANDIN_API_KEY", "e2e-dummy");
+        .env("STANDIN_API_KEY", "e2e-dummy")
+        // The runs sp-sync launches between turns (DECISIONS 38) find this CLI through it.
+        .env("SP_CODEX", cli_path("codex"));
     c.args([
         "exec",
         "--skip-git-repo-check",

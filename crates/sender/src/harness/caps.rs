@@ -192,6 +192,13 @@ pub struct Headless {
     pub start: &'static [&'static str],
     /// Resumes with no new text (a parked tool call).
     pub resume_quiet: Option<&'static [&'static str]>,
+    /// The hook event that starts a turn (the person's prompt): it always reaches the
+    /// database, so sp-sync knows a live session is mid-turn (its prompt waits for the Stop).
+    pub turn_event: &'static str,
+    /// Variables the harness sets for its hooks and tools, naming itself as their parent:
+    /// sp-sync may have been started from such a hook, and a run it launches is no one's
+    /// child, so they are removed from every run's environment.
+    pub child_env: &'static [&'static str],
     /// Reads one line of the run's stdout into what the run said so far.
     pub read_line: fn(&mut super::RunOutput, &[u8]),
 }
@@ -271,13 +278,30 @@ pub const CAPS: &[Caps] = &[
             program: "claude",
             program_env: "SP_CLAUDE",
             // 2.1.332: `-p --resume ID` keeps the id; `--fork-session` answers with a new one.
-            // stream-json (with --verbose, which it requires) streams the answer so far.
-            resume: &["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose", "--", "{text}"],
-            fork: Some(&["-p", "--resume", "{session}", "--fork-session", "--output-format", "stream-json", "--verbose", "--", "{text}"]),
+            // stream-json (with --verbose, which it requires) gives each message whole;
+            // --include-partial-messages adds the text as it streams (the `progress` acks).
+            resume: &["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--", "{text}"],
+            fork: Some(&["-p", "--resume", "{session}", "--fork-session", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--", "{text}"]),
             // `--session-id`: a start's session is the id the receiver chose (DECISIONS 39),
             // which names its files' folder and the page's new session.
-            start: &["-p", "--session-id", "{session}", "--output-format", "stream-json", "--verbose", "--", "{text}"],
-            resume_quiet: Some(&["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose"]),
+            start: &["-p", "--session-id", "{session}", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--", "{text}"],
+            resume_quiet: Some(&["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose", "--include-partial-messages"]),
+            turn_event: "UserPromptSubmit",
+            // 2.1.332's hook environment: a run inheriting them takes itself for a child of a
+            // session that is gone (its messaging socket, its session id) and starts slower.
+            child_env: &[
+                "CLAUDECODE",
+                "CLAUDE_CODE_ENTRYPOINT",
+                "CLAUDE_CODE_MESSAGING_SOCKET",
+                "CLAUDE_CODE_MESSAGING_TOKEN",
+                "CLAUDE_CODE_SESSION_ID",
+                "CLAUDE_CODE_CHILD_SESSION",
+                "CLAUDE_CODE_SESSION_ATTENDED",
+                "CLAUDE_CODE_CHILD_NOTES_DIR",
+                "CLAUDE_PID",
+                "CLAUDE_PROJECT_DIR",
+                "CLAUDE_ENV_FILE",
+            ],
             read_line: super::claude_code::run_line,
         }),
     },
@@ -344,6 +368,8 @@ pub const CAPS: &[Caps] = &[
             fork: None,
             start: &["exec", "--json", "--", "{text}"],
             resume_quiet: None,
+            turn_event: "UserPromptSubmit",
+            child_env: &[],
             read_line: super::codex::run_line,
         }),
     },

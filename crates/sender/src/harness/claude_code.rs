@@ -351,6 +351,21 @@ pub fn run_line(out: &mut super::RunOutput, line: &[u8]) {
         out.session = Some(id.to_string());
     }
     match v.get("type").and_then(Value::as_str) {
+        Some("stream_event") => {
+            let e = v.get("event");
+            match e.and_then(|e| e.get("type")).and_then(Value::as_str) {
+                Some("message_start") => out.partial.clear(),
+                Some("content_block_delta") => {
+                    if let Some(t) = e
+                        .and_then(|e| e.pointer("/delta/text"))
+                        .and_then(Value::as_str)
+                    {
+                        out.partial.push_str(t);
+                    }
+                }
+                _ => {}
+            }
+        }
         Some("assistant") => {
             let blocks = v.pointer("/message/content").and_then(Value::as_array);
             for b in blocks.into_iter().flatten() {
@@ -366,8 +381,12 @@ pub fn run_line(out: &mut super::RunOutput, line: &[u8]) {
                     .is_some_and(|s| s.starts_with("error"));
             let text = v.get("result").and_then(Value::as_str);
             if failed {
+                // 2.1.332 names the cause in `errors` ("No conversation found with …").
+                let first_error = v.pointer("/errors/0").and_then(Value::as_str);
                 out.error = Some(
-                    text.or(v.get("subtype").and_then(Value::as_str))
+                    first_error
+                        .or(text)
+                        .or(v.get("subtype").and_then(Value::as_str))
                         .unwrap_or("the run failed")
                         .to_string(),
                 );

@@ -22,8 +22,10 @@ use crate::wire::control::{Decision, Kind, Outcome};
 pub struct RunOutput {
     /// The session the run is in (a fork's or a new session's id).
     pub session: Option<String>,
-    /// The answer so far: the agent's text messages, in order.
+    /// The agent's whole text messages so far, in order.
     pub text: String,
+    /// The text of the message streaming now, not yet whole.
+    pub partial: String,
     /// The turn's final answer, once the harness reported the turn ended well.
     pub result: Option<String>,
     /// What the harness reported as the turn's failure.
@@ -32,6 +34,7 @@ pub struct RunOutput {
 
 impl RunOutput {
     fn add_text(&mut self, t: &str) {
+        self.partial.clear();
         if t.is_empty() {
             return;
         }
@@ -39,6 +42,15 @@ impl RunOutput {
             self.text.push_str("\n\n");
         }
         self.text.push_str(t);
+    }
+
+    /// The answer so far, for a `progress` ack: the whole messages, then the streaming one.
+    pub fn so_far(&self) -> String {
+        match (self.text.is_empty(), self.partial.is_empty()) {
+            (_, true) => self.text.clone(),
+            (true, false) => self.partial.clone(),
+            (false, false) => format!("{}\n\n{}", self.text, self.partial),
+        }
     }
 
     /// The reply a final ack carries: the harness's final answer, else all it said.

@@ -103,13 +103,29 @@ pub fn run(harness: Harness) -> Result<()> {
         c.broken = true;
         c
     });
-    let marked = quiet_session(&input)
-        .is_some_and(|key| crate::store::quiet::marked(&crate::paths::state_dir(), &key));
+    // A headless-capable harness's turn event always reaches the database: it says the
+    // session is mid-turn (DECISIONS 38's delivery decision reads it).
+    let turn_event = harness
+        .caps()
+        .headless
+        .is_some_and(|h| input.session().is_some_and(|s| s.event == h.turn_event));
+    let marked = !turn_event
+        && quiet_session(&input)
+            .is_some_and(|key| crate::store::quiet::marked(&crate::paths::state_dir(), &key));
     if marked && quiet_done(&config, &input) {
         crate::logging::debug("quiet marker current: nothing pending, the database not opened");
         return Ok(());
     }
     let mut store = crate::store::open(&crate::paths::database_file(), BUSY_TIMEOUT)?;
+    // Liveness from the harness's process (DECISIONS 38), recorded with the session.
+    if let Some((pid, start)) = harness_process() {
+        crate::store::set_harness_process(pid, start);
+    }
+    if turn_event {
+        if let Some(s) = input.session() {
+            store.turn_started(s)?;
+        }
+    }
     // A session first seen at another event than its SessionStart still says what it honours.
     crate::store::set_started_extra(move || {
         let mut extra = serde_json::Map::new();
@@ -133,6 +149,21 @@ pub fn run(harness: Harness) -> Result<()> {
         marked,
         &stdin,
     )
+}
+
+/// Shells a harness may run a hook command through: the harness is the shell's parent.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh"];
+
+/// The harness process this hook runs under: its parent, or its grandparent when the
+/// parent is a shell; with the process's start time, so a reused pid never counts.
+fn harness_process() -> Option<(i64, i64)> {
+    let mut pid = std::os::unix::process::parent_id() as i64;
+    if let Some((up, comm)) = crate::procs::parent(pid) {
+        if SHELLS.contains(&comm.as_str()) && up > 1 {
+            pid = up;
+        }
+    }
+    Some((pid, crate::procs::start_time(pid)?))
 }
 
 /// The session whose quiet marker ([`crate::store::quiet`]) can spare this event the

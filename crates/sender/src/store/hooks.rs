@@ -400,6 +400,15 @@ pub fn set_started_extra(
     let _ = STARTED_EXTRA.set(Box::new(extra));
 }
 
+/// The harness process this hook runs under (pid, /proc start time), recorded with the
+/// session at each write of it.
+static HARNESS_PROCESS: std::sync::OnceLock<(i64, i64)> = std::sync::OnceLock::new();
+
+/// Sets this hook process's harness process ([`HARNESS_PROCESS`]); the first call wins.
+pub fn set_harness_process(pid: i64, start: i64) {
+    let _ = HARNESS_PROCESS.set((pid, start));
+}
+
 fn touch(tx: &Transaction, s: &SessionRef, source: Option<&str>, now: Millis) -> Result<String> {
     touch_with(tx, s, source, None, now)
 }
@@ -443,6 +452,13 @@ fn touch_with(
             "UPDATE sessions SET permission_mode=?2 WHERE key=?1 AND permission_mode IS NOT ?2",
         )?
         .execute(params![key, mode])?;
+    }
+    if let Some((pid, start)) = HARNESS_PROCESS.get() {
+        tx.prepare_cached(
+            "UPDATE sessions SET harness_pid=?2, harness_start=?3 \
+             WHERE key=?1 AND (harness_pid IS NOT ?2 OR harness_start IS NOT ?3)",
+        )?
+        .execute(params![key, pid, start])?;
     }
     if started {
         let source = source.unwrap_or(if existing.is_some() {
@@ -521,6 +537,8 @@ fn touch_and_cancel_attentions(tx: &Transaction, s: &SessionRef, now: Millis) ->
 
 fn emit_turn_ended(tx: &Transaction, s: &SessionRef, reason: TurnEnd, now: Millis) -> Result<()> {
     let data = event::turn_ended(reason);
+    tx.prepare_cached("UPDATE sessions SET turn_open=0 WHERE key=?1 AND turn_open<>0")?
+        .execute(params![s.key()])?;
     emit(tx, &s.key(), event::TURN_ENDED, &s.event, &data, now)
 }
 
@@ -612,6 +630,17 @@ impl Store {
 
     /// The terminal resolved a prompt (a tool ran, a new prompt came): clear it `answered`.
     /// With `attention_id` only that attention; without, every open one of the session.
+    /// The person's prompt started a turn (the harness's turn event): the session, its
+    /// harness process and its open turn recorded in one write.
+    pub fn turn_started(&mut self, s: &SessionRef) -> Result<()> {
+        let tx = self.write_tx()?;
+        touch(&tx, s, None, now_ms())?;
+        tx.prepare_cached("UPDATE sessions SET turn_open=1 WHERE key=?1 AND turn_open<>1")?
+            .execute(params![s.key()])?;
+        tx.commit()?;
+        Ok(())
+    }
+
     pub fn terminal_answered(
         &mut self,
         s: &SessionRef,

@@ -19,10 +19,10 @@ pub(crate) mod trust;
 pub use api::{ApiGrantReply, ApiMessage, ApiSession, API_ATTENTION_OPEN};
 pub use grants::{matcher as grant_matcher, Grant, GrantRow, NewGrant, GRANT_MAX_MS};
 pub use hooks::{
-    runs_unasked, set_started_extra, Answer, CancelClaim, PromptClaim, SeamState, SessionRef,
-    BLOCK_MAX_CHARS,
+    runs_unasked, set_harness_process, set_started_extra, Answer, CancelClaim, PromptClaim,
+    SeamState, SessionRef, BLOCK_MAX_CHARS,
 };
-pub use runs::{NewRun, RunEnd, RunRow, RUNS_WAITING_MAX};
+pub use runs::{NewRun, RunEnd, RunRow, WaitingPrompt, RUNS_WAITING_MAX};
 pub use sync::{AckRow, Ingested, SinkState, SweepReport};
 
 use anyhow::{bail, Context, Result};

@@ -323,6 +323,75 @@ impl Store {
     }
 }
 
+/// A queued prompt and what its session's hooks last said, for DECISIONS 38's delivery
+/// decision (`crate::runs::decide`).
+#[derive(Debug, Clone)]
+pub struct WaitingPrompt {
+    pub id: String,
+    pub session_key: String,
+    pub text: Option<String>,
+    pub harness: String,
+    pub session_id: String,
+    /// As stored: `~` for the home folder.
+    pub cwd: Option<String>,
+    /// The harness process its hooks last ran under (pid, start time).
+    pub process: Option<(i64, i64)>,
+    pub turn_open: bool,
+    /// A turn of the session ended (a `turn.ended` event is stored).
+    pub had_turn: bool,
+    pub ended: bool,
+    pub received_ms: Millis,
+    /// Driven through a server API (OpenCode): delivered there, not by a run.
+    pub api: bool,
+}
+
+impl Store {
+    /// Queued prompts, oldest first, with their sessions' state.
+    pub fn waiting_prompts(&self, limit: usize) -> Result<Vec<WaitingPrompt>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT m.id, m.session_key, m.text, s.harness, s.session_id, s.cwd, s.harness_pid, \
+                   s.harness_start, s.turn_open, s.ended_at IS NOT NULL, s.api_url IS NOT NULL, \
+                   EXISTS(SELECT 1 FROM events e WHERE e.session_key = s.key AND e.type = 'turn.ended'), \
+                   (julianday(m.received_at) - 2440587.5) * 86400000.0 \
+                 FROM messages m JOIN sessions s ON s.key = m.session_key \
+                 WHERE m.state='queued' AND m.kind='prompt' ORDER BY m.received_at, m.id LIMIT ?1",
+            )?
+            .query_map(params![limit as i64], |r| {
+                let pid: Option<i64> = r.get(6)?;
+                let start: Option<i64> = r.get(7)?;
+                Ok(WaitingPrompt {
+                    id: r.get(0)?,
+                    session_key: r.get(1)?,
+                    text: r.get(2)?,
+                    harness: r.get(3)?,
+                    session_id: r.get(4)?,
+                    cwd: r.get(5)?,
+                    process: pid.zip(start),
+                    turn_open: r.get::<_, i64>(8)? != 0,
+                    ended: r.get(9)?,
+                    api: r.get(10)?,
+                    had_turn: r.get(11)?,
+                    received_ms: r.get::<_, f64>(12)? as Millis,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The newest fork a run of ours made of session `key`: later messages go to it.
+    pub fn last_fork(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT session FROM runs WHERE session_key=?1 AND kind='fork' AND outcome='ok' \
+                 AND session IS NOT NULL ORDER BY created_ms DESC LIMIT 1",
+            )?
+            .query_row(params![key], |r| r.get(0))
+            .optional()?)
+    }
+}
+
 /// How a run ended, for [`Store::finish_run`].
 pub struct RunEnd {
     pub ok: bool,

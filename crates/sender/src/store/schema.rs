@@ -391,6 +391,12 @@ CREATE TABLE runs (
 );
 CREATE INDEX runs_open ON runs(state) WHERE state <> 'done';
 CREATE INDEX runs_message ON runs(message_id) WHERE message_id IS NOT NULL;
+-- Liveness from the harness's process, not from recent events: the process its hooks
+-- last ran under (pid and /proc start time, so a reused pid never counts), and whether a
+-- turn is open (its prompt event came, its Stop not yet).
+ALTER TABLE sessions ADD COLUMN harness_pid   INTEGER;
+ALTER TABLE sessions ADD COLUMN harness_start INTEGER;
+ALTER TABLE sessions ADD COLUMN turn_open     INTEGER NOT NULL DEFAULT 0;
 "#,
     // 17: DECISIONS 39: the sessions verified starts launched, counted for control.start_limit.
     r#"

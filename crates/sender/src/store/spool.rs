@@ -188,7 +188,7 @@ pub(super) fn drain(
         };
         let touched = tx
             .prepare_cached(
-                "UPDATE sessions SET last_event_ms=max(last_event_ms, ?2), \
+                "UPDATE sessions SET last_event_ms=max(last_event_ms, ?2), turn_open=0, \
                  last_event_at=CASE WHEN last_event_ms < ?2 THEN ?3 ELSE last_event_at END WHERE key=?1",
             )?
             .execute(params![f.key, f.at_ms, format_ms(f.at_ms)])?;

@@ -496,6 +496,27 @@ impl Store {
             .collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Sessions to poll for control messages: [`Store::live_sessions`], plus the ended ones
+    /// of `resumable` harnesses within the same window (DECISIONS 38: a prompt to an ended
+    /// session resumes it).
+    pub fn polled_sessions(
+        &self,
+        live_ms: Millis,
+        resumable: &[&str],
+    ) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT key, harness FROM sessions WHERE last_event_ms >= ?1 \
+                 AND (ended_at IS NULL OR harness IN (SELECT value FROM json_each(?2))) ORDER BY key",
+            )?
+            .query_map(
+                params![now_ms() - live_ms, serde_json::to_string(resumable)?],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
     /// How long since the last hook report, in ms; `None` while there is still work: an open
     /// attention, an undecided message, an unsent ack, events some sink has not taken, or a
     /// spooled turn end.

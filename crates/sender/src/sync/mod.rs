@@ -548,7 +548,9 @@ impl Supervisor {
     /// Starts a poll for every live session × control sink that has none.
     fn refresh_polls(&mut self) -> Result<()> {
         self.polls.retain(|_, h| !h.is_finished());
-        let sessions = self.store.live_sessions(self.shared.live_ms)?;
+        let sessions = self
+            .store
+            .polled_sessions(self.shared.live_ms, &crate::runs::resumable())?;
         for ctx in self.sinks.values() {
             // One poll per machine for a paired signed sink, whatever the number of sessions.
             if ctx.signed.is_some()
@@ -717,7 +719,9 @@ impl Supervisor {
 
     fn run_once(&mut self) -> Result<()> {
         let ready = self.discover();
-        let sessions = self.store.live_sessions(self.shared.live_ms)?;
+        let sessions = self
+            .store
+            .polled_sessions(self.shared.live_ms, &crate::runs::resumable())?;
         for ctx in &ready {
             if ctx.signed.is_some()
                 && ctx.found().control_url.is_some()

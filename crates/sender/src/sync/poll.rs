@@ -266,7 +266,7 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx, key: &str, harness: &str) {
             }
         }
         let live = store
-            .live_sessions(shared.live_ms)
+            .polled_sessions(shared.live_ms, &crate::runs::resumable())
             .map(|l| l.iter().any(|(k, _)| k == key))
             .unwrap_or(true);
         if !live || store.control_paused(&ctx.name).unwrap_or(false) {
