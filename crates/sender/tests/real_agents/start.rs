@@ -44,81 +44,101 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
+/// The real receiver with signed control (rp id localhost) and a login token, our hooks
+/// installed by `setup` for the harness, `control.folders` the scene's work folder, and the
+/// machine paired with a software passkey approving over the pairing's code, as the page
+/// does. Returns the machine's id and the passkey.
+fn paired(s: &mut Scene, setup: fn(&Scene, u64)) -> (String, Passkey) {
+    // The real receiver, with signed control (rp id localhost) and a login token.
+    let opts = ReceiverOptions {
+        rp_id: Some("localhost".into()),
+        login_token: Some(LOGIN.into()),
+        ..ReceiverOptions::default()
+    };
+    s.world.receiver = spreceiver::Receiver::start(opts).expect("receiver");
+    setup(s, 60);
+    s.set_config("/sinks/0/control", json!("signed"));
+    let path = s.home.join(".config/sessionpipe/config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["control"]["folders"] = json!([s.work]);
+    std::fs::write(&path, config.to_string()).unwrap();
+    // Pairing: `sp pair` waits; the passkey approves over its code (as the page does).
+    let passkey = Passkey::es256(39);
+    let mut pair = Command::new(s.bin.join("sp"));
+    s.base_env(&mut pair);
+    pair.args(["pair", "phone", "--timeout", "60"]);
+    let common::pairing::SpPair {
+        child,
+        link,
+        printed,
+        ..
+    } = common::pairing::start(pair);
+    let code = link.rsplit("code=").next().unwrap().to_string();
+    let (status, p) = {
+        let mut r = ureq::get(&format!(
+            "{}/page/api/pairing?code={code}",
+            s.receiver.url()
+        ))
+        .header("authorization", &format!("Bearer {LOGIN}"))
+        .call()
+        .unwrap();
+        (
+            r.status().as_u16(),
+            serde_json::from_str::<Value>(&r.body_mut().read_to_string().unwrap()).unwrap(),
+        )
+    };
+    assert_eq!(status, 200, "{p}");
+    let machine = p["machine"].as_str().unwrap().to_string();
+    let proof = passkey.assert(
+        &sha256(format!("sessionpipe.pair:{machine}:{code}").as_bytes()),
+        &Ceremony::get("localhost"),
+    );
+    let (status, body) = page_post(
+        s,
+        "/page/api/pairing",
+        &json!({"code": code, "key": passkey.trusted(), "proof": proof}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let out = common::env::finish(child, Duration::from_secs(30));
+    let printed = printed.lock().unwrap().clone();
+    assert!(
+        out.status.success() && printed.contains("Enrolled passkey"),
+        "{printed}"
+    );
+    (machine, passkey)
+}
+
+/// sp-sync as cron would run it, with `vars` for the runs it launches.
+fn spawn_sync(s: &mut Scene, vars: &[(&str, &std::ffi::OsStr)]) {
+    let mut sync = Command::new(s.bin.join("sp-sync"));
+    s.base_env(&mut sync);
+    sync.envs(vars.iter().copied());
+    let sync = spawn_logged(s, sync, "sp-sync");
+    s.extra.push(sync);
+}
+
 #[test]
 fn claude_code_started_from_the_receiver_asks_there_and_answers() {
     scenario(
         "start::claude_code_started_from_the_receiver_asks_there_and_answers",
         &["claude"],
         |s| {
-            // The real receiver, with signed control (rp id localhost) and a login token.
-            let opts = ReceiverOptions {
-                rp_id: Some("localhost".into()),
-                login_token: Some(LOGIN.into()),
-                ..ReceiverOptions::default()
-            };
-            s.world.receiver = spreceiver::Receiver::start(opts).expect("receiver");
-            claude_setup(s, 60);
-            s.set_config("/sinks/0/control", json!("signed"));
-            let path = s.home.join(".config/sessionpipe/config.json");
-            let mut config: Value =
-                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-            config["control"]["folders"] = json!([s.work]);
-            std::fs::write(&path, config.to_string()).unwrap();
-            // Pairing: `sp pair` waits; the passkey approves over its code (as the page does).
-            let passkey = Passkey::es256(39);
-            let mut pair = Command::new(s.bin.join("sp"));
-            s.base_env(&mut pair);
-            pair.args(["pair", "phone", "--timeout", "60"]);
-            let common::pairing::SpPair {
-                child,
-                link,
-                printed,
-                ..
-            } = common::pairing::start(pair);
-            let code = link.rsplit("code=").next().unwrap().to_string();
-            let (status, p) = {
-                let mut r = ureq::get(&format!(
-                    "{}/page/api/pairing?code={code}",
-                    s.receiver.url()
-                ))
-                .header("authorization", &format!("Bearer {LOGIN}"))
-                .call()
-                .unwrap();
-                (
-                    r.status().as_u16(),
-                    serde_json::from_str::<Value>(&r.body_mut().read_to_string().unwrap()).unwrap(),
-                )
-            };
-            assert_eq!(status, 200, "{p}");
-            let machine = p["machine"].as_str().unwrap().to_string();
-            let proof = passkey.assert(
-                &sha256(format!("sessionpipe.pair:{machine}:{code}").as_bytes()),
-                &Ceremony::get("localhost"),
-            );
-            let (status, body) = page_post(
-                s,
-                "/page/api/pairing",
-                &json!({"code": code, "key": passkey.trusted(), "proof": proof}),
-            );
-            assert_eq!(status, 200, "{body}");
-            let out = common::env::finish(child, Duration::from_secs(30));
-            let printed = printed.lock().unwrap().clone();
-            assert!(
-                out.status.success() && printed.contains("Enrolled passkey"),
-                "{printed}"
-            );
+            let (machine, passkey) = paired(s, claude_setup);
             // sp-sync as cron would run it, with the model stand-in for what it launches.
-            let mut sync = Command::new(s.bin.join("sp-sync"));
-            s.base_env(&mut sync);
-            sync.env("ANTHROPIC_BASE_URL", &s.model_url)
-                .env("ANTHROPIC_API_KEY", "sk-ant-e2e-dummy")
-                .env("DISABLE_TELEMETRY", "1")
-                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-                .env("DISABLE_AUTOUPDATER", "1")
-                .env("DISABLE_ERROR_REPORTING", "1")
-                .env("SP_CLAUDE", cli_path("claude"));
-            let sync = spawn_logged(s, sync, "sp-sync");
-            s.extra.push(sync);
+            let model = s.model_url.clone();
+            let claude = cli_path("claude");
+            spawn_sync(
+                s,
+                &[
+                    ("ANTHROPIC_BASE_URL", model.as_ref()),
+                    ("ANTHROPIC_API_KEY", "sk-ant-e2e-dummy".as_ref()),
+                    ("DISABLE_TELEMETRY", "1".as_ref()),
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".as_ref()),
+                    ("DISABLE_AUTOUPDATER", "1".as_ref()),
+                    ("DISABLE_ERROR_REPORTING", "1".as_ref()),
+                    ("SP_CLAUDE", claude.as_os_str()),
+                ],
+            );
 
             // A folder outside control.folders is refused `folder`; nothing starts.
             let sid = "8a1f3c2e-4b5d-4e6f-8a7b-9c0d1e2f3a4b";
@@ -184,6 +204,62 @@ fn claude_code_started_from_the_receiver_asks_there_and_answers() {
             assert_eq!(ack["session"], json!(sid), "{ack}");
             assert_eq!(ack["reply"], "SP-FINAL: tool result seen.", "{ack}");
             assert_eq!(s.marker().as_deref(), Some("started-from-phone\n"));
+        },
+    );
+}
+
+/// Codex `exec` started from the receiver (its headless run, DECISIONS 39): the final ack is
+/// delivered mode start with the thread Codex reported and the model's answer.
+#[test]
+fn codex_exec_started_from_the_receiver_answers() {
+    scenario(
+        "start::codex_exec_started_from_the_receiver_answers",
+        &["codex"],
+        |s| {
+            let (machine, passkey) = paired(s, codex_setup);
+            // `codex exec` without a trust-skipping flag runs only in a git repository.
+            let git = Command::new("git")
+                .args(["init", "-q"])
+                .current_dir(&s.work)
+                .status()
+                .unwrap();
+            assert!(git.success());
+            let home = codex_home(s);
+            let codex = cli_path("codex");
+            spawn_sync(
+                s,
+                &[
+                    ("CODEX_HOME", home.as_os_str()),
+                    ("STANDIN_API_KEY", "e2e-dummy".as_ref()),
+                    ("SP_CODEX", codex.as_os_str()),
+                ],
+            );
+            let started = Instant::now();
+            let cmd = command(
+                &machine,
+                "start",
+                "claude-code:5d2c8e4a-7b1f-4c3d-9e6a-0f1b2c3d4e5f",
+                &[
+                    ("text", json!("Say it back. SP-ECHO:KIWI")),
+                    ("cwd", json!(s.work)),
+                    ("harness", json!("codex")),
+                ],
+                &nonce(),
+                now_ms(),
+            );
+            let id = touched(s, &passkey, &cmd);
+            let ack = s.ack(&json!({"id": id}), Duration::from_secs(90));
+            s.say(&format!(
+                "start's final ack after {:?}: {ack}",
+                started.elapsed()
+            ));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "start", "{ack}");
+            assert_eq!(ack["reply"], "SP-SAW:KIWI", "{ack}");
+            assert!(
+                ack["session"].as_str().is_some_and(|t| !t.is_empty()),
+                "{ack}"
+            );
         },
     );
 }
