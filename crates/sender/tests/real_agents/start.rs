@@ -45,11 +45,8 @@ fn now_ms() -> i64 {
 }
 
 /// The real receiver with signed control (rp id localhost) and a login token, our hooks
-/// installed by `setup` for the harness, `control.folders` the scene's work folder, and the
-/// machine paired with a software passkey approving over the pairing's code, as the page
-/// does. Returns the machine's id and the passkey.
-fn paired(s: &mut Scene, setup: fn(&Scene, u64)) -> (String, Passkey) {
-    // The real receiver, with signed control (rp id localhost) and a login token.
+/// installed by `setup`, our sink signed and `control.folders` the scene's work folder.
+fn signed_receiver(s: &mut Scene, setup: fn(&Scene, u64)) {
     let opts = ReceiverOptions {
         rp_id: Some("localhost".into()),
         login_token: Some(LOGIN.into()),
@@ -62,6 +59,12 @@ fn paired(s: &mut Scene, setup: fn(&Scene, u64)) -> (String, Passkey) {
     let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     config["control"]["folders"] = json!([s.work]);
     std::fs::write(&path, config.to_string()).unwrap();
+}
+
+/// [`signed_receiver`], and the machine paired with a software passkey approving over the pairing's code, as the page
+/// does. Returns the machine's id and the passkey.
+fn paired(s: &mut Scene, setup: fn(&Scene, u64)) -> (String, Passkey) {
+    signed_receiver(s, setup);
     // Pairing: `sp pair` waits; the passkey approves over its code (as the page does).
     let passkey = Passkey::es256(39);
     let mut pair = Command::new(s.bin.join("sp"));
@@ -117,6 +120,24 @@ fn spawn_sync(s: &mut Scene, vars: &[(&str, &std::ffi::OsStr)]) {
     s.extra.push(sync);
 }
 
+/// sp-sync with what the Claude Code runs it launches need: the model stand-in, offline.
+fn claude_sync(s: &mut Scene) {
+    let model = s.model_url.clone();
+    let claude = cli_path("claude");
+    spawn_sync(
+        s,
+        &[
+            ("ANTHROPIC_BASE_URL", model.as_ref()),
+            ("ANTHROPIC_API_KEY", "sk-ant-e2e-dummy".as_ref()),
+            ("DISABLE_TELEMETRY", "1".as_ref()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".as_ref()),
+            ("DISABLE_AUTOUPDATER", "1".as_ref()),
+            ("DISABLE_ERROR_REPORTING", "1".as_ref()),
+            ("SP_CLAUDE", claude.as_os_str()),
+        ],
+    );
+}
+
 #[test]
 fn claude_code_started_from_the_receiver_asks_there_and_answers() {
     scenario(
@@ -125,20 +146,7 @@ fn claude_code_started_from_the_receiver_asks_there_and_answers() {
         |s| {
             let (machine, passkey) = paired(s, claude_setup);
             // sp-sync as cron would run it, with the model stand-in for what it launches.
-            let model = s.model_url.clone();
-            let claude = cli_path("claude");
-            spawn_sync(
-                s,
-                &[
-                    ("ANTHROPIC_BASE_URL", model.as_ref()),
-                    ("ANTHROPIC_API_KEY", "sk-ant-e2e-dummy".as_ref()),
-                    ("DISABLE_TELEMETRY", "1".as_ref()),
-                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".as_ref()),
-                    ("DISABLE_AUTOUPDATER", "1".as_ref()),
-                    ("DISABLE_ERROR_REPORTING", "1".as_ref()),
-                    ("SP_CLAUDE", claude.as_os_str()),
-                ],
-            );
+            claude_sync(s);
 
             // A folder outside control.folders is refused `folder`; nothing starts.
             let sid = "8a1f3c2e-4b5d-4e6f-8a7b-9c0d1e2f3a4b";
@@ -260,6 +268,74 @@ fn codex_exec_started_from_the_receiver_answers() {
                 ack["session"].as_str().is_some_and(|t| !t.is_empty()),
                 "{ack}"
             );
+        },
+    );
+}
+
+/// Issue 39's "must show", whole, in Chromium with a virtual passkey: the page pairs the
+/// machine; **New session** → **Message** → **Start** (a touch) starts real Claude Code in the
+/// allowed folder; its permission prompt reaches the page's inbox; **Allow** (a touch) runs
+/// the tool; the agent's answer shows under the start in the new session's conversation.
+#[test]
+fn claude_code_started_from_the_page_asks_in_the_inbox_and_answers_there() {
+    scenario(
+        "start::claude_code_started_from_the_page_asks_in_the_inbox_and_answers_there",
+        &["claude"],
+        |s| {
+            use common::browser::Browser;
+            signed_receiver(s, claude_setup);
+            let started = Instant::now();
+            // The page pairs the machine with a passkey it creates.
+            let mut pair = Command::new(s.bin.join("sp"));
+            s.base_env(&mut pair);
+            pair.args(["pair", "phone", "--timeout", "60"]);
+            let common::pairing::SpPair {
+                child,
+                link,
+                printed,
+                ..
+            } = common::pairing::start(pair);
+            let mut b = Browser::launch();
+            b.call(json!({"op": "webauthn"}));
+            b.call(json!({"op": "goto", "url": link}));
+            b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+            b.click("#login-form button[type=submit]");
+            b.wait("#pair-check[data-check]");
+            b.click("#pair-approve");
+            b.wait("#pair-status[data-state=\"paired\"]");
+            let out = common::env::finish(child, Duration::from_secs(30));
+            let printed = printed.lock().unwrap().clone();
+            assert!(
+                out.status.success() && printed.contains("Enrolled passkey"),
+                "{printed}"
+            );
+            claude_sync(s);
+            let page = link.split("/pair").next().unwrap().to_string();
+            b.call(json!({"op": "goto", "url": format!("{page}/")}));
+            let form = "#starts .start-machine";
+            b.click(&format!("{form} >> role=button[name=\"New session\"]"));
+            b.call(json!({"op": "fill",
+                "selector": format!("{form} >> role=textbox[name=\"Message\"]"),
+                "value": "Write the marker. SP-RUN:echo started-from-phone > marker.txt"}));
+            b.click(&format!("{form} >> role=button[name=\"Start\"]"));
+            // Its prompt, in the inbox of the page; Allow is a touch.
+            let (key, attention, needed) = wait_permission(s, "claude-code");
+            assert_eq!(needed["data"]["tool"], "Bash");
+            assert!(s.marker().is_none(), "nothing ran before the answer");
+            let att = format!("#inbox [data-session=\"{key}\"] [data-attention=\"{attention}\"]");
+            b.wait(&att);
+            b.click(&format!("{att} button.allow"));
+            // The agent's answer, under the start in the new session's conversation.
+            let start = format!(
+                "article[data-session=\"{key}\"] li.msg[data-kind=\"start\"][data-status=\"delivered\"] div.reply"
+            );
+            b.wait(&start);
+            assert_eq!(b.text(&start), "SP-FINAL: tool result seen.");
+            assert_eq!(s.marker().as_deref(), Some("started-from-phone\n"));
+            s.say(&format!(
+                "page start to answer shown: {:?}",
+                started.elapsed()
+            ));
         },
     );
 }
