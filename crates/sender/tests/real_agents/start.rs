@@ -61,21 +61,36 @@ fn signed_receiver(s: &mut Scene, setup: fn(&Scene, u64)) {
     std::fs::write(&path, config.to_string()).unwrap();
 }
 
+/// `sp pair phone` started: it prints the link and waits for the approval.
+fn sp_pair(s: &Scene) -> common::pairing::SpPair {
+    let mut pair = Command::new(s.bin.join("sp"));
+    s.base_env(&mut pair);
+    pair.args(["pair", "phone", "--timeout", "60"]);
+    common::pairing::start(pair)
+}
+
+/// `sp pair` ends well once approved: the passkey enrolled.
+fn pairing_ends(child: Child, printed: &std::sync::Mutex<String>) {
+    let out = common::env::finish(child, Duration::from_secs(30));
+    let printed = printed.lock().unwrap().clone();
+    assert!(
+        out.status.success() && printed.contains("Enrolled passkey"),
+        "{printed}"
+    );
+}
+
 /// [`signed_receiver`], and the machine paired with a software passkey approving over the pairing's code, as the page
 /// does. Returns the machine's id and the passkey.
 fn paired(s: &mut Scene, setup: fn(&Scene, u64)) -> (String, Passkey) {
     signed_receiver(s, setup);
     // Pairing: `sp pair` waits; the passkey approves over its code (as the page does).
     let passkey = Passkey::es256(39);
-    let mut pair = Command::new(s.bin.join("sp"));
-    s.base_env(&mut pair);
-    pair.args(["pair", "phone", "--timeout", "60"]);
     let common::pairing::SpPair {
         child,
         link,
         printed,
         ..
-    } = common::pairing::start(pair);
+    } = sp_pair(s);
     let code = link.rsplit("code=").next().unwrap().to_string();
     let (status, p) = {
         let mut r = ureq::get(&format!(
@@ -102,12 +117,7 @@ fn paired(s: &mut Scene, setup: fn(&Scene, u64)) -> (String, Passkey) {
         &json!({"code": code, "key": passkey.trusted(), "proof": proof}),
     );
     assert_eq!(status, 200, "{body}");
-    let out = common::env::finish(child, Duration::from_secs(30));
-    let printed = printed.lock().unwrap().clone();
-    assert!(
-        out.status.success() && printed.contains("Enrolled passkey"),
-        "{printed}"
-    );
+    pairing_ends(child, &printed);
     (machine, passkey)
 }
 
@@ -286,15 +296,12 @@ fn claude_code_started_from_the_page_asks_in_the_inbox_and_answers_there() {
             signed_receiver(s, claude_setup);
             let started = Instant::now();
             // The page pairs the machine with a passkey it creates.
-            let mut pair = Command::new(s.bin.join("sp"));
-            s.base_env(&mut pair);
-            pair.args(["pair", "phone", "--timeout", "60"]);
             let common::pairing::SpPair {
                 child,
                 link,
                 printed,
                 ..
-            } = common::pairing::start(pair);
+            } = sp_pair(s);
             let mut b = Browser::launch();
             b.call(json!({"op": "webauthn"}));
             b.call(json!({"op": "goto", "url": link}));
@@ -303,12 +310,7 @@ fn claude_code_started_from_the_page_asks_in_the_inbox_and_answers_there() {
             b.wait("#pair-check[data-check]");
             b.click("#pair-approve");
             b.wait("#pair-status[data-state=\"paired\"]");
-            let out = common::env::finish(child, Duration::from_secs(30));
-            let printed = printed.lock().unwrap().clone();
-            assert!(
-                out.status.success() && printed.contains("Enrolled passkey"),
-                "{printed}"
-            );
+            pairing_ends(child, &printed);
             claude_sync(s);
             let page = link.split("/pair").next().unwrap().to_string();
             b.call(json!({"op": "goto", "url": format!("{page}/")}));
