@@ -110,6 +110,9 @@ pub(crate) struct State {
     /// DECISIONS 39, the receiver's own policy before it queues a start: when each login's
     /// starts of the last hour were queued (in memory: the machine's caps are the gate).
     pub starts: HashMap<String, VecDeque<i64>>,
+    /// DECISIONS 39: per page login (the SHA-256 of its cookie), when it uploaded each start
+    /// file of the last hour (in memory, like `starts`).
+    pub uploads: HashMap<String, VecDeque<i64>>,
     /// DECISIONS 39: what each machine's last hello said it can start (harnesses, folders).
     pub can_start: HashMap<String, Value>,
 }
@@ -170,6 +173,7 @@ impl Shared {
                 touched: Vec::new(),
                 away_told: HashMap::new(),
                 starts: HashMap::new(),
+                uploads: HashMap::new(),
                 can_start: HashMap::new(),
                 pusher: None,
             }),

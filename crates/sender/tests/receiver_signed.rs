@@ -1068,6 +1068,72 @@ mod http {
         assert_eq!(m["can_start"], hello, "{st}");
     }
 
+    /// DECISIONS 39: a start's file, uploaded by the page (at most 8 MiB, for a paired
+    /// machine), is named by its base64url SHA-256 and served at `{control}/files/{sha256}`
+    /// to that machine's token only; one login uploads at most 100 files an hour.
+    #[test]
+    fn a_start_file_is_kept_for_its_machine_only_capped_and_limited_per_login() {
+        let r = start(Some("localhost"));
+        let u = r.url();
+        let (machine, token) = pair(&r, &Passkey::es256(95), None);
+        let (_, other) = pair(&r, &Passkey::es256(96), None);
+        let (token, other) = (token.unwrap(), other.unwrap());
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(20)))
+            .build()
+            .into();
+        let upload = |m: &str, bytes: Vec<u8>| -> (u16, Value) {
+            let res = agent
+                .post(&format!("{u}/page/api/files?machine={m}"))
+                .header("authorization", &format!("Bearer {LOGIN}"))
+                .header("content-type", "application/octet-stream")
+                .send(bytes);
+            // A body refused from its declared length may be cut while it is still sent.
+            let Ok(mut res) = res else {
+                return (0, Value::Null);
+            };
+            let text = res.body_mut().read_to_string().unwrap_or_default();
+            (
+                res.status().as_u16(),
+                serde_json::from_str(&text).unwrap_or(Value::Null),
+            )
+        };
+        let fetch = |sha: &str, bearer: Option<&str>| -> (u16, Vec<u8>) {
+            let mut q = agent.get(&format!("{u}{CONTROL}/files/{sha}"));
+            if let Some(b) = bearer {
+                q = q.header("authorization", &format!("Bearer {b}"));
+            }
+            let mut res = q.call().unwrap();
+            (
+                res.status().as_u16(),
+                res.body_mut().read_to_vec().unwrap_or_default(),
+            )
+        };
+        let bytes = b"line one\nline two\n".to_vec();
+        let (s, v) = upload(&machine, bytes.clone());
+        assert_eq!(s, 200, "{v}");
+        let sha = b64(&sha256(&bytes));
+        assert_eq!(v, json!({"sha256": sha, "size": bytes.len()}));
+        assert_eq!(fetch(&sha, Some(&token)), (200, bytes.clone()));
+        assert_eq!(fetch(&sha, Some(&other)).0, 404, "another machine's file");
+        assert_eq!(fetch(&sha, Some(SINK)).0, 401);
+        assert_eq!(fetch(&sha, None).0, 401);
+        assert_eq!(upload("m_nosuchmachine", bytes.clone()).0, 404);
+        assert_eq!(upload(&machine, Vec::new()).0, 400);
+        let big = vec![b'x'; (8 << 20) + 1];
+        let (s, v) = upload(&machine, big.clone());
+        assert!(s == 413 || s == 0, "over 8 MiB: {s} {v}");
+        assert_eq!(fetch(&b64(&sha256(&big)), Some(&token)).0, 404, "not kept");
+        for i in 1..100 {
+            let (s, v) = upload(&machine, format!("file {i}").into_bytes());
+            assert_eq!(s, 200, "upload {i}: {v}");
+        }
+        let (s, v) = upload(&machine, b"one too many".to_vec());
+        assert_eq!(s, 429, "{v}");
+        assert!(v.to_string().contains("at most 100 an hour"), "{v}");
+    }
+
     /// A NUL in any string of a request is refused 400 naming the field (it used to reach
     /// the store: kept on SQLite, a 500 on PostgreSQL); in an event batch the event is
     /// rejected naming it, the rest of the batch kept.

@@ -597,6 +597,9 @@ const FILES_ROUTE: &str = "/api/sessionpipe/v1/control/files/{sha256}";
 /// The largest file the page may upload for a start (this receiver's policy; the protocol
 /// allows more, and the machine checks each file's signed size and hash).
 pub(crate) const FILE_CAP: usize = 8 << 20;
+/// The most start files one login uploads in any hour (with [`FILE_CAP`], this receiver's
+/// bound on what its database keeps for starts: 20 starts of 10 files, and some retries).
+pub(crate) const UPLOADS_PER_LOGIN_HOUR: usize = 100;
 
 /// `POST /page/api/files?machine=`'s query.
 #[derive(Deserialize)]
@@ -609,7 +612,7 @@ struct FileQuery {
 /// page's time to sign it, then the envelope's life.
 async fn page_file(
     State(app): State<AppState>,
-    Csrf(_who): Csrf,
+    Csrf(who): Csrf,
     _: SignedOffered,
     Q(q): Q<FileQuery>,
     headers: HeaderMap,
@@ -625,12 +628,17 @@ async fn page_file(
     let size = read.bytes.len();
     let data = base64::engine::general_purpose::STANDARD.encode(&read.bytes);
     drop(read);
+    let login = match &who {
+        crate::auth::Who::Cookie { hash, .. } => hash.clone(),
+        crate::auth::Who::Bearer => "bearer".to_string(),
+    };
     let out = app
         .shared
         .with_db(move |st| -> Result<Value, ApiError> {
             if !st.db.machine_known(&q.machine)? {
                 return Err(ApiError::not_found());
             }
+            upload_allowed(st, &login)?;
             let life = Duration::from_secs(st.opts.permission_expiry_s).min(ENVELOPE_MAX);
             let expires = st.now_ms() + EARLY_MAX_AGE_MS + life.as_millis() as i64;
             st.db.put_file(&q.machine, &sha, &data, expires)?;
@@ -638,6 +646,27 @@ async fn page_file(
         })
         .await?;
     Ok(json_reply(StatusCode::OK, out))
+}
+
+/// Counts a file uploaded by `login`, or refuses it `429` past [`UPLOADS_PER_LOGIN_HOUR`]
+/// in the last hour.
+fn upload_allowed(st: &mut St, login: &str) -> Result<(), ApiError> {
+    let now = st.now_ms();
+    let recent = st.uploads.entry(login.to_string()).or_default();
+    while recent.front().is_some_and(|t| now - t >= 3_600_000) {
+        recent.pop_front();
+    }
+    if recent.len() >= UPLOADS_PER_LOGIN_HOUR {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!(
+                "too many files: at most {UPLOADS_PER_LOGIN_HOUR} an hour from one login here; try again later"
+            ),
+        ));
+    }
+    recent.push_back(now);
+    st.uploads.retain(|_, v| !v.is_empty());
+    Ok(())
 }
 
 /// `GET {control}/files/{sha256}`: a start's file, to the machine it was uploaded for only.
