@@ -171,6 +171,8 @@ fn check_one(v: &Value) {
                     assert!(m.decision.is_none() && m.for_attention.is_none());
                 }
                 Kind::Cancel => assert!(m.decision.is_none() && m.text.is_none()),
+                // Unsigned control never reads a start (DECISIONS 39: signed mode only).
+                Kind::Start => panic!("unsigned control read a start: {v}"),
             }
             for now in [m.at_ms, m.expires_at_ms, 0, i64::MAX / 4, -(i64::MAX / 4)] {
                 let d = control::deadline(m.at_ms, m.expires_at_ms, now);

@@ -20,6 +20,8 @@ pub const ACK_PATH: &str = "/api/sessionpipe/v1/control/ack";
 pub const PAIR_PATH: &str = "/api/sessionpipe/v1/control/pair";
 /// `{control}/off` (signed control: a machine leaves).
 pub const OFF_PATH: &str = "/api/sessionpipe/v1/control/off";
+/// `{control}/hello` (signed control: what a machine can start, DECISIONS 39).
+pub const HELLO_PATH: &str = "/api/sessionpipe/v1/control/hello";
 /// `sp away on|off` sets the page's Away switch here (our receiver's own route).
 pub const AWAY_PATH: &str = "/api/sessionpipe/v1/control/away";
 

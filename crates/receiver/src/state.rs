@@ -11,7 +11,6 @@
 //! the in-process test API's waits (threads on a condvar).
 
 use std::collections::HashMap;
-#[cfg(feature = "testing")]
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
@@ -111,6 +110,14 @@ pub(crate) struct State {
     pub away_told: HashMap<String, bool>,
     /// The push worker's handle (push.rs): notices go to it, never a wait.
     pub pusher: Option<crate::push::Pusher>,
+    /// DECISIONS 39, the receiver's own policy before it queues a start: when each login's
+    /// starts of the last hour were queued (in memory: the machine's caps are the gate).
+    pub starts: HashMap<String, VecDeque<i64>>,
+    /// DECISIONS 39: per page login (the SHA-256 of its cookie), when it uploaded each start
+    /// file of the last hour (in memory, like `starts`).
+    pub uploads: HashMap<String, VecDeque<i64>>,
+    /// DECISIONS 39: what each machine's last hello said it can start (harnesses, folders).
+    pub can_start: HashMap<String, Value>,
 }
 
 pub(crate) struct Shared {
@@ -170,6 +177,9 @@ impl Shared {
                 stopped: false,
                 touched: Vec::new(),
                 away_told: HashMap::new(),
+                starts: HashMap::new(),
+                uploads: HashMap::new(),
+                can_start: HashMap::new(),
                 pusher: None,
             }),
             changed: Condvar::new(),

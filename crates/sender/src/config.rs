@@ -114,6 +114,24 @@ impl<'de> Deserialize<'de> for ControlMode {
     }
 }
 
+/// `control.start_limit` (DECISIONS 39).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StartLimit {
+    pub running: u32,
+    pub per_hour: u32,
+}
+
+impl StartLimit {
+    pub const DEFAULT: StartLimit = StartLimit {
+        running: 2,
+        per_hour: 10,
+    };
+    /// The largest values a config may set: a start is a whole agent run.
+    pub const MAX_RUNNING: u32 = 10;
+    pub const MAX_PER_HOUR: u32 = 100;
+}
+
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ControlTunables {
@@ -128,6 +146,10 @@ pub struct ControlTunables {
     /// receiver serves the page can allow.
     #[serde(default)]
     pub allow_with_day_key: bool,
+    /// DECISIONS 39: how many sessions a verified `start` may have running at once and
+    /// start in an hour (defaults [`StartLimit::DEFAULT`]); beyond, refused `start_limit`.
+    #[serde(default)]
+    pub start_limit: Option<StartLimit>,
     /// `"always"`: the person counts as away for good (DECISIONS 27).
     #[serde(default, deserialize_with = "away_always")]
     pub away: bool,
@@ -240,6 +262,23 @@ impl Config {
                 bail!(
                     "config {p}: control.folders has {:?}; use absolute paths",
                     f.display().to_string()
+                );
+            }
+        }
+        if let Some(l) = self.control.start_limit {
+            if !(1..=StartLimit::MAX_RUNNING).contains(&l.running) {
+                bail!(
+                    "config {p}: control.start_limit.running is {}; use 1 to {} (sessions started \
+                     from a receiver running at once)",
+                    l.running,
+                    StartLimit::MAX_RUNNING
+                );
+            }
+            if !(1..=StartLimit::MAX_PER_HOUR).contains(&l.per_hour) {
+                bail!(
+                    "config {p}: control.start_limit.per_hour is {}; use 1 to {} (starts in any hour)",
+                    l.per_hour,
+                    StartLimit::MAX_PER_HOUR
                 );
             }
         }
@@ -447,6 +486,50 @@ fn check_private(_: &Path, _: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn start_limit_defaults_to_2_and_10_and_a_bad_one_says_how_to_fix_it() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("c.json");
+        let load = |control: &str| {
+            std::fs::write(&p, format!(r#"{{"sinks":[],"control":{control}}}"#)).unwrap();
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+            Config::load_from(&p)
+        };
+        assert_eq!(load("{}").unwrap().control.start_limit, None);
+        assert_eq!(
+            load(r#"{"start_limit":{"running":1,"per_hour":3}}"#)
+                .unwrap()
+                .control
+                .start_limit,
+            Some(StartLimit {
+                running: 1,
+                per_hour: 3
+            })
+        );
+        for (bad, says) in [
+            (
+                r#"{"start_limit":{"running":0,"per_hour":3}}"#,
+                "control.start_limit.running is 0; use 1 to 10",
+            ),
+            (
+                r#"{"start_limit":{"running":2,"per_hour":1000}}"#,
+                "control.start_limit.per_hour is 1000; use 1 to 100",
+            ),
+            (
+                r#"{"start_limit":{"running":2}}"#,
+                "missing field `per_hour`",
+            ),
+            (
+                r#"{"start_limit":{"running":2,"per_hour":3,"daily":9}}"#,
+                "unknown field `daily`",
+            ),
+        ] {
+            let e = load(bad).unwrap_err();
+            assert!(format!("{e:#}").contains(says), "{bad}: {e:#}");
+        }
+    }
 
     #[test]
     fn control_modes_and_away_as_the_loader_reads_them() {

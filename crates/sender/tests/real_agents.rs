@@ -33,6 +33,10 @@ mod claude_answers;
 #[path = "real_agents/between_turns.rs"]
 mod between_turns;
 
+/// Issue 39: a session started from the receiver.
+#[path = "real_agents/start.rs"]
+mod start;
+
 use common::e2e::{self, World, INSIDE, ROOT};
 use common::env::{until, wait_timeout};
 /// One scenario may take this long in all before it is killed.

@@ -379,6 +379,206 @@ fn pair_and_allow_from_the_page_with_a_touch_and_forgeries_and_a_hostile_day_key
     assert!(receiver.running.log().contains("listening on"));
 }
 
+/// Pairs `env`'s machine with `receiver` through the page's pairing view (a passkey the page
+/// creates), leaving the browser logged in; returns the machine's id.
+fn pair_in_browser(env: &Env, receiver: &SpReceiver, b: &mut Browser) -> String {
+    let mut cmd = env.cmd("sp");
+    cmd.args(["pair", "phone", "--timeout", "120"]);
+    let common::pairing::SpPair {
+        child,
+        link,
+        printed,
+        ..
+    } = common::pairing::start(cmd);
+    b.call(json!({"op": "webauthn"}));
+    b.call(json!({"op": "goto", "url": link}));
+    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+    b.click("#login-form button[type=submit]");
+    b.wait("#pair-check[data-check]");
+    b.click("#pair-approve");
+    b.wait("#pair-status[data-state=\"paired\"]");
+    let done = finish(child, Duration::from_secs(30));
+    assert!(
+        done.status.success(),
+        "sp pair: {}",
+        printed.lock().unwrap()
+    );
+    receiver
+        .db()
+        .query_row("SELECT id FROM machines", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// DECISIONS 39, the page's side: a paired machine whose hello says what it can start gets a
+/// **New session** form (Agent, Folder, Message, Files, Start: found by their accessible
+/// names); Start is a touch over the exact start command; the new session shows at once as
+/// working, and the machine's answer is said in words. A folder outside `control.folders`
+/// (put in the form by a script, as a stale or hostile page could) is refused `folder`, and
+/// the page says so. The agent here is a stand-in (`SP_CLAUDE=/bin/false`): the real Claude
+/// Code start is tests/real_agents.rs's.
+#[test]
+fn a_new_session_form_signs_a_start_with_a_touch_shows_it_working_and_says_a_refusal_in_words() {
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"));
+    let allowed = dir.path().join("allowed");
+    std::fs::create_dir(&allowed).unwrap();
+    let allowed = allowed.to_str().unwrap().to_owned();
+    let mut env = Env::new();
+    env.write_config(json!({
+        "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}],
+        "control": {"folders": [allowed]}
+    }));
+    let mut b = Browser::launch();
+    let machine = pair_in_browser(&env, &receiver, &mut b);
+    env.start_sync_with(&[("SP_CLAUDE", "/bin/false")]);
+    let page = format!("http://localhost:{}/", receiver.port);
+    b.call(json!({"op": "goto", "url": page}));
+    let form = format!("#starts .start-machine[data-machine=\"{machine}\"]");
+    b.click(&format!("{form} >> role=button[name=\"New session\"]"));
+    b.wait(&format!("{form} >> role=combobox[name=\"Agent\"]"));
+    b.wait(&format!("{form} >> role=textbox[name=\"Message\"]"));
+    b.wait(&format!(
+        "{form} label:has-text(\"Files\") input[type=file]"
+    ));
+    let options = b.call(json!({"op": "eval", "script": format!(
+        "[...document.querySelectorAll('{form} .start-folder option')].map((o) => o.value).concat(\
+         [...document.querySelectorAll('{form} .start-agent option')].map((o) => o.textContent))"
+    )}))["value"]
+        .clone();
+    assert_eq!(options, json!([allowed, "Claude Code"]));
+    b.call(
+        json!({"op": "fill", "selector": format!("{form} >> role=textbox[name=\"Message\"]"),
+                  "value": "say hello"}),
+    );
+    b.click(&format!("{form} >> role=button[name=\"Start\"]"));
+    // At once: the new session, working (before any ack could be read back).
+    let item = format!("{form} li.started-session");
+    b.wait(&format!("{item} .state[data-state=\"working\"]"));
+    let key = b.attr(&item, "data-session");
+    assert!(key.starts_with("claude-code:"), "{key}");
+    let (id, body): (String, String) = receiver
+        .db()
+        .query_row(
+            "SELECT id, body FROM messages WHERE kind = 'start'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let envelope: Value = serde_json::from_str(&body).unwrap();
+    let cmd: Value = serde_json::from_str(envelope["cmd"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (&cmd["kind"], &cmd["session"], &cmd["cwd"], &cmd["text"]),
+        (
+            &json!("start"),
+            &json!(key),
+            &json!(allowed),
+            &json!("say hello")
+        ),
+        "{cmd}"
+    );
+    assert!(
+        cmd.get("harness").is_none(),
+        "Claude Code is the default: {cmd}"
+    );
+    assert!(
+        envelope["confirm"]["sig"].is_string(),
+        "a touch: {envelope}"
+    );
+    // The stand-in ends at once without a session: the run failed, and the page says so.
+    let ack = receiver.ack(&id, Duration::from_secs(30)).expect("an ack");
+    assert_eq!(ack["outcome"], "taken", "{ack}");
+    b.wait(&format!(
+        "{item}[data-session=\"{key}\"] .state[data-state=\"not started\"]"
+    ));
+    assert!(b
+        .text(&format!("{item} .detail"))
+        .starts_with("The run failed."));
+
+    // A folder outside control.folders: refused `folder` by the machine, said in words.
+    b.click(&format!("{form} >> role=button[name=\"New session\"]"));
+    b.call(json!({"op": "eval", "script": format!(
+        "(() => {{ const s = document.querySelector('{form} .start-folder'); const o = document.createElement('option'); \
+         o.value = o.textContent = '/etc'; s.append(o); s.value = '/etc'; }})()"
+    )}));
+    b.call(
+        json!({"op": "fill", "selector": format!("{form} >> role=textbox[name=\"Message\"]"),
+                  "value": "read the passwords"}),
+    );
+    b.click(&format!("{form} >> role=button[name=\"Start\"]"));
+    let refused = format!("{form} li.started-session .detail[data-code=\"folder\"]");
+    b.wait(&refused);
+    let said = b.text(&refused);
+    assert!(
+        said.starts_with("Not started: that folder is not one this machine allows"),
+        "{said}"
+    );
+    assert!(said.contains("/etc"), "{said}");
+    assert!(!said.contains("folder:"), "words, not a code: {said}");
+
+    // A start with a file: the page uploads it, the receiver keeps it (in its database) and
+    // serves it to this machine only; sp-sync writes it under .sessionpipe/files/ and the
+    // model is told its path.
+    b.click(&format!("{form} >> role=button[name=\"New session\"]"));
+    b.call(json!({"op": "eval", "script": format!(
+        "(() => {{ const dt = new DataTransfer(); \
+         dt.items.add(new File(['line one\\nline two\\n'], 'notes.txt', {{ type: 'text/plain' }})); \
+         document.querySelector('{form} .start-files').files = dt.files; \
+         document.querySelector('{form} .start-folder').value = '{allowed}'; }})()"
+    )}));
+    b.call(
+        json!({"op": "fill", "selector": format!("{form} >> role=textbox[name=\"Message\"]"),
+                  "value": "read my notes"}),
+    );
+    b.click(&format!("{form} >> role=button[name=\"Start\"]"));
+    let (key, sha): (String, String) = {
+        let mut found = None;
+        until(Duration::from_secs(30), || {
+            found = receiver
+                .db()
+                .query_row(
+                    "SELECT m.session, f.sha256 FROM messages m, start_files f \
+                     WHERE m.kind = 'start' AND m.body LIKE '%read my notes%'",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .ok();
+            found.is_some()
+        });
+        found.expect("the start with its file, kept by the receiver")
+    };
+    let sid = key.strip_prefix("claude-code:").unwrap();
+    let written = Path::new(&allowed).join(format!(".sessionpipe/files/{sid}/notes.txt"));
+    assert!(
+        until(Duration::from_secs(30), || written.exists()),
+        "no {}: {}",
+        written.display(),
+        env.log()
+    );
+    assert_eq!(std::fs::read(&written).unwrap(), b"line one\nline two\n");
+    let argv = env.query::<String>(&format!(
+        "SELECT argv FROM runs WHERE kind = 'start' AND cwd LIKE '%allowed' AND argv LIKE '%{sid}%'"
+    ));
+    assert!(
+        argv.first()
+            .is_some_and(|a| a.contains(&format!(".sessionpipe/files/{sid}/notes.txt"))),
+        "{argv:?}"
+    );
+    // The file is the machine's only: the shared sink token (or no token) gets no byte.
+    let url = format!("{}/api/sessionpipe/v1/control/files/{sha}", receiver.url);
+    let status = |auth: Option<&str>| {
+        let mut rq = ureq::get(&url).config().http_status_as_error(false).build();
+        if let Some(a) = auth {
+            rq = rq.header("authorization", &format!("Bearer {a}"));
+        }
+        rq.call().unwrap().status().as_u16()
+    };
+    assert_eq!(status(None), 401);
+    assert_eq!(status(Some(TOKEN)), 401);
+}
+
 /// Passkeys cannot live on an IP address: the real sp-receiver sends the browser that opened
 /// its page at `127.0.0.1` (or `[::1]`) to `localhost`, same port and path, or to the
 /// `--public-url`; everything else (the protocol sp-sync speaks, the page's API, its files)
@@ -778,6 +978,152 @@ mod http {
             200
         );
         assert_eq!(call("GET", &poll, Some(&token), None).0, 401);
+    }
+
+    /// DECISIONS 36 and 39: the page carries a `start` only with a touch over it, and the
+    /// receiver queues at most 20 starts an hour from one login (its policy before it queues;
+    /// the machine's own caps are the gate): the 21st is 429 and not queued. A machine's
+    /// hello is kept and shown on it in the page's state.
+    #[test]
+    fn a_start_needs_a_touch_starts_are_limited_per_login_and_a_hello_shows_what_a_machine_can_start(
+    ) {
+        let r = start(Some("localhost"));
+        let u = r.url();
+        let passkey = Passkey::es256(94);
+        let (machine, token) = pair(&r, &passkey, None);
+        let token = token.unwrap();
+        let now = now_ms();
+        let start_cmd = || {
+            command(
+                &machine,
+                "start",
+                SESSION,
+                &[
+                    ("text", json!("fix the tests")),
+                    ("cwd", json!("/srv/work")),
+                ],
+                &nonce(),
+                now,
+            )
+        };
+        let day = DayKey::new(
+            8,
+            &passkey,
+            now - 1000,
+            now + 3_600_000,
+            "localhost",
+            &Ceremony::get("localhost"),
+        );
+        let (s, v) = post(
+            &format!("{u}/page/api/signed"),
+            LOGIN,
+            &day.sign(&start_cmd()),
+        );
+        assert_eq!(s, 400, "{v}");
+        assert!(v.to_string().contains("touch"), "{v}");
+        let touched = |cmd: String| {
+            let confirm = passkey.assert(&sha256(cmd.as_bytes()), &Ceremony::get("localhost"));
+            json!({"cmd": cmd, "confirm": confirm})
+        };
+        for i in 0..20 {
+            let (s, v) = post(
+                &format!("{u}/page/api/signed"),
+                LOGIN,
+                &touched(start_cmd()),
+            );
+            assert_eq!(s, 200, "start {i}: {v}");
+        }
+        let (s, v) = post(
+            &format!("{u}/page/api/signed"),
+            LOGIN,
+            &touched(start_cmd()),
+        );
+        assert_eq!(s, 429, "{v}");
+        assert!(v.to_string().contains("at most 20 an hour"), "{v}");
+        let poll = format!("{u}{CONTROL}?machine={machine}&wait=0");
+        let (s, v) = call("GET", &poll, Some(&token), None);
+        assert_eq!(s, 200);
+        assert_eq!(v["messages"].as_array().unwrap().len(), 20, "{v}");
+
+        // The machine's hello (its token only) says what it can start; the page's state
+        // shows it on that machine.
+        let hello =
+            json!({"harnesses": ["claude-code", "codex"], "folders": ["/srv/work"], "files": true});
+        let url = format!("{u}{CONTROL}/hello");
+        assert_eq!(post(&url, SINK, &hello).0, 401);
+        assert_eq!(post(&url, &token, &json!({"harnesses": ["../x"]})).0, 400);
+        assert_eq!(post(&url, &token, &hello).0, 200);
+        let (s, st) = call("GET", &format!("{u}/page/api/state"), Some(LOGIN), None);
+        assert_eq!(s, 200);
+        let m = &st["signing"]["machines"][0];
+        assert_eq!(m["machine"], json!(machine), "{st}");
+        assert_eq!(m["can_start"], hello, "{st}");
+    }
+
+    /// DECISIONS 39: a start's file, uploaded by the page (at most 8 MiB, for a paired
+    /// machine), is named by its base64url SHA-256 and served at `{control}/files/{sha256}`
+    /// to that machine's token only; one login uploads at most 100 files an hour.
+    #[test]
+    fn a_start_file_is_kept_for_its_machine_only_capped_and_limited_per_login() {
+        let r = start(Some("localhost"));
+        let u = r.url();
+        let (machine, token) = pair(&r, &Passkey::es256(95), None);
+        let (_, other) = pair(&r, &Passkey::es256(96), None);
+        let (token, other) = (token.unwrap(), other.unwrap());
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(20)))
+            .build()
+            .into();
+        let upload = |m: &str, bytes: Vec<u8>| -> (u16, Value) {
+            let res = agent
+                .post(&format!("{u}/page/api/files?machine={m}"))
+                .header("authorization", &format!("Bearer {LOGIN}"))
+                .header("content-type", "application/octet-stream")
+                .send(bytes);
+            // A body refused from its declared length may be cut while it is still sent.
+            let Ok(mut res) = res else {
+                return (0, Value::Null);
+            };
+            let text = res.body_mut().read_to_string().unwrap_or_default();
+            (
+                res.status().as_u16(),
+                serde_json::from_str(&text).unwrap_or(Value::Null),
+            )
+        };
+        let fetch = |sha: &str, bearer: Option<&str>| -> (u16, Vec<u8>) {
+            let mut q = agent.get(&format!("{u}{CONTROL}/files/{sha}"));
+            if let Some(b) = bearer {
+                q = q.header("authorization", &format!("Bearer {b}"));
+            }
+            let mut res = q.call().unwrap();
+            (
+                res.status().as_u16(),
+                res.body_mut().read_to_vec().unwrap_or_default(),
+            )
+        };
+        let bytes = b"line one\nline two\n".to_vec();
+        let (s, v) = upload(&machine, bytes.clone());
+        assert_eq!(s, 200, "{v}");
+        let sha = b64(&sha256(&bytes));
+        assert_eq!(v, json!({"sha256": sha, "size": bytes.len()}));
+        assert_eq!(fetch(&sha, Some(&token)), (200, bytes.clone()));
+        assert_eq!(fetch(&sha, Some(&other)).0, 404, "another machine's file");
+        assert_eq!(fetch(&sha, Some(SINK)).0, 401);
+        assert_eq!(fetch(&sha, None).0, 401);
+        assert_eq!(upload("m_nosuchmachine", bytes.clone()).0, 404);
+        assert_eq!(upload(&machine, Vec::new()).0, 400);
+        let big = vec![b'x'; (8 << 20) + 1];
+        let (s, v) = upload(&machine, big.clone());
+        assert!(s == 413 || s == 0, "over 8 MiB: {s} {v}");
+        assert_eq!(fetch(&b64(&sha256(&big)), Some(&token)).0, 404, "not kept");
+        for i in 1..100 {
+            let (s, v) = upload(&machine, format!("file {i}").into_bytes());
+            assert_eq!(s, 200, "upload {i}: {v}");
+        }
+        let (s, v) = upload(&machine, b"one too many".to_vec());
+        assert_eq!(s, 429, "{v}");
+        assert!(v.to_string().contains("at most 100 an hour"), "{v}");
     }
 
     /// A NUL in any string of a request is refused 400 naming the field (it used to reach

@@ -726,6 +726,7 @@ fn config_files_that_pass() {
         ],
         "control": {"permission_wait_s": 60, "wait_max_s": 25, "live_hours": 0.5, "away": "always",
                     "folders": ["/home/me/src"], "allow_with_day_key": true,
+                    "start_limit": {"running": 2, "per_hour": 10},
                     "harness": {"codex": {"permission_wait_s": 20},
                                 "claude-code": {"permission_wait_s": 0},
                                 "gemini-cli": {}}}

@@ -26,6 +26,10 @@ struct State {
     raw: Vec<(String, String)>,
     acks: Vec<Value>,
     polls: Vec<(String, Option<String>)>,
+    /// A start's attached files (DECISIONS 39), served at `/c/files/{sha256}`.
+    files: std::collections::HashMap<String, Vec<u8>>,
+    /// What the machine said it can start (`POST /c/hello`).
+    hellos: Vec<Value>,
 }
 
 /// A receiver that speaks signed control: pairing, events, the machine poll and acks.
@@ -91,6 +95,21 @@ impl SignedReceiver {
                             (200, json!({"messages": s.queue.clone()}))
                         }
                     }
+                    ("GET", p) if p.starts_with("/c/files/") && bearer(MACHINE_TOKEN) => {
+                        let s = st.lock().unwrap();
+                        match s.files.get(&p["/c/files/".len()..]) {
+                            // The bytes as text: these tests' files are UTF-8.
+                            Some(b) => {
+                                return (200, String::from_utf8(b.clone()).unwrap());
+                            }
+                            None => (404, json!({"reason": "no such file"})),
+                        }
+                    }
+                    ("POST", "/c/hello") if bearer(MACHINE_TOKEN) => {
+                        let v: Value = serde_json::from_str(body).unwrap_or_default();
+                        st.lock().unwrap().hellos.push(v);
+                        (204, json!({}))
+                    }
                     ("POST", "/c/ack") if bearer(MACHINE_TOKEN) => {
                         let mut s = st.lock().unwrap();
                         let v: Value = serde_json::from_str(body).unwrap_or_default();
@@ -127,17 +146,24 @@ impl SignedReceiver {
 
     /// Queues one envelope as the receiver carries it; returns its id.
     fn enqueue(&self, signed: Value) -> String {
-        let id = ulid::Ulid::new().to_string();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64;
-        let mut env = signed;
-        env["id"] = json!(id);
-        env["at"] = json!(wire_time(now));
-        env["expires_at"] = json!(wire_time(now + 600_000));
-        self.state.lock().unwrap().queue.push(env);
-        id
+        self.enqueue_all(vec![signed]).remove(0)
+    }
+
+    /// Queues these envelopes at once (so one poll takes them all); returns their ids.
+    fn enqueue_all(&self, signed: Vec<Value>) -> Vec<String> {
+        let now = now_ms();
+        let mut st = self.state.lock().unwrap();
+        signed
+            .into_iter()
+            .map(|mut env| {
+                let id = ulid::Ulid::new().to_string();
+                env["id"] = json!(id);
+                env["at"] = json!(wire_time(now));
+                env["expires_at"] = json!(wire_time(now + 600_000));
+                st.queue.push(env);
+                id
+            })
+            .collect()
     }
 
     /// Queues one envelope with a key written twice: `key: first` before the envelope's own
@@ -658,7 +684,8 @@ fn allow_with_day_key_true_lets_the_day_key_allow_again() {
 }
 
 /// DECISIONS 36: a start needs a touch too (a day-key start is refused `confirm_needed`; a
-/// touched one passes the policy and meets this version's "not built"); a message to a
+/// touched one passes the policy and meets the folder gate: no control.folders, no starts,
+/// DECISIONS 39); a message to a
 /// session that asks first still rides the day key and is queued for it.
 #[test]
 fn a_day_key_start_is_refused_confirm_needed_and_a_day_key_message_still_goes() {
@@ -680,8 +707,7 @@ fn a_day_key_start_is_refused_confirm_needed_and_a_day_key_message_still_goes() 
     let id = r.enqueue(device.day.sign(&start(&nonce())));
     refused(&r, &id, "confirm_needed");
     let id = r.enqueue(device.confirm(&start(&nonce())));
-    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
-    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+    refused(&r, &id, "folder");
 
     // The session is known once its hook ran; a message to it rides the day key.
     let hook = env.spawn_hook("sp-permission", &permission_request("echo known"));
@@ -940,4 +966,282 @@ fn a_day_key_prompt_queued_before_a_switch_to_bypass_is_refused_at_delivery() {
     assert!(until(Duration::from_secs(20), queued), "{}", env.log());
     assert_eq!(stop_in_mode(&env, SESSION, "bypassPermissions"), "");
     refused(&r, &id, "confirm_needed");
+}
+
+/// A machine that may start sessions in one folder of its own (DECISIONS 39), with
+/// `control` beside `folders`; returns the folder too.
+/// The folders go when the returned `TempDir` drops.
+fn starting(
+    seed: u8,
+    control: Value,
+) -> (
+    SignedReceiver,
+    Env,
+    Device,
+    std::path::PathBuf,
+    tempfile::TempDir,
+) {
+    let passkey = Passkey::es256(seed);
+    let r = SignedReceiver::start(Passkey::es256(seed));
+    let work = tempfile::tempdir().unwrap();
+    let allowed = work.path().join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    std::fs::create_dir_all(work.path().join("other")).unwrap();
+    let mut c = control;
+    c["folders"] = json!([allowed]);
+    c["permission_wait_s"] = json!(3);
+    let mut env = paired_env_with(&r, c);
+    // The runs these starts launch: a program that answers nothing and exits 1, so each
+    // run ends at once, `failed`, after showing what the agent was given (runs.argv).
+    env.start_sync_with(&[("SP_CLAUDE", "/bin/false"), ("SP_CODEX", "/bin/false")]);
+    (r, env, Device::new(&passkey), allowed, work)
+}
+
+/// A touched `start` of a new session of `harness` in `cwd`, with `extra` fields; returns
+/// it signed and the session id it names.
+fn start_cmd(
+    device: &Device,
+    harness: &str,
+    cwd: &std::path::Path,
+    extra: &[(&str, Value)],
+) -> (Value, String) {
+    let sid = uuid_like();
+    let mut fields = vec![("text", json!("fix the tests")), ("cwd", json!(cwd))];
+    fields.extend(extra.iter().cloned());
+    // The session is always Claude Code's form (the verifier's rule); `harness` picks another.
+    if harness != "claude-code" {
+        fields.push(("harness", json!(harness)));
+    }
+    let cmd = command(
+        MACHINE,
+        "start",
+        &format!("claude-code:{sid}"),
+        &fields,
+        &nonce(),
+        now_ms(),
+    );
+    (device.confirm(&cmd), sid)
+}
+
+/// A start's `files` naming one text file as `signed`, the receiver serving `served` for it.
+fn attach(r: &SignedReceiver, name: &str, signed: &[u8], served: &[u8]) -> Value {
+    let hash = b64(&sha256(signed));
+    let mut st = r.state.lock().unwrap();
+    st.files.insert(hash.clone(), served.to_vec());
+    json!([{"name": name, "type": "text/plain", "size": signed.len(), "sha256": hash}])
+}
+
+fn uuid_like() -> String {
+    let u = ulid::Ulid::new().0.to_be_bytes();
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// DECISIONS 39: a start's `cwd` must be inside `control.folders`, canonicalised (so `..`
+/// cannot climb out); a harness without a proven headless run is not started, saying why.
+#[test]
+fn a_start_outside_control_folders_is_refused_folder() {
+    let (r, _env, device, allowed, _work) = starting(80, json!({}));
+    for cwd in [
+        allowed.join("../other"),
+        allowed.parent().unwrap().join("other"),
+    ] {
+        let (signed, _) = start_cmd(&device, "claude-code", &cwd, &[]);
+        let ack = refused(&r, &r.enqueue(signed), "folder");
+        assert!(
+            ack["detail"].as_str().unwrap().contains("control.folders"),
+            "{ack}"
+        );
+    }
+    let (signed, _) = start_cmd(&device, "gemini-cli", &allowed, &[]);
+    let ack = r
+        .ack(&r.enqueue(signed), Duration::from_secs(20))
+        .expect("ack");
+    assert_eq!(ack["outcome"], "unsupported", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("only claude-code and codex"),
+        "{ack}"
+    );
+}
+
+/// DECISIONS 39: at most `per_hour` starts in any hour; the eleventh is refused
+/// `start_limit`. Each of the ten is run (and ends `failed`: its program answers nothing).
+#[test]
+fn the_eleventh_start_in_an_hour_is_refused_start_limit() {
+    let (r, env, device, allowed, _work) =
+        starting(81, json!({"start_limit": {"running": 10, "per_hour": 10}}));
+    let ten: Vec<Value> = (0..10)
+        .map(|_| start_cmd(&device, "claude-code", &allowed, &[]).0)
+        .collect();
+    for id in r.enqueue_all(ten) {
+        let ack = r.ack(&id, Duration::from_secs(30)).expect("ack");
+        assert_eq!(ack["outcome"], "failed", "{ack}");
+        assert!(
+            ack["detail"].as_str().unwrap().contains("the start run"),
+            "{ack}"
+        );
+    }
+    let (signed, _) = start_cmd(&device, "claude-code", &allowed, &[]);
+    let ack = refused(&r, &r.enqueue(signed), "start_limit");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("10 started in the last hour"),
+        "{ack}"
+    );
+    assert_eq!(
+        env.query::<i64>("SELECT count(*) FROM runs WHERE kind = 'start'"),
+        vec![10]
+    );
+}
+
+/// DECISIONS 39: at most `running` starts run at once (default 2): three in one poll, the
+/// third is refused `start_limit` while the first two are still queued for their runs.
+#[test]
+fn a_third_start_while_two_run_is_refused_start_limit() {
+    let (r, _env, device, allowed, _work) = starting(84, json!({}));
+    let three: Vec<Value> = (0..3)
+        .map(|_| start_cmd(&device, "claude-code", &allowed, &[]).0)
+        .collect();
+    let ids = r.enqueue_all(three);
+    let ack = refused(&r, &ids[2], "start_limit");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("2 running (at most 2)"),
+        "{ack}"
+    );
+    for id in &ids[..2] {
+        let ack = r.ack(id, Duration::from_secs(30)).expect("ack");
+        assert_eq!(ack["outcome"], "failed", "{ack}");
+    }
+}
+
+/// DECISIONS 39: an attached file is fetched, checked and written under
+/// `<cwd>/.sessionpipe/files/<session id>/` at 0600, the folder ignoring itself, and the
+/// run is started in the folder with the message naming the file's path; a start naming
+/// `codex` runs `codex exec`.
+#[test]
+fn a_start_with_a_file_writes_it_0600_under_sessionpipe_files_and_tells_the_model_its_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let (r, env, device, allowed, _work) = starting(82, json!({}));
+    let bytes = b"line one\nline two\n".to_vec();
+    let file = attach(&r, "notes.txt", &bytes, &bytes);
+    let (signed, sid) = start_cmd(&device, "claude-code", &allowed, &[("files", file)]);
+    let id = r.enqueue(signed);
+    let ack = r.ack(&id, Duration::from_secs(30)).expect("ack");
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"].as_str().unwrap().contains("the start run"),
+        "{ack}"
+    );
+    let written = allowed.join(format!(".sessionpipe/files/{sid}/notes.txt"));
+    assert_eq!(std::fs::read(&written).unwrap(), bytes);
+    let mode = std::fs::metadata(&written).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    assert_eq!(
+        std::fs::read_to_string(allowed.join(".sessionpipe/.gitignore")).unwrap(),
+        "*\n"
+    );
+    let told = format!(
+        "fix the tests\n\nAttached files (saved in this folder):\n- .sessionpipe/files/{sid}/notes.txt (text/plain, 1 KB)"
+    );
+    let run = |id: &str| {
+        env.query::<String>(&format!(
+            "SELECT json_array(harness, cwd, argv) FROM runs WHERE kind = 'start' AND message_id = '{id}'"
+        ))
+        .into_iter()
+        .map(|j| serde_json::from_str::<Value>(&j).unwrap())
+        .next()
+        .expect("a start run")
+    };
+    let row = run(&id);
+    assert_eq!(row[0], "claude-code", "{row}");
+    assert_eq!(row[1], json!(allowed.canonicalize().unwrap()), "{row}");
+    let argv: Vec<String> = serde_json::from_str(row[2].as_str().unwrap()).unwrap();
+    assert_eq!(argv.first().map(String::as_str), Some("/bin/false"));
+    assert_eq!(argv.last(), Some(&told), "{argv:?}");
+    // The new session is the one the command named.
+    assert!(
+        argv.windows(2).any(|w| w == ["--session-id", sid.as_str()]),
+        "{argv:?}"
+    );
+    assert!(!argv
+        .iter()
+        .any(|a| a.contains("dangerously") || a.contains("bypass")));
+
+    let (signed, _) = start_cmd(&device, "codex", &allowed, &[]);
+    let id = r.enqueue(signed);
+    r.ack(&id, Duration::from_secs(30)).expect("ack");
+    let row = run(&id);
+    assert_eq!(row[0], "codex", "{row}");
+    let argv: Vec<String> = serde_json::from_str(row[2].as_str().unwrap()).unwrap();
+    assert_eq!(argv[..3], ["/bin/false", "exec", "--json"], "{argv:?}");
+}
+
+/// DECISIONS 39: a file whose bytes do not match the signed sha256 starts nothing: acked
+/// `failed` code `file` naming it, nothing kept, its slot given back.
+#[test]
+fn a_file_whose_bytes_do_not_match_its_hash_starts_nothing() {
+    let (r, env, device, allowed, _work) = starting(83, json!({}));
+    // The receiver swaps the bytes (same length).
+    let file = attach(&r, "notes.txt", b"the real notes\n", b"the fake notes\n");
+    let (signed, sid) = start_cmd(&device, "claude-code", &allowed, &[("files", file)]);
+    let id = r.enqueue(signed);
+    let ack = r.ack(&id, Duration::from_secs(20)).expect("ack");
+    assert_eq!(
+        (&ack["outcome"], &ack["code"]),
+        (&json!("failed"), &json!("file")),
+        "{ack}"
+    );
+    let detail = ack["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("\"notes.txt\"") && detail.contains("sha256"),
+        "{ack}"
+    );
+    assert!(!allowed.join(format!(".sessionpipe/files/{sid}")).exists());
+    assert_eq!(env.query::<i64>("SELECT count(*) FROM starts"), vec![0]);
+}
+
+/// DECISIONS 39: sp-sync tells its receiver what this machine can start: the harnesses whose
+/// program is on its PATH (here `claude` only), the allowed folders, and that it takes files.
+#[test]
+fn the_machine_tells_its_receiver_what_it_can_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let r = SignedReceiver::start(Passkey::es256(85));
+    let bin = tempfile::tempdir().unwrap();
+    let claude = bin.path().join("claude");
+    std::fs::write(&claude, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut env = paired_env_with(&r, json!({"folders": ["/srv/work", "/home/me/src"]}));
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    env.start_sync_with(&[("PATH", &path)]);
+    let mut hello = None;
+    assert!(
+        until(Duration::from_secs(20), || {
+            hello = r.state.lock().unwrap().hellos.first().cloned();
+            hello.is_some()
+        }),
+        "no hello reached the receiver"
+    );
+    let hello = hello.unwrap();
+    assert_eq!(hello["harnesses"], json!(["claude-code"]), "{hello}");
+    assert_eq!(
+        hello["folders"],
+        json!(["/srv/work", "/home/me/src"]),
+        "{hello}"
+    );
+    assert_eq!(hello["files"], json!(true), "{hello}");
 }

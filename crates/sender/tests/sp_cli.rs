@@ -1048,3 +1048,64 @@ fn sink_add_again_with_a_passkey_enrolled_says_no_pairing_is_needed() {
     );
     assert!(!text.contains("until you pair"), "{text}");
 }
+
+/// DECISIONS 39: a start runs a harness from sp-sync's PATH, and cron gives sp-sync its own
+/// bare one; `sp doctor` says when a harness found in this shell is not found there, and
+/// how to fix it, and says ok once the crontab's PATH has it.
+#[test]
+fn doctor_checks_a_harness_to_start_is_on_sp_syncs_path_as_cron_runs_it() {
+    let env = Env::new();
+    env.write_config(json!({
+        "sinks": [{"name": "phone", "url": env.receiver.url(), "tier": 1, "control": "signed", "token": env.receiver.token()}],
+        "control": {"folders": ["/tmp"]},
+    }));
+    let bin = env.dir.path().join("agents");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("claude"), "#!/bin/sh\nexit 0\n").unwrap();
+    set_mode(&bin.join("claude"), 0o755);
+    let crontab_file = env.dir.path().join("crontab.txt");
+    let crontab = env.dir.path().join("fake-crontab");
+    std::fs::write(
+        &crontab,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = -l ] && cat '{}'\n",
+            crontab_file.display()
+        ),
+    )
+    .unwrap();
+    set_mode(&crontab, 0o755);
+    let line = "* * * * * /opt/sp/sp-sync >/dev/null 2>&1 # sessionpipe: sp-sync every minute";
+    let doctor = || {
+        let mut c = sp_cmd(&env, &["doctor"]);
+        c.env("SP_CRONTAB", &crontab)
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()));
+        stdout(&c.output().unwrap())
+    };
+    std::fs::write(&crontab_file, format!("{line}\n")).unwrap();
+    let text = doctor();
+    let claude = bin.join("claude");
+    assert!(
+        text.contains(&format!(
+            "[warn] claude-code is at {} but not on sp-sync's PATH as cron runs it (/usr/bin:/bin)",
+            claude.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("add a line PATH={}:/usr/bin:/bin", bin.display())),
+        "{text}"
+    );
+    std::fs::write(
+        &crontab_file,
+        format!("PATH={}:/usr/bin:/bin\n{line}\n", bin.display()),
+    )
+    .unwrap();
+    let text = doctor();
+    assert!(
+        text.contains(&format!(
+            "[ok]   sp-sync can start claude-code ({}) as cron runs it",
+            claude.display()
+        )),
+        "{text}"
+    );
+}

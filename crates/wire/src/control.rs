@@ -13,6 +13,9 @@ pub enum Kind {
     PermissionAnswer,
     Prompt,
     Cancel,
+    /// A signed `start` that passed the machine's gate (DECISIONS 39): a new session, run by
+    /// sp-sync's runner. Never read from unsigned control.
+    Start,
 }
 
 impl Kind {
@@ -21,6 +24,7 @@ impl Kind {
             Kind::PermissionAnswer => "permission.answer",
             Kind::Prompt => "prompt",
             Kind::Cancel => "cancel",
+            Kind::Start => "start",
         }
     }
 }
@@ -374,7 +378,7 @@ fn check_fields(obj: &serde_json::Map<String, Value>, kind: Kind) -> Result<Fiel
             }
             text = Some(t.to_string());
         }
-        Kind::Cancel => {}
+        Kind::Cancel | Kind::Start => {}
     }
     Ok((
         at,

@@ -150,11 +150,16 @@ impl CmdKind {
                 "answers",
             ],
             CmdKind::Cancel => &["note"],
-            CmdKind::Start => &["text", "cwd", "files"],
+            // `harness` (DECISIONS 39): which harness runs the new session, Claude Code when
+            // absent; signed, because it chooses what runs.
+            CmdKind::Start => &["text", "cwd", "files", "harness"],
             CmdKind::KeyAdd => &["key", "name"],
         }
     }
 }
+
+/// The longest harness name a start may carry.
+const HARNESS_MAX: usize = 32;
 
 const COMMON: [&str; 7] = ["v", "t", "machine", "kind", "session", "nonce", "iat"];
 
@@ -247,6 +252,8 @@ pub struct Command {
     pub note: Option<String>,
     pub cwd: Option<String>,
     pub files: Vec<FileRef>,
+    /// A start's `harness` (DECISIONS 39); None: Claude Code.
+    pub harness: Option<String>,
     pub key: Option<TrustedKey>,
     pub key_name: Option<String>,
     pub nonce: String,
@@ -743,6 +750,7 @@ pub fn parse_command(s: &str) -> Result<Command, Refusal> {
         note: None,
         cwd: None,
         files: Vec::new(),
+        harness: None,
         key: None,
         key_name: None,
         nonce,
@@ -750,6 +758,37 @@ pub fn parse_command(s: &str) -> Result<Command, Refusal> {
     };
     kind_fields(&c, &mut cmd)?;
     Ok(cmd)
+}
+
+/// A start's own fields: the folder, the harness it names, its files (DECISIONS 39).
+fn start_fields(c: &Map<String, Value>, cmd: &mut Command) -> Result<(), Refusal> {
+    let bad = |why: &str| refuse(Code::BadFields, why);
+    if !cmd.session.starts_with("claude-code:") {
+        return bad("only Claude Code sessions can be started");
+    }
+    match str_of(c, "cwd") {
+        Some(d) if is_absolute(d) && js_len(d) <= CWD_MAX => cmd.cwd = Some(d.into()),
+        _ => return bad("a new session needs an absolute folder"),
+    }
+    if let Some(h) = c.get("harness") {
+        match h.as_str() {
+            Some(h)
+                if (1..=HARNESS_MAX).contains(&h.len())
+                    && h.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') =>
+            {
+                cmd.harness = Some(h.to_string())
+            }
+            _ => return bad("a start's harness is a harness name, such as codex"),
+        }
+    }
+    if let Some(f) = c.get("files") {
+        cmd.files = match parse_files(f) {
+            Ok(files) => files,
+            Err(why) => return bad(&why),
+        };
+    }
+    Ok(())
 }
 
 /// The fields of a command that only some kinds carry, each checked against its rule.
@@ -770,21 +809,7 @@ fn kind_fields(c: &Map<String, Value>, cmd: &mut Command) -> Result<(), Refusal>
         _ => {}
     }
     match kind {
-        CmdKind::Start => {
-            if !cmd.session.starts_with("claude-code:") {
-                return bad("only Claude Code sessions can be started");
-            }
-            match str_of(c, "cwd") {
-                Some(d) if is_absolute(d) && js_len(d) <= CWD_MAX => cmd.cwd = Some(d.into()),
-                _ => return bad("a new session needs an absolute folder"),
-            }
-            if let Some(f) = c.get("files") {
-                cmd.files = match parse_files(f) {
-                    Ok(files) => files,
-                    Err(why) => return bad(&why),
-                };
-            }
-        }
+        CmdKind::Start => start_fields(c, cmd)?,
         CmdKind::PermissionAnswer => {
             match c.get("for") {
                 Some(Value::String(f)) if !f.is_empty() && js_len(f) <= FOR_MAX => {
@@ -1080,6 +1105,36 @@ pub fn verify_command(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_may_name_its_harness_and_nothing_but_a_harness_name() {
+        let cmd = |extra: &str| {
+            format!(
+                r#"{{"v":1,"t":"sessionpipe.control","machine":"m_testmachine0000000001","kind":"start","session":"claude-code:0f3c2a1b-4d5e-4f60-8a7b-9c0d1e2f3a4b","text":"go","cwd":"/w"{extra},"nonce":"AAAAAAAAAAAAAAAAAAAAAA","iat":1}}"#
+            )
+        };
+        assert_eq!(parse_command(&cmd("")).unwrap().harness, None);
+        assert_eq!(
+            parse_command(&cmd(r#","harness":"codex""#))
+                .unwrap()
+                .harness
+                .as_deref(),
+            Some("codex")
+        );
+        for bad in [
+            r#","harness":"Codex""#,
+            r#","harness":"""#,
+            r#","harness":"../x""#,
+            r#","harness":1"#,
+        ] {
+            let r = parse_command(&cmd(bad)).unwrap_err();
+            assert_eq!(r.code, Code::BadFields, "{bad}");
+        }
+        let prompt = cmd(r#","harness":"codex""#)
+            .replace(r#""kind":"start""#, r#""kind":"prompt""#)
+            .replace(r#","cwd":"/w""#, "");
+        assert!(parse_command(&prompt).is_err());
+    }
 
     #[test]
     fn origins_as_a_browser_writes_them() {

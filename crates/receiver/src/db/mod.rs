@@ -96,7 +96,7 @@ pub(super) enum SweepArgs {
 }
 
 /// What a sweep forgets, in order, one text for both stores.
-pub(super) const SWEEP: [(&str, SweepArgs); 9] = [
+pub(super) const SWEEP: [(&str, SweepArgs); 10] = [
     (
         "DELETE FROM events WHERE received_ms < ?1",
         SweepArgs::Cutoff,
@@ -124,6 +124,11 @@ pub(super) const SWEEP: [(&str, SweepArgs); 9] = [
     (
         "DELETE FROM push_claims WHERE made_ms < ?1",
         SweepArgs::Cutoff,
+    ),
+    // A start's files, once the start they came with has expired (DECISIONS 39).
+    (
+        "DELETE FROM start_files WHERE expires_ms < ?1",
+        SweepArgs::Now,
     ),
     // A full bucket is no longer limiting anyone.
     (

@@ -33,6 +33,13 @@ pub(super) const ACKS: &str = "SELECT body FROM acks ORDER BY n";
 /// The first final ack of a message (a `taken` or `progress` is not one).
 pub(super) const FIRST_ACK: &str = "SELECT body FROM acks WHERE id = ?1 \
     AND outcome NOT IN ('taken', 'progress') ORDER BY n LIMIT 1";
+/// A start's file (DECISIONS 39): kept once per machine and hash, its expiry the later one.
+pub(super) const PUT_FILE: &str = "INSERT INTO start_files(machine, sha256, body, expires_ms) \
+    VALUES (?1, ?2, ?3, ?4) ON CONFLICT(machine, sha256) DO UPDATE SET \
+    expires_ms = CASE WHEN excluded.expires_ms > start_files.expires_ms \
+    THEN excluded.expires_ms ELSE start_files.expires_ms END";
+pub(super) const GET_FILE: &str =
+    "SELECT body FROM start_files WHERE machine = ?1 AND sha256 = ?2 AND expires_ms >= ?3";
 pub(super) const MESSAGE_SESSION: &str = "SELECT session FROM messages WHERE id=?1";
 pub(super) const INSERT_ENVELOPE: &str =
     "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at, machine) \
@@ -87,6 +94,30 @@ impl<E: Engine> QueueStore for E {
             let a = args![id, session, kind, &*body, expires_ms, now_ms, &*at];
             c.execute(INSERT_MESSAGE, a)?;
             c.announce(session)
+        })
+    }
+
+    /// Keeps a start's file (base64) for `machine` until `expires_ms` (the later expiry when
+    /// kept twice).
+    fn put_file(
+        &self,
+        machine: &str,
+        sha256: &str,
+        body_b64: &str,
+        expires_ms: i64,
+    ) -> anyhow::Result<()> {
+        self.conn(|c| {
+            c.execute(PUT_FILE, args![machine, sha256, body_b64, expires_ms])?;
+            Ok(())
+        })
+    }
+
+    /// A start's file (base64) kept for `machine`, unless gone or expired.
+    fn file(&self, machine: &str, sha256: &str, now_ms: i64) -> anyhow::Result<Option<String>> {
+        self.conn(|c| {
+            c.row(GET_FILE, args![machine, sha256, now_ms])?
+                .map(|r| r.text(0))
+                .transpose()
         })
     }
 

@@ -198,6 +198,18 @@ CREATE INDEX push_claims_made ON push_claims(made_ms);
     r#"
 ALTER TABLE attentions ADD COLUMN input_sha256 TEXT;
 "#,
+    // DECISIONS 39: a start's attached files, as the page uploaded them (base64, the same in
+    // both databases), for the one machine they were uploaded for, until the start expires.
+    r#"
+CREATE TABLE start_files(
+    machine    TEXT NOT NULL,
+    sha256     TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY(machine, sha256)
+);
+CREATE INDEX start_files_expires ON start_files(expires_ms);
+"#,
 ];
 
 impl Db {

@@ -52,6 +52,14 @@ pub(crate) trait QueueStore {
     fn first_ack(&self, id: &str) -> anyhow::Result<Option<Value>>;
     fn message_session(&self, id: &str) -> anyhow::Result<Option<String>>;
     fn message_machine(&self, id: &str) -> anyhow::Result<Option<Option<String>>>;
+    fn put_file(
+        &self,
+        machine: &str,
+        sha256: &str,
+        body_b64: &str,
+        expires_ms: i64,
+    ) -> anyhow::Result<()>;
+    fn file(&self, machine: &str, sha256: &str, now_ms: i64) -> anyhow::Result<Option<String>>;
 }
 
 /// Page logins (logins.rs).
@@ -483,6 +491,37 @@ mod tests {
             old.get("ack_reply").is_none() && old.get("ack_mode").is_none(),
             "{old}"
         );
+    }
+
+    /// DECISIONS 39: a start's file is served to the machine it was kept for only, until it
+    /// expires (the later expiry when kept twice), and a sweep after that removes it.
+    fn files_behaviour(s: &dyn Store) {
+        let now = 1_000_000;
+        s.put_file("m1", "h", "aGk=", now + 10).unwrap();
+        s.put_file("m1", "h", "aGk=", now + 5).unwrap();
+        assert_eq!(
+            s.file("m1", "h", now + 10).unwrap().as_deref(),
+            Some("aGk=")
+        );
+        assert_eq!(s.file("m2", "h", now).unwrap(), None, "another machine's");
+        assert_eq!(s.file("m1", "h", now + 11).unwrap(), None, "expired");
+        s.sweep(now + 10, 3_600_000).unwrap();
+        assert!(s.file("m1", "h", now).unwrap().is_some(), "not yet expired");
+        s.sweep(now + 11, 3_600_000).unwrap();
+        assert_eq!(s.file("m1", "h", now).unwrap(), None, "swept");
+    }
+
+    #[test]
+    fn start_files_on_sqlite() {
+        files_behaviour(&Sqlite::new(Db::open_memory().unwrap()));
+    }
+
+    #[test]
+    fn start_files_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        files_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
     #[test]

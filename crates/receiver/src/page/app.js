@@ -189,7 +189,7 @@
     const day = touch ? null : await dayKey(signing.rp_id);
     const c = { v: 1, t: 'sessionpipe.control', machine: signing.machine, kind: message.kind, session };
     // DECISIONS 30's fields change what runs: signed, inside cmd.
-    for (const k of ['text', 'for', 'decision', 'scope', 'input', 'interrupt', 'answers', 'note']) if (message[k] !== undefined) c[k] = message[k];
+    for (const k of ['text', 'for', 'decision', 'scope', 'input', 'interrupt', 'answers', 'note', 'cwd', 'files', 'harness']) if (message[k] !== undefined) c[k] = message[k];
     c.nonce = b64u(rand(16));
     c.iat = Date.now();
     const cmd = JSON.stringify(c);
@@ -377,6 +377,7 @@
     }
     if (m.kind === 'prompt') return (MODE_LABEL[m.mode] || 'Prompt') + ' “' + short(m.text, 60) + '”';
     if (m.kind === 'cancel') return 'Stop';
+    if (m.kind === 'start') return 'Start' + (m.text ? ' “' + short(m.text, 60) + '”' : '');
     return m.kind || 'message';
   }
 
@@ -1038,6 +1039,7 @@
       if (list.children[i] !== el) list.insertBefore(el, list.children[i] || null);
     });
     renderInbox(state);
+    renderStarts(state);
     $('#empty').hidden = sessions.length > 0;
     if (focusAttention) {
       const el = document.querySelector('[data-attention="' + CSS.escape(focusAttention) + '"]');
@@ -1047,6 +1049,185 @@
         focusAttention = null;
       }
     }
+  }
+
+  // ---- Starting a session (DECISIONS 39) -------------------------------------------------
+  // Each paired machine whose hello said what it can start gets a New session form. Start is
+  // signed by a touch (rule 36) for that machine; the session is named here (a new uuid), so
+  // the page shows it as working at once and follows the start's ack until the agent's own
+  // events take over. The machine checks everything again and is the gate.
+  const AGENTS = { 'claude-code': 'Claude Code', codex: 'Codex' };
+  const FILE_MAX = 8 << 20; // the receiver's cap on one file
+  const startForms = new Map(); // machine id -> its element
+  const started = new Map(); // session key -> {machine, text, id, ack, error}
+
+  // A start's end, in words: a refusal says why (its code is for machines, not people).
+  const START_WORDS = {
+    folder: 'Not started: that folder is not one this machine allows (control.folders).',
+    start_limit: 'Not started: this machine is already running or has started as many sessions as its limit allows (control.start_limit).',
+    file: 'Not started: a file could not be fetched or did not match what was signed, so nothing ran.',
+  };
+  function startOutcome(ack) {
+    if (ack.outcome === 'delivered') return 'Started; the agent answered.';
+    if (ack.code && START_WORDS[ack.code]) return START_WORDS[ack.code];
+    if (ack.outcome === 'unsupported') return 'Not started: this machine cannot start that agent.';
+    if (ack.outcome === 'expired') return 'Not started: the machine did not take it in time.';
+    if (ack.outcome === 'refused') return 'Not started: the machine refused it.';
+    return 'The run failed.';
+  }
+
+  async function followStart(key) {
+    const st = started.get(key);
+    for (let i = 0; i < 900 && st && !st.ack; i++) {
+      await new Promise((r) => setTimeout(r, 2000));
+      try {
+        const r = await fetch('/page/api/signed/ack?id=' + encodeURIComponent(st.id), { credentials: 'same-origin', cache: 'no-store' });
+        if (r.ok) {
+          const j = await r.json();
+          if (j.ack) st.ack = j.ack;
+        }
+      } catch (_) { /* offline: the next round tries again */ }
+      if (current) renderStarts(current);
+    }
+  }
+
+  function renderStarted(ul, machine, state) {
+    const live = new Set((state.sessions || []).map((s) => s.key));
+    const items = [];
+    for (const [key, st] of started) {
+      if (st.machine !== machine) continue;
+      // Once its session reports events and nothing went wrong, its card takes over.
+      if (live.has(key) && !(st.ack && st.ack.outcome !== 'delivered')) continue;
+      const li = document.createElement('li');
+      li.className = 'session started-session';
+      li.dataset.session = key;
+      const what = document.createElement('span');
+      what.className = 'what';
+      what.textContent = short(st.text, 60);
+      const state_ = document.createElement('span');
+      state_.className = 'state';
+      const done = !!st.ack;
+      const ok = done && st.ack.outcome === 'delivered';
+      state_.textContent = !done ? 'working' : ok ? 'done' : 'not started';
+      state_.dataset.state = state_.textContent;
+      const detail = document.createElement('p');
+      detail.className = 'detail' + (done && !ok ? ' error' : '');
+      detail.dataset.code = (st.ack && st.ack.code) || '';
+      detail.textContent = !done ? 'Starting on the machine…' : startOutcome(st.ack) + (st.ack.detail ? ' ' + short(st.ack.detail, 300) : '');
+      li.append(what, state_, detail);
+      if (ok && typeof st.ack.reply === 'string' && st.ack.reply) {
+        const reply = document.createElement('div');
+        reply.className = 'reply';
+        reply.textContent = st.ack.reply;
+        li.append(reply);
+      }
+      items.push(li);
+    }
+    ul.replaceChildren(...items);
+  }
+
+  function startForm(m) {
+    const el = $('#start-tpl').content.firstElementChild.cloneNode(true);
+    el.dataset.machine = m.machine;
+    const form = $('.start-form', el);
+    const open = $('.new-session', el);
+    const status = $('.start-status', el);
+    const say = (msg, bad) => {
+      status.textContent = msg;
+      status.classList.toggle('error', !!bad);
+    };
+    open.addEventListener('click', () => {
+      form.hidden = !form.hidden;
+      open.setAttribute('aria-expanded', String(!form.hidden));
+      if (!form.hidden) $('.start-text', el).focus();
+    });
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const text = $('.start-text', el).value;
+      if (!text.trim()) return say('Write a message first.', true);
+      const picked = [...$('.start-files', el).files];
+      if (picked.length > 10) return say('At most 10 files with one start.', true);
+      const big = picked.find((f) => f.size > FILE_MAX || f.size === 0);
+      if (big) return say(big.name + ' cannot go: a file is 1 byte to 8 MB here.', true);
+      const go = $('.start-go', el);
+      go.disabled = true;
+      const harness = $('.start-agent', el).value;
+      const key = 'claude-code:' + crypto.randomUUID();
+      const msg = { kind: 'start', text, cwd: $('.start-folder', el).value };
+      if (harness !== 'claude-code') msg.harness = harness;
+      try {
+        // Each file is kept by the receiver for this machine only; the start names it by
+        // its SHA-256, which the machine checks before writing it.
+        if (picked.length) msg.files = [];
+        for (const f of picked) {
+          say('Uploading ' + f.name + '…');
+          const r = await fetch('/page/api/files?machine=' + encodeURIComponent(m.machine), {
+            method: 'POST',
+            credentials: 'same-origin',
+            cache: 'no-store',
+            headers: { 'content-type': 'application/octet-stream', 'x-sessionpipe-csrf': csrf },
+            body: f,
+          });
+          const j = await r.json().catch(() => ({}));
+          if (!r.ok) throw new Error(f.name + ': ' + (j.reason || 'HTTP ' + r.status));
+          msg.files.push({ name: f.name, type: f.type || 'application/octet-stream', size: j.size, sha256: j.sha256 });
+        }
+        say('Touch your passkey to start…');
+        const sg = current && current.signing;
+        const env = await sendSigned({ rp_id: sg.rp_id, machine: m.machine, name: m.name }, key, msg);
+        started.set(key, { machine: m.machine, text, id: env.id, ack: null });
+        $('.start-text', el).value = '';
+        form.hidden = true;
+        open.setAttribute('aria-expanded', 'false');
+        say('');
+        renderStarts(current);
+        followStart(key);
+      } catch (e) {
+        say('Not started: ' + e.message, true);
+      } finally {
+        go.disabled = false;
+      }
+    });
+    return el;
+  }
+
+  function fillOptions(sel, values, label) {
+    const want = values.join('\n');
+    if (sel.dataset.values === want) return;
+    sel.dataset.values = want;
+    sel.replaceChildren(...values.map((v) => {
+      const o = document.createElement('option');
+      o.value = v;
+      o.textContent = label(v);
+      return o;
+    }));
+  }
+
+  function renderStarts(state) {
+    const box = $('#starts');
+    const can = pairedMachines(state).filter((m) => m.can_start && Array.isArray(m.can_start.harnesses) &&
+      m.can_start.harnesses.length > 0 && Array.isArray(m.can_start.folders) && m.can_start.folders.length > 0);
+    const keep = new Set(can.map((m) => m.machine));
+    for (const [id, el] of startForms) {
+      if (!keep.has(id)) {
+        el.remove();
+        startForms.delete(id);
+      }
+    }
+    for (const m of can) {
+      let el = startForms.get(m.machine);
+      if (!el) {
+        el = startForm(m);
+        startForms.set(m.machine, el);
+        box.append(el);
+      }
+      $('.start-name', el).textContent = m.name || m.machine;
+      fillOptions($('.start-agent', el), m.can_start.harnesses.filter((h) => typeof h === 'string'), (h) => AGENTS[h] || h);
+      fillOptions($('.start-folder', el), m.can_start.folders.filter((f) => typeof f === 'string'), (f) => f);
+      $('.start-files', el).closest('label').hidden = !m.can_start.files;
+      renderStarted($('.started', el), m.machine, state);
+    }
+    box.hidden = can.length === 0;
   }
 
   // ---- The inbox (issue 26): every open prompt across machines and sessions, oldest first;

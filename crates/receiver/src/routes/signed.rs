@@ -10,6 +10,9 @@
 //! | `GET /page/api/pairing?code=` | login | the pairing as the page shows it (machine, name, check digits, status) |
 //! | `POST /page/api/pairing` | login + CSRF | `{code, key, proof}` from the page's passkey; 200 once the proof verifies |
 //! | `POST /page/api/signed` | login + CSRF | `{cmd, csig, grant}` signed on the page; 200 the queued envelope; 400 with the verifier's `code` when the early check (docs/protocol.md#control-5, against the keys this receiver carried) refuses it |
+//! | `POST /page/api/files?machine=` | login + CSRF | a start's file, the body its bytes (at most 8 MiB): kept in the database for that machine until the start it comes with has expired; 200 `{sha256, size}` (base64url SHA-256, as a start's `files` name it); 404 no such machine |
+//! | `GET {control}/files/{sha256}` | that machine's token | 200 the file's bytes, only to the machine it was uploaded for; 404 otherwise or once expired |
+//! | `GET /page/api/signed/ack?id=` | login | 200 `{id, ack}`: the final ack of a command queued from a page (`null` until it comes; what a start's form shows, its session having no events yet); 404 unknown id |
 //!
 //! Every route answers 404 without signed control (the `control` capability and an rp id).
 //! | `POST /page/api/machines/remove` | login + CSRF | `{machine}`: that machine's token, keys and queue are forgotten; 404 unknown |
@@ -36,7 +39,7 @@ use crate::auth::{token_hash, Csrf, Login, MachineToken, SignedOffered, SinkToke
 use crate::body::{self, OtherJson};
 use crate::error::{json_reply, ApiError, Reply};
 use crate::longpoll;
-use crate::options::{OFF_PATH, PAIR_PATH};
+use crate::options::{HELLO_PATH, OFF_PATH, PAIR_PATH};
 use crate::state::{AppState, Ctx as St};
 use crate::validate::{format_ms_timestamp, prompt_mode};
 use spwire::signed::{self as wire, Assertion, TrustedKey};
@@ -61,6 +64,8 @@ pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route(PAIR_PATH, post(pair_start).get(pair_status))
         .route(OFF_PATH, post(off))
+        .route(HELLO_PATH, post(hello))
+        .route(FILES_ROUTE, get(machine_file))
 }
 
 /// The page's routes for signed control (under the page's layers, `page.rs`).
@@ -68,6 +73,8 @@ pub(crate) fn page_router() -> Router<AppState> {
     Router::new()
         .route("/page/api/pairing", get(page_pairing).post(page_approve))
         .route("/page/api/signed", post(page_signed))
+        .route("/page/api/signed/ack", get(page_signed_ack))
+        .route("/page/api/files", post(page_file))
         .route("/page/api/machines/remove", post(page_remove_machine))
 }
 
@@ -225,6 +232,56 @@ pub(crate) async fn machine_poll(
     .await
 }
 
+/// `POST {control}/hello`'s body: what the machine can start (DECISIONS 39). Informational:
+/// the machine checks every start itself.
+#[derive(Deserialize)]
+struct Hello {
+    #[serde(default)]
+    harnesses: Vec<String>,
+    #[serde(default)]
+    folders: Vec<String>,
+    #[serde(default)]
+    files: bool,
+}
+
+/// `POST {control}/hello` (the machine's token): kept per machine, in memory until the next
+/// hello, for the page's New session form.
+async fn hello(
+    State(app): State<AppState>,
+    _: SignedOffered,
+    MachineToken(machine): MachineToken,
+    OtherJson(h, _read): OtherJson<Hello>,
+) -> Reply {
+    let name_ok = |s: &String| {
+        (1..=40).contains(&s.len())
+            && s.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    if h.harnesses.len() > 20 || !h.harnesses.iter().all(name_ok) {
+        return Err(ApiError::bad_request("harnesses: at most 20 harness names"));
+    }
+    if h.folders.len() > 50
+        || !h
+            .folders
+            .iter()
+            .all(|f| f.starts_with('/') && f.len() <= 1024 && !f.contains('\0'))
+    {
+        return Err(ApiError::bad_request(
+            "folders: at most 50 absolute paths of at most 1024 bytes",
+        ));
+    }
+    let can = json!({"harnesses": h.harnesses, "folders": h.folders, "files": h.files});
+    app.shared
+        .with_db(move |st| {
+            st.mem().can_start.insert(machine, can);
+            st.bump();
+            Ok::<_, ApiError>(())
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, json!({})))
+}
+
 /// `POST {control}/off`: reads no body, only its token matters.
 async fn off(
     State(app): State<AppState>,
@@ -291,6 +348,10 @@ pub(crate) fn page_signing(st: &mut St) -> Option<Value> {
         m["last_at"] = ms_to_wire(seen).into();
         if let Some(away) = st.mem().away_told.get(&format!("machine:{id}")).copied() {
             m["away"] = away.into();
+        }
+        // DECISIONS 39: what its last hello said it can start.
+        if let Some(can) = st.mem().can_start.get(&id).cloned() {
+            m["can_start"] = can;
         }
     }
     v["machines"] = Value::Array(machines);
@@ -456,9 +517,18 @@ fn check_signed(req: &SignedReq) -> Result<(Cmd, Map<String, Value>), ApiError> 
         session: text("session"),
         kind: text("kind"),
     };
-    if !matches!(cmd.kind.as_str(), "prompt" | "permission.answer" | "cancel") {
+    if !matches!(
+        cmd.kind.as_str(),
+        "prompt" | "permission.answer" | "cancel" | "start"
+    ) {
         return Err(ApiError::bad_request(
-            "kind must be prompt, permission.answer or cancel",
+            "kind must be prompt, permission.answer, cancel or start",
+        ));
+    }
+    // DECISIONS 36: a start runs an agent; the machine refuses it on the day key alone.
+    if cmd.kind == "start" && req.confirm.is_none() {
+        return Err(ApiError::bad_request(
+            "a start needs your passkey's touch over it (a confirm)",
         ));
     }
     if split_session_key(&cmd.session).is_none() {
@@ -493,10 +563,14 @@ fn check_signed(req: &SignedReq) -> Result<(Cmd, Map<String, Value>), ApiError> 
 /// grant, mode?, at, expires_at}` with `cmd` byte for byte.
 async fn page_signed(
     State(app): State<AppState>,
-    _: Csrf,
+    Csrf(who): Csrf,
     OtherJson(req, _read): OtherJson<SignedReq>,
 ) -> Reply {
     let (cmd, env) = check_signed(&req)?;
+    let login = match &who {
+        crate::auth::Who::Cookie { hash, .. } => hash.clone(),
+        crate::auth::Who::Bearer => "bearer".to_string(),
+    };
     let mut signed = json!({"cmd": req.cmd});
     for k in ["csig", "grant", "confirm"] {
         if let Some(v) = env.get(k) {
@@ -508,9 +582,179 @@ async fn page_signed(
     })?;
     let value = app
         .shared
-        .with_db(move |st| carry_signed(st, &req.cmd, &cmd, env, &signed))
+        .with_db(move |st| {
+            if cmd.kind == "start" {
+                start_allowed(st, &login)?;
+            }
+            carry_signed(st, &req.cmd, &cmd, env, &signed)
+        })
         .await?;
     Ok(json_reply(StatusCode::OK, value))
+}
+
+/// Where a machine fetches a start's file (DECISIONS 39).
+const FILES_ROUTE: &str = "/api/sessionpipe/v1/control/files/{sha256}";
+/// The largest file the page may upload for a start (this receiver's policy; the protocol
+/// allows more, and the machine checks each file's signed size and hash).
+pub(crate) const FILE_CAP: usize = 8 << 20;
+/// The most start files one login uploads in any hour (with [`FILE_CAP`], this receiver's
+/// bound on what its database keeps for starts: 20 starts of 10 files, and some retries).
+pub(crate) const UPLOADS_PER_LOGIN_HOUR: usize = 100;
+
+/// `POST /page/api/files?machine=`'s query.
+#[derive(Deserialize)]
+struct FileQuery {
+    machine: String,
+}
+
+/// `POST /page/api/files?machine=`: keeps a start's file for that machine, in the database
+/// (every receiver on it serves it), until the start it is for could have expired: the
+/// page's time to sign it, then the envelope's life.
+async fn page_file(
+    State(app): State<AppState>,
+    Csrf(who): Csrf,
+    _: SignedOffered,
+    Q(q): Q<FileQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Reply {
+    let read = body::read_up_to(&app, &headers, body, FILE_CAP).await?;
+    if read.bytes.is_empty() {
+        return Err(ApiError::bad_request("a file is at least one byte"));
+    }
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let sha = wire::b64url(&sha2::Sha256::digest(&read.bytes));
+    let size = read.bytes.len();
+    let data = base64::engine::general_purpose::STANDARD.encode(&read.bytes);
+    drop(read);
+    let login = match &who {
+        crate::auth::Who::Cookie { hash, .. } => hash.clone(),
+        crate::auth::Who::Bearer => "bearer".to_string(),
+    };
+    let out = app
+        .shared
+        .with_db(move |st| -> Result<Value, ApiError> {
+            if !st.db.machine_known(&q.machine)? {
+                return Err(ApiError::not_found());
+            }
+            upload_allowed(st, &login)?;
+            let life = Duration::from_secs(st.opts.permission_expiry_s).min(ENVELOPE_MAX);
+            let expires = st.now_ms() + EARLY_MAX_AGE_MS + life.as_millis() as i64;
+            st.db.put_file(&q.machine, &sha, &data, expires)?;
+            Ok(json!({"sha256": sha, "size": size}))
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, out))
+}
+
+/// Counts a file uploaded by `login`, or refuses it `429` past [`UPLOADS_PER_LOGIN_HOUR`]
+/// in the last hour.
+fn upload_allowed(st: &mut St, login: &str) -> Result<(), ApiError> {
+    let now = st.now_ms();
+    let mut mem = st.mem();
+    within_hourly(
+        &mut mem.uploads,
+        login,
+        now,
+        UPLOADS_PER_LOGIN_HOUR,
+        "files",
+    )
+}
+
+/// Counts one more of `what` for `login` in `recent` (times in ms), or refuses it `429` when
+/// `cap` were counted in the hour before `now`. Logins with nothing in the hour are forgotten.
+fn within_hourly(
+    recent: &mut std::collections::HashMap<String, std::collections::VecDeque<i64>>,
+    login: &str,
+    now: i64,
+    cap: usize,
+    what: &str,
+) -> Result<(), ApiError> {
+    let mine = recent.entry(login.to_string()).or_default();
+    while mine.front().is_some_and(|t| now - t >= 3_600_000) {
+        mine.pop_front();
+    }
+    if mine.len() >= cap {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!("too many {what}: at most {cap} an hour from one login here; try again later"),
+        ));
+    }
+    mine.push_back(now);
+    recent.retain(|_, v| !v.is_empty());
+    Ok(())
+}
+
+/// `GET {control}/files/{sha256}`: a start's file, to the machine it was uploaded for only.
+async fn machine_file(
+    State(app): State<AppState>,
+    _: SignedOffered,
+    MachineToken(machine): MachineToken,
+    axum::extract::Path(sha): axum::extract::Path<String>,
+) -> Result<axum::response::Response, ApiError> {
+    if sha.len() != 43 {
+        return Err(ApiError::not_found());
+    }
+    let data = app
+        .shared
+        .with_db(move |st| -> Result<Option<String>, ApiError> {
+            let now = st.now_ms();
+            Ok(st.db.file(&machine, &sha, now)?)
+        })
+        .await?
+        .ok_or_else(ApiError::not_found)?;
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|_| ApiError::internal())?;
+    axum::response::Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/octet-stream")
+        .body(Body::from(bytes))
+        .map_err(|_| ApiError::internal())
+}
+
+/// `GET /page/api/signed/ack?id=`'s query.
+#[derive(Deserialize)]
+struct AckQuery {
+    id: String,
+}
+
+/// `GET /page/api/signed/ack?id=`: a queued command's final ack, from the database every
+/// receiver on it shares. A start's form waits on it: its session shows no events until
+/// the agent's hooks send them, and a refusal (folder, start_limit, file) comes only here.
+async fn page_signed_ack(
+    State(app): State<AppState>,
+    _: Login,
+    _: SignedOffered,
+    Q(q): Q<AckQuery>,
+) -> Reply {
+    if q.id.is_empty() || q.id.len() > 64 || !q.id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(ApiError::bad_request("id is a queued message's id"));
+    }
+    let out = app
+        .shared
+        .with_db(move |st| -> Result<Value, ApiError> {
+            if st.db.message_session(&q.id)?.is_none() {
+                return Err(ApiError::not_found());
+            }
+            let ack = st.db.first_ack(&q.id)?.unwrap_or(Value::Null);
+            Ok(json!({"id": q.id, "ack": ack}))
+        })
+        .await?;
+    Ok(json_reply(StatusCode::OK, out))
+}
+
+/// DECISIONS 39: the most starts one login queues in any hour (the receiver's policy, before
+/// it queues; each machine's own `control.start_limit` is the gate).
+pub(crate) const STARTS_PER_LOGIN_HOUR: usize = 20;
+
+/// Counts a start for `login`, or refuses it `429` past [`STARTS_PER_LOGIN_HOUR`].
+fn start_allowed(st: &mut St, login: &str) -> Result<(), ApiError> {
+    let now = st.now_ms();
+    let mut mem = st.mem();
+    within_hourly(&mut mem.starts, login, now, STARTS_PER_LOGIN_HOUR, "starts")
 }
 
 /// The receiver's early word on a signed command (docs/protocol.md#control-5, a courtesy: the machine

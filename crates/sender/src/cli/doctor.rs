@@ -65,6 +65,7 @@ pub fn doctor() -> anyhow::Result<Done> {
     check_hook_log(&mut f);
     check_codex_app(&mut f, config.as_ref());
     check_schedule(&mut f);
+    check_starts(&mut f, config.as_ref());
     check_database(&mut f);
     check_latency(&mut f);
     let fails = f.0.iter().filter(|x| x.0 == Level::Fail).count();
@@ -453,6 +454,61 @@ fn check_schedule(f: &mut Findings) {
                 "run sp setup install and follow what it prints for the timer",
             ),
         },
+    }
+}
+
+/// The PATH cron runs sp-sync with: the crontab's own `PATH=` line, else cron's default.
+const CRON_DEFAULT_PATH: &str = "/usr/bin:/bin";
+
+/// DECISIONS 39: a start from the phone runs a harness from sp-sync's PATH, and cron gives
+/// sp-sync a bare one; a harness found in your shell may not be found there.
+fn check_starts(f: &mut Findings, config: Option<&Config>) {
+    let Some(config) = config else { return };
+    if !config
+        .sinks
+        .iter()
+        .any(|s| s.control == crate::config::ControlMode::Signed)
+    {
+        return;
+    }
+    if config.control.folders.as_ref().is_none_or(Vec::is_empty) {
+        f.info("starting sessions from a receiver is off: control.folders lists no folder");
+        return;
+    }
+    let crontab = cron::crontab_command().and_then(|c| cron::read(&c).ok());
+    let (path, whose) = match crontab {
+        Some(text) if text.contains(cron::MARKER) => (
+            text.lines()
+                .rev()
+                .find_map(|l| l.trim().strip_prefix("PATH="))
+                .unwrap_or(CRON_DEFAULT_PATH)
+                .to_string(),
+            "as cron runs it",
+        ),
+        _ => (std::env::var("PATH").unwrap_or_default(), "in this shell"),
+    };
+    let found = crate::sync::start::found_on(std::ffi::OsStr::new(&path));
+    let yours = crate::sync::start::found_on(&std::env::var_os("PATH").unwrap_or_default());
+    for (h, p) in &found {
+        f.ok(format!("sp-sync can start {h} ({}) {whose}", p.display()));
+    }
+    for (h, p) in yours
+        .iter()
+        .filter(|(h, _)| !found.iter().any(|(g, _)| g == h))
+    {
+        let dir = p.parent().map(show).unwrap_or_default();
+        f.warn(
+            format!("{h} is at {} but not on sp-sync's PATH {whose} ({path}): a start of it from the phone fails", p.display()),
+            format!("add a line PATH={dir}:{path} above sp-sync's line (crontab -e)"),
+        );
+    }
+    if found.is_empty() && yours.is_empty() {
+        f.warn(
+            format!(
+                "sp-sync can start no harness: neither claude nor codex is on its PATH {whose} ({path})"
+            ),
+            "install Claude Code or Codex, or set SP_CLAUDE / SP_CODEX to its program",
+        );
     }
 }
 

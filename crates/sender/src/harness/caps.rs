@@ -283,7 +283,9 @@ pub const CAPS: &[Caps] = &[
             // --include-partial-messages adds the text as it streams (the `progress` acks).
             resume: &["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--", "{text}"],
             fork: Some(&["-p", "--resume", "{session}", "--fork-session", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--", "{text}"]),
-            start: &["-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--", "{text}"],
+            // `--session-id`: a start's session is the id the receiver chose (DECISIONS 39),
+            // which names its files' folder and the page's new session.
+            start: &["-p", "--session-id", "{session}", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--", "{text}"],
             resume_quiet: Some(&["-p", "--resume", "{session}", "--output-format", "stream-json", "--verbose", "--include-partial-messages"]),
             turn_event: "UserPromptSubmit",
             // 2.1.332's hook environment: a run inheriting them takes itself for a child of a
@@ -697,6 +699,10 @@ impl Caps {
             Kind::PermissionAnswer => self.permission,
             Kind::Prompt => self.prompt,
             Kind::Cancel => self.cancel,
+            // DECISIONS 39: sp-sync's runner starts a session; no session's hook takes it.
+            Kind::Start => Path::Unsupported(
+                "a start is run by sp-sync's runner, never through a session's hooks",
+            ),
         }
     }
 

@@ -11,6 +11,7 @@ pub mod quiet;
 mod runs;
 mod schema;
 pub mod spool;
+pub mod starts;
 pub(crate) mod status;
 mod sync;
 pub(crate) mod trust;

@@ -404,4 +404,15 @@ ALTER TABLE sessions ADD COLUMN turn_open     INTEGER NOT NULL DEFAULT 0;
     r#"
 ALTER TABLE attention ADD COLUMN parked_ms INTEGER;
 "#,
+    // 18: DECISIONS 39: the sessions verified starts launched, counted for control.start_limit.
+    r#"
+CREATE TABLE starts (
+    message_id    TEXT PRIMARY KEY,
+    nonce         TEXT NOT NULL UNIQUE,
+    session_key   TEXT NOT NULL,
+    at_ms         INTEGER NOT NULL,
+    ended_ms      INTEGER,                   -- NULL while it runs
+    text          TEXT                       -- what the model is told, files' paths included
+);
+"#,
 ];

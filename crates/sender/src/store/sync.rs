@@ -795,6 +795,10 @@ impl NewMessage<'_> {
             )?;
         }
         match &d.code {
+            // A start's file that failed keeps `failed` with its code (DECISIONS 39).
+            Some(code) if d.outcome == Outcome::Failed => {
+                self.coded(Outcome::Failed, code, d.detail.clone())
+            }
             Some(code) => self.refused(code, d.detail.clone()),
             None => self.decided(d.outcome, d.detail.clone()),
         }
@@ -823,9 +827,10 @@ impl NewMessage<'_> {
         } else if v.kind == Kind::PermissionAnswer {
             self.permission_answer(v)
         } else {
-            if v.kind == Kind::Prompt {
+            if matches!(v.kind, Kind::Prompt | Kind::Start) {
                 // DECISIONS 38: a prompt waits for its session's turn boundary (or its API's
-                // idle): `taken` at once, so the receiver stops redelivering it.
+                // idle), a start for its run: `taken` at once, so the receiver stops
+                // redelivering it.
                 taken_ack(self.tx, self.id, self.sink, self.received_at)?;
             }
             Ok(self.queued(v))
@@ -970,17 +975,21 @@ impl NewMessage<'_> {
     }
 
     fn refused(&self, code: &str, detail: String) -> Result<Ingested> {
+        self.coded(Outcome::Refused, code, detail)
+    }
+
+    fn coded(&self, outcome: Outcome, code: &str, detail: String) -> Result<Ingested> {
         finish_with_code(
             self.tx,
             self.id,
-            "refused",
+            outcome.as_str(),
             Some(code),
             Some(&detail),
             self.now,
         )?;
         Ok(Ingested::Final {
             id: self.id.to_string(),
-            outcome: Outcome::Refused,
+            outcome,
             detail: Some(format!("{code}: {detail}")),
         })
     }

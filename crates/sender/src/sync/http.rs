@@ -76,6 +76,43 @@ impl Client {
         reply(req.call())
     }
 
+    /// A GET of bytes (a start's attached file, DECISIONS 39): the status and at most
+    /// `limit + 1` bytes, so a caller sees a body longer than it allows without reading it all.
+    pub fn get_limited(
+        &self,
+        url: &str,
+        token: &str,
+        limit: u64,
+        total: Duration,
+    ) -> Result<(u16, Vec<u8>), String> {
+        use std::io::Read;
+        super::owner::check_loopback_listener(url)?;
+        let mut resp = self
+            .agent(url)
+            .get(url)
+            .config()
+            .timeout_global(Some(total))
+            .build()
+            .header("authorization", &format!("Bearer {token}"))
+            .call()
+            .map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        if (300..400).contains(&status) {
+            return Err(format!(
+                "answered {status} (a redirect); redirects are never followed"
+            ));
+        }
+        let mut body = Vec::new();
+        resp.body_mut()
+            .with_config()
+            .limit(limit.saturating_add(2))
+            .reader()
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut body)
+            .map_err(|e| format!("reading the body: {e}"))?;
+        Ok((status, body))
+    }
+
     pub fn post_json(
         &self,
         url: &str,

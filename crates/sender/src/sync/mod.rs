@@ -12,6 +12,7 @@ mod poll;
 mod runs;
 mod send;
 mod signed;
+pub(crate) mod start;
 pub mod wellknown;
 
 use crate::config::{Config, ControlMode, Sink};
@@ -176,6 +177,8 @@ pub(crate) struct Shared {
     pub folders: Vec<std::path::PathBuf>,
     /// DECISIONS 36's opt-out: allows and starts act on the page's day key alone.
     pub allow_with_day_key: bool,
+    /// DECISIONS 39: the machine's own caps on starts.
+    pub start_limit: crate::config::StartLimit,
     stop: AtomicBool,
     wake: (Mutex<u64>, Condvar),
 }
@@ -279,6 +282,10 @@ pub fn run(mode: Mode) -> std::result::Result<(), RunError> {
             wait_max_s: config.control.wait_max_s.unwrap_or(25).min(25),
             folders: config.control.folders.clone().unwrap_or_default(),
             allow_with_day_key: config.control.allow_with_day_key,
+            start_limit: config
+                .control
+                .start_limit
+                .unwrap_or(crate::config::StartLimit::DEFAULT),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(0), Condvar::new()),
         });

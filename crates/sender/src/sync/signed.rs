@@ -3,9 +3,11 @@
 //! (docs/protocol.md#control-5) before it reaches the queue; its nonce is recorded in the transaction that
 //! stores it; a refusal is acked `refused` with its code and never acted on.
 use super::poll::{self, Next};
+use super::start::Handled;
 use super::{Shared, SinkCtx};
 use crate::clock::{self, Millis};
 use crate::store::trust::PairedMachine;
+use crate::store::Ingested;
 use crate::store::Store;
 use crate::wire::control::{self, Checked, ControlMessage, Decided, Kind, Outcome};
 use crate::wire::signed::{self, CmdKind, SignedCommand, TrustedKey, VerifyOptions};
@@ -54,6 +56,9 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx) {
         }
     };
     let mut failures = 0u32;
+    if !store.control_paused(&ctx.name).unwrap_or(false) {
+        super::start::hello(shared, ctx);
+    }
     while !shared.stopping() {
         if store.control_paused(&ctx.name).unwrap_or(false) {
             return;
@@ -110,8 +115,8 @@ pub fn check(
     folders: &[std::path::PathBuf],
     allow_with_day_key: bool,
     now: Millis,
-) -> (String, Checked) {
-    let steps = || -> Result<Verdict, Settled> {
+) -> (String, Checked, Option<super::start::Order>) {
+    let steps = || -> Result<(String, Checked, Option<super::start::Order>), Settled> {
         // The id is read leniently first, so even an envelope refused below gets its one ack.
         let lenient: Value = serde_json::from_str(raw).unwrap_or_default();
         let id = envelope_id(&lenient)?;
@@ -126,7 +131,47 @@ pub fn check(
             touched(id, &envelope, &v, runs_unasked, (paired, keys), now)?;
         }
         let expired = control::deadline(times.at_ms, times.expires_at_ms, now) <= now;
-        let kind = control_kind(id, &v, expired, folders)?;
+        if v.cmd.kind == CmdKind::Start && !expired {
+            // DECISIONS 39: the folder and the harness here; the caps, the files and the
+            // launch in ingest, which holds the store and the receiver.
+            let c = &v.cmd;
+            let settle = |d: Decided| {
+                let d = Decided {
+                    nonce: Some(c.nonce.clone()),
+                    ..d
+                };
+                Box::new((c.session.clone(), Checked::Decided(Box::new(d))))
+            };
+            let message = ControlMessage {
+                mode: control::PromptMode::Queue,
+                scope: control::Scope::default(),
+                rich: Box::default(),
+                id: id.to_string(),
+                kind: Kind::Start,
+                for_attention: None,
+                batch: Vec::new(),
+                day_key_only: false,
+                decision: None,
+                text: c.text.clone(),
+                note: None,
+                at: times.at.to_string(),
+                expires_at: times.expires_at.to_string(),
+                at_ms: times.at_ms,
+                expires_at_ms: times.expires_at_ms,
+                nonce: Some(c.nonce.clone()),
+            };
+            let order = super::start::gate(id, c, folders, message).map_err(|d| settle(*d))?;
+            // Stored as it is only when ingest finds the start was taken before (a
+            // redelivery after sp-sync stopped mid-start): it is never begun twice.
+            let taken = decided(
+                id,
+                "start",
+                Outcome::Failed,
+                "this start was taken before sp-sync stopped; it is not begun again".into(),
+            );
+            return Ok((c.session.clone(), settle(taken).1, Some(order)));
+        }
+        let kind = control_kind(id, &v, expired)?;
         // A prompt without a touch, so its delivery can refuse it if the session has switched
         // to running tools unasked by then (DECISIONS 36).
         let day_key_only = v.cmd.kind == CmdKind::Prompt
@@ -157,11 +202,11 @@ pub fn check(
             expires_at_ms: times.expires_at_ms,
             nonce: Some(c.nonce.clone()),
         };
-        Ok((c.session, Checked::Valid(m)))
+        Ok((c.session, Checked::Valid(m), None))
     };
     match steps() {
         Ok(v) => v,
-        Err(v) => *v,
+        Err(v) => (v.0, v.1, None),
     }
 }
 
@@ -345,12 +390,7 @@ fn touched(
 }
 
 /// The control kind a verified command becomes; `start` and `key.add` are settled here.
-fn control_kind(
-    id: &str,
-    v: &signed::Verified,
-    expired: bool,
-    folders: &[std::path::PathBuf],
-) -> Result<Kind, Settled> {
+fn control_kind(id: &str, v: &signed::Verified, expired: bool) -> Result<Kind, Settled> {
     let c = &v.cmd;
     let with_nonce = |d: Decided| {
         let d = Decided {
@@ -363,27 +403,12 @@ fn control_kind(
         CmdKind::Prompt => Ok(Kind::Prompt),
         CmdKind::PermissionAnswer => Ok(Kind::PermissionAnswer),
         CmdKind::Cancel => Ok(Kind::Cancel),
-        CmdKind::Start if expired => with_nonce(decided(
+        // An unexpired start is settled before (`check`, then `start::handle`).
+        CmdKind::Start => with_nonce(decided(
             id,
             "start",
             Outcome::Expired,
             "past expires_at on receipt".into(),
-        )),
-        CmdKind::Start if !allowed(folders, c.cwd.as_deref()) => Err(Box::new((
-            c.session.clone(),
-            refused(
-                id,
-                "start",
-                "folder",
-                "the folder is not on this machine's allowlist (control.folders)".into(),
-            ),
-        ))),
-        CmdKind::Start => with_nonce(decided(
-            id,
-            "start",
-            Outcome::Unsupported,
-            "a verified start: starting a session from the receiver is not built into this version"
-                .into(),
         )),
         CmdKind::KeyAdd => {
             let Some(key) = c.key.clone() else {
@@ -505,7 +530,7 @@ fn ingest(
     let now = clock::now_ms();
     let mut results = Vec::new();
     for item in items.iter().take(PER_POLL_MAX) {
-        let (session, checked) = {
+        let (session, mut checked, start) = {
             // A read error is not a verdict: the poll fails and the receiver redelivers.
             let failed = std::cell::RefCell::new(None);
             let cwd = |s: &str| match store.session_cwd(s) {
@@ -536,14 +561,34 @@ fn ingest(
             }
             out
         };
+        let mut launch = None;
+        if let Some(order) = &start {
+            match super::start::handle(shared, ctx, store, order, now)? {
+                Handled::Seen => {}
+                Handled::Settled(d) => checked = Checked::Decided(d),
+                Handled::Launch(m) => {
+                    launch = m.text.clone();
+                    checked = Checked::Valid(*m);
+                }
+            }
+        }
         let harness = session.split(':').next().unwrap_or("").to_string();
-        let route = |m: &ControlMessage| crate::harness::route_message(&harness, &session, m);
-        results.extend(store.ingest(
-            &ctx.name,
-            &session,
-            std::slice::from_ref(&checked),
-            &route,
-        )?);
+        // A start is queued for the runner, never routed to a session's hooks.
+        let route = |m: &ControlMessage| {
+            (m.kind != Kind::Start)
+                .then(|| crate::harness::route_message(&harness, &session, m))
+                .flatten()
+        };
+        let ingested = store.ingest(&ctx.name, &session, std::slice::from_ref(&checked), &route)?;
+        if let (Some(order), Some(text)) = (&start, launch) {
+            if ingested
+                .iter()
+                .any(|i| matches!(i, Ingested::Queued { id, .. } if *id == order.id))
+            {
+                super::start::launch(store, order, &text)?;
+            }
+        }
+        results.extend(ingested);
     }
     let new = poll::log_results("signed", &ctx.name, &results);
     if new {

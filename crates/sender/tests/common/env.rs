@@ -187,6 +187,13 @@ impl Env {
         self.sync = Some(spawn_daemon(self.cmd("sp-sync")));
     }
 
+    /// `start_sync` with these variables set for sp-sync (and so for the runs it launches).
+    pub fn start_sync_with(&mut self, vars: &[(&str, &str)]) {
+        let mut c = self.cmd("sp-sync");
+        c.envs(vars.iter().copied());
+        self.sync = Some(spawn_daemon(c));
+    }
+
     pub fn stop_sync(&mut self) {
         if let Some(mut c) = self.sync.take() {
             // SIGTERM: a graceful stop with a last pass over the outboxes.
