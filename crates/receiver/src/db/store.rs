@@ -1216,7 +1216,8 @@ mod tests {
             })
             .collect();
         assert_eq!(ended, [("p1", "terminal"), ("p2", "timeout")]);
-        assert!(page.iter().all(|x| x["key"] != "claude-code:u"), "ended");
+        // An ended session stays listed (rule 40: the page says it ended, and Send resumes it).
+        assert_eq!(session(&page, "claude-code:u")["status"], "ended");
         assert_eq!(session(&page, "claude-code:b")["state"], "started");
         assert!(
             s.page_sessions(now + live, live)
