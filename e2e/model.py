@@ -23,7 +23,8 @@ the model's last output):
      test can prove a delivered prompt reached the model.
   3. It contains "SP-SLOW" and the request offers tools (the agent's own turn, not a title):
      text that trickles out, one chunk a second, for --slow-s seconds (a turn slow enough to
-     cancel). The log says when the client closed such a stream early.
+     cancel), or <n> seconds for "SP-SLOW:<n>". The log says when the client closed such a
+     stream early.
   4. It contains "SP-RUN:<command>" (to the end of the line) and the request offers a shell
      tool: a call of that tool running <command>. With "SP-ESCALATE" too, a Codex call asks
      to run outside the sandbox (sandbox_permissions "require_escalated").
@@ -260,7 +261,9 @@ def decide(api, body):
     if m:
         return ("text", "SP-SAW:" + m.group(1), False)
     if "SP-SLOW" in text and body.get("tools"):
-        return ("text", "SP-SLOW reply. ", True)
+        # "SP-SLOW:<n>": for n seconds instead of --slow-s (a reply that grows, then ends).
+        m = re.search(r"SP-SLOW:([0-9]+)", text)
+        return ("text", "SP-SLOW reply. ", float(m.group(1)) if m else True)
     m = re.search(r"SP-RUN:(.*)", text)
     if m and shell_tool(api, body):
         return tool_call(api, body, m.group(1).strip(), text)
@@ -412,7 +415,7 @@ def text_chunks(text, slow):
     if not slow:
         yield text
         return
-    end = time.time() + ARGS.slow_s
+    end = time.time() + (ARGS.slow_s if slow is True else slow)
     yield text
     while time.time() < end:
         time.sleep(1)

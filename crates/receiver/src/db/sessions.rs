@@ -218,9 +218,15 @@ pub(super) fn session_view(
     };
     // DECISIONS 40: what the session is doing, in the page's words. A prompt open on a
     // session no process holds any more (a headless run that ended asking) is parked.
+    // A message the machine took and has not finally acked is being worked on (a resumed
+    // run's turn begins with no event of its own: Claude Code sends none).
+    let answering = messages
+        .iter()
+        .any(|m| matches!(m["status"].as_str(), Some("taken" | "progress")));
     let status = match (attentions.is_empty(), ended, last_type.as_str()) {
         (false, false, _) => "waiting",
         (false, true, _) => "parked",
+        (true, _, _) if answering => "working",
         (true, true, _) => "ended",
         (true, false, "turn.ended" | "session.started") => "idle",
         (true, false, _) => "working",
@@ -661,6 +667,53 @@ mod tests {
         let s = page(&db);
         assert_eq!(s["status"], "ended");
         assert_eq!(s["turns"][0]["user"], "fix the build");
+    }
+
+    /// DECISIONS 38 and 40: a session the machine resumes for a message shows working from
+    /// the message's `taken` until its final ack, though no event said a turn began (a
+    /// resumed Claude Code run sends only session.started before its turn ends).
+    #[test]
+    fn a_session_answering_a_taken_message_is_working_until_its_final_ack() {
+        let sq = super::super::Sqlite::new(Db::open_memory().unwrap());
+        let now = 1_800_000_000_000;
+        let status = |sq: &super::super::Sqlite| {
+            sq.db().page_sessions(now, 3_600_000).unwrap()[0]["status"].clone()
+        };
+        let evs = [
+            ev(0, "session.started", json!({"source": "startup"})),
+            ev(1, "turn.ended", json!({"reason": "stop"})),
+            ev(2, "session.ended", json!({})),
+        ];
+        sq.db()
+            .insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
+            .unwrap();
+        sq.insert_message(
+            "claude-code:s",
+            &json!({"id": "m1", "kind": "prompt", "text": "and now the tests"}),
+            None,
+            now,
+        )
+        .unwrap();
+        assert_eq!(status(&sq), "ended", "queued, not yet taken");
+        let ack = |outcome: &str| json!({"id": "m1", "outcome": outcome, "at": "2026-01-01T00:00:00.000Z", "seq": 1});
+        sq.insert_acks(&[ack("taken")], now).unwrap();
+        assert_eq!(status(&sq), "working");
+        // The resumed run's own session.started would read idle: the message says working.
+        sq.db()
+            .insert_events(
+                &[&ev(3, "session.started", json!({"source": "resume"}))],
+                now,
+                None,
+            )
+            .unwrap();
+        sq.insert_acks(&[ack("progress")], now).unwrap();
+        assert_eq!(status(&sq), "working");
+        sq.insert_acks(&[ack("delivered")], now).unwrap();
+        assert_eq!(status(&sq), "idle");
+        sq.db()
+            .insert_events(&[&ev(4, "session.ended", json!({}))], now, None)
+            .unwrap();
+        assert_eq!(status(&sq), "ended");
     }
 
     /// `answer_for` and `ack_code` read a body as SQLite's JSON functions in

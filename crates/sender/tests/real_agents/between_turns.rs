@@ -513,3 +513,138 @@ fn claude_code_resume_streams_progress_and_a_killed_run_is_acked_failed() {
         },
     );
 }
+
+/// Issue 38's browser "must show", in Chromium with the real receiver's page: a `claude -p`
+/// run ends and its card reads as the conversation, ended; the person types and presses
+/// **Send**; sp-sync resumes the session (the model gets the earlier turn); the reply grows on
+/// the page as the `progress` acks come, then the final answer, and the status goes working,
+/// then idle or ended. No internal id shows on the card.
+#[test]
+fn claude_code_ended_session_answers_send_from_the_page_as_it_grows() {
+    scenario(
+        "between_turns::claude_code_ended_session_answers_send_from_the_page_as_it_grows",
+        &["claude"],
+        |s| {
+            use common::browser::Browser;
+            const LOGIN: &str = "e2e-login-token-for-the-send-scenario";
+            // The receiver people host: its page, and the conversation (tier 2, rule 40).
+            s.world.receiver = spreceiver::Receiver::start(spreceiver::ReceiverOptions {
+                login_token: Some(LOGIN.into()),
+                max_tier: 2,
+                ..spreceiver::ReceiverOptions::default()
+            })
+            .expect("receiver");
+            claude_setup(s, 60);
+            s.set_config("/sinks/0/tier", json!(2));
+            super::start::claude_sync(s);
+            let started = Instant::now();
+            let mut b = Browser::launch();
+            b.call(json!({"op": "goto", "url": format!("{}/", s.receiver.url())}));
+            b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
+            b.click("#login-form button[type=submit]");
+            b.wait("#conn[data-state=\"live\"]");
+
+            // A `-p` run: one turn, then it ends. The page shows the turn, and the session ended.
+            let first = finish_ok(s, claude(s, "Remember this. SP-ECHO:PAPAYA"), "claude");
+            let id = session_of(&first);
+            let key = format!("claude-code:{id}");
+            let card = format!("article[data-session=\"{key}\"]");
+            let state = format!("{card} .state");
+            b.wait(&format!("{state}[data-state=\"ended\"]"));
+            let turn = format!("{card} li.turn");
+            b.wait(&format!("{turn} .reply"));
+            assert_eq!(
+                b.text(&format!("{turn} .said")),
+                "Remember this. SP-ECHO:PAPAYA"
+            );
+            assert_eq!(b.text(&format!("{turn} .reply")), "SP-SAW:PAPAYA");
+
+            // Send to the ended session: a resume, and the page says so.
+            assert_eq!(b.text(&format!("{card} button.queue")), "Send");
+            b.send_text(&card, "Now take your time. SP-SLOW:4", "queue");
+            b.call(
+                json!({"op": "wait_text", "selector": format!("{card} .form-status"),
+                "text": "Sent: the machine resumes the session with it.", "timeout": 30000}),
+            );
+            let prompt = format!("{card} li.msg[data-kind=\"prompt\"]");
+            let mid = b.prompt_id_taken(&prompt);
+            let this = format!("{prompt}[data-message=\"{mid}\"]");
+            let reply = format!("{this} div.reply");
+            let done = format!("{this}[data-status=\"delivered\"]");
+            b.wait(&format!("{state}[data-state=\"working\"]"));
+
+            // The reply as it grows: each text the page shows before the final ack.
+            let mut grew: Vec<String> = Vec::new();
+            let count = |b: &mut Browser, sel: &str| {
+                b.call(json!({"op": "count", "selector": sel}))["count"]
+                    .as_u64()
+                    .unwrap()
+            };
+            let finished = until(Duration::from_secs(60), || {
+                if count(&mut b, &done) > 0 {
+                    return true;
+                }
+                if count(&mut b, &reply) > 0 {
+                    let t = b.text(&reply).trim().to_string();
+                    if !t.is_empty() && grew.last() != Some(&t) {
+                        grew.push(t);
+                    }
+                }
+                false
+            });
+            assert!(finished, "the final answer came: {grew:?}");
+            assert!(
+                grew.len() >= 2,
+                "the page showed the reply growing: {grew:?}"
+            );
+            assert!(grew[0].starts_with("SP-SLOW reply."), "{grew:?}");
+            assert!(
+                grew.windows(2).all(|w| w[1].starts_with(w[0].as_str())),
+                "each text grows the one before: {grew:?}"
+            );
+
+            // The final answer: the one the final ack carries, in resume mode.
+            let ack = one_final_ack(s, &json!({"id": mid}), Duration::from_secs(30));
+            assert_eq!(
+                (&ack["outcome"], &ack["mode"]),
+                (&json!("delivered"), &json!("resume")),
+                "{ack}"
+            );
+            let answer = ack["reply"].as_str().unwrap().trim().to_string();
+            assert!(
+                answer.starts_with(grew.last().unwrap().as_str()),
+                "{ack} {grew:?}"
+            );
+            b.wait(&format!("{done} div.reply[data-mode=\"resume\"]"));
+            assert_eq!(b.text(&format!("{done} div.reply")).trim(), answer);
+            b.wait(&format!(
+                "{state}:is([data-state=\"idle\"], [data-state=\"ended\"])"
+            ));
+            let (kind, run_state, _) = run_of(s, &mid);
+            assert_eq!((kind.as_str(), run_state.as_str()), ("resume", "done"));
+
+            // The model got the earlier conversation with the new text: a resume.
+            let asked: Vec<String> = s
+                .agent_requests()
+                .iter()
+                .map(|r| all_text(&r["body"]["messages"]))
+                .filter(|t| t.contains("SP-SLOW:4"))
+                .collect();
+            let all = asked.first().expect("the model got the message");
+            assert!(
+                all.contains("SP-ECHO:PAPAYA") && all.contains("SP-SAW:PAPAYA"),
+                "{all}"
+            );
+
+            // Never an internal id on the card.
+            let shown = b.text(&card);
+            for internal in [&id[..8], &mid[..8]] {
+                assert!(!shown.contains(internal), "{internal} shown: {shown}");
+            }
+            s.say(&format!(
+                "page login to the final answer shown: {:?}; the reply as shown: {grew:?}",
+                started.elapsed()
+            ));
+        },
+    );
+}

@@ -131,7 +131,7 @@ fn spawn_sync(s: &mut Scene, vars: &[(&str, &std::ffi::OsStr)]) {
 }
 
 /// sp-sync with what the Claude Code runs it launches need: the model stand-in, offline.
-fn claude_sync(s: &mut Scene) {
+pub(super) fn claude_sync(s: &mut Scene) {
     let model = s.model_url.clone();
     let claude = cli_path("claude");
     spawn_sync(
