@@ -23,6 +23,18 @@ fn headless_pre_tool_use(machine: &Machine, stdin: &Value) -> std::process::Outp
     run_with_stdin(c, stdin.to_string().as_bytes())
 }
 
+/// Fails unless the hook printed exactly PreToolUse's `decision`.
+fn assert_decision(out: &std::process::Output, decision: &str) {
+    let want = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": decision}});
+    assert_eq!(
+        stdout(out),
+        format!("{want}\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The outcomes (NULL: not yet final) of the answers to the parked call the machine's
 /// sp-sync stored from the receiver.
 fn stored_answers(machine: &Machine) -> Vec<Option<String>> {
@@ -67,17 +79,12 @@ fn a_parked_prompt_is_marked_and_answerable_after_its_window_and_a_non_parking_o
     }
     let dir = tempfile::tempdir().unwrap();
     let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
-    let mut machine = Machine::new(
-        dir.path(),
-        &receiver.url,
-        &dir.path().join("receiver/token"),
-    );
     // A one-second window, so the run parks at once.
-    let mut config: Value =
-        serde_json::from_str(&std::fs::read_to_string(&machine.config).unwrap()).unwrap();
-    config["control"] = json!({"permission_wait_s": 1});
-    std::fs::write(&machine.config, config.to_string()).unwrap();
-    machine.start_sync();
+    let machine = Machine::syncing_with(
+        dir.path(),
+        &receiver,
+        json!({"control": {"permission_wait_s": 1}}),
+    );
 
     let mut start = payload(CC_STOP);
     start["hook_event_name"] = json!("SessionStart");
@@ -91,12 +98,7 @@ fn a_parked_prompt_is_marked_and_answerable_after_its_window_and_a_non_parking_o
         .remove("permission_suggestions");
     // Nobody answers in the window: the run is parked and ends.
     let out = headless_pre_tool_use(&machine, &pre);
-    assert_eq!(
-        stdout(&out),
-        "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"defer\"}}\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_decision(&out, "defer");
     codex_prompt(&receiver);
 
     let key = format!("claude-code:{CC_SESSION}");
@@ -142,12 +144,7 @@ fn a_parked_prompt_is_marked_and_answerable_after_its_window_and_a_non_parking_o
         machine.log()
     );
     let out = headless_pre_tool_use(&machine, &pre);
-    assert_eq!(
-        stdout(&out),
-        "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"allow\"}}\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_decision(&out, "allow");
     assert_eq!(stored_answers(&machine), [Some("delivered".to_owned())]);
     b.gone(parked);
     let out = headless_pre_tool_use(&machine, &pre);
