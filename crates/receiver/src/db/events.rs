@@ -8,6 +8,7 @@ use super::machines::SESSION_OWNER;
 use super::snoozes::UNSNOOZE;
 use super::{fmt_ms, Db};
 use crate::validate::as_integer;
+use spwire::clock::parse_wire;
 
 // The ingest's SQL, one text for both stores (pg_events.rs runs it on PostgreSQL). The
 // writes are upserts, so two receivers storing the first events of one session at once
@@ -41,13 +42,16 @@ pub(super) const UPSERT_SESSION: &str = "INSERT INTO sessions(key, harness, sess
 /// An attention follows the later, by seq, of its needed and cleared: an older one arriving
 /// late changes no row.
 pub(super) const ATTENTION_NEEDED: &str = "INSERT INTO attentions(session_key, attention_id, \
-    kind, tool, message, open, how, state_seq, needed_at, input, input_partial, input_sha256) \
-    VALUES (?1, ?2, ?3, ?4, ?5, 1, NULL, ?6, ?7, ?8, ?9, ?10) \
+    kind, tool, message, open, how, state_seq, needed_at, input, input_partial, input_sha256, \
+    parked_until_ms) \
+    VALUES (?1, ?2, ?3, ?4, ?5, 1, NULL, ?6, ?7, ?8, ?9, ?10, ?11) \
     ON CONFLICT(session_key, attention_id) DO UPDATE SET \
-    kind = excluded.kind, tool = excluded.tool, message = excluded.message, open = 1, \
-    how = NULL, state_seq = excluded.state_seq, needed_at = excluded.needed_at, \
+    kind = excluded.kind, tool = excluded.tool, message = excluded.message, \
+    needed_at = CASE WHEN attentions.open = 1 AND excluded.parked_until_ms IS NOT NULL \
+        THEN attentions.needed_at ELSE excluded.needed_at END, open = 1, \
+    how = NULL, state_seq = excluded.state_seq, \
     cleared_at = NULL, input = excluded.input, input_partial = excluded.input_partial, \
-    input_sha256 = excluded.input_sha256 \
+    input_sha256 = excluded.input_sha256, parked_until_ms = excluded.parked_until_ms \
     WHERE attentions.state_seq <= excluded.state_seq";
 pub(super) const ATTENTION_CLEARED: &str = "INSERT INTO attentions(session_key, attention_id, \
     open, how, state_seq, cleared_at) VALUES (?1, ?2, 0, ?3, ?4, ?5) \
@@ -140,6 +144,8 @@ pub(super) enum AttentionWrite {
         partial: i64,
         /// The exact input's sha256 (64 lower-case hex digits), for grouping.
         sha256: Option<String>,
+        /// DECISIONS 39: parked (its run ended waiting for it), answerable until then.
+        parked_until_ms: Option<i64>,
     },
     Cleared {
         id: String,
@@ -171,6 +177,10 @@ pub(super) fn attention_write(ty: &str, data: &Value) -> Option<AttentionWrite> 
             sha256: s("input_sha256").filter(|h| {
                 h.len() == 64 && h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
             }),
+            parked_until_ms: data
+                .get("parked_until")
+                .and_then(Value::as_str)
+                .and_then(parse_wire),
         }
     } else {
         AttentionWrite::Cleared { id, how: s("how") }
@@ -273,11 +283,22 @@ impl Db {
                     input,
                     partial,
                     sha256,
+                    parked_until_ms,
                 }) => {
                     tx.execute(
                         ATTENTION_NEEDED,
                         params![
-                            e.key, id, kind, tool, message, e.seq, now_at, input, partial, sha256
+                            e.key,
+                            id,
+                            kind,
+                            tool,
+                            message,
+                            e.seq,
+                            now_at,
+                            input,
+                            partial,
+                            sha256,
+                            parked_until_ms
                         ],
                     )?;
                 }

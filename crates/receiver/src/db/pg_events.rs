@@ -187,6 +187,7 @@ impl EventStore for PgStore {
                     input,
                     partial,
                     sha256,
+                    parked_until_ms,
                 }) => {
                     let id = pg_text(Some(id));
                     let (kind, tool, message) = (pg_text(kind), pg_text(tool), pg_text(message));
@@ -203,6 +204,7 @@ impl EventStore for PgStore {
                             text(&input),
                             int(&partial),
                             text(&sha256),
+                            int(&parked_until_ms),
                         ],
                     )?;
                 }
@@ -239,7 +241,7 @@ impl EventStore for PgStore {
             .isolation_level(IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()?;
-        let rows = tx.query(&q(PAGE_SESSIONS), &[&(now_ms - live_ms)])?;
+        let rows = tx.query(&q(PAGE_SESSIONS), &[&(now_ms - live_ms), &now_ms])?;
         let mut out = Vec::with_capacity(rows.len());
         if rows.is_empty() {
             return Ok(out);
@@ -266,7 +268,7 @@ impl EventStore for PgStore {
             };
             let key = row.key.as_str();
             let attentions = tx
-                .query(&open, &[&key])?
+                .query(&open, &[&key, &now_ms])?
                 .iter()
                 .map(|r| {
                     attention_view(
@@ -276,6 +278,7 @@ impl EventStore for PgStore {
                         r.get(3),
                         r.get(4),
                         (r.get(5), r.get::<_, i64>(6) != 0, r.get(7)),
+                        r.get(8),
                     )
                 })
                 .collect();

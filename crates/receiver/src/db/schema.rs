@@ -210,6 +210,11 @@ CREATE TABLE start_files(
 );
 CREATE INDEX start_files_expires ON start_files(expires_ms);
 "#,
+    // DECISIONS 39: until when a parked prompt (a headless run that ended waiting for it)
+    // stays answerable; NULL for one whose agent still waits.
+    r#"
+ALTER TABLE attentions ADD COLUMN parked_until_ms INTEGER;
+"#,
 ];
 
 impl Db {

@@ -4,7 +4,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Map, Value};
 
-use super::Db;
+use super::{fmt_ms, Db};
 
 /// Messages listed per session on the page.
 pub(super) const PAGE_MESSAGES: usize = 20;
@@ -19,10 +19,14 @@ pub(super) const CLEARED_LISTED: i64 = 10;
 pub(super) const PAGE_SESSIONS: &str = "SELECT key, harness, session_id, first_at, last_at, \
     last_type, info, ended, machine_id FROM sessions s \
     WHERE last_ms > ?1 \
-    OR EXISTS (SELECT 1 FROM attentions a WHERE a.session_key = s.key AND a.open = 1) \
+    OR EXISTS (SELECT 1 FROM attentions a WHERE a.session_key = s.key AND a.open = 1 \
+        AND (a.parked_until_ms IS NULL OR a.parked_until_ms > ?2)) \
     ORDER BY last_ms DESC, key COLLATE BINARY";
+/// DECISIONS 39: a parked prompt is shown until its `parked_until` (?2: now), not after,
+/// even if its machine never says it ended.
 pub(super) const OPEN_ATTENTIONS: &str = "SELECT attention_id, kind, tool, message, needed_at, \
-    input, input_partial, input_sha256 FROM attentions WHERE session_key = ?1 AND open = 1 \
+    input, input_partial, input_sha256, parked_until_ms FROM attentions \
+    WHERE session_key = ?1 AND open = 1 AND (parked_until_ms IS NULL OR parked_until_ms > ?2) \
     ORDER BY needed_at COLLATE BINARY, attention_id COLLATE BINARY";
 /// The prompts of a session that ended lately, with whether a page's answer for each was
 /// delivered: the answer names its prompt in `for`, or in its signed command's `for`.
@@ -223,8 +227,11 @@ pub(super) fn session_view(
     let answering = messages
         .iter()
         .any(|m| matches!(m["status"].as_str(), Some("taken" | "progress")));
+    // DECISIONS 39: so is one the machine said it parked.
+    let parked = attentions.iter().any(|a| a["parked_until"].is_string());
     let status = match (attentions.is_empty(), ended, last_type.as_str()) {
-        (false, false, _) => "waiting",
+        (false, false, _) if !parked => "waiting",
+        (false, false, _) => "parked",
         (false, true, _) => "parked",
         (true, _, _) if answering => "working",
         (true, true, _) => "ended",
@@ -269,11 +276,13 @@ pub(super) fn attention_view(
     message: Option<String>,
     needed_at: Option<String>,
     (input, input_partial, input_sha256): (Option<String>, bool, Option<String>),
+    parked_until_ms: Option<i64>,
 ) -> Value {
     let input = input
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .unwrap_or(Value::Null);
     json!({
+        "parked_until": parked_until_ms.map(fmt_ms),
         "attention_id": attention_id,
         "kind": kind,
         "tool": tool,
@@ -390,7 +399,7 @@ impl Db {
     pub fn page_sessions(&self, now_ms: i64, live_ms: i64) -> rusqlite::Result<Vec<Value>> {
         let mut st = self.conn.prepare_cached(PAGE_SESSIONS)?;
         let rows: Vec<SessionRow> = st
-            .query_map(params![now_ms - live_ms], |r| {
+            .query_map(params![now_ms - live_ms, now_ms], |r| {
                 Ok(SessionRow {
                     key: r.get(0)?,
                     harness: r.get(1)?,
@@ -406,7 +415,7 @@ impl Db {
             .collect::<rusqlite::Result<_>>()?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
-            let attentions = self.open_attentions(&row.key)?;
+            let attentions = self.open_attentions(&row.key, now_ms)?;
             let cleared = self.cleared_attentions(&row.key, now_ms)?;
             let mut messages = self.session_messages(&row.key, now_ms)?;
             let mut call = self.conn.prepare_cached(ANSWERED_CALL)?;
@@ -455,9 +464,9 @@ impl Db {
         Ok((turns, tool))
     }
 
-    fn open_attentions(&self, key: &str) -> rusqlite::Result<Vec<Value>> {
+    fn open_attentions(&self, key: &str, now_ms: i64) -> rusqlite::Result<Vec<Value>> {
         let mut st = self.conn.prepare_cached(OPEN_ATTENTIONS)?;
-        let rows = st.query_map(params![key], |r| {
+        let rows = st.query_map(params![key, now_ms], |r| {
             Ok(attention_view(
                 r.get(0)?,
                 r.get(1)?,
@@ -465,6 +474,7 @@ impl Db {
                 r.get(3)?,
                 r.get(4)?,
                 (r.get(5)?, r.get(6)?, r.get(7)?),
+                r.get(8)?,
             ))
         })?;
         rows.collect()

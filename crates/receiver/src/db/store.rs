@@ -335,7 +335,7 @@ mod tests {
 
     use super::super::pg::PgStore;
     use super::super::pg_cluster::Cluster;
-    use super::super::Db;
+    use super::super::{fmt_ms, Db};
     use super::*;
 
     const ID: &str = "01K6ZZZZZZZZZZZZZZZZZZZZZZ";
@@ -509,6 +509,97 @@ mod tests {
         assert!(s.file("m1", "h", now).unwrap().is_some(), "not yet expired");
         s.sweep(now + 11, 3_600_000).unwrap();
         assert_eq!(s.file("m1", "h", now).unwrap(), None, "swept");
+    }
+
+    /// DECISIONS 39, whichever store keeps it: a prompt announced again with `parked_until`
+    /// stays open with it (asked when first asked) and makes its session parked, until then
+    /// and not after; one asked without it carries none.
+    fn parked_behaviour(s: &dyn Store) {
+        let now = 1_800_000_000_000;
+        let t0 = now - 3_600_000;
+        let until = now + 23 * 3_600_000;
+        let parked = |id: &str| {
+            let mut d = needed(id);
+            d["parked_until"] = json!(fmt_ms(until));
+            d
+        };
+        let page = |at: i64| s.page_sessions(at, 60_000).unwrap();
+        s.insert_events(
+            &[&cc("k", 1, "attention.needed", json!({}), needed("p1"))],
+            t0,
+            None,
+        )
+        .unwrap();
+        let first = page(t0)[0]["attentions"][0]["needed_at"].clone();
+        s.insert_events(
+            &[&cc("k", 2, "attention.needed", json!({}), parked("p1"))],
+            now,
+            None,
+        )
+        .unwrap();
+        // An open prompt asked again by an agent still waiting (a second, unparked session).
+        s.insert_events(
+            &[&event(
+                "codex",
+                "w",
+                1,
+                "attention.needed",
+                json!({}),
+                needed("w1"),
+            )],
+            now,
+            None,
+        )
+        .unwrap();
+        let p = page(now + 3_600_000);
+        let k = session(&p, "claude-code:k");
+        assert_eq!(ids(&k["attentions"]), ["p1"]);
+        assert_eq!(k["attentions"][0]["parked_until"], fmt_ms(until));
+        assert_eq!(
+            k["attentions"][0]["needed_at"], first,
+            "asked when first asked"
+        );
+        assert_eq!(k["status"], "parked");
+        let w = session(&p, "codex:w");
+        assert_eq!(w["attentions"][0]["parked_until"], Value::Null);
+        assert_eq!(w["status"], "waiting");
+        let last = page(until - 1);
+        assert_eq!(ids(&session(&last, "claude-code:k")["attentions"]), ["p1"]);
+        let after = page(until);
+        assert!(
+            after.iter().all(|x| x["key"] != "claude-code:k"),
+            "gone after parked_until: {after:?}"
+        );
+        // Answered: it ends as any prompt does.
+        s.insert_events(
+            &[&cc(
+                "k",
+                3,
+                "attention.cleared",
+                json!({}),
+                cleared("p1", "answered"),
+            )],
+            now,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            session(&page(now), "claude-code:k")["attentions"],
+            json!([])
+        );
+    }
+
+    #[test]
+    fn parked_prompts_on_sqlite() {
+        parked_behaviour(&Sqlite::new(Db::open_memory().unwrap()));
+    }
+
+    #[test]
+    fn parked_prompts_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        parked_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
     #[test]

@@ -505,6 +505,7 @@
       $('.att-when', el).textContent = a.needed_at ? '· asked ' + ago(a.needed_at) : '';
       // DECISIONS 37: a call the machine masked or cut says so on its face.
       $('.att-hidden', el).hidden = !a.input_partial;
+      waitLine(el, s, a);
       // The newest answer for this prompt decides what the buttons may do.
       const ans = s.messages.find((m) => m.kind === 'permission.answer' && m.for === a.attention_id);
       const status = $('.att-status', el);
@@ -520,6 +521,25 @@
         status.textContent = '';
       }
     }
+  }
+
+  // DECISIONS 39: how long a prompt waits for the person, in words. A parked one (its
+  // headless run ended waiting for it) is answerable until its parked_until, and answering
+  // resumes the run; only Claude Code parks, so another agent's prompt says it gives up.
+  function waitLine(el, s, a) {
+    const until = Date.parse(a.parked_until);
+    const parked = Number.isFinite(until);
+    $('.att-parked', el).hidden = !parked;
+    let text = '';
+    if (parked) {
+      const when = new Date(until - skew).toLocaleString([], { weekday: 'short', day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit' });
+      text = 'The agent stopped to wait for you. Answer any time until ' + when + '; your answer resumes the run.';
+    } else if (s.harness !== 'claude-code') {
+      text = 'Answer while the agent waits: it gives up waiting for this answer when its wait ends (this agent cannot park a prompt).';
+    }
+    const w = $('.att-wait', el);
+    w.textContent = text;
+    w.hidden = !text;
   }
 
   // A tool whose input is one shell command, which "Edit & allow" lets the person rewrite.

@@ -146,6 +146,20 @@ impl Machine {
         machine
     }
 
+    /// [`Machine::syncing_to`] with `more`'s top-level keys set in its config first
+    /// (`{"control": {...}}`).
+    pub fn syncing_with(dir: &Path, receiver: &SpReceiver, more: Value) -> Machine {
+        let mut machine = Machine::new(dir, &receiver.url, &dir.join("receiver/token"));
+        let mut config: Value =
+            serde_json::from_str(&std::fs::read_to_string(&machine.config).unwrap()).unwrap();
+        if let (Some(c), Value::Object(more)) = (config.as_object_mut(), more) {
+            c.extend(more);
+        }
+        std::fs::write(&machine.config, config.to_string()).unwrap();
+        machine.start_sync();
+        machine
+    }
+
     pub fn cmd(&self, name: &str) -> Command {
         bin_cmd(name, &self.home, &self.config, &self.state)
     }
