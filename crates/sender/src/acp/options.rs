@@ -3,7 +3,7 @@
 //! options, one that lets the turn go on ("decline") and one that ends it ("cancel"), and
 //! `allow_once` options that grant for the whole turn. An option that persists a rule is never
 //! picked for a once answer; options that cannot be told apart are refused, naming why.
-use super::wire::PermissionOptionKind as Kind;
+use agent_client_protocol_schema::v1::PermissionOptionKind as Kind;
 
 /// One option of a `session/request_permission`, as offered.
 #[derive(Debug, Clone, PartialEq, Eq)]
