@@ -32,6 +32,7 @@ ENVIRONMENT:
                  tests point it at target/debug with SP_SKIP_BUILD=1
   CARGO_TARGET_DIR  honoured as cargo honours it
   SP_NO_RECEIVER set to 1 for --no-receiver
+  SP_RECEIVER_PORT  the loopback port of the local receiver (default 8787)
   SP_CRONTAB     crontab program to use (tests); a path that does not exist acts as a
                  machine without crontab, which prints a systemd timer instead
   SP_SYSTEMCTL   systemctl program to use (tests); a path that does not exist acts as a
@@ -101,7 +102,11 @@ login_file=${SESSIONPIPE_RECEIVER_LOGIN_TOKEN_FILE:-$cfg_dir/receiver-login-toke
 receiver_db=${SESSIONPIPE_RECEIVER_DB:-${XDG_STATE_HOME:-$HOME/.local/state}/sessionpipe/receiver.db}
 unit_dir=${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user
 unit=$unit_dir/sp-receiver.service
-receiver_port=8787
+receiver_port=${SP_RECEIVER_PORT:-8787}
+case $receiver_port in
+    '' | *[!0-9]* | 0*) die "SP_RECEIVER_PORT must be a port number from 1 to 65535 (got '$receiver_port'); unset it for 8787" ;;
+esac
+[ "$receiver_port" -le 65535 ] || die "SP_RECEIVER_PORT must be a port number from 1 to 65535 (got '$receiver_port'); unset it for 8787"
 receiver_log=${XDG_STATE_HOME:-$HOME/.local/state}/sessionpipe/sp-receiver.log
 
 receiver_up() { (exec 3<>"/dev/tcp/127.0.0.1/$receiver_port") 2>/dev/null; }

@@ -773,18 +773,26 @@ fn a_new_sp_sync_stops_the_old_one_running_from_the_same_folder() {
 fn the_local_receiver_is_added_at_tier_2() {
     let h = Home::new();
     let before = h.snapshot();
+    // A port nothing answers on (8787 may hold the machine's own receiver, as in CI).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut c = h.script();
     c.env_remove("SP_NO_RECEIVER")
         .arg("--dry-run")
         .env("PREFIX", &h.prefix)
         .env("SP_CRONTAB", &h.crontab)
+        .env("SP_RECEIVER_PORT", port.to_string())
         .current_dir(&h.root);
     let out = c.output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
-        stdout
-            .contains("would add the sink 'local' (http://127.0.0.1:8787, signed control, tier 2"),
+        stdout.contains(&format!(
+            "would add the sink 'local' (http://127.0.0.1:{port}, signed control, tier 2"
+        )),
         "{stdout}"
     );
     assert_eq!(h.snapshot(), before);
@@ -795,6 +803,33 @@ fn the_local_receiver_is_added_at_tier_2() {
         .collect();
     assert_eq!(add.len(), 1, "{add:?}");
     assert!(add[0].contains("--tier 2"), "{}", add[0]);
+}
+
+/// A local receiver port that is not a port is refused before anything is done, saying how to
+/// fix it.
+#[test]
+fn a_receiver_port_that_is_not_a_port_is_refused() {
+    let h = Home::new();
+    let before = h.snapshot();
+    for bad in ["abc", "0", "65536", "80a"] {
+        let mut c = h.script();
+        c.env_remove("SP_NO_RECEIVER")
+            .arg("--dry-run")
+            .env("PREFIX", &h.prefix)
+            .env("SP_CRONTAB", &h.crontab)
+            .env("SP_RECEIVER_PORT", bad)
+            .current_dir(&h.root);
+        let out = c.output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "SP_RECEIVER_PORT must be a port number from 1 to 65535 (got '{bad}')"
+            )),
+            "{bad}: {stderr}"
+        );
+    }
+    assert_eq!(h.snapshot(), before);
 }
 
 /// Issue 37: every page address install.sh prints (and the unit it writes describes) is one
