@@ -613,14 +613,17 @@ fn invalid_messages_are_acked_failed_naming_the_rule() {
 
 #[test]
 fn a_redelivered_message_is_acted_on_once_and_acked_again() {
-    let (env, ids) = live_with_prompts(&["only once"], 60);
-    // The receiver is slow to take the ack (its `taken`), so it redelivers the prompt
-    // meanwhile, after the Stop delivered it: its `taken` goes again (the final waits for
-    // the turn's end).
+    let mut env = Env::new();
+    env.start_sync();
+    make_live(&env);
+    // The receiver is slow to take the prompt's first ack (its `taken`), so it redelivers
+    // the prompt meanwhile: its `taken` goes again (the final waits for the turn's end). The
+    // fault is in place before the prompt is queued, so the first ack cannot slip past it.
     env.receiver.push_fault(
         spreceiver::Route::Ack,
         spreceiver::Fault::Delay(Duration::from_secs(2)),
     );
+    let ids = queue_prompts(&env, &["only once"], 60);
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(stdout(&out).contains("only once"));
     assert!(
