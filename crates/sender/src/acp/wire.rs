@@ -86,6 +86,19 @@ pub fn mode_update(params: &RawValue) -> Option<(String, String)> {
     }
 }
 
+/// The session and the text of a `session/update` of kind `agent_message_chunk` (a text
+/// block; other content is not the agent's answer as text).
+pub fn agent_text(params: &RawValue) -> Option<(String, String)> {
+    let n: schema::SessionNotification = serde_json::from_str(params.get()).ok()?;
+    match n.update {
+        schema::SessionUpdate::AgentMessageChunk(schema::ContentChunk {
+            content: schema::ContentBlock::Text(t),
+            ..
+        }) => Some((n.session_id.0.to_string(), t.text)),
+        _ => None,
+    }
+}
+
 /// The agent's name from an `initialize` result (`agentInfo.name`).
 pub fn agent_name(result: &RawValue) -> Option<String> {
     serde_json::from_str::<schema::InitializeResponse>(result.get())
