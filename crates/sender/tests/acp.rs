@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 /// `startedNewTurn`, anything else `injected`. AGENT_NAME replaces its `agentInfo.name` (empty:
 /// no `agentInfo`); AGENT_SESSIONS the prefix of its session ids; AGENT_MODE the mode its
 /// sessions open in (`modes.currentModeId`; prompt "modeswitch" moves to `read-only` itself).
+/// A prompt with "refuse" is answered with an error.
 const AGENT: &str = r#"
 import json, os, sys
 log = open(os.environ["AGENT_LOG"], "ab", buffering=0)
@@ -193,6 +194,8 @@ while True:
                 r = wait_response(rid)
                 update(sid, "permission %d %s" % (i, json.dumps(r.get("result", {}).get("outcome"))))
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        elif "refuse" in text:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32603, "message": "no model configured"}})
         elif "wait" in text:
             update(sid, "working")
             ended = False
@@ -835,6 +838,60 @@ fn steer_goes_as_session_inject_when_the_agent_offers_it() {
     let p = ed.working(&sid);
     let text = "prefer the smaller fix";
     assert_injected(&env, &mut ed, (&sid, p), &key, text, "steer", "steer");
+}
+
+/// DECISIONS 38: while the turn a prompt went into runs, `progress` acks carry the agent's text
+/// so far (`seq` from 1); the final ack, at the turn's end, the whole text.
+#[test]
+fn progress_acks_carry_the_turns_text_so_far_until_it_ends() {
+    let (env, mut ed, sid, key) = polled_session(&[("AGENT_INJECT", "1")]);
+    let p = ed.working(&sid);
+    let msg = enqueue_prompt(&env, &key, "tell me more", "steer");
+    let (said, _) = ed.said_starting(Duration::from_secs(30), "injected");
+    let so_far = format!(
+        "working{}",
+        said["params"]["update"]["content"]["text"]
+            .as_str()
+            .unwrap()
+    );
+    let progress = |env: &Env| {
+        env.acks_for(msg.id())
+            .into_iter()
+            .find(|a| a["outcome"] == "progress" && a["reply"] == so_far.as_str())
+    };
+    assert!(
+        until(Duration::from_secs(10), || progress(&env).is_some()),
+        "{:#?}",
+        env.acks_for(msg.id())
+    );
+    assert_eq!(progress(&env).unwrap()["seq"], 1);
+    not_final_yet(&env, msg.id());
+    ed.stop(&sid);
+    ed.response(p);
+    assert_eq!(delivered_api(&env, msg.id())["reply"], so_far.as_str());
+}
+
+/// A prompt the agent refuses (an error answer to sp-acp's `session/prompt`) is acked `failed`
+/// with the agent's error after its `taken`, never `delivered`.
+#[test]
+fn a_prompt_the_agent_refuses_is_acked_failed() {
+    let (env, _ed, _sid, key) = polled_session(&[]);
+    let msg = enqueue_prompt(&env, &key, "refuse this", "queue");
+    let ack = ack_of(&env, msg.id());
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no model configured"),
+        "{ack}"
+    );
+    let acks = env.acks_for(msg.id());
+    assert_eq!(acks[0]["outcome"], "taken", "{acks:#?}");
+    assert!(
+        acks[1..].iter().all(|a| a["outcome"] == "failed"),
+        "{acks:#?}"
+    );
 }
 
 #[test]
