@@ -230,6 +230,38 @@ pub fn session_steering(id: &Value, session_id: &str, text: &str) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn agent_text_reads_only_the_agents_text_chunks() {
+        let update = |u: Value| {
+            serde_json::value::to_raw_value(&json!({"sessionId": "ses_1", "update": u})).unwrap()
+        };
+        let chunk =
+            |kind: &str, content: Value| update(json!({"sessionUpdate": kind, "content": content}));
+        assert_eq!(
+            agent_text(&chunk(
+                "agent_message_chunk",
+                json!({"type": "text", "text": "hi"})
+            )),
+            Some(("ses_1".into(), "hi".into()))
+        );
+        assert_eq!(
+            agent_text(&chunk(
+                "agent_thought_chunk",
+                json!({"type": "text", "text": "hmm"})
+            )),
+            None
+        );
+        assert_eq!(
+            agent_text(&chunk(
+                "user_message_chunk",
+                json!({"type": "text", "text": "q"})
+            )),
+            None
+        );
+        let image = json!({"type": "image", "data": "AAAA", "mimeType": "image/png"});
+        assert_eq!(agent_text(&chunk("agent_message_chunk", image)), None);
+    }
+
     fn parsed(s: &str) -> Value {
         assert!(s.ends_with('\n') && !s[..s.len() - 1].contains('\n'));
         serde_json::from_str(s).unwrap()

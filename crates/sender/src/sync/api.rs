@@ -497,4 +497,20 @@ mod tests {
             "%2Fhome%2Fme%2Fmy%20proj"
         );
     }
+
+    #[test]
+    fn the_turns_reply_is_the_assistants_text_after_the_last_user_message() {
+        let msgs = json!([
+            {"info": {"role": "assistant"}, "parts": [{"type": "text", "text": "old"}]},
+            {"info": {"role": "user"}, "parts": [{"type": "text", "text": "q"}]},
+            {"info": {"role": "assistant"}, "parts": [{"type": "reasoning", "text": "hmm"},
+                {"type": "text", "text": "one"}]},
+            {"info": {"role": "assistant"}, "parts": [{"type": "tool"}, {"type": "text", "text": "two"}]}
+        ]);
+        assert_eq!(turn_reply(&msgs.to_string()).as_deref(), Some("one\n\ntwo"));
+        // Nothing said since the user's message, or no list at all: no reply.
+        let none = json!([{"info": {"role": "user"}, "parts": [{"type": "text", "text": "q"}]}]);
+        assert_eq!(turn_reply(&none.to_string()), None);
+        assert_eq!(turn_reply("true"), None);
+    }
 }
