@@ -1214,7 +1214,7 @@ fn sp_acp_asks_again_when_a_requests_input_changes_under_the_same_id() {
 }
 
 /// claude-agent-acp's way (`promptQueueing`): a steer while a turn runs goes as a plain
-/// `session/prompt`, which the agent takes into that turn; acked when the agent answers it.
+/// `session/prompt`, which the agent takes into that turn; acked `delivered` when that turn ends.
 #[test]
 fn steer_goes_as_a_queued_session_prompt_where_the_agent_queues_prompts() {
     let (env, mut ed, sid, key) = polled_session(&[("AGENT_QUEUEING", "1")]);
