@@ -15,9 +15,9 @@
 //!   it offers instead a `session/prompt` with `delivery: "steer"`, as Harn 0.10 does, both go
 //!   that way: Harn 0.10 reads `session/remind` only after the running turn), or as a plain
 //!   `session/prompt` where the agent queues prompts into the running turn (claude-agent-acp's
-//!   `promptQueueing`; its outcome known when the agent answers it), or as `_session/steering` where the
-//!   agent advertises that extension (its answer decides the ack), and everything else waits
-//!   for the turn to end.
+//!   `promptQueueing`; its outcome known when the agent answers it), or as
+//!   `_session/steering` where the agent advertises that extension (its answer decides the
+//!   ack), and everything else waits for the turn to end.
 //!   A prompt that went in is acked `delivered` (mode `api`) only when the turn it went into
 //!   ends, its reply that turn's agent text, with `progress` acks meanwhile (DECISIONS 38).
 use super::wire::{self, PermissionOptionKind, StopReason};
