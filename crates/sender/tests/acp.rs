@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 /// `startedNewTurn`, anything else `injected`. AGENT_NAME replaces its `agentInfo.name` (empty:
 /// no `agentInfo`); AGENT_SESSIONS the prefix of its session ids; AGENT_MODE the mode its
 /// sessions open in (`modes.currentModeId`; prompt "modeswitch" moves to `read-only` itself).
+/// A prompt with "refuse" is answered with an error.
 const AGENT: &str = r#"
 import json, os, sys
 log = open(os.environ["AGENT_LOG"], "ab", buffering=0)
@@ -193,6 +194,8 @@ while True:
                 r = wait_response(rid)
                 update(sid, "permission %d %s" % (i, json.dumps(r.get("result", {}).get("outcome"))))
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        elif "refuse" in text:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32603, "message": "no model configured"}})
         elif "wait" in text:
             update(sid, "working")
             ended = False
@@ -527,18 +530,34 @@ fn session_ended(env: &Env, sid: &str) -> bool {
 
 /// A `mode` prompt while a turn runs reaches the agent as `session/inject` in
 /// `inject_mode`, and is acked delivered saying so.
-fn assert_injected(env: &Env, ed: &Editor, key: &str, text: &str, mode: &str, inject_mode: &str) {
+/// `inject_mode`; its final ack waits for the turn's end (the caller ends it, `p`), then says
+/// `delivered` how, with mode `api` and the turn's text as its reply (DECISIONS 38).
+#[allow(clippy::too_many_arguments)]
+fn assert_injected(
+    env: &Env,
+    ed: &mut Editor,
+    (sid, p): (&str, u64),
+    key: &str,
+    text: &str,
+    mode: &str,
+    inject_mode: &str,
+) {
     let msg = enqueue_prompt(env, key, text, mode);
     let (said, _) = ed.said_starting(Duration::from_secs(30), "injected");
     let said = said["params"]["update"]["content"]["text"]
         .as_str()
-        .unwrap();
+        .unwrap()
+        .to_string();
     let prefix = format!("injected {inject_mode}: ");
     assert!(said.starts_with(&prefix) && said.ends_with(text), "{said}");
-    let ack = ack_of(env, msg.id());
-    assert_eq!(ack["outcome"], "delivered");
+    not_final_yet(env, msg.id());
+    ed.stop(sid);
+    let (r, _) = ed.response(p);
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    let ack = delivered_api(env, msg.id());
     let how = format!("session/inject mode {inject_mode}");
     assert!(ack["detail"].as_str().unwrap().contains(&how), "{ack}");
+    assert_eq!(ack["reply"], format!("working{said}"), "{ack}");
 }
 
 /// Queues a prompt of `mode` for the session `key`; the message.
@@ -557,6 +576,51 @@ fn ack_of(env: &Env, id: &str) -> Value {
     env.receiver
         .wait_ack(id, Duration::from_secs(30))
         .unwrap_or_else(|| panic!("no ack for {id}\n{}", env.log()))
+}
+
+/// DECISIONS 38: the acks the receiver got for `id`, in order: one `taken`, any `progress`
+/// (each the reply so far, `seq` rising), then every final one; returns the final ack after
+/// checking it is `delivered` with mode `api` and each resend the same.
+fn delivered_api(env: &Env, id: &str) -> Value {
+    let last = ack_of(env, id);
+    let acks = env.acks_for(id);
+    assert_eq!(acks[0]["outcome"], "taken", "{acks:#?}");
+    let progress: Vec<&Value> = acks.iter().filter(|a| a["outcome"] == "progress").collect();
+    for w in progress.windows(2) {
+        assert!(w[0]["seq"].as_u64() < w[1]["seq"].as_u64(), "{acks:#?}");
+    }
+    let finals: Vec<&Value> = acks
+        .iter()
+        .filter(|a| a["outcome"] != "taken" && a["outcome"] != "progress")
+        .collect();
+    assert!(
+        finals.iter().all(|a| a["outcome"] == "delivered"
+            && a["mode"] == "api"
+            && a["reply"] == last["reply"]),
+        "{acks:#?}"
+    );
+    let first_final = acks.iter().position(|a| a == finals[0]).unwrap();
+    assert!(
+        acks[..first_final]
+            .iter()
+            .all(|a| a["outcome"] == "taken" || a["outcome"] == "progress"),
+        "{acks:#?}"
+    );
+    last
+}
+
+/// Only a `taken` (and any `progress`) reached the receiver for `id` so far: no final ack.
+fn not_final_yet(env: &Env, id: &str) {
+    assert!(until(Duration::from_secs(20), || env
+        .acks_for(id)
+        .iter()
+        .any(|a| a["outcome"] == "taken")));
+    let acks = env.acks_for(id);
+    assert!(
+        acks.iter()
+            .all(|a| a["outcome"] == "taken" || a["outcome"] == "progress"),
+        "{acks:#?}"
+    );
 }
 
 /// Waits until sp-sync polls the session, so a message enqueued now is taken.
@@ -739,17 +803,25 @@ fn a_remote_cancel_while_idle_is_acked_expired() {
 #[test]
 fn a_remote_prompt_while_idle_starts_a_turn_and_its_response_is_not_forwarded() {
     let (env, mut ed, sid, key) = polled_session(&[]);
+    let token = "ghp_R8x2Kq7Vb3Zm9Lp4Wt6Yc1Nd5Hf0Js2Ag8Ek";
     let msg = env.receiver.enqueue(
         &key,
-        json!({"kind": "prompt", "text": "hello from the phone"}),
+        json!({"kind": "prompt", "text": format!("hello from the phone {token} thanks")}),
     );
     // The editor is shown the prompt as the user's message, then the agent's answer.
     let shown = ed.update_text(Duration::from_secs(30), "user_message_chunk");
-    assert!(shown.ends_with("hello from the phone"), "{shown}");
+    assert!(shown.ends_with(" thanks"), "{shown}");
     let echo = ed.update_text(Duration::from_secs(20), "agent_message_chunk");
     assert!(echo.contains("hello from the phone"), "{echo}");
-    let ack = ack_of(&env, msg.id());
-    assert_eq!(ack["outcome"], "delivered");
+    // DECISIONS 38: `taken`, then `delivered` with mode `api` once the turn ended, its reply
+    // the agent's text of that turn, redacted (rule 37).
+    let ack = delivered_api(&env, msg.id());
+    let reply = ack["reply"].as_str().unwrap();
+    let (before, after) = echo.split_once(token).unwrap();
+    assert!(
+        reply.starts_with(before) && reply.ends_with(after) && !reply.contains("ghp_"),
+        "{reply:?} for {echo:?}"
+    );
     // The next editor request's response is the next thing the editor gets: the proxy's own
     // prompt response (id sp-acp-1) never reached it.
     let p = ed.prompt(&sid, "mine");
@@ -764,11 +836,62 @@ fn a_remote_prompt_while_idle_starts_a_turn_and_its_response_is_not_forwarded() 
 fn steer_goes_as_session_inject_when_the_agent_offers_it() {
     let (env, mut ed, sid, key) = polled_session(&[("AGENT_INJECT", "1")]);
     let p = ed.working(&sid);
-    assert_injected(&env, &ed, &key, "prefer the smaller fix", "steer", "steer");
-    // A stop ends the turn.
+    let text = "prefer the smaller fix";
+    assert_injected(&env, &mut ed, (&sid, p), &key, text, "steer", "steer");
+}
+
+/// DECISIONS 38: while the turn a prompt went into runs, `progress` acks carry the agent's text
+/// so far (`seq` from 1); the final ack, at the turn's end, the whole text.
+#[test]
+fn progress_acks_carry_the_turns_text_so_far_until_it_ends() {
+    let (env, mut ed, sid, key) = polled_session(&[("AGENT_INJECT", "1")]);
+    let p = ed.working(&sid);
+    let msg = enqueue_prompt(&env, &key, "tell me more", "steer");
+    let (said, _) = ed.said_starting(Duration::from_secs(30), "injected");
+    let so_far = format!(
+        "working{}",
+        said["params"]["update"]["content"]["text"]
+            .as_str()
+            .unwrap()
+    );
+    let progress = |env: &Env| {
+        env.acks_for(msg.id())
+            .into_iter()
+            .find(|a| a["outcome"] == "progress" && a["reply"] == so_far.as_str())
+    };
+    assert!(
+        until(Duration::from_secs(10), || progress(&env).is_some()),
+        "{:#?}",
+        env.acks_for(msg.id())
+    );
+    assert_eq!(progress(&env).unwrap()["seq"], 1);
+    not_final_yet(&env, msg.id());
     ed.stop(&sid);
-    let (r, _) = ed.response(p);
-    assert_eq!(r["result"]["stopReason"], "cancelled");
+    ed.response(p);
+    assert_eq!(delivered_api(&env, msg.id())["reply"], so_far.as_str());
+}
+
+/// A prompt the agent refuses (an error answer to sp-acp's `session/prompt`) is acked `failed`
+/// with the agent's error after its `taken`, never `delivered`.
+#[test]
+fn a_prompt_the_agent_refuses_is_acked_failed() {
+    let (env, _ed, _sid, key) = polled_session(&[]);
+    let msg = enqueue_prompt(&env, &key, "refuse this", "queue");
+    let ack = ack_of(&env, msg.id());
+    assert_eq!(ack["outcome"], "failed", "{ack}");
+    assert!(
+        ack["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no model configured"),
+        "{ack}"
+    );
+    let acks = env.acks_for(msg.id());
+    assert_eq!(acks[0]["outcome"], "taken", "{acks:#?}");
+    assert!(
+        acks[1..].iter().all(|a| a["outcome"] == "failed"),
+        "{acks:#?}"
+    );
 }
 
 #[test]
@@ -970,7 +1093,8 @@ fn a_prompt_while_a_turn_runs_waits_for_its_end_without_session_inject() {
             .is_some_and(|t| t.starts_with("echo: ") && t.ends_with("after this turn"))
     });
     assert_eq!(echo["params"]["sessionId"], sid.as_str());
-    assert_eq!(ack_of(&env, &id)["outcome"], "delivered");
+    let ack = delivered_api(&env, &id);
+    assert_eq!(ack["reply"], echo["params"]["update"]["content"]["text"]);
     // The cancelled turn went straight on to the queued prompt, so it did not end waiting
     // for the person; the prompt's own turn did.
     let ended = env
@@ -1032,9 +1156,8 @@ fn interrupt_goes_as_session_inject_interrupt_immediate() {
     let (env, mut ed, sid, key) = polled_session(&[("AGENT_INJECT", "1")]);
     let p = ed.working(&sid);
     let text = "stop and read this";
-    assert_injected(&env, &ed, &key, text, "interrupt", "interrupt_immediate");
-    ed.stop(&sid);
-    ed.response(p);
+    let how = "interrupt_immediate";
+    assert_injected(&env, &mut ed, (&sid, p), &key, text, "interrupt", how);
 }
 
 /// Issue 28 / DECISIONS 32: an approval is bound to the call's input, not to its id alone.
@@ -1091,7 +1214,7 @@ fn sp_acp_asks_again_when_a_requests_input_changes_under_the_same_id() {
 }
 
 /// claude-agent-acp's way (`promptQueueing`): a steer while a turn runs goes as a plain
-/// `session/prompt`, which the agent takes into that turn; acked when the agent answers it.
+/// `session/prompt`, which the agent takes into that turn; acked `delivered` when that turn ends.
 #[test]
 fn steer_goes_as_a_queued_session_prompt_where_the_agent_queues_prompts() {
     let (env, mut ed, sid, key) = polled_session(&[("AGENT_QUEUEING", "1")]);
@@ -1106,12 +1229,8 @@ fn steer_goes_as_a_queued_session_prompt_where_the_agent_queues_prompts() {
     assert!(seen
         .iter()
         .any(|v| v["params"]["update"]["sessionUpdate"] == "user_message_chunk"));
-    let ack = ack_of(&env, msg.id());
-    assert_eq!(ack["outcome"], "delivered", "{ack}");
-    assert!(
-        ack["detail"].as_str().unwrap().contains("promptQueueing"),
-        "{ack}"
-    );
+    // It joined the editor's turn: its final ack waits for that turn's end.
+    not_final_yet(&env, msg.id());
     let cancel = env.receiver.enqueue(&key, json!({"kind": "cancel"}));
     let (r, before) = ed.response(p);
     assert_eq!(r["result"]["stopReason"], "cancelled");
@@ -1120,6 +1239,15 @@ fn steer_goes_as_a_queued_session_prompt_where_the_agent_queues_prompts() {
         "a response the editor did not ask for: {before:#?}"
     );
     assert_eq!(ack_of(&env, cancel.id())["outcome"], "delivered");
+    let ack = delivered_api(&env, msg.id());
+    assert!(
+        ack["detail"].as_str().unwrap().contains("promptQueueing"),
+        "{ack}"
+    );
+    let queued = said["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert_eq!(ack["reply"], format!("working{queued}"), "{ack}");
 }
 
 /// Issue 30: `session.started` names the agent for people and lists when each control word
@@ -1214,14 +1342,14 @@ fn steer_goes_as_session_steering_and_each_answer_decides_the_ack() {
             .enqueue(&key, json!({"kind": "prompt", "text": text, "mode": mode}));
         ack_of(&env, m["id"].as_str().unwrap())
     };
-    // injected: delivered.
-    let ack = send("prefer the smaller fix", "steer");
-    assert_eq!(ack["outcome"], "delivered", "{ack}");
-    assert!(
-        ack["detail"].as_str().unwrap().contains("injected"),
-        "{ack}"
+    // injected: delivered when the turn it joined ends (below).
+    let steered = env.receiver.enqueue(
+        &key,
+        json!({"kind": "prompt", "text": "prefer the smaller fix", "mode": "steer"}),
     );
-    assert!(said(&ed, "steered: ").ends_with("prefer the smaller fix"));
+    let steered_said = said(&ed, "steered: ");
+    assert!(steered_said.ends_with("prefer the smaller fix"));
+    not_final_yet(&env, steered.id());
     // An interrupt goes the same way; startedNewTurn: delivered.
     let ack = send("newturn please", "interrupt");
     assert_eq!(ack["outcome"], "delivered", "{ack}");
@@ -1233,6 +1361,7 @@ fn steer_goes_as_session_steering_and_each_answer_decides_the_ack() {
         "{ack}"
     );
     assert!(said(&ed, "new turn: ").ends_with("newturn please"));
+    assert_eq!((&ack["mode"], ack.get("reply")), (&json!("api"), None));
     // An error and a `failed` outcome: failed, with the agent's reason.
     let ack = send("boom", "steer");
     assert_eq!(ack["outcome"], "failed", "{ack}");
@@ -1260,11 +1389,25 @@ fn steer_goes_as_session_steering_and_each_answer_decides_the_ack() {
     let (r, _) = ed.response(p);
     assert_eq!(r["result"]["stopReason"], "end_turn");
     assert!(said(&ed, "echo: ").ends_with("late news"));
-    let ack = ack_of(&env, late["id"].as_str().unwrap());
-    assert_eq!(ack["outcome"], "delivered", "{ack}");
+    let ack = delivered_api(&env, late["id"].as_str().unwrap());
     assert!(
         ack["detail"].as_str().unwrap().contains("promptRequired"),
         "{ack}"
+    );
+    assert!(
+        ack["reply"].as_str().unwrap().starts_with("echo: "),
+        "{ack}"
+    );
+    // The steer's turn ended with the text the agent said in it.
+    let ack = delivered_api(&env, steered.id());
+    assert!(
+        ack["detail"].as_str().unwrap().contains("injected"),
+        "{ack}"
+    );
+    let reply = ack["reply"].as_str().unwrap();
+    assert!(
+        reply.starts_with(&format!("working{steered_said}new turn: ")),
+        "{reply:?}"
     );
     let log = ed.agent_log();
     assert_eq!(log.matches(r#""method":"_session/steering""#).count(), 5);

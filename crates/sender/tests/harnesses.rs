@@ -1045,6 +1045,11 @@ impl OpenCode {
                     None if req.url().contains("/prompt_async") => {
                         tiny_http::Response::from_string("").with_status_code(204)
                     }
+                    // The session's messages, as OpenCode 1.x lists them: the last turn's
+                    // answer is the assistant's text after the last user message.
+                    None if req.url().contains("/message") => {
+                        tiny_http::Response::from_string(OPENCODE_MESSAGES).with_header(json)
+                    }
                     None => tiny_http::Response::from_string("true").with_header(json),
                 };
                 let _ = req.respond(resp);
@@ -1084,6 +1089,17 @@ impl OpenCode {
     }
 }
 
+/// What the stand-in answers to `GET /session/:id/message`.
+const OPENCODE_MESSAGES: &str = r#"[
+ {"info": {"role": "user"}, "parts": [{"type": "text", "text": "earlier"}]},
+ {"info": {"role": "assistant"}, "parts": [{"type": "text", "text": "Not this."}]},
+ {"info": {"role": "user"}, "parts": [{"type": "text", "text": "the prompt"}]},
+ {"info": {"role": "assistant"}, "parts": [{"type": "reasoning", "text": "thinking"},
+   {"type": "tool", "tool": "edit"}, {"type": "text", "text": "Changelog updated."}]},
+ {"info": {"role": "assistant"}, "parts": [{"type": "text",
+   "text": "Token ghp_R8x2Kq7Vb3Zm9Lp4Wt6Yc1Nd5Hf0Js2Ag8Ek kept out."}]}
+]"#;
+
 fn opencode_live(env: &Env, server: &OpenCode) {
     let out = run_ok(
         env,
@@ -1107,9 +1123,6 @@ fn opencode_prompt_cancel_and_permission_reply_through_its_api() {
         &key("opencode"),
         json!({"kind": "prompt", "text": "please also update the changelog"}),
     );
-    let ack = ack_of(&env, m["id"].as_str().unwrap());
-    assert_eq!(ack["outcome"], "delivered", "{}", env.log());
-    assert_eq!(ack["detail"], "opencode POST /session/:id/prompt_async");
     let req = oc.wait_request("/prompt_async");
     assert_eq!(req.method, "POST");
     assert_eq!(req.url, format!("/session/{sid}/prompt_async{DIR_QUERY}"));
@@ -1127,13 +1140,39 @@ fn opencode_prompt_cancel_and_permission_reply_through_its_api() {
     stored(&env, m2["id"].as_str().unwrap());
     std::thread::sleep(Duration::from_millis(1200));
     assert_eq!(oc.count("/prompt_async"), 1, "no prompt while busy");
+    // DECISIONS 38: the first is `taken`; its final ack waits for its turn's end (the idle).
+    let acks = env.acks_for(m["id"].as_str().unwrap());
+    assert!(
+        !acks.is_empty() && acks.iter().all(|a| a["outcome"] == "taken"),
+        "{acks:#?}"
+    );
     let idle = opencode_event("session.idle", json!({}), &oc.url);
     assert_eq!(run_ok(&env, "opencode", "sp-event", &idle), "");
-    assert_eq!(
-        ack_of(&env, m2["id"].as_str().unwrap())["outcome"],
-        "delivered"
+    let ack = ack_of(&env, m["id"].as_str().unwrap());
+    assert_eq!(ack["outcome"], "delivered", "{}", env.log());
+    assert_eq!(ack["detail"], "opencode POST /session/:id/prompt_async");
+    assert_eq!(ack["mode"], "api");
+    // Its reply: the assistant's text after the last user message, redacted.
+    let reply = ack["reply"].as_str().unwrap();
+    assert!(
+        reply.starts_with("Changelog updated.\n\nToken ")
+            && reply.ends_with(" kept out.")
+            && !reply.contains("ghp_"),
+        "{reply:?}"
     );
+    let msgs = oc.wait_request("/message");
+    assert_eq!(
+        (msgs.method.as_str(), msgs.url),
+        ("GET", format!("/session/{sid}/message{DIR_QUERY}&limit=20"))
+    );
+    // The second went in at that idle; its turn ends at the next one (after the abort).
+    let end = Instant::now() + Duration::from_secs(15);
+    while oc.count("/prompt_async") < 2 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(oc.count("/prompt_async"), 2);
+    let acks = env.acks_for(m2["id"].as_str().unwrap());
+    assert!(acks.iter().all(|a| a["outcome"] == "taken"), "{acks:#?}");
     // Cancel: POST /session/:id/abort.
     let c = env
         .receiver
@@ -1154,6 +1193,11 @@ fn opencode_prompt_cancel_and_permission_reply_through_its_api() {
     let idle = opencode_event("session.idle", json!({}), &oc.url);
     assert_eq!(run_ok(&env, "opencode", "sp-event", &idle), "");
     assert_eq!(turn_ends(), ["interrupt"]);
+    let ack = ack_of(&env, m2["id"].as_str().unwrap());
+    assert_eq!(
+        (&ack["outcome"], &ack["mode"]),
+        (&json!("delivered"), &json!("api"))
+    );
     // Permission: the plugin reports permission.asked; an allow replies `once`.
     let asked = opencode_event("permission.asked", json!({}), &oc.url);
     assert_eq!(run_ok(&env, "opencode", "sp-event", &asked), "");
@@ -1536,6 +1580,12 @@ fn every_kind_for_every_harness() {
             );
             let again = stop_again(name, &event_payload(name, stop_event(name)));
             assert_eq!(run_ok(&env, name, "sp-stop", &again), "", "{name}");
+        }
+        if name == "opencode" {
+            // Its final ack comes at the end of the turn it started (DECISIONS 38).
+            oc.wait_request("/prompt_async");
+            let idle = opencode_event("session.idle", json!({}), &oc.url);
+            assert_eq!(run_ok(&env, name, "sp-event", &idle), "");
         }
         let a = ack_of(&env, &id);
         table.push((name, "prompt", a["outcome"].clone(), a["detail"].clone()));

@@ -15,9 +15,11 @@
 //!   it offers instead a `session/prompt` with `delivery: "steer"`, as Harn 0.10 does, both go
 //!   that way: Harn 0.10 reads `session/remind` only after the running turn), or as a plain
 //!   `session/prompt` where the agent queues prompts into the running turn (claude-agent-acp's
-//!   `promptQueueing`; acked when the agent answers it), or as `_session/steering` where the
-//!   agent advertises that extension (its answer decides the ack), and everything else waits
-//!   for the turn to end.
+//!   `promptQueueing`; its outcome known when the agent answers it), or as
+//!   `_session/steering` where the agent advertises that extension (its answer decides the
+//!   ack), and everything else waits for the turn to end.
+//!   A prompt that went in is acked `delivered` (mode `api`) only when the turn it went into
+//!   ends, its reply that turn's agent text, with `progress` acks meanwhile (DECISIONS 38).
 use super::wire::{self, PermissionOptionKind, StopReason};
 use super::{Ev, Own, Shared};
 use crate::clock::now_ms;
@@ -41,6 +43,17 @@ const CANCEL_WAIT: Duration = Duration::from_secs(25);
 const PERMISSION_OPEN: Duration = Duration::from_secs(3600);
 const BUSY_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The ack's `mode` for a prompt sp-acp puts into a session: through the agent's own API.
+const API: &str = "api";
+/// DECISIONS 38: `progress` acks at most this often.
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// The last `progress` of a turn: when, and how long the text was.
+struct Progress {
+    last: Instant,
+    len: usize,
+}
+
 /// A `session/cancel` sent, waiting for its prompt to end.
 struct PendingCancel {
     ids: Vec<String>,
@@ -57,6 +70,8 @@ struct Controller<'a> {
     /// The mode each session last reported (`modes.currentModeId`, `current_mode_update`).
     modes: HashMap<String, String>,
     cancels: HashMap<String, PendingCancel>,
+    /// Sessions whose turn the phone's prompts wait for, and their last `progress`.
+    waiting: HashMap<String, Progress>,
     last_keepalive: Instant,
     pid: u32,
 }
@@ -76,6 +91,7 @@ pub(super) fn run(shared: &Shared, rx: Receiver<Ev>) {
         live: HashMap::new(),
         modes: HashMap::new(),
         cancels: HashMap::new(),
+        waiting: HashMap::new(),
         last_keepalive: Instant::now(),
         pid: std::process::id(),
     };
@@ -311,18 +327,7 @@ impl Controller<'_> {
                 });
                 self.ensure_sync();
             }
-            Ev::Mode { sid, mode } => {
-                if !self.live.contains_key(&sid) || self.modes.len() >= super::TRACK_MAX {
-                    return;
-                }
-                crate::logging::info(&format!("sp-acp: acp:{sid} is in mode {mode:?}"));
-                self.modes.insert(sid.clone(), mode);
-                // Kept on the session, and told to the receiver now (a `session.mode` event):
-                // a person should not wait for the next turn to learn why no prompt comes.
-                let s = self.sref(&sid, "session/set_mode");
-                self.with_store("noting the session's mode", |st| st.record_mode(&s));
-                self.ensure_sync();
-            }
+            Ev::Mode { sid, mode } => self.mode_changed(sid, mode),
             Ev::Withdrawn { sid, attention } => {
                 let s = self.sref(&sid, "$/cancel_request");
                 self.with_store("clearing a withdrawn request", |st| {
@@ -336,8 +341,12 @@ impl Controller<'_> {
                     st.close_attention(&s, &attention, How::Answered)
                 });
             }
-            Ev::TurnEnded { sid, stop } => self.turn_ended(&sid, stop),
-            Ev::OwnDone { own, result } => self.own_done(own, result),
+            Ev::TurnEnded { sid, stop, text } => self.turn_ended(&sid, stop, &text),
+            Ev::OwnDone {
+                own,
+                result,
+                running,
+            } => self.own_done(own, result, running),
             Ev::ToAgent { frame } => {
                 if let Err(e) = super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
                     crate::logging::warn(&format!("sp-acp: cannot write to the agent: {e}"));
@@ -347,10 +356,30 @@ impl Controller<'_> {
         }
     }
 
-    fn turn_ended(&mut self, sid: &str, stop: Option<StopReason>) {
+    fn mode_changed(&mut self, sid: String, mode: String) {
+        if !self.live.contains_key(&sid) || self.modes.len() >= super::TRACK_MAX {
+            return;
+        }
+        crate::logging::info(&format!("sp-acp: acp:{sid} is in mode {mode:?}"));
+        self.modes.insert(sid.clone(), mode);
+        // Kept on the session, and told to the receiver now (a `session.mode` event):
+        // a person should not wait for the next turn to learn why no prompt comes.
+        let s = self.sref(&sid, "session/set_mode");
+        self.with_store("noting the session's mode", |st| st.record_mode(&s));
+        self.ensure_sync();
+    }
+
+    fn turn_ended(&mut self, sid: &str, stop: Option<StopReason>, text: &str) {
         if self.busy(sid) {
             return;
         }
+        // The phone's prompts of this turn: delivered, with the turn's text (DECISIONS 38).
+        self.waiting.remove(sid);
+        let key = self.sref(sid, "session/prompt").key();
+        let reply = (!text.is_empty()).then(|| crate::wire::control::ack_reply(text));
+        self.with_store("acking the turn's prompts", |st| {
+            st.turn_ended_as(&key, API, reply.as_deref())
+        });
         // Permission requests of a finished turn will not be answered any more.
         let stale = remove_perms(&mut self.shared.lock(), sid);
         let s = self.sref(sid, "session/prompt");
@@ -380,10 +409,13 @@ impl Controller<'_> {
         }
     }
 
-    fn own_done(&mut self, own: Own, result: Result<Value, String>) {
+    /// `running`: a turn of the session was running when the answer came.
+    fn own_done(&mut self, own: Own, result: Result<Value, String>, running: bool) {
         match own {
-            Own::Steering { sid, ids, text } => self.steering_done(&sid, ids, &text, result),
-            Own::Prompt { sid } => match result {
+            Own::Steering { sid, ids, text } => {
+                self.steering_done(&sid, ids, &text, result, running)
+            }
+            Own::Prompt { sid, ids } => match result {
                 Ok(r) => crate::logging::info(&format!(
                     "sp-acp: acp:{sid}: the remote prompt's turn ended {}",
                     r.get("stopReason").unwrap_or(&Value::Null)
@@ -392,7 +424,9 @@ impl Controller<'_> {
                     crate::logging::warn(&format!(
                         "sp-acp: acp:{sid}: the remote prompt failed: {e}"
                     ));
-                    self.turn_ended(&sid, None);
+                    let detail = format!("the agent refused session/prompt: {e}");
+                    self.with_store("failing a prompt", |st| st.fail_turn_waits(&ids, &detail));
+                    self.turn_ended(&sid, None, "");
                 }
             },
             Own::Inject {
@@ -404,7 +438,7 @@ impl Controller<'_> {
                 if queued && result.is_err() {
                     // A queued prompt the agent refused ends nothing it started; the session
                     // may be idle now.
-                    self.turn_ended(&sid, None);
+                    self.turn_ended(&sid, None, "");
                 }
                 let accepted = result
                     .as_ref()
@@ -415,9 +449,7 @@ impl Controller<'_> {
                 match result {
                     Ok(_) if accepted => {
                         let detail = format!("acp {how} (accepted)");
-                        self.with_store("confirming an inject", |st| {
-                            st.confirm_delivered(&ids, &detail)
-                        });
+                        self.delivered_in_turn(&sid, &ids, &detail, running);
                     }
                     other => {
                         let detail = match other {
@@ -457,6 +489,7 @@ impl Controller<'_> {
             self.cancel(&sid);
             self.prompts(&sid);
         }
+        self.progress();
         // A cancel whose prompt never ended.
         let overdue: Vec<String> = self
             .cancels
@@ -928,6 +961,7 @@ impl Controller<'_> {
             st.sessions.entry(sid.to_string()).or_default().prompts += 1;
             st.own_id(Own::Prompt {
                 sid: sid.to_string(),
+                ids: ids.clone(),
             })
         };
         // The editor did not send this prompt: show it in its thread as the user's message.
@@ -936,9 +970,7 @@ impl Controller<'_> {
         let frame = wire::session_prompt(&id, sid, text);
         match super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
             Ok(()) => {
-                self.with_store("confirming prompts", |st| {
-                    st.confirm_delivered(&ids, detail)
-                });
+                self.delivered_in_turn(sid, &ids, detail, true);
                 crate::logging::info(&format!(
                     "sp-acp: {}: {} prompt(s) sent as {id}",
                     s.key(),
@@ -984,6 +1016,7 @@ impl Controller<'_> {
         ids: Vec<String>,
         text: &str,
         result: Result<Value, String>,
+        running: bool,
     ) {
         let outcome = result
             .as_ref()
@@ -997,16 +1030,20 @@ impl Controller<'_> {
             .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_string));
         match (outcome, &result) {
             (Some("injected"), _) => {
-                self.with_store("confirming a steer", |st| {
-                    st.confirm_delivered(&ids, "acp _session/steering (injected into the running turn)")
-                });
+                self.delivered_in_turn(
+                    sid,
+                    &ids,
+                    "acp _session/steering (injected into the running turn)",
+                    running,
+                );
             }
             // A turn the agent started itself has no `session/prompt` of ours or the editor's:
             // its end is not seen, and no `turn.ended` is sent for it.
             (Some("startedNewTurn"), _) => {
-                self.with_store("confirming a steer", |st| {
-                    st.confirm_delivered(&ids, "acp _session/steering (the agent started a new turn with it)")
-                });
+                self.delivered_now(
+                    &ids,
+                    "acp _session/steering (the agent started a new turn with it)",
+                );
             }
             (Some("promptRequired"), _) => self.send_prompt(
                 sid,
@@ -1026,6 +1063,64 @@ impl Controller<'_> {
                 &ids,
                 &format!("_session/steering answered {r}, which sp-acp does not know; not sent again"),
             ),
+        }
+    }
+
+    /// Prompts that went into a turn: `delivered` once that turn ends, the final ack then
+    /// carrying mode `api` and the turn's text as `reply` ([`Controller::turn_ended`]); their
+    /// `taken` is stored already (at ingest). `ends_later`: the turn's end is still to come
+    /// (its `TurnEnded` follows); otherwise they are acked at once, without a reply.
+    fn delivered_in_turn(&mut self, sid: &str, ids: &[String], detail: &str, ends_later: bool) {
+        if !ends_later {
+            self.delivered_now(ids, detail);
+            return;
+        }
+        let key = self.sref(sid, "session/prompt").key();
+        if self
+            .with_store("confirming prompts", |st| {
+                st.deliver_for_turn(&key, ids, detail, true)
+            })
+            .is_some()
+        {
+            self.waiting.entry(sid.to_string()).or_insert(Progress {
+                last: Instant::now(),
+                len: 0,
+            });
+        }
+    }
+
+    /// Prompts delivered where sp-acp sees no end of the turn they joined: acked `delivered`
+    /// with mode `api` at once, without a reply.
+    fn delivered_now(&mut self, ids: &[String], detail: &str) {
+        self.with_store("confirming prompts", |st| st.delivered_as(ids, detail, API));
+    }
+
+    /// DECISIONS 38 `progress`: the text so far of each turn the phone's prompts wait for, at
+    /// most every [`PROGRESS_EVERY`], when it grew. Best effort.
+    fn progress(&mut self) {
+        let due: Vec<String> = self
+            .waiting
+            .iter()
+            .filter(|(_, p)| p.last.elapsed() >= PROGRESS_EVERY)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for sid in due {
+            let text = {
+                let st = self.shared.lock();
+                match st.sessions.get(&sid) {
+                    Some(s) if s.text.len() != self.waiting.get(&sid).map_or(0, |p| p.len) => {
+                        s.text.clone()
+                    }
+                    _ => continue,
+                }
+            };
+            if let Some(p) = self.waiting.get_mut(&sid) {
+                p.last = Instant::now();
+                p.len = text.len();
+            }
+            let key = self.sref(&sid, "session/update").key();
+            let reply = crate::wire::control::ack_reply(&text);
+            self.with_store("sending progress", |st| st.turn_progress(&key, &reply));
         }
     }
 
@@ -1070,6 +1165,10 @@ impl Controller<'_> {
         let sids: Vec<String> = self.live.keys().cloned().collect();
         for sid in sids {
             let s = self.sref(&sid, "exit");
+            // A turn still waited for will not end now: its prompts are delivered, no reply.
+            self.with_store("acking the turn's prompts", |st| {
+                st.turn_ended_as(&s.key(), API, None)
+            });
             self.with_store("ending the session", |st| st.end_session(&s));
         }
     }

@@ -87,6 +87,8 @@ pub(crate) struct Perm {
 pub(crate) enum Own {
     Prompt {
         sid: String,
+        /// The phone's messages it carries.
+        ids: Vec<String>,
     },
     Inject {
         sid: String,
@@ -106,11 +108,25 @@ pub(crate) enum Own {
     },
 }
 
+impl Own {
+    pub fn sid(&self) -> &str {
+        match self {
+            Own::Prompt { sid, .. } | Own::Inject { sid, .. } | Own::Steering { sid, .. } => sid,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Sess {
     /// Prompts in flight (the editor's and the proxy's).
     pub prompts: u32,
+    /// The agent's text of the running turn (`agent_message_chunk`s), taken when it ends.
+    pub text: String,
 }
+
+/// The most of a turn's text kept (bytes). The reply is redacted whole and then cut to
+/// 20,000 characters; this leaves room for what redaction shortens.
+pub(crate) const TURN_TEXT_MAX: usize = 256 * 1024;
 
 #[derive(Debug, Default)]
 pub(crate) struct State {
@@ -196,10 +212,16 @@ pub(crate) enum Ev {
     TurnEnded {
         sid: String,
         stop: Option<wire::StopReason>,
+        /// The agent's text of the turn (empty when another prompt of it still runs).
+        text: String,
     },
     OwnDone {
         own: Own,
         result: Result<Value, String>,
+        /// A turn of the session was still running when the answer came (so its
+        /// `TurnEnded` is still to come): read here, in frame order, not by the controller
+        /// later, when it may have ended meanwhile.
+        running: bool,
     },
     /// A frame for the agent the controller writes (an answer from a grant for the session),
     /// so the forwarding thread never waits on the agent's stdin.
@@ -342,34 +364,33 @@ impl Shared {
         let mut st = self.lock();
         if let Some(own) = st.own.remove(key) {
             let ends_a_prompt = match &own {
-                Own::Prompt { sid }
+                Own::Prompt { sid, .. }
                 | Own::Inject {
                     sid, queued: true, ..
                 } => Some(sid.clone()),
                 Own::Inject { .. } | Own::Steering { .. } => None,
             };
-            if let Some(sid) = &ends_a_prompt {
-                end_prompt(&mut st, sid);
-            }
+            let running = st.sessions.get(own.sid()).is_some_and(|s| s.prompts > 0);
+            let text = ends_a_prompt
+                .as_ref()
+                .map(|sid| end_prompt(&mut st, sid))
+                .unwrap_or_default();
             drop(st);
-            let result = match (m.result, m.error) {
-                (Some(r), _) => Ok(serde_json::from_str(r.get()).unwrap_or(Value::Null)),
-                (None, Some(e)) => {
-                    let e: Value = serde_json::from_str(e.get()).unwrap_or(Value::Null);
-                    Err(e
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .map_or_else(|| e.to_string(), str::to_string))
-                }
-                (None, None) => Err("the agent answered with neither result nor error".into()),
-            };
+            let result = own_result(m);
+            // OwnDone first: a queued prompt's messages wait for the turn's end, which may
+            // be this very answer.
+            self.send(Ev::OwnDone {
+                own,
+                result,
+                running,
+            });
             if let (Some(sid), Some(r)) = (ends_a_prompt, m.result) {
                 self.send(Ev::TurnEnded {
                     sid,
                     stop: wire::stop_reason(r),
+                    text,
                 });
             }
-            self.send(Ev::OwnDone { own, result });
             return Verdict::Swallow;
         }
         let Some(req) = st.client_requests.remove(key) else {
@@ -426,11 +447,12 @@ impl Shared {
             ClientReq::SetMode { .. } => {}
             ClientReq::Load { .. } => {}
             ClientReq::Prompt { sid } => {
-                end_prompt(&mut st, &sid);
+                let text = end_prompt(&mut st, &sid);
                 drop(st);
                 self.send(Ev::TurnEnded {
                     sid,
                     stop: m.result.and_then(wire::stop_reason),
+                    text,
                 });
             }
         }
@@ -571,13 +593,38 @@ impl Shared {
     /// A `current_mode_update` among the agent's session updates (only frames that name it
     /// are parsed: most updates are streamed text).
     fn mode_update(&self, m: &Msg) -> Verdict {
-        let Some(p) = m.params.filter(|p| p.get().contains("current_mode_update")) else {
+        let Some(p) = m.params else {
             return Verdict::Forward;
         };
+        if p.get().contains("agent_message_chunk") {
+            self.agent_text(p);
+        }
+        if !p.get().contains("current_mode_update") {
+            return Verdict::Forward;
+        }
         if let Some((sid, mode)) = wire::mode_update(p) {
             self.send(Ev::Mode { sid, mode });
         }
         Verdict::Forward
+    }
+
+    /// The agent's text of a running turn, kept for the reply of the phone's prompts that
+    /// wait for that turn's end (DECISIONS 38). Text outside a turn (a `session/load`
+    /// replaying history) is not kept; at most [`TURN_TEXT_MAX`] bytes a turn.
+    fn agent_text(&self, p: &RawValue) {
+        let Some((sid, text)) = wire::agent_text(p) else {
+            return;
+        };
+        let mut st = self.lock();
+        let Some(s) = st.sessions.get_mut(&sid).filter(|s| s.prompts > 0) else {
+            return;
+        };
+        let room = TURN_TEXT_MAX.saturating_sub(s.text.len());
+        let mut cut = room.min(text.len());
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.text.push_str(&text[..cut]);
     }
 
     /// The agent's `$/cancel_request` for a request still open: the phone's prompt is
@@ -630,9 +677,33 @@ impl Shared {
     }
 }
 
-fn end_prompt(st: &mut State, sid: &str) {
-    if let Some(s) = st.sessions.get_mut(sid) {
-        s.prompts = s.prompts.saturating_sub(1);
+/// The agent's answer to a request of the proxy's own: its result, or its error's message.
+fn own_result(m: &Msg) -> Result<Value, String> {
+    match (m.result, m.error) {
+        (Some(r), _) => Ok(serde_json::from_str(r.get()).unwrap_or(Value::Null)),
+        (None, Some(e)) => {
+            let e: Value = serde_json::from_str(e.get()).unwrap_or(Value::Null);
+            Err(e
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| e.to_string(), str::to_string))
+        }
+        (None, None) => Err("the agent answered with neither result nor error".into()),
+    }
+}
+
+/// One prompt of the session ended; when it was the last, the turn's text is taken.
+fn end_prompt(st: &mut State, sid: &str) -> String {
+    match st.sessions.get_mut(sid) {
+        Some(s) => {
+            s.prompts = s.prompts.saturating_sub(1);
+            if s.prompts == 0 {
+                std::mem::take(&mut s.text)
+            } else {
+                String::new()
+            }
+        }
+        None => String::new(),
     }
 }
 

@@ -86,6 +86,19 @@ pub fn mode_update(params: &RawValue) -> Option<(String, String)> {
     }
 }
 
+/// The session and the text of a `session/update` of kind `agent_message_chunk` (a text
+/// block; other content is not the agent's answer as text).
+pub fn agent_text(params: &RawValue) -> Option<(String, String)> {
+    let n: schema::SessionNotification = serde_json::from_str(params.get()).ok()?;
+    match n.update {
+        schema::SessionUpdate::AgentMessageChunk(schema::ContentChunk {
+            content: schema::ContentBlock::Text(t),
+            ..
+        }) => Some((n.session_id.0.to_string(), t.text)),
+        _ => None,
+    }
+}
+
 /// The agent's name from an `initialize` result (`agentInfo.name`).
 pub fn agent_name(result: &RawValue) -> Option<String> {
     serde_json::from_str::<schema::InitializeResponse>(result.get())
@@ -216,6 +229,38 @@ pub fn session_steering(id: &Value, session_id: &str, text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_text_reads_only_the_agents_text_chunks() {
+        let update = |u: Value| {
+            serde_json::value::to_raw_value(&json!({"sessionId": "ses_1", "update": u})).unwrap()
+        };
+        let chunk =
+            |kind: &str, content: Value| update(json!({"sessionUpdate": kind, "content": content}));
+        assert_eq!(
+            agent_text(&chunk(
+                "agent_message_chunk",
+                json!({"type": "text", "text": "hi"})
+            )),
+            Some(("ses_1".into(), "hi".into()))
+        );
+        assert_eq!(
+            agent_text(&chunk(
+                "agent_thought_chunk",
+                json!({"type": "text", "text": "hmm"})
+            )),
+            None
+        );
+        assert_eq!(
+            agent_text(&chunk(
+                "user_message_chunk",
+                json!({"type": "text", "text": "q"})
+            )),
+            None
+        );
+        let image = json!({"type": "image", "data": "AAAA", "mimeType": "image/png"});
+        assert_eq!(agent_text(&chunk("agent_message_chunk", image)), None);
+    }
 
     fn parsed(s: &str) -> Value {
         assert!(s.ends_with('\n') && !s[..s.len() - 1].contains('\n'));

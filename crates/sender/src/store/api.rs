@@ -164,6 +164,19 @@ impl Store {
             .optional()?)
     }
 
+    /// Sessions of `harness` idle again while prompts delivered through its API wait for the
+    /// end of their turn (DECISIONS 38): their final ack can carry the turn's reply now.
+    pub fn api_turns_done(&self, harness: &str) -> Result<Vec<ApiSession>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT key, harness, session_id, api_url, api_directory, api_idle, api_since_ms FROM sessions \
+                 WHERE harness=?1 AND api_idle=1 AND EXISTS(SELECT 1 FROM turn_waits w WHERE w.session_key=key)",
+            )?
+            .query_map(params![harness], session_row)?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Queued, unexpired messages of sessions of `harness`, oldest `at` first. Expired ones are
     /// left to the sweep, which acks them `expired`.
     pub fn api_queued(&self, harness: &str) -> Result<Vec<ApiMessage>> {

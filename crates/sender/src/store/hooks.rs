@@ -267,6 +267,17 @@ pub(crate) fn end_turn_waits(
     reply: Option<&str>,
     now: Millis,
 ) -> Result<usize> {
+    end_turn_waits_as(tx, key, "turn", reply, now)
+}
+
+/// [`end_turn_waits`] with the ack's `mode` (sp-acp's prompts go through the agent's API).
+fn end_turn_waits_as(
+    tx: &Transaction,
+    key: &str,
+    mode: &str,
+    reply: Option<&str>,
+    now: Millis,
+) -> Result<usize> {
     let ids: Vec<String> = tx
         .prepare_cached(
             "SELECT message_id FROM turn_waits WHERE session_key=?1 ORDER BY since_ms, message_id",
@@ -275,7 +286,7 @@ pub(crate) fn end_turn_waits(
         .collect::<rusqlite::Result<_>>()?;
     let at = format_ms(now);
     for id in &ids {
-        final_ack(tx, id, &at, Some("turn"), reply)?;
+        final_ack(tx, id, &at, Some(mode), reply)?;
         tx.prepare_cached("DELETE FROM turn_waits WHERE message_id=?1")?
             .execute(params![id])?;
     }
@@ -1252,6 +1263,68 @@ impl Store {
         let n = end_turn_waits(&tx, key, reply, now_ms())?;
         tx.commit()?;
         Ok(n)
+    }
+
+    /// Prompts delivered where no end of their turn will be seen: acked `delivered` with
+    /// `mode` at once, without a reply.
+    pub fn delivered_as(&mut self, ids: &[String], detail: &str, mode: &str) -> Result<()> {
+        let now = now_ms();
+        let tx = self.write_tx()?;
+        for id in ids {
+            finish(&tx, id, "delivered", Some(detail), now)?;
+            tx.prepare_cached(
+                "UPDATE acks SET mode=?2 WHERE message_id=?1 AND outcome='delivered' AND mode IS NULL",
+            )?
+            .execute(params![id, mode])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// [`Store::turn_ended_with`] with the ack's `mode` (`api` for sp-acp's prompts).
+    pub fn turn_ended_as(&mut self, key: &str, mode: &str, reply: Option<&str>) -> Result<usize> {
+        let tx = self.write_tx()?;
+        let n = end_turn_waits_as(&tx, key, mode, reply, now_ms())?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// A `progress` ack for each prompt waiting for session `key`'s turn: the reply so far
+    /// (already redacted and capped), its `seq` rising. It replaces only a `taken` or
+    /// `progress`, never a final ack.
+    pub fn turn_progress(&mut self, key: &str, reply: &str) -> Result<usize> {
+        let tx = self.write_tx()?;
+        let n = tx
+            .prepare_cached(
+                "UPDATE acks SET outcome='progress', reply=?2, seq=coalesce(seq, 0) + 1, at=?3, \
+                   sent_at=NULL, attempts=0, next_try_ms=0, last_error=NULL, generation=generation+1 \
+                 WHERE outcome IN ('taken','progress') \
+                   AND message_id IN (SELECT message_id FROM turn_waits WHERE session_key=?1)",
+            )?
+            .execute(params![key, reply, format_ms(now_ms())])?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// Prompts that waited for a turn that failed (the agent refused the prompt): each ends
+    /// `failed` with `detail`, its final ack replacing its `taken`.
+    pub fn fail_turn_waits(&mut self, ids: &[String], detail: &str) -> Result<()> {
+        let at = format_ms(now_ms());
+        let tx = self.write_tx()?;
+        for id in ids {
+            let waited = tx
+                .prepare_cached("DELETE FROM turn_waits WHERE message_id=?1")?
+                .execute(params![id])?;
+            if waited == 1 {
+                tx.prepare_cached(
+                    "UPDATE messages SET outcome='failed', detail=?2, done_at=?3 WHERE id=?1",
+                )?
+                .execute(params![id, detail, at])?;
+                final_ack(&tx, id, &at, None, None)?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// Whether any sink has control on and is not paused; the permission hook waits only then.

@@ -9,7 +9,9 @@
 //! | … with `interrupt` (deny & stop) | the reject, then `POST /session/:id/abort` | at once |
 //! | … with `scope: "session"` | the reply, plus our grant: the plugin's next identical prompt is answered from it, sp-event leaving the reply in the store for sp-sync (`api_grant_replies`) | at once |
 //!
-//! The ack is `delivered` when the API answered success and `failed` with its error otherwise.
+//! The ack is `delivered` when the API answered success and `failed` with its error otherwise;
+//! a prompt's `delivered` (mode `api`, after its `taken`) waits for the session's next idle
+//! and carries the turn's answer, read with `GET /session/:id/message` (DECISIONS 38).
 //! A server that just opened its port can hang requests (~2 s), so nothing is sent in the first
 //! moments after a server URL is first reported, and every call has a total timeout.
 //! `OPENCODE_SERVER_PASSWORD` (and `OPENCODE_SERVER_USERNAME`, default `opencode`) in
@@ -66,30 +68,54 @@ impl Api {
 
     /// POSTs JSON to `path` of the session's server; the answer's body on a 2xx.
     fn post(&self, s: &ApiSession, path: &str, body: &Value) -> Result<String, CallError> {
+        self.call(s, path, "", Some(body))
+    }
+
+    /// POSTs `body` (GETs without one) to `path` of the session's server, `query` appended
+    /// after its directory; the answer's body on a 2xx, at most 1 MiB.
+    fn call(
+        &self,
+        s: &ApiSession,
+        path: &str,
+        query: &str,
+        body: Option<&Value>,
+    ) -> Result<String, CallError> {
         let base = s
             .base_url
             .as_deref()
             .ok_or("no OpenCode server URL was reported for this session")?;
-        let mut url = format!("{base}{path}");
+        let mut url = format!("{base}{path}?");
         if let Some(d) = s.directory.as_deref() {
-            url.push_str("?directory=");
+            url.push_str("directory=");
             url.push_str(&percent_encode(d));
         }
+        url.push_str(query);
+        let url = url.trim_end_matches('?').to_string();
         let agent = if spwire::url::is_loopback_url(&url) {
             &self.direct
         } else {
             &self.proxied
         };
-        let mut req = agent
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json");
-        if let Some(a) = &self.auth {
-            req = req.header("authorization", a);
-        }
-        let mut resp = req
-            .send(body.to_string())
-            .map_err(|e| format!("OpenCode at {base}: {e}"))?;
+        let sent = match body {
+            Some(body) => {
+                let mut req = agent
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json");
+                if let Some(a) = &self.auth {
+                    req = req.header("authorization", a);
+                }
+                req.send(body.to_string())
+            }
+            None => {
+                let mut req = agent.get(&url).header("accept", "application/json");
+                if let Some(a) = &self.auth {
+                    req = req.header("authorization", a);
+                }
+                req.call()
+            }
+        };
+        let mut resp = sent.map_err(|e| format!("OpenCode at {base}: {e}"))?;
         let status = resp.status().as_u16();
         let text = resp
             .body_mut()
@@ -101,7 +127,10 @@ impl Api {
             Ok(text)
         } else {
             let text = spwire::text::truncate(text.trim(), 300);
-            Err(format!("OpenCode answered {status} to POST {path}: {text}"))
+            let method = if body.is_some() { "POST" } else { "GET" };
+            Err(format!(
+                "OpenCode answered {status} to {method} {path}: {text}"
+            ))
         }
     }
 
@@ -147,6 +176,11 @@ fn pass_with(api: &Api, store: &mut Store) -> anyhow::Result<()> {
         grant_reply(api, store, &r)?;
     }
     let pid = std::process::id();
+    for harness in HARNESSES {
+        for s in store.api_turns_done(harness)? {
+            turn_done(api, store, &s)?;
+        }
+    }
     let mut prompted = HashSet::new();
     for harness in HARNESSES {
         for m in store.api_queued(harness)? {
@@ -373,11 +407,14 @@ fn prompt(api: &Api, store: &mut Store, s: &ApiSession, pid: u32) -> anyhow::Res
         .post(s, &format!("/session/{}/prompt_async", s.session_id), &body)
         .map(|_| ());
     let (outcome, detail) = ack_detail(&r, "opencode POST /session/:id/prompt_async");
+    let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
     if outcome == Outcome::Delivered {
         store.api_mark_busy(&s.key)?;
+        // DECISIONS 38: its final ack waits for the session's next idle ([`turn_done`]).
+        store.deliver_for_turn(&s.key, &ids, &detail, true)?;
+    } else {
+        store.api_finish(&ids, outcome, &detail)?;
     }
-    let ids: Vec<String> = claims.into_iter().map(|c| c.id).collect();
-    store.api_finish(&ids, outcome, &detail)?;
     crate::logging::info(&format!(
         "{}: {} prompt(s) {}: {detail}",
         s.key,
@@ -385,6 +422,50 @@ fn prompt(api: &Api, store: &mut Store, s: &ApiSession, pid: u32) -> anyhow::Res
         outcome.as_str()
     ));
     Ok(())
+}
+
+/// The session is idle again after prompts went in through its API: each is acked `delivered`,
+/// mode `api`, with the turn's answer as `reply` (redacted, capped): the text of the session's
+/// assistant messages after its last user message. Without it (the server does not answer),
+/// delivered without a reply.
+fn turn_done(api: &Api, store: &mut Store, s: &ApiSession) -> anyhow::Result<()> {
+    let path = format!("/session/{}/message", s.session_id);
+    let reply = match api.call(s, &path, "&limit=20", None) {
+        Ok(body) => turn_reply(&body),
+        Err(e) => {
+            crate::logging::warn(&format!("{}: the turn's reply is unknown: {e}", s.key));
+            None
+        }
+    };
+    let reply = reply.map(|r| crate::wire::control::ack_reply(&r));
+    let n = store.turn_ended_as(&s.key, "api", reply.as_deref())?;
+    crate::logging::info(&format!(
+        "{}: the turn of {n} prompt(s) ended ({})",
+        s.key,
+        if reply.is_some() {
+            "with its reply"
+        } else {
+            "no reply found"
+        }
+    ));
+    Ok(())
+}
+
+/// The text parts of the assistant messages after the last user message in OpenCode's
+/// `GET /session/:id/message` answer (`[{info: {role}, parts: [{type, text}]}]`).
+fn turn_reply(body: &str) -> Option<String> {
+    let messages: Vec<Value> = serde_json::from_str(body).ok()?;
+    let last_user = messages
+        .iter()
+        .rposition(|m| m.pointer("/info/role").and_then(Value::as_str) == Some("user"));
+    let text: Vec<&str> = messages[last_user.map_or(0, |i| i + 1)..]
+        .iter()
+        .filter(|m| m.pointer("/info/role").and_then(Value::as_str) == Some("assistant"))
+        .flat_map(|m| m["parts"].as_array().into_iter().flatten())
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    (!text.is_empty()).then(|| text.join("\n\n"))
 }
 
 /// RFC 3986: everything but the unreserved characters is percent-encoded.
@@ -415,5 +496,21 @@ mod tests {
             percent_encode("/home/me/my proj"),
             "%2Fhome%2Fme%2Fmy%20proj"
         );
+    }
+
+    #[test]
+    fn the_turns_reply_is_the_assistants_text_after_the_last_user_message() {
+        let msgs = json!([
+            {"info": {"role": "assistant"}, "parts": [{"type": "text", "text": "old"}]},
+            {"info": {"role": "user"}, "parts": [{"type": "text", "text": "q"}]},
+            {"info": {"role": "assistant"}, "parts": [{"type": "reasoning", "text": "hmm"},
+                {"type": "text", "text": "one"}]},
+            {"info": {"role": "assistant"}, "parts": [{"type": "tool"}, {"type": "text", "text": "two"}]}
+        ]);
+        assert_eq!(turn_reply(&msgs.to_string()).as_deref(), Some("one\n\ntwo"));
+        // Nothing said since the user's message, or no list at all: no reply.
+        let none = json!([{"info": {"role": "user"}, "parts": [{"type": "text", "text": "q"}]}]);
+        assert_eq!(turn_reply(&none.to_string()), None);
+        assert_eq!(turn_reply("true"), None);
     }
 }
