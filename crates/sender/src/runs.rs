@@ -96,6 +96,36 @@ pub struct Request<'a> {
     pub message_id: Option<&'a str>,
 }
 
+/// Where the harness's program is: the file its variable names, else the first executable of
+/// that name on PATH. None when there is none (nothing of it can be launched).
+pub fn program_path(h: &Headless) -> Option<std::path::PathBuf> {
+    locate(std::env::var_os(h.program_env), h.program)
+}
+
+/// [`program_path`] with the variable's value given: a path is taken as it is, a bare name
+/// (the variable's, else `program`) looked up on PATH as Command would.
+fn locate(var: Option<std::ffi::OsString>, program: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    match var.filter(|v| !v.is_empty()).map(std::path::PathBuf::from) {
+        Some(p) if p.components().count() > 1 => runnable(&p).then_some(p),
+        Some(p) => find_on_path(&p.to_string_lossy(), runnable),
+        None => find_on_path(program, runnable),
+    }
+}
+
+fn find_on_path(
+    name: &str,
+    runnable: impl Fn(&std::path::Path) -> bool,
+) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| runnable(p))
+}
+
 /// The argument list of `kind` for `harness`, program first; `Err` names why there is none
 /// (the ack's `unsupported` detail).
 pub fn command(
@@ -175,6 +205,9 @@ pub struct SessionState {
     pub api: bool,
     /// How long the prompt has waited.
     pub waited_ms: Millis,
+    /// sp-sync cannot find the harness's program (on its PATH, or where its variable says), so
+    /// no run of it can be launched.
+    pub no_program: bool,
 }
 
 /// A live session counts as idle (forked, or `unsupported` where the harness cannot fork) only
@@ -201,11 +234,18 @@ pub fn decide(harness: Harness, s: SessionState) -> Delivery {
         (true, None) => Delivery::Wait,
         // Idle only once a turn ended and the prompt waited: a Stop on its way goes first.
         (true, Some(_)) if !s.had_turn || s.waited_ms < FORK_AFTER_MS => Delivery::Wait,
+        // Nothing to fork with: the live session's next Stop still takes it (`turn`).
+        (true, Some(h)) if h.fork.is_some() && s.no_program => Delivery::Wait,
         (true, Some(h)) if h.fork.is_some() => Delivery::Run(Kind::Fork),
         (true, Some(_)) => Delivery::Unsupported(format!(
             "the {name} session is open and idle in its terminal, and {name} has no headless fork: \
              a resume would be a second writer on its transcript. Type it there, or end that session \
              and send again (DECISIONS 38)"
+        )),
+        (false, Some(h)) if s.no_program => Delivery::Unsupported(format!(
+            "no {name} process holds this session and sp-sync cannot find `{}` to resume it: put \
+             it on sp-sync's PATH (as cron runs it) or name it in ${} (DECISIONS 38)",
+            h.program, h.program_env
         )),
         (false, Some(_)) => Delivery::Run(Kind::Resume),
         (false, None) => Delivery::Unsupported(format!(
@@ -232,6 +272,10 @@ pub fn deliver_waiting(store: &mut Store) -> Result<()> {
             run_in_flight: store.run_of_session(&p.session_key)?.is_some(),
             api: p.api,
             waited_ms: now - p.received_ms,
+            no_program: harness
+                .caps()
+                .headless
+                .is_some_and(|h| program_path(&h).is_none()),
         };
         let kind = match decide(harness, state) {
             Delivery::Wait => continue,
@@ -849,6 +893,32 @@ mod tests {
         );
         // a live harness with no reported turn state keeps the prompt for its Stop.
         assert_eq!(decide(Harness::Cursor, idle), Wait);
+        // sp-sync cannot find the program: a live idle session still takes it at its next
+        // Stop; a session no process holds is told at once why nothing can deliver it.
+        let no_program = |s: SessionState| SessionState {
+            no_program: true,
+            ..s
+        };
+        assert_eq!(decide(cc, no_program(idle)), Wait);
+        assert!(
+            matches!(decide(cc, no_program(gone)), Unsupported(d) if d.contains("cannot find `claude`") && d.contains("$SP_CLAUDE"))
+        );
+    }
+
+    #[test]
+    fn a_program_is_found_where_its_variable_says_or_on_path() {
+        let missing = std::env::temp_dir().join("sp-no-such-claude");
+        // a variable naming a file that is not there: nothing to launch.
+        assert_eq!(locate(Some(missing.into()), "claude"), None);
+        // naming an executable file: that file.
+        assert_eq!(
+            locate(Some("/bin/sh".into()), "claude").as_deref(),
+            Some(std::path::Path::new("/bin/sh"))
+        );
+        // a bare name, or no variable: looked up on PATH.
+        assert!(locate(Some("sh".into()), "claude").is_some_and(|p| p.ends_with("sh")));
+        assert!(locate(None, "sh").is_some_and(|p| p.ends_with("sh")));
+        assert_eq!(locate(None, "sp-no-such-program-anywhere"), None);
     }
 
     #[test]
