@@ -654,13 +654,14 @@ fn codex_acp_steer_joins_the_running_turn_and_a_queued_prompt_waits_for_its_end(
                 until(Duration::from_secs(60), holding),
                 "the turn reached the model"
             );
-            steered_into_the_turn(s, &key, "Also say the word. SP-ECHO:TANGERINE");
+            let steer = steered_into_the_turn(s, &key, "Also say the word. SP-ECHO:TANGERINE");
             // The queued prompt's own turn is held too: were it put into the running turn,
             // that turn would never end.
             let (queued, go2) = queue_held(s, &key, "go2");
             std::fs::write(&go, "").unwrap();
             let (done, _) = ed.response(p);
             assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+            steer_acked(s, &steer);
             let reqs = s.model_requests();
             assert!(
                 reqs.iter().any(|r| r["answer"].is_array()
@@ -675,17 +676,43 @@ fn codex_acp_steer_joins_the_running_turn_and_a_queued_prompt_waits_for_its_end(
 
 /// A remote steer of `text` while a turn of session `key` runs: the adapter's answer to
 /// `_session/steering` decides the ack, before the turn goes on.
-fn steered_into_the_turn(s: &Scene, key: &str, text: &str) {
+fn steered_into_the_turn(s: &Scene, key: &str, text: &str) -> Value {
     let m = s.receiver.enqueue(
         key,
         json!({"kind": "prompt", "text": text, "mode": "steer", "expires_in_s": 300}),
     );
-    let ack = s.ack(&m);
+    // Injected: it waits for the end of the turn it joined, whose text is its reply (rule 38).
+    let id = m["id"].as_str().unwrap().to_string();
+    let db = s.home.join(".local/state/sessionpipe/control.db");
+    assert!(
+        until(Duration::from_secs(60), || {
+            rusqlite::Connection::open(&db)
+                .and_then(|c| {
+                    c.query_row(
+                        "SELECT count(*) FROM turn_waits WHERE message_id=?1",
+                        [&id],
+                        |r| r.get::<_, i64>(0),
+                    )
+                })
+                .unwrap_or(0)
+                == 1
+        }),
+        "the steer was injected into the running turn\n{}",
+        s.log()
+    );
+    m
+}
+
+/// The steer's one final ack, once the turn it joined ended: delivered into that turn, mode
+/// `api`, its reply the turn's text.
+fn steer_acked(s: &Scene, m: &Value) {
+    let ack = s.ack(m);
     assert_eq!(ack["outcome"], "delivered", "{ack}");
     assert_eq!(
         ack["detail"], "acp _session/steering (injected into the running turn)",
         "{ack}"
     );
+    assert_eq!(ack["mode"], "api", "{ack}");
 }
 
 /// Queues a `queue` prompt for session `key` while a turn runs, and waits until it is on the
@@ -1119,7 +1146,7 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer_queue() {
                 until(Duration::from_secs(60), || steps(s) == ["step-1"]),
                 "step 1 ran"
             );
-            steered_into_the_turn(s, &key, "Also name the fruit. SP-STEER:TANGERINE");
+            let steer = steered_into_the_turn(s, &key, "Also name the fruit. SP-STEER:TANGERINE");
             let (queued, go) = queue_held(s, &key, "go-queued");
             for k in 1..=3 {
                 std::fs::write(gate.join(format!("go-{k}")), "").unwrap();
@@ -1133,6 +1160,7 @@ fn claude_agent_acp_through_sp_acp_allow_deny_idle_prompt_cancel_steer_queue() {
             }
             let (done, _) = ed.response(p);
             assert!(done.get("result").is_some(), "{done}");
+            steer_acked(s, &steer);
             assert_eq!(steps(s), ["step-1", "step-2", "step-3"]);
             let reqs = turns(s)[before..].to_vec();
             let at = reqs
