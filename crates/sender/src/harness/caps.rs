@@ -641,7 +641,9 @@ pub const CAPS: &[Caps] = &[
         name: "opencode",
         permission: Path::Api("sp-sync `POST /permission/:id/reply` (`once`/`reject`, never `always`; `scope: \"session\"` as our grant, which sp-event answers the next identical prompt from; a deny with `interrupt` is the reject, then `POST /session/:id/abort`)"),
         permission_event: "permission.asked",
-        prompt: Path::Api("sp-sync `POST /session/:id/prompt_async` when idle"),
+        prompt: Path::Api(
+            "sp-sync `POST /session/:id/prompt_async` when idle; `taken`, then `delivered` (mode `api`) at the next idle with the turn's answer (`GET /session/:id/message`: the assistant's text after the last user message) as `reply`",
+        ),
         stop_event: "session.idle",
         prompt_seams: &[],
         cancel: Path::Api("sp-sync `POST /session/:id/abort`"),
