@@ -558,9 +558,18 @@ fn a_new_session_form_signs_a_start_with_a_touch_shows_it_working_and_says_a_ref
         env.log()
     );
     assert_eq!(std::fs::read(&written).unwrap(), b"line one\nline two\n");
-    let argv = env.query::<String>(&format!(
+    // The files are written before the run is recorded: wait for its row.
+    let run_sql = format!(
         "SELECT argv FROM runs WHERE kind = 'start' AND cwd LIKE '%allowed' AND argv LIKE '%{sid}%'"
-    ));
+    );
+    assert!(
+        until(Duration::from_secs(30), || !env
+            .query::<String>(&run_sql)
+            .is_empty()),
+        "the start's run recorded: {}",
+        env.log()
+    );
+    let argv = env.query::<String>(&run_sql);
     assert!(
         argv.first()
             .is_some_and(|a| a.contains(&format!(".sessionpipe/files/{sid}/notes.txt"))),
