@@ -728,7 +728,7 @@ fn a_notifications_allow_opens_the_page_for_a_touch_its_deny_is_signed_in_the_wo
     );
     assert_eq!(
         pushed["actions"][0],
-        json!({"action": "allow", "title": "Allow"})
+        json!({"action": "allow", "title": "Allow…"})
     );
     assert_eq!(pushed["body"], "echo two");
     show(&mut b, &receiver.page, &pushed);

@@ -133,6 +133,9 @@ impl Notice {
         let attention_id = data["attention_id"].as_str().map(str::to_owned);
         let cause = ev["id"].as_str().unwrap_or_default().to_owned();
         match ev["type"].as_str()? {
+            // One push per prompt however often it is announced: a parked prompt is announced
+            // again with its `parked_until` (and a restarted sp-sync may re-send), each a new
+            // event; the person already heard of it.
             "attention.needed" => Some(Notice::Needed {
                 session,
                 machine,
@@ -140,7 +143,7 @@ impl Notice {
                 tool: data["tool"].as_str().map(str::to_owned),
                 message: data["message"].as_str().map(str::to_owned),
                 answer: None,
-                cause,
+                cause: "announced".to_owned(),
             }),
             "attention.cleared" => Some(Notice::Cleared {
                 session,
@@ -191,12 +194,13 @@ impl Notice {
                     "tag": format!("attention:{attention_id}"),
                     "url": format!("{page}/#attention={}", enc(attention_id)),
                 });
-                // Without what to sign, the actions open the page (the "…" says so).
+                // An action that opens the page says so with "…": Allow always does (it needs
+                // the passkey's touch there, rule 36); Deny too when there is nothing to sign.
                 p["actions"] = match answer {
                     Some(a) => {
                         p["answer"] = json!({"session": session, "attention_id": attention_id,
                             "machine": a.machine, "rp": a.rp_id});
-                        json!([{"action": "allow", "title": "Allow"}, {"action": "deny", "title": "Deny"}])
+                        json!([{"action": "allow", "title": "Allow…"}, {"action": "deny", "title": "Deny"}])
                     }
                     None => {
                         json!([{"action": "allow", "title": "Allow…"}, {"action": "deny", "title": "Deny…"}])
@@ -884,6 +888,23 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_announced_again_is_claimed_as_the_same_push() {
+        let ev = |id: &str, data: Value| {
+            json!({"id": id, "type": "attention.needed", "harness": {"name": "claude-code"},
+                "session": {"id": "s1"}, "data": data})
+        };
+        let first = Notice::from_event(&ev("e1", json!({"attention_id": "perm-1"}))).unwrap();
+        let parked = ev(
+            "e2",
+            json!({"attention_id": "perm-1", "parked_until": "2026-12-07T12:00:00Z"}),
+        );
+        let again = Notice::from_event(&parked).unwrap();
+        assert_eq!(first.claim_key(), again.claim_key());
+        let other = Notice::from_event(&ev("e3", json!({"attention_id": "perm-2"}))).unwrap();
+        assert_ne!(first.claim_key(), other.claim_key());
+    }
+
+    #[test]
     fn notices_from_events_and_acks() {
         let ev = json!({"type": "attention.needed", "harness": {"name": "codex"},
             "session": {"id": "s1"}, "data": {"attention_id": "perm-1", "tool": "Bash", "message": "rm -rf build"}});
@@ -952,7 +973,7 @@ mod tests {
         );
         assert_eq!(
             p["actions"],
-            json!([{"action": "allow", "title": "Allow"}, {"action": "deny", "title": "Deny"}])
+            json!([{"action": "allow", "title": "Allow…"}, {"action": "deny", "title": "Deny"}])
         );
     }
 
