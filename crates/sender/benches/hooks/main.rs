@@ -393,6 +393,15 @@ fn hooks(o: &Opts, bins: &Bins, root: &Path, p: &Payloads) {
             "UserPromptSubmit",
         ),
         ("pre", "sp-event PreToolUse", &bins.event, "PreToolUse"),
+        // Claude Code registers PreToolUse to sp-permission (it may park a headless run's
+        // prompt): the hook it runs on every tool call. Not run from a baseline build, whose
+        // sp-permission may wait for an answer there.
+        (
+            "pre-perm",
+            "sp-permission PreToolUse (Claude Code's)",
+            &bins.permission,
+            "PreToolUse",
+        ),
         ("post", "sp-event PostToolUse", &bins.event, "PostToolUse"),
         (
             "start",
@@ -437,7 +446,7 @@ fn hooks(o: &Opts, bins: &Bins, root: &Path, p: &Payloads) {
             if tag == "big" {
                 fill::fill(&home.db_path(), o.rows, &p.key(), &p.session_id, &p.cwd);
             }
-            for (id, _, bin, ev) in events {
+            for (id, _, bin, ev) in events.iter().copied().filter(|e| e.0 != "pre-perm") {
                 let bin = dir.join(bin.file_name().unwrap());
                 let mut s = Scenario::new(
                     &format!("{id}-{tag}-base"),
@@ -452,7 +461,7 @@ fn hooks(o: &Opts, bins: &Bins, root: &Path, p: &Payloads) {
         }
         // Beside: the baseline's hooks on the same database and beside the same sp-sync (a
         // build of the same schema), so before and after share every round's load.
-        for (id, _, bin, ev) in events {
+        for (id, _, bin, ev) in events.iter().copied().filter(|e| e.0 != "pre-perm") {
             let bin = dir.join(bin.file_name().unwrap());
             let mut s = Scenario::new(
                 &format!("{id}-beside-base"),

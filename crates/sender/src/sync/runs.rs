@@ -2,8 +2,12 @@
 use super::Shared;
 use std::time::Duration;
 
-/// A pass this often while a run is open (progress at most every 500 ms needs it).
+/// A pass at least this often while a run is open (progress at most every 500 ms needs it),
+/// and at once when woken: a supervisor recording its agent's exit, or a new prompt, wakes it
+/// (another process's commit changes the database's data_version, which sp-sync watches).
 const RUNNING_EVERY: Duration = Duration::from_millis(200);
+/// Never two passes closer than this: a pass's own writes wake it again.
+const PASS_FLOOR: Duration = Duration::from_millis(20);
 /// With no run open, look again this often (or at once when woken).
 const IDLE_EVERY: Duration = Duration::from_secs(1);
 
@@ -18,6 +22,7 @@ pub(crate) fn runs_loop(shared: &Shared) {
     let mut tracker = crate::runs::Tracker::default();
     let mut seen = 0u64;
     while !shared.stopping() {
+        let began = std::time::Instant::now();
         // DECISIONS 39: answered parked prompts become runs before this pass launches runs.
         if let Err(e) = super::parked::resume_answered(&mut store) {
             crate::logging::warn(&format!("parked: {e:#}"));
@@ -29,10 +34,7 @@ pub(crate) fn runs_loop(shared: &Shared) {
                 false
             }
         };
-        if open {
-            shared.sleep(RUNNING_EVERY);
-        } else {
-            shared.wait_work(&mut seen, IDLE_EVERY);
-        }
+        shared.wait_work(&mut seen, if open { RUNNING_EVERY } else { IDLE_EVERY });
+        shared.sleep(PASS_FLOOR.saturating_sub(began.elapsed()));
     }
 }
