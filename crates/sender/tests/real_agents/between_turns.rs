@@ -15,7 +15,7 @@ fn outcomes(s: &Scene, m: &Value) -> Vec<String> {
 
 /// Waits for the final ack of `m` and checks rule 38's sequence: `taken` first, exactly one
 /// final ack. Returns the final ack.
-fn one_final_ack(s: &Scene, m: &Value, limit: Duration) -> Value {
+pub(super) fn one_final_ack(s: &Scene, m: &Value, limit: Duration) -> Value {
     let ack = s.ack(m, limit);
     let seen = outcomes(s, m);
     assert_eq!(seen.first().map(String::as_str), Some("taken"), "{seen:?}");
@@ -186,7 +186,7 @@ fn claude_code_sigkilled_session_is_resumed() {
 }
 
 /// The pid of the sp-sync that last started, from our log (`sp-sync[PID] start (…)`).
-fn sync_pid(s: &Scene) -> i32 {
+pub(super) fn sync_pid(s: &Scene) -> i32 {
     let log =
         std::fs::read_to_string(s.home.join(".local/state/sessionpipe/sp.log")).unwrap_or_default();
     log.lines()

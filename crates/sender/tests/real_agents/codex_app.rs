@@ -1,6 +1,7 @@
 //! Issue 19: Codex 0.171 under `sp codex`, its app-server on our Unix socket, sp-sync as a
 //! second client. The first client stands in for the terminal UI (a scripted client speaking
 //! the same protocol as `codex --remote`); the model is the scripted stand-in, offline.
+use super::between_turns::{one_final_ack, sync_pid};
 use super::*;
 use spctl::codex_server::Client;
 
@@ -265,13 +266,16 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
         |s| {
             let (mut t, key) = start(s);
 
-            // 1. Idle: a remote prompt starts a turn.
+            // 1. Idle: a remote prompt starts a turn; `taken`, then one final ack at the turn's
+            // end (DECISIONS 38 `api`) with the model's answer.
             let m = s.enqueue(
                 &key,
                 json!({"kind": "prompt", "text": "From the phone. SP-ECHO:DAMSON"}),
             );
-            let ack = s.ack(&m, Duration::from_secs(30));
+            let ack = one_final_ack(s, &m, Duration::from_secs(30));
             assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "api", "{ack}");
+            assert_eq!(ack["reply"], "SP-SAW:DAMSON", "{ack}");
             let detail = ack["detail"].as_str().unwrap();
             assert!(
                 detail.starts_with("codex app-server turn/start (turn "),
@@ -289,21 +293,28 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
                 "the turn answered it: {done}"
             );
 
-            // 2. Busy: a steer lands in the running turn, and the model reads it in that turn.
+            // 2. Busy: a steer lands in the running turn, and the model reads it in that turn;
+            // its final ack comes at that turn's end, with the turn's answer.
             let slow = slow_turn(s, &mut t, "the slow turn reached the model");
             let m = s.enqueue(
                 &key,
                 json!({"kind": "prompt", "text": "Also say it. SP-ECHO:QUINCE", "mode": "steer"}),
             );
-            let ack = s.ack(&m, Duration::from_secs(30));
+            let done = t.completed(&slow);
+            assert_eq!(done["status"], "completed", "{done}");
+            let ack = one_final_ack(s, &m, Duration::from_secs(30));
             assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "api", "{ack}");
             assert_eq!(
                 ack["detail"],
                 json!(format!("codex app-server turn/steer (turn {slow})")),
                 "{ack}"
             );
-            let done = t.completed(&slow);
-            assert_eq!(done["status"], "completed", "{done}");
+            let reply = ack["reply"].as_str().unwrap_or_default();
+            assert!(
+                reply.ends_with("SP-SAW:QUINCE") && all_text(&done).contains(reply),
+                "the reply is the turn's answer: {ack} {done}"
+            );
             let steered: Vec<Value> = s
                 .agent_requests()
                 .into_iter()
@@ -360,6 +371,129 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
             let m = s.enqueue(&key, json!({"kind": "cancel"}));
             let ack = s.ack(&m, Duration::from_secs(30));
             assert_eq!(ack["outcome"], "expired", "{ack}");
+        },
+    );
+}
+
+/// The `progress` acks message `m` got so far, in order.
+fn progress_acks(s: &Scene, m: &Value) -> Vec<Value> {
+    s.receiver
+        .acks()
+        .into_iter()
+        .filter(|a| a["id"] == m["id"] && a["outcome"] == "progress")
+        .collect()
+}
+
+/// The app-server turn message `m` waits for (sp-sync keeps it with the wait).
+fn waited_turn(s: &Scene, m: &Value) -> Option<String> {
+    s.db()
+        .query_row(
+            "SELECT api_turn FROM turn_waits WHERE message_id = ?1",
+            [m["id"].as_str().unwrap()],
+            |r| r.get(0),
+        )
+        .ok()
+}
+
+/// Issue 38 / DECISIONS 38 `api` under `sp codex`: a prompt from the phone is acked `taken`,
+/// then `progress` with the answer so far as the model streams it, then once `delivered`,
+/// mode `api`, with the turn's answer as `reply`. A turn that ends while no sp-sync runs
+/// (SIGKILLed mid-turn) is read back by the next sp-sync: still exactly one final ack, with
+/// the reply.
+#[test]
+fn codex_app_server_prompt_reply_streams_and_outlives_an_sp_sync_restart() {
+    scenario(
+        "codex_app::codex_app_server_prompt_reply_streams_and_outlives_an_sp_sync_restart",
+        &["codex"],
+        |s| {
+            let (mut t, key) = start(s);
+
+            // 1. A slow answer (a chunk a second for 4 s): progress acks, seq rising, each the
+            // answer so far; then the one final ack with the whole answer.
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "Answer slowly. SP-SLOW:4"}),
+            );
+            assert!(
+                until(Duration::from_secs(30), || progress_acks(s, &m).len() >= 2),
+                "two progress acks: {:?}",
+                s.receiver.acks()
+            );
+            assert!(
+                s.receiver
+                    .wait_ack(m["id"].as_str().unwrap(), Duration::ZERO)
+                    .is_none(),
+                "no final ack while the turn runs"
+            );
+            let ack = one_final_ack(s, &m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "api", "{ack}");
+            let reply = ack["reply"].as_str().unwrap_or_default();
+            assert!(
+                reply.starts_with("SP-SLOW reply. ..."),
+                "the model's whole answer: {ack}"
+            );
+            let p = progress_acks(s, &m);
+            let seqs: Vec<u64> = p.iter().map(|a| a["seq"].as_u64().unwrap()).collect();
+            assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seq rises: {seqs:?}");
+            let texts: Vec<&str> = p.iter().map(|a| a["reply"].as_str().unwrap()).collect();
+            assert!(
+                texts.windows(2).all(|w| w[1].len() > w[0].len())
+                    && texts.iter().all(|x| reply.starts_with(x)),
+                "the reply grows into the final one: {texts:?} then {reply:?}"
+            );
+
+            // 2. sp-sync is SIGKILLed while the turn runs; the turn ends with no sp-sync
+            // about; the next one finds the turn's end and acks it once, with the reply.
+            let go = s.dir.join("go");
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": format!("Wait for it. SP-HOLD:{} SP-ECHO:LATE", go.display())}),
+            );
+            let mut turn = None;
+            assert!(
+                until(Duration::from_secs(30), || {
+                    turn = waited_turn(s, &m);
+                    turn.is_some()
+                }),
+                "the prompt went into a turn"
+            );
+            let turn = turn.unwrap();
+            assert!(
+                until(Duration::from_secs(30), || s
+                    .agent_requests()
+                    .iter()
+                    .any(|r| turn_of(r) == turn)),
+                "the turn reached the model"
+            );
+            let pid = sync_pid(s);
+            s.say(&format!("SIGKILL sp-sync (pid {pid}) mid-turn {turn}"));
+            // SAFETY: a signal to the sp-sync of this scenario's own pid namespace.
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+            assert!(
+                until(Duration::from_secs(10), || unsafe { libc::kill(pid, 0) }
+                    != 0),
+                "sp-sync is gone"
+            );
+            std::fs::write(&go, "").unwrap();
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            assert!(
+                s.receiver
+                    .wait_ack(m["id"].as_str().unwrap(), Duration::ZERO)
+                    .is_none(),
+                "no final ack without an sp-sync"
+            );
+            let mut sync = Command::new(s.bin.join("sp-sync"));
+            s.base_env(&mut sync);
+            sync.arg("--while-live");
+            let child = spawn_logged(s, sync, "sp-sync-2");
+            s.extra.push(child);
+            let ack = one_final_ack(s, &m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "api", "{ack}");
+            assert_eq!(ack["reply"], "SP-SAW:LATE", "{ack}");
+            assert_ne!(sync_pid(s), pid, "a second sp-sync finished it");
         },
     );
 }
