@@ -459,12 +459,13 @@ fn codex_app_server_prompt_reply_streams_and_outlives_an_sp_sync_restart() {
                 "the prompt went into a turn"
             );
             let turn = turn.unwrap();
+            let held = go.display().to_string();
             assert!(
                 until(Duration::from_secs(30), || s
-                    .agent_requests()
+                    .model_requests()
                     .iter()
-                    .any(|r| turn_of(r) == turn)),
-                "the turn reached the model"
+                    .any(|r| r["note"] == "holding" && r["path"] == held.as_str())),
+                "the turn reached the model, which holds its answer"
             );
             let pid = sync_pid(s);
             s.say(&format!("SIGKILL sp-sync (pid {pid}) mid-turn {turn}"));
@@ -494,6 +495,69 @@ fn codex_app_server_prompt_reply_streams_and_outlives_an_sp_sync_restart() {
             assert_eq!(ack["mode"], "api", "{ack}");
             assert_eq!(ack["reply"], "SP-SAW:LATE", "{ack}");
             assert_ne!(sync_pid(s), pid, "a second sp-sync finished it");
+        },
+    );
+}
+
+/// The pids of this scenario's Codex app-server (`codex app-server --listen …`: the npm
+/// wrapper and the program it runs).
+fn app_server_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|d| d.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+                args.contains(&&b"app-server"[..]) && args.contains(&&b"--listen"[..])
+            })
+        })
+        .collect()
+}
+
+/// The app-server dies mid-turn (so the connection drops and nothing can tell how the turn
+/// ended): the prompt that went into it still gets exactly one final ack, `delivered`, mode
+/// `api`, without a reply, once no app-server has followed its turn for 15 s.
+#[test]
+fn codex_app_server_gone_mid_turn_acks_its_prompt_once_without_a_reply() {
+    scenario(
+        "codex_app::codex_app_server_gone_mid_turn_acks_its_prompt_once_without_a_reply",
+        &["codex"],
+        |s| {
+            let (_t, key) = start(s);
+            let never = s.dir.join("never");
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": format!("Wait. SP-HOLD:{} SP-ECHO:GONE", never.display())}),
+            );
+            let held = never.display().to_string();
+            assert!(
+                until(Duration::from_secs(30), || s
+                    .model_requests()
+                    .iter()
+                    .any(|r| r["note"] == "holding" && r["path"] == held.as_str())),
+                "the turn reached the model, which holds its answer"
+            );
+            assert!(
+                waited_turn(s, &m).is_some(),
+                "the prompt waits for its turn"
+            );
+            let pids = app_server_pids();
+            assert!(!pids.is_empty(), "the app-server runs");
+            let killed = Instant::now();
+            for pid in &pids {
+                // SAFETY: a signal to a process of this scenario's own pid namespace.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+            let ack = one_final_ack(s, &m, Duration::from_secs(45));
+            s.say(&format!(
+                "final ack {:?} after the app-server died",
+                killed.elapsed()
+            ));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "api", "{ack}");
+            assert_eq!(ack.get("reply"), None, "{ack}");
+            assert!(waited_turn(s, &m).is_none(), "nothing waits any more");
         },
     );
 }
