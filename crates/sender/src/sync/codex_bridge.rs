@@ -1281,6 +1281,76 @@ mod tests {
         assert!(a.text.starts_with("one\n\ntwoé"));
     }
 
+    /// A store with prompts `ids` of session codex:t1 waiting for app-server turn u1.
+    fn waiting(ids: &[&str]) -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let mut s =
+            crate::store::open(&d.path().join("c.db"), std::time::Duration::from_secs(1)).unwrap();
+        s.record_event(&session_ref("t1", "SessionStart"), Some("startup"))
+            .unwrap();
+        let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        for id in &ids {
+            s.conn
+                .execute(
+                    "INSERT INTO messages(id, session_key, sink, kind, text, received_at, deadline_ms, state, mode) \
+                     VALUES (?1, 'codex:t1', 'phone', 'prompt', 'hi', '2026-01-01T00:00:00.000Z', ?2, 'queued', 'steer')",
+                    rusqlite::params![id, crate::clock::now_ms() + 600_000],
+                )
+                .unwrap();
+        }
+        s.deliver_for_api_turn(
+            "codex:t1",
+            &ids,
+            "codex app-server turn/start (turn u1)",
+            "u1",
+        )
+        .unwrap();
+        (d, s)
+    }
+
+    fn final_ack(s: &Store, id: &str) -> (String, Option<String>, Option<String>, Option<String>) {
+        s.conn
+            .query_row(
+                "SELECT outcome, mode, reply, detail FROM acks WHERE message_id=?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap()
+    }
+
+    /// A failed turn: its prompts `failed` with the app-server's error; an interrupted one
+    /// without agent messages: `delivered`, mode `api`, with what streamed (redacted).
+    #[test]
+    fn a_failed_turn_fails_its_prompts_and_an_interrupted_one_keeps_what_streamed() {
+        let (_d, mut s) = waiting(&["m1", "m2"]);
+        let turn = json!({"id": "u1", "status": "failed", "items": [],
+                          "error": {"message": "the model is overloaded"}});
+        end_turn(&mut s, "codex:t1", &turn, "").unwrap();
+        for id in ["m1", "m2"] {
+            let (outcome, mode, reply, detail) = final_ack(&s, id);
+            assert_eq!((outcome.as_str(), mode, reply), ("failed", None, None));
+            assert_eq!(
+                detail.as_deref(),
+                Some("codex app-server: turn u1 failed: the model is overloaded")
+            );
+        }
+
+        let (_d, mut s) = waiting(&["m3"]);
+        let turn = json!({"id": "u1", "status": "interrupted", "items": []});
+        let streamed = "so far, with token=ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        end_turn(&mut s, "codex:t1", &turn, streamed).unwrap();
+        let (outcome, mode, reply, _) = final_ack(&s, "m3");
+        assert_eq!(
+            (outcome.as_str(), mode.as_deref()),
+            ("delivered", Some("api"))
+        );
+        let reply = reply.unwrap();
+        assert!(
+            reply.starts_with("so far") && !reply.contains("ghp_abc"),
+            "{reply}"
+        );
+    }
+
     #[test]
     fn answers_keyed_by_text_or_id_become_codex_answers() {
         let a = answers(json!({"Which colour?": "Blue", "size": ["S", "L"]}));
