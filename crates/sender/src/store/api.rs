@@ -358,8 +358,8 @@ mod tests {
     /// DECISIONS 38 under `sp codex`: a prompt sp-sync put into an app-server turn is acked
     /// at that turn's end, mode `api`, with its reply; the Stop hook of the same turn (Codex
     /// runs its hooks under the app-server too) ends only the waits a Stop made.
-    #[test]
-    fn an_app_server_turns_prompts_wait_for_that_turn_not_for_a_stop() {
+    /// A store with Codex session t1 whose prompt m1 went into app-server turn u1.
+    fn waiting() -> (tempfile::TempDir, Store, SessionRef) {
         let d = tempfile::tempdir().unwrap();
         let mut s =
             crate::store::open(&d.path().join("c.db"), std::time::Duration::from_secs(1)).unwrap();
@@ -370,10 +370,9 @@ mod tests {
             event: "Stop".into(),
             permission_mode: None,
         };
-        let key = session.key();
         s.record_event(&session, Some("startup")).unwrap();
+        let key = session.key();
         queue(&s, "m1", &key);
-        queue(&s, "m2", &key);
         s.deliver_for_api_turn(
             &key,
             &["m1".into()],
@@ -381,6 +380,14 @@ mod tests {
             "u1",
         )
         .unwrap();
+        (d, s, session)
+    }
+
+    #[test]
+    fn an_app_server_turns_prompts_wait_for_that_turn_not_for_a_stop() {
+        let (_d, mut s, session) = waiting();
+        let key = session.key();
+        queue(&s, "m2", &key);
         s.deliver_for_turn(&key, &["m2".into()], "codex Stop hook", true)
             .unwrap();
         assert_eq!(ack(&s, "m1").0, "taken");
@@ -428,26 +435,7 @@ mod tests {
     /// with its own mode, `api`, not the Stop's `turn`.
     #[test]
     fn an_app_server_wait_ended_with_its_session_keeps_mode_api() {
-        let d = tempfile::tempdir().unwrap();
-        let mut s =
-            crate::store::open(&d.path().join("c.db"), std::time::Duration::from_secs(1)).unwrap();
-        let session = SessionRef {
-            harness: "codex".into(),
-            session_id: "t2".into(),
-            cwd: None,
-            event: "SessionEnd".into(),
-            permission_mode: None,
-        };
-        let key = session.key();
-        s.record_event(&session, Some("startup")).unwrap();
-        queue(&s, "m1", &key);
-        s.deliver_for_api_turn(
-            &key,
-            &["m1".into()],
-            "codex app-server turn/start (turn u1)",
-            "u1",
-        )
-        .unwrap();
+        let (_d, mut s, session) = waiting();
         s.end_session(&session).unwrap();
         assert_eq!(
             ack(&s, "m1"),

@@ -199,6 +199,30 @@ pub(super) fn sync_pid(s: &Scene) -> i32 {
         .expect("sp-sync logged its start")
 }
 
+/// SIGKILLs the scenario's sp-sync (`when` says when, in the log) and waits until it is gone;
+/// its pid.
+pub(super) fn sigkill_sync(s: &Scene, when: &str) -> i32 {
+    let pid = sync_pid(s);
+    s.say(&format!("SIGKILL sp-sync (pid {pid}) {when}"));
+    // SAFETY: a signal to the sp-sync of this scenario's own pid namespace.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    assert!(
+        until(Duration::from_secs(10), || unsafe { libc::kill(pid, 0) }
+            != 0),
+        "sp-sync is gone"
+    );
+    pid
+}
+
+/// Starts another sp-sync, as the next hook would.
+pub(super) fn start_second_sync(s: &mut Scene) {
+    let mut sync = Command::new(s.bin.join("sp-sync"));
+    s.base_env(&mut sync);
+    sync.arg("--while-live");
+    let child = spawn_logged(s, sync, "sp-sync-2");
+    s.extra.push(child);
+}
+
 #[test]
 fn claude_code_run_outlives_an_sp_sync_restart_and_is_acked_once() {
     scenario(
@@ -227,22 +251,10 @@ fn claude_code_run_outlives_an_sp_sync_restart_and_is_acked_once() {
                 }),
                 "a run started for the prompt"
             );
-            let pid = sync_pid(s);
-            s.say(&format!("SIGKILL sp-sync (pid {pid}) mid-run"));
-            // SAFETY: a signal to the sp-sync of this scenario's own pid namespace.
-            assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-            assert!(
-                until(Duration::from_secs(10), || unsafe { libc::kill(pid, 0) }
-                    != 0),
-                "sp-sync is gone"
-            );
+            let pid = sigkill_sync(s, "mid-run");
             // The turn ends while no sp-sync runs; a new one adopts the run.
             std::fs::write(&go, "").unwrap();
-            let mut sync = Command::new(s.bin.join("sp-sync"));
-            s.base_env(&mut sync);
-            sync.arg("--while-live");
-            let child = spawn_logged(s, sync, "sp-sync-2");
-            s.extra.push(child);
+            start_second_sync(s);
             let ack = one_final_ack(s, &m, Duration::from_secs(90));
             assert_eq!(ack["outcome"], "delivered", "{ack}");
             assert_eq!(ack["mode"], "resume", "{ack}");

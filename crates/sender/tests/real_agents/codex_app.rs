@@ -1,7 +1,7 @@
 //! Issue 19: Codex 0.171 under `sp codex`, its app-server on our Unix socket, sp-sync as a
 //! second client. The first client stands in for the terminal UI (a scripted client speaking
 //! the same protocol as `codex --remote`); the model is the scripted stand-in, offline.
-use super::between_turns::{one_final_ack, sync_pid};
+use super::between_turns::{one_final_ack, sigkill_sync, start_second_sync, sync_pid};
 use super::*;
 use spctl::codex_server::Client;
 
@@ -467,15 +467,7 @@ fn codex_app_server_prompt_reply_streams_and_outlives_an_sp_sync_restart() {
                     .any(|r| r["note"] == "holding" && r["path"] == held.as_str())),
                 "the turn reached the model, which holds its answer"
             );
-            let pid = sync_pid(s);
-            s.say(&format!("SIGKILL sp-sync (pid {pid}) mid-turn {turn}"));
-            // SAFETY: a signal to the sp-sync of this scenario's own pid namespace.
-            assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-            assert!(
-                until(Duration::from_secs(10), || unsafe { libc::kill(pid, 0) }
-                    != 0),
-                "sp-sync is gone"
-            );
+            let pid = sigkill_sync(s, &format!("mid-turn {turn}"));
             std::fs::write(&go, "").unwrap();
             let done = t.completed(&turn);
             assert_eq!(done["status"], "completed", "{done}");
@@ -485,11 +477,7 @@ fn codex_app_server_prompt_reply_streams_and_outlives_an_sp_sync_restart() {
                     .is_none(),
                 "no final ack without an sp-sync"
             );
-            let mut sync = Command::new(s.bin.join("sp-sync"));
-            s.base_env(&mut sync);
-            sync.arg("--while-live");
-            let child = spawn_logged(s, sync, "sp-sync-2");
-            s.extra.push(child);
+            start_second_sync(s);
             let ack = one_final_ack(s, &m, Duration::from_secs(30));
             assert_eq!(ack["outcome"], "delivered", "{ack}");
             assert_eq!(ack["mode"], "api", "{ack}");
