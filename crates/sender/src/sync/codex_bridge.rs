@@ -65,6 +65,8 @@ const TEXT_MAX: usize = 128 << 10;
 const ORPHAN_GRACE: Duration = Duration::from_secs(15);
 /// How many of a thread's newest turns are looked through for a turn that ended unseen.
 const TURNS_LOOKED_BACK: u32 = 20;
+/// How many of such a turn's last items its reply is read from.
+const ITEMS_LOOKED_BACK: u32 = 50;
 
 /// A turn prompts of ours went into: their final ack waits for its end.
 struct Awaited {
@@ -1138,9 +1140,11 @@ impl Follower {
         if turns.is_empty() {
             return Ok(());
         }
+        // The turns without their items (small), then the items of each that ended: a
+        // thread's whole turns can outgrow the biggest message we read.
         let listed = self.client.request(
             "thread/turns/list",
-            json!({"threadId": id, "limit": TURNS_LOOKED_BACK, "itemsView": "full"}),
+            json!({"threadId": id, "limit": TURNS_LOOKED_BACK, "itemsView": "notLoaded"}),
             CALL_TIMEOUT,
         )?;
         let listed = match listed {
@@ -1163,7 +1167,11 @@ impl Follower {
                 continue;
             }
             match found {
-                Some(t) => end_turn(store, key, t, "")?,
+                Some(t) => {
+                    let mut t = t.clone();
+                    t["items"] = self.turn_items(key, id, &turn)?;
+                    end_turn(store, key, &t, "")?
+                }
                 None => {
                     let n = store.api_turn_ended(key, &turn, None)?;
                     crate::logging::warn(&format!(
@@ -1173,6 +1181,32 @@ impl Follower {
             }
         }
         Ok(())
+    }
+
+    /// The newest [`ITEMS_LOOKED_BACK`] items of turn `turn` of thread `id`, in order (none when
+    /// the app-server does not say).
+    fn turn_items(&mut self, key: &str, id: &str, turn: &str) -> Result<Value> {
+        let r = self.client.request(
+            "thread/items/list",
+            json!({"threadId": id, "turnId": turn, "sortDirection": "desc",
+                   "limit": ITEMS_LOOKED_BACK}),
+            CALL_TIMEOUT,
+        )?;
+        let mut items: Vec<Value> = match r {
+            Ok(v) => v["data"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| e["turnId"] == turn)
+                .map(|e| e["item"].clone())
+                .collect(),
+            Err(e) => {
+                crate::logging::warn(&format!("{key}: thread/items/list: {e}"));
+                Vec::new()
+            }
+        };
+        items.reverse();
+        Ok(Value::Array(items))
     }
 
     /// DECISIONS 38 `progress`: the text so far of each turn waited for, when it grew, at most
