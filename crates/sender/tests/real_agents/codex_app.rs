@@ -301,8 +301,13 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
                 json!({"kind": "prompt", "text": "Also say it. SP-ECHO:QUINCE", "mode": "steer"}),
             );
             let done = t.completed(&slow);
+            let ended = Instant::now();
             assert_eq!(done["status"], "completed", "{done}");
             let ack = one_final_ack(s, &m, Duration::from_secs(30));
+            s.say(&format!(
+                "the steer's final ack reached the receiver {:?} after the terminal saw its turn end",
+                ended.elapsed()
+            ));
             assert_eq!(ack["outcome"], "delivered", "{ack}");
             assert_eq!(ack["mode"], "api", "{ack}");
             assert_eq!(
