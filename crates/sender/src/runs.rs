@@ -637,8 +637,14 @@ fn run_agent(store: &mut Store, run: &RunRow) -> Result<String> {
     };
     // Whatever it left behind in its group goes too, so the pipes close.
     kill_group(pgid, libc::SIGKILL);
-    for h in [out, errs].into_iter().flatten() {
-        let _ = h.join();
+    let copies: Vec<_> = [out, errs].into_iter().flatten().collect();
+    if !join_within(copies, DRAIN_WAIT) {
+        // A process that left the group (setsid) holds them open: the run ended all the same.
+        crate::logging::warn(&format!(
+            "run {}: its output is still held open {}s after the agent ended; no longer read",
+            run.id,
+            DRAIN_WAIT.as_secs()
+        ));
     }
     use std::os::unix::process::ExitStatusExt;
     Ok(if timed_out {
@@ -648,6 +654,27 @@ fn run_agent(store: &mut Store, run: &RunRow) -> Result<String> {
     } else {
         format!("signal {}", status.signal().unwrap_or(0))
     })
+}
+
+/// How long the copies of an ended agent's output may still take.
+const DRAIN_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits for `copies` up to `limit`; whether all ended (the others are left to end with the
+/// process).
+fn join_within(copies: Vec<std::thread::JoinHandle<()>>, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while copies.iter().any(|h| !h.is_finished()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut all = true;
+    for h in copies {
+        if h.is_finished() {
+            let _ = h.join();
+        } else {
+            all = false;
+        }
+    }
+    all
 }
 
 fn kill_group(pgid: i32, sig: i32) {
@@ -686,6 +713,33 @@ fn copy_capped(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An agent's output pipe held open by a process outside its group (which the group kill
+    /// does not reach) no longer holds its supervisor: the copy is waited for a bounded time.
+    #[test]
+    fn an_output_pipe_held_open_elsewhere_is_waited_for_a_bounded_time() {
+        let d = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(d.path().join("log")).unwrap();
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        writer.write_all(b"line\n").unwrap();
+        let copy = copy_capped(reader, log, 3);
+        let started = Instant::now();
+        assert!(!join_within(vec![copy], Duration::from_millis(300)));
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(300) && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
+        // Closed: the copy ends, keeping its cap.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(writer);
+        let log = std::fs::File::create(d.path().join("log2")).unwrap();
+        assert!(join_within(
+            vec![copy_capped(reader, log, 3)],
+            Duration::from_secs(5)
+        ));
+        assert_eq!(std::fs::read(d.path().join("log")).unwrap(), b"lin");
+    }
 
     #[test]
     fn commands_come_from_the_harness_row_and_never_skip_approvals() {

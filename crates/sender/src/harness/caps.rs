@@ -311,7 +311,7 @@ pub const CAPS: &[Caps] = &[
         name: "codex",
         permission: Path::Hook("`PermissionRequest` (exact 0.171 schema; `scope: \"session\"` as our grant). Under `sp codex`: sp-sync answers the app-server's approval request (`accept`/`decline`; `acceptForSession` plus our grant for `scope: \"session\"`, `cancel` for a deny with `interrupt`)"),
         permission_event: "PermissionRequest",
-        prompt: Path::Hook("`Stop` block (under `sp codex`: `turn/start` when idle, `turn/steer` when busy)"),
+        prompt: Path::Hook("`Stop` block (under `sp codex`: `turn/start` when idle, `turn/steer` when busy; `taken`, `progress` from the agent's message deltas, then `delivered` (mode `api`) when that turn ends, with its agent messages as `reply`)"),
         stop_event: "Stop",
         prompt_seams: TOOL_SEAMS,
         cancel: Path::Hook("at the next tool boundary or the turn's end: a `PreToolUse` deny, or `{\"continue\":false}` after a tool; every later tool of that turn is then denied, as 0.171 goes on after `continue:false` (a waiting permission is denied first). Under `sp codex`: `turn/interrupt`, delivered when the turn ends interrupted"),

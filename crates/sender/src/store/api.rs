@@ -1,7 +1,7 @@
 //! What API delivery (src/sync/api.rs) does to the store: remember where an API-driven
 //! session's server is and whether it is idle (reported by its plugin through a hook), find the
 //! messages to deliver through that API, and claim them so each is acted on once.
-use super::hooks::{finish, PromptClaim, SessionRef};
+use super::hooks::{end_waits, finish, PromptClaim, SessionRef, Waits};
 use super::Store;
 use crate::clock::{now_ms, Millis};
 use crate::wire::control::Decision;
@@ -177,6 +177,30 @@ impl Store {
             .collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The prompts waiting for the end of a Codex app-server turn they went into (DECISIONS
+    /// 38 `api`), of sessions of `harness`: (session key, turn id, message id), oldest first.
+    pub fn api_turn_waits(&self, harness: &str) -> Result<Vec<(String, String, String)>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT w.session_key, w.api_turn, w.message_id FROM turn_waits w \
+                 JOIN sessions s ON s.key = w.session_key \
+                 WHERE s.harness = ?1 AND w.api_turn IS NOT NULL ORDER BY w.since_ms, w.message_id",
+            )?
+            .query_map(params![harness], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Codex app-server turn `turn` of session `key` ended: the prompts that went into it get
+    /// their final ack, `delivered` with mode `api` and `reply` (already redacted and capped).
+    /// Returns how many.
+    pub fn api_turn_ended(&mut self, key: &str, turn: &str, reply: Option<&str>) -> Result<usize> {
+        let tx = self.write_tx()?;
+        let n = end_waits(&tx, key, Waits::ApiTurn(turn), "api", reply, now_ms())?;
+        tx.commit()?;
+        Ok(n)
+    }
+
     /// Queued, unexpired messages of sessions of `harness`, oldest `at` first. Expired ones are
     /// left to the sweep, which acks them `expired`.
     pub fn api_queued(&self, harness: &str) -> Result<Vec<ApiMessage>> {
@@ -305,4 +329,117 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<ApiSession> {
         idle: r.get::<_, Option<i64>>(5)?.map(|i| i != 0),
         since_ms: r.get(6)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(s: &Store, id: &str, key: &str) {
+        s.conn
+            .execute(
+                "INSERT INTO messages(id, session_key, sink, kind, text, received_at, deadline_ms, state, mode) \
+                 VALUES (?1, ?2, 'phone', 'prompt', 'hi', '2026-01-01T00:00:00.000Z', ?3, 'queued', 'queue')",
+                params![id, key, now_ms() + 600_000],
+            )
+            .unwrap();
+    }
+
+    fn ack(s: &Store, id: &str) -> (String, Option<String>, Option<String>) {
+        s.conn
+            .query_row(
+                "SELECT outcome, mode, reply FROM acks WHERE message_id=?1",
+                params![id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    }
+
+    /// DECISIONS 38 under `sp codex`: a prompt sp-sync put into an app-server turn is acked
+    /// at that turn's end, mode `api`, with its reply; the Stop hook of the same turn (Codex
+    /// runs its hooks under the app-server too) ends only the waits a Stop made.
+    /// A store with Codex session t1 whose prompt m1 went into app-server turn u1.
+    fn waiting() -> (tempfile::TempDir, Store, SessionRef) {
+        let d = tempfile::tempdir().unwrap();
+        let mut s =
+            crate::store::open(&d.path().join("c.db"), std::time::Duration::from_secs(1)).unwrap();
+        let session = SessionRef {
+            harness: "codex".into(),
+            session_id: "t1".into(),
+            cwd: None,
+            event: "Stop".into(),
+            permission_mode: None,
+        };
+        s.record_event(&session, Some("startup")).unwrap();
+        let key = session.key();
+        queue(&s, "m1", &key);
+        s.deliver_for_api_turn(
+            &key,
+            &["m1".into()],
+            "codex app-server turn/start (turn u1)",
+            "u1",
+        )
+        .unwrap();
+        (d, s, session)
+    }
+
+    #[test]
+    fn an_app_server_turns_prompts_wait_for_that_turn_not_for_a_stop() {
+        let (_d, mut s, session) = waiting();
+        let key = session.key();
+        queue(&s, "m2", &key);
+        s.deliver_for_turn(&key, &["m2".into()], "codex Stop hook", true)
+            .unwrap();
+        assert_eq!(ack(&s, "m1").0, "taken");
+        assert_eq!(
+            s.api_turn_waits("codex").unwrap(),
+            [(key.clone(), "u1".to_string(), "m1".to_string())]
+        );
+        assert!(s.api_turn_waits("claude-code").unwrap().is_empty());
+
+        // The Stop ends its own wait only.
+        assert_eq!(s.turn_ended_with(&key, Some("stop text")).unwrap(), 1);
+        assert_eq!(
+            ack(&s, "m2"),
+            (
+                "delivered".into(),
+                Some("turn".into()),
+                Some("stop text".into())
+            )
+        );
+        assert_eq!(ack(&s, "m1").0, "taken");
+
+        // Progress, then another turn's end (nothing), then its own turn's end.
+        assert_eq!(s.turn_progress(&key, "so far").unwrap(), 1);
+        assert_eq!(
+            ack(&s, "m1"),
+            ("progress".into(), None, Some("so far".into()))
+        );
+        assert_eq!(s.api_turn_ended(&key, "u0", Some("other")).unwrap(), 0);
+        assert_eq!(s.api_turn_ended(&key, "u1", Some("the answer")).unwrap(), 1);
+        assert_eq!(
+            ack(&s, "m1"),
+            (
+                "delivered".into(),
+                Some("api".into()),
+                Some("the answer".into())
+            )
+        );
+        // Exactly one final ack: a second end changes nothing.
+        assert_eq!(s.api_turn_ended(&key, "u1", Some("again")).unwrap(), 0);
+        assert_eq!(ack(&s, "m1").2.as_deref(), Some("the answer"));
+        assert!(s.api_turn_waits("codex").unwrap().is_empty());
+    }
+
+    /// A session that ends (or a turn the sweep gives up on) ends an app-server turn's wait
+    /// with its own mode, `api`, not the Stop's `turn`.
+    #[test]
+    fn an_app_server_wait_ended_with_its_session_keeps_mode_api() {
+        let (_d, mut s, session) = waiting();
+        s.end_session(&session).unwrap();
+        assert_eq!(
+            ack(&s, "m1"),
+            ("delivered".into(), Some("api".into()), None)
+        );
+    }
 }

@@ -278,19 +278,62 @@ fn end_turn_waits_as(
     reply: Option<&str>,
     now: Millis,
 ) -> Result<usize> {
-    let ids: Vec<String> = tx
+    end_waits(tx, key, Waits::All, mode, reply, now)
+}
+
+/// Which of a session's turn waits end.
+#[derive(Clone, Copy)]
+pub(crate) enum Waits<'a> {
+    /// Every one (the session ended, or its turn never did).
+    All,
+    /// Those a Stop delivered (a Stop under `sp codex` leaves the app-server's to sp-sync).
+    Stop,
+    /// Those of this Codex app-server turn.
+    ApiTurn(&'a str),
+}
+
+/// Ends the turn waits of session `key` that `which` names: each final ack `delivered` with
+/// `mode` (`api` for an app-server turn's) and `reply`. Returns how many.
+pub(crate) fn end_waits(
+    tx: &Transaction,
+    key: &str,
+    which: Waits,
+    mode: &str,
+    reply: Option<&str>,
+    now: Millis,
+) -> Result<usize> {
+    let turn = match which {
+        Waits::ApiTurn(t) => Some(t),
+        Waits::All | Waits::Stop => None,
+    };
+    let rows: Vec<(String, Option<String>)> = tx
         .prepare_cached(
-            "SELECT message_id FROM turn_waits WHERE session_key=?1 ORDER BY since_ms, message_id",
+            "SELECT message_id, api_turn FROM turn_waits WHERE session_key=?1 \
+               AND (?2 = 0 OR (?2 = 1 AND api_turn IS NULL) OR (?2 = 2 AND api_turn = ?3)) \
+             ORDER BY since_ms, message_id",
         )?
-        .query_map(params![key], |r| r.get(0))?
+        .query_map(params![key, which.code(), turn], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
         .collect::<rusqlite::Result<_>>()?;
     let at = format_ms(now);
-    for id in &ids {
+    for (id, api_turn) in &rows {
+        let mode = if api_turn.is_some() { "api" } else { mode };
         final_ack(tx, id, &at, Some(mode), reply)?;
         tx.prepare_cached("DELETE FROM turn_waits WHERE message_id=?1")?
             .execute(params![id])?;
     }
-    Ok(ids.len())
+    Ok(rows.len())
+}
+
+impl Waits<'_> {
+    fn code(self) -> i64 {
+        match self {
+            Waits::All => 0,
+            Waits::Stop => 1,
+            Waits::ApiTurn(_) => 2,
+        }
+    }
 }
 
 /// Whether a session whose hooks last reported `mode` runs tools without asking the person
@@ -1222,7 +1265,6 @@ impl Store {
         wait: bool,
     ) -> Result<()> {
         let now = now_ms();
-        let at = format_ms(now);
         if !wait {
             let tx = self.write_tx()?;
             for id in ids {
@@ -1235,6 +1277,30 @@ impl Store {
             tx.commit()?;
             return Ok(());
         }
+        self.wait_for_turn(key, ids, detail, None)
+    }
+
+    /// [`Store::deliver_for_turn`] for prompts that went into Codex app-server turn `turn`:
+    /// their final ack waits for that turn's end ([`Store::api_turn_ended`]), not a Stop.
+    pub fn deliver_for_api_turn(
+        &mut self,
+        key: &str,
+        ids: &[String],
+        detail: &str,
+        turn: &str,
+    ) -> Result<()> {
+        self.wait_for_turn(key, ids, detail, Some(turn))
+    }
+
+    fn wait_for_turn(
+        &mut self,
+        key: &str,
+        ids: &[String],
+        detail: &str,
+        api_turn: Option<&str>,
+    ) -> Result<()> {
+        let now = now_ms();
+        let at = format_ms(now);
         // A session with a turn waited for is never quiet ([`SeamState::idle`]).
         let tx = self.write_tx_unmarking(key)?;
         for id in ids {
@@ -1248,19 +1314,20 @@ impl Store {
             let Some(sink) = changed else { continue };
             taken_ack(&tx, id, &sink, &at)?;
             tx.prepare_cached(
-                "INSERT OR IGNORE INTO turn_waits(message_id, session_key, since_ms) VALUES (?1, ?2, ?3)",
+                "INSERT OR IGNORE INTO turn_waits(message_id, session_key, since_ms, api_turn) VALUES (?1, ?2, ?3, ?4)",
             )?
-            .execute(params![id, key, now])?;
+            .execute(params![id, key, now, api_turn])?;
         }
         tx.commit()?;
         Ok(())
     }
 
     /// The session's turn ended (its Stop): the prompts that waited for it get their final
-    /// ack with `reply` ([`end_turn_waits`]). Returns how many.
+    /// ack with `reply` ([`end_turn_waits`]); those sp-sync put into a Codex app-server turn
+    /// wait for that turn's end as sp-sync sees it ([`Store::api_turn_ended`]). Returns how many.
     pub fn turn_ended_with(&mut self, key: &str, reply: Option<&str>) -> Result<usize> {
         let tx = self.write_tx()?;
-        let n = end_turn_waits(&tx, key, reply, now_ms())?;
+        let n = end_waits(&tx, key, Waits::Stop, "turn", reply, now_ms())?;
         tx.commit()?;
         Ok(n)
     }

@@ -415,4 +415,9 @@ CREATE TABLE starts (
     text          TEXT                       -- what the model is told, files' paths included
 );
 "#,
+    // 19: DECISIONS 38 `api` for `sp codex`: the Codex app-server turn a prompt sp-sync put in
+    // waits for (its end acks it); NULL for a prompt a Stop delivered (the next Stop acks it).
+    r#"
+ALTER TABLE turn_waits ADD COLUMN api_turn TEXT;
+"#,
 ];

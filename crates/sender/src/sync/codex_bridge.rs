@@ -6,6 +6,16 @@
 //! |---|---|---|
 //! | prompt (`queue`) | `turn/start` | stays queued: the Stop hook, or `turn/start` once the turn ends |
 //! | prompt (`steer`, `interrupt`) | `turn/start` | `turn/steer` with the running turn's id |
+//!
+//! A prompt is acked `taken` when claimed, `progress` with the agent's text so far (from the
+//! app-server's `item/agentMessage/delta`, at most every 500 ms), and once `delivered`, mode
+//! `api`, when the turn it started or steered completes, with that turn's agent text as
+//! `reply` (DECISIONS 38; redacted and capped, DECISIONS 37); interrupted it is `delivered`
+//! with the text so far, failed it is `failed` with the app-server's error. The turn is kept
+//! with the wait in the store, so an sp-sync restart or a new connection reads the turn's end
+//! back from `thread/turns/list`; a wait whose thread nobody follows within
+//! [`ORPHAN_GRACE`] (the app-server is gone) is acked `delivered` without a reply.
+//!
 //! | cancel | acked `expired` (nothing to stop) | `turn/interrupt`; `delivered` when the turn ends interrupted |
 //! | permission.answer | (no request can be open) | the answer to the app-server's approval request, if the terminal has not answered first |
 //! | permission.answer with `answers` | (no request can be open) | the answer to `item/tool/requestUserInput` (the model's question, which no hook sees: we announce it) |
@@ -43,6 +53,144 @@ const REPORT_EVERY: Duration = Duration::from_secs(2);
 const MAX_THREADS: usize = 256;
 /// Messages handled per read round, so the queue is looked at between floods.
 const MAX_MESSAGES_PER_ROUND: usize = 500;
+/// `progress` acks at most this often per turn (DECISIONS 38).
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+/// At most this many turns waited for at once (one running turn per followed thread).
+const MAX_AWAITED: usize = MAX_THREADS;
+/// At most this many bytes of a turn's streamed text are kept (a reply is cut to 20,000
+/// characters after redaction).
+const TEXT_MAX: usize = 128 << 10;
+/// A prompt waiting for an app-server turn that no connection follows for this long (the
+/// app-server or its thread is gone) is acked `delivered` without a reply.
+const ORPHAN_GRACE: Duration = Duration::from_secs(15);
+/// How many of a thread's newest turns are looked through for a turn that ended unseen.
+const TURNS_LOOKED_BACK: u32 = 20;
+/// How many of such a turn's last items its reply is read from.
+const ITEMS_LOOKED_BACK: u32 = 50;
+
+/// A turn prompts of ours went into: their final ack waits for its end.
+struct Awaited {
+    key: String,
+    thread: String,
+    /// The agent's text so far, from the deltas (at most [`TEXT_MAX`] bytes).
+    text: String,
+    /// The agent message the last delta belonged to.
+    item: String,
+    /// How long `text` was at the last `progress`, and when that was.
+    sent_len: usize,
+    sent_at: Instant,
+}
+
+impl Awaited {
+    fn new(key: &str, thread: &str) -> Awaited {
+        Awaited {
+            key: key.to_string(),
+            thread: thread.to_string(),
+            text: String::new(),
+            item: String::new(),
+            sent_len: 0,
+            sent_at: Instant::now(),
+        }
+    }
+
+    fn push(&mut self, item: &str, delta: &str) {
+        let mut delta = delta.to_string();
+        if item != self.item {
+            if !self.text.is_empty() {
+                delta.insert_str(0, "\n\n");
+            }
+            self.item = item.to_string();
+        }
+        let room = TEXT_MAX.saturating_sub(self.text.len());
+        self.text
+            .push_str(spwire::text::truncate_bytes(&delta, room));
+    }
+}
+
+/// The agent's text of a finished turn (`turn/completed`, `thread/turns/list`): its agent
+/// messages, in order, a blank line between them.
+fn turn_text(turn: &Value) -> Option<String> {
+    let text: Vec<&str> = turn["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "agentMessage")
+        .filter_map(|i| i["text"].as_str())
+        .filter(|t| !t.is_empty())
+        .collect();
+    (!text.is_empty()).then(|| text.join("\n\n"))
+}
+
+/// Turn `turn` (the app-server's) of session `key` ended: the prompts that went into it get
+/// their one final ack. Completed or interrupted: `delivered`, mode `api`, with the turn's
+/// text (or, when the app-server gave none, what streamed) as `reply`; failed: `failed` with
+/// its error.
+fn end_turn(store: &mut Store, key: &str, turn: &Value, streamed: &str) -> Result<()> {
+    let id = turn["id"].as_str().unwrap_or("");
+    let status = turn["status"].as_str().unwrap_or("unknown");
+    if status == "failed" {
+        let why = turn["error"]["message"]
+            .as_str()
+            .unwrap_or("no error given");
+        let detail =
+            spwire::text::truncate(&format!("codex app-server: turn {id} failed: {why}"), 500);
+        let ids: Vec<String> = store
+            .api_turn_waits(HARNESS)?
+            .into_iter()
+            .filter(|(k, t, _)| k == key && t == id)
+            .map(|(_, _, m)| m)
+            .collect();
+        store.fail_turn_waits(&ids, &detail)?;
+        crate::logging::info(&format!(
+            "{key}: the turn of {} prompt(s) failed: {detail}",
+            ids.len()
+        ));
+        return Ok(());
+    }
+    let text = turn_text(turn).or_else(|| (!streamed.is_empty()).then(|| streamed.to_string()));
+    let reply = text.map(|t| crate::wire::control::ack_reply(&t));
+    let n = store.api_turn_ended(key, id, reply.as_deref())?;
+    crate::logging::info(&format!(
+        "{key}: turn {id} of {n} prompt(s) ended {status} ({})",
+        if reply.is_some() {
+            "with its reply"
+        } else {
+            "no reply found"
+        }
+    ));
+    Ok(())
+}
+
+/// Prompts waiting for an app-server turn nobody follows (the keys and since when): after
+/// [`ORPHAN_GRACE`] each is acked `delivered`, mode `api`, without a reply. `followed`: the
+/// turns a connection follows now.
+fn end_orphans(
+    store: &mut Store,
+    orphans: &mut HashMap<(String, String), Instant>,
+    followed: &HashMap<String, Awaited>,
+) -> Result<()> {
+    let waits = store.api_turn_waits(HARNESS)?;
+    let now = Instant::now();
+    let unfollowed: HashSet<(String, String)> = waits
+        .into_iter()
+        .filter(|(_, turn, _)| !followed.contains_key(turn))
+        .map(|(key, turn, _)| (key, turn))
+        .collect();
+    orphans.retain(|k, _| unfollowed.contains(k));
+    for k in unfollowed {
+        let since = *orphans.entry(k.clone()).or_insert(now);
+        if now.duration_since(since) >= ORPHAN_GRACE {
+            let (key, turn) = k;
+            let n = store.api_turn_ended(&key, &turn, None)?;
+            crate::logging::warn(&format!(
+                "{key}: turn {turn} was followed on no Codex app-server for {}s: {n} prompt(s) delivered without a reply",
+                ORPHAN_GRACE.as_secs()
+            ));
+            orphans.remove(&(key, turn));
+        }
+    }
+    Ok(())
+}
 
 struct Thread {
     key: String,
@@ -60,6 +208,21 @@ struct Approval {
     command: Option<String>,
     /// A question's `questions` (`item/tool/requestUserInput`): what the answers are keyed by.
     questions: Option<Value>,
+}
+
+impl Approval {
+    /// App-server request `m` of `thread` (session `key`), its `method`, nothing more known.
+    fn of(m: &Value, thread: &str, key: String, method: String) -> Approval {
+        Approval {
+            thread: thread.to_string(),
+            key,
+            request_id: m["id"].clone(),
+            method,
+            turn: m["params"]["turnId"].as_str().unwrap_or("").to_string(),
+            command: None,
+            questions: None,
+        }
+    }
 }
 
 /// The model's question (Codex's `request_user_input` tool, experimental in 0.171).
@@ -109,7 +272,12 @@ pub(crate) fn follow_loop(shared: &Shared) {
     let socket = codex_server::socket_path();
     let mut failures = 0u32;
     let mut last_error = String::new();
+    let mut orphans = HashMap::new();
     while !shared.stopping() {
+        // Not connected: no turn is followed.
+        if let Err(e) = end_orphans(&mut store, &mut orphans, &HashMap::new()) {
+            crate::logging::warn(&format!("codex app-server: {e:#}"));
+        }
         if std::fs::symlink_metadata(&socket).is_err() {
             report(false, &[]);
             shared.sleep(Duration::from_secs(1));
@@ -129,9 +297,10 @@ pub(crate) fn follow_loop(shared: &Shared) {
                     retry: HashMap::new(),
                     pending: Vec::new(),
                     approvals: HashMap::new(),
+                    awaited: HashMap::new(),
                     pid: std::process::id(),
                 };
-                if let Err(e) = f.run(shared, &mut store) {
+                if let Err(e) = f.run(shared, &mut store, &mut orphans) {
                     crate::logging::warn(&format!("codex app-server: {e:#}"));
                 }
                 f.fail_pending(
@@ -191,11 +360,18 @@ struct Follower {
     pending: Vec<PendingCancel>,
     /// Open approval requests by attention id.
     approvals: HashMap<String, Approval>,
+    /// Turns our prompts went into, by turn id.
+    awaited: HashMap<String, Awaited>,
     pid: u32,
 }
 
 impl Follower {
-    fn run(&mut self, shared: &Shared, store: &mut Store) -> Result<()> {
+    fn run(
+        &mut self,
+        shared: &Shared,
+        store: &mut Store,
+        orphans: &mut HashMap<(String, String), Instant>,
+    ) -> Result<()> {
         let mut seen = u64::MAX;
         let mut last_refresh = Instant::now() - REFRESH_EVERY;
         let mut last_report = Instant::now() - REPORT_EVERY;
@@ -214,10 +390,12 @@ impl Follower {
                 if last_refresh.elapsed() >= REFRESH_EVERY {
                     last_refresh = Instant::now();
                     self.attach(shared, store)?;
+                    end_orphans(store, orphans, &self.awaited)?;
                 }
                 self.deliver(store)?;
             }
             self.expire_pending(store)?;
+            self.progress(store)?;
             if last_report.elapsed() >= REPORT_EVERY {
                 last_report = Instant::now();
                 let mut ids: Vec<String> = self.threads.keys().cloned().collect();
@@ -294,6 +472,7 @@ impl Follower {
                             .map_or("idle".to_string(), |t| format!("turn {t} running"))
                     ));
                     self.retry.remove(&id);
+                    self.recover(store, &key, &id, active_turn.as_deref())?;
                     self.threads.insert(id, Thread { key, active_turn });
                 }
                 Err(e) => {
@@ -344,45 +523,20 @@ impl Follower {
                     t.active_turn = Some(turn.to_string());
                 }
             }
-            "turn/completed" => {
-                let Some(turn) = turn else { return Ok(()) };
-                if let Some(t) = self.threads.get_mut(thread) {
-                    if t.active_turn.as_deref() == Some(turn) {
-                        t.active_turn = None;
-                    }
-                }
-                let status = m["params"]["turn"]["status"].as_str().unwrap_or("unknown");
-                let (done, rest): (Vec<PendingCancel>, Vec<PendingCancel>) = self
-                    .pending
-                    .drain(..)
-                    .partition(|p| p.thread == thread && p.turn == turn);
-                self.pending = rest;
-                for p in done {
-                    let (outcome, detail) = if status == "interrupted" {
-                        (
-                            Outcome::Delivered,
-                            format!(
-                                "codex app-server turn/interrupt: turn {turn} ended interrupted"
-                            ),
-                        )
-                    } else {
-                        (
-                            Outcome::Expired,
-                            format!(
-                                "turn {turn} ended ({status}) before the interrupt took effect"
-                            ),
-                        )
-                    };
-                    store.api_finish(&p.ids, outcome, &detail)?;
-                    crate::logging::info(&format!(
-                        "codex:{thread}: {} cancel(s) {}: {detail}",
-                        p.ids.len(),
-                        outcome.as_str()
-                    ));
+            "item/agentMessage/delta" => {
+                let p = &m["params"];
+                if let Some(a) = p["turnId"].as_str().and_then(|t| self.awaited.get_mut(t)) {
+                    a.push(
+                        p["itemId"].as_str().unwrap_or(""),
+                        p["delta"].as_str().unwrap_or(""),
+                    );
                 }
             }
+            "turn/completed" => self.turn_completed(store, thread, m)?,
             "thread/closed" => {
                 self.threads.remove(thread);
+                // Its turns end unseen: their prompts are left to the orphan rule.
+                self.awaited.retain(|_, a| a.thread != thread);
                 let questions: Vec<String> = self
                     .approvals
                     .iter()
@@ -426,6 +580,48 @@ impl Follower {
         Ok(())
     }
 
+    /// A turn ended: the prompts that went into it get their final ack, and the cancels that
+    /// waited for it theirs.
+    fn turn_completed(&mut self, store: &mut Store, thread: &str, m: &Value) -> Result<()> {
+        let Some(turn) = m["params"]["turn"]["id"].as_str() else {
+            return Ok(());
+        };
+        if let Some(a) = self.awaited.remove(turn) {
+            end_turn(store, &a.key, &m["params"]["turn"], &a.text)?;
+        }
+        if let Some(t) = self.threads.get_mut(thread) {
+            if t.active_turn.as_deref() == Some(turn) {
+                t.active_turn = None;
+            }
+        }
+        let status = m["params"]["turn"]["status"].as_str().unwrap_or("unknown");
+        let (done, rest): (Vec<PendingCancel>, Vec<PendingCancel>) = self
+            .pending
+            .drain(..)
+            .partition(|p| p.thread == thread && p.turn == turn);
+        self.pending = rest;
+        for p in done {
+            let (outcome, detail) = if status == "interrupted" {
+                (
+                    Outcome::Delivered,
+                    format!("codex app-server turn/interrupt: turn {turn} ended interrupted"),
+                )
+            } else {
+                (
+                    Outcome::Expired,
+                    format!("turn {turn} ended ({status}) before the interrupt took effect"),
+                )
+            };
+            store.api_finish(&p.ids, outcome, &detail)?;
+            crate::logging::info(&format!(
+                "codex:{thread}: {} cancel(s) {}: {detail}",
+                p.ids.len(),
+                outcome.as_str()
+            ));
+        }
+        Ok(())
+    }
+
     /// The app-server asks every client to approve; ours is matched to the attention the
     /// PermissionRequest hook opened just before (the newest open one not yet matched).
     fn on_approval(&mut self, store: &mut Store, m: &Value, thread: &str) -> Result<()> {
@@ -460,19 +656,17 @@ impl Follower {
             "{key}: approval request {} is attention {attention}",
             m["id"]
         ));
-        self.approvals.insert(
-            attention,
-            Approval {
-                thread: thread.to_string(),
-                key,
-                request_id: m["id"].clone(),
-                method: m["method"].as_str().unwrap_or("").to_string(),
-                turn: m["params"]["turnId"].as_str().unwrap_or("").to_string(),
-                command: m["params"]["command"].as_str().map(str::to_string),
-                questions: None,
-            },
-        );
-        // An answer may be queued already.
+        let method = m["method"].as_str().unwrap_or("").to_string();
+        let a = Approval {
+            command: m["params"]["command"].as_str().map(str::to_string),
+            ..Approval::of(m, thread, key, method)
+        };
+        self.open_request(store, attention, a)
+    }
+
+    /// Keeps request `a` as attention `attention`'s; an answer may be queued already.
+    fn open_request(&mut self, store: &mut Store, attention: String, a: Approval) -> Result<()> {
+        self.approvals.insert(attention, a);
         self.deliver(store)
     }
 
@@ -529,19 +723,11 @@ impl Follower {
             "{key}: question {} (request {}) is attention {attention}",
             call_id, m["id"]
         ));
-        self.approvals.insert(
-            attention,
-            Approval {
-                thread: thread.to_string(),
-                key,
-                request_id: m["id"].clone(),
-                method: QUESTION.to_string(),
-                turn: p["turnId"].as_str().unwrap_or("").to_string(),
-                command: None,
-                questions: Some(Value::Array(questions)),
-            },
-        );
-        self.deliver(store)
+        let a = Approval {
+            questions: Some(Value::Array(questions)),
+            ..Approval::of(m, thread, key, QUESTION.to_string())
+        };
+        self.open_request(store, attention, a)
     }
 
     /// The app-server's answer to a question, from the person's `answers` (DECISIONS 30:
@@ -625,7 +811,7 @@ impl Follower {
             Decision::Allow => format!("codex app-server {QUESTION}: answered"),
             Decision::Deny => format!("codex app-server {QUESTION}: no answers (declined)"),
         };
-        if claimed.decision == Decision::Deny && claimed.rich.interrupt {
+        let lead = if claimed.decision == Decision::Deny && claimed.rich.interrupt {
             // Deny & stop: the turn ends too.
             store.mark_stopped(&a.key)?;
             match self.client.request(
@@ -641,46 +827,48 @@ impl Follower {
                     return Err(e);
                 }
             }
-        } else if let Some(note) = claimed
-            .note
-            .as_deref()
-            .filter(|n| claimed.decision == Decision::Deny && !n.trim().is_empty())
-        {
-            let text = format!("The person declined to answer through sessionpipe: {note}");
-            if let Err(e) = self.steer_note(&a.thread, &a.turn, &text, &mut detail) {
-                store.confirm_answer(&s, attention, &claimed, &detail)?;
-                return Err(e);
-            }
-        }
-        store.confirm_answer(&s, attention, &claimed, &detail)?;
-        crate::logging::info(&format!("{}: {attention}: {detail}", a.key));
-        Ok(())
+            None
+        } else {
+            Some("The person declined to answer through sessionpipe")
+        };
+        self.confirm_with_note(store, (&s, attention, &claimed), &a, lead, detail)
     }
 
-    /// Sends a deny's note into the same turn as a `turn/steer` (Codex's decline carries no
-    /// message), saying in `detail` how it went. Err only when the connection ended: the
-    /// caller confirms the answer with that detail first, then returns it.
-    fn steer_note(
+    /// Confirms the person's answer with `detail`; first, with `lead`, a deny's note follows
+    /// into the same turn as a `turn/steer` (`lead: note`; Codex's decline carries no
+    /// message), the detail saying how that went. Err only when the connection ended (the
+    /// answer is confirmed with that detail first).
+    fn confirm_with_note(
         &mut self,
-        thread: &str,
-        turn: &str,
-        text: &str,
-        detail: &mut String,
+        store: &mut Store,
+        (s, attention, claimed): (&SessionRef, &str, &crate::store::Answer),
+        a: &Approval,
+        lead: Option<&str>,
+        mut detail: String,
     ) -> Result<()> {
-        let steer = self.client.request(
-            "turn/steer",
-            json!({"threadId": thread, "expectedTurnId": turn,
-                   "input": [{"type": "text", "text": text}]}),
-            CALL_TIMEOUT,
-        );
-        match steer {
-            Ok(Ok(_)) => detail.push_str("; the note followed as turn/steer"),
-            Ok(Err(e)) => detail.push_str(&format!("; the note could not follow: {e}")),
-            Err(e) => {
-                detail.push_str("; the note could not follow: the connection ended");
-                return Err(e);
+        let note = claimed
+            .note
+            .as_deref()
+            .filter(|n| claimed.decision == Decision::Deny && !n.trim().is_empty());
+        if let (Some(lead), Some(note)) = (lead, note) {
+            let steer = self.client.request(
+                "turn/steer",
+                json!({"threadId": a.thread, "expectedTurnId": a.turn,
+                       "input": [{"type": "text", "text": format!("{lead}: {note}")}]}),
+                CALL_TIMEOUT,
+            );
+            match steer {
+                Ok(Ok(_)) => detail.push_str("; the note followed as turn/steer"),
+                Ok(Err(e)) => detail.push_str(&format!("; the note could not follow: {e}")),
+                Err(e) => {
+                    detail.push_str("; the note could not follow: the connection ended");
+                    store.confirm_answer(s, attention, claimed, &detail)?;
+                    return Err(e);
+                }
             }
         }
+        store.confirm_answer(s, attention, claimed, &detail)?;
+        crate::logging::info(&format!("{}: {attention}: {detail}", a.key));
         Ok(())
     }
 
@@ -788,20 +976,8 @@ impl Follower {
         }
         // Codex's decline carries no message: the note follows into the same turn as a steer,
         // so the model reads it as it would the hook's deny reason.
-        if let Some(note) = claimed
-            .note
-            .as_deref()
-            .filter(|n| claimed.decision == Decision::Deny && !n.trim().is_empty())
-        {
-            let text = format!("The person denied that through sessionpipe: {note}");
-            if let Err(e) = self.steer_note(&a.thread, &a.turn, &text, &mut detail) {
-                store.confirm_answer(&s, attention, &claimed, &detail)?;
-                return Err(e);
-            }
-        }
-        store.confirm_answer(&s, attention, &claimed, &detail)?;
-        crate::logging::info(&format!("{}: {attention}: {detail}", a.key));
-        Ok(())
+        let lead = Some("The person denied that through sessionpipe");
+        self.confirm_with_note(store, (&s, attention, &claimed), &a, lead, detail)
     }
 
     fn deliver(&mut self, store: &mut Store) -> Result<()> {
@@ -903,32 +1079,147 @@ impl Follower {
             ),
         };
         let r = self.call(store, &ids, method, params)?;
-        let (outcome, detail) = match r {
-            Ok(v) => {
-                let turn = v["turn"]["id"]
-                    .as_str()
-                    .or(v["turnId"].as_str())
-                    .or(running.as_deref())
-                    .unwrap_or("?")
-                    .to_string();
-                if running.is_none() {
-                    if let Some(t) = self.threads.get_mut(thread) {
-                        t.active_turn = Some(turn.clone());
-                    }
-                }
-                (
-                    Outcome::Delivered,
-                    format!("codex app-server {method} (turn {turn})"),
-                )
+        let turn = match r {
+            Ok(v) => v["turn"]["id"]
+                .as_str()
+                .or(v["turnId"].as_str())
+                .or(running.as_deref())
+                .map(str::to_string),
+            Err(e) => {
+                let detail = format!("codex app-server {method}: {e}");
+                store.api_finish(&ids, Outcome::Failed, &detail)?;
+                crate::logging::info(&format!("{key}: {} prompt(s) failed: {detail}", ids.len()));
+                return Ok(());
             }
-            Err(e) => (Outcome::Failed, format!("codex app-server {method}: {e}")),
         };
-        store.api_finish(&ids, outcome, &detail)?;
+        let Some(turn) = turn else {
+            // No turn to wait for: delivered now, without a reply.
+            let detail = format!("codex app-server {method} (no turn id in its answer)");
+            store.delivered_as(&ids, &detail, "api")?;
+            crate::logging::warn(&format!("{key}: {} prompt(s): {detail}", ids.len()));
+            return Ok(());
+        };
+        if running.is_none() {
+            if let Some(t) = self.threads.get_mut(thread) {
+                t.active_turn = Some(turn.clone());
+            }
+        }
+        // DECISIONS 38: the final ack waits for this turn's end (a steer joins the running
+        // turn, so it waits for that one's), `taken` until then.
+        let detail = format!("codex app-server {method} (turn {turn})");
+        store.deliver_for_api_turn(&key, &ids, &detail, &turn)?;
+        if !self.awaited.contains_key(&turn) && self.awaited.len() < MAX_AWAITED {
+            self.awaited
+                .insert(turn.clone(), Awaited::new(&key, thread));
+        }
         crate::logging::info(&format!(
-            "{key}: {} prompt(s) {}: {detail}",
-            ids.len(),
-            outcome.as_str()
+            "{key}: {} prompt(s) went in, waiting for its end: {detail}",
+            ids.len()
         ));
+        Ok(())
+    }
+
+    /// The prompts of thread `id` that wait for a turn no connection of ours followed (an
+    /// sp-sync restart, a new connection): the running turn is followed from now on; one that
+    /// ended meanwhile is read back from `thread/turns/list` and acked as it ended.
+    fn recover(
+        &mut self,
+        store: &mut Store,
+        key: &str,
+        id: &str,
+        active: Option<&str>,
+    ) -> Result<()> {
+        let mut turns: Vec<String> = store
+            .api_turn_waits(HARNESS)?
+            .into_iter()
+            .filter(|(k, t, _)| k == key && !self.awaited.contains_key(t))
+            .map(|(_, t, _)| t)
+            .collect();
+        turns.sort();
+        turns.dedup();
+        if turns.is_empty() {
+            return Ok(());
+        }
+        // The turns without their items (small), then the items of each that ended: a
+        // thread's whole turns can outgrow the biggest message we read.
+        let listed = self.client.request(
+            "thread/turns/list",
+            json!({"threadId": id, "limit": TURNS_LOOKED_BACK, "itemsView": "notLoaded"}),
+            CALL_TIMEOUT,
+        )?;
+        let listed = match listed {
+            Ok(v) => v["data"].as_array().cloned().unwrap_or_default(),
+            Err(e) => {
+                // Left to the orphan rule: acked without a reply unless a later look finds it.
+                crate::logging::warn(&format!("{key}: thread/turns/list: {e}"));
+                return Ok(());
+            }
+        };
+        for turn in turns {
+            let found = listed.iter().find(|t| t["id"] == turn.as_str());
+            let running =
+                active == Some(turn.as_str()) || found.is_some_and(|t| t["status"] == "inProgress");
+            if running {
+                if self.awaited.len() < MAX_AWAITED {
+                    crate::logging::info(&format!("{key}: following turn {turn} again"));
+                    self.awaited.insert(turn, Awaited::new(key, id));
+                }
+                continue;
+            }
+            match found {
+                Some(t) => {
+                    let mut t = t.clone();
+                    t["items"] = self.turn_items(key, id, &turn)?;
+                    end_turn(store, key, &t, "")?
+                }
+                None => {
+                    let n = store.api_turn_ended(key, &turn, None)?;
+                    crate::logging::warn(&format!(
+                        "{key}: turn {turn} is not among the thread's newest: {n} prompt(s) delivered without a reply"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest [`ITEMS_LOOKED_BACK`] items of turn `turn` of thread `id`, in order (none when
+    /// the app-server does not say).
+    fn turn_items(&mut self, key: &str, id: &str, turn: &str) -> Result<Value> {
+        let r = self.client.request(
+            "thread/items/list",
+            json!({"threadId": id, "turnId": turn, "sortDirection": "desc",
+                   "limit": ITEMS_LOOKED_BACK}),
+            CALL_TIMEOUT,
+        )?;
+        let mut items: Vec<Value> = match r {
+            Ok(v) => v["data"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| e["turnId"] == turn)
+                .map(|e| e["item"].clone())
+                .collect(),
+            Err(e) => {
+                crate::logging::warn(&format!("{key}: thread/items/list: {e}"));
+                Vec::new()
+            }
+        };
+        items.reverse();
+        Ok(Value::Array(items))
+    }
+
+    /// DECISIONS 38 `progress`: the text so far of each turn waited for, when it grew, at most
+    /// every [`PROGRESS_EVERY`].
+    fn progress(&mut self, store: &mut Store) -> Result<()> {
+        for a in self.awaited.values_mut() {
+            if a.text.len() == a.sent_len || a.sent_at.elapsed() < PROGRESS_EVERY {
+                continue;
+            }
+            a.sent_len = a.text.len();
+            a.sent_at = Instant::now();
+            store.turn_progress(&a.key, &crate::wire::control::ack_reply(&a.text))?;
+        }
         Ok(())
     }
 
@@ -992,6 +1283,106 @@ mod tests {
 
     fn answers(v: Value) -> serde_json::Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_turns_reply_is_its_agent_messages() {
+        let turn = json!({"id": "u1", "status": "completed", "items": [
+            {"type": "userMessage", "id": "a", "content": [{"type": "text", "text": "q"}]},
+            {"type": "agentMessage", "id": "b", "text": "one"},
+            {"type": "commandExecution", "id": "c", "command": "ls"},
+            {"type": "agentMessage", "id": "d", "text": "two"}]});
+        assert_eq!(turn_text(&turn).as_deref(), Some("one\n\ntwo"));
+        assert_eq!(turn_text(&json!({"id": "u1", "items": []})), None);
+        assert_eq!(turn_text(&json!({"id": "u1"})), None);
+    }
+
+    #[test]
+    fn streamed_text_keeps_messages_apart_and_stays_within_its_cap() {
+        let mut a = Awaited::new("codex:t", "t");
+        a.push("b", "on");
+        a.push("b", "e");
+        a.push("d", "two");
+        assert_eq!(a.text, "one\n\ntwo");
+        let big = "é".repeat(TEXT_MAX);
+        a.push("d", &big);
+        a.push("e", &big);
+        assert!(
+            a.text.len() <= TEXT_MAX && a.text.len() > TEXT_MAX - 2,
+            "{}",
+            a.text.len()
+        );
+        assert!(a.text.starts_with("one\n\ntwoé"));
+    }
+
+    /// A store with prompts `ids` of session codex:t1 waiting for app-server turn u1.
+    fn waiting(ids: &[&str]) -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let mut s =
+            crate::store::open(&d.path().join("c.db"), std::time::Duration::from_secs(1)).unwrap();
+        s.record_event(&session_ref("t1", "SessionStart"), Some("startup"))
+            .unwrap();
+        let ids: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        for id in &ids {
+            s.conn
+                .execute(
+                    "INSERT INTO messages(id, session_key, sink, kind, text, received_at, deadline_ms, state, mode) \
+                     VALUES (?1, 'codex:t1', 'phone', 'prompt', 'hi', '2026-01-01T00:00:00.000Z', ?2, 'queued', 'steer')",
+                    rusqlite::params![id, crate::clock::now_ms() + 600_000],
+                )
+                .unwrap();
+        }
+        s.deliver_for_api_turn(
+            "codex:t1",
+            &ids,
+            "codex app-server turn/start (turn u1)",
+            "u1",
+        )
+        .unwrap();
+        (d, s)
+    }
+
+    fn final_ack(s: &Store, id: &str) -> (String, Option<String>, Option<String>, Option<String>) {
+        s.conn
+            .query_row(
+                "SELECT outcome, mode, reply, detail FROM acks WHERE message_id=?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap()
+    }
+
+    /// A failed turn: its prompts `failed` with the app-server's error; an interrupted one
+    /// without agent messages: `delivered`, mode `api`, with what streamed (redacted).
+    #[test]
+    fn a_failed_turn_fails_its_prompts_and_an_interrupted_one_keeps_what_streamed() {
+        let (_d, mut s) = waiting(&["m1", "m2"]);
+        let turn = json!({"id": "u1", "status": "failed", "items": [],
+                          "error": {"message": "the model is overloaded"}});
+        end_turn(&mut s, "codex:t1", &turn, "").unwrap();
+        for id in ["m1", "m2"] {
+            let (outcome, mode, reply, detail) = final_ack(&s, id);
+            assert_eq!((outcome.as_str(), mode, reply), ("failed", None, None));
+            assert_eq!(
+                detail.as_deref(),
+                Some("codex app-server: turn u1 failed: the model is overloaded")
+            );
+        }
+
+        let (_d, mut s) = waiting(&["m3"]);
+        let turn = json!({"id": "u1", "status": "interrupted", "items": []});
+        let streamed = "so far, with token=ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        end_turn(&mut s, "codex:t1", &turn, streamed).unwrap();
+        let (outcome, mode, reply, _) = final_ack(&s, "m3");
+        assert_eq!(
+            (outcome.as_str(), mode.as_deref()),
+            ("delivered", Some("api"))
+        );
+        let reply = reply.unwrap();
+        assert!(
+            reply.starts_with("so far") && !reply.contains("ghp_abc"),
+            "{reply}"
+        );
     }
 
     #[test]

@@ -21,10 +21,11 @@ pub(crate) fn runs_loop(shared: &Shared) {
     };
     let mut tracker = crate::runs::Tracker::default();
     let mut seen = 0u64;
+    let mut held = super::parked::Held::default();
     while !shared.stopping() {
         let began = std::time::Instant::now();
         // DECISIONS 39: answered parked prompts become runs before this pass launches runs.
-        if let Err(e) = super::parked::resume_answered(&mut store) {
+        if let Err(e) = super::parked::resume_answered(&mut store, &mut held) {
             crate::logging::warn(&format!("parked: {e:#}"));
         }
         let open = match crate::runs::pass(&mut store, &mut tracker) {

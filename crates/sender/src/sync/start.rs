@@ -17,8 +17,9 @@ use std::time::Duration;
 /// The harnesses a start may name: those whose headless run (Claude Code `-p`, Codex
 /// `exec`) a real-agent test proves.
 pub const STARTABLE: [&str; 2] = ["claude-code", "codex"];
-/// One attached file's download, whole (its size is capped at 25 MiB by the verifier).
-const FILE_TIMEOUT: Duration = Duration::from_secs(120);
+/// All of a start's attached files' downloads, whole (each file's size is capped at 25 MiB
+/// by the verifier, and there are at most 10): one slow receiver cannot hold sp-sync longer.
+const FILES_TIMEOUT: Duration = Duration::from_secs(120);
 /// A hello's whole exchange.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where a session's files go, under its folder.
@@ -242,18 +243,24 @@ pub fn handle(
         order.files.len()
     ));
     let base = ctx.found().control_url.unwrap_or_default();
-    let fetch = |f: &FileRef| -> Result<Vec<u8>, String> {
+    let fetch = |f: &FileRef, left: Duration| -> Result<Vec<u8>, String> {
         let url = format!("{}/files/{}", base.trim_end_matches('/'), f.sha256);
         match shared
             .client
-            .get_limited(&url, ctx.control_token(), f.size, FILE_TIMEOUT)?
+            .get_limited(&url, ctx.control_token(), f.size, left)?
         {
             (200, body) => Ok(body),
             (404, _) => Err("the receiver has no such file (gone or expired)".into()),
             (s, _) => Err(format!("the receiver answered {s}")),
         }
     };
-    if let Err(why) = write_files(&order.cwd, &order.session_id, &order.files, &fetch) {
+    let written = write_files(
+        &order.cwd,
+        &order.session_id,
+        &order.files,
+        (&fetch, FILES_TIMEOUT),
+    );
+    if let Err(why) = written {
         store.drop_start(&order.id)?;
         return Ok(settled(decided(
             &order.id,
@@ -337,13 +344,14 @@ fn size_words(size: u64) -> String {
 /// Fetches each file, checks its length and sha256, and writes it under
 /// `<cwd>/.sessionpipe/files/<session id>/`. Every folder is opened relative to the one
 /// above with `O_NOFOLLOW` (a symlink anywhere refuses the files), the session's folder must
-/// be new, each file is created exclusively at 0600. On any failure what was written is
-/// removed, and the error names the file and why.
+/// be new, each file is created exclusively at 0600. All the fetches share `budget`, each
+/// given what is left of it. On any failure what was written is removed, and the error
+/// names the file and why.
 fn write_files(
     cwd: &Path,
     session_id: &str,
     files: &[FileRef],
-    fetch: &dyn Fn(&FileRef) -> Result<Vec<u8>, String>,
+    (fetch, budget): (&Fetch, Duration),
 ) -> Result<(), String> {
     if files.is_empty() {
         return Ok(());
@@ -362,8 +370,17 @@ fn write_files(
         .map_err(|e| format!("the session's files folder: {e}"))?;
     let mut written: Vec<&str> = Vec::new();
     let result = (|| {
+        let until = std::time::Instant::now() + budget;
         for f in files {
-            let bytes = fetch(f).map_err(|e| format!("file {:?}: {e}", f.name))?;
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "file {:?}: not fetched: the files took over {} s in all",
+                    f.name,
+                    budget.as_secs_f32()
+                ));
+            }
+            let bytes = fetch(f, left).map_err(|e| format!("file {:?}: {e}", f.name))?;
             check_bytes(f, &bytes).map_err(|e| format!("file {:?}: {e}", f.name))?;
             let file = create_file(&session_dir, &f.name)
                 .map_err(|e| format!("file {:?}: cannot write it: {e}", f.name))?;
@@ -384,6 +401,9 @@ fn write_files(
     }
     result
 }
+
+/// Fetches one attached file within the time given.
+type Fetch<'a> = dyn Fn(&FileRef, Duration) -> Result<Vec<u8>, String> + 'a;
 
 /// The length and the sha256 the signed command carries: anything else is never written.
 fn check_bytes(f: &FileRef, bytes: &[u8]) -> Result<(), String> {
@@ -501,6 +521,48 @@ mod tests {
         assert_eq!(size_words(1_258_291), "1.2 MB");
     }
 
+    /// A receiver that sends a start's files slowly holds sp-sync at most the files' budget
+    /// in all, not a timeout per file: each fetch gets what is left; once none is, the start
+    /// fails naming the file, and what was written is removed.
+    #[test]
+    fn a_starts_files_share_one_time_budget() {
+        use base64::Engine;
+        use sha2::Digest;
+        let d = tempfile::tempdir().unwrap();
+        let sha =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(b"hi"));
+        let files: Vec<FileRef> = ["a.txt", "b.txt", "c.txt"]
+            .iter()
+            .map(|n| FileRef {
+                name: n.to_string(),
+                media_type: "text/plain".into(),
+                size: 2,
+                sha256: sha.clone(),
+            })
+            .collect();
+        let given = std::sync::Mutex::new(Vec::new());
+        let slow = |_: &FileRef, left: Duration| {
+            given.lock().unwrap().push(left);
+            std::thread::sleep(Duration::from_millis(150));
+            Ok(b"hi".to_vec())
+        };
+        let budget = Duration::from_millis(250);
+        let err = write_files(d.path(), "s-1", &files, (&slow, budget)).unwrap_err();
+        assert!(err.starts_with("file \"c.txt\": not fetched"), "{err}");
+        let given = given.into_inner().unwrap();
+        assert_eq!(given.len(), 2, "{given:?}");
+        assert!(
+            given[0] <= budget && given[1] < Duration::from_millis(110),
+            "{given:?}"
+        );
+        let left = d.path().join(".sessionpipe/files");
+        assert_eq!(std::fs::read_dir(&left).unwrap().count(), 0, "nothing kept");
+        // Within the budget, all are written.
+        let quick = |_: &FileRef, _| Ok(b"hi".to_vec());
+        write_files(d.path(), "s-2", &files, (&quick, budget)).unwrap();
+        assert_eq!(std::fs::read(left.join("s-2/c.txt")).unwrap(), b"hi");
+    }
+
     #[test]
     fn a_symlinked_files_folder_refuses_the_files_and_writes_nothing() {
         let d = tempfile::tempdir().unwrap();
@@ -513,7 +575,8 @@ mod tests {
             size: 2,
             sha256: "x".into(),
         };
-        let err = write_files(d.path(), "s-1", &[f], &|_| Ok(b"hi".to_vec())).unwrap_err();
+        let fetch = |_: &FileRef, _| Ok(b"hi".to_vec());
+        let err = write_files(d.path(), "s-1", &[f], (&fetch, FILES_TIMEOUT)).unwrap_err();
         assert!(err.contains("symlink"), "{err}");
         assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
     }

@@ -15,7 +15,7 @@ fn outcomes(s: &Scene, m: &Value) -> Vec<String> {
 
 /// Waits for the final ack of `m` and checks rule 38's sequence: `taken` first, exactly one
 /// final ack. Returns the final ack.
-fn one_final_ack(s: &Scene, m: &Value, limit: Duration) -> Value {
+pub(super) fn one_final_ack(s: &Scene, m: &Value, limit: Duration) -> Value {
     let ack = s.ack(m, limit);
     let seen = outcomes(s, m);
     assert_eq!(seen.first().map(String::as_str), Some("taken"), "{seen:?}");
@@ -186,7 +186,7 @@ fn claude_code_sigkilled_session_is_resumed() {
 }
 
 /// The pid of the sp-sync that last started, from our log (`sp-sync[PID] start (…)`).
-fn sync_pid(s: &Scene) -> i32 {
+pub(super) fn sync_pid(s: &Scene) -> i32 {
     let log =
         std::fs::read_to_string(s.home.join(".local/state/sessionpipe/sp.log")).unwrap_or_default();
     log.lines()
@@ -197,6 +197,30 @@ fn sync_pid(s: &Scene) -> i32 {
             rest.starts_with(" start (").then(|| pid.parse().ok())?
         })
         .expect("sp-sync logged its start")
+}
+
+/// SIGKILLs the scenario's sp-sync (`when` says when, in the log) and waits until it is gone;
+/// its pid.
+pub(super) fn sigkill_sync(s: &Scene, when: &str) -> i32 {
+    let pid = sync_pid(s);
+    s.say(&format!("SIGKILL sp-sync (pid {pid}) {when}"));
+    // SAFETY: a signal to the sp-sync of this scenario's own pid namespace.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    assert!(
+        until(Duration::from_secs(10), || unsafe { libc::kill(pid, 0) }
+            != 0),
+        "sp-sync is gone"
+    );
+    pid
+}
+
+/// Starts another sp-sync, as the next hook would.
+pub(super) fn start_second_sync(s: &mut Scene) {
+    let mut sync = Command::new(s.bin.join("sp-sync"));
+    s.base_env(&mut sync);
+    sync.arg("--while-live");
+    let child = spawn_logged(s, sync, "sp-sync-2");
+    s.extra.push(child);
 }
 
 #[test]
@@ -227,22 +251,10 @@ fn claude_code_run_outlives_an_sp_sync_restart_and_is_acked_once() {
                 }),
                 "a run started for the prompt"
             );
-            let pid = sync_pid(s);
-            s.say(&format!("SIGKILL sp-sync (pid {pid}) mid-run"));
-            // SAFETY: a signal to the sp-sync of this scenario's own pid namespace.
-            assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-            assert!(
-                until(Duration::from_secs(10), || unsafe { libc::kill(pid, 0) }
-                    != 0),
-                "sp-sync is gone"
-            );
+            let pid = sigkill_sync(s, "mid-run");
             // The turn ends while no sp-sync runs; a new one adopts the run.
             std::fs::write(&go, "").unwrap();
-            let mut sync = Command::new(s.bin.join("sp-sync"));
-            s.base_env(&mut sync);
-            sync.arg("--while-live");
-            let child = spawn_logged(s, sync, "sp-sync-2");
-            s.extra.push(child);
+            start_second_sync(s);
             let ack = one_final_ack(s, &m, Duration::from_secs(90));
             assert_eq!(ack["outcome"], "delivered", "{ack}");
             assert_eq!(ack["mode"], "resume", "{ack}");

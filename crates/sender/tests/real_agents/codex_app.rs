@@ -1,6 +1,7 @@
 //! Issue 19: Codex 0.171 under `sp codex`, its app-server on our Unix socket, sp-sync as a
 //! second client. The first client stands in for the terminal UI (a scripted client speaking
 //! the same protocol as `codex --remote`); the model is the scripted stand-in, offline.
+use super::between_turns::{one_final_ack, sigkill_sync, start_second_sync, sync_pid};
 use super::*;
 use spctl::codex_server::Client;
 
@@ -265,13 +266,16 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
         |s| {
             let (mut t, key) = start(s);
 
-            // 1. Idle: a remote prompt starts a turn.
+            // 1. Idle: a remote prompt starts a turn; `taken`, then one final ack at the turn's
+            // end (DECISIONS 38 `api`) with the model's answer.
             let m = s.enqueue(
                 &key,
                 json!({"kind": "prompt", "text": "From the phone. SP-ECHO:DAMSON"}),
             );
-            let ack = s.ack(&m, Duration::from_secs(30));
+            let ack = one_final_ack(s, &m, Duration::from_secs(30));
             assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "api", "{ack}");
+            assert_eq!(ack["reply"], "SP-SAW:DAMSON", "{ack}");
             let detail = ack["detail"].as_str().unwrap();
             assert!(
                 detail.starts_with("codex app-server turn/start (turn "),
@@ -289,21 +293,33 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
                 "the turn answered it: {done}"
             );
 
-            // 2. Busy: a steer lands in the running turn, and the model reads it in that turn.
+            // 2. Busy: a steer lands in the running turn, and the model reads it in that turn;
+            // its final ack comes at that turn's end, with the turn's answer.
             let slow = slow_turn(s, &mut t, "the slow turn reached the model");
             let m = s.enqueue(
                 &key,
                 json!({"kind": "prompt", "text": "Also say it. SP-ECHO:QUINCE", "mode": "steer"}),
             );
-            let ack = s.ack(&m, Duration::from_secs(30));
+            let done = t.completed(&slow);
+            let ended = Instant::now();
+            assert_eq!(done["status"], "completed", "{done}");
+            let ack = one_final_ack(s, &m, Duration::from_secs(30));
+            s.say(&format!(
+                "the steer's final ack reached the receiver {:?} after the terminal saw its turn end",
+                ended.elapsed()
+            ));
             assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "api", "{ack}");
             assert_eq!(
                 ack["detail"],
                 json!(format!("codex app-server turn/steer (turn {slow})")),
                 "{ack}"
             );
-            let done = t.completed(&slow);
-            assert_eq!(done["status"], "completed", "{done}");
+            let reply = ack["reply"].as_str().unwrap_or_default();
+            assert!(
+                reply.ends_with("SP-SAW:QUINCE") && all_text(&done).contains(reply),
+                "the reply is the turn's answer: {ack} {done}"
+            );
             let steered: Vec<Value> = s
                 .agent_requests()
                 .into_iter()
@@ -360,6 +376,181 @@ fn codex_app_server_prompt_steer_and_cancel_reach_the_running_thread() {
             let m = s.enqueue(&key, json!({"kind": "cancel"}));
             let ack = s.ack(&m, Duration::from_secs(30));
             assert_eq!(ack["outcome"], "expired", "{ack}");
+        },
+    );
+}
+
+/// The `progress` acks message `m` got so far, in order.
+fn progress_acks(s: &Scene, m: &Value) -> Vec<Value> {
+    s.receiver
+        .acks()
+        .into_iter()
+        .filter(|a| a["id"] == m["id"] && a["outcome"] == "progress")
+        .collect()
+}
+
+/// The app-server turn message `m` waits for (sp-sync keeps it with the wait).
+fn waited_turn(s: &Scene, m: &Value) -> Option<String> {
+    s.db()
+        .query_row(
+            "SELECT api_turn FROM turn_waits WHERE message_id = ?1",
+            [m["id"].as_str().unwrap()],
+            |r| r.get(0),
+        )
+        .ok()
+}
+
+/// Issue 38 / DECISIONS 38 `api` under `sp codex`: a prompt from the phone is acked `taken`,
+/// then `progress` with the answer so far as the model streams it, then once `delivered`,
+/// mode `api`, with the turn's answer as `reply`. A turn that ends while no sp-sync runs
+/// (SIGKILLed mid-turn) is read back by the next sp-sync: still exactly one final ack, with
+/// the reply.
+#[test]
+fn codex_app_server_prompt_reply_streams_and_outlives_an_sp_sync_restart() {
+    scenario(
+        "codex_app::codex_app_server_prompt_reply_streams_and_outlives_an_sp_sync_restart",
+        &["codex"],
+        |s| {
+            let (mut t, key) = start(s);
+
+            // 1. A slow answer (a chunk a second for 4 s): progress acks, seq rising, each the
+            // answer so far; then the one final ack with the whole answer.
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": "Answer slowly. SP-SLOW:4"}),
+            );
+            assert!(
+                until(Duration::from_secs(30), || progress_acks(s, &m).len() >= 2),
+                "two progress acks: {:?}",
+                s.receiver.acks()
+            );
+            assert!(
+                s.receiver
+                    .wait_ack(m["id"].as_str().unwrap(), Duration::ZERO)
+                    .is_none(),
+                "no final ack while the turn runs"
+            );
+            let ack = one_final_ack(s, &m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "api", "{ack}");
+            let reply = ack["reply"].as_str().unwrap_or_default();
+            assert!(
+                reply.starts_with("SP-SLOW reply. ..."),
+                "the model's whole answer: {ack}"
+            );
+            let p = progress_acks(s, &m);
+            let seqs: Vec<u64> = p.iter().map(|a| a["seq"].as_u64().unwrap()).collect();
+            assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seq rises: {seqs:?}");
+            let texts: Vec<&str> = p.iter().map(|a| a["reply"].as_str().unwrap()).collect();
+            assert!(
+                texts.windows(2).all(|w| w[1].len() > w[0].len())
+                    && texts.iter().all(|x| reply.starts_with(x)),
+                "the reply grows into the final one: {texts:?} then {reply:?}"
+            );
+
+            // 2. sp-sync is SIGKILLed while the turn runs; the turn ends with no sp-sync
+            // about; the next one finds the turn's end and acks it once, with the reply.
+            let go = s.dir.join("go");
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": format!("Wait for it. SP-HOLD:{} SP-ECHO:LATE", go.display())}),
+            );
+            let mut turn = None;
+            assert!(
+                until(Duration::from_secs(30), || {
+                    turn = waited_turn(s, &m);
+                    turn.is_some()
+                }),
+                "the prompt went into a turn"
+            );
+            let turn = turn.unwrap();
+            let held = go.display().to_string();
+            assert!(
+                until(Duration::from_secs(30), || s
+                    .model_requests()
+                    .iter()
+                    .any(|r| r["note"] == "holding" && r["path"] == held.as_str())),
+                "the turn reached the model, which holds its answer"
+            );
+            let pid = sigkill_sync(s, &format!("mid-turn {turn}"));
+            std::fs::write(&go, "").unwrap();
+            let done = t.completed(&turn);
+            assert_eq!(done["status"], "completed", "{done}");
+            assert!(
+                s.receiver
+                    .wait_ack(m["id"].as_str().unwrap(), Duration::ZERO)
+                    .is_none(),
+                "no final ack without an sp-sync"
+            );
+            start_second_sync(s);
+            let ack = one_final_ack(s, &m, Duration::from_secs(30));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "api", "{ack}");
+            assert_eq!(ack["reply"], "SP-SAW:LATE", "{ack}");
+            assert_ne!(sync_pid(s), pid, "a second sp-sync finished it");
+        },
+    );
+}
+
+/// The pids of this scenario's Codex app-server (`codex app-server --listen …`: the npm
+/// wrapper and the program it runs).
+fn app_server_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|d| d.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+                args.contains(&&b"app-server"[..]) && args.contains(&&b"--listen"[..])
+            })
+        })
+        .collect()
+}
+
+/// The app-server dies mid-turn (so the connection drops and nothing can tell how the turn
+/// ended): the prompt that went into it still gets exactly one final ack, `delivered`, mode
+/// `api`, without a reply, once no app-server has followed its turn for 15 s.
+#[test]
+fn codex_app_server_gone_mid_turn_acks_its_prompt_once_without_a_reply() {
+    scenario(
+        "codex_app::codex_app_server_gone_mid_turn_acks_its_prompt_once_without_a_reply",
+        &["codex"],
+        |s| {
+            let (_t, key) = start(s);
+            let never = s.dir.join("never");
+            let m = s.enqueue(
+                &key,
+                json!({"kind": "prompt", "text": format!("Wait. SP-HOLD:{} SP-ECHO:GONE", never.display())}),
+            );
+            let held = never.display().to_string();
+            assert!(
+                until(Duration::from_secs(30), || s
+                    .model_requests()
+                    .iter()
+                    .any(|r| r["note"] == "holding" && r["path"] == held.as_str())),
+                "the turn reached the model, which holds its answer"
+            );
+            assert!(
+                waited_turn(s, &m).is_some(),
+                "the prompt waits for its turn"
+            );
+            let pids = app_server_pids();
+            assert!(!pids.is_empty(), "the app-server runs");
+            let killed = Instant::now();
+            for pid in &pids {
+                // SAFETY: a signal to a process of this scenario's own pid namespace.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+            let ack = one_final_ack(s, &m, Duration::from_secs(45));
+            s.say(&format!(
+                "final ack {:?} after the app-server died",
+                killed.elapsed()
+            ));
+            assert_eq!(ack["outcome"], "delivered", "{ack}");
+            assert_eq!(ack["mode"], "api", "{ack}");
+            assert_eq!(ack.get("reply"), None, "{ack}");
+            assert!(waited_turn(s, &m).is_none(), "nothing waits any more");
         },
     );
 }
