@@ -1,3 +1,4 @@
+pub mod acks;
 pub mod browser;
 pub mod caddy;
 pub mod chaos;
