@@ -4,6 +4,7 @@
 //! and a question's answers reach stdout in Claude Code 2.1.332's shapes; every misuse is
 //! acked once, naming the rule, and the prompt stays open.
 mod common;
+use common::acks::assert_ack;
 use common::env::*;
 use common::fixtures::cc_attention_id;
 use serde_json::{json, Value};
@@ -361,14 +362,7 @@ fn a_question_is_answered_with_its_questions_kept() {
     // Allowed without answers: failed, naming the rule; the question stays open.
     let bare = answer(&env, &q, json!({"decision": "allow"}));
     let ack = ack_of(&env, &bare);
-    assert_eq!(ack["outcome"], "failed", "{ack}");
-    assert!(
-        ack["detail"]
-            .as_str()
-            .unwrap()
-            .contains("a question needs answers"),
-        "{ack}"
-    );
+    assert_ack(&ack, "failed", "a question needs answers");
     assert_eq!(
         env.query::<String>(&format!(
             "select state from attention where attention_id='{}'",
