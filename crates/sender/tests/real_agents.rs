@@ -37,6 +37,7 @@ mod between_turns;
 #[path = "real_agents/start.rs"]
 mod start;
 
+use common::acks::assert_ack;
 use common::e2e::{self, World, INSIDE, ROOT};
 use common::env::{until, wait_timeout};
 /// One scenario may take this long in all before it is killed.
@@ -2885,14 +2886,7 @@ fn opencode_session_grant_and_deny_and_stop() {
                        "interrupt": true, "note": "Stop; run the tests first."}),
             );
             let ack = s.ack(&m, Duration::from_secs(30));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .contains("abort: the turn ends"),
-                "{ack}"
-            );
+            assert_ack(&ack, "delivered", "abort: the turn ends");
             assert!(
                 until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
                     == "idle"),
