@@ -1,6 +1,7 @@
 pub mod acks;
 pub mod browser;
 pub mod caddy;
+pub mod cc_session;
 pub mod chaos;
 pub mod e2e;
 pub mod env;
