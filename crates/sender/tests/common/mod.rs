@@ -3,6 +3,7 @@ pub mod browser;
 pub mod caddy;
 pub mod cc_session;
 pub mod chaos;
+pub mod csrf;
 pub mod e2e;
 pub mod env;
 pub mod fixtures;
