@@ -775,35 +775,17 @@ fn not_now_needs_the_login_the_csrf_header_and_this_origin() {
 
     let body = json!({"prompts": [{"session": "claude-code:s1", "for": "perm-1"}]});
     let sender = format!("Bearer {TOKEN}");
-    for (headers, want) in [
+    let mut cases = vec![
         (vec![], 401),
         (vec![("authorization", sender.as_str())], 401),
-        (vec![("cookie", cookie.as_str())], 403),
-        (
-            vec![("cookie", &cookie), ("x-sessionpipe-csrf", "0000")],
-            403,
-        ),
-        (
-            vec![
-                ("cookie", &cookie),
-                ("x-sessionpipe-csrf", &csrf),
-                ("origin", "http://evil.example"),
-            ],
-            403,
-        ),
-        (
-            vec![
-                ("cookie", &cookie),
-                ("x-sessionpipe-csrf", &csrf),
-                ("sec-fetch-site", "cross-site"),
-            ],
-            403,
-        ),
-        (
-            vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)],
-            200,
-        ),
-    ] {
+    ];
+    cases.extend(
+        common::csrf::refused(&cookie, &csrf)
+            .into_iter()
+            .map(|h| (h, 403)),
+    );
+    cases.push((common::csrf::taken(&cookie, &csrf), 200));
+    for (headers, want) in cases {
         let (status, v) = post(&headers, &body);
         assert_eq!(status, want, "{headers:?}: {v}");
         if want == 200 {
