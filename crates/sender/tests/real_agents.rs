@@ -149,7 +149,7 @@ fn preflight(clis: &[&str]) {
 
 /// Runs one scenario: here, re-runs this test binary for `name` alone inside a fresh network
 /// and pid namespace with only loopback up; inside, runs `body`.
-fn scenario(name: &str, clis: &[&str], body: fn(&mut Scene)) {
+fn scenario(name: &str, clis: &[&str], body: impl FnOnce(&mut Scene)) {
     if e2e::inside(name) {
         let mut scene = Scene::new(name);
         body(&mut scene);
@@ -793,6 +793,46 @@ fn answer_and_finish(
     run
 }
 
+/// A prompt that has the model ask for one shell call, writing `word` into marker.txt.
+fn write_marker(word: &str) -> String {
+    format!("Write the marker. SP-RUN:echo {word} > marker.txt")
+}
+
+/// The person allows the waiting prompt from the phone ([`answer_and_finish`]): the call ran
+/// (the marker holds what it wrote).
+fn allowed_by_phone(s: &Scene, harness: &str, child: Child, key: &str, attention: &str) -> Run {
+    let run = answer_and_finish(
+        s,
+        harness,
+        child,
+        key,
+        attention,
+        json!({"decision": "allow"}),
+    );
+    assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+    run
+}
+
+/// The person denies the waiting prompt from the phone with a note ([`answer_and_finish`]):
+/// the call never ran, and the model saw the note in what it got back for the call (`seen`).
+fn denied_by_phone(
+    s: &Scene,
+    harness: &str,
+    (child, key, attention): (Child, &str, &str),
+    seen: fn(&Scene) -> String,
+) -> Run {
+    let note = "Not on main, please (note SP-NOTE-4711).";
+    let answer = json!({"decision": "deny", "note": note});
+    let run = answer_and_finish(s, harness, child, key, attention, answer);
+    assert_eq!(s.marker(), None, "the denied call never ran");
+    let seen = seen(s);
+    assert!(
+        seen.contains(note),
+        "the model saw the note; it saw:\n{seen}"
+    );
+    run
+}
+
 /// The name a CLI's output files are kept under (`spawn_logged`): its command's name.
 fn cli_label(harness: &str) -> &str {
     match harness {
@@ -816,10 +856,7 @@ fn assert_no_automatic_review(s: &Scene) {
 fn claude_code_remote_allow_runs_the_tool() {
     scenario("claude_code_remote_allow_runs_the_tool", &["claude"], |s| {
         claude_setup(s, 60);
-        let child = claude(
-            s,
-            "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-        );
+        let child = claude(s, &write_marker("allowed-by-phone"));
         let (key, attention, needed) = wait_permission(s, "claude-code");
         assert_eq!(needed["data"]["tool"], "Bash");
         assert!(needed["data"]["message"]
@@ -827,16 +864,7 @@ fn claude_code_remote_allow_runs_the_tool() {
             .unwrap()
             .contains("echo allowed-by-phone > marker.txt"));
         assert!(s.marker().is_none(), "nothing ran before the answer");
-        let run = answer_and_finish(
-            s,
-            "claude-code",
-            child,
-            &key,
-            &attention,
-            json!({"decision": "allow"}),
-        );
-        // The working directory: the tool ran.
-        assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+        let run = allowed_by_phone(s, "claude-code", child, &key, &attention);
         // DECISIONS 40 (tier 1): the tool's start and end, with its command as the summary.
         let names_it = |e: &Value| {
             e["data"]["tool"] == "Bash"
@@ -887,26 +915,13 @@ fn claude_code_remote_deny_keeps_the_tool_from_running() {
         &["claude"],
         |s| {
             claude_setup(s, 60);
-            let child = claude(
-                s,
-                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
-            );
+            let child = claude(s, &write_marker("should-not-run"));
             let (key, attention, _) = wait_permission(s, "claude-code");
-            let note = "Not on main, please (note SP-NOTE-4711).";
-            let run = answer_and_finish(
+            let run = denied_by_phone(
                 s,
                 "claude-code",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "deny", "note": note}),
-            );
-            assert_eq!(s.marker(), None, "the denied tool never ran");
-            // The note reached the model, in the tool result of the denied call.
-            let seen = tool_result_text(s);
-            assert!(
-                seen.contains(note),
-                "the model saw the note; it saw:\n{seen}"
+                (child, &key, &attention),
+                tool_result_text,
             );
             let result = claude_result(&run);
             assert_eq!(
@@ -1075,10 +1090,7 @@ fn claude_code_interactive_dialog_stays_and_a_remote_allow_wins() {
         &["claude"],
         |s| {
             claude_setup(s, 60);
-            let tui = claude_tui(
-                s,
-                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-            );
+            let tui = claude_tui(s, &write_marker("allowed-by-phone"));
             let (key, attention, _) = wait_permission(s, "claude-code");
             // While our hook waits, Claude Code's own dialog is up: the two race.
             let screen = tui.wait_screen(DIALOG, Duration::from_secs(30));
@@ -1113,10 +1125,7 @@ fn claude_code_interactive_terminal_answer_first_ends_the_wait() {
         &["claude"],
         |s| {
             claude_setup(s, 60);
-            let tui = claude_tui(
-                s,
-                "Write the marker. SP-RUN:echo allowed-at-the-terminal > marker.txt",
-            );
+            let tui = claude_tui(s, &write_marker("allowed-at-the-terminal"));
             let (key, attention, _) = wait_permission(s, "claude-code");
             tui.wait_screen(DIALOG, Duration::from_secs(30));
             let answered = Instant::now();
@@ -1418,6 +1427,17 @@ fn codex_steps(scene: &Scene, prompt: &str) -> Child {
 // ------------------------------------------------------------------------------------------
 // Codex
 
+/// Makes the scene's work folder a git repository: `codex exec` and `codex exec resume` run
+/// only in one when no trust-skipping flag is given.
+fn git_init_work(s: &Scene) {
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&s.work)
+        .status()
+        .unwrap();
+    assert!(git.success());
+}
+
 fn codex_home(scene: &Scene) -> PathBuf {
     scene.home.join(".codex")
 }
@@ -1505,15 +1525,7 @@ fn codex_remote_allow_runs_the_escalated_command() {
             );
             let (key, attention, needed) = wait_permission(s, "codex");
             e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
-            answer_and_finish(
-                s,
-                "codex",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "allow"}),
-            );
-            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+            allowed_by_phone(s, "codex", child, &key, &attention);
             let out = codex_tool_output(s);
             assert!(
                 out.contains("Process exited with code 0"),
@@ -1548,18 +1560,7 @@ fn codex_remote_deny_keeps_the_command_from_running() {
                 true,
             );
             let (key, attention, _) = wait_permission(s, "codex");
-            let note = "Not on main, please (note SP-NOTE-4711).";
-            answer_and_finish(
-                s,
-                "codex",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "deny", "note": note}),
-            );
-            assert_eq!(s.marker(), None, "the denied command never ran");
-            let out = codex_tool_output(s);
-            assert!(out.contains(note), "the model saw the note; it saw:\n{out}");
+            denied_by_phone(s, "codex", (child, &key, &attention), codex_tool_output);
             assert_no_automatic_review(s);
         },
     );
@@ -1985,10 +1986,7 @@ fn copilot_cli_remote_allow_runs_the_tool() {
         &["copilot"],
         |s| {
             copilot_setup(s);
-            let child = copilot(
-                s,
-                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-            );
+            let child = copilot(s, &write_marker("allowed-by-phone"));
             let (key, attention, needed) = wait_permission(s, "copilot-cli");
             assert_eq!(needed["data"]["tool"], "bash");
             assert!(
@@ -1998,15 +1996,7 @@ fn copilot_cli_remote_allow_runs_the_tool() {
                     .contains("echo allowed-by-phone > marker.txt"),
                 "{needed}"
             );
-            answer_and_finish(
-                s,
-                "copilot-cli",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "allow"}),
-            );
-            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+            allowed_by_phone(s, "copilot-cli", child, &key, &attention);
             assert_eq!(
                 s.agent_requests().len(),
                 2,
@@ -2046,25 +2036,13 @@ fn copilot_cli_remote_deny_keeps_the_tool_from_running() {
         &["copilot"],
         |s| {
             copilot_setup(s);
-            let child = copilot(
-                s,
-                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
-            );
+            let child = copilot(s, &write_marker("should-not-run"));
             let (key, attention, _) = wait_permission(s, "copilot-cli");
-            let note = "Not on main, please (note SP-NOTE-4711).";
-            answer_and_finish(
+            denied_by_phone(
                 s,
                 "copilot-cli",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "deny", "note": note}),
-            );
-            assert_eq!(s.marker(), None, "the denied command never ran");
-            let seen = tool_result_text(s);
-            assert!(
-                seen.contains(note),
-                "the model saw the note; it saw:\n{seen}"
+                (child, &key, &attention),
+                tool_result_text,
             );
         },
     );
@@ -2242,15 +2220,7 @@ fn droid_remote_allow_runs_a_high_risk_tool() {
                     .contains("echo allowed-by-phone > marker.txt"),
                 "{needed}"
             );
-            answer_and_finish(
-                s,
-                "droid",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "allow"}),
-            );
-            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+            allowed_by_phone(s, "droid", child, &key, &attention);
         },
     );
 }
@@ -2262,26 +2232,9 @@ fn droid_remote_deny_keeps_the_tool_from_running() {
         &["droid"],
         |s| {
             droid_setup(s);
-            let child = droid(
-                s,
-                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
-            );
+            let child = droid(s, &write_marker("should-not-run"));
             let (key, attention, _) = wait_permission(s, "droid");
-            let note = "Not on main, please (note SP-NOTE-4711).";
-            answer_and_finish(
-                s,
-                "droid",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "deny", "note": note}),
-            );
-            assert_eq!(s.marker(), None, "the denied command never ran");
-            let seen = tool_result_text(s);
-            assert!(
-                seen.contains(note),
-                "the model saw the note; it saw:\n{seen}"
-            );
+            denied_by_phone(s, "droid", (child, &key, &attention), tool_result_text);
         },
     );
 }
@@ -2388,6 +2341,45 @@ impl OpenCode {
         let text = r.body_mut().read_to_string().map_err(|e| e.to_string())?;
         Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
+
+    /// Sends `text` to session `id` (query `q`) as a prompt, not waiting for its turn.
+    fn prompt(&self, id: &str, q: &str, text: &str) {
+        self.post(
+            &format!("/session/{id}/prompt_async{q}"),
+            json!({"parts": [{"type": "text", "text": text}]}),
+        )
+        .expect("prompt_async");
+    }
+
+    /// Waits up to 30 s until session `id` is idle; `what` names the turn that should end.
+    #[track_caller]
+    fn wait_idle(&self, q: &str, id: &str, what: &str) {
+        assert!(
+            until(Duration::from_secs(30), || opencode_status(self, q, id)
+                == "idle"),
+            "{what}"
+        );
+    }
+
+    /// Waits up to 30 s until session `id`'s messages hold `text`; `what` says why it should.
+    #[track_caller]
+    fn wait_text(&self, q: &str, id: &str, text: &str, what: &str) {
+        assert!(
+            until(Duration::from_secs(30), || opencode_texts(self, q, id)
+                .contains(text)),
+            "{what}"
+        );
+    }
+}
+
+/// An OpenCode scenario: `opencode serve` started and one session made (reported by our
+/// plugin), then `body` with the server, the session's id and its directory query.
+fn opencode_scenario(name: &str, body: impl FnOnce(&mut Scene, &OpenCode, String, String)) {
+    scenario(name, &["opencode"], |s| {
+        let oc = opencode_start(s);
+        let (id, q) = opencode_session(s, &oc);
+        body(s, &oc, id, q);
+    });
 }
 
 fn free_port() -> u16 {
@@ -2509,12 +2501,9 @@ fn opencode_texts(oc: &OpenCode, q: &str, id: &str) -> String {
 /// a few seconds of `opencode serve` starting, and OpenCode never tried an install.
 #[test]
 fn opencode_starts_at_once_offline_with_our_plugin() {
-    scenario(
+    opencode_scenario(
         "opencode_starts_at_once_offline_with_our_plugin",
-        &["opencode"],
-        |s| {
-            let oc = opencode_start(s);
-            let (id, _) = opencode_session(s, &oc);
+        |s, oc, id, _| {
             let took = oc.spawned.elapsed();
             s.say(&format!(
                 "session {id} created and reported {took:?} after the start"
@@ -2543,20 +2532,17 @@ fn opencode_starts_at_once_offline_with_our_plugin() {
 
 #[test]
 fn opencode_prompt_through_its_api_reaches_the_model() {
-    scenario(
+    opencode_scenario(
         "opencode_prompt_through_its_api_reaches_the_model",
-        &["opencode"],
-        |s| {
-            let oc = opencode_start(s);
-            let (id, q) = opencode_session(s, &oc);
+        |s, oc, id, q| {
             let m = s.enqueue(&format!("opencode:{id}"), json!({"kind": "prompt", "text": "Please say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}));
             let ack = s.ack(&m, Duration::from_secs(60));
             assert_eq!(ack["outcome"], "delivered", "{ack}");
             assert!(
-                until(Duration::from_secs(60), || opencode_texts(&oc, &q, &id)
+                until(Duration::from_secs(60), || opencode_texts(oc, &q, &id)
                     .contains("SP-SAW:MARMALADE")),
                 "the model's answer to the delivered prompt is in the session: {}",
-                opencode_texts(&oc, &q, &id)
+                opencode_texts(oc, &q, &id)
             );
             let reqs = s.agent_requests();
             assert!(
@@ -2582,11 +2568,7 @@ fn opencode_fifty_prompts_queued_while_busy_are_each_delivered_once_idle() {
             for k in 0..50 {
                 let (id, q) = opencode_session(s, &oc);
                 let gate = s.dir.join(format!("go-{k}"));
-                oc.post(
-                    &format!("/session/{id}/prompt_async{q}"),
-                    json!({"parts": [{"type": "text", "text": format!("Say hello. SP-HOLD:{}", gate.display())}]}),
-                )
-                .expect("prompt_async");
+                oc.prompt(&id, &q, &format!("Say hello. SP-HOLD:{}", gate.display()));
                 assert!(
                     until(Duration::from_secs(60), || opencode_status(&oc, &q, &id)
                         == "busy"),
@@ -2626,14 +2608,8 @@ fn opencode_fifty_prompts_queued_while_busy_are_each_delivered_once_idle() {
 
 #[test]
 fn opencode_cancel_stops_a_slow_turn() {
-    scenario("opencode_cancel_stops_a_slow_turn", &["opencode"], |s| {
-        let oc = opencode_start(s);
-        let (id, q) = opencode_session(s, &oc);
-        oc.post(
-            &format!("/session/{id}/prompt_async{q}"),
-            json!({"parts": [{"type": "text", "text": "Take your time. SP-SLOW"}]}),
-        )
-        .expect("prompt_async");
+    opencode_scenario("opencode_cancel_stops_a_slow_turn", |s, oc, id, q| {
+        oc.prompt(&id, &q, "Take your time. SP-SLOW");
         // The slow answer has started streaming.
         assert!(
             s.slow_answer_streams(Duration::from_secs(60)),
@@ -2645,13 +2621,13 @@ fn opencode_cancel_stops_a_slow_turn() {
             .find(|r| r["answer"][2] == json!(true))
             .unwrap()["n"]
             .clone();
-        assert_eq!(opencode_status(&oc, &q, &id), "busy");
+        assert_eq!(opencode_status(oc, &q, &id), "busy");
         let started = Instant::now();
         let m = s.enqueue(&format!("opencode:{id}"), json!({"kind": "cancel"}));
         let ack = s.ack(&m, Duration::from_secs(30));
         assert_eq!(ack["outcome"], "delivered", "{ack}");
         assert!(
-            until(Duration::from_secs(15), || opencode_status(&oc, &q, &id)
+            until(Duration::from_secs(15), || opencode_status(oc, &q, &id)
                 == "idle"),
             "the turn stopped"
         );
@@ -2680,77 +2656,66 @@ fn opencode_cancel_stops_a_slow_turn() {
 
 #[test]
 fn opencode_permission_reply_takes_effect() {
-    scenario(
-        "opencode_permission_reply_takes_effect",
-        &["opencode"],
-        |s| {
-            let oc = opencode_start(s);
-            let (id, q) = opencode_session(s, &oc);
-            oc.post(
-            &format!("/session/{id}/prompt_async{q}"),
-            json!({"parts": [{"type": "text", "text": "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt"}]}),
-        )
-        .expect("prompt_async");
-            let (key, attention, needed) = wait_permission(s, "opencode");
-            assert_eq!(key, format!("opencode:{id}"));
-            e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
-            assert_eq!(s.marker(), None, "nothing ran before the answer");
-            let m = s.enqueue(
-                &key,
-                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
-            );
-            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
-            assert!(
-                until(Duration::from_secs(30), || s.marker().as_deref()
-                    == Some("allowed-by-phone\n")),
-                "the tool ran: marker {:?}",
-                s.marker()
-            );
-            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
-            assert!(
-                until(Duration::from_secs(30), || opencode_texts(&oc, &q, &id)
-                    .contains("SP-FINAL: tool result seen.")),
-                "the model got the tool's result and answered"
-            );
-            let reqs = s.agent_requests();
-            assert!(reqs.last().is_some_and(|r| r["body"]["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|m| m["role"] == "tool")));
-        },
-    );
+    opencode_scenario("opencode_permission_reply_takes_effect", |s, oc, id, q| {
+        oc.prompt(
+            &id,
+            &q,
+            "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+        );
+        let (key, attention, needed) = wait_permission(s, "opencode");
+        assert_eq!(key, format!("opencode:{id}"));
+        e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
+        assert_eq!(s.marker(), None, "nothing ran before the answer");
+        let m = s.enqueue(
+            &key,
+            json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+        );
+        assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+        assert!(
+            until(Duration::from_secs(30), || s.marker().as_deref()
+                == Some("allowed-by-phone\n")),
+            "the tool ran: marker {:?}",
+            s.marker()
+        );
+        assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+        oc.wait_text(
+            &q,
+            &id,
+            "SP-FINAL: tool result seen.",
+            "the model got the tool's result and answered",
+        );
+        let reqs = s.agent_requests();
+        assert!(reqs.last().is_some_and(|r| r["body"]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool")));
+    });
 }
 
 #[test]
 fn opencode_permission_reject_keeps_the_tool_from_running() {
-    scenario(
+    opencode_scenario(
         "opencode_permission_reject_keeps_the_tool_from_running",
-        &["opencode"],
-        |s| {
-            let oc = opencode_start(s);
-            let (id, q) = opencode_session(s, &oc);
-            oc.post(
-            &format!("/session/{id}/prompt_async{q}"),
-            json!({"parts": [{"type": "text", "text": "Write the marker. SP-RUN:echo should-not-run > marker.txt"}]}),
-        )
-        .expect("prompt_async");
+        |s, oc, id, q| {
+            oc.prompt(
+                &id,
+                &q,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
             let (key, attention, _) = wait_permission(s, "opencode");
             let note = "Not on main, please (note SP-NOTE-4711).";
             let m = s.enqueue(&key, json!({"kind": "permission.answer", "for": attention, "decision": "deny", "note": note}));
             assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
             assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
-            assert!(
-                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
-                    == "idle"),
-                "the turn ended"
-            );
+            oc.wait_idle(&q, &id, "the turn ended");
             assert_eq!(s.marker(), None, "the rejected tool never ran");
             // The note reached the model as the rejected call's tool result.
-            assert!(
-                until(Duration::from_secs(30), || opencode_texts(&oc, &q, &id)
-                    .contains("SP-FINAL: tool result seen.")),
-                "the model answered after the rejection"
+            oc.wait_text(
+                &q,
+                &id,
+                "SP-FINAL: tool result seen.",
+                "the model answered after the rejection",
             );
             let reqs = s.agent_requests();
             assert_eq!(
@@ -2780,12 +2745,9 @@ fn opencode_permission_reject_keeps_the_tool_from_running() {
 /// does not run and the model is not called again.
 #[test]
 fn opencode_session_grant_and_deny_and_stop() {
-    scenario(
+    opencode_scenario(
         "opencode_session_grant_and_deny_and_stop",
-        &["opencode"],
-        |s| {
-            let oc = opencode_start(s);
-            let (id, q) = opencode_session(s, &oc);
+        |s, oc, id, q| {
             let started = s.wait_event(
                 "session.started",
                 |e| e["session"]["id"] == id.as_str(),
@@ -2810,11 +2772,7 @@ fn opencode_session_grant_and_deny_and_stop() {
                     .filter(|e| e["type"] == "attention.needed")
                     .count()
             };
-            oc.post(
-                &format!("/session/{id}/prompt_async{q}"),
-                json!({"parts": [{"type": "text", "text": run}]}),
-            )
-            .expect("prompt_async");
+            oc.prompt(&id, &q, run);
             let (key, attention, _) = wait_permission(s, "opencode");
             let m = s.enqueue(
                 &key,
@@ -2831,28 +2789,16 @@ fn opencode_session_grant_and_deny_and_stop() {
                 until(Duration::from_secs(30), || lines() == 1),
                 "the tool ran once"
             );
-            assert!(
-                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
-                    == "idle"),
-                "the first turn ended"
-            );
+            oc.wait_idle(&q, &id, "the first turn ended");
             let before = asked();
             // The same call again: answered from the grant, nobody asked.
-            oc.post(
-                &format!("/session/{id}/prompt_async{q}"),
-                json!({"parts": [{"type": "text", "text": run}]}),
-            )
-            .expect("prompt_async");
+            oc.prompt(&id, &q, run);
             assert!(
                 until(Duration::from_secs(60), || lines() == 2),
                 "the granted call ran again without a prompt: {} line(s)",
                 lines()
             );
-            assert!(
-                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
-                    == "idle"),
-                "the second turn ended"
-            );
+            oc.wait_idle(&q, &id, "the second turn ended");
             assert_eq!(asked(), before, "the granted call was announced");
             let used: i64 = s
                 .db()
@@ -2866,11 +2812,11 @@ fn opencode_session_grant_and_deny_and_stop() {
 
             // Deny & stop.
             let n = s.agent_requests().len();
-            oc.post(
-                &format!("/session/{id}/prompt_async{q}"),
-                json!({"parts": [{"type": "text", "text": "Write the marker. SP-RUN:echo should-not-run > marker.txt"}]}),
-            )
-            .expect("prompt_async");
+            oc.prompt(
+                &id,
+                &q,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
             let needed = s.wait_event(
                 "attention.needed",
                 |e| {
@@ -2887,11 +2833,7 @@ fn opencode_session_grant_and_deny_and_stop() {
             );
             let ack = s.ack(&m, Duration::from_secs(30));
             assert_ack(&ack, "delivered", "abort: the turn ends");
-            assert!(
-                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
-                    == "idle"),
-                "the turn ended"
-            );
+            oc.wait_idle(&q, &id, "the turn ended");
             let ended = s.wait_event(
                 "turn.ended",
                 |e| e["session"]["id"] == id.as_str() && e["data"]["reason"] == "interrupt",
