@@ -228,6 +228,18 @@ impl Scene {
     }
 
     /// The environment every program here gets: nothing of ours leaks in from outside.
+    /// Whether the receiver has no event of type `kind`.
+    fn never_got(&self, kind: &str) -> bool {
+        !self.receiver.events().iter().any(|e| e["type"] == kind)
+    }
+
+    /// The pinned CLI `name` as a command in this scene's environment.
+    fn cli(&self, name: &str) -> Command {
+        let mut c = Command::new(cli_path(name));
+        self.base_env(&mut c);
+        c
+    }
+
     fn base_env(&self, c: &mut Command) {
         let path = format!(
             "{}:{}",
@@ -521,17 +533,21 @@ fn finish_ok(scene: &Scene, child: Child, label: &str) -> Run {
 // ------------------------------------------------------------------------------------------
 // Claude Code
 
+/// Makes the CLI's folder `dir` (how install.sh tells it is installed), runs install.sh and
+/// checks it set up `harness`; returns the JSON it wrote at `written` (both under HOME).
+fn install_for(scene: &Scene, dir: &str, harness: &str, written: &str) -> Value {
+    std::fs::create_dir_all(scene.home.join(dir)).unwrap();
+    let out = scene.install(&[]);
+    assert!(out.contains(harness), "{out}");
+    let text = std::fs::read_to_string(scene.home.join(written))
+        .unwrap_or_else(|e| panic!("install.sh wrote ~/{written}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
 fn claude_setup(scene: &Scene, permission_wait_s: u64) {
     scene.write_config("claude-code", permission_wait_s);
     // The harness's folder is how install.sh tells Claude Code is installed.
-    std::fs::create_dir_all(scene.home.join(".claude")).unwrap();
-    let out = scene.install(&[]);
-    assert!(out.contains("claude-code"), "{out}");
-    let settings: Value = serde_json::from_str(
-        &std::fs::read_to_string(scene.home.join(".claude/settings.json"))
-            .expect("install.sh wrote ~/.claude/settings.json"),
-    )
-    .unwrap();
+    let settings = install_for(scene, ".claude", "claude-code", ".claude/settings.json");
     let perm = &settings["hooks"]["PermissionRequest"][0]["hooks"][0];
     assert_eq!(
         perm["command"],
@@ -550,8 +566,7 @@ fn claude(scene: &Scene, prompt: &str) -> Child {
 }
 
 fn claude_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
-    let mut c = Command::new(cli_path("claude"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("claude");
     c.env("ANTHROPIC_BASE_URL", &scene.model_url)
         .env("ANTHROPIC_API_KEY", "sk-ant-e2e-dummy")
         .env("DISABLE_TELEMETRY", "1")
@@ -759,6 +774,17 @@ fn cleared(scene: &Scene, attention_id: &str) -> Value {
     )
 }
 
+/// The last message of `role` in an agent request's conversation (Chat Completions style).
+fn last_message(req: &Value, role: &str) -> Option<Value> {
+    req["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == role)
+        .cloned()
+}
+
 /// The tool result the agent sent back to the model after its one tool call, as text.
 fn tool_result_text(scene: &Scene) -> String {
     let reqs = scene.agent_requests();
@@ -833,6 +859,63 @@ fn denied_by_phone(
     run
 }
 
+/// The person allows the waiting prompt while the CLI keeps running: the answer is delivered
+/// and the tool runs (the marker holds its line).
+fn allow_then_the_tool_runs(s: &Scene, key: &str, attention: &str) {
+    let m = s.enqueue(
+        key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+    );
+    assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+    assert!(
+        until(Duration::from_secs(30), || s.marker().as_deref()
+            == Some("allowed-by-phone\n")),
+        "the tool ran: marker {:?}",
+        s.marker()
+    );
+}
+
+/// A remote deny with a note: the CLI started (`start`) on a call that writes the marker, the
+/// person denies it with a note ([`denied_by_phone`]). Returns the CLI's run.
+fn remote_deny_keeps_the_tool_from_running(
+    s: &Scene,
+    harness: &str,
+    start: fn(&Scene, &str) -> Child,
+) -> Run {
+    let child = start(s, &write_marker("should-not-run"));
+    let (key, attention, _) = wait_permission(s, harness);
+    denied_by_phone(s, harness, (child, &key, &attention), tool_result_text)
+}
+
+/// [`prompt_queued_during_first_answer`], and the delivered prompt reached the model in its
+/// second request and not in its first (`field` of a request's body is its conversation);
+/// returns the run and the second request's conversation as text.
+fn delivered_prompt_reached_the_model(
+    s: &Scene,
+    harness: &str,
+    spawn: impl FnOnce(&Scene, &str) -> Child,
+    field: &str,
+) -> (Run, String) {
+    let (run, reqs) = prompt_queued_during_first_answer(s, harness, spawn);
+    let second = all_text(&reqs[1]["body"][field]);
+    assert!(
+        second.contains("Please also say the word. SP-ECHO:MARMALADE"),
+        "the delivered prompt reached the model:\n{second}"
+    );
+    assert!(!all_text(&reqs[0]["body"][field]).contains("MARMALADE"));
+    (run, second)
+}
+
+/// The CLI (`who`) printed the model's answer to the delivered prompt.
+#[track_caller]
+fn assert_printed_the_answer(run: &Run, who: &str) {
+    assert!(
+        run.stdout.contains("SP-SAW:MARMALADE"),
+        "{who}'s answer: {}",
+        run.stdout
+    );
+}
+
 /// The name a CLI's output files are kept under (`spawn_logged`): its command's name.
 fn cli_label(harness: &str) -> &str {
     match harness {
@@ -889,14 +972,7 @@ fn claude_code_remote_allow_runs_the_tool() {
         assert_eq!(result["result"], "SP-FINAL: tool result seen.");
         let reqs = s.agent_requests();
         assert_eq!(reqs.len(), 2, "one tool call, one final answer");
-        let last_user = reqs[1]["body"]["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .rev()
-            .find(|m| m["role"] == "user")
-            .unwrap()
-            .clone();
+        let last_user = last_message(&reqs[1], "user").unwrap();
         let tr = last_user["content"]
             .as_array()
             .unwrap()
@@ -915,14 +991,7 @@ fn claude_code_remote_deny_keeps_the_tool_from_running() {
         &["claude"],
         |s| {
             claude_setup(s, 60);
-            let child = claude(s, &write_marker("should-not-run"));
-            let (key, attention, _) = wait_permission(s, "claude-code");
-            let run = denied_by_phone(
-                s,
-                "claude-code",
-                (child, &key, &attention),
-                tool_result_text,
-            );
+            let run = remote_deny_keeps_the_tool_from_running(s, "claude-code", claude);
             let result = claude_result(&run);
             assert_eq!(
                 result["permission_denials"].as_array().map(Vec::len),
@@ -1099,17 +1168,7 @@ fn claude_code_interactive_dialog_stays_and_a_remote_allow_wins() {
                 "{screen}"
             );
             assert_eq!(s.marker(), None);
-            let m = s.enqueue(
-                &key,
-                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
-            );
-            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
-            assert!(
-                until(Duration::from_secs(30), || s.marker().as_deref()
-                    == Some("allowed-by-phone\n")),
-                "the tool ran: marker {:?}",
-                s.marker()
-            );
+            allow_then_the_tool_runs(s, &key, &attention);
             let screen = tui.wait_screen("SP-FINAL: tool result seen.", Duration::from_secs(30));
             assert!(!screen.contains(DIALOG), "the dialog went away:\n{screen}");
             assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
@@ -1187,15 +1246,21 @@ fn steps_turn(
     // hook of call 1 (its PostToolUse too) has run: the next seam is call 2's.
     let go1 = gate.join("go-1").to_string_lossy().to_string();
     assert!(
-        until(Duration::from_secs(60), || s
-            .model_requests()
-            .iter()
-            .any(|r| r["note"] == "holding" && r["path"] == go1.as_str())),
+        holding(s, &go1),
         "the agent asked the model again after call 1: steps {:?}",
         s.steps()
     );
     assert_eq!(s.steps(), ["step-1"]);
     (session_key_of(&started), child)
+}
+
+/// Whether the stand-in holds an answer until `go` exists, within 60 s.
+fn holding(s: &Scene, go: &str) -> bool {
+    until(Duration::from_secs(60), || {
+        s.model_requests()
+            .iter()
+            .any(|r| r["note"] == "holding" && r["path"] == go)
+    })
 }
 
 /// Lets the stand-in answer after call `k`.
@@ -1272,11 +1337,7 @@ fn prompt_through_a_turn(
 
 /// Steer: the message reaches the model within the same turn, after the next tool call and
 /// before the turn's last one; every step still runs.
-fn steer_lands_in_the_same_turn(
-    s: &Scene,
-    harness: &str,
-    spawn: impl FnOnce(&Scene, &str) -> Child,
-) {
+fn steer_lands_in_the_same_turn(s: &Scene, harness: &str, spawn: fn(&Scene, &str) -> Child) {
     prompt_through_a_turn(
         s,
         harness,
@@ -1300,7 +1361,7 @@ fn steer_lands_in_the_same_turn(
 fn interrupt_keeps_the_pending_tool_from_running(
     s: &Scene,
     harness: &str,
-    spawn: impl FnOnce(&Scene, &str) -> Child,
+    spawn: fn(&Scene, &str) -> Child,
 ) {
     prompt_through_a_turn(
         s,
@@ -1323,7 +1384,7 @@ fn interrupt_keeps_the_pending_tool_from_running(
 fn cancel_stops_at_the_next_tool_boundary(
     s: &Scene,
     harness: &str,
-    spawn: impl FnOnce(&Scene, &str) -> Child,
+    spawn: fn(&Scene, &str) -> Child,
 ) {
     let (key, child) = steps_turn(s, harness, spawn);
     let m = queue_stored(s, &key, json!({"kind": "cancel"}));
@@ -1346,77 +1407,48 @@ fn cancel_stops_at_the_next_tool_boundary(
     }
 }
 
-#[test]
-fn claude_code_steer_lands_in_the_same_turn() {
-    scenario(
-        "claude_code_steer_lands_in_the_same_turn",
-        &["claude"],
-        |s| {
-            claude_setup(s, 60);
-            steer_lands_in_the_same_turn(s, "claude-code", claude_steps);
-        },
-    );
+/// The shared scenarios a CLI runs as they are, one test a row (`test name: scenario(how the
+/// CLI is started)`), after the CLI's setup; `cli` is the program the preflight looks for.
+macro_rules! shared_scenarios {
+    ($cli:literal, $harness:literal, $setup:expr; $($name:ident: $check:ident($start:ident)),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            scenario(stringify!($name), &[$cli], |s| {
+                ($setup)(&*s);
+                $check(s, $harness, $start);
+            });
+        }
+    )*};
 }
 
-#[test]
-fn claude_code_interrupt_keeps_the_pending_tool_from_running() {
-    scenario(
-        "claude_code_interrupt_keeps_the_pending_tool_from_running",
-        &["claude"],
-        |s| {
-            claude_setup(s, 60);
-            interrupt_keeps_the_pending_tool_from_running(s, "claude-code", claude_steps);
-        },
-    );
-}
+shared_scenarios!("claude", "claude-code", |s: &Scene| claude_setup(s, 60);
+    claude_code_steer_lands_in_the_same_turn: steer_lands_in_the_same_turn(claude_steps),
+    claude_code_interrupt_keeps_the_pending_tool_from_running: interrupt_keeps_the_pending_tool_from_running(claude_steps),
+    claude_code_cancel_stops_at_the_next_tool_boundary: cancel_stops_at_the_next_tool_boundary(claude_steps),
+);
 
-#[test]
-fn claude_code_cancel_stops_at_the_next_tool_boundary() {
-    scenario(
-        "claude_code_cancel_stops_at_the_next_tool_boundary",
-        &["claude"],
-        |s| {
-            claude_setup(s, 60);
-            cancel_stops_at_the_next_tool_boundary(s, "claude-code", claude_steps);
-        },
-    );
-}
+shared_scenarios!("codex", "codex", |s: &Scene| codex_setup(s, 60);
+    codex_steer_lands_in_the_same_turn: steer_lands_in_the_same_turn(codex_steps),
+    codex_interrupt_keeps_the_pending_tool_from_running: interrupt_keeps_the_pending_tool_from_running(codex_steps),
+    codex_cancel_stops_at_the_next_tool_boundary: cancel_stops_at_the_next_tool_boundary(codex_steps),
+);
+
+shared_scenarios!("copilot", "copilot-cli", copilot_setup;
+    copilot_cli_steer_lands_in_the_same_turn: steer_lands_in_the_same_turn(copilot_steps),
+    copilot_cli_interrupt_keeps_the_pending_tool_from_running: interrupt_keeps_the_pending_tool_from_running(copilot_steps),
+    copilot_cli_remote_deny_keeps_the_tool_from_running: remote_deny_keeps_the_tool_from_running(copilot),
+);
+
+shared_scenarios!("droid", "droid", droid_setup;
+    droid_steer_lands_in_the_same_turn: steer_lands_in_the_same_turn(droid_steps),
+    droid_interrupt_keeps_the_pending_tool_from_running: interrupt_keeps_the_pending_tool_from_running(droid_steps),
+    droid_cancel_stops_at_the_next_tool_boundary: cancel_stops_at_the_next_tool_boundary(droid_steps),
+    droid_remote_deny_keeps_the_tool_from_running: remote_deny_keeps_the_tool_from_running(droid),
+);
 
 /// Claude Code allowed to run Bash without asking, so only our seams stand in the turn's way.
 fn claude_steps(scene: &Scene, prompt: &str) -> Child {
     claude_with(scene, prompt, &["--allowedTools", "Bash"])
-}
-
-#[test]
-fn codex_steer_lands_in_the_same_turn() {
-    scenario("codex_steer_lands_in_the_same_turn", &["codex"], |s| {
-        codex_setup(s, 60);
-        steer_lands_in_the_same_turn(s, "codex", codex_steps);
-    });
-}
-
-#[test]
-fn codex_interrupt_keeps_the_pending_tool_from_running() {
-    scenario(
-        "codex_interrupt_keeps_the_pending_tool_from_running",
-        &["codex"],
-        |s| {
-            codex_setup(s, 60);
-            interrupt_keeps_the_pending_tool_from_running(s, "codex", codex_steps);
-        },
-    );
-}
-
-#[test]
-fn codex_cancel_stops_at_the_next_tool_boundary() {
-    scenario(
-        "codex_cancel_stops_at_the_next_tool_boundary",
-        &["codex"],
-        |s| {
-            codex_setup(s, 60);
-            cancel_stops_at_the_next_tool_boundary(s, "codex", codex_steps);
-        },
-    );
 }
 
 /// `codex exec` that may write in its folder (the steps file) without asking.
@@ -1478,9 +1510,14 @@ fn codex(scene: &Scene, prompt: &str, approve: bool) -> Child {
     codex_with(scene, prompt, approve, &[])
 }
 
+/// `codex exec` asked for a command that needs escalation, writing `word` into marker.txt.
+fn codex_escalated(scene: &Scene, word: &str) -> Child {
+    let prompt = format!("Write the marker. SP-ESCALATE SP-RUN:echo {word} > marker.txt");
+    codex(scene, &prompt, true)
+}
+
 fn codex_with(scene: &Scene, prompt: &str, approve: bool, extra: &[&str]) -> Child {
-    let mut c = Command::new(cli_path("codex"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("codex");
     c.env("CODEX_HOME", codex_home(scene))
         .env("STANDIN_API_KEY", "e2e-dummy")
         // The runs sp-sync launches between turns (DECISIONS 38) find this CLI through it.
@@ -1518,11 +1555,7 @@ fn codex_remote_allow_runs_the_escalated_command() {
         &["codex"],
         |s| {
             codex_setup(s, 60);
-            let child = codex(
-                s,
-                "Write the marker. SP-ESCALATE SP-RUN:echo allowed-by-phone > marker.txt",
-                true,
-            );
+            let child = codex_escalated(s, "allowed-by-phone");
             let (key, attention, needed) = wait_permission(s, "codex");
             e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
             allowed_by_phone(s, "codex", child, &key, &attention);
@@ -1554,11 +1587,7 @@ fn codex_remote_deny_keeps_the_command_from_running() {
         &["codex"],
         |s| {
             codex_setup(s, 60);
-            let child = codex(
-                s,
-                "Write the marker. SP-ESCALATE SP-RUN:echo should-not-run > marker.txt",
-                true,
-            );
+            let child = codex_escalated(s, "should-not-run");
             let (key, attention, _) = wait_permission(s, "codex");
             denied_by_phone(s, "codex", (child, &key, &attention), codex_tool_output);
             assert_no_automatic_review(s);
@@ -1577,11 +1606,7 @@ fn codex_at_the_desk_shows_its_own_approval_without_our_delay() {
             // automatic reviewer (exec --approve-for-me), which the stand-in answers.
             codex_setup(s, 60);
             s.set_config("/control/away", json!(false));
-            let child = codex(
-                s,
-                "Write the marker. SP-ESCALATE SP-RUN:echo at-the-desk > marker.txt",
-                true,
-            );
+            let child = codex_escalated(s, "at-the-desk");
             finish_logged(s, child, "codex", Duration::from_secs(60));
             let reqs = s.model_requests();
             let call = reqs
@@ -1603,10 +1628,7 @@ fn codex_at_the_desk_shows_its_own_approval_without_our_delay() {
                 "Codex's own approval came {waited:.2} s after the call (our wait is 60 s)"
             );
             assert!(
-                !s.receiver
-                    .events()
-                    .iter()
-                    .any(|e| e["type"] == "attention.needed"),
+                s.never_got("attention.needed"),
                 "no prompt the phone cannot answer"
             );
             let log = std::fs::read_to_string(s.home.join(".local/state/sessionpipe/sp.log"))
@@ -1623,23 +1645,13 @@ fn codex_at_the_desk_shows_its_own_approval_without_our_delay() {
 fn codex_prompt_is_delivered_at_stop() {
     scenario("codex_prompt_is_delivered_at_stop", &["codex"], |s| {
         codex_setup(s, 60);
-        let (run, reqs) =
-            prompt_queued_during_first_answer(s, "codex", |s, prompt| codex(s, prompt, false));
-        let second = all_text(&reqs[1]["body"]["input"]);
+        let start = |s: &Scene, prompt: &str| codex(s, prompt, false);
+        let (run, second) = delivered_prompt_reached_the_model(s, "codex", start, "input");
         assert!(
             second.contains("<hook_prompt"),
             "as Codex's hook prompt:\n{second}"
         );
-        assert!(
-            second.contains("Please also say the word. SP-ECHO:MARMALADE"),
-            "the delivered prompt reached the model:\n{second}"
-        );
-        assert!(!all_text(&reqs[0]["body"]["input"]).contains("MARMALADE"));
-        assert!(
-            run.stdout.contains("SP-SAW:MARMALADE"),
-            "codex's last message: {}",
-            run.stdout
-        );
+        assert_printed_the_answer(&run, "codex");
     });
 }
 
@@ -1691,8 +1703,7 @@ fn gemini(scene: &Scene, prompt: &str) -> Child {
 }
 
 fn gemini_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
-    let mut c = Command::new(cli_path("gemini"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("gemini");
     c.env("GEMINI_API_KEY", "e2e-dummy")
         .env("GOOGLE_GEMINI_BASE_URL", &scene.model_url)
         .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
@@ -1741,17 +1752,11 @@ fn gemini_cli_permission_is_announced_and_only_the_terminal_answers() {
         &["gemini"],
         |s| {
             gemini_setup(s);
-            let tui = gemini_tui(
-                s,
-                "Write the marker. SP-RUN:echo from-the-terminal > marker.txt",
-            );
+            let tui = gemini_tui(s, &write_marker("from-the-terminal"));
             let (key, attention, needed) = wait_permission(s, "gemini-cli");
-            assert!(
-                needed["data"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("Confirm Shell Command: echo from-the-terminal > marker.txt"),
-                "{needed}"
+            e2e::assert_message_has(
+                &needed,
+                "Confirm Shell Command: echo from-the-terminal > marker.txt",
             );
             let m = s.enqueue(
                 &key,
@@ -1788,19 +1793,8 @@ fn gemini_cli_prompt_is_delivered_at_after_agent() {
         &["gemini"],
         |s| {
             gemini_setup(s);
-            let (run, reqs) = prompt_queued_during_first_answer(s, "gemini-cli", gemini);
-            assert!(
-                all_text(&reqs[1]["body"]["contents"])
-                    .contains("Please also say the word. SP-ECHO:MARMALADE"),
-                "the delivered prompt reached the model: {}",
-                reqs[1]["body"]["contents"]
-            );
-            assert!(!all_text(&reqs[0]["body"]["contents"]).contains("MARMALADE"));
-            assert!(
-                run.stdout.contains("SP-SAW:MARMALADE"),
-                "gemini's answer: {}",
-                run.stdout
-            );
+            let (run, _) = delivered_prompt_reached_the_model(s, "gemini-cli", gemini, "contents");
+            assert_printed_the_answer(&run, "gemini");
         },
     );
 }
@@ -1888,10 +1882,7 @@ fn gemini_cli_interactive_steer_then_cancel_at_its_tool_seams() {
             let holding = |k: u32| {
                 let go = gate.join(format!("go-{k}")).to_string_lossy().to_string();
                 assert!(
-                    until(Duration::from_secs(60), || s
-                        .model_requests()
-                        .iter()
-                        .any(|r| r["note"] == "holding" && r["path"] == go.as_str())),
+                    holding(s, &go),
                     "the agent asked the model again after call {k}; the screen:\n{}",
                     tui.screen()
                 );
@@ -1940,14 +1931,12 @@ fn gemini_cli_interactive_steer_then_cancel_at_its_tool_seams() {
 
 fn copilot_setup(scene: &Scene) {
     scene.write_config("copilot-cli", 60);
-    std::fs::create_dir_all(scene.home.join(".copilot")).unwrap();
-    let out = scene.install(&[]);
-    assert!(out.contains("copilot-cli"), "{out}");
-    let hooks: Value = serde_json::from_str(
-        &std::fs::read_to_string(scene.home.join(".copilot/hooks/sessionpipe.json"))
-            .expect("install.sh wrote hooks/sessionpipe.json"),
-    )
-    .unwrap();
+    let hooks = install_for(
+        scene,
+        ".copilot",
+        "copilot-cli",
+        ".copilot/hooks/sessionpipe.json",
+    );
     let perm = &hooks["hooks"]["permissionRequest"][0];
     assert!(
         perm["bash"]
@@ -1964,8 +1953,7 @@ fn copilot(scene: &Scene, prompt: &str) -> Child {
 }
 
 fn copilot_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
-    let mut c = Command::new(cli_path("copilot"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("copilot");
     c.env("COPILOT_OFFLINE", "true")
         .env(
             "COPILOT_PROVIDER_BASE_URL",
@@ -1989,13 +1977,7 @@ fn copilot_cli_remote_allow_runs_the_tool() {
             let child = copilot(s, &write_marker("allowed-by-phone"));
             let (key, attention, needed) = wait_permission(s, "copilot-cli");
             assert_eq!(needed["data"]["tool"], "bash");
-            assert!(
-                needed["data"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("echo allowed-by-phone > marker.txt"),
-                "{needed}"
-            );
+            e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
             allowed_by_phone(s, "copilot-cli", child, &key, &attention);
             assert_eq!(
                 s.agent_requests().len(),
@@ -2013,37 +1995,9 @@ fn copilot_cli_prompt_is_delivered_at_agent_stop() {
         &["copilot"],
         |s| {
             copilot_setup(s);
-            let (run, reqs) = prompt_queued_during_first_answer(s, "copilot-cli", copilot);
-            let second = all_text(&reqs[1]["body"]["messages"]);
-            assert!(
-                second.contains("Please also say the word. SP-ECHO:MARMALADE"),
-                "the delivered prompt reached the model:\n{second}"
-            );
-            assert!(!all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"));
-            assert!(
-                run.stdout.contains("SP-SAW:MARMALADE"),
-                "copilot's answer: {}",
-                run.stdout
-            );
-        },
-    );
-}
-
-#[test]
-fn copilot_cli_remote_deny_keeps_the_tool_from_running() {
-    scenario(
-        "copilot_cli_remote_deny_keeps_the_tool_from_running",
-        &["copilot"],
-        |s| {
-            copilot_setup(s);
-            let child = copilot(s, &write_marker("should-not-run"));
-            let (key, attention, _) = wait_permission(s, "copilot-cli");
-            denied_by_phone(
-                s,
-                "copilot-cli",
-                (child, &key, &attention),
-                tool_result_text,
-            );
+            let (run, _) =
+                delivered_prompt_reached_the_model(s, "copilot-cli", copilot, "messages");
+            assert_printed_the_answer(&run, "copilot");
         },
     );
 }
@@ -2053,30 +2007,6 @@ fn copilot_cli_remote_deny_keeps_the_tool_from_running() {
 fn copilot_steps(scene: &Scene, prompt: &str) -> Child {
     scene.set_config("/control/away", Value::Null);
     copilot_with(scene, prompt, &["--allow-all-tools"])
-}
-
-#[test]
-fn copilot_cli_steer_lands_in_the_same_turn() {
-    scenario(
-        "copilot_cli_steer_lands_in_the_same_turn",
-        &["copilot"],
-        |s| {
-            copilot_setup(s);
-            steer_lands_in_the_same_turn(s, "copilot-cli", copilot_steps);
-        },
-    );
-}
-
-#[test]
-fn copilot_cli_interrupt_keeps_the_pending_tool_from_running() {
-    scenario(
-        "copilot_cli_interrupt_keeps_the_pending_tool_from_running",
-        &["copilot"],
-        |s| {
-            copilot_setup(s);
-            interrupt_keeps_the_pending_tool_from_running(s, "copilot-cli", copilot_steps);
-        },
-    );
 }
 
 /// Copilot's stop: its next permissionRequest is denied with `interrupt`, which ends the run
@@ -2185,8 +2115,7 @@ fn droid_setup(scene: &Scene) {
 }
 
 fn droid(scene: &Scene, prompt: &str) -> Child {
-    let mut c = Command::new(cli_path("droid"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("droid");
     c.env("FACTORY_AIRGAP_ENABLED", "1").args([
         "exec",
         "-m",
@@ -2213,28 +2142,8 @@ fn droid_remote_allow_runs_a_high_risk_tool() {
                 "Write the marker. SP-RISK:high SP-RUN:echo allowed-by-phone > marker.txt",
             );
             let (key, attention, needed) = wait_permission(s, "droid");
-            assert!(
-                needed["data"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("echo allowed-by-phone > marker.txt"),
-                "{needed}"
-            );
+            e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
             allowed_by_phone(s, "droid", child, &key, &attention);
-        },
-    );
-}
-
-#[test]
-fn droid_remote_deny_keeps_the_tool_from_running() {
-    scenario(
-        "droid_remote_deny_keeps_the_tool_from_running",
-        &["droid"],
-        |s| {
-            droid_setup(s);
-            let child = droid(s, &write_marker("should-not-run"));
-            let (key, attention, _) = wait_permission(s, "droid");
-            denied_by_phone(s, "droid", (child, &key, &attention), tool_result_text);
         },
     );
 }
@@ -2243,13 +2152,7 @@ fn droid_remote_deny_keeps_the_tool_from_running() {
 fn droid_prompt_is_delivered_at_stop() {
     scenario("droid_prompt_is_delivered_at_stop", &["droid"], |s| {
         droid_setup(s);
-        let (_, reqs) = prompt_queued_during_first_answer(s, "droid", droid);
-        let second = all_text(&reqs[1]["body"]["messages"]);
-        assert!(
-            second.contains("Please also say the word. SP-ECHO:MARMALADE"),
-            "the delivered prompt reached the model:\n{second}"
-        );
-        assert!(!all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"));
+        delivered_prompt_reached_the_model(s, "droid", droid, "messages");
     });
 }
 
@@ -2277,38 +2180,6 @@ fn droid_cancel_answers_a_waiting_tool_and_stops() {
 fn droid_steps(scene: &Scene, prompt: &str) -> Child {
     scene.set_config("/control/away", Value::Null);
     droid(scene, prompt)
-}
-
-#[test]
-fn droid_steer_lands_in_the_same_turn() {
-    scenario("droid_steer_lands_in_the_same_turn", &["droid"], |s| {
-        droid_setup(s);
-        steer_lands_in_the_same_turn(s, "droid", droid_steps);
-    });
-}
-
-#[test]
-fn droid_interrupt_keeps_the_pending_tool_from_running() {
-    scenario(
-        "droid_interrupt_keeps_the_pending_tool_from_running",
-        &["droid"],
-        |s| {
-            droid_setup(s);
-            interrupt_keeps_the_pending_tool_from_running(s, "droid", droid_steps);
-        },
-    );
-}
-
-#[test]
-fn droid_cancel_stops_at_the_next_tool_boundary() {
-    scenario(
-        "droid_cancel_stops_at_the_next_tool_boundary",
-        &["droid"],
-        |s| {
-            droid_setup(s);
-            cancel_stops_at_the_next_tool_boundary(s, "droid", droid_steps);
-        },
-    );
 }
 
 // ------------------------------------------------------------------------------------------
@@ -2412,8 +2283,7 @@ fn opencode_start(scene: &mut Scene) -> OpenCode {
         "{plugin}"
     );
     let port = free_port();
-    let mut c = Command::new(cli_path("opencode"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("opencode");
     for v in e2e::OPENCODE_OFFLINE {
         c.env(v, "1");
     }
@@ -2666,17 +2536,7 @@ fn opencode_permission_reply_takes_effect() {
         assert_eq!(key, format!("opencode:{id}"));
         e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
         assert_eq!(s.marker(), None, "nothing ran before the answer");
-        let m = s.enqueue(
-            &key,
-            json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
-        );
-        assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
-        assert!(
-            until(Duration::from_secs(30), || s.marker().as_deref()
-                == Some("allowed-by-phone\n")),
-            "the tool ran: marker {:?}",
-            s.marker()
-        );
+        allow_then_the_tool_runs(s, &key, &attention);
         assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
         oc.wait_text(
             &q,
@@ -2723,14 +2583,7 @@ fn opencode_permission_reject_keeps_the_tool_from_running() {
                 2,
                 "the tool call, then the answer to its rejection"
             );
-            let tool = reqs[1]["body"]["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .rev()
-                .find(|m| m["role"] == "tool")
-                .cloned()
-                .expect("a tool message");
+            let tool = last_message(&reqs[1], "tool").expect("a tool message");
             assert!(
                 all_text(&tool["content"]).contains(note),
                 "the model saw the note: {tool}"
@@ -2882,10 +2735,7 @@ fn claude_code_turn_transcript_reaches_a_tier_2_sink() {
             assert_eq!(t["data"]["assistant"], "SP-SAW:PAPAYA", "{t}");
             s.wait_event("turn.ended", |_| true, Duration::from_secs(30));
             assert!(
-                !s.receiver
-                    .events()
-                    .iter()
-                    .any(|e| e["type"] == "turn.transcript"),
+                s.never_got("turn.transcript"),
                 "the tier-1 sink never gets a transcript"
             );
         },
