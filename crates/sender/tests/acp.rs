@@ -2,6 +2,7 @@
 //! scripted ACP agent (a small Python program below), with a real receiver, sp-sync and
 //! SQLite store. The agent logs every line it reads, so the tests see exactly what reached it.
 mod common;
+use common::acks::assert_ack;
 use common::env::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -878,14 +879,7 @@ fn a_prompt_the_agent_refuses_is_acked_failed() {
     let (env, _ed, _sid, key) = polled_session(&[]);
     let msg = enqueue_prompt(&env, &key, "refuse this", "queue");
     let ack = ack_of(&env, msg.id());
-    assert_eq!(ack["outcome"], "failed", "{ack}");
-    assert!(
-        ack["detail"]
-            .as_str()
-            .unwrap()
-            .contains("no model configured"),
-        "{ack}"
-    );
+    assert_ack(&ack, "failed", "no model configured");
     let acks = env.acks_for(msg.id());
     assert_eq!(acks[0]["outcome"], "taken", "{acks:#?}");
     assert!(
@@ -1352,35 +1346,14 @@ fn steer_goes_as_session_steering_and_each_answer_decides_the_ack() {
     not_final_yet(&env, steered.id());
     // An interrupt goes the same way; startedNewTurn: delivered.
     let ack = send("newturn please", "interrupt");
-    assert_eq!(ack["outcome"], "delivered", "{ack}");
-    assert!(
-        ack["detail"]
-            .as_str()
-            .unwrap()
-            .contains("started a new turn"),
-        "{ack}"
-    );
+    assert_ack(&ack, "delivered", "started a new turn");
     assert!(said(&ed, "new turn: ").ends_with("newturn please"));
     assert_eq!((&ack["mode"], ack.get("reply")), (&json!("api"), None));
     // An error and a `failed` outcome: failed, with the agent's reason.
     let ack = send("boom", "steer");
-    assert_eq!(ack["outcome"], "failed", "{ack}");
-    assert!(
-        ack["detail"]
-            .as_str()
-            .unwrap()
-            .contains("steering refused: boom"),
-        "{ack}"
-    );
+    assert_ack(&ack, "failed", "steering refused: boom");
     let ack = send("nope", "steer");
-    assert_eq!(ack["outcome"], "failed", "{ack}");
-    assert!(
-        ack["detail"]
-            .as_str()
-            .unwrap()
-            .contains("the turn is compacting"),
-        "{ack}"
-    );
+    assert_ack(&ack, "failed", "the turn is compacting");
     // promptRequired: the turn had ended; the text goes as a prompt of its own.
     let late = env.receiver.enqueue(
         &key,
@@ -1682,14 +1655,7 @@ fn a_question_is_answered_from_the_phone_and_the_editors_copy_withdrawn() {
         json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
     );
     let ack = ack_of(&env, bare.id());
-    assert_eq!(ack["outcome"], "failed", "{ack}");
-    assert!(
-        ack["detail"]
-            .as_str()
-            .unwrap()
-            .contains("a question needs answers"),
-        "{ack}"
-    );
+    assert_ack(&ack, "failed", "a question needs answers");
     let msg = env.receiver.enqueue(
         &key,
         json!({"kind": "permission.answer", "for": attention, "decision": "allow",
@@ -1703,14 +1669,7 @@ fn a_question_is_answered_from_the_phone_and_the_editors_copy_withdrawn() {
     // The editor answers late: the agent never sees it.
     ed.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": {"action": "decline"}}));
     let ack = ack_of(&env, msg.id());
-    assert_eq!(ack["outcome"], "delivered", "{ack}");
-    assert!(
-        ack["detail"]
-            .as_str()
-            .unwrap()
-            .contains("elicitation/create (accept)"),
-        "{ack}"
-    );
+    assert_ack(&ack, "delivered", "elicitation/create (accept)");
     let after = ed.prompt(&sid, "after");
     ed.response(after);
     assert!(
@@ -1817,14 +1776,7 @@ fn options_are_chosen_by_meaning_and_lookalikes_are_refused() {
     );
     ed.response(p);
     let ack = ack_of(&env, msg.id());
-    assert_eq!(ack["outcome"], "delivered", "{ack}");
-    assert!(
-        ack["detail"]
-            .as_str()
-            .unwrap()
-            .contains("that option ends the turn"),
-        "{ack}"
-    );
+    assert_ack(&ack, "delivered", "that option ends the turn");
 }
 
 /// The session's mode on the page (issue 40): `modes.currentModeId` at `session/new`, the

@@ -1,6 +1,7 @@
 //! Issue 2's must-show list: the real binaries, run as Claude Code runs them, against a real
 //! receiver on loopback, with a real SQLite queue.
 mod common;
+use common::cc_session::{make_live, turn_end_reaches_the_receiver};
 use common::env::*;
 use serde_json::json;
 use std::time::Duration;
@@ -238,13 +239,7 @@ fn queue_prompts(env: &Env, texts: &[&str], expires_in_s: u64) -> Vec<String> {
 
 /// Waits until sp-sync stored the message.
 fn stored(env: &Env, id: &str) {
-    assert!(
-        until(Duration::from_secs(10), || env.query::<i64>(&format!(
-            "select count(*) from messages where id='{id}'"
-        ))[0]
-            == 1),
-        "sp-sync stored {id}"
-    );
+    common::cc_session::stored_within(env, id, Duration::from_secs(10));
 }
 
 /// Queues one message for the session and waits until sp-sync stored it.
@@ -255,15 +250,6 @@ fn queue(env: &Env, message: serde_json::Value) -> String {
         .to_string();
     stored(env, &id);
     id
-}
-
-/// Makes the session live so sp-sync polls for it.
-fn make_live(env: &Env) {
-    let mut start = payload(CC_STOP);
-    start["hook_event_name"] = json!("SessionStart");
-    start["source"] = json!("startup");
-    let out = env.hook_json("sp-event", &start);
-    assert!(out.status.success() && out.stdout.is_empty());
 }
 
 /// The reasons of the `turn.ended` events stored so far, oldest first.
@@ -298,15 +284,7 @@ fn prompts_are_delivered_at_stop_oldest_first() {
     let out = env.hook_json("sp-stop", &payload(CC_STOP));
     assert!(out.status.success() && out.stdout.is_empty());
     assert_eq!(turn_ends(&env), ["stop"]);
-    let ended = env
-        .wait_event(
-            "turn.ended",
-            json!({"reason": "stop"}),
-            Duration::from_secs(20),
-        )
-        .expect("turn.ended reaches the receiver");
-    common::schema::assert_valid("event.json", &ended);
-    assert_eq!(ended["harness"]["event"], "Stop");
+    turn_end_reaches_the_receiver(&env);
     // One prompt.
     let one = queue_prompts(&env, &["please also update the changelog"], 60);
     let out = env.hook_json("sp-stop", &payload(CC_STOP));

@@ -20,6 +20,7 @@ mod common;
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
 use common::fixtures::cc_attention_id;
+use common::page::{login, pair};
 use common::receiver::{Machine, SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -36,13 +37,6 @@ fn ask(session: &str, n: u32, cwd: &str, command: &str) -> Value {
     p["cwd"] = json!(cwd);
     p["tool_input"]["command"] = json!(command);
     p
-}
-
-fn login(b: &mut Browser, url: &str) {
-    b.call(json!({"op": "goto", "url": url}));
-    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
-    b.click("#login-form button[type=submit]");
-    b.wait("#conn[data-state=\"live\"]");
 }
 
 fn eval(b: &mut Browser, script: &str) -> Value {
@@ -74,29 +68,12 @@ fn db(dir: &Path) -> rusqlite::Connection {
     common::receiver::open_db(&dir.join("receiver.db"))
 }
 
-/// `sp pair phone` on `env`'s machine, approved on the page with a passkey the page makes.
-fn pair(env: &Env, b: &mut Browser, page: &str) {
-    let mut cmd = env.cmd("sp");
-    cmd.args(["pair", "phone", "--timeout", "120"]);
-    let common::pairing::SpPair {
-        child: pair,
-        link,
-        printed,
-        ..
-    } = common::pairing::start(cmd);
-    assert!(link.starts_with(&format!("{page}/pair?code=")), "{link}");
-    login(b, &link);
-    b.wait("#pair-check[data-check]");
-    common::pairing::approve(b, pair, &printed);
-}
-
 /// sp-receiver in `rdir`, a machine whose sink there is signed (with `control`), and a
 /// browser with a virtual authenticator paired to it; the page's address is localhost
 /// (WebAuthn rp ids cannot be IP addresses).
 fn paired_page(rdir: &Path, control: Value) -> (SpReceiver, String, Env, Browser) {
     let receiver = SpReceiver::start(rdir, &[]);
-    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
-    let page = format!("http://localhost:{port}");
+    let (_, page) = common::page::localhost(&receiver.url);
     let env = Env::new();
     env.write_config(json!({
         "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}],
@@ -511,13 +488,7 @@ mod pushes {
 
     const LOGIN: &str = "page-login-token-for-the-inbox-test";
 
-    fn agent() -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(20)))
-            .build()
-            .into()
-    }
+    use super::common::http::agent;
 
     fn page(r: &Receiver, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let url = format!("{}{path}", r.url());
@@ -797,51 +768,24 @@ fn not_now_needs_the_login_the_csrf_header_and_this_origin() {
         .unwrap()
         .to_owned();
     let _ = resp.body_mut().read_to_string();
-    let state: Value = serde_json::from_str(
-        &agent
-            .get(&format!("{}/page/api/state", r.url))
-            .header("cookie", &cookie)
-            .call()
-            .unwrap()
-            .body_mut()
-            .read_to_string()
-            .unwrap(),
-    )
-    .unwrap();
+    let state =
+        common::http::get(&format!("{}/page/api/state", r.url), &[("cookie", &cookie)]).json();
     let csrf = state["csrf"].as_str().unwrap().to_owned();
     assert_eq!(state["snoozed"], json!([]));
 
     let body = json!({"prompts": [{"session": "claude-code:s1", "for": "perm-1"}]});
     let sender = format!("Bearer {TOKEN}");
-    for (headers, want) in [
+    let mut cases = vec![
         (vec![], 401),
         (vec![("authorization", sender.as_str())], 401),
-        (vec![("cookie", cookie.as_str())], 403),
-        (
-            vec![("cookie", &cookie), ("x-sessionpipe-csrf", "0000")],
-            403,
-        ),
-        (
-            vec![
-                ("cookie", &cookie),
-                ("x-sessionpipe-csrf", &csrf),
-                ("origin", "http://evil.example"),
-            ],
-            403,
-        ),
-        (
-            vec![
-                ("cookie", &cookie),
-                ("x-sessionpipe-csrf", &csrf),
-                ("sec-fetch-site", "cross-site"),
-            ],
-            403,
-        ),
-        (
-            vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)],
-            200,
-        ),
-    ] {
+    ];
+    cases.extend(
+        common::csrf::refused(&cookie, &csrf)
+            .into_iter()
+            .map(|h| (h, 403)),
+    );
+    cases.push((common::csrf::taken(&cookie, &csrf), 200));
+    for (headers, want) in cases {
         let (status, v) = post(&headers, &body);
         assert_eq!(status, want, "{headers:?}: {v}");
         if want == 200 {

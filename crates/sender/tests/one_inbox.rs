@@ -18,6 +18,7 @@ mod common;
 
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
+use common::page::run_ok;
 use common::receiver::{SpReceiver, LOGIN, TOKEN};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -26,13 +27,7 @@ const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest
 const EVENTS: &str = "/api/sessionpipe/v1/events";
 const CONTROL: &str = "/api/sessionpipe/v1/control";
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(20)))
-        .build()
-        .into()
-}
+use common::http::agent;
 
 /// The status of `POST {events}` with an empty batch and `token`: 400 once the token is let
 /// in (an empty batch is refused after it), 401 when it is not.
@@ -105,13 +100,12 @@ impl Machine {
             link,
             digits,
             printed,
-        } = common::pairing::start(cmd);
-        assert!(link.starts_with(&format!("{page}/pair?code=")), "{link}");
-        let first = b.call(json!({"op": "goto", "url": link}));
+        } = common::page::start_pair(cmd, page);
         if log_in {
+            let first = common::page::open_and_log_in(b, &link);
             assert_eq!(first["status"], 401);
-            b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
-            b.click("#login-form button[type=submit]");
+        } else {
+            b.call(json!({"op": "goto", "url": link}));
         }
         b.wait("#conn[data-state=\"live\"]");
         b.wait("#pair-check[data-check]");
@@ -227,6 +221,19 @@ fn signed_acks(receiver: &SpReceiver) -> Vec<(String, String, String)> {
         .unwrap()
 }
 
+/// The laptop and the server, each paired on `receiver`'s page (the laptop first, logging
+/// the page in) in one browser with a virtual authenticator: (page, laptop, server, browser).
+fn laptop_and_server(receiver: &SpReceiver) -> (String, Machine, Machine, Browser) {
+    let (_, page) = common::page::localhost(&receiver.url);
+    let mut laptop = Machine::new(receiver, "laptop", "1a1a1a1a-0000-4000-8000-00000000000a");
+    let mut server = Machine::new(receiver, "server", "2b2b2b2b-0000-4000-8000-00000000000b");
+    let mut b = Browser::launch();
+    b.call(json!({"op": "webauthn"}));
+    laptop.pair(&mut b, &page, true);
+    server.pair(&mut b, &page, false);
+    (page, laptop, server, b)
+}
+
 #[test]
 fn two_machines_one_phone_each_prompt_answered_on_its_own_machine() {
     if let Some(why) = missing_browser_deps() {
@@ -234,15 +241,8 @@ fn two_machines_one_phone_each_prompt_answered_on_its_own_machine() {
     }
     let dir = tempfile::tempdir().unwrap();
     let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
-    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
-    let page = format!("http://localhost:{port}");
+    let (page, mut laptop, mut server, mut b) = laptop_and_server(&receiver);
 
-    let mut laptop = Machine::new(&receiver, "laptop", "1a1a1a1a-0000-4000-8000-00000000000a");
-    let mut server = Machine::new(&receiver, "server", "2b2b2b2b-0000-4000-8000-00000000000b");
-    let mut b = Browser::launch();
-    b.call(json!({"op": "webauthn"}));
-    laptop.pair(&mut b, &page, true);
-    server.pair(&mut b, &page, false);
     assert_ne!(laptop.id, server.id);
     assert_ne!(laptop.token, server.token);
     assert_eq!(
@@ -347,22 +347,8 @@ fn two_machines_one_phone_each_prompt_answered_on_its_own_machine() {
 
     // `sp pair --off phone` on the laptop ends its own token, on both ends.
     laptop.env.stop_sync();
-    let off = laptop
-        .env
-        .cmd("sp")
-        .args(["pair", "--off", "phone"])
-        .output()
-        .unwrap();
-    assert!(
-        off.status.success(),
-        "{}",
-        String::from_utf8_lossy(&off.stderr)
-    );
-    assert!(
-        stdout(&off).contains("the receiver removed it too"),
-        "{}",
-        stdout(&off)
-    );
+    let off = run_ok(laptop.env.cmd("sp").args(["pair", "--off", "phone"]));
+    assert!(off.contains("the receiver removed it too"), "{off}");
     assert_eq!(events_status(&receiver.url, &laptop.token), 401);
     assert_eq!(
         events_status(&receiver.url, TOKEN),
@@ -883,14 +869,7 @@ fn bench_page_allow_to_hook_two_machines_fifty_sessions() {
         .unwrap_or(100);
     let dir = tempfile::tempdir().unwrap();
     let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
-    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
-    let page = format!("http://localhost:{port}");
-    let mut laptop = Machine::new(&receiver, "laptop", "1a1a1a1a-0000-4000-8000-00000000000a");
-    let mut server = Machine::new(&receiver, "server", "2b2b2b2b-0000-4000-8000-00000000000b");
-    let mut b = Browser::launch();
-    b.call(json!({"op": "webauthn"}));
-    laptop.pair(&mut b, &page, true);
-    server.pair(&mut b, &page, false);
+    let (page, mut laptop, mut server, mut b) = laptop_and_server(&receiver);
     laptop.env.start_sync();
     server.env.start_sync();
     // 50 live sessions: each machine's prompt session and 24 more each, all started through

@@ -3,6 +3,7 @@
 //! a stop mark waits. The real binaries, run as Claude Code runs them, against a real
 //! receiver and sp-sync, in a temp HOME.
 mod common;
+use common::cc_session::{make_live, turn_end_reaches_the_receiver};
 use common::chaos::{sigkill, spawn_sync, stop_reason};
 use common::env::*;
 use serde_json::{json, Value};
@@ -51,14 +52,6 @@ fn stop(env: &Env) -> Option<String> {
     stop_reason(&stdout(&out))
 }
 
-fn make_live(env: &Env) {
-    let mut start = payload(CC_STOP);
-    start["hook_event_name"] = json!("SessionStart");
-    start["source"] = json!("startup");
-    let out = env.hook_json("sp-event", &start);
-    assert!(out.status.success() && out.stdout.is_empty());
-}
-
 /// A PostToolUse with nothing pending leaves the marker; the next one takes the fast path.
 fn settle(env: &Env) {
     assert_eq!(hook(env, "PostToolUse"), "");
@@ -73,13 +66,7 @@ fn settle(env: &Env) {
 }
 
 fn stored(env: &Env, id: &str) {
-    assert!(
-        until(Duration::from_secs(15), || env.query::<i64>(&format!(
-            "select count(*) from messages where id='{id}'"
-        ))[0]
-            == 1),
-        "sp-sync stored {id}"
-    );
+    common::cc_session::stored_within(env, id, Duration::from_secs(15));
 }
 
 fn enqueue(env: &Env, message: Value) -> String {
@@ -103,12 +90,37 @@ fn synced_env() -> Env {
     env
 }
 
-#[test]
-fn a_prompt_queued_while_the_marker_exists_is_delivered_by_the_next_stop() {
+/// A synced, settled session (the marker made, the fast path taken) and then message `m`
+/// queued and stored; returns the message's id.
+fn settled_then_queued(m: Value) -> (Env, String) {
     let env = synced_env();
     settle(&env);
-    let id = enqueue(&env, json!({"kind": "prompt", "text": "and the changelog"}));
+    let id = enqueue(&env, m);
     stored(&env, &id);
+    (env, id)
+}
+
+/// Opens a Bash permission prompt `attention_id` of the session in the store, as its hook
+/// does (open for ten minutes); returns the store.
+fn open_bash_prompt(env: &Env, attention_id: &str) -> spctl::store::Store {
+    let session = spctl::store::SessionRef {
+        harness: "claude-code".into(),
+        session_id: CC_SESSION.into(),
+        cwd: None,
+        event: "PermissionRequest".into(),
+        permission_mode: None,
+    };
+    let mut store = spctl::store::open(&env.db_path(), Duration::from_secs(5)).unwrap();
+    let far = spctl::clock::now_ms() + 600_000;
+    store
+        .open_attention(&session, attention_id, Some("Bash"), None, far, 1)
+        .unwrap();
+    store
+}
+
+#[test]
+fn a_prompt_queued_while_the_marker_exists_is_delivered_by_the_next_stop() {
+    let (env, id) = settled_then_queued(json!({"kind": "prompt", "text": "and the changelog"}));
     assert!(
         markers(&env).is_empty(),
         "storing the prompt removed the marker"
@@ -153,10 +165,7 @@ fn a_steer_prompt_queued_while_the_marker_exists_lands_at_the_next_tool() {
 
 #[test]
 fn a_cancel_and_its_stop_mark_are_never_hidden_by_the_marker() {
-    let env = synced_env();
-    settle(&env);
-    let id = enqueue(&env, json!({"kind": "cancel", "note": "Wrong branch."}));
-    stored(&env, &id);
+    let (env, id) = settled_then_queued(json!({"kind": "cancel", "note": "Wrong branch."}));
     assert!(markers(&env).is_empty());
     let out = hook(&env, "PostToolUse");
     assert!(out.contains("\"continue\":false"), "{out}");
@@ -227,18 +236,7 @@ fn with_no_sink_the_stop_skips_the_database_until_a_writer_gives_it_work() {
     assert_eq!(stop(&env), None);
     assert_eq!(fast_runs(&env), fast + 1);
 
-    let session = spctl::store::SessionRef {
-        harness: "claude-code".into(),
-        session_id: CC_SESSION.into(),
-        cwd: None,
-        event: "PermissionRequest".into(),
-        permission_mode: None,
-    };
-    let mut store = spctl::store::open(&env.db_path(), Duration::from_secs(5)).unwrap();
-    let far = spctl::clock::now_ms() + 600_000;
-    store
-        .open_attention(&session, "perm-x", Some("Bash"), None, far, 1)
-        .unwrap();
+    let mut store = open_bash_prompt(&env, "perm-x");
     assert!(markers(&env).is_empty());
     // The Stop ends the turn: the open attention is cancelled.
     assert_eq!(stop(&env), None);
@@ -420,18 +418,7 @@ fn a_stop_beside_a_marker_spools_its_turn_end_and_the_order_holds() {
     let kept = std::fs::read(&files[0]).unwrap();
 
     // The next turn's permission prompt: its event comes after the spooled turn end.
-    let session = spctl::store::SessionRef {
-        harness: "claude-code".into(),
-        session_id: CC_SESSION.into(),
-        cwd: None,
-        event: "PermissionRequest".into(),
-        permission_mode: None,
-    };
-    let mut store = spctl::store::open(&env.db_path(), Duration::from_secs(5)).unwrap();
-    let far = spctl::clock::now_ms() + 600_000;
-    store
-        .open_attention(&session, "perm-y", Some("Bash"), None, far, 1)
-        .unwrap();
+    open_bash_prompt(&env, "perm-y");
     assert_eq!(
         stored_events(&env),
         ["session.started", "turn.ended", "attention.needed"]
@@ -476,15 +463,7 @@ fn sp_sync_takes_in_a_spooled_turn_end_and_sends_it() {
     let fast = fast_runs(&env);
     assert_eq!(stop(&env), None);
     assert_eq!(fast_runs(&env), fast + 1);
-    let ended = env
-        .wait_event(
-            "turn.ended",
-            json!({"reason": "stop"}),
-            Duration::from_secs(20),
-        )
-        .expect("turn.ended reaches the receiver");
-    common::schema::assert_valid("event.json", &ended);
-    assert_eq!(ended["harness"]["event"], "Stop");
+    turn_end_reaches_the_receiver(&env);
     assert!(until(Duration::from_secs(10), || spool(&env).is_empty()));
     // A prompt queued after that is delivered by the next Stop as ever.
     let id = enqueue(&env, json!({"kind": "prompt", "text": "one more"}));

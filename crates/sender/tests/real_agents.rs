@@ -37,6 +37,7 @@ mod between_turns;
 #[path = "real_agents/start.rs"]
 mod start;
 
+use common::acks::assert_ack;
 use common::e2e::{self, World, INSIDE, ROOT};
 use common::env::{until, wait_timeout};
 /// One scenario may take this long in all before it is killed.
@@ -148,7 +149,7 @@ fn preflight(clis: &[&str]) {
 
 /// Runs one scenario: here, re-runs this test binary for `name` alone inside a fresh network
 /// and pid namespace with only loopback up; inside, runs `body`.
-fn scenario(name: &str, clis: &[&str], body: fn(&mut Scene)) {
+fn scenario(name: &str, clis: &[&str], body: impl FnOnce(&mut Scene)) {
     if e2e::inside(name) {
         let mut scene = Scene::new(name);
         body(&mut scene);
@@ -227,6 +228,18 @@ impl Scene {
     }
 
     /// The environment every program here gets: nothing of ours leaks in from outside.
+    /// Whether the receiver has no event of type `kind`.
+    fn never_got(&self, kind: &str) -> bool {
+        !self.receiver.events().iter().any(|e| e["type"] == kind)
+    }
+
+    /// The pinned CLI `name` as a command in this scene's environment.
+    fn cli(&self, name: &str) -> Command {
+        let mut c = Command::new(cli_path(name));
+        self.base_env(&mut c);
+        c
+    }
+
     fn base_env(&self, c: &mut Command) {
         let path = format!(
             "{}:{}",
@@ -520,17 +533,21 @@ fn finish_ok(scene: &Scene, child: Child, label: &str) -> Run {
 // ------------------------------------------------------------------------------------------
 // Claude Code
 
+/// Makes the CLI's folder `dir` (how install.sh tells it is installed), runs install.sh and
+/// checks it set up `harness`; returns the JSON it wrote at `written` (both under HOME).
+fn install_for(scene: &Scene, dir: &str, harness: &str, written: &str) -> Value {
+    std::fs::create_dir_all(scene.home.join(dir)).unwrap();
+    let out = scene.install(&[]);
+    assert!(out.contains(harness), "{out}");
+    let text = std::fs::read_to_string(scene.home.join(written))
+        .unwrap_or_else(|e| panic!("install.sh wrote ~/{written}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
 fn claude_setup(scene: &Scene, permission_wait_s: u64) {
     scene.write_config("claude-code", permission_wait_s);
     // The harness's folder is how install.sh tells Claude Code is installed.
-    std::fs::create_dir_all(scene.home.join(".claude")).unwrap();
-    let out = scene.install(&[]);
-    assert!(out.contains("claude-code"), "{out}");
-    let settings: Value = serde_json::from_str(
-        &std::fs::read_to_string(scene.home.join(".claude/settings.json"))
-            .expect("install.sh wrote ~/.claude/settings.json"),
-    )
-    .unwrap();
+    let settings = install_for(scene, ".claude", "claude-code", ".claude/settings.json");
     let perm = &settings["hooks"]["PermissionRequest"][0]["hooks"][0];
     assert_eq!(
         perm["command"],
@@ -549,8 +566,7 @@ fn claude(scene: &Scene, prompt: &str) -> Child {
 }
 
 fn claude_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
-    let mut c = Command::new(cli_path("claude"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("claude");
     c.env("ANTHROPIC_BASE_URL", &scene.model_url)
         .env("ANTHROPIC_API_KEY", "sk-ant-e2e-dummy")
         .env("DISABLE_TELEMETRY", "1")
@@ -758,6 +774,17 @@ fn cleared(scene: &Scene, attention_id: &str) -> Value {
     )
 }
 
+/// The last message of `role` in an agent request's conversation (Chat Completions style).
+fn last_message(req: &Value, role: &str) -> Option<Value> {
+    req["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == role)
+        .cloned()
+}
+
 /// The tool result the agent sent back to the model after its one tool call, as text.
 fn tool_result_text(scene: &Scene) -> String {
     let reqs = scene.agent_requests();
@@ -792,6 +819,103 @@ fn answer_and_finish(
     run
 }
 
+/// A prompt that has the model ask for one shell call, writing `word` into marker.txt.
+fn write_marker(word: &str) -> String {
+    format!("Write the marker. SP-RUN:echo {word} > marker.txt")
+}
+
+/// The person allows the waiting prompt from the phone ([`answer_and_finish`]): the call ran
+/// (the marker holds what it wrote).
+fn allowed_by_phone(s: &Scene, harness: &str, child: Child, key: &str, attention: &str) -> Run {
+    let run = answer_and_finish(
+        s,
+        harness,
+        child,
+        key,
+        attention,
+        json!({"decision": "allow"}),
+    );
+    assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+    run
+}
+
+/// The person denies the waiting prompt from the phone with a note ([`answer_and_finish`]):
+/// the call never ran, and the model saw the note in what it got back for the call (`seen`).
+fn denied_by_phone(
+    s: &Scene,
+    harness: &str,
+    (child, key, attention): (Child, &str, &str),
+    seen: fn(&Scene) -> String,
+) -> Run {
+    let note = "Not on main, please (note SP-NOTE-4711).";
+    let answer = json!({"decision": "deny", "note": note});
+    let run = answer_and_finish(s, harness, child, key, attention, answer);
+    assert_eq!(s.marker(), None, "the denied call never ran");
+    let seen = seen(s);
+    assert!(
+        seen.contains(note),
+        "the model saw the note; it saw:\n{seen}"
+    );
+    run
+}
+
+/// The person allows the waiting prompt while the CLI keeps running: the answer is delivered
+/// and the tool runs (the marker holds its line).
+fn allow_then_the_tool_runs(s: &Scene, key: &str, attention: &str) {
+    let m = s.enqueue(
+        key,
+        json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
+    );
+    assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
+    assert!(
+        until(Duration::from_secs(30), || s.marker().as_deref()
+            == Some("allowed-by-phone\n")),
+        "the tool ran: marker {:?}",
+        s.marker()
+    );
+}
+
+/// A remote deny with a note: the CLI started (`start`) on a call that writes the marker, the
+/// person denies it with a note ([`denied_by_phone`]). Returns the CLI's run.
+fn remote_deny_keeps_the_tool_from_running(
+    s: &Scene,
+    harness: &str,
+    start: fn(&Scene, &str) -> Child,
+) -> Run {
+    let child = start(s, &write_marker("should-not-run"));
+    let (key, attention, _) = wait_permission(s, harness);
+    denied_by_phone(s, harness, (child, &key, &attention), tool_result_text)
+}
+
+/// [`prompt_queued_during_first_answer`], and the delivered prompt reached the model in its
+/// second request and not in its first (`field` of a request's body is its conversation);
+/// returns the run and the second request's conversation as text.
+fn delivered_prompt_reached_the_model(
+    s: &Scene,
+    harness: &str,
+    spawn: impl FnOnce(&Scene, &str) -> Child,
+    field: &str,
+) -> (Run, String) {
+    let (run, reqs) = prompt_queued_during_first_answer(s, harness, spawn);
+    let second = all_text(&reqs[1]["body"][field]);
+    assert!(
+        second.contains("Please also say the word. SP-ECHO:MARMALADE"),
+        "the delivered prompt reached the model:\n{second}"
+    );
+    assert!(!all_text(&reqs[0]["body"][field]).contains("MARMALADE"));
+    (run, second)
+}
+
+/// The CLI (`who`) printed the model's answer to the delivered prompt.
+#[track_caller]
+fn assert_printed_the_answer(run: &Run, who: &str) {
+    assert!(
+        run.stdout.contains("SP-SAW:MARMALADE"),
+        "{who}'s answer: {}",
+        run.stdout
+    );
+}
+
 /// The name a CLI's output files are kept under (`spawn_logged`): its command's name.
 fn cli_label(harness: &str) -> &str {
     match harness {
@@ -815,10 +939,7 @@ fn assert_no_automatic_review(s: &Scene) {
 fn claude_code_remote_allow_runs_the_tool() {
     scenario("claude_code_remote_allow_runs_the_tool", &["claude"], |s| {
         claude_setup(s, 60);
-        let child = claude(
-            s,
-            "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-        );
+        let child = claude(s, &write_marker("allowed-by-phone"));
         let (key, attention, needed) = wait_permission(s, "claude-code");
         assert_eq!(needed["data"]["tool"], "Bash");
         assert!(needed["data"]["message"]
@@ -826,16 +947,7 @@ fn claude_code_remote_allow_runs_the_tool() {
             .unwrap()
             .contains("echo allowed-by-phone > marker.txt"));
         assert!(s.marker().is_none(), "nothing ran before the answer");
-        let run = answer_and_finish(
-            s,
-            "claude-code",
-            child,
-            &key,
-            &attention,
-            json!({"decision": "allow"}),
-        );
-        // The working directory: the tool ran.
-        assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+        let run = allowed_by_phone(s, "claude-code", child, &key, &attention);
         // DECISIONS 40 (tier 1): the tool's start and end, with its command as the summary.
         let names_it = |e: &Value| {
             e["data"]["tool"] == "Bash"
@@ -860,14 +972,7 @@ fn claude_code_remote_allow_runs_the_tool() {
         assert_eq!(result["result"], "SP-FINAL: tool result seen.");
         let reqs = s.agent_requests();
         assert_eq!(reqs.len(), 2, "one tool call, one final answer");
-        let last_user = reqs[1]["body"]["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .rev()
-            .find(|m| m["role"] == "user")
-            .unwrap()
-            .clone();
+        let last_user = last_message(&reqs[1], "user").unwrap();
         let tr = last_user["content"]
             .as_array()
             .unwrap()
@@ -886,27 +991,7 @@ fn claude_code_remote_deny_keeps_the_tool_from_running() {
         &["claude"],
         |s| {
             claude_setup(s, 60);
-            let child = claude(
-                s,
-                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
-            );
-            let (key, attention, _) = wait_permission(s, "claude-code");
-            let note = "Not on main, please (note SP-NOTE-4711).";
-            let run = answer_and_finish(
-                s,
-                "claude-code",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "deny", "note": note}),
-            );
-            assert_eq!(s.marker(), None, "the denied tool never ran");
-            // The note reached the model, in the tool result of the denied call.
-            let seen = tool_result_text(s);
-            assert!(
-                seen.contains(note),
-                "the model saw the note; it saw:\n{seen}"
-            );
+            let run = remote_deny_keeps_the_tool_from_running(s, "claude-code", claude);
             let result = claude_result(&run);
             assert_eq!(
                 result["permission_denials"].as_array().map(Vec::len),
@@ -1074,10 +1159,7 @@ fn claude_code_interactive_dialog_stays_and_a_remote_allow_wins() {
         &["claude"],
         |s| {
             claude_setup(s, 60);
-            let tui = claude_tui(
-                s,
-                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-            );
+            let tui = claude_tui(s, &write_marker("allowed-by-phone"));
             let (key, attention, _) = wait_permission(s, "claude-code");
             // While our hook waits, Claude Code's own dialog is up: the two race.
             let screen = tui.wait_screen(DIALOG, Duration::from_secs(30));
@@ -1086,17 +1168,7 @@ fn claude_code_interactive_dialog_stays_and_a_remote_allow_wins() {
                 "{screen}"
             );
             assert_eq!(s.marker(), None);
-            let m = s.enqueue(
-                &key,
-                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
-            );
-            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
-            assert!(
-                until(Duration::from_secs(30), || s.marker().as_deref()
-                    == Some("allowed-by-phone\n")),
-                "the tool ran: marker {:?}",
-                s.marker()
-            );
+            allow_then_the_tool_runs(s, &key, &attention);
             let screen = tui.wait_screen("SP-FINAL: tool result seen.", Duration::from_secs(30));
             assert!(!screen.contains(DIALOG), "the dialog went away:\n{screen}");
             assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
@@ -1112,10 +1184,7 @@ fn claude_code_interactive_terminal_answer_first_ends_the_wait() {
         &["claude"],
         |s| {
             claude_setup(s, 60);
-            let tui = claude_tui(
-                s,
-                "Write the marker. SP-RUN:echo allowed-at-the-terminal > marker.txt",
-            );
+            let tui = claude_tui(s, &write_marker("allowed-at-the-terminal"));
             let (key, attention, _) = wait_permission(s, "claude-code");
             tui.wait_screen(DIALOG, Duration::from_secs(30));
             let answered = Instant::now();
@@ -1177,15 +1246,21 @@ fn steps_turn(
     // hook of call 1 (its PostToolUse too) has run: the next seam is call 2's.
     let go1 = gate.join("go-1").to_string_lossy().to_string();
     assert!(
-        until(Duration::from_secs(60), || s
-            .model_requests()
-            .iter()
-            .any(|r| r["note"] == "holding" && r["path"] == go1.as_str())),
+        holding(s, &go1),
         "the agent asked the model again after call 1: steps {:?}",
         s.steps()
     );
     assert_eq!(s.steps(), ["step-1"]);
     (session_key_of(&started), child)
+}
+
+/// Whether the stand-in holds an answer until `go` exists, within 60 s.
+fn holding(s: &Scene, go: &str) -> bool {
+    until(Duration::from_secs(60), || {
+        s.model_requests()
+            .iter()
+            .any(|r| r["note"] == "holding" && r["path"] == go)
+    })
 }
 
 /// Lets the stand-in answer after call `k`.
@@ -1262,11 +1337,7 @@ fn prompt_through_a_turn(
 
 /// Steer: the message reaches the model within the same turn, after the next tool call and
 /// before the turn's last one; every step still runs.
-fn steer_lands_in_the_same_turn(
-    s: &Scene,
-    harness: &str,
-    spawn: impl FnOnce(&Scene, &str) -> Child,
-) {
+fn steer_lands_in_the_same_turn(s: &Scene, harness: &str, spawn: fn(&Scene, &str) -> Child) {
     prompt_through_a_turn(
         s,
         harness,
@@ -1290,7 +1361,7 @@ fn steer_lands_in_the_same_turn(
 fn interrupt_keeps_the_pending_tool_from_running(
     s: &Scene,
     harness: &str,
-    spawn: impl FnOnce(&Scene, &str) -> Child,
+    spawn: fn(&Scene, &str) -> Child,
 ) {
     prompt_through_a_turn(
         s,
@@ -1313,7 +1384,7 @@ fn interrupt_keeps_the_pending_tool_from_running(
 fn cancel_stops_at_the_next_tool_boundary(
     s: &Scene,
     harness: &str,
-    spawn: impl FnOnce(&Scene, &str) -> Child,
+    spawn: fn(&Scene, &str) -> Child,
 ) {
     let (key, child) = steps_turn(s, harness, spawn);
     let m = queue_stored(s, &key, json!({"kind": "cancel"}));
@@ -1336,77 +1407,48 @@ fn cancel_stops_at_the_next_tool_boundary(
     }
 }
 
-#[test]
-fn claude_code_steer_lands_in_the_same_turn() {
-    scenario(
-        "claude_code_steer_lands_in_the_same_turn",
-        &["claude"],
-        |s| {
-            claude_setup(s, 60);
-            steer_lands_in_the_same_turn(s, "claude-code", claude_steps);
-        },
-    );
+/// The shared scenarios a CLI runs as they are, one test a row (`test name: scenario(how the
+/// CLI is started)`), after the CLI's setup; `cli` is the program the preflight looks for.
+macro_rules! shared_scenarios {
+    ($cli:literal, $harness:literal, $setup:expr; $($name:ident: $check:ident($start:ident)),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            scenario(stringify!($name), &[$cli], |s| {
+                ($setup)(&*s);
+                $check(s, $harness, $start);
+            });
+        }
+    )*};
 }
 
-#[test]
-fn claude_code_interrupt_keeps_the_pending_tool_from_running() {
-    scenario(
-        "claude_code_interrupt_keeps_the_pending_tool_from_running",
-        &["claude"],
-        |s| {
-            claude_setup(s, 60);
-            interrupt_keeps_the_pending_tool_from_running(s, "claude-code", claude_steps);
-        },
-    );
-}
+shared_scenarios!("claude", "claude-code", |s: &Scene| claude_setup(s, 60);
+    claude_code_steer_lands_in_the_same_turn: steer_lands_in_the_same_turn(claude_steps),
+    claude_code_interrupt_keeps_the_pending_tool_from_running: interrupt_keeps_the_pending_tool_from_running(claude_steps),
+    claude_code_cancel_stops_at_the_next_tool_boundary: cancel_stops_at_the_next_tool_boundary(claude_steps),
+);
 
-#[test]
-fn claude_code_cancel_stops_at_the_next_tool_boundary() {
-    scenario(
-        "claude_code_cancel_stops_at_the_next_tool_boundary",
-        &["claude"],
-        |s| {
-            claude_setup(s, 60);
-            cancel_stops_at_the_next_tool_boundary(s, "claude-code", claude_steps);
-        },
-    );
-}
+shared_scenarios!("codex", "codex", |s: &Scene| codex_setup(s, 60);
+    codex_steer_lands_in_the_same_turn: steer_lands_in_the_same_turn(codex_steps),
+    codex_interrupt_keeps_the_pending_tool_from_running: interrupt_keeps_the_pending_tool_from_running(codex_steps),
+    codex_cancel_stops_at_the_next_tool_boundary: cancel_stops_at_the_next_tool_boundary(codex_steps),
+);
+
+shared_scenarios!("copilot", "copilot-cli", copilot_setup;
+    copilot_cli_steer_lands_in_the_same_turn: steer_lands_in_the_same_turn(copilot_steps),
+    copilot_cli_interrupt_keeps_the_pending_tool_from_running: interrupt_keeps_the_pending_tool_from_running(copilot_steps),
+    copilot_cli_remote_deny_keeps_the_tool_from_running: remote_deny_keeps_the_tool_from_running(copilot),
+);
+
+shared_scenarios!("droid", "droid", droid_setup;
+    droid_steer_lands_in_the_same_turn: steer_lands_in_the_same_turn(droid_steps),
+    droid_interrupt_keeps_the_pending_tool_from_running: interrupt_keeps_the_pending_tool_from_running(droid_steps),
+    droid_cancel_stops_at_the_next_tool_boundary: cancel_stops_at_the_next_tool_boundary(droid_steps),
+    droid_remote_deny_keeps_the_tool_from_running: remote_deny_keeps_the_tool_from_running(droid),
+);
 
 /// Claude Code allowed to run Bash without asking, so only our seams stand in the turn's way.
 fn claude_steps(scene: &Scene, prompt: &str) -> Child {
     claude_with(scene, prompt, &["--allowedTools", "Bash"])
-}
-
-#[test]
-fn codex_steer_lands_in_the_same_turn() {
-    scenario("codex_steer_lands_in_the_same_turn", &["codex"], |s| {
-        codex_setup(s, 60);
-        steer_lands_in_the_same_turn(s, "codex", codex_steps);
-    });
-}
-
-#[test]
-fn codex_interrupt_keeps_the_pending_tool_from_running() {
-    scenario(
-        "codex_interrupt_keeps_the_pending_tool_from_running",
-        &["codex"],
-        |s| {
-            codex_setup(s, 60);
-            interrupt_keeps_the_pending_tool_from_running(s, "codex", codex_steps);
-        },
-    );
-}
-
-#[test]
-fn codex_cancel_stops_at_the_next_tool_boundary() {
-    scenario(
-        "codex_cancel_stops_at_the_next_tool_boundary",
-        &["codex"],
-        |s| {
-            codex_setup(s, 60);
-            cancel_stops_at_the_next_tool_boundary(s, "codex", codex_steps);
-        },
-    );
 }
 
 /// `codex exec` that may write in its folder (the steps file) without asking.
@@ -1416,6 +1458,17 @@ fn codex_steps(scene: &Scene, prompt: &str) -> Child {
 
 // ------------------------------------------------------------------------------------------
 // Codex
+
+/// Makes the scene's work folder a git repository: `codex exec` and `codex exec resume` run
+/// only in one when no trust-skipping flag is given.
+fn git_init_work(s: &Scene) {
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&s.work)
+        .status()
+        .unwrap();
+    assert!(git.success());
+}
 
 fn codex_home(scene: &Scene) -> PathBuf {
     scene.home.join(".codex")
@@ -1457,9 +1510,14 @@ fn codex(scene: &Scene, prompt: &str, approve: bool) -> Child {
     codex_with(scene, prompt, approve, &[])
 }
 
+/// `codex exec` asked for a command that needs escalation, writing `word` into marker.txt.
+fn codex_escalated(scene: &Scene, word: &str) -> Child {
+    let prompt = format!("Write the marker. SP-ESCALATE SP-RUN:echo {word} > marker.txt");
+    codex(scene, &prompt, true)
+}
+
 fn codex_with(scene: &Scene, prompt: &str, approve: bool, extra: &[&str]) -> Child {
-    let mut c = Command::new(cli_path("codex"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("codex");
     c.env("CODEX_HOME", codex_home(scene))
         .env("STANDIN_API_KEY", "e2e-dummy")
         // The runs sp-sync launches between turns (DECISIONS 38) find this CLI through it.
@@ -1497,22 +1555,10 @@ fn codex_remote_allow_runs_the_escalated_command() {
         &["codex"],
         |s| {
             codex_setup(s, 60);
-            let child = codex(
-                s,
-                "Write the marker. SP-ESCALATE SP-RUN:echo allowed-by-phone > marker.txt",
-                true,
-            );
+            let child = codex_escalated(s, "allowed-by-phone");
             let (key, attention, needed) = wait_permission(s, "codex");
             e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
-            answer_and_finish(
-                s,
-                "codex",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "allow"}),
-            );
-            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+            allowed_by_phone(s, "codex", child, &key, &attention);
             let out = codex_tool_output(s);
             assert!(
                 out.contains("Process exited with code 0"),
@@ -1541,24 +1587,9 @@ fn codex_remote_deny_keeps_the_command_from_running() {
         &["codex"],
         |s| {
             codex_setup(s, 60);
-            let child = codex(
-                s,
-                "Write the marker. SP-ESCALATE SP-RUN:echo should-not-run > marker.txt",
-                true,
-            );
+            let child = codex_escalated(s, "should-not-run");
             let (key, attention, _) = wait_permission(s, "codex");
-            let note = "Not on main, please (note SP-NOTE-4711).";
-            answer_and_finish(
-                s,
-                "codex",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "deny", "note": note}),
-            );
-            assert_eq!(s.marker(), None, "the denied command never ran");
-            let out = codex_tool_output(s);
-            assert!(out.contains(note), "the model saw the note; it saw:\n{out}");
+            denied_by_phone(s, "codex", (child, &key, &attention), codex_tool_output);
             assert_no_automatic_review(s);
         },
     );
@@ -1575,11 +1606,7 @@ fn codex_at_the_desk_shows_its_own_approval_without_our_delay() {
             // automatic reviewer (exec --approve-for-me), which the stand-in answers.
             codex_setup(s, 60);
             s.set_config("/control/away", json!(false));
-            let child = codex(
-                s,
-                "Write the marker. SP-ESCALATE SP-RUN:echo at-the-desk > marker.txt",
-                true,
-            );
+            let child = codex_escalated(s, "at-the-desk");
             finish_logged(s, child, "codex", Duration::from_secs(60));
             let reqs = s.model_requests();
             let call = reqs
@@ -1601,10 +1628,7 @@ fn codex_at_the_desk_shows_its_own_approval_without_our_delay() {
                 "Codex's own approval came {waited:.2} s after the call (our wait is 60 s)"
             );
             assert!(
-                !s.receiver
-                    .events()
-                    .iter()
-                    .any(|e| e["type"] == "attention.needed"),
+                s.never_got("attention.needed"),
                 "no prompt the phone cannot answer"
             );
             let log = std::fs::read_to_string(s.home.join(".local/state/sessionpipe/sp.log"))
@@ -1621,23 +1645,13 @@ fn codex_at_the_desk_shows_its_own_approval_without_our_delay() {
 fn codex_prompt_is_delivered_at_stop() {
     scenario("codex_prompt_is_delivered_at_stop", &["codex"], |s| {
         codex_setup(s, 60);
-        let (run, reqs) =
-            prompt_queued_during_first_answer(s, "codex", |s, prompt| codex(s, prompt, false));
-        let second = all_text(&reqs[1]["body"]["input"]);
+        let start = |s: &Scene, prompt: &str| codex(s, prompt, false);
+        let (run, second) = delivered_prompt_reached_the_model(s, "codex", start, "input");
         assert!(
             second.contains("<hook_prompt"),
             "as Codex's hook prompt:\n{second}"
         );
-        assert!(
-            second.contains("Please also say the word. SP-ECHO:MARMALADE"),
-            "the delivered prompt reached the model:\n{second}"
-        );
-        assert!(!all_text(&reqs[0]["body"]["input"]).contains("MARMALADE"));
-        assert!(
-            run.stdout.contains("SP-SAW:MARMALADE"),
-            "codex's last message: {}",
-            run.stdout
-        );
+        assert_printed_the_answer(&run, "codex");
     });
 }
 
@@ -1689,8 +1703,7 @@ fn gemini(scene: &Scene, prompt: &str) -> Child {
 }
 
 fn gemini_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
-    let mut c = Command::new(cli_path("gemini"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("gemini");
     c.env("GEMINI_API_KEY", "e2e-dummy")
         .env("GOOGLE_GEMINI_BASE_URL", &scene.model_url)
         .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
@@ -1739,17 +1752,11 @@ fn gemini_cli_permission_is_announced_and_only_the_terminal_answers() {
         &["gemini"],
         |s| {
             gemini_setup(s);
-            let tui = gemini_tui(
-                s,
-                "Write the marker. SP-RUN:echo from-the-terminal > marker.txt",
-            );
+            let tui = gemini_tui(s, &write_marker("from-the-terminal"));
             let (key, attention, needed) = wait_permission(s, "gemini-cli");
-            assert!(
-                needed["data"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("Confirm Shell Command: echo from-the-terminal > marker.txt"),
-                "{needed}"
+            e2e::assert_message_has(
+                &needed,
+                "Confirm Shell Command: echo from-the-terminal > marker.txt",
             );
             let m = s.enqueue(
                 &key,
@@ -1786,19 +1793,8 @@ fn gemini_cli_prompt_is_delivered_at_after_agent() {
         &["gemini"],
         |s| {
             gemini_setup(s);
-            let (run, reqs) = prompt_queued_during_first_answer(s, "gemini-cli", gemini);
-            assert!(
-                all_text(&reqs[1]["body"]["contents"])
-                    .contains("Please also say the word. SP-ECHO:MARMALADE"),
-                "the delivered prompt reached the model: {}",
-                reqs[1]["body"]["contents"]
-            );
-            assert!(!all_text(&reqs[0]["body"]["contents"]).contains("MARMALADE"));
-            assert!(
-                run.stdout.contains("SP-SAW:MARMALADE"),
-                "gemini's answer: {}",
-                run.stdout
-            );
+            let (run, _) = delivered_prompt_reached_the_model(s, "gemini-cli", gemini, "contents");
+            assert_printed_the_answer(&run, "gemini");
         },
     );
 }
@@ -1886,10 +1882,7 @@ fn gemini_cli_interactive_steer_then_cancel_at_its_tool_seams() {
             let holding = |k: u32| {
                 let go = gate.join(format!("go-{k}")).to_string_lossy().to_string();
                 assert!(
-                    until(Duration::from_secs(60), || s
-                        .model_requests()
-                        .iter()
-                        .any(|r| r["note"] == "holding" && r["path"] == go.as_str())),
+                    holding(s, &go),
                     "the agent asked the model again after call {k}; the screen:\n{}",
                     tui.screen()
                 );
@@ -1938,14 +1931,12 @@ fn gemini_cli_interactive_steer_then_cancel_at_its_tool_seams() {
 
 fn copilot_setup(scene: &Scene) {
     scene.write_config("copilot-cli", 60);
-    std::fs::create_dir_all(scene.home.join(".copilot")).unwrap();
-    let out = scene.install(&[]);
-    assert!(out.contains("copilot-cli"), "{out}");
-    let hooks: Value = serde_json::from_str(
-        &std::fs::read_to_string(scene.home.join(".copilot/hooks/sessionpipe.json"))
-            .expect("install.sh wrote hooks/sessionpipe.json"),
-    )
-    .unwrap();
+    let hooks = install_for(
+        scene,
+        ".copilot",
+        "copilot-cli",
+        ".copilot/hooks/sessionpipe.json",
+    );
     let perm = &hooks["hooks"]["permissionRequest"][0];
     assert!(
         perm["bash"]
@@ -1962,8 +1953,7 @@ fn copilot(scene: &Scene, prompt: &str) -> Child {
 }
 
 fn copilot_with(scene: &Scene, prompt: &str, extra: &[&str]) -> Child {
-    let mut c = Command::new(cli_path("copilot"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("copilot");
     c.env("COPILOT_OFFLINE", "true")
         .env(
             "COPILOT_PROVIDER_BASE_URL",
@@ -1984,28 +1974,11 @@ fn copilot_cli_remote_allow_runs_the_tool() {
         &["copilot"],
         |s| {
             copilot_setup(s);
-            let child = copilot(
-                s,
-                "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
-            );
+            let child = copilot(s, &write_marker("allowed-by-phone"));
             let (key, attention, needed) = wait_permission(s, "copilot-cli");
             assert_eq!(needed["data"]["tool"], "bash");
-            assert!(
-                needed["data"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("echo allowed-by-phone > marker.txt"),
-                "{needed}"
-            );
-            answer_and_finish(
-                s,
-                "copilot-cli",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "allow"}),
-            );
-            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
+            e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
+            allowed_by_phone(s, "copilot-cli", child, &key, &attention);
             assert_eq!(
                 s.agent_requests().len(),
                 2,
@@ -2022,49 +1995,9 @@ fn copilot_cli_prompt_is_delivered_at_agent_stop() {
         &["copilot"],
         |s| {
             copilot_setup(s);
-            let (run, reqs) = prompt_queued_during_first_answer(s, "copilot-cli", copilot);
-            let second = all_text(&reqs[1]["body"]["messages"]);
-            assert!(
-                second.contains("Please also say the word. SP-ECHO:MARMALADE"),
-                "the delivered prompt reached the model:\n{second}"
-            );
-            assert!(!all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"));
-            assert!(
-                run.stdout.contains("SP-SAW:MARMALADE"),
-                "copilot's answer: {}",
-                run.stdout
-            );
-        },
-    );
-}
-
-#[test]
-fn copilot_cli_remote_deny_keeps_the_tool_from_running() {
-    scenario(
-        "copilot_cli_remote_deny_keeps_the_tool_from_running",
-        &["copilot"],
-        |s| {
-            copilot_setup(s);
-            let child = copilot(
-                s,
-                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
-            );
-            let (key, attention, _) = wait_permission(s, "copilot-cli");
-            let note = "Not on main, please (note SP-NOTE-4711).";
-            answer_and_finish(
-                s,
-                "copilot-cli",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "deny", "note": note}),
-            );
-            assert_eq!(s.marker(), None, "the denied command never ran");
-            let seen = tool_result_text(s);
-            assert!(
-                seen.contains(note),
-                "the model saw the note; it saw:\n{seen}"
-            );
+            let (run, _) =
+                delivered_prompt_reached_the_model(s, "copilot-cli", copilot, "messages");
+            assert_printed_the_answer(&run, "copilot");
         },
     );
 }
@@ -2074,30 +2007,6 @@ fn copilot_cli_remote_deny_keeps_the_tool_from_running() {
 fn copilot_steps(scene: &Scene, prompt: &str) -> Child {
     scene.set_config("/control/away", Value::Null);
     copilot_with(scene, prompt, &["--allow-all-tools"])
-}
-
-#[test]
-fn copilot_cli_steer_lands_in_the_same_turn() {
-    scenario(
-        "copilot_cli_steer_lands_in_the_same_turn",
-        &["copilot"],
-        |s| {
-            copilot_setup(s);
-            steer_lands_in_the_same_turn(s, "copilot-cli", copilot_steps);
-        },
-    );
-}
-
-#[test]
-fn copilot_cli_interrupt_keeps_the_pending_tool_from_running() {
-    scenario(
-        "copilot_cli_interrupt_keeps_the_pending_tool_from_running",
-        &["copilot"],
-        |s| {
-            copilot_setup(s);
-            interrupt_keeps_the_pending_tool_from_running(s, "copilot-cli", copilot_steps);
-        },
-    );
 }
 
 /// Copilot's stop: its next permissionRequest is denied with `interrupt`, which ends the run
@@ -2206,8 +2115,7 @@ fn droid_setup(scene: &Scene) {
 }
 
 fn droid(scene: &Scene, prompt: &str) -> Child {
-    let mut c = Command::new(cli_path("droid"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("droid");
     c.env("FACTORY_AIRGAP_ENABLED", "1").args([
         "exec",
         "-m",
@@ -2234,53 +2142,8 @@ fn droid_remote_allow_runs_a_high_risk_tool() {
                 "Write the marker. SP-RISK:high SP-RUN:echo allowed-by-phone > marker.txt",
             );
             let (key, attention, needed) = wait_permission(s, "droid");
-            assert!(
-                needed["data"]["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("echo allowed-by-phone > marker.txt"),
-                "{needed}"
-            );
-            answer_and_finish(
-                s,
-                "droid",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "allow"}),
-            );
-            assert_eq!(s.marker().as_deref(), Some("allowed-by-phone\n"));
-        },
-    );
-}
-
-#[test]
-fn droid_remote_deny_keeps_the_tool_from_running() {
-    scenario(
-        "droid_remote_deny_keeps_the_tool_from_running",
-        &["droid"],
-        |s| {
-            droid_setup(s);
-            let child = droid(
-                s,
-                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
-            );
-            let (key, attention, _) = wait_permission(s, "droid");
-            let note = "Not on main, please (note SP-NOTE-4711).";
-            answer_and_finish(
-                s,
-                "droid",
-                child,
-                &key,
-                &attention,
-                json!({"decision": "deny", "note": note}),
-            );
-            assert_eq!(s.marker(), None, "the denied command never ran");
-            let seen = tool_result_text(s);
-            assert!(
-                seen.contains(note),
-                "the model saw the note; it saw:\n{seen}"
-            );
+            e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
+            allowed_by_phone(s, "droid", child, &key, &attention);
         },
     );
 }
@@ -2289,13 +2152,7 @@ fn droid_remote_deny_keeps_the_tool_from_running() {
 fn droid_prompt_is_delivered_at_stop() {
     scenario("droid_prompt_is_delivered_at_stop", &["droid"], |s| {
         droid_setup(s);
-        let (_, reqs) = prompt_queued_during_first_answer(s, "droid", droid);
-        let second = all_text(&reqs[1]["body"]["messages"]);
-        assert!(
-            second.contains("Please also say the word. SP-ECHO:MARMALADE"),
-            "the delivered prompt reached the model:\n{second}"
-        );
-        assert!(!all_text(&reqs[0]["body"]["messages"]).contains("MARMALADE"));
+        delivered_prompt_reached_the_model(s, "droid", droid, "messages");
     });
 }
 
@@ -2323,38 +2180,6 @@ fn droid_cancel_answers_a_waiting_tool_and_stops() {
 fn droid_steps(scene: &Scene, prompt: &str) -> Child {
     scene.set_config("/control/away", Value::Null);
     droid(scene, prompt)
-}
-
-#[test]
-fn droid_steer_lands_in_the_same_turn() {
-    scenario("droid_steer_lands_in_the_same_turn", &["droid"], |s| {
-        droid_setup(s);
-        steer_lands_in_the_same_turn(s, "droid", droid_steps);
-    });
-}
-
-#[test]
-fn droid_interrupt_keeps_the_pending_tool_from_running() {
-    scenario(
-        "droid_interrupt_keeps_the_pending_tool_from_running",
-        &["droid"],
-        |s| {
-            droid_setup(s);
-            interrupt_keeps_the_pending_tool_from_running(s, "droid", droid_steps);
-        },
-    );
-}
-
-#[test]
-fn droid_cancel_stops_at_the_next_tool_boundary() {
-    scenario(
-        "droid_cancel_stops_at_the_next_tool_boundary",
-        &["droid"],
-        |s| {
-            droid_setup(s);
-            cancel_stops_at_the_next_tool_boundary(s, "droid", droid_steps);
-        },
-    );
 }
 
 // ------------------------------------------------------------------------------------------
@@ -2387,6 +2212,45 @@ impl OpenCode {
         let text = r.body_mut().read_to_string().map_err(|e| e.to_string())?;
         Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
+
+    /// Sends `text` to session `id` (query `q`) as a prompt, not waiting for its turn.
+    fn prompt(&self, id: &str, q: &str, text: &str) {
+        self.post(
+            &format!("/session/{id}/prompt_async{q}"),
+            json!({"parts": [{"type": "text", "text": text}]}),
+        )
+        .expect("prompt_async");
+    }
+
+    /// Waits up to 30 s until session `id` is idle; `what` names the turn that should end.
+    #[track_caller]
+    fn wait_idle(&self, q: &str, id: &str, what: &str) {
+        assert!(
+            until(Duration::from_secs(30), || opencode_status(self, q, id)
+                == "idle"),
+            "{what}"
+        );
+    }
+
+    /// Waits up to 30 s until session `id`'s messages hold `text`; `what` says why it should.
+    #[track_caller]
+    fn wait_text(&self, q: &str, id: &str, text: &str, what: &str) {
+        assert!(
+            until(Duration::from_secs(30), || opencode_texts(self, q, id)
+                .contains(text)),
+            "{what}"
+        );
+    }
+}
+
+/// An OpenCode scenario: `opencode serve` started and one session made (reported by our
+/// plugin), then `body` with the server, the session's id and its directory query.
+fn opencode_scenario(name: &str, body: impl FnOnce(&mut Scene, &OpenCode, String, String)) {
+    scenario(name, &["opencode"], |s| {
+        let oc = opencode_start(s);
+        let (id, q) = opencode_session(s, &oc);
+        body(s, &oc, id, q);
+    });
 }
 
 fn free_port() -> u16 {
@@ -2419,8 +2283,7 @@ fn opencode_start(scene: &mut Scene) -> OpenCode {
         "{plugin}"
     );
     let port = free_port();
-    let mut c = Command::new(cli_path("opencode"));
-    scene.base_env(&mut c);
+    let mut c = scene.cli("opencode");
     for v in e2e::OPENCODE_OFFLINE {
         c.env(v, "1");
     }
@@ -2508,12 +2371,9 @@ fn opencode_texts(oc: &OpenCode, q: &str, id: &str) -> String {
 /// a few seconds of `opencode serve` starting, and OpenCode never tried an install.
 #[test]
 fn opencode_starts_at_once_offline_with_our_plugin() {
-    scenario(
+    opencode_scenario(
         "opencode_starts_at_once_offline_with_our_plugin",
-        &["opencode"],
-        |s| {
-            let oc = opencode_start(s);
-            let (id, _) = opencode_session(s, &oc);
+        |s, oc, id, _| {
             let took = oc.spawned.elapsed();
             s.say(&format!(
                 "session {id} created and reported {took:?} after the start"
@@ -2542,20 +2402,17 @@ fn opencode_starts_at_once_offline_with_our_plugin() {
 
 #[test]
 fn opencode_prompt_through_its_api_reaches_the_model() {
-    scenario(
+    opencode_scenario(
         "opencode_prompt_through_its_api_reaches_the_model",
-        &["opencode"],
-        |s| {
-            let oc = opencode_start(s);
-            let (id, q) = opencode_session(s, &oc);
+        |s, oc, id, q| {
             let m = s.enqueue(&format!("opencode:{id}"), json!({"kind": "prompt", "text": "Please say the word. SP-ECHO:MARMALADE", "expires_in_s": 300}));
             let ack = s.ack(&m, Duration::from_secs(60));
             assert_eq!(ack["outcome"], "delivered", "{ack}");
             assert!(
-                until(Duration::from_secs(60), || opencode_texts(&oc, &q, &id)
+                until(Duration::from_secs(60), || opencode_texts(oc, &q, &id)
                     .contains("SP-SAW:MARMALADE")),
                 "the model's answer to the delivered prompt is in the session: {}",
-                opencode_texts(&oc, &q, &id)
+                opencode_texts(oc, &q, &id)
             );
             let reqs = s.agent_requests();
             assert!(
@@ -2581,11 +2438,7 @@ fn opencode_fifty_prompts_queued_while_busy_are_each_delivered_once_idle() {
             for k in 0..50 {
                 let (id, q) = opencode_session(s, &oc);
                 let gate = s.dir.join(format!("go-{k}"));
-                oc.post(
-                    &format!("/session/{id}/prompt_async{q}"),
-                    json!({"parts": [{"type": "text", "text": format!("Say hello. SP-HOLD:{}", gate.display())}]}),
-                )
-                .expect("prompt_async");
+                oc.prompt(&id, &q, &format!("Say hello. SP-HOLD:{}", gate.display()));
                 assert!(
                     until(Duration::from_secs(60), || opencode_status(&oc, &q, &id)
                         == "busy"),
@@ -2625,14 +2478,8 @@ fn opencode_fifty_prompts_queued_while_busy_are_each_delivered_once_idle() {
 
 #[test]
 fn opencode_cancel_stops_a_slow_turn() {
-    scenario("opencode_cancel_stops_a_slow_turn", &["opencode"], |s| {
-        let oc = opencode_start(s);
-        let (id, q) = opencode_session(s, &oc);
-        oc.post(
-            &format!("/session/{id}/prompt_async{q}"),
-            json!({"parts": [{"type": "text", "text": "Take your time. SP-SLOW"}]}),
-        )
-        .expect("prompt_async");
+    opencode_scenario("opencode_cancel_stops_a_slow_turn", |s, oc, id, q| {
+        oc.prompt(&id, &q, "Take your time. SP-SLOW");
         // The slow answer has started streaming.
         assert!(
             s.slow_answer_streams(Duration::from_secs(60)),
@@ -2644,13 +2491,13 @@ fn opencode_cancel_stops_a_slow_turn() {
             .find(|r| r["answer"][2] == json!(true))
             .unwrap()["n"]
             .clone();
-        assert_eq!(opencode_status(&oc, &q, &id), "busy");
+        assert_eq!(opencode_status(oc, &q, &id), "busy");
         let started = Instant::now();
         let m = s.enqueue(&format!("opencode:{id}"), json!({"kind": "cancel"}));
         let ack = s.ack(&m, Duration::from_secs(30));
         assert_eq!(ack["outcome"], "delivered", "{ack}");
         assert!(
-            until(Duration::from_secs(15), || opencode_status(&oc, &q, &id)
+            until(Duration::from_secs(15), || opencode_status(oc, &q, &id)
                 == "idle"),
             "the turn stopped"
         );
@@ -2679,77 +2526,56 @@ fn opencode_cancel_stops_a_slow_turn() {
 
 #[test]
 fn opencode_permission_reply_takes_effect() {
-    scenario(
-        "opencode_permission_reply_takes_effect",
-        &["opencode"],
-        |s| {
-            let oc = opencode_start(s);
-            let (id, q) = opencode_session(s, &oc);
-            oc.post(
-            &format!("/session/{id}/prompt_async{q}"),
-            json!({"parts": [{"type": "text", "text": "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt"}]}),
-        )
-        .expect("prompt_async");
-            let (key, attention, needed) = wait_permission(s, "opencode");
-            assert_eq!(key, format!("opencode:{id}"));
-            e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
-            assert_eq!(s.marker(), None, "nothing ran before the answer");
-            let m = s.enqueue(
-                &key,
-                json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
-            );
-            assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
-            assert!(
-                until(Duration::from_secs(30), || s.marker().as_deref()
-                    == Some("allowed-by-phone\n")),
-                "the tool ran: marker {:?}",
-                s.marker()
-            );
-            assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
-            assert!(
-                until(Duration::from_secs(30), || opencode_texts(&oc, &q, &id)
-                    .contains("SP-FINAL: tool result seen.")),
-                "the model got the tool's result and answered"
-            );
-            let reqs = s.agent_requests();
-            assert!(reqs.last().is_some_and(|r| r["body"]["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|m| m["role"] == "tool")));
-        },
-    );
+    opencode_scenario("opencode_permission_reply_takes_effect", |s, oc, id, q| {
+        oc.prompt(
+            &id,
+            &q,
+            "Write the marker. SP-RUN:echo allowed-by-phone > marker.txt",
+        );
+        let (key, attention, needed) = wait_permission(s, "opencode");
+        assert_eq!(key, format!("opencode:{id}"));
+        e2e::assert_message_has(&needed, "echo allowed-by-phone > marker.txt");
+        assert_eq!(s.marker(), None, "nothing ran before the answer");
+        allow_then_the_tool_runs(s, &key, &attention);
+        assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
+        oc.wait_text(
+            &q,
+            &id,
+            "SP-FINAL: tool result seen.",
+            "the model got the tool's result and answered",
+        );
+        let reqs = s.agent_requests();
+        assert!(reqs.last().is_some_and(|r| r["body"]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool")));
+    });
 }
 
 #[test]
 fn opencode_permission_reject_keeps_the_tool_from_running() {
-    scenario(
+    opencode_scenario(
         "opencode_permission_reject_keeps_the_tool_from_running",
-        &["opencode"],
-        |s| {
-            let oc = opencode_start(s);
-            let (id, q) = opencode_session(s, &oc);
-            oc.post(
-            &format!("/session/{id}/prompt_async{q}"),
-            json!({"parts": [{"type": "text", "text": "Write the marker. SP-RUN:echo should-not-run > marker.txt"}]}),
-        )
-        .expect("prompt_async");
+        |s, oc, id, q| {
+            oc.prompt(
+                &id,
+                &q,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
             let (key, attention, _) = wait_permission(s, "opencode");
             let note = "Not on main, please (note SP-NOTE-4711).";
             let m = s.enqueue(&key, json!({"kind": "permission.answer", "for": attention, "decision": "deny", "note": note}));
             assert_eq!(s.ack(&m, Duration::from_secs(30))["outcome"], "delivered");
             assert_eq!(cleared(s, &attention)["data"]["how"], "answered");
-            assert!(
-                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
-                    == "idle"),
-                "the turn ended"
-            );
+            oc.wait_idle(&q, &id, "the turn ended");
             assert_eq!(s.marker(), None, "the rejected tool never ran");
             // The note reached the model as the rejected call's tool result.
-            assert!(
-                until(Duration::from_secs(30), || opencode_texts(&oc, &q, &id)
-                    .contains("SP-FINAL: tool result seen.")),
-                "the model answered after the rejection"
+            oc.wait_text(
+                &q,
+                &id,
+                "SP-FINAL: tool result seen.",
+                "the model answered after the rejection",
             );
             let reqs = s.agent_requests();
             assert_eq!(
@@ -2757,14 +2583,7 @@ fn opencode_permission_reject_keeps_the_tool_from_running() {
                 2,
                 "the tool call, then the answer to its rejection"
             );
-            let tool = reqs[1]["body"]["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .rev()
-                .find(|m| m["role"] == "tool")
-                .cloned()
-                .expect("a tool message");
+            let tool = last_message(&reqs[1], "tool").expect("a tool message");
             assert!(
                 all_text(&tool["content"]).contains(note),
                 "the model saw the note: {tool}"
@@ -2779,12 +2598,9 @@ fn opencode_permission_reject_keeps_the_tool_from_running() {
 /// does not run and the model is not called again.
 #[test]
 fn opencode_session_grant_and_deny_and_stop() {
-    scenario(
+    opencode_scenario(
         "opencode_session_grant_and_deny_and_stop",
-        &["opencode"],
-        |s| {
-            let oc = opencode_start(s);
-            let (id, q) = opencode_session(s, &oc);
+        |s, oc, id, q| {
             let started = s.wait_event(
                 "session.started",
                 |e| e["session"]["id"] == id.as_str(),
@@ -2809,11 +2625,7 @@ fn opencode_session_grant_and_deny_and_stop() {
                     .filter(|e| e["type"] == "attention.needed")
                     .count()
             };
-            oc.post(
-                &format!("/session/{id}/prompt_async{q}"),
-                json!({"parts": [{"type": "text", "text": run}]}),
-            )
-            .expect("prompt_async");
+            oc.prompt(&id, &q, run);
             let (key, attention, _) = wait_permission(s, "opencode");
             let m = s.enqueue(
                 &key,
@@ -2830,28 +2642,16 @@ fn opencode_session_grant_and_deny_and_stop() {
                 until(Duration::from_secs(30), || lines() == 1),
                 "the tool ran once"
             );
-            assert!(
-                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
-                    == "idle"),
-                "the first turn ended"
-            );
+            oc.wait_idle(&q, &id, "the first turn ended");
             let before = asked();
             // The same call again: answered from the grant, nobody asked.
-            oc.post(
-                &format!("/session/{id}/prompt_async{q}"),
-                json!({"parts": [{"type": "text", "text": run}]}),
-            )
-            .expect("prompt_async");
+            oc.prompt(&id, &q, run);
             assert!(
                 until(Duration::from_secs(60), || lines() == 2),
                 "the granted call ran again without a prompt: {} line(s)",
                 lines()
             );
-            assert!(
-                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
-                    == "idle"),
-                "the second turn ended"
-            );
+            oc.wait_idle(&q, &id, "the second turn ended");
             assert_eq!(asked(), before, "the granted call was announced");
             let used: i64 = s
                 .db()
@@ -2865,11 +2665,11 @@ fn opencode_session_grant_and_deny_and_stop() {
 
             // Deny & stop.
             let n = s.agent_requests().len();
-            oc.post(
-                &format!("/session/{id}/prompt_async{q}"),
-                json!({"parts": [{"type": "text", "text": "Write the marker. SP-RUN:echo should-not-run > marker.txt"}]}),
-            )
-            .expect("prompt_async");
+            oc.prompt(
+                &id,
+                &q,
+                "Write the marker. SP-RUN:echo should-not-run > marker.txt",
+            );
             let needed = s.wait_event(
                 "attention.needed",
                 |e| {
@@ -2885,19 +2685,8 @@ fn opencode_session_grant_and_deny_and_stop() {
                        "interrupt": true, "note": "Stop; run the tests first."}),
             );
             let ack = s.ack(&m, Duration::from_secs(30));
-            assert_eq!(ack["outcome"], "delivered", "{ack}");
-            assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .contains("abort: the turn ends"),
-                "{ack}"
-            );
-            assert!(
-                until(Duration::from_secs(30), || opencode_status(&oc, &q, &id)
-                    == "idle"),
-                "the turn ended"
-            );
+            assert_ack(&ack, "delivered", "abort: the turn ends");
+            oc.wait_idle(&q, &id, "the turn ended");
             let ended = s.wait_event(
                 "turn.ended",
                 |e| e["session"]["id"] == id.as_str() && e["data"]["reason"] == "interrupt",
@@ -2946,10 +2735,7 @@ fn claude_code_turn_transcript_reaches_a_tier_2_sink() {
             assert_eq!(t["data"]["assistant"], "SP-SAW:PAPAYA", "{t}");
             s.wait_event("turn.ended", |_| true, Duration::from_secs(30));
             assert!(
-                !s.receiver
-                    .events()
-                    .iter()
-                    .any(|e| e["type"] == "turn.transcript"),
+                s.never_got("turn.transcript"),
                 "the tier-1 sink never gets a transcript"
             );
         },

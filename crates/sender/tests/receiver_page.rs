@@ -302,42 +302,14 @@ fn page_and_actions_need_the_login_token() {
     assert_eq!(page.header("x-frame-options"), Some("DENY"));
     let host = r.url.trim_start_matches("http://").to_owned();
     let own_origin = r.url.clone();
-    let cases: Vec<(Vec<(&str, &str)>, u16)> = vec![
-        (vec![("cookie", &cookie)], 403),
-        (
-            vec![("cookie", &cookie), ("x-sessionpipe-csrf", "0000")],
-            403,
-        ),
-        (
-            vec![
-                ("cookie", &cookie),
-                ("x-sessionpipe-csrf", &csrf),
-                ("origin", "http://evil.example"),
-            ],
-            403,
-        ),
-        (
-            vec![
-                ("cookie", &cookie),
-                ("x-sessionpipe-csrf", &csrf),
-                ("sec-fetch-site", "cross-site"),
-            ],
-            403,
-        ),
-        (
-            vec![
-                ("cookie", &cookie),
-                ("x-sessionpipe-csrf", &csrf),
-                ("origin", &own_origin),
-                ("host", &host),
-            ],
-            200,
-        ),
-        (
-            vec![("cookie", &cookie), ("x-sessionpipe-csrf", &csrf)],
-            200,
-        ),
-    ];
+    let mut cases: Vec<(Vec<(&str, &str)>, u16)> = common::csrf::refused(&cookie, &csrf)
+        .into_iter()
+        .map(|h| (h, 403))
+        .collect();
+    let mut own = common::csrf::taken(&cookie, &csrf);
+    own.extend([("origin", own_origin.as_str()), ("host", host.as_str())]);
+    cases.push((own, 200));
+    cases.push((common::csrf::taken(&cookie, &csrf), 200));
     for (headers, want) in cases {
         let resp = post_json(&enqueue_url, &headers, &body);
         assert_eq!(resp.status, want, "{headers:?}: {}", resp.text);
@@ -643,15 +615,37 @@ fn state_survives_a_restart() {
 // 1 and 2. The browser test
 // ---------------------------------------------------------------------------------------
 
-#[test]
-fn a_person_answers_from_the_page_in_headless_chromium() {
-    // Fail (never skip) when the browser cannot run, naming the script that installs it.
+/// A browser test's temp folder, sp-receiver in it and a machine syncing to it. Fails (never
+/// skips) when the browser cannot run, naming the script that installs it.
+fn page_test() -> (tempfile::TempDir, SpReceiver, Machine) {
     if let Some(why) = missing_browser_deps() {
         panic!("the browser test cannot run: {why}");
     }
     let dir = tempfile::tempdir().unwrap();
     let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
     let machine = Machine::syncing_to(dir.path(), &receiver);
+    (dir, receiver, machine)
+}
+
+/// The fixtures' Claude Code session started in folder `cwd` (SessionStart through sp-event).
+fn session_started(machine: &Machine, cwd: &str) {
+    let mut start = payload(CC_STOP);
+    start["hook_event_name"] = json!("SessionStart");
+    start["source"] = json!("startup");
+    start["cwd"] = json!(cwd);
+    assert!(machine.hook("sp-event", &start).status.success());
+}
+
+/// The fixtures' Claude Code PermissionRequest, asked in folder `cwd`.
+fn ask_in(cwd: &str) -> Value {
+    let mut ask = payload(CC_PERMISSION);
+    ask["cwd"] = json!(cwd);
+    ask
+}
+
+#[test]
+fn a_person_answers_from_the_page_in_headless_chromium() {
+    let (_dir, receiver, machine) = page_test();
     let key = format!("claude-code:{CC_SESSION}");
     let card = format!("article[data-session=\"{key}\"]");
     let attention = format!("[data-attention=\"{CC_PERMISSION_ID}\"]");
@@ -684,8 +678,7 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
 
     // 1. A Claude Code PermissionRequest hook waits; the prompt appears on the page.
     // The fixture's cwd is another machine's; put the session in this HOME.
-    let mut ask = payload(CC_PERMISSION);
-    ask["cwd"] = json!(format!("{}/src/api", machine.home.display()));
+    let ask = ask_in(&format!("{}/src/api", machine.home.display()));
     let hook = machine.spawn_hook("sp-permission", &ask);
     b.wait(&attention);
     let shown = b.text(&attention);
@@ -912,21 +905,12 @@ fn a_person_answers_from_the_page_in_headless_chromium() {
 /// Codex session (none) gets Allow once and Deny only.
 #[test]
 fn the_page_offers_only_the_answers_the_harness_honours() {
-    if let Some(why) = missing_browser_deps() {
-        panic!("the browser test cannot run: {why}");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
-    let machine = Machine::syncing_to(dir.path(), &receiver);
+    let (_dir, receiver, machine) = page_test();
     let cwd = format!("{}/src/api", machine.home.display());
     let attention = format!("[data-attention=\"{CC_PERMISSION_ID}\"]");
 
     // The Claude Code session starts: its session.started carries the harness table's answers.
-    let mut start = payload(CC_STOP);
-    start["hook_event_name"] = json!("SessionStart");
-    start["source"] = json!("startup");
-    start["cwd"] = json!(cwd);
-    assert!(machine.hook("sp-event", &start).status.success());
+    session_started(&machine, &cwd);
     // A session with an open prompt whose harness lists no answer fields (`answer: []`, as a
     // harness that honours only yes or no would send).
     let sender = bearer(TOKEN);
@@ -950,13 +934,10 @@ fn the_page_offers_only_the_answers_the_harness_honours() {
     assert_eq!(resp.json()["accepted"], 2, "{}", resp.json());
 
     let mut b = Browser::launch();
-    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
-    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
-    b.click("#login-form button[type=submit]");
+    common::page::open_and_log_in(&mut b, &format!("{}/", receiver.url));
     b.wait("#conn[data-state=\"live\"]");
 
-    let mut ask = payload(CC_PERMISSION);
-    ask["cwd"] = json!(cwd);
+    let ask = ask_in(&cwd);
     let hook = machine.spawn_hook("sp-permission", &ask);
     b.wait(&attention);
     for shown in ["allow", "allow-session", "deny", "deny-stop", "edit-allow"] {
@@ -1032,20 +1013,13 @@ fn printed_decision(machine: &Machine, hook: std::process::Child) -> Value {
 /// question's options are buttons, a multi-select's checkboxes, and a typed answer counts.
 #[test]
 fn the_page_shows_the_call_and_sends_an_edit_back_whole() {
-    if let Some(why) = missing_browser_deps() {
-        panic!("the browser test cannot run: {why}");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
-    let machine = Machine::syncing_to(dir.path(), &receiver);
+    let (_dir, receiver, machine) = page_test();
     let mut start = payload(CC_STOP);
     start["hook_event_name"] = json!("SessionStart");
     start["source"] = json!("startup");
     assert!(machine.hook("sp-event", &start).status.success());
     let mut b = Browser::launch();
-    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
-    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
-    b.click("#login-form button[type=submit]");
+    common::page::open_and_log_in(&mut b, &format!("{}/", receiver.url));
     b.wait("#conn[data-state=\"live\"]");
     let ask = |n: u32, tool: &str, input: Value| {
         let mut p = payload(CC_PERMISSION);
@@ -1162,28 +1136,16 @@ fn the_page_shows_the_call_and_sends_an_edit_back_whole() {
 /// one line.
 #[test]
 fn the_page_says_the_call_and_its_controls_in_plain_words() {
-    if let Some(why) = missing_browser_deps() {
-        panic!("the browser test cannot run: {why}");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = SpReceiver::start(&dir.path().join("receiver"), &[]);
-    let machine = Machine::syncing_to(dir.path(), &receiver);
+    let (_dir, receiver, machine) = page_test();
     let key = format!("claude-code:{CC_SESSION}");
     let card = format!("article[data-session=\"{key}\"]");
     let attention = format!("[data-attention=\"{CC_PERMISSION_ID}\"]");
-    let mut start = payload(CC_STOP);
-    start["hook_event_name"] = json!("SessionStart");
-    start["source"] = json!("startup");
-    start["cwd"] = json!(format!("{}/src/api", machine.home.display()));
-    assert!(machine.hook("sp-event", &start).status.success());
-    let mut ask = payload(CC_PERMISSION);
-    ask["cwd"] = json!(format!("{}/src/api", machine.home.display()));
+    session_started(&machine, &format!("{}/src/api", machine.home.display()));
+    let ask = ask_in(&format!("{}/src/api", machine.home.display()));
     let hook = machine.spawn_hook("sp-permission", &ask);
 
     let mut b = Browser::launch();
-    b.call(json!({"op": "goto", "url": format!("{}/", receiver.url)}));
-    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
-    b.click("#login-form button[type=submit]");
+    common::page::open_and_log_in(&mut b, &format!("{}/", receiver.url));
     b.wait(&attention);
     assert_eq!(b.text(&format!("{attention} .att-tool")), "Bash");
     assert_eq!(

@@ -24,7 +24,7 @@ mod common;
 
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
-use common::receiver::{LOGIN, TOKEN};
+use common::receiver::TOKEN;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -55,48 +55,54 @@ impl SpReceiver {
     }
 
     fn db(&self) -> rusqlite::Connection {
-        let c = rusqlite::Connection::open(&self.db).unwrap();
-        c.busy_timeout(Duration::from_secs(5)).unwrap();
-        c
+        common::receiver::open_db(&self.db)
     }
 
-    /// The first ack the receiver recorded for message `id`.
-    fn ack(&self, id: &str, timeout: Duration) -> Option<Value> {
-        let mut found = None;
-        until(timeout, || {
-            found = self
-                .db()
-                .query_row(
-                    "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1",
-                    [id],
-                    |r| r.get::<_, String>(0),
-                )
-                .ok()
-                .map(|s| serde_json::from_str(&s).unwrap());
-            found.is_some()
-        });
-        found
+    /// The id and body of the first queued message `WHERE {filter}`.
+    fn message(&self, filter: &str) -> (String, String) {
+        self.db()
+            .query_row(
+                &format!("SELECT id, body FROM messages WHERE {filter}"),
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+    }
+
+    /// The first ack the receiver recorded for message `id` (waiting up to 30 s for it).
+    fn ack(&self, id: &str) -> Value {
+        common::receiver::first_ack(&self.db, id)
     }
 
     /// This test's own way into the queue: a row in sp-receiver's database, as the receiver
     /// writes one for a signed envelope. Returns the new id.
     fn inject(&self, machine: &str, session: &str, envelope: &Value) -> String {
-        let id = ulid::Ulid::new().to_string();
-        let mut env = envelope.clone();
-        env["id"] = json!(id);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64;
-        self.db()
-            .execute(
-                "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at, machine)
-                 VALUES (?1, ?2, 'permission.answer', ?3, ?4, ?5, 'test', ?6)",
-                rusqlite::params![id, session, env.to_string(), now + 120_000, now, machine],
-            )
-            .unwrap();
-        id
+        common::queue_row::inject_answer(&self.db, machine, session, envelope)
     }
+}
+
+/// The prompt `att` is still open on the machine (`why` says what would have settled it).
+#[track_caller]
+fn assert_still_open(env: &Env, att: &str, why: &str) {
+    assert_eq!(
+        env.query::<String>(&format!(
+            "SELECT state FROM attention WHERE attention_id = '{att}'"
+        )),
+        vec!["open".to_string()],
+        "{why}"
+    );
+}
+
+/// The person denies prompt `att` of session `key` from the page (signed): the waiting
+/// `hook` prints deny, never allow.
+fn deny_on_page(b: &mut Browser, hook: std::process::Child, key: &str, att: &str) {
+    let attention = format!("#inbox [data-session=\"{key}\"] [data-attention=\"{att}\"]");
+    b.wait(&attention);
+    b.click(&format!("{attention} button.deny"));
+    let out = finish(hook, Duration::from_secs(60));
+    let printed = stdout(&out);
+    assert!(!printed.contains("\"allow\""), "{printed}");
+    assert!(printed.contains("\"deny\""), "{printed}");
 }
 
 fn permission_request(command: &str) -> Value {
@@ -156,15 +162,7 @@ fn pair_and_allow_from_the_page_with_a_touch_and_forgeries_and_a_hostile_day_key
     let page = format!("http://localhost:{}", receiver.port);
 
     // The well-known declares signing for rp id localhost.
-    let wk: Value = serde_json::from_str(
-        &ureq::get(&format!("{}/.well-known/sessionpipe", receiver.url))
-            .call()
-            .unwrap()
-            .body_mut()
-            .read_to_string()
-            .unwrap(),
-    )
-    .unwrap();
+    let wk = common::http::get(&format!("{}/.well-known/sessionpipe", receiver.url), &[]).json();
     assert_eq!(
         wk["control"]["signing"],
         json!({"rp_id": "localhost", "algs": [-7, -257]})
@@ -184,17 +182,14 @@ fn pair_and_allow_from_the_page_with_a_touch_and_forgeries_and_a_hostile_day_key
         link,
         digits,
         printed,
-    } = common::pairing::start(cmd);
-    assert!(link.starts_with(&format!("{page}/pair?code=")), "{link}");
+    } = common::page::start_pair(cmd, &page);
     assert_eq!(digits.len(), 6);
 
     let mut b = Browser::launch();
     b.call(json!({"op": "webauthn"}));
     // Opened logged out, the link asks for the login token and then comes back to itself.
-    let first = b.call(json!({"op": "goto", "url": link}));
+    let first = common::page::open_and_log_in(&mut b, &link);
     assert_eq!(first["status"], 401);
-    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
-    b.click("#login-form button[type=submit]");
     b.wait("#conn[data-state=\"live\"]");
     b.wait("#pair-check[data-check]");
     assert_eq!(b.call(json!({"op": "url"}))["url"], json!(link));
@@ -253,17 +248,8 @@ fn pair_and_allow_from_the_page_with_a_touch_and_forgeries_and_a_hostile_day_key
     let out = finish(hook, Duration::from_secs(60));
     assert!(out.status.success());
     assert_eq!(stdout(&out).trim_end(), ALLOW, "log: {}", env.log());
-    let (id, body): (String, String) = receiver
-        .db()
-        .query_row(
-            "SELECT id, body FROM messages WHERE machine IS NOT NULL ORDER BY n LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    let ack = receiver
-        .ack(&id, Duration::from_secs(20))
-        .expect("an ack for the signed allow");
+    let (id, body) = receiver.message("machine IS NOT NULL ORDER BY n LIMIT 1");
+    let ack = receiver.ack(&id);
     assert_eq!(ack["outcome"], "delivered", "{ack}");
     let envelope: Value = serde_json::from_str(&body).unwrap();
     let cmd = envelope["cmd"].as_str().unwrap().to_owned();
@@ -293,27 +279,13 @@ fn pair_and_allow_from_the_page_with_a_touch_and_forgeries_and_a_hostile_day_key
     assert_ne!(edited["cmd"], envelope["cmd"]);
     let edited = receiver.inject(&machine, &key, &edited);
     for (id, code) in [(replay, "replay"), (edited, "bad_assertion")] {
-        let ack = receiver
-            .ack(&id, Duration::from_secs(30))
-            .unwrap_or_else(|| panic!("no ack for the {code} command"));
+        let ack = receiver.ack(&id);
         assert_eq!(ack["outcome"], "refused", "{ack}");
         assert_eq!(ack["code"], code, "{ack}");
     }
-    assert_eq!(
-        env.query::<String>(&format!(
-            "SELECT state FROM attention WHERE attention_id = '{att2}'"
-        )),
-        vec!["open".to_string()],
-        "a forgery settled the prompt"
-    );
+    assert_still_open(&env, &att2, "a forgery settled the prompt");
     // The person denies it from the page (signed too): the hook prints deny, never allow.
-    let attention2 = format!("#inbox [data-session=\"{key}\"] [data-attention=\"{att2}\"]");
-    b.wait(&attention2);
-    b.click(&format!("{attention2} button.deny"));
-    let out = finish(hook, Duration::from_secs(60));
-    let printed = stdout(&out);
-    assert!(!printed.contains("\"allow\""), "{printed}");
-    assert!(printed.contains("\"deny\""), "{printed}");
+    deny_on_page(&mut b, hook, &key, &att2);
 
     // 4. A hostile page (DECISIONS 36): a script the receiver serves signs an allow with the
     // day key the page stores (the deny above made it). The machine refuses it
@@ -327,28 +299,14 @@ fn pair_and_allow_from_the_page_with_a_touch_and_forgeries_and_a_hostile_day_key
         .as_str()
         .expect("an envelope id")
         .to_owned();
-    let ack = receiver
-        .ack(&id, Duration::from_secs(30))
-        .expect("an ack for the hostile allow");
+    let ack = receiver.ack(&id);
     assert_eq!(
         (ack["outcome"].as_str(), ack["code"].as_str()),
         (Some("refused"), Some("confirm_needed")),
         "{ack}"
     );
-    assert_eq!(
-        env.query::<String>(&format!(
-            "SELECT state FROM attention WHERE attention_id = '{att3}'"
-        )),
-        vec!["open".to_string()],
-        "the day key alone settled the prompt"
-    );
-    let attention3 = format!("#inbox [data-session=\"{key}\"] [data-attention=\"{att3}\"]");
-    b.wait(&attention3);
-    b.click(&format!("{attention3} button.deny"));
-    let out = finish(hook, Duration::from_secs(60));
-    let printed = stdout(&out);
-    assert!(!printed.contains("\"allow\""), "{printed}");
-    assert!(printed.contains("\"deny\""), "{printed}");
+    assert_still_open(&env, &att3, "the day key alone settled the prompt");
+    deny_on_page(&mut b, hook, &key, &att3);
 
     // A message typed on the page, signed, reaches the session at its next Stop.
     let card = format!("article[data-session=\"{key}\"]");
@@ -391,18 +349,9 @@ fn pair_in_browser(env: &Env, receiver: &SpReceiver, b: &mut Browser) -> String 
         ..
     } = common::pairing::start(cmd);
     b.call(json!({"op": "webauthn"}));
-    b.call(json!({"op": "goto", "url": link}));
-    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
-    b.click("#login-form button[type=submit]");
+    common::page::open_and_log_in(b, &link);
     b.wait("#pair-check[data-check]");
-    b.click("#pair-approve");
-    b.wait("#pair-status[data-state=\"paired\"]");
-    let done = finish(child, Duration::from_secs(30));
-    assert!(
-        done.status.success(),
-        "sp pair: {}",
-        printed.lock().unwrap()
-    );
+    common::pairing::approve(b, child, &printed);
     receiver
         .db()
         .query_row("SELECT id FROM machines", [], |r| r.get(0))
@@ -459,14 +408,7 @@ fn a_new_session_form_signs_a_start_with_a_touch_shows_it_working_and_says_a_ref
     b.wait(&format!("{item} .state[data-state=\"working\"]"));
     let key = b.attr(&item, "data-session");
     assert!(key.starts_with("claude-code:"), "{key}");
-    let (id, body): (String, String) = receiver
-        .db()
-        .query_row(
-            "SELECT id, body FROM messages WHERE kind = 'start'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
+    let (id, body) = receiver.message("kind = 'start'");
     let envelope: Value = serde_json::from_str(&body).unwrap();
     let cmd: Value = serde_json::from_str(envelope["cmd"].as_str().unwrap()).unwrap();
     assert_eq!(
@@ -488,7 +430,7 @@ fn a_new_session_form_signs_a_start_with_a_touch_shows_it_working_and_says_a_ref
         "a touch: {envelope}"
     );
     // The stand-in ends at once without a session: the run failed, and the page says so.
-    let ack = receiver.ack(&id, Duration::from_secs(30)).expect("an ack");
+    let ack = receiver.ack(&id);
     assert_eq!(ack["outcome"], "taken", "{ack}");
     b.wait(&format!(
         "{item}[data-session=\"{key}\"] .state[data-state=\"not started\"]"
@@ -745,6 +687,19 @@ mod http {
             .as_millis() as i64
     }
 
+    /// Day key `seed` of `passkey` for rp id localhost, valid from a second before `now` for
+    /// an hour.
+    fn day_key(seed: u8, passkey: &Passkey, now: i64) -> DayKey {
+        DayKey::new(
+            seed,
+            passkey,
+            now - 1000,
+            now + 3_600_000,
+            "localhost",
+            &Ceremony::get("localhost"),
+        )
+    }
+
     /// Pairs through the routes with a test passkey; returns (machine, token).
     fn pair(r: &Receiver, passkey: &Passkey, machine: Option<&str>) -> (String, Option<String>) {
         let u = r.url();
@@ -854,14 +809,7 @@ mod http {
 
         // The page queues a signed command; the envelope carries cmd byte for byte.
         let now = now_ms();
-        let day = DayKey::new(
-            7,
-            &passkey,
-            now - 1000,
-            now + 3_600_000,
-            "localhost",
-            &Ceremony::get("localhost"),
-        );
+        let day = day_key(7, &passkey, now);
         let cmd = command(
             &machine,
             "permission.answer",
@@ -896,14 +844,7 @@ mod http {
         assert_eq!(s, 400);
 
         // The early check: a command the machine would refuse is refused here, with its code.
-        let stranger = DayKey::new(
-            8,
-            &Passkey::es256(99),
-            now - 1000,
-            now + 3_600_000,
-            "localhost",
-            &Ceremony::get("localhost"),
-        );
+        let stranger = day_key(8, &Passkey::es256(99), now);
         let mut edited = day.sign(&cmd);
         edited["cmd"] = json!(cmd.replace("\"allow\"", "\"deny\""));
         let old_cmd = command(&machine, "cancel", SESSION, &[], &nonce(), now - 3_600_000);
@@ -1015,14 +956,7 @@ mod http {
                 now,
             )
         };
-        let day = DayKey::new(
-            8,
-            &passkey,
-            now - 1000,
-            now + 3_600_000,
-            "localhost",
-            &Ceremony::get("localhost"),
-        );
+        let day = day_key(8, &passkey, now);
         let (s, v) = post(
             &format!("{u}/page/api/signed"),
             LOGIN,

@@ -4,6 +4,7 @@
 //! and a question's answers reach stdout in Claude Code 2.1.332's shapes; every misuse is
 //! acked once, naming the rule, and the prompt stays open.
 mod common;
+use common::acks::assert_ack;
 use common::env::*;
 use common::fixtures::cc_attention_id;
 use serde_json::{json, Value};
@@ -303,10 +304,9 @@ fn a_stopped_session_is_not_answered_from_its_grant() {
 #[test]
 fn an_edited_command_runs_as_the_person_wrote_it() {
     let env = env();
-    let p = call("1", None, None);
     let (d, id) = ask_and_answer(
         &env,
-        &p,
+        &call("1", None, None),
         json!({"decision": "allow", "input": {"command": "echo hello > out.txt"}}),
     );
     // The person's input, whole: never merged with the model's (no description).
@@ -340,10 +340,9 @@ fn an_edited_command_runs_as_the_person_wrote_it() {
 #[test]
 fn deny_and_stop_interrupts() {
     let env = env();
-    let p = call("1", None, None);
     let (d, _) = ask_and_answer(
         &env,
-        &p,
+        &call("1", None, None),
         json!({"decision": "deny", "interrupt": true, "note": "Stop: wrong folder."}),
     );
     assert_eq!(
@@ -361,14 +360,7 @@ fn a_question_is_answered_with_its_questions_kept() {
     // Allowed without answers: failed, naming the rule; the question stays open.
     let bare = answer(&env, &q, json!({"decision": "allow"}));
     let ack = ack_of(&env, &bare);
-    assert_eq!(ack["outcome"], "failed", "{ack}");
-    assert!(
-        ack["detail"]
-            .as_str()
-            .unwrap()
-            .contains("a question needs answers"),
-        "{ack}"
-    );
+    assert_ack(&ack, "failed", "a question needs answers");
     assert_eq!(
         env.query::<String>(&format!(
             "select state from attention where attention_id='{}'",
@@ -710,6 +702,30 @@ mod signed_vectors {
     }
 }
 
+/// Codex's PermissionRequest for a Bash `command` (with its `description`) in `turn` of
+/// `session`.
+fn codex_bash(session: &str, turn: &str, command: &str, description: &str) -> Value {
+    json!({"session_id": session, "turn_id": turn, "transcript_path": null,
+        "cwd": "/tmp/sp-ws", "hook_event_name": "PermissionRequest", "model": "gpt-5.1-codex",
+        "permission_mode": "default", "tool_name": "Bash",
+        "tool_input": {"command": command, "description": description}})
+}
+
+/// Runs Codex's `sp-permission` on `p` and waits for its prompt at the receiver; returns the
+/// waiting hook and the prompt's attention id.
+fn codex_asks(env: &Env, p: &Value) -> (std::process::Child, String) {
+    let hook = env.spawn_hook_as("codex", "sp-permission", p);
+    let needed = env
+        .wait_event(
+            "attention.needed",
+            json!({"tool": "Bash"}),
+            Duration::from_secs(15),
+        )
+        .expect("attention.needed");
+    let id = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    (hook, id)
+}
+
 /// Codex 0.171's hook answers carry none of DECISIONS 30's fields (its own PermissionRequest
 /// output schema refuses `updatedInput`, `updatedPermissions` and `interrupt`), so each is
 /// acked `unsupported` naming it, nothing is printed and the prompt stays open for a plain
@@ -720,19 +736,13 @@ fn codex_hooks_ack_each_field_unsupported_and_the_prompt_stays_open() {
     let away = env.cmd("sp").args(["away", "on"]).output().unwrap();
     assert!(away.status.success());
     let session = "019a7e3c-5b2d-7f10-9c4e-2a6b8d0f1e3c";
-    let p = json!({"session_id": session, "turn_id": "019a7e3c-turn-0001", "transcript_path": null,
-        "cwd": "/tmp/sp-ws", "hook_event_name": "PermissionRequest", "model": "gpt-5.1-codex",
-        "permission_mode": "default", "tool_name": "Bash",
-        "tool_input": {"command": "git push origin main", "description": "Push"}});
-    let hook = env.spawn_hook_as("codex", "sp-permission", &p);
-    let needed = env
-        .wait_event(
-            "attention.needed",
-            json!({"tool": "Bash"}),
-            Duration::from_secs(15),
-        )
-        .expect("attention.needed");
-    let id = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    let p = codex_bash(
+        session,
+        "019a7e3c-turn-0001",
+        "git push origin main",
+        "Push",
+    );
+    let (hook, id) = codex_asks(&env, &p);
     let key = format!("codex:{session}");
     for (fields, named) in [
         (
@@ -780,21 +790,8 @@ fn codex_hook_session_grant_asks_once_for_that_command() {
     env.start_sync();
     let session = "019a7e3c-5b2d-7f10-9c4e-2a6b8d0f1e4d";
     let key = format!("codex:{session}");
-    let p = |turn: &str, command: &str, description: &str| {
-        json!({"session_id": session, "turn_id": turn, "transcript_path": null,
-            "cwd": "/tmp/sp-ws", "hook_event_name": "PermissionRequest", "model": "gpt-5.1-codex",
-            "permission_mode": "default", "tool_name": "Bash",
-            "tool_input": {"command": command, "description": description}})
-    };
-    let hook = env.spawn_hook_as("codex", "sp-permission", &p("turn-1", "cargo test", "Test"));
-    let needed = env
-        .wait_event(
-            "attention.needed",
-            json!({"tool": "Bash"}),
-            Duration::from_secs(15),
-        )
-        .expect("attention.needed");
-    let id = needed["data"]["attention_id"].as_str().unwrap().to_string();
+    let p = |turn, command, description| codex_bash(session, turn, command, description);
+    let (hook, id) = codex_asks(&env, &p("turn-1", "cargo test", "Test"));
     let sent = env.receiver.enqueue(
         &key,
         json!({"kind": "permission.answer", "for": id, "decision": "allow", "scope": "session"}),

@@ -3,6 +3,7 @@
 //! receiver, or a squatter on its port, that hands over another key enrolls nothing.
 mod common;
 use common::env::*;
+use common::page::run_ok;
 use common::signing::*;
 use common::standin::{serve, Request};
 use serde_json::{json, Value};
@@ -193,21 +194,8 @@ fn a_verified_proof_enrolls_the_key_and_keeps_the_machine_token() {
     assert_eq!(listed[0]["name"], "me@example");
 
     // Off: the receiver is told with the machine's token, and everything is gone here.
-    let off = env
-        .cmd("sp")
-        .args(["control", "off", "pairhost"])
-        .output()
-        .unwrap();
-    assert!(
-        off.status.success(),
-        "{}",
-        String::from_utf8_lossy(&off.stderr)
-    );
-    assert!(
-        stdout(&off).contains("the receiver removed it too"),
-        "{}",
-        stdout(&off)
-    );
+    let off = run_ok(env.cmd("sp").args(["control", "off", "pairhost"]));
+    assert!(off.contains("the receiver removed it too"), "{off}");
     assert!(keys_in_db(&env).is_empty());
     assert!(env
         .query::<String>("SELECT machine FROM control_machines")

@@ -22,14 +22,11 @@ mod common;
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
 use common::fixtures::cc_attention_id;
-use common::receiver::{SpReceiver, LOGIN, TOKEN};
+use common::page::pair;
+use common::receiver::{SpReceiver, TOKEN};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const ALLOW: &str = r#"{"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":{"behavior":"allow"}}}"#;
@@ -101,23 +98,9 @@ fn touched_envelope_keys() -> BTreeSet<String> {
 }
 
 /// A row in sp-receiver's queue written by this test, as a receiver that meddles would write
-/// one (the binary has no test door). Returns the new id.
+/// one. Returns the new id.
 fn inject(rdb: &Path, machine: &str, envelope: &Value) -> String {
-    let id = ulid::Ulid::new().to_string();
-    let mut env = envelope.clone();
-    env["id"] = json!(id);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    db(rdb)
-        .execute(
-            "INSERT INTO messages(id, session, kind, body, expires_ms, enqueued_ms, enqueued_at, machine)
-             VALUES (?1, ?2, 'permission.answer', ?3, ?4, ?5, 'test', ?6)",
-            rusqlite::params![id, key(), env.to_string(), now + 120_000, now, machine],
-        )
-        .unwrap();
-    id
+    common::queue_row::inject_answer(rdb, machine, &key(), envelope)
 }
 
 /// The one decision a waiting hook printed, in Claude Code 2.1.332's shape.
@@ -135,45 +118,6 @@ fn decision(env: &Env, hook: std::process::Child) -> Value {
     v["hookSpecificOutput"]["decision"].clone()
 }
 
-fn login(b: &mut Browser, url: &str) {
-    b.call(json!({"op": "goto", "url": url}));
-    b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
-    b.click("#login-form button[type=submit]");
-    b.wait("#conn[data-state=\"live\"]");
-}
-
-/// `sp pair phone` on `env`'s machine, approved on the page with a passkey the page makes.
-fn pair(env: &Env, b: &mut Browser, page: &str) {
-    let mut pair = env.cmd("sp");
-    pair.args(["pair", "phone", "--timeout", "120"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut pair = pair.spawn().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    let out = BufReader::new(pair.stdout.take().unwrap());
-    let printed = Arc::new(Mutex::new(String::new()));
-    let keep = Arc::clone(&printed);
-    std::thread::spawn(move || {
-        for line in out.lines().map_while(Result::ok) {
-            keep.lock().unwrap().push_str(&format!("{line}\n"));
-            let _ = tx.send(line);
-        }
-    });
-    let link = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("sp pair printed no link: {}", printed.lock().unwrap()));
-        if line.contains("/pair?code=") {
-            break line.trim().to_owned();
-        }
-    };
-    assert!(link.starts_with(&format!("{page}/pair?code=")), "{link}");
-    login(b, &link);
-    b.wait("#pair-check[data-check]");
-    common::pairing::approve(b, pair, &printed);
-}
-
 fn attention_rows(env: &Env, att: &str) -> Vec<String> {
     env.query::<String>(&format!(
         "SELECT state FROM attention WHERE attention_id = '{att}'"
@@ -189,9 +133,7 @@ fn richer_answers_ride_inside_the_signed_cmd_and_a_field_beside_it_is_refused() 
     let rdir = dir.path().join("receiver");
     let receiver = SpReceiver::start(&rdir, &[]);
     let rdb: PathBuf = rdir.join("receiver.db");
-    let port: u16 = receiver.url.rsplit(':').next().unwrap().parse().unwrap();
-    // WebAuthn rp ids cannot be IP addresses: the page is opened as localhost.
-    let page = format!("http://localhost:{port}");
+    let (_, page) = common::page::localhost(&receiver.url);
     let mut env = Env::new();
     env.write_config(json!({
         "sinks": [{"name": "phone", "url": receiver.url, "tier": 1, "control": "signed", "token": TOKEN}],

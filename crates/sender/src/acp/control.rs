@@ -726,6 +726,19 @@ impl Controller<'_> {
     /// permission requests are answered `cancelled` (as ACP asks of a client that cancels),
     /// then `session/cancel`.
     fn stop_turn(&mut self, sid: &str, s: &SessionRef) -> std::io::Result<()> {
+        self.cancel_perms(sid, s);
+        let frame = wire::session_cancel(sid);
+        super::frame::write_frame(&self.shared.to_agent, frame.as_bytes())?;
+        crate::logging::info(&format!(
+            "sp-acp: {}: session/cancel sent after a deny with interrupt",
+            s.key()
+        ));
+        Ok(())
+    }
+
+    /// Answers the session's pending permission requests `cancelled` (the editor told first,
+    /// as for a remote answer: see `answers`) and clears their attentions.
+    fn cancel_perms(&mut self, sid: &str, s: &SessionRef) {
         let pending: Vec<super::Perm> = {
             let mut st = self.shared.lock();
             remove_perms(&mut st, sid)
@@ -745,13 +758,6 @@ impl Controller<'_> {
                 st.close_attention(s, &p.attention, How::Cancelled)
             });
         }
-        let frame = wire::session_cancel(sid);
-        super::frame::write_frame(&self.shared.to_agent, frame.as_bytes())?;
-        crate::logging::info(&format!(
-            "sp-acp: {}: session/cancel sent after a deny with interrupt",
-            s.key()
-        ));
-        Ok(())
     }
 
     /// Tells the agent the option chosen for its request `p`, after asking the editor, which
@@ -803,27 +809,7 @@ impl Controller<'_> {
             return;
         };
         // Whoever cancels answers the session's pending permission requests `cancelled`.
-        let pending: Vec<super::Perm> = {
-            let mut st = self.shared.lock();
-            let taken = remove_perms(&mut st, sid);
-            taken
-                .into_iter()
-                .map(|(k, p)| {
-                    // The editor first, as for a remote answer (see `answers`).
-                    let note = wire::cancel_request(&p.id);
-                    let _ = super::frame::write_frame(&self.shared.to_editor, note.as_bytes());
-                    let reply = wire::permission_cancelled(&p.id);
-                    let _ = super::frame::write_frame(&self.shared.to_agent, reply.as_bytes());
-                    st.swallow_later(k);
-                    p
-                })
-                .collect()
-        };
-        for p in &pending {
-            self.with_store("clearing a cancelled permission", |st| {
-                st.close_attention(&s, &p.attention, How::Cancelled)
-            });
-        }
+        self.cancel_perms(sid, &s);
         let frame = wire::session_cancel(sid);
         match super::frame::write_frame(&self.shared.to_agent, frame.as_bytes()) {
             Ok(()) => {

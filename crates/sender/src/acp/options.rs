@@ -154,39 +154,42 @@ pub fn choose(options: &[PermOption], want: Want) -> Result<(&PermOption, bool),
 mod tests {
     use super::*;
 
-    fn opt(id: &str, kind: Kind, name: &str) -> PermOption {
-        PermOption {
-            id: id.into(),
-            kind,
-            name: name.into(),
-        }
+    /// The options an agent offers, one `(id, kind, name)` row each.
+    fn opts(rows: &[(&str, Kind, &str)]) -> Vec<PermOption> {
+        rows.iter()
+            .map(|&(id, kind, name)| PermOption {
+                id: id.into(),
+                kind,
+                name: name.into(),
+            })
+            .collect()
     }
 
     /// As codex-acp 2.6.0 offers them for a command (its `commandDecisionOptions`).
     fn codex_command() -> Vec<PermOption> {
-        vec![
-            opt("allow_once", Kind::AllowOnce, "Yes, proceed"),
-            opt(
+        opts(&[
+            ("allow_once", Kind::AllowOnce, "Yes, proceed"),
+            (
                 "allow_for_session",
                 Kind::AllowAlways,
                 "Yes, and don't ask again for this command in this session",
             ),
-            opt(
+            (
                 "accept_execpolicy_amendment",
                 Kind::AllowAlways,
                 "Yes, and don't ask again for commands that start with `echo`",
             ),
-            opt(
+            (
                 "decline",
                 Kind::RejectOnce,
                 "No, continue without running it",
             ),
-            opt(
+            (
                 "cancel",
                 Kind::RejectOnce,
                 "No, and tell Codex what to do differently",
             ),
-        ]
+        ])
     }
 
     #[test]
@@ -206,19 +209,19 @@ mod tests {
     #[test]
     fn a_reject_that_only_ends_the_turn_is_not_a_plain_deny() {
         // codex-acp 2.6.0 for a file change: no "decline", only "cancel".
-        let o = vec![
-            opt("allow_once", Kind::AllowOnce, "Yes, proceed"),
-            opt(
+        let o = opts(&[
+            ("allow_once", Kind::AllowOnce, "Yes, proceed"),
+            (
                 "allow_for_session",
                 Kind::AllowAlways,
                 "Yes, and don't ask again for these files",
             ),
-            opt(
+            (
                 "cancel",
                 Kind::RejectOnce,
                 "No, and tell Codex what to do differently",
             ),
-        ];
+        ]);
         let e = choose(&o, Want::RejectOnce).unwrap_err();
         assert!(
             e.contains("also ends the turn") && e.contains("\"cancel\""),
@@ -230,28 +233,28 @@ mod tests {
     #[test]
     fn allow_once_options_that_last_the_turn_are_never_a_once_answer() {
         // codex-acp 2.6.0's permission profile: both `allow_once`, both for the whole turn.
-        let o = vec![
-            opt(
+        let o = opts(&[
+            (
                 "allow_permissions_turn",
                 Kind::AllowOnce,
                 "Yes, grant these permissions for this turn",
             ),
-            opt(
+            (
                 "allow_permissions_turn_strict_auto_review",
                 Kind::AllowOnce,
                 "Yes, grant for this turn with strict auto review",
             ),
-            opt(
+            (
                 "allow_permissions_session",
                 Kind::AllowAlways,
                 "Yes, grant these permissions for this session",
             ),
-            opt(
+            (
                 "reject_permissions",
                 Kind::RejectOnce,
                 "No, continue without permissions",
             ),
-        ];
+        ]);
         let e = choose(&o, Want::AllowOnce).unwrap_err();
         assert!(e.contains("no option that allows this call once"), "{e}");
         assert_eq!(
@@ -263,36 +266,36 @@ mod tests {
     /// Gemini CLI 0.61's reject is id `cancel`, labelled "Reject": a plain reject.
     #[test]
     fn a_reject_labelled_plainly_is_a_reject_whatever_its_id() {
-        let o = vec![
-            opt("proceed_once", Kind::AllowOnce, "Allow"),
-            opt("cancel", Kind::RejectOnce, "Reject"),
-        ];
+        let o = opts(&[
+            ("proceed_once", Kind::AllowOnce, "Allow"),
+            ("cancel", Kind::RejectOnce, "Reject"),
+        ]);
         assert_eq!(choose(&o, Want::RejectOnce).unwrap(), (&o[1], false));
         assert_eq!(choose(&o, Want::RejectAndStop).unwrap(), (&o[1], false));
     }
 
     #[test]
     fn options_that_cannot_be_told_apart_are_refused_naming_them() {
-        let o = vec![
-            opt("yes-a", Kind::AllowOnce, "Yes"),
-            opt("yes-b", Kind::AllowOnce, "Sure"),
-            opt("no", Kind::RejectOnce, "No"),
-        ];
+        let o = opts(&[
+            ("yes-a", Kind::AllowOnce, "Yes"),
+            ("yes-b", Kind::AllowOnce, "Sure"),
+            ("no", Kind::RejectOnce, "No"),
+        ]);
         let e = choose(&o, Want::AllowOnce).unwrap_err();
         assert!(
             e.contains("cannot tell apart") && e.contains("yes-a") && e.contains("yes-b"),
             "{e}"
         );
         // claude-agent-acp 0.101.0: one of each, and a reject that keeps planning.
-        let c = vec![
-            opt("allow-once", Kind::AllowOnce, "Yes"),
-            opt(
+        let c = opts(&[
+            ("allow-once", Kind::AllowOnce, "Yes"),
+            (
                 "allow-with-updates",
                 Kind::AllowAlways,
                 "Yes, and don't ask again for echo",
             ),
-            opt("reject", Kind::RejectOnce, "No, keep planning"),
-        ];
+            ("reject", Kind::RejectOnce, "No, keep planning"),
+        ]);
         assert_eq!(choose(&c, Want::AllowOnce).unwrap().0.id, "allow-once");
         assert_eq!(choose(&c, Want::RejectOnce).unwrap().0.id, "reject");
         // No stop option: deny and stop takes the plain reject (sp-acp then cancels the turn).

@@ -5,7 +5,7 @@
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::harness::{describe_tool, Call, Harness, RichAnswer};
-use crate::store::{Answer, NewGrant, SessionRef, Store, API_ATTENTION_OPEN};
+use crate::store::{Answer, Grant, NewGrant, SessionRef, Store, API_ATTENTION_OPEN};
 use crate::wire::control::{Decision, Rich, Scope};
 use crate::wire::event::How;
 use anyhow::Result;
@@ -79,17 +79,9 @@ pub fn from_grant(
         return Ok(false);
     }
     let key = session.key();
-    let folder = store.grant_folder(session);
-    let Some(grant) = store.find_grant(&key, folder.as_deref(), &call.tool, &call.input)? else {
+    let Some(grant) = usable_grant(store, session, call)? else {
         return Ok(false);
     };
-    if store.cancel_queued(&key)? || store.stopped(&key)? {
-        crate::logging::info(&format!(
-            "{key}: grant {} not used: the session was stopped",
-            grant.id
-        ));
-        return Ok(false);
-    }
     let rich = match grant
         .answer
         .as_deref()
@@ -121,14 +113,36 @@ pub fn from_grant(
     };
     store.grant_used(grant.id, session)?;
     super::print_answer(&harness.answer_at_event(&session.event, out))?;
+    log_grant_used(&key, call, &grant, "no attention announced");
+    Ok(true)
+}
+
+/// The live grant of this session for exactly this call, unless a stop of the session waits
+/// or holds (then the prompt takes the usual path, which denies it).
+fn usable_grant(store: &Store, session: &SessionRef, call: &Call) -> Result<Option<Grant>> {
+    let key = session.key();
+    let folder = store.grant_folder(session);
+    let Some(grant) = store.find_grant(&key, folder.as_deref(), &call.tool, &call.input)? else {
+        return Ok(None);
+    };
+    if store.cancel_queued(&key)? || store.stopped(&key)? {
+        crate::logging::info(&format!(
+            "{key}: grant {} not used: the session was stopped",
+            grant.id
+        ));
+        return Ok(None);
+    }
+    Ok(Some(grant))
+}
+
+fn log_grant_used(key: &str, call: &Call, grant: &Grant, how: &str) {
     crate::logging::info(&format!(
-        "{key}: {} {} from grant {} (by {}), no attention announced",
+        "{key}: {} {} from grant {} (by {}), {how}",
         call.tool,
         grant.decision.as_str(),
         grant.id,
         grant.who
     ));
-    Ok(true)
 }
 
 /// [`from_grant`] for a harness answered through its server API (OpenCode): the grant's
@@ -144,17 +158,9 @@ pub fn from_grant_by_api(
 ) -> Result<bool> {
     let request = prompt.attention_id;
     let key = session.key();
-    let folder = store.grant_folder(session);
-    let Some(grant) = store.find_grant(&key, folder.as_deref(), &call.tool, &call.input)? else {
+    let Some(grant) = usable_grant(store, session, call)? else {
         return Ok(false);
     };
-    if store.cancel_queued(&key)? || store.stopped(&key)? {
-        crate::logging::info(&format!(
-            "{key}: grant {} not used: the session was stopped",
-            grant.id
-        ));
-        return Ok(false);
-    }
     if store.api_session(&key)?.is_none() {
         return Ok(false);
     }
@@ -164,13 +170,12 @@ pub fn from_grant_by_api(
         (prompt.tool, prompt.message, Some(&call.input)),
     )?;
     crate::sync_lock::ensure_running();
-    crate::logging::info(&format!(
-        "{key}: {} {} from grant {} (by {}), handed to sp-sync for the server API, no attention announced",
-        call.tool,
-        grant.decision.as_str(),
-        grant.id,
-        grant.who
-    ));
+    log_grant_used(
+        &key,
+        call,
+        &grant,
+        "handed to sp-sync for the server API, no attention announced",
+    );
     Ok(true)
 }
 

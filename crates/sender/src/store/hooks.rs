@@ -197,6 +197,31 @@ pub(crate) fn finish(
     finish_with_code(tx, id, outcome, None, detail, now)
 }
 
+/// Claims queued message `id` for process `pid` (state `delivering`).
+fn claim_queued(tx: &Transaction, id: &str, pid: u32, now: Millis) -> Result<()> {
+    tx.execute(
+        "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
+        params![id, pid, now],
+    )?;
+    Ok(())
+}
+
+/// Acks message `id` `expired` (with `why`) when its `deadline` has passed or it has none;
+/// returns whether it did.
+fn expire_past(
+    tx: &Transaction,
+    id: &str,
+    deadline: Option<Millis>,
+    now: Millis,
+    why: &str,
+) -> Result<bool> {
+    let past = deadline.is_none_or(|d| d <= now);
+    if past {
+        finish(tx, id, "expired", Some(why), now)?;
+    }
+    Ok(past)
+}
+
 /// What joins a batch answer's id and its part's index (`<batch id>.<n>`, DECISIONS 36); a
 /// message id (a ULID) never holds it.
 pub(crate) const BATCH_PART: char = '.';
@@ -406,14 +431,13 @@ fn claim_prompts_between(
             )?;
             continue;
         }
-        if deadline.is_none_or(|d| d <= now) {
-            finish(
-                tx,
-                &id,
-                "expired",
-                Some("past expires_at before a turn boundary"),
-                now,
-            )?;
+        if expire_past(
+            tx,
+            &id,
+            deadline,
+            now,
+            "past expires_at before a turn boundary",
+        )? {
             continue;
         }
         let Some(text) = text else {
@@ -423,10 +447,7 @@ fn claim_prompts_between(
         if !block.take(&sink, &text) {
             break;
         }
-        tx.execute(
-            "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
-            params![id, pid, now],
-        )?;
+        claim_queued(tx, &id, pid, now)?;
         claims.push(PromptClaim {
             id,
             sink,
@@ -897,14 +918,13 @@ impl Store {
             .collect::<rusqlite::Result<_>>()?;
         let mut claimed = None;
         for ((id, sink, decision, note, deadline), scope, rich) in rows {
-            if deadline.is_none_or(|d| d <= now) {
-                finish(
-                    &tx,
-                    &id,
-                    "expired",
-                    Some("past expires_at before the hook could deliver it"),
-                    now,
-                )?;
+            if expire_past(
+                &tx,
+                &id,
+                deadline,
+                now,
+                "past expires_at before the hook could deliver it",
+            )? {
                 continue;
             }
             // Never treat anything but an explicit, stored allow/deny as a decision.
@@ -918,10 +938,7 @@ impl Store {
                 )?;
                 continue;
             };
-            tx.execute(
-                "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
-                params![id, pid, now],
-            )?;
+            claim_queued(&tx, &id, pid, now)?;
             claimed = Some(Answer {
                 id,
                 sink,
@@ -1160,20 +1177,16 @@ impl Store {
             .collect::<rusqlite::Result<_>>()?;
         let mut claim: Option<CancelClaim> = None;
         for (id, sink, note, deadline) in rows {
-            if deadline.is_none_or(|d| d <= now) {
-                finish(
-                    &tx,
-                    &id,
-                    "expired",
-                    Some("past expires_at before a hook seam"),
-                    now,
-                )?;
+            if expire_past(
+                &tx,
+                &id,
+                deadline,
+                now,
+                "past expires_at before a hook seam",
+            )? {
                 continue;
             }
-            tx.execute(
-                "UPDATE messages SET state='delivering', claimed_pid=?2, claimed_ms=?3 WHERE id=?1 AND state='queued'",
-                params![id, pid, now],
-            )?;
+            claim_queued(&tx, &id, pid, now)?;
             let c = claim.get_or_insert_with(|| CancelClaim {
                 ids: Vec::new(),
                 sink: sink.clone(),

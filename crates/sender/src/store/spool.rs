@@ -244,11 +244,8 @@ pub(super) fn drain(
         emit_as(
             tx,
             &f.key,
-            kind,
-            &f.harness_event,
-            &data,
-            f.at_ms,
-            &f.event_id,
+            (kind, &f.harness_event, &data),
+            (f.at_ms, &f.event_id),
         )?;
         stored.push(path);
     }
@@ -268,26 +265,17 @@ pub(crate) fn emit(
     if let Some(db) = tx.path().filter(|p| !p.is_empty()) {
         drain(tx, &dir_of(Path::new(db)), Some(key), false)?;
     }
-    emit_as(
-        tx,
-        key,
-        kind,
-        harness_event,
-        data,
-        now,
-        &crate::wire::new_ulid(),
-    )
+    let event_id = crate::wire::new_ulid();
+    emit_as(tx, key, (kind, harness_event, data), (now, &event_id))
 }
 
-/// [`emit`] with its time and event id given (a spooled turn end's).
+/// [`emit`] with its time and event id given (a spooled turn end's): the event is `(kind,
+/// harness_event, data)`, stamped `(now, event_id)`.
 fn emit_as(
     tx: &Transaction,
     key: &str,
-    kind: &str,
-    harness_event: &str,
-    data: &serde_json::Value,
-    now: Millis,
-    event_id: &str,
+    (kind, harness_event, data): (&str, &str, &serde_json::Value),
+    (now, event_id): (Millis, &str),
 ) -> Result<()> {
     let (seq, harness, session_id, cwd): (i64, String, String, Option<String>) = tx.query_row(
         "UPDATE sessions SET next_seq = next_seq + 1 WHERE key=?1 \

@@ -350,13 +350,7 @@ fn codex_prompt_to_an_ended_exec_resumes_it_with_its_history() {
         &["codex"],
         |s| {
             codex_setup(s, 60);
-            // `codex exec resume` runs only in a git repository (no trust-skipping flag).
-            let git = Command::new("git")
-                .args(["init", "-q"])
-                .current_dir(&s.work)
-                .status()
-                .unwrap();
-            assert!(git.success());
+            git_init_work(s);
             let first = finish_ok(
                 s,
                 codex_with(s, "Remember this. SP-ECHO:MANGO", false, &["--json"]),

@@ -988,14 +988,7 @@ fn codex_app_server_question_answered_from_the_receiver() {
                 json!({"kind": "permission.answer", "for": attention, "decision": "allow"}),
             );
             let ack = s.ack(&m, CALL);
-            assert_eq!(ack["outcome"], "failed", "{ack}");
-            assert!(
-                ack["detail"]
-                    .as_str()
-                    .unwrap()
-                    .contains("a question needs answers"),
-                "{ack}"
-            );
+            assert_ack(&ack, "failed", "a question needs answers");
             let state: String = s
                 .db()
                 .query_row(

@@ -235,13 +235,7 @@ fn codex_exec_started_from_the_receiver_answers() {
         &["codex"],
         |s| {
             let (machine, passkey) = paired(s, codex_setup);
-            // `codex exec` without a trust-skipping flag runs only in a git repository.
-            let git = Command::new("git")
-                .args(["init", "-q"])
-                .current_dir(&s.work)
-                .status()
-                .unwrap();
-            assert!(git.success());
+            git_init_work(s);
             let home = codex_home(s);
             let codex = cli_path("codex");
             spawn_sync(
