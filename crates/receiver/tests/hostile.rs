@@ -11,12 +11,9 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-// The sender's tests' one rule for "this test needs tool X", shared, not copied.
-#[path = "../../sender/tests/common/needs.rs"]
-mod needs;
-// And the one way to start a server that says where it listens.
-#[path = "../../sender/tests/common/listening.rs"]
-mod listening;
+// Both crates' tests' one rule for "this test needs tool X", and the one way to start a
+// server that says where it listens.
+use sessionpipe_testkit::{listening, needs};
 
 const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
 const TOKEN: &str = "hostile-bearer-token-0123456789";

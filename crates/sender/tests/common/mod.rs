@@ -3,13 +3,12 @@ pub mod caddy;
 pub mod chaos;
 pub mod e2e;
 pub mod env;
-pub mod fixtures;
-pub mod http;
-pub mod listening;
 pub mod needs;
 pub mod pairing;
 pub mod receiver;
-pub mod receiver_help;
 pub mod schema;
-pub mod signing;
 pub mod standin;
+// Written once in crates/testkit (both crates' tests use them); here under the names the
+// suites use. Each test binary uses only some of them.
+#[allow(unused_imports)]
+pub use sessionpipe_testkit::{fixtures, http, listening, receiver_help, signing};

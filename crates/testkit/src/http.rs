@@ -1,6 +1,5 @@
 //! Plain HTTP requests to a receiver: every status is an answer (no error for 4xx/5xx), no
 //! redirects followed, and the answer kept whole (status, headers, body text).
-#![allow(dead_code)]
 use serde_json::Value;
 use std::time::Duration;
 
