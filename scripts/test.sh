@@ -150,7 +150,7 @@ if [ "${#cargo_args[@]}" -eq 0 ] || [ "${SP_TEST_PG:-}" = 1 ]; then
         say "SP_TEST_RECEIVER_PG=$pg_url"
         pg_runs=(
             "-p sessionpipe-receiver --features testing"
-            "-p sessionpipe-control --test receiver_fixtures --test receiver_signed --test transport --test reliability_faults --test signed_sync --test receiver_push"
+            "-p sessionpipe-control --test receiver_signed --test transport --test reliability_faults --test signed_sync"
         )
         pg_failed_runs=0
         for run in "${pg_runs[@]}"; do

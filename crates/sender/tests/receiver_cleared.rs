@@ -27,14 +27,12 @@
 //! Needs chromium, Node.js and playwright-core (`scripts/test-deps.sh`); fails without them.
 mod common;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
 use common::receiver::{LOGIN, TOKEN};
 use serde_json::{json, Value};
+use sessionpipe_testkit::push::{Device, FakeService, Got};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -49,37 +47,17 @@ fn one_browser() -> std::sync::MutexGuard<'static, ()> {
     ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One request the fake push service got.
-struct Got {
-    path: String,
-    body: Vec<u8>,
-}
-
-/// A push service on loopback: hands each request to the test, answers 201.
+/// A push service on loopback (answering 201), and the requests taken off its channel but
+/// not asked for yet.
 struct PushService {
-    url: String,
-    got: mpsc::Receiver<Got>,
-    /// Requests taken off the channel but not asked for yet.
+    service: FakeService,
     kept: Vec<Got>,
 }
 
 impl PushService {
     fn start() -> PushService {
-        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", server.server_addr().to_ip().unwrap());
-        let (tx, got) = mpsc::channel();
-        std::thread::spawn(move || {
-            for mut rq in server.incoming_requests() {
-                let mut body = Vec::new();
-                let _ = std::io::Read::read_to_end(rq.as_reader(), &mut body);
-                let path = rq.url().to_owned();
-                let _ = tx.send(Got { path, body });
-                let _ = rq.respond(tiny_http::Response::empty(201));
-            }
-        });
         PushService {
-            url,
-            got,
+            service: FakeService::start(),
             kept: Vec::new(),
         }
     }
@@ -98,39 +76,12 @@ impl PushService {
             }
             let left = end.saturating_duration_since(Instant::now());
             let got = self
+                .service
                 .got
                 .recv_timeout(left)
                 .unwrap_or_else(|_| panic!("no push {tag} to {path} within 30 s"));
             self.kept.push(got);
         }
-    }
-}
-
-/// A device as a browser makes one: its own key pair and auth secret.
-struct Device {
-    secret: p256::SecretKey,
-    auth: [u8; 16],
-}
-
-impl Device {
-    fn new(seed: u8) -> Device {
-        Device {
-            secret: p256::SecretKey::from_slice(&[seed; 32]).unwrap(),
-            auth: [seed ^ 0x5a; 16],
-        }
-    }
-
-    fn subscription(&self, endpoint: &str) -> Value {
-        json!({"endpoint": endpoint, "keys": {
-            "p256dh": URL_SAFE_NO_PAD.encode(self.secret.public_key().to_sec1_bytes()),
-            "auth": URL_SAFE_NO_PAD.encode(self.auth)}})
-    }
-
-    fn decrypt(&self, body: &[u8]) -> Value {
-        let auth = web_push_native::Auth::clone_from_slice(&self.auth);
-        let plain =
-            web_push_native::decrypt(body.to_vec(), &self.secret, &auth).expect("aes128gcm");
-        serde_json::from_slice(&plain).unwrap()
     }
 }
 
@@ -210,7 +161,7 @@ impl SpReceiver {
     fn push_to(&self, service: &PushService, a: &Device, b: &Device) {
         self.api("/page/api/away", json!({"away": true}));
         for (d, path) in [(a, "/push/a"), (b, "/push/b")] {
-            let sub = d.subscription(&format!("{}{path}", service.url));
+            let sub = d.subscription(&format!("{}{path}", service.service.url));
             self.api(
                 "/page/api/push",
                 json!({"op": "subscribe", "subscription": sub}),

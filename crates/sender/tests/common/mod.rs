@@ -1,4 +1,3 @@
-pub mod browser;
 pub mod caddy;
 pub mod chaos;
 pub mod e2e;
@@ -11,4 +10,4 @@ pub mod standin;
 // Written once in crates/testkit (both crates' tests use them); here under the names the
 // suites use. Each test binary uses only some of them.
 #[allow(unused_imports)]
-pub use sessionpipe_testkit::{fixtures, http, listening, receiver_help, signing};
+pub use sessionpipe_testkit::{browser, fixtures, http, listening, receiver_help, signing};

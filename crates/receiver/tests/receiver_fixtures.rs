@@ -12,9 +12,8 @@ use std::path::Path;
 use serde_json::{json, Value};
 use spreceiver::{Fault, Receiver, ReceiverOptions, Route};
 
-mod common;
-use common::env::wait_until;
-use common::fixtures;
+use sessionpipe_testkit::fixtures;
+use sessionpipe_testkit::wait::wait_until;
 const TOKEN: &str = "sink-token-for-tests";
 
 // ---------------------------------------------------------------------------------------
