@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 // Both crates' tests' one rule for "this test needs tool X", and the one way to start a
 // server that says where it listens.
+use sessionpipe_testkit::wait::until;
 use sessionpipe_testkit::{listening, needs};
 
 const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
@@ -147,20 +148,6 @@ fn get(addr: SocketAddr, path: &str) -> Option<Resp> {
     request(addr, "GET", path, &[], "")
 }
 
-/// Polls `f` until it is true or `within` passes.
-fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Raises this process's soft open-file limit to `want` (at most the hard limit).
 fn raise_nofile(want: u64) -> u64 {
     let mut lim = libc::rlimit {
@@ -231,7 +218,7 @@ fn six_hundred_idle_connections_under_ulimit_1024_do_not_stop_it() {
     }
     drop(many);
     assert!(
-        eventually(Duration::from_secs(20), || get(r.addr, "/healthz")
+        until(Duration::from_secs(20), || get(r.addr, "/healthz")
             .is_some_and(|h| h.status == 200)),
         "serving again after 1100 connections; log:\n{}",
         r.log.lock().unwrap()

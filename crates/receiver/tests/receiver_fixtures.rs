@@ -517,35 +517,24 @@ fn authed_routes_answer_401_without_the_token() {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-/// The enqueue wakes the held poll: it is answered with the message long before its wait runs
-/// out. How fast is measured in BENCHMARKS.md ("enqueue → a held long poll answered").
+/// The enqueue wakes the held poll: it is answered with the message, where a poll left to its
+/// wait would have ended in a 204 (and the client's own timeout, 5 s, is shorter than that
+/// wait). How fast is measured in BENCHMARKS.md ("enqueue → a held long poll answered").
 fn a_held_long_poll_answers_on_an_enqueue() {
     let r = start();
     let s = format!("claude-code:{}", run_id());
     let url = poll_url(&r, &s, 10);
-    let poller = std::thread::spawn(move || {
-        let a = agent(Duration::from_secs(15));
-        let resp = get(&a, &url, Some(TOKEN));
-        (Instant::now(), resp)
+    let poller = std::thread::spawn(move || get(&agent(Duration::from_secs(5)), &url, Some(TOKEN)));
+    // Held: it looked at the empty queue and waits for a change.
+    wait_until("the poll is held", Duration::from_secs(5), || {
+        r.held_polls() == 1
     });
-    wait_until(
-        "the poll reached the receiver",
-        Duration::from_secs(5),
-        || r.polls() > 0,
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(!poller.is_finished(), "the poll should be held");
-    let enqueued_at = Instant::now();
     let msg = r.enqueue(
         &s,
         json!({"kind": "prompt", "text": "ping", "expires_in_s": 30}),
     );
-    let (answered_at, resp) = poller.join().unwrap();
-    let latency = answered_at.duration_since(enqueued_at);
-    assert!(
-        latency < Duration::from_secs(5),
-        "answered after {latency:?}: the enqueue did not wake the 10 s poll"
-    );
+    let resp = poller.join().unwrap();
+    assert_eq!(r.held_polls(), 0, "the answered poll is no longer held");
     assert_eq!(resp.status, 200);
     let body = resp.json();
     assert_valid(&schema("control-poll"), &body);
@@ -556,31 +545,24 @@ fn a_held_long_poll_answers_on_an_enqueue() {
 #[test]
 fn long_poll_answers_204_when_the_wait_runs_out() {
     let r = start_with(|o| o.wait_max_s = 1);
-    let a = agent(Duration::from_secs(10));
+    // A client that gives up after 5 s: a poll held for its 30 s would fail here.
+    let a = agent(Duration::from_secs(5));
     let s = format!("codex:{}", run_id());
-    // wait=1: held about a second.
+    // wait=1: held its second, then answered 204.
     let t = Instant::now();
     let resp = get(&a, &poll_url(&r, &s, 1), Some(TOKEN));
     let held = t.elapsed();
     assert_eq!(resp.status, 204);
     assert_eq!(resp.text, "");
-    assert!(
-        held >= Duration::from_millis(950) && held < Duration::from_millis(2500),
-        "held {held:?}"
-    );
-    // wait above wait_max_s is clamped to it.
-    let t = Instant::now();
+    assert!(held >= Duration::from_millis(950), "held {held:?}");
+    // wait above wait_max_s is clamped to it (answered, not left to the client's timeout).
     let resp = get(&a, &poll_url(&r, &s, 30), Some(TOKEN));
     assert_eq!(resp.status, 204);
-    assert!(
-        t.elapsed() < Duration::from_millis(2500),
-        "{:?}",
-        t.elapsed()
-    );
-    // wait=0 answers at once; no wait defaults to wait_max_s.
+    // wait=0 is never held (a hold here lasts the 1 s of wait_max_s); no wait defaults to
+    // wait_max_s.
     let t = Instant::now();
     assert_eq!(get(&a, &poll_url(&r, &s, 0), Some(TOKEN)).status, 204);
-    assert!(t.elapsed() < Duration::from_millis(500));
+    assert!(t.elapsed() < Duration::from_millis(950), "wait=0 was held");
     let t = Instant::now();
     let url = format!("{}/api/sessionpipe/v1/control?session={s}", r.url());
     assert_eq!(get(&a, &url, Some(TOKEN)).status, 204);
@@ -1070,9 +1052,8 @@ fn fault_reset_is_a_connection_error() {
     // Warm the pool: the reset also hits a kept-alive connection.
     assert_eq!(get(&a, &wk, None).status, 200);
     r.push_fault(Route::WellKnown, Fault::Reset);
-    let t = Instant::now();
     let err = try_get(&a, &wk, None).expect_err("a reset must not produce a response");
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // A cut connection, not the client's timeout.
     assert!(
         matches!(
             err,
@@ -1211,16 +1192,11 @@ fn set_down_refuses_connections_and_set_up_keeps_state() {
     // A long poll held while the receiver goes down is cut, unanswered.
     let held_url = poll_url(&r, &s, 20);
     let held = std::thread::spawn(move || {
-        let a = agent(Duration::from_secs(10));
-        let t = Instant::now();
-        (try_get(&a, &held_url, Some(TOKEN)), t.elapsed())
+        try_get(&agent(Duration::from_secs(10)), &held_url, Some(TOKEN))
     });
-    // Counted is enough: going down cuts a poll whether or not it is held yet.
-    wait_until(
-        "the long poll reached the receiver",
-        Duration::from_secs(5),
-        || r.polls() > 0,
-    );
+    wait_until("the long poll is held", Duration::from_secs(5), || {
+        r.held_polls() == 1
+    });
 
     r.set_down(true);
     assert!(r.is_down());
@@ -1236,9 +1212,13 @@ fn set_down_refuses_connections_and_set_up_keeps_state() {
         ),
         "{err:?}"
     );
-    let (res, took) = held.join().unwrap();
-    assert!(res.is_err(), "the held poll got an answer: {res:?}");
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    // Cut by going down: an error, and not the client's own timeout.
+    let err = held
+        .join()
+        .unwrap()
+        .expect_err("the held poll got an answer");
+    assert!(!matches!(err, ureq::Error::Timeout(_)), "{err:?}");
+    assert_eq!(r.held_polls(), 0, "nothing is held while down");
 
     // State changes while down are kept.
     let m = r.enqueue(&s, json!({"kind": "prompt", "text": "while down"}));
@@ -1281,27 +1261,32 @@ fn stop_cuts_a_hung_connection() {
     let r = start();
     r.push_fault(Route::WellKnown, Fault::Hang);
     let url = format!("{}/.well-known/sessionpipe", r.url());
-    let client = std::thread::spawn(move || {
-        let a = agent(Duration::from_secs(10));
-        let t = Instant::now();
-        (try_get(&a, &url, None), t.elapsed())
-    });
+    let client = std::thread::spawn(move || try_get(&agent(Duration::from_secs(10)), &url, None));
     // The request must reach the hung handler, or the stop below proves nothing.
     wait_until(
         "the request took the hang fault",
         Duration::from_secs(5),
         || r.pending_faults(Route::WellKnown) == 0,
     );
-    assert!(
-        r.requests().iter().any(|q| q.fault == Some(Fault::Hang)),
-        "{:?}",
+    let hung = |r: &Receiver| {
         r.requests()
-    );
+            .into_iter()
+            .filter(|q| q.fault == Some(Fault::Hang))
+            .collect::<Vec<_>>()
+    };
+    // It is there, unanswered, and its client still waits.
+    let before = hung(&r);
+    assert_eq!(before.len(), 1, "{:?}", r.requests());
+    assert_eq!(before[0].status, None);
+    assert!(!client.is_finished(), "the hung request was answered");
     let clone = r.clone();
     clone.stop();
-    let (res, took) = client.join().unwrap();
-    assert!(res.is_err(), "{res:?}");
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    // Cut by the stop: an error, and not the client's own timeout.
+    let err = client
+        .join()
+        .unwrap()
+        .expect_err("the hung request got an answer");
+    assert!(!matches!(err, ureq::Error::Timeout(_)), "{err:?}");
     // The original handle sees the stopped receiver.
     r.set_down(false);
     assert!(r.is_down());

@@ -29,7 +29,8 @@ mod common;
 
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
-use common::receiver::{LOGIN, TOKEN};
+use common::http;
+use common::receiver::{first_ack, open_db, LOGIN, TOKEN};
 use serde_json::{json, Value};
 use sessionpipe_testkit::push::{Device, FakeService, Got};
 use std::path::{Path, PathBuf};
@@ -105,33 +106,13 @@ impl SpReceiver {
     }
 
     fn db(&self) -> rusqlite::Connection {
-        let c = rusqlite::Connection::open(&self.db).unwrap();
-        c.busy_timeout(Duration::from_secs(5)).unwrap();
-        c
+        open_db(&self.db)
     }
 
     /// A page API call (GET without a body) with the login token as a bearer (no cookie,
     /// so no CSRF): its status and answer.
     fn call(&self, path: &str, body: Option<Value>) -> (u16, Value) {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(20)))
-            .build()
-            .into();
-        let url = format!("{}{path}", self.running.url);
-        let auth = format!("Bearer {LOGIN}");
-        let mut r = match body {
-            None => agent.get(&url).header("authorization", &auth).call(),
-            Some(b) => agent
-                .post(&url)
-                .header("authorization", &auth)
-                .header("content-type", "application/json")
-                .send(b.to_string()),
-        }
-        .unwrap();
-        let status = r.status().as_u16();
-        let text = r.body_mut().read_to_string().unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        http::page_call(&self.running.url, LOGIN, path, body.as_ref())
     }
 
     /// A page API post that must succeed; its answer.
@@ -181,21 +162,9 @@ impl SpReceiver {
             .unwrap()
     }
 
-    /// The first ack the receiver recorded for message `id`.
+    /// The first ack the receiver recorded for message `id` (waiting for it).
     fn ack(&self, id: &str) -> Value {
-        let mut found = None;
-        until(Duration::from_secs(20), || {
-            found = self
-                .db()
-                .query_row(
-                    "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1",
-                    [id],
-                    |r| r.get::<_, String>(0),
-                )
-                .ok();
-            found.is_some()
-        });
-        serde_json::from_str(&found.unwrap_or_else(|| panic!("no ack for {id}"))).unwrap()
+        first_ack(&self.db, id)
     }
 }
 

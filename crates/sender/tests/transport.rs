@@ -324,9 +324,11 @@ fn a_redirect_is_never_followed_for_poll_events_or_ack_and_nothing_from_its_targ
     point_at(&env, &sink.url(), json!({"permission_wait_s": 4}));
     let hook = env.spawn_hook("sp-permission", &perm);
     // The hook recorded its attention before sp-sync runs, so an allow would find it open.
-    assert!(until(Duration::from_secs(10), || {
-        env.query::<i64>("SELECT count(*) FROM attention WHERE state='open'") == vec![1]
-    }));
+    wait_until(
+        "the hook recorded its attention",
+        Duration::from_secs(10),
+        || env.query::<i64>("SELECT count(*) FROM attention WHERE state='open'") == vec![1],
+    );
     for _ in 0..2 {
         assert_eq!(env.sync_once().status.code(), Some(0));
     }
@@ -477,15 +479,15 @@ fn a_cached_well_known_is_dropped_after_a_failure_and_read_again() {
 
     // sp-sync --daemon reads it again while it runs, after a failure of the sink.
     let mut sync = SyncGuard::start(&env);
-    assert!(
-        until(Duration::from_secs(20), || env.receiver.polls() >= 4),
-        "the daemon polls"
-    );
+    wait_until("the daemon polls", Duration::from_secs(20), || {
+        env.receiver.polls() >= 4
+    });
     let before = reads();
     env.receiver.push_fault(Route::Poll, Fault::Reset);
-    assert!(
-        until(Duration::from_secs(20), || reads() > before),
-        "the daemon read the well-known again after a failed poll"
+    wait_until(
+        "the daemon read the well-known again after a failed poll",
+        Duration::from_secs(20),
+        || reads() > before,
     );
     sync.stop();
 }

@@ -43,3 +43,45 @@ pub fn wait_timeout(c: &mut Child, d: Duration) -> Option<ExitStatus> {
     });
     status
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "gave up after 50ms waiting until the sky falls")]
+    fn wait_until_fails_naming_what_it_waited_for() {
+        wait_until("the sky falls", Duration::from_millis(50), || false);
+    }
+
+    #[test]
+    fn wait_for_gives_the_value_once_it_comes() {
+        let mut n = 0;
+        let got = wait_for("the third look", Duration::from_secs(5), || {
+            n += 1;
+            (n == 3).then_some(n)
+        });
+        assert_eq!(got, 3);
+    }
+
+    #[test]
+    fn until_says_false_when_time_runs_out() {
+        let t = Instant::now();
+        assert!(!until(Duration::from_millis(30), || false));
+        assert!(t.elapsed() >= Duration::from_millis(30));
+        assert!(until(Duration::from_millis(30), || true));
+    }
+
+    #[test]
+    fn wait_timeout_gives_the_status_of_an_exited_child_and_none_for_a_running_one() {
+        let mut done = std::process::Command::new("true").spawn().unwrap();
+        assert!(wait_timeout(&mut done, Duration::from_secs(5)).is_some_and(|s| s.success()));
+        let mut running = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert_eq!(wait_timeout(&mut running, Duration::from_millis(50)), None);
+        running.kill().unwrap();
+        running.wait().unwrap();
+    }
+}
