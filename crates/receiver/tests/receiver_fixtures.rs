@@ -133,6 +133,11 @@ fn ack_body(ids: &[&str], outcome: &str) -> Value {
     json!({ "acks": acks })
 }
 
+/// Acks `ids` with `outcome` (sink token).
+fn ack(a: &ureq::Agent, r: &Receiver, ids: &[&str], outcome: &str) -> Resp {
+    post(a, &ack_url(r), Some(TOKEN), &ack_body(ids, outcome))
+}
+
 static RUN: AtomicU64 = AtomicU64::new(0);
 
 /// A string unique to this test process and call, usable inside a session id.
@@ -371,48 +376,41 @@ fn run_fixture(path: &Path) {
     r.stop();
 }
 
-#[test]
-fn fixture_control_prompt() {
-    run_fixture(&fixtures::own("delivery/control-prompt.json"));
+/// One test a delivery fixture: `name: "file"`, run from our own fixtures (`own`) or, as a
+/// cross-check, the reference's seed-era ones (`peer`: 09, 10, 11; skipped without them).
+macro_rules! fixture_tests {
+    ($where:ident { $($(#[$doc:meta])* $name:ident: $file:literal,)* }) => {$(
+        $(#[$doc])*
+        #[test]
+        fn $name() {
+            fixture_tests!(@run $where $file);
+        }
+    )*};
+    (@run own $file:literal) => {
+        run_fixture(&fixtures::own(concat!("delivery/", $file)))
+    };
+    (@run peer $file:literal) => {
+        if let Some(dir) = fixtures::peer_or_skip($file) {
+            run_fixture(&dir.join("delivery").join($file));
+        }
+    };
 }
 
-#[test]
-fn fixture_control_expired() {
-    run_fixture(&fixtures::own("delivery/control-expired.json"));
-}
+fixture_tests!(own {
+    fixture_control_prompt: "control-prompt.json",
+    fixture_control_expired: "control-expired.json",
+    /// DECISIONS 38: `taken` stops redelivery, `progress` and the final ack's `mode`/`reply`.
+    fixture_control_taken: "control-taken.json",
+    fixture_control_double_ack: "control-double-ack.json",
+});
 
-/// DECISIONS 38: `taken` stops redelivery, `progress` and the final ack's `mode`/`reply`.
-#[test]
-fn fixture_control_taken() {
-    run_fixture(&fixtures::own("delivery/control-taken.json"));
-}
-
-#[test]
-fn fixture_control_double_ack() {
-    run_fixture(&fixtures::own("delivery/control-double-ack.json"));
-}
-
-/// The reference's seed-era delivery fixtures (09, 10, 11), as a cross-check.
-fn peer_fixture(file: &str) {
-    if let Some(dir) = fixtures::peer_or_skip(file) {
-        run_fixture(&dir.join("delivery").join(file));
-    }
-}
-
-#[test]
-fn peer_fixture_09_control() {
-    peer_fixture("09-control.9138259c54ffd58dec54344b02c62ffb8494ad8e.json");
-}
-
-#[test]
-fn peer_fixture_10_control_expired() {
-    peer_fixture("10-control-expired.e918475f4a7284f20cc7b4877aa20e59ce10a343.json");
-}
-
-#[test]
-fn peer_fixture_11_control_double_ack() {
-    peer_fixture("11-control-double-ack.e918475f4a7284f20cc7b4877aa20e59ce10a343.json");
-}
+fixture_tests!(peer {
+    peer_fixture_09_control: "09-control.9138259c54ffd58dec54344b02c62ffb8494ad8e.json",
+    peer_fixture_10_control_expired:
+        "10-control-expired.e918475f4a7284f20cc7b4877aa20e59ce10a343.json",
+    peer_fixture_11_control_double_ack:
+        "11-control-double-ack.e918475f4a7284f20cc7b4877aa20e59ce10a343.json",
+});
 
 #[test]
 fn subset_matcher_follows_the_conformance_rules() {
@@ -599,14 +597,9 @@ fn messages_are_redelivered_until_acked() {
     // Another session sees none of them.
     assert_eq!(get(&a, &poll_url(&r, &other, 0), Some(TOKEN)).status, 204);
 
-    let ack = post(
-        &a,
-        &ack_url(&r),
-        Some(TOKEN),
-        &ack_body(&[&id1], "delivered"),
-    );
-    assert_eq!(ack.status, 202);
-    assert_eq!(ack.json(), json!({}));
+    let acked = ack(&a, &r, &[&id1], "delivered");
+    assert_eq!(acked.status, 202);
+    assert_eq!(acked.json(), json!({}));
     let resp = get(&a, &poll_url(&r, &s, 1), Some(TOKEN));
     assert_eq!(resp.json()["messages"], json!([m2]));
 
@@ -642,12 +635,7 @@ fn raw_messages_follow_their_id_and_expiry() {
     let resp = get(&a, &poll_url(&r, &s, 0), Some(TOKEN));
     assert_eq!(resp.json()["messages"], json!([no_id, bad_id]));
     // A schema-invalid id cannot be acked through the route (400) ...
-    let bad = post(
-        &a,
-        &ack_url(&r),
-        Some(TOKEN),
-        &ack_body(&["not-a-ulid"], "failed"),
-    );
+    let bad = ack(&a, &r, &["not-a-ulid"], "failed");
     assert_eq!(bad.status, 400);
     assert!(bad.json()["reason"].as_str().unwrap().contains("ULID"));
     // ... so both keep coming.
@@ -784,7 +772,7 @@ fn test_door_enqueues_and_lists() {
     assert_eq!(bad.status, 400);
 
     let id = m["id"].as_str().unwrap();
-    post(&a, &ack_url(&r), Some(TOKEN), &ack_body(&[id], "delivered"));
+    ack(&a, &r, &[id], "delivered");
     post(
         &a,
         &events_url(&r),
@@ -1103,26 +1091,12 @@ fn fault_invalid_json_fails_to_parse() {
     let a = agent(Duration::from_secs(5));
     let id = ulid::Ulid::new().to_string();
     r.push_fault(Route::Ack, Fault::InvalidJson);
-    let resp = post(
-        &a,
-        &ack_url(&r),
-        Some(TOKEN),
-        &ack_body(&[&id], "delivered"),
-    );
+    let resp = ack(&a, &r, &[&id], "delivered");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.text, "{not json");
     assert!(serde_json::from_str::<Value>(&resp.text).is_err());
     assert!(r.acks().is_empty(), "a faulted ack is not recorded");
-    assert_eq!(
-        post(
-            &a,
-            &ack_url(&r),
-            Some(TOKEN),
-            &ack_body(&[&id], "delivered")
-        )
-        .status,
-        202
-    );
+    assert_eq!(ack(&a, &r, &[&id], "delivered").status, 202);
     assert_eq!(r.acks().len(), 1);
 }
 
