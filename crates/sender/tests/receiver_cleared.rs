@@ -44,8 +44,27 @@ const WITHIN: Duration = Duration::from_secs(1);
 /// One browser at a time: the measured test shares two cores with nothing of its own.
 static ONE_BROWSER: Mutex<()> = Mutex::new(());
 
+/// This test's browser: it must be there (the test fails saying what is missing), and no
+/// other test of this file runs one meanwhile.
 fn one_browser() -> std::sync::MutexGuard<'static, ()> {
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
     ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `sp-receiver` in a temp folder (kept while the first value lives), the person away, and
+/// two devices (of seeds `a`, `b`) subscribed at a push service on loopback.
+fn pushing_to_two_devices(
+    a: u8,
+    b: u8,
+) -> (tempfile::TempDir, SpReceiver, PushService, Device, Device) {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"));
+    let service = PushService::start();
+    let (dev_a, dev_b) = (Device::new(a), Device::new(b));
+    receiver.push_to(&service, &dev_a, &dev_b);
+    (dir, receiver, service, dev_a, dev_b)
 }
 
 /// A push service on loopback (answering 201), and the requests taken off its channel but
@@ -252,15 +271,8 @@ fn wait_state(b: &mut Browser, selector: &str, state: &str) {
 
 #[test]
 fn a_prompt_answered_in_the_terminal_leaves_every_page_and_every_device_within_a_second() {
-    if let Some(why) = missing_browser_deps() {
-        panic!("the browser test cannot run: {why}");
-    }
     let _one = one_browser();
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = SpReceiver::start(&dir.path().join("receiver"));
-    let mut service = PushService::start();
-    let (dev_a, dev_b) = (Device::new(21), Device::new(22));
-    receiver.push_to(&service, &dev_a, &dev_b);
+    let (_dir, receiver, mut service, dev_a, dev_b) = pushing_to_two_devices(21, 22);
 
     // A machine (unsigned control) whose Claude Code asks to run a command.
     let session = "0c5a3e4f-1b2c-4d5e-8f90-a1b2c3d4e5f6";
@@ -440,11 +452,7 @@ fn hhmm(offset_h: i64, shift: i64) -> String {
 
 #[test]
 fn quiet_hours_are_per_device_in_its_own_zone_and_a_withdrawal_reaches_every_device() {
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = SpReceiver::start(&dir.path().join("receiver"));
-    let mut service = PushService::start();
-    let (dev_a, dev_b) = (Device::new(41), Device::new(42));
-    receiver.push_to(&service, &dev_a, &dev_b);
+    let (_dir, receiver, mut service, dev_a, dev_b) = pushing_to_two_devices(41, 42);
     let devices = receiver.call("/page/api/push", None).1["devices"].clone();
     let id = |i: usize| devices[i]["id"].as_str().unwrap().to_owned();
     let (a, b) = (id(0), id(1));
@@ -543,14 +551,12 @@ fn quiet_hours_are_per_device_in_its_own_zone_and_a_withdrawal_reaches_every_dev
 /// `sp pair phone` on the machine and Approve on the page (a passkey of the virtual
 /// authenticator); the machine's id at the receiver.
 fn pair(env: &Env, b: &mut Browser, receiver: &SpReceiver) -> String {
-    let mut cmd = env.cmd("sp");
-    cmd.args(["pair", "phone", "--timeout", "120"]);
     let common::pairing::SpPair {
         child: pair,
         link,
         printed,
         ..
-    } = common::pairing::start(cmd);
+    } = common::pairing::pair_phone(env.cmd("sp"));
     b.call(json!({"op": "goto", "url": link}));
     b.wait("#pair-check[data-check]");
     common::pairing::approve(b, pair, &printed);
@@ -603,15 +609,8 @@ fn press(b: &mut Browser, tag: &str, action: &str) {
 #[test]
 fn a_notifications_allow_opens_the_page_for_a_touch_its_deny_is_signed_in_the_worker_and_without_a_current_grant_it_opens_the_page(
 ) {
-    if let Some(why) = missing_browser_deps() {
-        panic!("the browser test cannot run: {why}");
-    }
     let _one = one_browser();
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = SpReceiver::start(&dir.path().join("receiver"));
-    let mut service = PushService::start();
-    let (dev_a, dev_b) = (Device::new(31), Device::new(32));
-    receiver.push_to(&service, &dev_a, &dev_b);
+    let (_dir, receiver, mut service, dev_a, _dev_b) = pushing_to_two_devices(31, 32);
     let mut env = Env::new();
     env.write_config(json!({
         "sinks": [{"name": "phone", "url": receiver.running.url, "tier": 1, "control": "signed", "token": TOKEN}],
