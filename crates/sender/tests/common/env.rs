@@ -10,7 +10,7 @@ use std::time::Duration;
 
 // Written once in crates/testkit; here under the names the suites use.
 #[allow(unused_imports)]
-pub use sessionpipe_testkit::receiver::set_mode;
+pub use sessionpipe_testkit::receiver::{newest_source, set_mode};
 #[allow(unused_imports)]
 pub use sessionpipe_testkit::wait::{until, wait_for, wait_timeout, wait_until};
 
