@@ -416,10 +416,14 @@ fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again()
         service.got.try_recv().is_err(),
         "nothing else arrived (perm-1 at the desk, perm-2 while quiet)"
     );
+    // What the receiver scheduled for it: the first back-off, 2 s.
     let log = push_log(&r);
-    assert!(log
-        .iter()
-        .any(|l| l["result"].as_str().unwrap_or("").contains("trying again")));
+    assert!(
+        log.iter().any(|l| l["result"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("failed: ") && t.ends_with("; trying again in 2 s"))),
+        "{log:?}"
+    );
     // A subscription the page sends wrong is refused with the rule.
     let (s, v) = push_settings(
         &r,
