@@ -23,7 +23,7 @@ cd "$here"
 start=$(date +%s)
 say() { printf 'scripts/test.sh: %s\n' "$*"; }
 elapsed() { echo "$(( $(date +%s) - start )) s"; }
-# CI set to anything but empty, 0 or false (as crates/sender/tests/common/needs.rs reads it).
+# CI set to anything but empty, 0 or false (as crates/testkit/src/needs.rs reads it).
 ci_set() { case "${CI:-}" in ""|0|false) return 1 ;; *) return 0 ;; esac; }
 
 deps_note=
@@ -65,7 +65,7 @@ esac
 
 # A test that needs an outside tool (caddy, node, the pinned CLIs, the release build) which
 # is missing fails when CI is set and otherwise prints `skipped: <test>: needs <tool>`
-# (crates/sender/tests/common/needs.rs); those are counted as skipped below, not passed.
+# (crates/testkit/src/needs.rs); those are counted as skipped below, not passed.
 command -v caddy >/dev/null 2>&1 || say "caddy is not installed: the TLS proxy test will say it skipped (it fails when CI is set)"
 
 log="$(mktemp)"
@@ -150,7 +150,7 @@ if [ "${#cargo_args[@]}" -eq 0 ] || [ "${SP_TEST_PG:-}" = 1 ]; then
         say "SP_TEST_RECEIVER_PG=$pg_url"
         pg_runs=(
             "-p sessionpipe-receiver --features testing"
-            "-p sessionpipe-control --test receiver_fixtures --test receiver_signed --test transport --test reliability_faults --test signed_sync --test receiver_push"
+            "-p sessionpipe-control --test receiver_signed --test transport --test reliability_faults --test signed_sync"
         )
         pg_failed_runs=0
         for run in "${pg_runs[@]}"; do

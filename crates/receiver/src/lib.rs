@@ -388,6 +388,12 @@ impl Receiver {
         self.shared().polls.load(Ordering::Relaxed)
     }
 
+    /// Control polls held now (each looked, found nothing, and waits for a change): the
+    /// state a test waits on before it wakes one.
+    pub fn held_polls(&self) -> usize {
+        self.shared().held.load(Ordering::Relaxed)
+    }
+
     #[cfg(feature = "testing")]
     /// The `session` query value of each poll that had one (decoded), in order.
     pub fn poll_sessions(&self) -> Vec<String> {

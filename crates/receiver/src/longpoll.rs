@@ -3,6 +3,7 @@
 //! change) with a deadline. Each look at the state runs off the async workers (SQLite).
 //! A hold ends unanswered ([`ApiError::Cut`]) when the receiver goes down meanwhile.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderValue, StatusCode};
@@ -68,10 +69,29 @@ where
                 Ok(None) => {}
             }
         }
+        // A poll is counted as held while it waits here ([`crate::Receiver::held_polls`]).
+        let _held = key.map(|_| Held::count(&app.shared.held));
         tokio::select! {
             _ = rx.changed() => {}
             _ = tokio::time::sleep_until(due.into()) => {}
         }
+    }
+}
+
+/// One held poll in the count, until dropped (also when its connection goes, and the task
+/// with it).
+struct Held<'a>(&'a AtomicUsize);
+
+impl<'a> Held<'a> {
+    fn count(n: &'a AtomicUsize) -> Held<'a> {
+        n.fetch_add(1, Ordering::Relaxed);
+        Held(n)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -133,6 +133,8 @@ pub(crate) struct Shared {
     pub event_posts: AtomicUsize,
     /// Control poll requests seen (any status, faults included).
     pub polls: AtomicUsize,
+    /// Control polls held now: each looked, found nothing, and waits for a change.
+    pub held: AtomicUsize,
     /// Database calls running at once: a few, so a herd of held polls waking together does
     /// not grow a thread for each.
     pub db_slots: tokio::sync::Semaphore,
@@ -186,6 +188,7 @@ impl Shared {
             watch: tokio::sync::watch::Sender::new(0),
             event_posts: AtomicUsize::new(0),
             polls: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
             db_slots: tokio::sync::Semaphore::new(DB_SLOTS),
             health_slots: Arc::new(tokio::sync::Semaphore::new(HEALTH_SLOTS)),
             marks: Mutex::new(Marks::default()),

@@ -7,8 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 // The one list of what --help names, shared with the end-to-end suite's check.
-#[path = "../../sender/tests/common/receiver_help.rs"]
-mod receiver_help;
+use sessionpipe_testkit::receiver_help;
 
 const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
 

@@ -7,16 +7,14 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-// The sender's tests' one rule for "this test needs tool X", shared, not copied.
-#[path = "../../sender/tests/common/needs.rs"]
-mod needs;
-// And the one way to start a server that says where it listens.
-#[path = "../../sender/tests/common/listening.rs"]
-mod listening;
+// Both crates' tests' one rule for "this test needs tool X", and the one way to start a
+// server that says where it listens.
+use sessionpipe_testkit::wait::until;
+use sessionpipe_testkit::{listening, needs};
 
 const SP_RECEIVER: &str = env!("CARGO_BIN_EXE_sp-receiver");
 const TOKEN: &str = "hostile-bearer-token-0123456789";
@@ -150,20 +148,6 @@ fn get(addr: SocketAddr, path: &str) -> Option<Resp> {
     request(addr, "GET", path, &[], "")
 }
 
-/// Polls `f` until it is true or `within` passes.
-fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Raises this process's soft open-file limit to `want` (at most the hard limit).
 fn raise_nofile(want: u64) -> u64 {
     let mut lim = libc::rlimit {
@@ -234,7 +218,7 @@ fn six_hundred_idle_connections_under_ulimit_1024_do_not_stop_it() {
     }
     drop(many);
     assert!(
-        eventually(Duration::from_secs(20), || get(r.addr, "/healthz")
+        until(Duration::from_secs(20), || get(r.addr, "/healthz")
             .is_some_and(|h| h.status == 200)),
         "serving again after 1100 connections; log:\n{}",
         r.log.lock().unwrap()
@@ -291,13 +275,12 @@ fn two_thousand_slowloris_connections_do_not_stop_the_page() {
         let _ = s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nx-slow: ");
         slow.push(s);
     }
-    let t = Instant::now();
     let page = get(r.addr, "/login").expect("the page answers");
     assert_eq!(page.status, 200);
+    // Answered while every one of them still hangs (not once the head timeout cut them).
     assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        t.elapsed()
+        slow.iter().all(still_waiting),
+        "the page answered only after the slow heads were cut"
     );
     // The head timeout closes them (10 s): the server reads EOF on each.
     let mut closed = 0;
@@ -578,16 +561,14 @@ fn two_thousand_held_long_polls_cost_no_threads() {
         s.write_all(req.as_bytes()).unwrap();
         held.push(s);
     }
-    // All 2000 are held (none answered yet) while the page answers at once.
-    let t = Instant::now();
+    // The page answers while all 2000 are held (none answered yet).
     assert_eq!(get(r.addr, "/healthz").unwrap().status, 200);
-    assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        t.elapsed()
-    );
     let page = get(r.addr, "/login").expect("the page answers");
     assert_eq!(page.status, 200);
+    assert!(
+        held.iter().all(still_waiting),
+        "the page answered only after the held polls were"
+    );
     let threads = status_kb(pid, "Threads:");
     eprintln!("threads: {threads_before} before, {threads} with 2000 polls held");
     // A held poll holds no thread: the threads stay within the blocking pool's cap (64) plus
@@ -637,6 +618,15 @@ fn post_partial(
 
 /// The status line's code of what `s` reads within `within`; `None` for nothing (or a reset
 /// before any byte).
+/// Whether the server has neither answered on `s` nor closed it: the connection still waits.
+fn still_waiting(s: &TcpStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let waiting =
+        matches!(s.peek(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    s.set_nonblocking(false).unwrap();
+    waiting
+}
+
 fn read_status(s: &mut TcpStream, within: Duration) -> Option<u16> {
     s.set_read_timeout(Some(within)).unwrap();
     let mut got = Vec::new();
@@ -700,35 +690,19 @@ fn a_thousand_strangers_sending_bodies_cost_under_256_mib() {
 #[test]
 fn a_declared_body_over_the_cap_is_answered_413_at_once() {
     let r = start(Path::new(SP_RECEIVER), None);
-    let t = Instant::now();
+    // The rest of each body is never sent, and the receiver would wait 30 s for it
+    // (BODY_TIMEOUT): an answer within 5 s is one given without waiting for the body.
     let mut s = post_partial(r.addr, EVENTS, TOKEN, 50_000_000, 1024);
     let status = read_status(&mut s, Duration::from_secs(5));
     assert_eq!(status, Some(413), "log:\n{}", r.log.lock().unwrap());
-    assert!(
-        t.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        t.elapsed()
-    );
 
-    // A stranger declaring a body and sending none of it: 401 at once, no wait for the body.
-    let t = Instant::now();
+    // A stranger declaring a body and sending none of it: 401, no wait for the body.
     let mut s = post_partial(r.addr, EVENTS, "not-the-token", 50_000_000, 0);
     assert_eq!(read_status(&mut s, Duration::from_secs(5)), Some(401));
-    assert!(
-        t.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        t.elapsed()
-    );
 
     // The login form's post is anyone's: its body is capped small.
-    let t = Instant::now();
     let mut s = post_partial(r.addr, "/login", "", 1 << 20, 0);
     assert_eq!(read_status(&mut s, Duration::from_secs(5)), Some(413));
-    assert!(
-        t.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        t.elapsed()
-    );
 }
 
 #[test]

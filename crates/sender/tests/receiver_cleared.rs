@@ -27,14 +27,13 @@
 //! Needs chromium, Node.js and playwright-core (`scripts/test-deps.sh`); fails without them.
 mod common;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use common::browser::{missing_browser_deps, Browser};
 use common::env::*;
-use common::receiver::{LOGIN, TOKEN};
+use common::http;
+use common::receiver::{first_ack, open_db, LOGIN, TOKEN};
 use serde_json::{json, Value};
+use sessionpipe_testkit::push::{Device, FakeService, Got};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -45,41 +44,40 @@ const WITHIN: Duration = Duration::from_secs(1);
 /// One browser at a time: the measured test shares two cores with nothing of its own.
 static ONE_BROWSER: Mutex<()> = Mutex::new(());
 
+/// This test's browser: it must be there (the test fails saying what is missing), and no
+/// other test of this file runs one meanwhile.
 fn one_browser() -> std::sync::MutexGuard<'static, ()> {
+    if let Some(why) = missing_browser_deps() {
+        panic!("the browser test cannot run: {why}");
+    }
     ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One request the fake push service got.
-struct Got {
-    path: String,
-    body: Vec<u8>,
+/// `sp-receiver` in a temp folder (kept while the first value lives), the person away, and
+/// two devices (of seeds `a`, `b`) subscribed at a push service on loopback.
+fn pushing_to_two_devices(
+    a: u8,
+    b: u8,
+) -> (tempfile::TempDir, SpReceiver, PushService, Device, Device) {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = SpReceiver::start(&dir.path().join("receiver"));
+    let service = PushService::start();
+    let (dev_a, dev_b) = (Device::new(a), Device::new(b));
+    receiver.push_to(&service, &dev_a, &dev_b);
+    (dir, receiver, service, dev_a, dev_b)
 }
 
-/// A push service on loopback: hands each request to the test, answers 201.
+/// A push service on loopback (answering 201), and the requests taken off its channel but
+/// not asked for yet.
 struct PushService {
-    url: String,
-    got: mpsc::Receiver<Got>,
-    /// Requests taken off the channel but not asked for yet.
+    service: FakeService,
     kept: Vec<Got>,
 }
 
 impl PushService {
     fn start() -> PushService {
-        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", server.server_addr().to_ip().unwrap());
-        let (tx, got) = mpsc::channel();
-        std::thread::spawn(move || {
-            for mut rq in server.incoming_requests() {
-                let mut body = Vec::new();
-                let _ = std::io::Read::read_to_end(rq.as_reader(), &mut body);
-                let path = rq.url().to_owned();
-                let _ = tx.send(Got { path, body });
-                let _ = rq.respond(tiny_http::Response::empty(201));
-            }
-        });
         PushService {
-            url,
-            got,
+            service: FakeService::start(),
             kept: Vec::new(),
         }
     }
@@ -98,39 +96,12 @@ impl PushService {
             }
             let left = end.saturating_duration_since(Instant::now());
             let got = self
+                .service
                 .got
                 .recv_timeout(left)
                 .unwrap_or_else(|_| panic!("no push {tag} to {path} within 30 s"));
             self.kept.push(got);
         }
-    }
-}
-
-/// A device as a browser makes one: its own key pair and auth secret.
-struct Device {
-    secret: p256::SecretKey,
-    auth: [u8; 16],
-}
-
-impl Device {
-    fn new(seed: u8) -> Device {
-        Device {
-            secret: p256::SecretKey::from_slice(&[seed; 32]).unwrap(),
-            auth: [seed ^ 0x5a; 16],
-        }
-    }
-
-    fn subscription(&self, endpoint: &str) -> Value {
-        json!({"endpoint": endpoint, "keys": {
-            "p256dh": URL_SAFE_NO_PAD.encode(self.secret.public_key().to_sec1_bytes()),
-            "auth": URL_SAFE_NO_PAD.encode(self.auth)}})
-    }
-
-    fn decrypt(&self, body: &[u8]) -> Value {
-        let auth = web_push_native::Auth::clone_from_slice(&self.auth);
-        let plain =
-            web_push_native::decrypt(body.to_vec(), &self.secret, &auth).expect("aes128gcm");
-        serde_json::from_slice(&plain).unwrap()
     }
 }
 
@@ -154,33 +125,13 @@ impl SpReceiver {
     }
 
     fn db(&self) -> rusqlite::Connection {
-        let c = rusqlite::Connection::open(&self.db).unwrap();
-        c.busy_timeout(Duration::from_secs(5)).unwrap();
-        c
+        open_db(&self.db)
     }
 
     /// A page API call (GET without a body) with the login token as a bearer (no cookie,
     /// so no CSRF): its status and answer.
     fn call(&self, path: &str, body: Option<Value>) -> (u16, Value) {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(20)))
-            .build()
-            .into();
-        let url = format!("{}{path}", self.running.url);
-        let auth = format!("Bearer {LOGIN}");
-        let mut r = match body {
-            None => agent.get(&url).header("authorization", &auth).call(),
-            Some(b) => agent
-                .post(&url)
-                .header("authorization", &auth)
-                .header("content-type", "application/json")
-                .send(b.to_string()),
-        }
-        .unwrap();
-        let status = r.status().as_u16();
-        let text = r.body_mut().read_to_string().unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        http::page_call(&self.running.url, LOGIN, path, body.as_ref())
     }
 
     /// A page API post that must succeed; its answer.
@@ -210,7 +161,7 @@ impl SpReceiver {
     fn push_to(&self, service: &PushService, a: &Device, b: &Device) {
         self.api("/page/api/away", json!({"away": true}));
         for (d, path) in [(a, "/push/a"), (b, "/push/b")] {
-            let sub = d.subscription(&format!("{}{path}", service.url));
+            let sub = d.subscription(&format!("{}{path}", service.service.url));
             self.api(
                 "/page/api/push",
                 json!({"op": "subscribe", "subscription": sub}),
@@ -230,21 +181,9 @@ impl SpReceiver {
             .unwrap()
     }
 
-    /// The first ack the receiver recorded for message `id`.
+    /// The first ack the receiver recorded for message `id` (waiting for it).
     fn ack(&self, id: &str) -> Value {
-        let mut found = None;
-        until(Duration::from_secs(20), || {
-            found = self
-                .db()
-                .query_row(
-                    "SELECT body FROM acks WHERE id = ?1 ORDER BY n LIMIT 1",
-                    [id],
-                    |r| r.get::<_, String>(0),
-                )
-                .ok();
-            found.is_some()
-        });
-        serde_json::from_str(&found.unwrap_or_else(|| panic!("no ack for {id}"))).unwrap()
+        first_ack(&self.db, id)
     }
 }
 
@@ -332,15 +271,8 @@ fn wait_state(b: &mut Browser, selector: &str, state: &str) {
 
 #[test]
 fn a_prompt_answered_in_the_terminal_leaves_every_page_and_every_device_within_a_second() {
-    if let Some(why) = missing_browser_deps() {
-        panic!("the browser test cannot run: {why}");
-    }
     let _one = one_browser();
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = SpReceiver::start(&dir.path().join("receiver"));
-    let mut service = PushService::start();
-    let (dev_a, dev_b) = (Device::new(21), Device::new(22));
-    receiver.push_to(&service, &dev_a, &dev_b);
+    let (_dir, receiver, mut service, dev_a, dev_b) = pushing_to_two_devices(21, 22);
 
     // A machine (unsigned control) whose Claude Code asks to run a command.
     let session = "0c5a3e4f-1b2c-4d5e-8f90-a1b2c3d4e5f6";
@@ -520,11 +452,7 @@ fn hhmm(offset_h: i64, shift: i64) -> String {
 
 #[test]
 fn quiet_hours_are_per_device_in_its_own_zone_and_a_withdrawal_reaches_every_device() {
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = SpReceiver::start(&dir.path().join("receiver"));
-    let mut service = PushService::start();
-    let (dev_a, dev_b) = (Device::new(41), Device::new(42));
-    receiver.push_to(&service, &dev_a, &dev_b);
+    let (_dir, receiver, mut service, dev_a, dev_b) = pushing_to_two_devices(41, 42);
     let devices = receiver.call("/page/api/push", None).1["devices"].clone();
     let id = |i: usize| devices[i]["id"].as_str().unwrap().to_owned();
     let (a, b) = (id(0), id(1));
@@ -623,14 +551,12 @@ fn quiet_hours_are_per_device_in_its_own_zone_and_a_withdrawal_reaches_every_dev
 /// `sp pair phone` on the machine and Approve on the page (a passkey of the virtual
 /// authenticator); the machine's id at the receiver.
 fn pair(env: &Env, b: &mut Browser, receiver: &SpReceiver) -> String {
-    let mut cmd = env.cmd("sp");
-    cmd.args(["pair", "phone", "--timeout", "120"]);
     let common::pairing::SpPair {
         child: pair,
         link,
         printed,
         ..
-    } = common::pairing::start(cmd);
+    } = common::pairing::pair_phone(env.cmd("sp"));
     b.call(json!({"op": "goto", "url": link}));
     b.wait("#pair-check[data-check]");
     common::pairing::approve(b, pair, &printed);
@@ -683,15 +609,8 @@ fn press(b: &mut Browser, tag: &str, action: &str) {
 #[test]
 fn a_notifications_allow_opens_the_page_for_a_touch_its_deny_is_signed_in_the_worker_and_without_a_current_grant_it_opens_the_page(
 ) {
-    if let Some(why) = missing_browser_deps() {
-        panic!("the browser test cannot run: {why}");
-    }
     let _one = one_browser();
-    let dir = tempfile::tempdir().unwrap();
-    let receiver = SpReceiver::start(&dir.path().join("receiver"));
-    let mut service = PushService::start();
-    let (dev_a, dev_b) = (Device::new(31), Device::new(32));
-    receiver.push_to(&service, &dev_a, &dev_b);
+    let (_dir, receiver, mut service, dev_a, _dev_b) = pushing_to_two_devices(31, 32);
     let mut env = Env::new();
     env.write_config(json!({
         "sinks": [{"name": "phone", "url": receiver.running.url, "tier": 1, "control": "signed", "token": TOKEN}],

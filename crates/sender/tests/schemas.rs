@@ -14,12 +14,9 @@
 
 // Only the schema helper: `mod common;` would also compile the other helpers in
 // tests/common/ into this binary, which these tests do not need.
-#[path = "common/fixtures.rs"]
-mod fixtures;
-#[path = "common/needs.rs"]
-mod needs;
 #[path = "common/schema.rs"]
 mod schema;
+use sessionpipe_testkit::fixtures;
 
 use schema::{assert_invalid, assert_valid, compile, errors, is_valid, load_json, schema_dir};
 

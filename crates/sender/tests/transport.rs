@@ -324,9 +324,11 @@ fn a_redirect_is_never_followed_for_poll_events_or_ack_and_nothing_from_its_targ
     point_at(&env, &sink.url(), json!({"permission_wait_s": 4}));
     let hook = env.spawn_hook("sp-permission", &perm);
     // The hook recorded its attention before sp-sync runs, so an allow would find it open.
-    assert!(until(Duration::from_secs(10), || {
-        env.query::<i64>("SELECT count(*) FROM attention WHERE state='open'") == vec![1]
-    }));
+    wait_until(
+        "the hook recorded its attention",
+        Duration::from_secs(10),
+        || env.query::<i64>("SELECT count(*) FROM attention WHERE state='open'") == vec![1],
+    );
     for _ in 0..2 {
         assert_eq!(env.sync_once().status.code(), Some(0));
     }
@@ -477,15 +479,15 @@ fn a_cached_well_known_is_dropped_after_a_failure_and_read_again() {
 
     // sp-sync --daemon reads it again while it runs, after a failure of the sink.
     let mut sync = SyncGuard::start(&env);
-    assert!(
-        until(Duration::from_secs(20), || env.receiver.polls() >= 4),
-        "the daemon polls"
-    );
+    wait_until("the daemon polls", Duration::from_secs(20), || {
+        env.receiver.polls() >= 4
+    });
     let before = reads();
     env.receiver.push_fault(Route::Poll, Fault::Reset);
-    assert!(
-        until(Duration::from_secs(20), || reads() > before),
-        "the daemon read the well-known again after a failed poll"
+    wait_until(
+        "the daemon read the well-known again after a failed poll",
+        Duration::from_secs(20),
+        || reads() > before,
     );
     sync.stop();
 }
@@ -645,8 +647,9 @@ fn a_stop_block_carries_at_most_100000_characters_and_the_rest_comes_at_the_next
 // Poll gap
 
 /// Runs sp-sync --daemon against a sink answering every poll with `answer`, with two live
-/// sessions, until `n` polls of the first session arrived; returns that session's poll times.
-fn poll_times(answer: Answer, n: usize) -> Vec<Instant> {
+/// sessions, until `n` polls of the first session arrived; returns that session's poll times
+/// and the sink's last error as sp-sync recorded it.
+fn poll_times(answer: Answer, n: usize) -> (Vec<Instant>, String) {
     let env = Env::new();
     let sink = Scripted::start("127.0.0.1", move |method, url, _| {
         if path(url) == WELL_KNOWN {
@@ -680,7 +683,7 @@ fn poll_times(answer: Answer, n: usize) -> Vec<Instant> {
         .filter(|s| s.method == "GET" && s.url.contains("session=claude-code:gap-b"))
         .count();
     assert!(b > 0, "the other session is polled too");
-    times
+    (times, last_error(&env))
 }
 
 /// Over the window from the first to the last of these polls, at most one per 250 ms (+2
@@ -697,13 +700,15 @@ fn assert_gap(what: &str, times: &[Instant]) {
 
 #[test]
 fn a_sink_answering_204_at_once_gets_at_most_one_poll_per_250ms_per_session() {
-    let times = poll_times((204, vec![], String::new()), 12);
+    let (times, _) = poll_times((204, vec![], String::new()), 12);
     assert_gap("204 at once", &times);
 }
 
 #[test]
 fn a_sink_answering_429_retry_after_0_gets_at_most_one_poll_per_250ms_per_session() {
-    let times = poll_times((429, vec![("retry-after", "0".into())], String::new()), 12);
+    let (times, recorded) = poll_times((429, vec![("retry-after", "0".into())], String::new()), 12);
+    // sp-sync read the receiver's retry-after (0 s), and the floor still spaced the polls.
+    assert_eq!(recorded, "control poll answered 429; retry in 0s");
     assert_gap("retry-after: 0", &times);
 }
 

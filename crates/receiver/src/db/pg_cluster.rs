@@ -9,8 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-#[path = "../../../sender/tests/common/needs.rs"]
-mod needs;
+use sessionpipe_testkit::needs;
 
 pub(crate) struct Cluster {
     dir: tempfile::TempDir,

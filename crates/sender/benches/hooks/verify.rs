@@ -1,13 +1,10 @@
 //! Signed control's cost on the answer path (issue 12): `verify_command` on a permission
 //! answer signed by a day key under an ES256 grant, and by an RS256 confirm, in the release
 //! build, in process. It runs in sp-sync, never in a hook.
-#[path = "../../tests/common/signing.rs"]
-mod signing;
-
 use crate::stats::{median, percentile};
 use crate::Opts;
 use serde_json::json;
-use signing::*;
+use sessionpipe_testkit::signing::*;
 use spctl::wire::signed::{self, SignedCommand, TrustedKey, VerifyOptions};
 use std::time::Instant;
 

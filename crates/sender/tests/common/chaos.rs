@@ -197,19 +197,9 @@ pub fn integrity(env: &Env) -> String {
     store.integrity_check().expect("integrity_check")
 }
 
-/// Runs `f` until it returns true or `d` passes.
-pub fn eventually(d: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + d;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+/// Runs `f` until it returns true or `d` passes (the one "poll until", crates/testkit).
+#[allow(unused_imports)]
+pub use sessionpipe_testkit::wait::until as eventually;
 
 /// Every stored message (id → (state, outcome, session, kind)).
 pub fn db_messages(env: &Env) -> BTreeMap<String, (String, Option<String>, String, String)> {

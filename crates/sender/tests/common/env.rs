@@ -6,7 +6,13 @@ use spreceiver::{Receiver, ReceiverOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Written once in crates/testkit; here under the names the suites use.
+#[allow(unused_imports)]
+pub use sessionpipe_testkit::receiver::{newest_source, set_mode};
+#[allow(unused_imports)]
+pub use sessionpipe_testkit::wait::{until, wait_for, wait_timeout, wait_until};
 
 pub fn bin(name: &str) -> PathBuf {
     match name {
@@ -18,51 +24,11 @@ pub fn bin(name: &str) -> PathBuf {
         // The receiver is its own crate (crates/receiver); cargo puts its binary beside
         // ours. `cargo test` builds it for that crate's own tests; scripts/test.sh builds
         // every binary first.
-        "sp-receiver" => {
-            let p = Path::new(env!("CARGO_BIN_EXE_sp")).with_file_name("sp-receiver");
-            let built = std::fs::metadata(&p).and_then(|m| m.modified());
-            let Ok(built) = built else {
-                panic!(
-                    "{} is missing: build it with `cargo build --bins` (scripts/test.sh does)",
-                    p.display()
-                );
-            };
-            // Never the proof of an older build (cargo test builds it only for its own crate).
-            let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-            let newest = ["wire/src", "receiver/src"]
-                .iter()
-                .filter_map(|d| newest_source(&crates.join(d)))
-                .max();
-            if let Some((_, newer)) = newest.filter(|(t, _)| *t > built) {
-                panic!(
-                    "{} is newer than {}: rebuild it with `cargo build --bins`",
-                    newer.display(),
-                    p.display()
-                );
-            }
-            p
-        }
+        // The receiver is its own crate (crates/receiver); cargo puts its binary beside
+        // ours (scripts/test.sh builds every binary first).
+        "sp-receiver" => sessionpipe_testkit::receiver::sp_receiver_bin(),
         other => panic!("no binary {other}"),
     }
-}
-
-/// The most recently changed file under `dir`, with its time.
-pub fn newest_source(dir: &Path) -> Option<(std::time::SystemTime, PathBuf)> {
-    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
-        let cand = if p.is_dir() {
-            newest_source(&p)
-        } else {
-            e.metadata().and_then(|m| m.modified()).ok().map(|t| (t, p))
-        };
-        if let Some(c) = cand {
-            if best.as_ref().is_none_or(|b| c.0 > b.0) {
-                best = Some(c);
-            }
-        }
-    }
-    best
 }
 
 /// The hook's stdin in one of our own payload fixtures (`tests/fixtures/hook-payloads/`).
@@ -286,11 +252,6 @@ impl Drop for Env {
     }
 }
 
-pub fn set_mode(p: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
 /// A command for one of our binaries with HOME, config and state pointed into a temp HOME.
 pub fn bin_cmd(name: &str, home: &Path, config: &Path, state: &Path) -> Command {
     let mut c = Command::new(bin(name));
@@ -341,19 +302,6 @@ pub fn run_with_stdin(mut c: Command, stdin: &[u8]) -> Output {
     out
 }
 
-pub fn wait_timeout(c: &mut Child, d: Duration) -> Option<std::process::ExitStatus> {
-    let until = Instant::now() + d;
-    loop {
-        if let Ok(Some(s)) = c.try_wait() {
-            return Some(s);
-        }
-        if Instant::now() >= until {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Collects a finished child's output, failing the test if it did not finish in time.
 pub fn finish(mut c: Child, d: Duration) -> Output {
     let status = wait_timeout(&mut c, d);
@@ -362,24 +310,6 @@ pub fn finish(mut c: Child, d: Duration) -> Output {
         panic!("hook did not finish within {d:?}");
     }
     c.wait_with_output().unwrap()
-}
-
-/// Whether `f` came to hold within `d` (checked every 20 ms, and once more at the end).
-pub fn until(d: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + d;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    f()
-}
-
-/// Waits until `f` holds; FAILS the test, naming `what`, when `d` runs out first.
-#[track_caller]
-pub fn wait_until(what: &str, d: Duration, f: impl FnMut() -> bool) {
-    assert!(until(d, f), "gave up after {d:?} waiting until {what}");
 }
 
 /// Asserts the command exited 0, showing its stderr when it did not.

@@ -16,6 +16,13 @@ pub struct SpPair {
     pub printed: Arc<Mutex<String>>,
 }
 
+/// `sp pair phone --timeout 120` (`sp`: the `sp` command of a machine), started as
+/// [`start`] does.
+pub fn pair_phone(mut sp: Command) -> SpPair {
+    sp.args(["pair", "phone", "--timeout", "120"]);
+    start(sp)
+}
+
 /// Starts `cmd` (an `sp pair …` command) and waits up to 30 s for its link and digits.
 pub fn start(mut cmd: Command) -> SpPair {
     cmd.stdin(Stdio::null())

@@ -12,9 +12,8 @@ use std::path::Path;
 use serde_json::{json, Value};
 use spreceiver::{Fault, Receiver, ReceiverOptions, Route};
 
-mod common;
-use common::env::wait_until;
-use common::fixtures;
+use sessionpipe_testkit::fixtures;
+use sessionpipe_testkit::wait::wait_until;
 const TOKEN: &str = "sink-token-for-tests";
 
 // ---------------------------------------------------------------------------------------
@@ -132,6 +131,11 @@ fn ack_body(ids: &[&str], outcome: &str) -> Value {
         .map(|id| json!({"id": id, "outcome": outcome, "at": now_ms()}))
         .collect();
     json!({ "acks": acks })
+}
+
+/// Acks `ids` with `outcome` (sink token).
+fn ack(a: &ureq::Agent, r: &Receiver, ids: &[&str], outcome: &str) -> Resp {
+    post(a, &ack_url(r), Some(TOKEN), &ack_body(ids, outcome))
 }
 
 static RUN: AtomicU64 = AtomicU64::new(0);
@@ -372,48 +376,41 @@ fn run_fixture(path: &Path) {
     r.stop();
 }
 
-#[test]
-fn fixture_control_prompt() {
-    run_fixture(&fixtures::own("delivery/control-prompt.json"));
+/// One test a delivery fixture: `name: "file"`, run from our own fixtures (`own`) or, as a
+/// cross-check, the reference's seed-era ones (`peer`: 09, 10, 11; skipped without them).
+macro_rules! fixture_tests {
+    ($where:ident { $($(#[$doc:meta])* $name:ident: $file:literal,)* }) => {$(
+        $(#[$doc])*
+        #[test]
+        fn $name() {
+            fixture_tests!(@run $where $file);
+        }
+    )*};
+    (@run own $file:literal) => {
+        run_fixture(&fixtures::own(concat!("delivery/", $file)))
+    };
+    (@run peer $file:literal) => {
+        if let Some(dir) = fixtures::peer_or_skip($file) {
+            run_fixture(&dir.join("delivery").join($file));
+        }
+    };
 }
 
-#[test]
-fn fixture_control_expired() {
-    run_fixture(&fixtures::own("delivery/control-expired.json"));
-}
+fixture_tests!(own {
+    fixture_control_prompt: "control-prompt.json",
+    fixture_control_expired: "control-expired.json",
+    /// DECISIONS 38: `taken` stops redelivery, `progress` and the final ack's `mode`/`reply`.
+    fixture_control_taken: "control-taken.json",
+    fixture_control_double_ack: "control-double-ack.json",
+});
 
-/// DECISIONS 38: `taken` stops redelivery, `progress` and the final ack's `mode`/`reply`.
-#[test]
-fn fixture_control_taken() {
-    run_fixture(&fixtures::own("delivery/control-taken.json"));
-}
-
-#[test]
-fn fixture_control_double_ack() {
-    run_fixture(&fixtures::own("delivery/control-double-ack.json"));
-}
-
-/// The reference's seed-era delivery fixtures (09, 10, 11), as a cross-check.
-fn peer_fixture(file: &str) {
-    if let Some(dir) = fixtures::peer_or_skip(file) {
-        run_fixture(&dir.join("delivery").join(file));
-    }
-}
-
-#[test]
-fn peer_fixture_09_control() {
-    peer_fixture("09-control.9138259c54ffd58dec54344b02c62ffb8494ad8e.json");
-}
-
-#[test]
-fn peer_fixture_10_control_expired() {
-    peer_fixture("10-control-expired.e918475f4a7284f20cc7b4877aa20e59ce10a343.json");
-}
-
-#[test]
-fn peer_fixture_11_control_double_ack() {
-    peer_fixture("11-control-double-ack.e918475f4a7284f20cc7b4877aa20e59ce10a343.json");
-}
+fixture_tests!(peer {
+    peer_fixture_09_control: "09-control.9138259c54ffd58dec54344b02c62ffb8494ad8e.json",
+    peer_fixture_10_control_expired:
+        "10-control-expired.e918475f4a7284f20cc7b4877aa20e59ce10a343.json",
+    peer_fixture_11_control_double_ack:
+        "11-control-double-ack.e918475f4a7284f20cc7b4877aa20e59ce10a343.json",
+});
 
 #[test]
 fn subset_matcher_follows_the_conformance_rules() {
@@ -518,35 +515,24 @@ fn authed_routes_answer_401_without_the_token() {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-/// The enqueue wakes the held poll: it is answered with the message long before its wait runs
-/// out. How fast is measured in BENCHMARKS.md ("enqueue → a held long poll answered").
+/// The enqueue wakes the held poll: it is answered with the message, where a poll left to its
+/// wait would have ended in a 204 (and the client's own timeout, 5 s, is shorter than that
+/// wait). How fast is measured in BENCHMARKS.md ("enqueue → a held long poll answered").
 fn a_held_long_poll_answers_on_an_enqueue() {
     let r = start();
     let s = format!("claude-code:{}", run_id());
     let url = poll_url(&r, &s, 10);
-    let poller = std::thread::spawn(move || {
-        let a = agent(Duration::from_secs(15));
-        let resp = get(&a, &url, Some(TOKEN));
-        (Instant::now(), resp)
+    let poller = std::thread::spawn(move || get(&agent(Duration::from_secs(5)), &url, Some(TOKEN)));
+    // Held: it looked at the empty queue and waits for a change.
+    wait_until("the poll is held", Duration::from_secs(5), || {
+        r.held_polls() == 1
     });
-    wait_until(
-        "the poll reached the receiver",
-        Duration::from_secs(5),
-        || r.polls() > 0,
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(!poller.is_finished(), "the poll should be held");
-    let enqueued_at = Instant::now();
     let msg = r.enqueue(
         &s,
         json!({"kind": "prompt", "text": "ping", "expires_in_s": 30}),
     );
-    let (answered_at, resp) = poller.join().unwrap();
-    let latency = answered_at.duration_since(enqueued_at);
-    assert!(
-        latency < Duration::from_secs(5),
-        "answered after {latency:?}: the enqueue did not wake the 10 s poll"
-    );
+    let resp = poller.join().unwrap();
+    assert_eq!(r.held_polls(), 0, "the answered poll is no longer held");
     assert_eq!(resp.status, 200);
     let body = resp.json();
     assert_valid(&schema("control-poll"), &body);
@@ -557,31 +543,24 @@ fn a_held_long_poll_answers_on_an_enqueue() {
 #[test]
 fn long_poll_answers_204_when_the_wait_runs_out() {
     let r = start_with(|o| o.wait_max_s = 1);
-    let a = agent(Duration::from_secs(10));
+    // A client that gives up after 5 s: a poll held for its 30 s would fail here.
+    let a = agent(Duration::from_secs(5));
     let s = format!("codex:{}", run_id());
-    // wait=1: held about a second.
+    // wait=1: held its second, then answered 204.
     let t = Instant::now();
     let resp = get(&a, &poll_url(&r, &s, 1), Some(TOKEN));
     let held = t.elapsed();
     assert_eq!(resp.status, 204);
     assert_eq!(resp.text, "");
-    assert!(
-        held >= Duration::from_millis(950) && held < Duration::from_millis(2500),
-        "held {held:?}"
-    );
-    // wait above wait_max_s is clamped to it.
-    let t = Instant::now();
+    assert!(held >= Duration::from_millis(950), "held {held:?}");
+    // wait above wait_max_s is clamped to it (answered, not left to the client's timeout).
     let resp = get(&a, &poll_url(&r, &s, 30), Some(TOKEN));
     assert_eq!(resp.status, 204);
-    assert!(
-        t.elapsed() < Duration::from_millis(2500),
-        "{:?}",
-        t.elapsed()
-    );
-    // wait=0 answers at once; no wait defaults to wait_max_s.
+    // wait=0 is never held (a hold here lasts the 1 s of wait_max_s); no wait defaults to
+    // wait_max_s.
     let t = Instant::now();
     assert_eq!(get(&a, &poll_url(&r, &s, 0), Some(TOKEN)).status, 204);
-    assert!(t.elapsed() < Duration::from_millis(500));
+    assert!(t.elapsed() < Duration::from_millis(950), "wait=0 was held");
     let t = Instant::now();
     let url = format!("{}/api/sessionpipe/v1/control?session={s}", r.url());
     assert_eq!(get(&a, &url, Some(TOKEN)).status, 204);
@@ -618,14 +597,9 @@ fn messages_are_redelivered_until_acked() {
     // Another session sees none of them.
     assert_eq!(get(&a, &poll_url(&r, &other, 0), Some(TOKEN)).status, 204);
 
-    let ack = post(
-        &a,
-        &ack_url(&r),
-        Some(TOKEN),
-        &ack_body(&[&id1], "delivered"),
-    );
-    assert_eq!(ack.status, 202);
-    assert_eq!(ack.json(), json!({}));
+    let acked = ack(&a, &r, &[&id1], "delivered");
+    assert_eq!(acked.status, 202);
+    assert_eq!(acked.json(), json!({}));
     let resp = get(&a, &poll_url(&r, &s, 1), Some(TOKEN));
     assert_eq!(resp.json()["messages"], json!([m2]));
 
@@ -661,12 +635,7 @@ fn raw_messages_follow_their_id_and_expiry() {
     let resp = get(&a, &poll_url(&r, &s, 0), Some(TOKEN));
     assert_eq!(resp.json()["messages"], json!([no_id, bad_id]));
     // A schema-invalid id cannot be acked through the route (400) ...
-    let bad = post(
-        &a,
-        &ack_url(&r),
-        Some(TOKEN),
-        &ack_body(&["not-a-ulid"], "failed"),
-    );
+    let bad = ack(&a, &r, &["not-a-ulid"], "failed");
     assert_eq!(bad.status, 400);
     assert!(bad.json()["reason"].as_str().unwrap().contains("ULID"));
     // ... so both keep coming.
@@ -803,7 +772,7 @@ fn test_door_enqueues_and_lists() {
     assert_eq!(bad.status, 400);
 
     let id = m["id"].as_str().unwrap();
-    post(&a, &ack_url(&r), Some(TOKEN), &ack_body(&[id], "delivered"));
+    ack(&a, &r, &[id], "delivered");
     post(
         &a,
         &events_url(&r),
@@ -1071,9 +1040,8 @@ fn fault_reset_is_a_connection_error() {
     // Warm the pool: the reset also hits a kept-alive connection.
     assert_eq!(get(&a, &wk, None).status, 200);
     r.push_fault(Route::WellKnown, Fault::Reset);
-    let t = Instant::now();
     let err = try_get(&a, &wk, None).expect_err("a reset must not produce a response");
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // A cut connection, not the client's timeout.
     assert!(
         matches!(
             err,
@@ -1123,26 +1091,12 @@ fn fault_invalid_json_fails_to_parse() {
     let a = agent(Duration::from_secs(5));
     let id = ulid::Ulid::new().to_string();
     r.push_fault(Route::Ack, Fault::InvalidJson);
-    let resp = post(
-        &a,
-        &ack_url(&r),
-        Some(TOKEN),
-        &ack_body(&[&id], "delivered"),
-    );
+    let resp = ack(&a, &r, &[&id], "delivered");
     assert_eq!(resp.status, 200);
     assert_eq!(resp.text, "{not json");
     assert!(serde_json::from_str::<Value>(&resp.text).is_err());
     assert!(r.acks().is_empty(), "a faulted ack is not recorded");
-    assert_eq!(
-        post(
-            &a,
-            &ack_url(&r),
-            Some(TOKEN),
-            &ack_body(&[&id], "delivered")
-        )
-        .status,
-        202
-    );
+    assert_eq!(ack(&a, &r, &[&id], "delivered").status, 202);
     assert_eq!(r.acks().len(), 1);
 }
 
@@ -1212,16 +1166,11 @@ fn set_down_refuses_connections_and_set_up_keeps_state() {
     // A long poll held while the receiver goes down is cut, unanswered.
     let held_url = poll_url(&r, &s, 20);
     let held = std::thread::spawn(move || {
-        let a = agent(Duration::from_secs(10));
-        let t = Instant::now();
-        (try_get(&a, &held_url, Some(TOKEN)), t.elapsed())
+        try_get(&agent(Duration::from_secs(10)), &held_url, Some(TOKEN))
     });
-    // Counted is enough: going down cuts a poll whether or not it is held yet.
-    wait_until(
-        "the long poll reached the receiver",
-        Duration::from_secs(5),
-        || r.polls() > 0,
-    );
+    wait_until("the long poll is held", Duration::from_secs(5), || {
+        r.held_polls() == 1
+    });
 
     r.set_down(true);
     assert!(r.is_down());
@@ -1237,9 +1186,13 @@ fn set_down_refuses_connections_and_set_up_keeps_state() {
         ),
         "{err:?}"
     );
-    let (res, took) = held.join().unwrap();
-    assert!(res.is_err(), "the held poll got an answer: {res:?}");
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    // Cut by going down: an error, and not the client's own timeout.
+    let err = held
+        .join()
+        .unwrap()
+        .expect_err("the held poll got an answer");
+    assert!(!matches!(err, ureq::Error::Timeout(_)), "{err:?}");
+    assert_eq!(r.held_polls(), 0, "nothing is held while down");
 
     // State changes while down are kept.
     let m = r.enqueue(&s, json!({"kind": "prompt", "text": "while down"}));
@@ -1282,27 +1235,32 @@ fn stop_cuts_a_hung_connection() {
     let r = start();
     r.push_fault(Route::WellKnown, Fault::Hang);
     let url = format!("{}/.well-known/sessionpipe", r.url());
-    let client = std::thread::spawn(move || {
-        let a = agent(Duration::from_secs(10));
-        let t = Instant::now();
-        (try_get(&a, &url, None), t.elapsed())
-    });
+    let client = std::thread::spawn(move || try_get(&agent(Duration::from_secs(10)), &url, None));
     // The request must reach the hung handler, or the stop below proves nothing.
     wait_until(
         "the request took the hang fault",
         Duration::from_secs(5),
         || r.pending_faults(Route::WellKnown) == 0,
     );
-    assert!(
-        r.requests().iter().any(|q| q.fault == Some(Fault::Hang)),
-        "{:?}",
+    let hung = |r: &Receiver| {
         r.requests()
-    );
+            .into_iter()
+            .filter(|q| q.fault == Some(Fault::Hang))
+            .collect::<Vec<_>>()
+    };
+    // It is there, unanswered, and its client still waits.
+    let before = hung(&r);
+    assert_eq!(before.len(), 1, "{:?}", r.requests());
+    assert_eq!(before[0].status, None);
+    assert!(!client.is_finished(), "the hung request was answered");
     let clone = r.clone();
     clone.stop();
-    let (res, took) = client.join().unwrap();
-    assert!(res.is_err(), "{res:?}");
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    // Cut by the stop: an error, and not the client's own timeout.
+    let err = client
+        .join()
+        .unwrap()
+        .expect_err("the hung request got an answer");
+    assert!(!matches!(err, ureq::Error::Timeout(_)), "{err:?}");
     // The original handle sees the stopped receiver.
     r.set_down(false);
     assert!(r.is_down());

@@ -1,6 +1,5 @@
 //! Starting a server that says on stderr where it listens (`listening on <url>`), its stderr
-//! kept as a log. Std only: crates/receiver/tests/hostile.rs includes this file by path.
-#![allow(dead_code)]
+//! kept as a log.
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};

@@ -10,107 +10,21 @@
 //! The fake services are on loopback, so these receivers run with `allow_private_push`
 //! (`sp-receiver --allow-private-push`); without it such targets are refused, as the tests
 //! of that say.
-mod common;
-use common::env::until;
+use sessionpipe_testkit::http::{self, agent};
+use sessionpipe_testkit::push::{Device, FakeService};
+use sessionpipe_testkit::{browser, wait::wait_until};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::{json, Value};
 use spreceiver::{Receiver, ReceiverOptions};
-use std::collections::HashMap;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const LOGIN: &str = "page-login-token-for-the-push-test";
 
-/// One request the fake service got.
-struct Got {
-    path: String,
-    headers: HashMap<String, String>,
-    body: Vec<u8>,
-}
-
-/// A push service (or ntfy server) on loopback: hands each request to the test and answers
-/// with the next status the test queued (201 when none).
-struct FakeService {
-    url: String,
-    got: mpsc::Receiver<Got>,
-    statuses: Arc<Mutex<Vec<u16>>>,
-}
-
-impl FakeService {
-    fn start() -> FakeService {
-        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", server.server_addr().to_ip().unwrap());
-        let (tx, got) = mpsc::channel();
-        let statuses = Arc::new(Mutex::new(Vec::<u16>::new()));
-        let st = statuses.clone();
-        std::thread::spawn(move || {
-            for mut rq in server.incoming_requests() {
-                let mut body = Vec::new();
-                let _ = std::io::Read::read_to_end(rq.as_reader(), &mut body);
-                let headers = rq
-                    .headers()
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.field.as_str().as_str().to_ascii_lowercase(),
-                            h.value.as_str().to_owned(),
-                        )
-                    })
-                    .collect();
-                let path = rq.url().to_owned();
-                let status = {
-                    let mut s = st.lock().unwrap();
-                    if s.is_empty() {
-                        201
-                    } else {
-                        s.remove(0)
-                    }
-                };
-                let _ = tx.send(Got {
-                    path,
-                    headers,
-                    body,
-                });
-                let _ = rq.respond(tiny_http::Response::empty(status));
-            }
-        });
-        FakeService { url, got, statuses }
-    }
-
-    fn next(&self) -> Got {
-        self.got
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the receiver pushed within 20 s")
-    }
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(20)))
-        .build()
-        .into()
-}
-
-fn page(r: &Receiver, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let url = format!("{}{path}", r.url());
-    let auth = format!("Bearer {LOGIN}");
-    let mut resp = match body {
-        None => agent().get(&url).header("authorization", &auth).call(),
-        Some(b) => agent()
-            .post(&url)
-            .header("authorization", &auth)
-            .header("content-type", "application/json")
-            .send(b.to_string()),
-    }
-    .unwrap();
-    let _ = method;
-    let status = resp.status().as_u16();
-    let text = resp.body_mut().read_to_string().unwrap_or_default();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+fn page(r: &Receiver, path: &str, body: Option<Value>) -> (u16, Value) {
+    http::page_call(&r.url(), LOGIN, path, body.as_ref())
 }
 
 fn post_event(r: &Receiver, ev: Value) {
@@ -176,7 +90,7 @@ fn start_with(allow_private_push: bool) -> Receiver {
 
 /// The page's push settings change `op`; its status and answer.
 fn push_settings(r: &Receiver, op: Value) -> (u16, Value) {
-    page(r, "POST", "/page/api/push", Some(op))
+    page(r, "/page/api/push", Some(op))
 }
 
 /// The push settings as the page reads them, checked to hold nothing of `secret`.
@@ -196,7 +110,7 @@ fn set_push(r: &Receiver, op: Value) -> Value {
 
 /// The push settings as the page reads them.
 fn push_state(r: &Receiver) -> Value {
-    page(r, "GET", "/page/api/push", None).1
+    page(r, "/page/api/push", None).1
 }
 
 /// The person is away when attention `id` is needed: it is pushed.
@@ -207,7 +121,7 @@ fn away_then_needed(r: &Receiver, id: &str) {
 
 fn set_away(r: &Receiver, away: bool) {
     assert_eq!(
-        page(r, "POST", "/page/api/away", Some(json!({"away": away}))).0,
+        page(r, "/page/api/away", Some(json!({"away": away}))).0,
         200
     );
 }
@@ -223,33 +137,6 @@ fn subscribe(r: &Receiver, device: &Device, endpoint: &str) -> Value {
 /// The push log as the page sees it, newest first.
 fn push_log(r: &Receiver) -> Vec<Value> {
     push_state(r)["log"].as_array().cloned().unwrap_or_default()
-}
-
-/// A device as a browser makes one: its own key pair and auth secret.
-struct Device {
-    secret: p256::SecretKey,
-    auth: [u8; 16],
-}
-
-impl Device {
-    fn new(seed: u8) -> Device {
-        Device {
-            secret: p256::SecretKey::from_slice(&[seed; 32]).unwrap(),
-            auth: [seed ^ 0x5a; 16],
-        }
-    }
-
-    fn subscription(&self, endpoint: &str) -> Value {
-        json!({"endpoint": endpoint, "keys": {
-            "p256dh": URL_SAFE_NO_PAD.encode(self.secret.public_key().to_sec1_bytes()),
-            "auth": URL_SAFE_NO_PAD.encode(self.auth)}})
-    }
-
-    fn decrypt(&self, body: Vec<u8>) -> Value {
-        let auth = web_push_native::Auth::clone_from_slice(&self.auth);
-        let plain = web_push_native::decrypt(body, &self.secret, &auth).expect("aes128gcm");
-        serde_json::from_slice(&plain).unwrap()
-    }
 }
 
 /// Checks `Authorization: vapid t=JWT, k=KEY` (RFC 8292): `k` is the key the page gave the
@@ -314,7 +201,7 @@ fn a_prompt_is_pushed_encrypted_and_signed_and_withdrawn_when_it_clears() {
     assert_eq!(got.headers["content-encoding"], "aes128gcm");
     assert_eq!(got.headers["ttl"], "600");
     check_vapid(&got.headers["authorization"], &page_key, &service.url);
-    let shown = device.decrypt(got.body);
+    let shown = device.decrypt(&got.body);
     assert_eq!(shown["title"], "claude-code wants to run Bash");
     assert_eq!(shown["body"], "rm -rf build");
     assert_eq!(shown["tag"], "attention:perm-1");
@@ -324,17 +211,17 @@ fn a_prompt_is_pushed_encrypted_and_signed_and_withdrawn_when_it_clears() {
         .ends_with("/#attention=perm%2D1"));
 
     post_event(&r, attention("attention.cleared", 2, "perm-1"));
-    let cleared = device.decrypt(service.next().body);
+    let cleared = device.decrypt(&service.next().body);
     assert_eq!(cleared, json!({"clear": "attention:perm-1"}));
 
     // The push service forgot the device: it is dropped, and the page says so.
     service.statuses.lock().unwrap().push(410);
     post_event(&r, attention("attention.needed", 3, "perm-2"));
     service.next();
-    assert!(
-        until(Duration::from_secs(10), || push_state(&r)["devices"]
-            == json!([])),
-        "the device the service no longer knows is removed"
+    wait_until(
+        "the device the service no longer knows is removed",
+        Duration::from_secs(10),
+        || push_state(&r)["devices"] == json!([]),
     );
     assert!(push_log(&r)[0]["result"]
         .as_str()
@@ -357,18 +244,11 @@ fn a_prompt_put_off_with_not_now_has_its_notification_withdrawn_on_every_device(
     away_then_needed(&r, "perm-5");
     let mut shown = [service.next(), service.next()];
     shown.sort_by(|a, b| a.path.cmp(&b.path));
-    assert_eq!(
-        phone.decrypt(shown[0].body.clone())["tag"],
-        "attention:perm-5"
-    );
-    assert_eq!(
-        tablet.decrypt(shown[1].body.clone())["tag"],
-        "attention:perm-5"
-    );
+    assert_eq!(phone.decrypt(&shown[0].body)["tag"], "attention:perm-5");
+    assert_eq!(tablet.decrypt(&shown[1].body)["tag"], "attention:perm-5");
 
     let (status, v) = page(
         &r,
-        "POST",
         "/page/api/snooze",
         Some(json!({"prompts": [{"session": "claude-code:push-session-1", "for": "perm-5"}]})),
     );
@@ -379,11 +259,11 @@ fn a_prompt_put_off_with_not_now_has_its_notification_withdrawn_on_every_device(
     assert_eq!(withdrawn[0].path, "/push/phone");
     assert_eq!(withdrawn[1].path, "/push/tablet");
     assert_eq!(
-        phone.decrypt(withdrawn[0].body.clone()),
+        phone.decrypt(&withdrawn[0].body),
         json!({"clear": "attention:perm-5"})
     );
     assert_eq!(
-        tablet.decrypt(withdrawn[1].body.clone()),
+        tablet.decrypt(&withdrawn[1].body),
         json!({"clear": "attention:perm-5"})
     );
 }
@@ -407,7 +287,7 @@ fn a_finished_turn_is_pushed_and_one_the_person_stopped_is_not() {
     // first request the service sees.
     post_event(&r, turn_ended(1, "interrupt"));
     post_event(&r, turn_ended(2, "stop"));
-    let shown = device.decrypt(service.next().body);
+    let shown = device.decrypt(&service.next().body);
     assert_eq!(shown["title"], "claude-code is done");
     assert_eq!(
         shown["body"],
@@ -457,21 +337,27 @@ fn two_receivers_on_one_database_push_a_prompt_once_and_either_withdraws_it() {
     };
     let needed = attention("attention.needed", 1, "perm-9");
     post_event(&a, needed.clone());
-    let shown = device.decrypt(service.next().body);
+    let shown = device.decrypt(&service.next().body);
     assert_eq!(shown["tag"], "attention:perm-9");
     // One SQLite file stands in for the shared database here, and SQLite's deferred
     // transactions give up at once when another connection wrote between their read and
     // their write: the test writes through one receiver at a time (PostgreSQL has no such
     // limit).
-    assert!(until(Duration::from_secs(10), || sent(&b) == 1));
+    wait_until("b logs one push sent", Duration::from_secs(10), || {
+        sent(&b) == 1
+    });
     post_event(&b, needed);
 
     set_away(&a, false);
     post_event(&b, attention("attention.cleared", 2, "perm-9"));
-    let cleared = device.decrypt(service.next().body);
+    let cleared = device.decrypt(&service.next().body);
     assert_eq!(cleared, json!({"clear": "attention:perm-9"}));
     // Both logs are one: one push each, nothing more.
-    assert!(until(Duration::from_secs(10), || sent(&a) == 2 && sent(&b) == 2));
+    wait_until(
+        "each receiver logs two pushes sent",
+        Duration::from_secs(10),
+        || sent(&a) == 2 && sent(&b) == 2,
+    );
     assert!(service.got.try_recv().is_err(), "nothing else arrived");
 }
 
@@ -485,9 +371,15 @@ fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again()
 
     // At the desk: recorded, not pushed.
     post_event(&r, attention("attention.needed", 1, "perm-1"));
-    assert!(until(Duration::from_secs(10), || push_log(&r).iter().any(
-        |l| l["result"].as_str().unwrap_or("").contains("at the desk")
-    )));
+    wait_until(
+        "the push log says at the desk",
+        Duration::from_secs(10),
+        || {
+            push_log(&r)
+                .iter()
+                .any(|l| l["result"].as_str().unwrap_or("").contains("at the desk"))
+        },
+    );
     // Quiet device, away: nothing goes to it.
     set_away(&r, true);
     assert_eq!(
@@ -495,10 +387,16 @@ fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again()
         200
     );
     post_event(&r, attention("attention.needed", 2, "perm-2"));
-    assert!(until(Duration::from_secs(10), || push_log(&r)
-        .iter()
-        .any(|l| l["what"] == "attention.needed perm-2"
-            && l["result"] == "not sent: every device is quiet")));
+    wait_until(
+        "the push log says every device is quiet",
+        Duration::from_secs(10),
+        || {
+            push_log(&r).iter().any(|l| {
+                l["what"] == "attention.needed perm-2"
+                    && l["result"] == "not sent: every device is quiet"
+            })
+        },
+    );
     // Loud again: a 503 is tried again (after its backoff) and then delivered.
     assert_eq!(
         push_settings(&r, json!({"op": "quiet", "id": id, "quiet": false})).0,
@@ -507,10 +405,10 @@ fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again()
     service.statuses.lock().unwrap().push(503);
     post_event(&r, attention("attention.needed", 3, "perm-3"));
     let first = service.next();
-    assert_eq!(device.decrypt(first.body)["tag"], "attention:perm-3");
+    assert_eq!(device.decrypt(&first.body)["tag"], "attention:perm-3");
     let again = service.next();
     assert_eq!(
-        device.decrypt(again.body)["tag"],
+        device.decrypt(&again.body)["tag"],
         "attention:perm-3",
         "the quiet time's prompt was never pushed; the failed one was tried again"
     );
@@ -518,10 +416,14 @@ fn at_the_desk_or_quiet_nothing_is_pushed_and_a_failing_service_is_tried_again()
         service.got.try_recv().is_err(),
         "nothing else arrived (perm-1 at the desk, perm-2 while quiet)"
     );
+    // What the receiver scheduled for it: the first back-off, 2 s.
     let log = push_log(&r);
-    assert!(log
-        .iter()
-        .any(|l| l["result"].as_str().unwrap_or("").contains("trying again")));
+    assert!(
+        log.iter().any(|l| l["result"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("failed: ") && t.ends_with("; trying again in 2 s"))),
+        "{log:?}"
+    );
     // A subscription the page sends wrong is refused with the rule.
     let (s, v) = push_settings(
         &r,
@@ -643,12 +545,10 @@ fn without_allow_private_push_private_targets_are_refused_and_the_push_log_says_
     set_push(&r, json!({"op": "ntfy", "url": sneaky}));
     away_then_needed(&r, "perm-1");
     let target = format!("ntfy {sneaky}");
-    assert!(
-        until(Duration::from_secs(10), || push_log(&r)
-            .iter()
-            .any(|l| l["target"] == target.as_str())),
-        "the push was logged: {:?}",
-        push_log(&r)
+    wait_until(
+        &format!("the push to {target} is logged"),
+        Duration::from_secs(10),
+        || push_log(&r).iter().any(|l| l["target"] == target.as_str()),
     );
     let log = push_log(&r);
     let mine: Vec<&Value> = log
@@ -680,9 +580,15 @@ fn with_allow_private_push_a_loopback_ntfy_over_http_is_used() {
     set_push(&r, json!({"op": "ntfy", "url": topic}));
     away_then_needed(&r, "perm-1");
     assert_eq!(ntfy.next().path, "/local");
-    assert!(until(Duration::from_secs(10), || push_log(&r)
-        .iter()
-        .any(|l| l["result"] == "delivered (201)")));
+    wait_until(
+        "the push log says delivered (201)",
+        Duration::from_secs(10),
+        || {
+            push_log(&r)
+                .iter()
+                .any(|l| l["result"] == "delivered (201)")
+        },
+    );
 }
 
 #[test]
@@ -715,7 +621,7 @@ fn ntfy_hears_only_who_needs_the_person_unless_they_ask_for_the_content() {
 #[test]
 fn in_chromium_the_page_installs_its_worker_and_a_push_shows_a_notification_that_opens_the_prompt()
 {
-    if let Some(why) = common::browser::missing_browser_deps() {
+    if let Some(why) = browser::missing_browser_deps() {
         panic!("the browser test cannot run: {why}");
     }
     let r = start();
@@ -743,7 +649,7 @@ fn in_chromium_the_page_installs_its_worker_and_a_push_shows_a_notification_that
         200
     );
 
-    let mut b = common::browser::Browser::launch();
+    let mut b = browser::Browser::launch();
     b.call(json!({"op": "grant", "origin": r.url(), "permissions": ["notifications"]}));
     b.call(json!({"op": "goto", "url": format!("{}/", r.url())}));
     b.call(json!({"op": "fill", "selector": "#token", "value": LOGIN}));
@@ -869,12 +775,12 @@ fn page_html(r: &Receiver, path: &str) -> String {
 
 #[test]
 fn in_chromium_the_shell_loads_from_the_worker_cache_while_the_receiver_is_down_and_says_offline() {
-    if let Some(why) = common::browser::missing_browser_deps() {
+    if let Some(why) = browser::missing_browser_deps() {
         panic!("the browser test cannot run: {why}");
     }
     let r = start();
     post_event(&r, attention("attention.needed", 1, "perm-5"));
-    let mut b = common::browser::Browser::launch();
+    let mut b = browser::Browser::launch();
     b.call(json!({"op": "goto", "url": format!("{}/", r.url())}));
     // A cache an older worker left: the new one drops it when it activates.
     b.call(json!({"op": "eval", "script":

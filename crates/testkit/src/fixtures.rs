@@ -1,16 +1,15 @@
 //! Where the tests' fixtures come from.
 //!
-//! Our own, in `tests/fixtures/` (written here from docs/protocol.md, so every clone runs them):
+//! Our own, in `crates/sender/tests/fixtures/` (written from docs/protocol.md, so every clone runs them):
 //! hook payloads, delivery fixtures and the few protocol schemas we do not ship in
 //! `schemas/`. The reference's, in `../shared/peer-data` (or `$SP_PEER_DATA`), are an extra
 //! cross-check: tests named `peer_*` run them when they are present and say they skipped
 //! otherwise; `SP_REQUIRE_PEER_DATA=1` (CI) makes their absence a failure.
-#![allow(dead_code)]
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// `tests/fixtures/` in this crate.
-pub const OWN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+/// `crates/sender/tests/fixtures/`, where our own fixtures live (both crates' tests read them).
+pub const OWN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sender/tests/fixtures");
 
 /// A file of our own fixtures.
 pub fn own(rel: &str) -> PathBuf {
@@ -49,14 +48,14 @@ pub fn peer_dir() -> Option<PathBuf> {
 }
 
 /// For a `peer_*` cross-check test: the folder, or None after the skip line of
-/// tests/common/needs.rs. A failure instead when they are required (`SP_REQUIRE_PEER_DATA`,
+/// [`crate::needs`]. A failure instead when they are required (`SP_REQUIRE_PEER_DATA`,
 /// not `CI`: CI's newcomer run has no ../shared beside its clone, by design).
 pub fn peer_or_skip(what: &str) -> Option<PathBuf> {
     let dir = peer_path();
     if dir.is_dir() {
         return Some(dir);
     }
-    super::needs::skip_unless(
+    crate::needs::skip_unless(
         &format!(
             "the reference's fixtures at {} ({what}; or set SP_PEER_DATA)",
             dir.display()

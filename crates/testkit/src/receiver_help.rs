@@ -1,7 +1,6 @@
 //! What `sp-receiver --help` must name: every option, and the defaults and environment
 //! variables a person sets it up with. Checked by the receiver's own command-line test and by
 //! the end-to-end one, from this one list.
-#![allow(dead_code)]
 
 /// The options, defaults and variables the help names.
 pub const RECEIVER_HELP_NAMES: &[&str] = &[

@@ -1,6 +1,5 @@
 //! Plain HTTP requests to a receiver: every status is an answer (no error for 4xx/5xx), no
 //! redirects followed, and the answer kept whole (status, headers, body text).
-#![allow(dead_code)]
 use serde_json::Value;
 use std::time::Duration;
 
@@ -62,4 +61,24 @@ pub fn post(url: &str, headers: &[(&str, &str)], content_type: &str, body: &str)
         req = req.header(*k, *v);
     }
     finish_resp(req.send(body).unwrap_or_else(|e| panic!("POST {url}: {e}")))
+}
+
+/// The page's API as a logged-in page calls it (`Authorization: Bearer <login>`): a GET, or
+/// a POST of `body` as JSON. The status, and the answer as JSON (`null` when it is not).
+pub fn page_call(base: &str, login: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let url = format!("{base}{path}");
+    let auth = format!("Bearer {login}");
+    let r = match body {
+        None => get(&url, &[("authorization", &auth)]),
+        Some(b) => post(
+            &url,
+            &[("authorization", &auth)],
+            "application/json",
+            &b.to_string(),
+        ),
+    };
+    (
+        r.status,
+        serde_json::from_str(&r.text).unwrap_or(Value::Null),
+    )
 }

@@ -1,17 +1,17 @@
 //! The browser the page tests drive: Debian's chromium through playwright-core, by way of
-//! `tests/browser/driver.mjs` (one JSON command a line on stdin, one answer a line on stdout).
-#![allow(dead_code)]
-use super::env::wait_timeout;
+//! `crates/sender/tests/browser/driver.mjs` (one JSON command a line on stdin, one answer a line on stdout).
+use crate::wait::wait_timeout;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-pub const BROWSER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser");
+/// The driver and its playwright-core (`npm ci` there), beside the sender's tests.
+pub const BROWSER_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sender/tests/browser");
 
 pub fn missing_browser_deps() -> Option<String> {
-    let how = "scripts/test.sh installs them (apt-get install chromium as root, npm ci in tests/browser), or run scripts/test-deps.sh";
+    let how = "scripts/test.sh installs them (apt-get install chromium as root, npm ci in crates/sender/tests/browser), or run scripts/test-deps.sh";
     if !Path::new("/usr/bin/chromium").exists() {
         return Some(format!("/usr/bin/chromium is missing; {how}"));
     }
@@ -38,10 +38,23 @@ pub fn missing_browser_deps() -> Option<String> {
         .exists()
     {
         return Some(format!(
-            "tests/browser/node_modules/playwright-core is missing; {how}"
+            "crates/sender/tests/browser/node_modules/playwright-core is missing; {how}"
         ));
     }
     None
+}
+
+/// `target/tmp/` (what cargo names `CARGO_TARGET_TMPDIR` for a test): the running test
+/// binary is `target/<profile>/deps/<test>-<hash>`.
+fn target_tmp() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .expect("a test binary under target/<profile>/deps");
+    let dir = target.join("tmp");
+    std::fs::create_dir_all(&dir).expect("target/tmp");
+    dir
 }
 
 /// Takes the screenshot that illustrates the docs as `docs/<name>` and returns its PNG bytes.
@@ -56,7 +69,7 @@ pub fn docs_screenshot(b: &mut Browser, name: &str) -> Vec<u8> {
     let shot = if update {
         docs.clone()
     } else {
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+        target_tmp().join(name)
     };
     let before = std::fs::read(&docs).ok();
     std::fs::create_dir_all(shot.parent().unwrap()).unwrap();

@@ -2,7 +2,6 @@
 //! own throwaway passkeys (ES256 from fixed seeds, RS256 from a committed test key), WebAuthn
 //! assertions as a browser makes them, day keys, grants and `csig`. Nothing here is the
 //! reference's; the reference's vectors are only a cross-check.
-#![allow(dead_code)]
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use p256::ecdsa::signature::Signer;
