@@ -7,9 +7,12 @@
 //!
 //! Areas not yet moved here keep one implementation per engine (store.rs says which).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use anyhow::{anyhow, bail};
 use r2d2_postgres::postgres::types::{ToSql, Type};
-use r2d2_postgres::postgres::{Error as PgError, GenericClient, Statement};
+use r2d2_postgres::postgres::{GenericClient, Statement};
 
 use super::dialect;
 use super::pg::PgStore;
@@ -207,10 +210,80 @@ impl Engine for Sqlite {
 
 // PostgreSQL -----------------------------------------------------------------------------
 
-struct PgConn<'a, C: GenericClient>(&'a mut C);
+struct PgConn<'a, C: GenericClient> {
+    client: &'a mut C,
+    /// The statements this call ran, each prepared at its second run (the page runs each
+    /// of its queries once per session): what runs once is one round trip ([`typed`]),
+    /// what runs again is planned once.
+    seen: HashMap<Arc<str>, Option<Statement>>,
+}
 
-/// The arguments as the statement's parameters want them (a NULL of each one's type; an
-/// integer compared with a 32-bit expression as one, checked).
+impl<'a, C: GenericClient> PgConn<'a, C> {
+    fn new(client: &'a mut C) -> Self {
+        PgConn {
+            client,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// `sql` in PostgreSQL's spelling, and its statement if this is not its first run.
+    fn statement(&mut self, sql: &str) -> anyhow::Result<(Arc<str>, Option<Statement>)> {
+        let q = pg_sql(sql);
+        match self.seen.get_mut(&q) {
+            None => {
+                self.seen.insert(q.clone(), None);
+                Ok((q, None))
+            }
+            Some(Some(st)) => Ok((q, Some(st.clone()))),
+            Some(slot) => {
+                let st = self.client.prepare(&q)?;
+                *slot = Some(st.clone());
+                Ok((q, Some(st)))
+            }
+        }
+    }
+}
+
+/// `sql` in PostgreSQL's spelling (dialect.rs), rewritten once per text: the queries are a
+/// fixed set of constants (bounded all the same).
+fn pg_sql(sql: &str) -> Arc<str> {
+    const KEPT: usize = 1024;
+    static CACHE: OnceLock<Mutex<HashMap<Box<str>, Arc<str>>>> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(q) = cache.get(sql) {
+        return q.clone();
+    }
+    let q: Arc<str> = dialect::postgres(sql).into();
+    if cache.len() < KEPT {
+        cache.insert(sql.into(), q.clone());
+    }
+    q
+}
+
+/// A NULL argument, its type left for PostgreSQL to infer from where it stands.
+const NULL: Option<&str> = None;
+
+/// The arguments with their types, so that a statement is one round trip (parsed, bound
+/// and run at once: nothing prepared first and closed after). An integer is sent as
+/// `bigint` (every integer column is one: dialect.rs), text as `text`, and a NULL as
+/// `unknown`, whose type PostgreSQL infers as it would for a prepared statement.
+fn typed<'a>(args: &'a [Arg<'a>]) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+    args.iter()
+        .map(|a| -> (&(dyn ToSql + Sync), Type) {
+            match a {
+                Arg::Int(v) => (v, Type::INT8),
+                Arg::Text(s) => (s, Type::TEXT),
+                Arg::Null => (&NULL, Type::UNKNOWN),
+            }
+        })
+        .collect()
+}
+
+/// The arguments as a prepared statement's parameters want them (a NULL of each one's
+/// type; an integer compared with a 32-bit expression as one, checked).
 fn bind<'a>(
     types: &[Type],
     args: &'a [Arg<'a>],
@@ -234,27 +307,27 @@ fn bind<'a>(
         .collect()
 }
 
-impl<C: GenericClient> PgConn<'_, C> {
-    fn run<T>(
-        &mut self,
-        sql: &str,
-        args: &[Arg<'_>],
-        f: impl FnOnce(&mut C, &Statement, &[&(dyn ToSql + Sync)]) -> Result<T, PgError>,
-    ) -> anyhow::Result<T> {
-        let stmt = self.0.prepare(&dialect::postgres(sql))?;
-        let bound = bind(stmt.params(), args)?;
-        let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
-        Ok(f(self.0, &stmt, &refs)?)
-    }
-}
-
 impl<C: GenericClient> Conn for PgConn<'_, C> {
     fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> anyhow::Result<u64> {
-        self.run(sql, args, |c, st, a| c.execute(st, a))
+        Ok(match self.statement(sql)? {
+            (q, None) => self.client.execute_typed(&q, &typed(args))?,
+            (_, Some(st)) => {
+                let bound = bind(st.params(), args)?;
+                let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
+                self.client.execute(&st, &refs)?
+            }
+        })
     }
 
     fn rows(&mut self, sql: &str, args: &[Arg<'_>]) -> anyhow::Result<Vec<Row>> {
-        let rows = self.run(sql, args, |c, st, a| c.query(st, a))?;
+        let rows = match self.statement(sql)? {
+            (q, None) => self.client.query_typed(&q, &typed(args))?,
+            (_, Some(st)) => {
+                let bound = bind(st.params(), args)?;
+                let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
+                self.client.query(&st, &refs)?
+            }
+        };
         rows.iter()
             .map(|r| {
                 let cells = r.columns().iter().enumerate().map(|(i, c)| {
@@ -277,7 +350,7 @@ impl<C: GenericClient> Conn for PgConn<'_, C> {
     }
 
     fn announce(&mut self, what: &str) -> anyhow::Result<()> {
-        Ok(super::pg_wake::announce(self.0, what)?)
+        Ok(super::pg_wake::announce(self.client, what)?)
     }
 
     fn text<'s>(&self, s: &'s str) -> std::borrow::Cow<'s, str> {
@@ -290,7 +363,7 @@ impl<C: GenericClient> Conn for PgConn<'_, C> {
 
     fn lock_writes(&mut self, table: &str) -> anyhow::Result<()> {
         // Conflicts with itself and with writers, not with readers.
-        self.0
+        self.client
             .batch_execute(&format!("LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"))?;
         Ok(())
     }
@@ -303,13 +376,13 @@ impl Engine for PgStore {
 
     fn conn<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
         let mut c = self.pool.get()?;
-        f(&mut PgConn(&mut *c))
+        f(&mut PgConn::new(&mut *c))
     }
 
     fn tx<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
-        let out = f(&mut PgConn(&mut tx))?;
+        let out = f(&mut PgConn::new(&mut tx))?;
         tx.commit()?;
         Ok(out)
     }
