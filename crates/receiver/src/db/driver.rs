@@ -3,7 +3,10 @@
 //! SQL text in SQLite's spelling (PostgreSQL's made by dialect.rs), its arguments
 //! ([`Arg`]) and its rows read by column ([`Row`]). The engines differ only where they
 //! must: a change is announced to the other receivers sharing a PostgreSQL database
-//! ([`Conn::announce`], `NOTIFY`), which no receiver shares with a SQLite file.
+//! ([`Conn::announce`], `NOTIFY`), which no receiver shares with a SQLite file; a session's
+//! events are stored by one receiver at a time ([`Conn::lock_sessions`]), which SQLite's one
+//! writer gives by itself; the page reads one snapshot ([`Engine::snapshot`]); and
+//! PostgreSQL's text holds no NUL ([`Conn::text`]).
 //!
 //! Areas not yet moved here keep one implementation per engine (store.rs says which).
 
@@ -116,6 +119,11 @@ pub(crate) trait Conn {
     /// check and the write it allows are one step for receivers sharing the database
     /// (SQLite: its first write does, one writer at a time).
     fn lock_writes(&mut self, table: &str) -> anyhow::Result<()>;
+    /// Holds these sessions (their keys) against other receivers storing their events until
+    /// the transaction ends: a session's fields are merged from what was stored before, its
+    /// owner checked before its events, an attention follows seq; reads, then writes
+    /// (SQLite: its one writer already serialises them).
+    fn lock_sessions(&mut self, keys: &[&str]) -> anyhow::Result<()>;
 
     /// The first row of a query, if any.
     fn row(&mut self, sql: &str, args: &[Arg<'_>]) -> anyhow::Result<Option<Row>> {
@@ -129,6 +137,9 @@ pub(crate) trait Engine: Send + Sync {
     fn health(&self) -> anyhow::Result<()>;
     fn conn<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T>;
     fn tx<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T>;
+    /// Reads that see one state of the database, whatever other receivers write meanwhile
+    /// (the page: a session, its prompts and its messages as of one instant).
+    fn snapshot<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T>;
 }
 
 // SQLite ---------------------------------------------------------------------------------
@@ -187,6 +198,10 @@ impl Conn for SqliteConn<'_> {
     fn lock_writes(&mut self, _table: &str) -> anyhow::Result<()> {
         Ok(())
     }
+
+    fn lock_sessions(&mut self, _keys: &[&str]) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 impl Engine for Sqlite {
@@ -205,6 +220,11 @@ impl Engine for Sqlite {
         let out = f(&mut SqliteConn(&tx))?;
         tx.commit()?;
         Ok(out)
+    }
+
+    fn snapshot<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
+        // The one connection, held for the whole call: no write comes in between.
+        self.conn(f)
     }
 }
 
@@ -261,6 +281,23 @@ fn pg_sql(sql: &str) -> Arc<str> {
         cache.insert(sql.into(), q.clone());
     }
     q
+}
+
+/// The first number of the two-number advisory locks taken per session ("sp" in ASCII);
+/// the second is from the session's key.
+const SESSION_LOCK: i32 = 0x7370;
+
+/// The second number of `key`'s lock (two keys sharing one only wait for each other).
+fn lock_of(key: &str) -> i32 {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(key.as_bytes());
+    i32::from_be_bytes([h[0], h[1], h[2], h[3]])
+}
+
+/// The two numbers of `key`'s ingest lock (what a test holds to freeze an ingest).
+#[cfg(all(test, feature = "testing"))]
+pub(crate) fn session_lock(key: &str) -> (i32, i32) {
+    (SESSION_LOCK, lock_of(key))
 }
 
 /// A NULL argument, its type left for PostgreSQL to infer from where it stands.
@@ -367,6 +404,19 @@ impl<C: GenericClient> Conn for PgConn<'_, C> {
             .batch_execute(&format!("LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"))?;
         Ok(())
     }
+
+    fn lock_sessions(&mut self, keys: &[&str]) -> anyhow::Result<()> {
+        // In ascending order, so two batches never wait on each other in a cycle (one
+        // statement: `unnest` yields the array in its order).
+        let mut locks: Vec<i32> = keys.iter().map(|k| lock_of(k)).collect();
+        locks.sort_unstable();
+        locks.dedup();
+        self.client.execute_typed(
+            "SELECT pg_advisory_xact_lock($1, k) FROM unnest($2) AS k",
+            &[(&SESSION_LOCK, Type::INT4), (&locks, Type::INT4_ARRAY)],
+        )?;
+        Ok(())
+    }
 }
 
 impl Engine for PgStore {
@@ -382,6 +432,18 @@ impl Engine for PgStore {
     fn tx<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
+        let out = f(&mut PgConn::new(&mut tx))?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    fn snapshot<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
+        let mut c = self.pool.get()?;
+        let mut tx = c
+            .build_transaction()
+            .isolation_level(r2d2_postgres::postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
         let out = f(&mut PgConn::new(&mut tx))?;
         tx.commit()?;
         Ok(out)
