@@ -1074,6 +1074,106 @@ mod tests {
             .unwrap_or_else(|| panic!("{key} not on the page: {page:?}"))
     }
 
+    /// Each prompt of a session's `cleared` with how it ended.
+    fn how_ended(session: &Value) -> Vec<(&str, &str)> {
+        session["cleared"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["attention_id"].as_str().unwrap(),
+                    c["ended"].as_str().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// DECISIONS 34, whichever store keeps it: a prompt that ended says how, from its
+    /// event and whether a page's answer for it was delivered (read from the answer's body,
+    /// plain or a signed command).
+    fn prompt_ended_behaviour(sq: &dyn Store) {
+        let now = 1_800_000_000_000;
+        let ev = |seq, ty: &str, data: Value| cc("s", seq, ty, json!({}), data);
+        let needed = |seq, id: &str| {
+            ev(
+                seq,
+                "attention.needed",
+                json!({"attention_id": id, "tool": "Bash", "message": "Bash ls"}),
+            )
+        };
+        let cleared = |seq, id: &str, how: &str| {
+            ev(
+                seq,
+                "attention.cleared",
+                json!({"attention_id": id, "how": how}),
+            )
+        };
+        let evs = [
+            needed(1, "p-page"),
+            needed(2, "p-term"),
+            needed(3, "p-late"),
+            needed(4, "p-open"),
+        ];
+        sq.insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
+            .unwrap();
+        // A signed answer from a page for p-page, delivered; an unsigned one for p-term that
+        // the machine refused (the terminal answered it).
+        let cmd = json!({"v":1,"t":"sessionpipe.control","machine":"m","kind":"permission.answer",
+            "session":"claude-code:s","for":"p-page","decision":"allow"})
+        .to_string();
+        sq.insert_message(
+            "claude-code:s",
+            &json!({"id": "m1", "kind": "permission.answer", "cmd": cmd}),
+            None,
+            now,
+        )
+        .unwrap();
+        sq.insert_message(
+            "claude-code:s",
+            &json!({"id": "m2", "kind": "permission.answer", "for": "p-term", "decision": "deny"}),
+            None,
+            now,
+        )
+        .unwrap();
+        sq.insert_acks(
+            &[
+                json!({"id": "m1", "outcome": "delivered", "at": "2026-01-01T00:00:00.000Z"}),
+                json!({"id": "m2", "outcome": "expired", "at": "2026-01-01T00:00:00.000Z"}),
+            ],
+            now,
+        )
+        .unwrap();
+        let evs = [
+            cleared(5, "p-page", "answered"),
+            cleared(6, "p-term", "answered"),
+        ];
+        sq.insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
+            .unwrap();
+        // Ended long ago: no longer listed.
+        sq.insert_events(
+            &[&cleared(7, "p-late", "timeout")],
+            now - super::super::sessions::CLEARED_FOR_MS - 1,
+            None,
+        )
+        .unwrap();
+        let s = &sq.page_sessions(now, 3_600_000).unwrap()[0];
+        let ended = how_ended(s);
+        assert_eq!(ended.len(), 2, "{ended:?}");
+        assert!(ended.contains(&("p-page", "page")), "{ended:?}");
+        assert!(ended.contains(&("p-term", "terminal")), "{ended:?}");
+        assert_eq!(s["attentions"][0]["attention_id"], "p-open");
+    }
+
+    #[test]
+    fn how_a_prompt_ended_on_both_stores() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        prompt_ended_behaviour(&Sqlite::new(Db::open_memory().unwrap()));
+        prompt_ended_behaviour(&PgStore::open(&pg.url()).unwrap());
+    }
+
     fn ids(list: &Value) -> Vec<&str> {
         list.as_array()
             .unwrap()
@@ -1279,17 +1379,7 @@ mod tests {
         assert_eq!(a["last_type"], "turn.ended");
         assert_eq!(a["state"], "needs you");
         assert_eq!(ids(&a["attentions"]), ["p3"]);
-        let ended: Vec<(&str, &str)> = a["cleared"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["attention_id"].as_str().unwrap(),
-                    c["ended"].as_str().unwrap(),
-                )
-            })
-            .collect();
+        let ended = how_ended(a);
         assert_eq!(ended, [("p1", "terminal"), ("p2", "timeout")]);
         // An ended session stays listed (rule 40: the page says it ended, and Send resumes it).
         assert_eq!(session(&page, "claude-code:u")["status"], "ended");
@@ -1578,17 +1668,7 @@ mod tests {
         let got = a_day(&PgStore::open(&pg.url()).unwrap());
         // What the day is meant to show, so the comparison is of something.
         let s1 = session(want["before"]["page"].as_array().unwrap(), "claude-code:s1");
-        let ended: Vec<(&str, &str)> = s1["cleared"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["attention_id"].as_str().unwrap(),
-                    c["ended"].as_str().unwrap(),
-                )
-            })
-            .collect();
+        let ended = how_ended(s1);
         assert_eq!(
             ended,
             [("p1", "page"), ("p2", "page"), ("p3", "terminal")],
