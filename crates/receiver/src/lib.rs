@@ -45,8 +45,6 @@ mod app;
 mod auth;
 mod body;
 pub mod cli;
-// The store rewrite (issue 36) replaces the PostgreSQL copy whose ingest runs past 100 lines.
-#[allow(clippy::too_many_lines)]
 mod db;
 mod error;
 mod limits;

@@ -15,7 +15,8 @@
 //!
 //! What is not rewritten, because PostgreSQL 15 cannot say it in SQL: `json_valid` (and a
 //! `\u0000` in JSON, which SQLite reads and PostgreSQL refuses); the one query that needs
-//! it (the page's prompts that ended) reads the bodies in Rust on PostgreSQL (pg_events.rs).
+//! it (the page's prompts that ended) reads the bodies in Rust instead, for both stores
+//! (sessions.rs).
 #![cfg_attr(not(test), allow(dead_code))]
 
 /// `sql` (SQLite's dialect, as in schema.rs and the queries) in PostgreSQL's.

@@ -3,13 +3,19 @@
 //! SQL text in SQLite's spelling (PostgreSQL's made by dialect.rs), its arguments
 //! ([`Arg`]) and its rows read by column ([`Row`]). The engines differ only where they
 //! must: a change is announced to the other receivers sharing a PostgreSQL database
-//! ([`Conn::announce`], `NOTIFY`), which no receiver shares with a SQLite file.
+//! ([`Conn::announce`], `NOTIFY`), which no receiver shares with a SQLite file; a session's
+//! events are stored by one receiver at a time ([`Conn::lock_sessions`]), which SQLite's one
+//! writer gives by itself; the page reads one snapshot ([`Engine::snapshot`]); and
+//! PostgreSQL's text holds no NUL ([`Conn::text`]).
 //!
 //! Areas not yet moved here keep one implementation per engine (store.rs says which).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use anyhow::{anyhow, bail};
 use r2d2_postgres::postgres::types::{ToSql, Type};
-use r2d2_postgres::postgres::{Error as PgError, GenericClient, Statement};
+use r2d2_postgres::postgres::{GenericClient, Statement};
 
 use super::dialect;
 use super::pg::PgStore;
@@ -113,6 +119,11 @@ pub(crate) trait Conn {
     /// check and the write it allows are one step for receivers sharing the database
     /// (SQLite: its first write does, one writer at a time).
     fn lock_writes(&mut self, table: &str) -> anyhow::Result<()>;
+    /// Holds these sessions (their keys) against other receivers storing their events until
+    /// the transaction ends: a session's fields are merged from what was stored before, its
+    /// owner checked before its events, an attention follows seq; reads, then writes
+    /// (SQLite: its one writer already serialises them).
+    fn lock_sessions(&mut self, keys: &[&str]) -> anyhow::Result<()>;
 
     /// The first row of a query, if any.
     fn row(&mut self, sql: &str, args: &[Arg<'_>]) -> anyhow::Result<Option<Row>> {
@@ -126,6 +137,9 @@ pub(crate) trait Engine: Send + Sync {
     fn health(&self) -> anyhow::Result<()>;
     fn conn<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T>;
     fn tx<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T>;
+    /// Reads that see one state of the database, whatever other receivers write meanwhile
+    /// (the page: a session, its prompts and its messages as of one instant).
+    fn snapshot<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T>;
 }
 
 // SQLite ---------------------------------------------------------------------------------
@@ -184,6 +198,10 @@ impl Conn for SqliteConn<'_> {
     fn lock_writes(&mut self, _table: &str) -> anyhow::Result<()> {
         Ok(())
     }
+
+    fn lock_sessions(&mut self, _keys: &[&str]) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 impl Engine for Sqlite {
@@ -203,14 +221,106 @@ impl Engine for Sqlite {
         tx.commit()?;
         Ok(out)
     }
+
+    fn snapshot<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
+        // The one connection, held for the whole call: no write comes in between.
+        self.conn(f)
+    }
 }
 
 // PostgreSQL -----------------------------------------------------------------------------
 
-struct PgConn<'a, C: GenericClient>(&'a mut C);
+struct PgConn<'a, C: GenericClient> {
+    client: &'a mut C,
+    /// The statements this call ran, each prepared at its second run (the page runs each
+    /// of its queries once per session): what runs once is one round trip ([`typed`]),
+    /// what runs again is planned once.
+    seen: HashMap<Arc<str>, Option<Statement>>,
+}
 
-/// The arguments as the statement's parameters want them (a NULL of each one's type; an
-/// integer compared with a 32-bit expression as one, checked).
+impl<'a, C: GenericClient> PgConn<'a, C> {
+    fn new(client: &'a mut C) -> Self {
+        PgConn {
+            client,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// `sql` in PostgreSQL's spelling, and its statement if this is not its first run.
+    fn statement(&mut self, sql: &str) -> anyhow::Result<(Arc<str>, Option<Statement>)> {
+        let q = pg_sql(sql);
+        match self.seen.get_mut(&q) {
+            None => {
+                self.seen.insert(q.clone(), None);
+                Ok((q, None))
+            }
+            Some(Some(st)) => Ok((q, Some(st.clone()))),
+            Some(slot) => {
+                let st = self.client.prepare(&q)?;
+                *slot = Some(st.clone());
+                Ok((q, Some(st)))
+            }
+        }
+    }
+}
+
+/// `sql` in PostgreSQL's spelling (dialect.rs), rewritten once per text: the queries are a
+/// fixed set of constants (bounded all the same).
+fn pg_sql(sql: &str) -> Arc<str> {
+    const KEPT: usize = 1024;
+    static CACHE: OnceLock<Mutex<HashMap<Box<str>, Arc<str>>>> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(q) = cache.get(sql) {
+        return q.clone();
+    }
+    let q: Arc<str> = dialect::postgres(sql).into();
+    if cache.len() < KEPT {
+        cache.insert(sql.into(), q.clone());
+    }
+    q
+}
+
+/// The first number of the two-number advisory locks taken per session ("sp" in ASCII);
+/// the second is from the session's key.
+const SESSION_LOCK: i32 = 0x7370;
+
+/// The second number of `key`'s lock (two keys sharing one only wait for each other).
+fn lock_of(key: &str) -> i32 {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(key.as_bytes());
+    i32::from_be_bytes([h[0], h[1], h[2], h[3]])
+}
+
+/// The two numbers of `key`'s ingest lock (what a test holds to freeze an ingest).
+#[cfg(all(test, feature = "testing"))]
+pub(crate) fn session_lock(key: &str) -> (i32, i32) {
+    (SESSION_LOCK, lock_of(key))
+}
+
+/// A NULL argument, its type left for PostgreSQL to infer from where it stands.
+const NULL: Option<&str> = None;
+
+/// The arguments with their types, so that a statement is one round trip (parsed, bound
+/// and run at once: nothing prepared first and closed after). An integer is sent as
+/// `bigint` (every integer column is one: dialect.rs), text as `text`, and a NULL as
+/// `unknown`, whose type PostgreSQL infers as it would for a prepared statement.
+fn typed<'a>(args: &'a [Arg<'a>]) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+    args.iter()
+        .map(|a| -> (&(dyn ToSql + Sync), Type) {
+            match a {
+                Arg::Int(v) => (v, Type::INT8),
+                Arg::Text(s) => (s, Type::TEXT),
+                Arg::Null => (&NULL, Type::UNKNOWN),
+            }
+        })
+        .collect()
+}
+
+/// The arguments as a prepared statement's parameters want them (a NULL of each one's
+/// type; an integer compared with a 32-bit expression as one, checked).
 fn bind<'a>(
     types: &[Type],
     args: &'a [Arg<'a>],
@@ -234,27 +344,27 @@ fn bind<'a>(
         .collect()
 }
 
-impl<C: GenericClient> PgConn<'_, C> {
-    fn run<T>(
-        &mut self,
-        sql: &str,
-        args: &[Arg<'_>],
-        f: impl FnOnce(&mut C, &Statement, &[&(dyn ToSql + Sync)]) -> Result<T, PgError>,
-    ) -> anyhow::Result<T> {
-        let stmt = self.0.prepare(&dialect::postgres(sql))?;
-        let bound = bind(stmt.params(), args)?;
-        let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
-        Ok(f(self.0, &stmt, &refs)?)
-    }
-}
-
 impl<C: GenericClient> Conn for PgConn<'_, C> {
     fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> anyhow::Result<u64> {
-        self.run(sql, args, |c, st, a| c.execute(st, a))
+        Ok(match self.statement(sql)? {
+            (q, None) => self.client.execute_typed(&q, &typed(args))?,
+            (_, Some(st)) => {
+                let bound = bind(st.params(), args)?;
+                let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
+                self.client.execute(&st, &refs)?
+            }
+        })
     }
 
     fn rows(&mut self, sql: &str, args: &[Arg<'_>]) -> anyhow::Result<Vec<Row>> {
-        let rows = self.run(sql, args, |c, st, a| c.query(st, a))?;
+        let rows = match self.statement(sql)? {
+            (q, None) => self.client.query_typed(&q, &typed(args))?,
+            (_, Some(st)) => {
+                let bound = bind(st.params(), args)?;
+                let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
+                self.client.query(&st, &refs)?
+            }
+        };
         rows.iter()
             .map(|r| {
                 let cells = r.columns().iter().enumerate().map(|(i, c)| {
@@ -277,7 +387,7 @@ impl<C: GenericClient> Conn for PgConn<'_, C> {
     }
 
     fn announce(&mut self, what: &str) -> anyhow::Result<()> {
-        Ok(super::pg_wake::announce(self.0, what)?)
+        Ok(super::pg_wake::announce(self.client, what)?)
     }
 
     fn text<'s>(&self, s: &'s str) -> std::borrow::Cow<'s, str> {
@@ -290,8 +400,21 @@ impl<C: GenericClient> Conn for PgConn<'_, C> {
 
     fn lock_writes(&mut self, table: &str) -> anyhow::Result<()> {
         // Conflicts with itself and with writers, not with readers.
-        self.0
+        self.client
             .batch_execute(&format!("LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"))?;
+        Ok(())
+    }
+
+    fn lock_sessions(&mut self, keys: &[&str]) -> anyhow::Result<()> {
+        // In ascending order, so two batches never wait on each other in a cycle (one
+        // statement: `unnest` yields the array in its order).
+        let mut locks: Vec<i32> = keys.iter().map(|k| lock_of(k)).collect();
+        locks.sort_unstable();
+        locks.dedup();
+        self.client.execute_typed(
+            "SELECT pg_advisory_xact_lock($1, k) FROM unnest($2) AS k",
+            &[(&SESSION_LOCK, Type::INT4), (&locks, Type::INT4_ARRAY)],
+        )?;
         Ok(())
     }
 }
@@ -303,13 +426,25 @@ impl Engine for PgStore {
 
     fn conn<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
         let mut c = self.pool.get()?;
-        f(&mut PgConn(&mut *c))
+        f(&mut PgConn::new(&mut *c))
     }
 
     fn tx<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
         let mut c = self.pool.get()?;
         let mut tx = c.transaction()?;
-        let out = f(&mut PgConn(&mut tx))?;
+        let out = f(&mut PgConn::new(&mut tx))?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    fn snapshot<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
+        let mut c = self.pool.get()?;
+        let mut tx = c
+            .build_transaction()
+            .isolation_level(r2d2_postgres::postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let out = f(&mut PgConn::new(&mut tx))?;
         tx.commit()?;
         Ok(out)
     }

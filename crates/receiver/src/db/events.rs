@@ -1,31 +1,32 @@
 //! Events as they arrive: stored once per (harness, session, seq), and the sessions and
 //! attentions the page shows kept up to date from them.
 
-use rusqlite::{params, OptionalExtension};
 use serde_json::{Map, Value};
 
-use super::machines::SESSION_OWNER;
+use super::driver::{args, Conn, Engine, Row};
+use super::fmt_ms;
+use super::machines::{SESSION_MACHINE, SESSION_OWNER};
 use super::snoozes::UNSNOOZE;
-use super::{fmt_ms, Db};
+use super::store::EventStore;
 use crate::validate::as_integer;
 use spwire::clock::parse_wire;
 
-// The ingest's SQL, one text for both stores (pg_events.rs runs it on PostgreSQL). The
-// writes are upserts, so two receivers storing the first events of one session at once
+// The ingest's SQL, one text for both stores (written once: driver.rs). The writes are
+// upserts, so two receivers storing the first events of one session at once
 // cannot collide on its key.
 /// A session with no paired machine so far is claimed by the machine that sent this.
-pub(super) const CLAIM_SESSION: &str = "UPDATE sessions SET machine_id = ?2 WHERE key = ?1";
+const CLAIM_SESSION: &str = "UPDATE sessions SET machine_id = ?2 WHERE key = ?1";
 /// Stored once per (harness, session, seq), the protocol's dedup key: a duplicate changes
 /// no row.
-pub(super) const INSERT_EVENT: &str = "INSERT INTO events(harness, session_id, seq, type, \
+const INSERT_EVENT: &str = "INSERT INTO events(harness, session_id, seq, type, \
     event_id, received_ms, received_at, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
     ON CONFLICT(harness, session_id, seq) DO NOTHING";
-pub(super) const SESSION_INFO: &str = "SELECT info FROM sessions WHERE key = ?1";
+const SESSION_INFO: &str = "SELECT info FROM sessions WHERE key = ?1";
 /// A session's row: made by its first event; a later event (by seq) sets its state, an
 /// older one arriving late still counts as activity and may fill fields (`info`, merged).
 /// A `session.mode` event only fills fields (its `permission_mode`): a mode changed between
 /// turns leaves an idle session idle.
-pub(super) const UPSERT_SESSION: &str = "INSERT INTO sessions(key, harness, session_id, \
+const UPSERT_SESSION: &str = "INSERT INTO sessions(key, harness, session_id, \
     first_at, last_ms, last_at, last_type, last_seq, info, ended, machine_id) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?6, ?7, ?8, ?9, ?10) \
     ON CONFLICT(key) DO UPDATE SET last_ms = excluded.last_ms, last_at = excluded.last_at, \
@@ -41,7 +42,7 @@ pub(super) const UPSERT_SESSION: &str = "INSERT INTO sessions(key, harness, sess
         THEN excluded.last_seq ELSE sessions.last_seq END";
 /// An attention follows the later, by seq, of its needed and cleared: an older one arriving
 /// late changes no row.
-pub(super) const ATTENTION_NEEDED: &str = "INSERT INTO attentions(session_key, attention_id, \
+const ATTENTION_NEEDED: &str = "INSERT INTO attentions(session_key, attention_id, \
     kind, tool, message, open, how, state_seq, needed_at, input, input_partial, input_sha256, \
     parked_until_ms) \
     VALUES (?1, ?2, ?3, ?4, ?5, 1, NULL, ?6, ?7, ?8, ?9, ?10, ?11) \
@@ -53,7 +54,7 @@ pub(super) const ATTENTION_NEEDED: &str = "INSERT INTO attentions(session_key, a
     cleared_at = NULL, input = excluded.input, input_partial = excluded.input_partial, \
     input_sha256 = excluded.input_sha256, parked_until_ms = excluded.parked_until_ms \
     WHERE attentions.state_seq <= excluded.state_seq";
-pub(super) const ATTENTION_CLEARED: &str = "INSERT INTO attentions(session_key, attention_id, \
+const ATTENTION_CLEARED: &str = "INSERT INTO attentions(session_key, attention_id, \
     open, how, state_seq, cleared_at) VALUES (?1, ?2, 0, ?3, ?4, ?5) \
     ON CONFLICT(session_key, attention_id) DO UPDATE SET \
     open = 0, how = excluded.how, state_seq = excluded.state_seq, \
@@ -86,7 +87,7 @@ pub(crate) enum Stored {
 }
 
 /// What the store reads of one event (already validated).
-pub(super) struct EventKey<'a> {
+struct EventKey<'a> {
     pub harness: &'a str,
     pub sid: &'a str,
     pub seq: i64,
@@ -96,7 +97,7 @@ pub(super) struct EventKey<'a> {
 }
 
 impl<'a> EventKey<'a> {
-    pub fn of(ev: &'a Value) -> EventKey<'a> {
+    fn of(ev: &'a Value) -> EventKey<'a> {
         let harness = ev["harness"]["name"].as_str().unwrap_or_default();
         let sid = ev["session"]["id"].as_str().unwrap_or_default();
         EventKey {
@@ -111,14 +112,14 @@ impl<'a> EventKey<'a> {
 
 /// Whether an event sent with `machine`'s token may touch a session owned by `owner` (its
 /// paired machine, if any), and whether that token claims it now.
-pub(super) enum Owner {
+enum Owner {
     Foreign,
     Claim,
     Keep,
 }
 
 /// `owner`: the machine the session is bound to and whether it is still paired.
-pub(super) fn owner_check(owner: Option<(&str, bool)>, machine: Option<&str>) -> Owner {
+fn owner_check(owner: Option<(&str, bool)>, machine: Option<&str>) -> Owner {
     match (owner, machine) {
         (Some((o, _)), Some(m)) if m == o => Owner::Keep,
         // A removed machine's session: the shared token (the machine, unpaired, sends with
@@ -134,7 +135,7 @@ pub(super) fn owner_check(owner: Option<(&str, bool)>, machine: Option<&str>) ->
 
 /// What one attention event writes: `needed` (kind, tool, message, input, input_partial)
 /// or `cleared` (how).
-pub(super) enum AttentionWrite {
+enum AttentionWrite {
     Needed {
         id: String,
         kind: Option<String>,
@@ -154,7 +155,7 @@ pub(super) enum AttentionWrite {
 }
 
 /// The attention write of an `attention.needed` / `attention.cleared` with an id.
-pub(super) fn attention_write(ty: &str, data: &Value) -> Option<AttentionWrite> {
+fn attention_write(ty: &str, data: &Value) -> Option<AttentionWrite> {
     if !matches!(ty, "attention.needed" | "attention.cleared") {
         return None;
     }
@@ -189,7 +190,7 @@ pub(super) fn attention_write(ty: &str, data: &Value) -> Option<AttentionWrite> 
 
 /// The session's fields after `ev`, merged into what was stored (`old`, its `info`): an
 /// empty or absent field never blanks an earlier one.
-pub(super) fn merged_info(old: Option<&str>, ev: &Value, ty: &str) -> String {
+fn merged_info(old: Option<&str>, ev: &Value, ty: &str) -> String {
     let mut info = old
         .and_then(|i| serde_json::from_str::<Map<String, Value>>(i).ok())
         .unwrap_or_default();
@@ -206,116 +207,203 @@ pub(super) fn merged_info(old: Option<&str>, ev: &Value, ty: &str) -> String {
     Value::Object(info).to_string()
 }
 
-impl Db {
+/// The machine a session is bound to (a removed one's too) and whether that machine is
+/// still paired here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SessionOwner {
+    /// `None`: no machine's token sent for it so far.
+    pub machine: Option<String>,
+    pub paired: bool,
+}
+
+impl SessionOwner {
+    fn read(r: &Row) -> anyhow::Result<SessionOwner> {
+        Ok(SessionOwner {
+            machine: r.opt_text(0)?,
+            paired: r.opt_int(1)?.is_some_and(|p| p != 0),
+        })
+    }
+}
+
+/// The session `key` is bound to, if there is such a session.
+fn owner_of(c: &mut dyn Conn, key: &str) -> anyhow::Result<Option<SessionOwner>> {
+    c.row(SESSION_OWNER, args![key])?
+        .map(|r| SessionOwner::read(&r))
+        .transpose()
+}
+
+impl<E: Engine> EventStore for E {
     /// Stores valid events sent with `machine`'s token (`None`: the shared sink token), one
     /// transaction for the batch. A session belongs to the paired machine whose token its
     /// first event came with (or the first one after, while it has none); no other token
-    /// touches it afterwards.
-    pub fn insert_events(
-        &mut self,
+    /// touches it afterwards. The sessions the batch names are held first (receivers
+    /// sharing a database store a session's events one at a time: `Conn::lock_sessions`).
+    fn insert_events(
+        &self,
         events: &[&Value],
         now_ms: i64,
         machine: Option<&str>,
-    ) -> rusqlite::Result<Vec<Stored>> {
-        let tx = self.conn.transaction()?;
-        let mut out = Vec::with_capacity(events.len());
-        let now_at = fmt_ms(now_ms);
-        for ev in events {
-            let e = EventKey::of(ev);
-            let owner: Option<(Option<String>, Option<bool>)> = tx
-                .query_row(SESSION_OWNER, params![e.key], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-                .optional()?;
-            let owner = owner.and_then(|(o, paired)| Some((o?, paired.unwrap_or(false))));
-            match owner_check(owner.as_ref().map(|(o, p)| (o.as_str(), *p)), machine) {
-                Owner::Foreign => {
-                    out.push(Stored::Foreign);
-                    continue;
-                }
-                Owner::Claim => {
-                    tx.execute(CLAIM_SESSION, params![e.key, machine])?;
-                }
-                Owner::Keep => {}
+    ) -> anyhow::Result<Vec<Stored>> {
+        let keys: Vec<EventKey> = events.iter().map(|ev| EventKey::of(ev)).collect();
+        let now = (now_ms, fmt_ms(now_ms));
+        self.tx(|c| {
+            c.lock_sessions(&keys.iter().map(|e| e.key.as_str()).collect::<Vec<_>>())?;
+            let mut out = Vec::with_capacity(events.len());
+            for (ev, e) in events.iter().zip(&keys) {
+                out.push(store_event(c, ev, e, &now, machine)?);
             }
-            let n = tx.execute(
-                INSERT_EVENT,
-                params![
-                    e.harness,
-                    e.sid,
-                    e.seq,
-                    e.ty,
-                    ev["id"].as_str().unwrap_or_default(),
-                    now_ms,
-                    now_at,
-                    ev.to_string()
-                ],
-            )?;
-            if n == 0 {
-                out.push(Stored::Duplicate);
-                continue;
+            if out.contains(&Stored::New) {
+                c.announce("events")?;
             }
-            out.push(Stored::New);
-            let old: Option<String> = tx
-                .query_row(SESSION_INFO, params![e.key], |r| r.get(0))
-                .optional()?;
-            tx.execute(
-                UPSERT_SESSION,
-                params![
-                    e.key,
-                    e.harness,
-                    e.sid,
-                    now_at,
-                    now_ms,
-                    e.ty,
+            Ok(out)
+        })
+    }
+
+    fn page_sessions(&self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>> {
+        self.snapshot(|c| super::sessions::page_sessions(c, now_ms, live_ms))
+    }
+
+    /// The paired machine a session belongs to: `None` no such session, `Some(None)` one the
+    /// shared sink token sent, or whose machine was removed (DECISIONS 33).
+    fn session_machine(&self, key: &str) -> anyhow::Result<Option<Option<String>>> {
+        self.conn(|c| {
+            let key = c.text(key);
+            c.row(SESSION_MACHINE, args![&*key])?
+                .map(|r| r.opt_text(0))
+                .transpose()
+        })
+    }
+
+    /// The machine session `key` is bound to and whether it is still paired here: `None` no
+    /// such session.
+    fn session_owner(&self, key: &str) -> anyhow::Result<Option<SessionOwner>> {
+        self.conn(|c| {
+            let key = c.text(key);
+            owner_of(c, &key)
+        })
+    }
+}
+
+/// Stores one event of a batch: refused when its session is another machine's, kept once
+/// by its (harness, session, seq), and its session and attention brought up to date.
+fn store_event(
+    c: &mut dyn Conn,
+    ev: &Value,
+    e: &EventKey,
+    (now_ms, now_at): &(i64, String),
+    machine: Option<&str>,
+) -> anyhow::Result<Stored> {
+    let owner = owner_of(c, &e.key)?;
+    let bound = owner
+        .as_ref()
+        .and_then(|o| Some((o.machine.as_deref()?, o.paired)));
+    match owner_check(bound, machine) {
+        Owner::Foreign => return Ok(Stored::Foreign),
+        Owner::Claim => {
+            c.execute(CLAIM_SESSION, args![e.key.as_str(), machine])?;
+        }
+        Owner::Keep => {}
+    }
+    let body = ev.to_string();
+    let id = ev["id"].as_str().unwrap_or_default();
+    let at = now_at.as_str();
+    let n = c.execute(
+        INSERT_EVENT,
+        args![
+            e.harness,
+            e.sid,
+            e.seq,
+            e.ty,
+            id,
+            *now_ms,
+            at,
+            body.as_str()
+        ],
+    )?;
+    if n == 0 {
+        return Ok(Stored::Duplicate);
+    }
+    let old = c
+        .row(SESSION_INFO, args![e.key.as_str()])?
+        .map(|r| r.text(0))
+        .transpose()?;
+    let info = merged_info(old.as_deref(), ev, e.ty);
+    c.execute(
+        UPSERT_SESSION,
+        args![
+            e.key.as_str(),
+            e.harness,
+            e.sid,
+            at,
+            *now_ms,
+            e.ty,
+            e.seq,
+            info.as_str(),
+            i64::from(e.ty == "session.ended"),
+            machine
+        ],
+    )?;
+    if let Some(w) = attention_write(e.ty, &ev["data"]) {
+        write_attention(c, e, at, w)?;
+    }
+    Ok(Stored::New)
+}
+
+/// An attention's fields as the engine keeps text (`Conn::text`).
+fn kept<'s>(c: &dyn Conn, s: &'s Option<String>) -> Option<std::borrow::Cow<'s, str>> {
+    s.as_deref().map(|t| c.text(t))
+}
+
+fn write_attention(
+    c: &mut dyn Conn,
+    e: &EventKey,
+    at: &str,
+    w: AttentionWrite,
+) -> anyhow::Result<()> {
+    let key = e.key.as_str();
+    match w {
+        AttentionWrite::Needed {
+            id,
+            kind,
+            tool,
+            message,
+            input,
+            partial,
+            sha256,
+            parked_until_ms,
+        } => {
+            let id = c.text(&id);
+            let (kind, tool, message) = (kept(c, &kind), kept(c, &tool), kept(c, &message));
+            c.execute(
+                ATTENTION_NEEDED,
+                args![
+                    key,
+                    &*id,
+                    kind.as_deref(),
+                    tool.as_deref(),
+                    message.as_deref(),
                     e.seq,
-                    merged_info(old.as_deref(), ev, e.ty),
-                    i64::from(e.ty == "session.ended"),
-                    machine
-                ],
-            )?;
-            match attention_write(e.ty, &ev["data"]) {
-                Some(AttentionWrite::Needed {
-                    id,
-                    kind,
-                    tool,
-                    message,
-                    input,
+                    at,
+                    input.as_deref(),
                     partial,
-                    sha256,
-                    parked_until_ms,
-                }) => {
-                    tx.execute(
-                        ATTENTION_NEEDED,
-                        params![
-                            e.key,
-                            id,
-                            kind,
-                            tool,
-                            message,
-                            e.seq,
-                            now_at,
-                            input,
-                            partial,
-                            sha256,
-                            parked_until_ms
-                        ],
-                    )?;
-                }
-                Some(AttentionWrite::Cleared { id, how }) => {
-                    let n =
-                        tx.execute(ATTENTION_CLEARED, params![e.key, id, how, e.seq, now_at])?;
-                    // A cleared prompt is no longer put off: asked again, it is news again.
-                    if n > 0 {
-                        tx.execute(UNSNOOZE, params![e.key, id])?;
-                    }
-                }
-                None => {}
+                    sha256.as_deref(),
+                    parked_until_ms
+                ],
+            )?;
+        }
+        AttentionWrite::Cleared { id, how } => {
+            let (id, how) = (c.text(&id), kept(c, &how));
+            let n = c.execute(
+                ATTENTION_CLEARED,
+                args![key, &*id, how.as_deref(), e.seq, at],
+            )?;
+            // A cleared prompt is no longer put off: asked again, it is news again.
+            if n > 0 {
+                c.execute(UNSNOOZE, args![key, &*id])?;
             }
         }
-        tx.commit()?;
-        Ok(out)
     }
+    Ok(())
 }
 
 /// Longest agent name kept (the sender's own cap).
@@ -375,6 +463,8 @@ const INPUT_MAX_BYTES: usize = 32 * 1024;
 
 #[cfg(test)]
 mod tests {
+    use super::super::store::PairingStore;
+    use super::super::{Db, Sqlite};
     use super::*;
     use serde_json::json;
 
@@ -388,7 +478,7 @@ mod tests {
     /// session idle.
     #[test]
     fn a_session_mode_event_sets_the_mode_and_keeps_the_state() {
-        let mut db = Db::open_memory().unwrap();
+        let db = Sqlite::new(Db::open_memory().unwrap());
         let now = 1_800_000_000_000;
         let a = ev("m", 0, "session.started", json!({"source": "startup"}));
         let b = ev("m", 1, "turn.ended", json!({"reason": "stop"}));
@@ -408,7 +498,7 @@ mod tests {
 
     #[test]
     fn session_started_keeps_the_agent_and_its_control_cleaned() {
-        let mut db = Db::open_memory().unwrap();
+        let db = Sqlite::new(Db::open_memory().unwrap());
         let now = 1_800_000_000_000;
         let mut a = ev(
             "s",
@@ -437,7 +527,7 @@ mod tests {
 
     #[test]
     fn attentions_follow_seq() {
-        let mut db = Db::open_memory().unwrap();
+        let db = Sqlite::new(Db::open_memory().unwrap());
         let now = 1_800_000_000_000;
         let a = ev("s", 0, "session.started", json!({"source":"startup"}));
         let b = ev(
@@ -482,14 +572,12 @@ mod tests {
 
     #[test]
     fn a_session_keeps_the_machine_its_events_came_from() {
-        let mut db = Db::open_memory().unwrap();
+        let db = Sqlite::new(Db::open_memory().unwrap());
         let now = 1_800_000_000_000;
         for m in ["m_a", "m_b"] {
-            db.conn
-                .execute(
-                    "INSERT INTO machines(id, paired_ms) VALUES (?1, 0)",
-                    params![m],
-                )
+            db.db()
+                .conn
+                .execute("INSERT INTO machines(id, paired_ms) VALUES (?1, 0)", [m])
                 .unwrap();
         }
         let a0 = ev("a", 0, "session.started", json!({"source":"startup"}));

@@ -208,24 +208,6 @@ impl Db {
         rows.collect()
     }
 
-    /// The paired machine a session belongs to: `None` no such session, `Some(None)` one the
-    /// shared sink token sent, or whose machine was removed (DECISIONS 33).
-    pub fn session_machine(&self, key: &str) -> rusqlite::Result<Option<Option<String>>> {
-        self.conn
-            .query_row(SESSION_MACHINE, params![key], |r| r.get(0))
-            .optional()
-    }
-
-    /// The machine session `key` is bound to and whether it is still paired here: `None` no
-    /// such session, `Some((None, _))` one no machine's token sent.
-    pub fn session_owner(&self, key: &str) -> rusqlite::Result<Option<(Option<String>, bool)>> {
-        self.conn
-            .query_row(SESSION_OWNER, params![key], |r| {
-                Ok((r.get(0)?, r.get::<_, Option<bool>>(1)?.unwrap_or(false)))
-            })
-            .optional()
-    }
-
     /// Whether a session is bound to machine `id` (a removed machine's too): pairing again,
     /// that machine gets its id back, and with it its sessions.
     pub fn machine_has_sessions(&self, id: &str) -> rusqlite::Result<bool> {

@@ -35,9 +35,9 @@
 //! migrations), `pg_tls` (TLS to the database: what the URL asks for, one connector for all),
 //! `pg_wake` (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area, with the
 //! tests both stores run; together `Store`), `driver` (the seam an area written once runs
-//! on: `queue`, `settings`, `snoozes`, `push` and upkeep, here) and, for the areas not yet written
-//! once, the PostgreSQL side in `pg_small` (logins), `pg_pairing`, `pg_events`
-//! (ingest and the page's view). The SQL of each area is one text for both where the engines
+//! on: `queue`, `settings`, `snoozes`, `push`, `events` and `sessions`, and upkeep, here)
+//! and, for the areas not yet written once, the PostgreSQL side in `pg_small` (logins) and
+//! `pg_pairing`. The SQL of each area is one text for both where the engines
 //! agree (the constants in each area's module; the writes are `ON CONFLICT` upserts both
 //! speak).
 
@@ -49,7 +49,6 @@ mod machines;
 mod pg;
 #[cfg(test)]
 pub(crate) mod pg_cluster;
-mod pg_events;
 mod pg_pairing;
 mod pg_queue;
 mod pg_small;
@@ -71,7 +70,7 @@ use rusqlite::Connection;
 use driver::args;
 
 // Reachable as `db::Pairing`, as before the split (what `Db::pairing` returns).
-pub(crate) use events::Stored;
+pub(crate) use events::{SessionOwner, Stored};
 #[allow(unused_imports)]
 pub(crate) use machines::Pairing;
 pub(crate) use queue::Queued;
@@ -80,7 +79,7 @@ pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
 pub(crate) use store::Store;
 
 #[cfg(all(test, feature = "testing"))]
-pub(crate) use pg_events::session_lock;
+pub(crate) use driver::session_lock;
 pub(crate) use pg_wake::{parse as parse_announcement, Announcer, Listener, Wakeup};
 
 /// A machine's last contact is written at most this often (ms): the page shows it to the
@@ -149,10 +148,11 @@ impl<E: driver::Engine> store::Upkeep for E {
     /// Forgets what is older than `keep_ms`: events and acks received before, sessions
     /// last seen before, messages enqueued before (and no longer pending), logins made
     /// before, pushes claimed before; and login attempt buckets that are full again.
-    /// Returns the number of rows removed. No session locks (pg_events.rs): an event of a
-    /// session idle past the cutoff, stored at the instant of a sweep, may meet it in a
-    /// deadlock, which PostgreSQL ends by failing one of the two; either is safe to fail
-    /// (the sender sends the batch again, the next sweep deletes what this one did not).
+    /// Returns the number of rows removed. No session locks (`Conn::lock_sessions`): an
+    /// event of a session idle past the cutoff, stored at the instant of a sweep, may meet
+    /// it in a deadlock, which PostgreSQL ends by failing one of the two; either is safe to
+    /// fail (the sender sends the batch again, the next sweep deletes what this one did
+    /// not).
     fn sweep(&self, now_ms: i64, keep_ms: i64) -> anyhow::Result<usize> {
         let cutoff = now_ms - keep_ms;
         self.tx(|c| {

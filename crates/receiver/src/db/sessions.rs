@@ -1,22 +1,30 @@
 //! What the page shows of sessions: the live ones, their open attentions and their latest
-//! messages with each one's outcome.
+//! messages with each one's outcome. Written once for both stores (driver.rs): the SQL
+//! reads rows, and the JSON the page sees is built here from them, for both alike.
+//!
+//! The JSON inside stored bodies (whether a page's answer for a prompt was delivered; an
+//! ack's `code`) is read here too, not by the database: PostgreSQL 15 has no test for valid
+//! JSON, and its JSON functions refuse a `\u0000` that SQLite's take, which would break
+//! the page for everyone on one message. `answer_for` and `ack_code` read a body as
+//! SQLite's `json_extract` does (tested below).
 
-use rusqlite::{params, OptionalExtension};
+use std::collections::HashSet;
+
 use serde_json::{json, Map, Value};
 
-use super::{fmt_ms, Db};
+use super::driver::{args, Conn, Row};
+use super::fmt_ms;
 
 /// Messages listed per session on the page.
-pub(super) const PAGE_MESSAGES: usize = 20;
+const PAGE_MESSAGES: i64 = 20;
 /// How long, and how many per session, the page is told of prompts that ended (so every
 /// open page says how: DECISIONS 34).
 pub(super) const CLEARED_FOR_MS: i64 = 10 * 60 * 1000;
-pub(super) const CLEARED_LISTED: i64 = 10;
+const CLEARED_LISTED: i64 = 10;
 
-// The page's SQL, shared by both stores where they can (pg_events.rs): the JSON the rows
-// become is built here, by the same functions for both. The `COLLATE BINARY`s are SQLite's
-// default, spelled out so PostgreSQL sorts text the same way (dialect.rs).
-pub(super) const PAGE_SESSIONS: &str = "SELECT key, harness, session_id, first_at, last_at, \
+// The page's SQL, one text for both stores. The `COLLATE BINARY`s are SQLite's default,
+// spelled out so PostgreSQL sorts text the same way (dialect.rs).
+const PAGE_SESSIONS: &str = "SELECT key, harness, session_id, first_at, last_at, \
     last_type, info, ended, machine_id FROM sessions s \
     WHERE last_ms > ?1 \
     OR EXISTS (SELECT 1 FROM attentions a WHERE a.session_key = s.key AND a.open = 1 \
@@ -24,49 +32,44 @@ pub(super) const PAGE_SESSIONS: &str = "SELECT key, harness, session_id, first_a
     ORDER BY last_ms DESC, key COLLATE BINARY";
 /// DECISIONS 39: a parked prompt is shown until its `parked_until` (?2: now), not after,
 /// even if its machine never says it ended.
-pub(super) const OPEN_ATTENTIONS: &str = "SELECT attention_id, kind, tool, message, needed_at, \
+const OPEN_ATTENTIONS: &str = "SELECT attention_id, kind, tool, message, needed_at, \
     input, input_partial, input_sha256, parked_until_ms FROM attentions \
     WHERE session_key = ?1 AND open = 1 AND (parked_until_ms IS NULL OR parked_until_ms > ?2) \
     ORDER BY needed_at COLLATE BINARY, attention_id COLLATE BINARY";
-/// The prompts of a session that ended lately, with whether a page's answer for each was
-/// delivered: the answer names its prompt in `for`, or in its signed command's `for`.
-const CLEARED_ATTENTIONS: &str = "SELECT a.attention_id, a.tool, a.message, a.how, a.cleared_at,
-        EXISTS (SELECT 1 FROM messages m JOIN acks k ON k.id = m.id
-                WHERE m.session = a.session_key AND m.kind = 'permission.answer'
-                  AND k.outcome = 'delivered'
-                  AND a.attention_id = coalesce(
-                        json_extract(m.body, '$.for'),
-                        CASE WHEN json_valid(json_extract(m.body, '$.cmd'))
-                             THEN json_extract(json_extract(m.body, '$.cmd'), '$.for') END))
-    FROM attentions a
-    WHERE a.session_key = ?1 AND a.open = 0 AND a.cleared_at >= ?2
-    ORDER BY a.cleared_at COLLATE BINARY DESC, a.attention_id COLLATE BINARY LIMIT ?3";
+/// The prompts of a session that ended lately (whether a page's answer for each was
+/// delivered comes from [`DELIVERED_ANSWERS`]).
+const CLEARED: &str = "SELECT attention_id, tool, message, how, cleared_at FROM attentions \
+    WHERE session_key = ?1 AND open = 0 AND cleared_at >= ?2 \
+    ORDER BY cleared_at COLLATE BINARY DESC, attention_id COLLATE BINARY LIMIT ?3";
+/// The bodies of a session's answers to prompts that were delivered: each names its prompt
+/// in `for`, or in its signed command's `for` ([`answer_for`]).
+const DELIVERED_ANSWERS: &str = "SELECT m.body FROM messages m JOIN acks k ON k.id = m.id \
+    WHERE m.session = ?1 AND m.kind = 'permission.answer' AND k.outcome = 'delivered'";
 /// Each message with the ack that says most (DECISIONS 38): its first final one, else its
-/// newest `taken` or `progress`.
-const SESSION_MESSAGES: &str = "SELECT m.body, m.expires_ms, m.first_polled_at, a.outcome,
-        COALESCE(a.detail, json_extract(a.body, '$.code')), a.received_at, a.body
-    FROM messages m
-    LEFT JOIN acks a ON a.n = (SELECT n FROM acks WHERE acks.id = m.id
-        ORDER BY CASE WHEN outcome IN ('taken', 'progress') THEN -n ELSE n - 9000000000000000000 END
-        LIMIT 1)
+/// newest `taken` or `progress`; its body gives the `code`, `mode` and `reply` shown.
+const SESSION_MESSAGES: &str = "SELECT m.body, m.expires_ms, m.first_polled_at, a.outcome, \
+    a.detail, a.body, a.received_at FROM messages m \
+    LEFT JOIN acks a ON a.n = (SELECT n FROM acks WHERE acks.id = m.id \
+    ORDER BY CASE WHEN outcome IN ('taken', 'progress') THEN -n ELSE n - 9000000000000000000 END \
+    LIMIT 1) \
     WHERE m.session = ?1 ORDER BY m.n DESC LIMIT ?2";
 
 /// DECISIONS 40: a session's latest turns (`turn.transcript`), newest first.
-pub(super) const TRANSCRIPTS: &str = "SELECT received_at, body FROM events \
+const TRANSCRIPTS: &str = "SELECT received_at, body FROM events \
     WHERE harness = ?1 AND session_id = ?2 AND type = 'turn.transcript' \
     ORDER BY seq DESC LIMIT ?3";
 /// Turns listed per session on the page.
-pub(super) const PAGE_TURNS: i64 = 10;
+const PAGE_TURNS: i64 = 10;
 /// DECISIONS 40: the newest tool event or turn end of a session: a `tool.started` there is
 /// the tool running now.
-pub(super) const LAST_TOOL: &str = "SELECT type, body FROM events \
+const LAST_TOOL: &str = "SELECT type, body FROM events \
     WHERE harness = ?1 AND session_id = ?2 \
       AND type IN ('tool.started', 'tool.ended', 'turn.ended', 'session.started') \
     ORDER BY seq DESC LIMIT 1";
 
 /// One turn as the page shows it: the person's prompt and the agent's final text, as the
 /// machine sent them (already redacted, DECISIONS 37), and when it came.
-pub(super) fn turn_view(received_at: String, body: &str) -> Option<Value> {
+fn turn_view(received_at: String, body: &str) -> Option<Value> {
     let ev: Value = serde_json::from_str(body).ok()?;
     let d = ev.get("data")?.as_object()?;
     let mut v = Map::new();
@@ -81,7 +84,7 @@ pub(super) fn turn_view(received_at: String, body: &str) -> Option<Value> {
 
 /// The tool running now, from [`LAST_TOOL`]'s row: `{tool, summary}` when it is a
 /// `tool.started`.
-pub(super) fn current_tool(kind: &str, body: &str) -> Option<Value> {
+fn current_tool(kind: &str, body: &str) -> Option<Value> {
     if kind != "tool.started" {
         return None;
     }
@@ -91,16 +94,32 @@ pub(super) fn current_tool(kind: &str, body: &str) -> Option<Value> {
 }
 
 /// One row of [`PAGE_SESSIONS`].
-pub(super) struct SessionRow {
-    pub key: String,
-    pub harness: String,
-    pub sid: String,
-    pub first_at: String,
-    pub last_at: String,
-    pub last_type: String,
-    pub info: String,
-    pub ended: bool,
-    pub machine_id: Option<String>,
+struct SessionRow {
+    key: String,
+    harness: String,
+    sid: String,
+    first_at: String,
+    last_at: String,
+    last_type: String,
+    info: String,
+    ended: bool,
+    machine_id: Option<String>,
+}
+
+impl SessionRow {
+    fn read(r: &Row) -> anyhow::Result<SessionRow> {
+        Ok(SessionRow {
+            key: r.text(0)?,
+            harness: r.text(1)?,
+            sid: r.text(2)?,
+            first_at: r.text(3)?,
+            last_at: r.text(4)?,
+            last_type: r.text(5)?,
+            info: r.text(6)?,
+            ended: r.int(7)? != 0,
+            machine_id: r.opt_text(8)?,
+        })
+    }
 }
 
 /// One message as the page lists it.
@@ -160,18 +179,12 @@ fn message_view(
 
 /// The call a page's answer was for (its prompt's tool, text and input), kept with the
 /// prompt after it ends, so the history names it after a reload.
-pub(super) const ANSWERED_CALL: &str = "SELECT tool, message, input FROM attentions \
+const ANSWERED_CALL: &str = "SELECT tool, message, input FROM attentions \
     WHERE session_key = ?1 AND attention_id = ?2";
 
-/// A row of [`ANSWERED_CALL`].
-pub(super) type CallRow = (Option<String>, Option<String>, Option<String>);
-
 /// Adds to each permission answer of `messages` the call it answered, as `call`:
-/// `{tool, message, input}` (what the page showed), when `lookup` finds its prompt.
-pub(super) fn name_calls<E>(
-    messages: &mut [Value],
-    mut lookup: impl FnMut(&str) -> Result<Option<CallRow>, E>,
-) -> Result<(), E> {
+/// `{tool, message, input}` (what the page showed), when its prompt is still stored.
+fn name_calls(c: &mut dyn Conn, key: &str, messages: &mut [Value]) -> anyhow::Result<()> {
     for m in messages {
         if m.get("kind").and_then(Value::as_str) != Some("permission.answer") {
             continue;
@@ -179,11 +192,13 @@ pub(super) fn name_calls<E>(
         let Some(id) = m.get("for").and_then(Value::as_str).map(str::to_owned) else {
             continue;
         };
-        if let Some((tool, message, input)) = lookup(&id)? {
-            let input = input
+        let id = c.text(&id);
+        if let Some(r) = c.row(ANSWERED_CALL, args![key, &*id])? {
+            let input = r
+                .opt_text(2)?
                 .and_then(|t| serde_json::from_str::<Value>(&t).ok())
                 .unwrap_or(Value::Null);
-            m["call"] = json!({"tool": tool, "message": message, "input": input});
+            m["call"] = json!({"tool": r.opt_text(0)?, "message": r.opt_text(1)?, "input": input});
         }
     }
     Ok(())
@@ -191,7 +206,7 @@ pub(super) fn name_calls<E>(
 
 /// One session as the page shows it, with its open attentions, the prompts that ended
 /// lately and its latest messages.
-pub(super) fn session_view(
+fn session_view(
     row: SessionRow,
     attentions: Vec<Value>,
     cleared: Vec<Value>,
@@ -269,41 +284,85 @@ pub(super) fn session_view(
 }
 
 /// One open attention (a row of [`OPEN_ATTENTIONS`]).
-pub(super) fn attention_view(
+struct AttentionRow {
     attention_id: String,
     kind: Option<String>,
     tool: Option<String>,
     message: Option<String>,
     needed_at: Option<String>,
-    (input, input_partial, input_sha256): (Option<String>, bool, Option<String>),
+    /// The call's input as JSON text (DECISIONS 31).
+    input: Option<String>,
+    input_partial: bool,
+    input_sha256: Option<String>,
     parked_until_ms: Option<i64>,
-) -> Value {
-    let input = input
+}
+
+impl AttentionRow {
+    fn read(r: &Row) -> anyhow::Result<AttentionRow> {
+        Ok(AttentionRow {
+            attention_id: r.text(0)?,
+            kind: r.opt_text(1)?,
+            tool: r.opt_text(2)?,
+            message: r.opt_text(3)?,
+            needed_at: r.opt_text(4)?,
+            input: r.opt_text(5)?,
+            input_partial: r.int(6)? != 0,
+            input_sha256: r.opt_text(7)?,
+            parked_until_ms: r.opt_int(8)?,
+        })
+    }
+}
+
+/// One open attention as the page shows it.
+fn attention_view(a: AttentionRow) -> Value {
+    let input = a
+        .input
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .unwrap_or(Value::Null);
     json!({
-        "parked_until": parked_until_ms.map(fmt_ms),
-        "attention_id": attention_id,
-        "kind": kind,
-        "tool": tool,
-        "message": message,
-        "needed_at": needed_at,
+        "parked_until": a.parked_until_ms.map(fmt_ms),
+        "attention_id": a.attention_id,
+        "kind": a.kind,
+        "tool": a.tool,
+        "message": a.message,
+        "needed_at": a.needed_at,
         "input": input,
-        "input_partial": input_partial,
-        "input_sha256": input_sha256,
+        "input_partial": a.input_partial,
+        "input_sha256": a.input_sha256,
     })
 }
 
-/// One prompt that ended: how, from what its `attention.cleared` said (`how`) and whether a
-/// page's answer for it was delivered (`by_page`).
-pub(super) fn cleared_view(
+/// One prompt that ended (a row of [`CLEARED`]).
+struct ClearedRow {
     attention_id: String,
     tool: Option<String>,
     message: Option<String>,
     how: Option<String>,
     cleared_at: Option<String>,
-    by_page: bool,
-) -> Value {
+}
+
+impl ClearedRow {
+    fn read(r: &Row) -> anyhow::Result<ClearedRow> {
+        Ok(ClearedRow {
+            attention_id: r.text(0)?,
+            tool: r.opt_text(1)?,
+            message: r.opt_text(2)?,
+            how: r.opt_text(3)?,
+            cleared_at: r.opt_text(4)?,
+        })
+    }
+}
+
+/// One prompt that ended: how, from what its `attention.cleared` said (`how`) and whether a
+/// page's answer for it was delivered (`by_page`).
+fn cleared_view(row: ClearedRow, by_page: bool) -> Value {
+    let ClearedRow {
+        attention_id,
+        tool,
+        message,
+        how,
+        cleared_at,
+    } = row;
     let ended = match how.as_deref() {
         Some("answered") if by_page => "page",
         Some("answered") => "terminal",
@@ -321,30 +380,44 @@ pub(super) fn cleared_view(
     })
 }
 
-/// The ack a message is shown with: its outcome, detail (or code), when it came and its
-/// body (for DECISIONS 38's `mode`, `session` and `reply`).
-pub(super) struct ShownAck<'a> {
-    pub outcome: Option<String>,
-    pub detail: Option<String>,
-    pub at: Option<String>,
-    pub body: Option<&'a str>,
+/// One message of a session with the ack it is shown with (a row of
+/// [`SESSION_MESSAGES`]): its outcome, detail (else its body's `code`), when it came and
+/// its body (for DECISIONS 38's `mode`, `session` and `reply`).
+struct MessageRow {
+    body: String,
+    expires_ms: Option<i64>,
+    polled_at: Option<String>,
+    outcome: Option<String>,
+    detail: Option<String>,
+    ack: Option<String>,
+    acked_at: Option<String>,
+}
+
+impl MessageRow {
+    fn read(r: &Row) -> anyhow::Result<MessageRow> {
+        let ack = r.opt_text(5)?;
+        Ok(MessageRow {
+            body: r.text(0)?,
+            expires_ms: r.opt_int(1)?,
+            polled_at: r.opt_text(2)?,
+            outcome: r.opt_text(3)?,
+            detail: r.opt_text(4)?.or_else(|| ack.as_deref().and_then(ack_code)),
+            ack,
+            acked_at: r.opt_text(6)?,
+        })
+    }
 }
 
 /// One message of a session with its outcome: its ack's (the first final one, else the
 /// newest `taken` or `progress`), else expired, sent (a poll took it) or queued.
-pub(super) fn message_status_view(
-    body: &str,
-    expires_ms: Option<i64>,
-    polled_at: Option<String>,
-    ack: ShownAck,
-    now_ms: i64,
-) -> Value {
-    match ack.outcome {
-        Some(o) => message_view(body, &o, ack.detail, ack.at, ack.body),
-        None if expires_ms.is_some_and(|e| e <= now_ms) => message_view(
+fn message_status_view(m: MessageRow, now_ms: i64) -> Value {
+    let body = m.body.as_str();
+    match m.outcome {
+        Some(o) => message_view(body, &o, m.detail, m.acked_at, m.ack.as_deref()),
+        None if m.expires_ms.is_some_and(|e| e <= now_ms) => message_view(
             body,
             "expired",
-            Some(if polled_at.is_some() {
+            Some(if m.polled_at.is_some() {
                 "expired before the machine acknowledged it".into()
             } else {
                 "expired before the machine picked it up".into()
@@ -352,15 +425,14 @@ pub(super) fn message_status_view(
             None,
             None,
         ),
-        None if polled_at.is_some() => message_view(body, "sent", None, None, None),
+        None if m.polled_at.is_some() => message_view(body, "sent", None, None, None),
         None => message_view(body, "queued", None, None, None),
     }
 }
 
-/// The prompt a queued message answers, as [`CLEARED_ATTENTIONS`] reads it from the body:
-/// its `for`, else the `for` of its command when that is JSON (a signed envelope's `cmd`).
-/// For a store without SQLite's JSON functions.
-pub(super) fn answer_for(body: &str) -> Option<String> {
+/// The prompt a queued message answers, read from its body: its `for`, else the `for` of
+/// its command when that is JSON (a signed envelope's `cmd`).
+fn answer_for(body: &str) -> Option<String> {
     let m: Value = serde_json::from_str(body).ok()?;
     if let Some(f) = m.get("for").and_then(sql_text) {
         return Some(f);
@@ -372,8 +444,8 @@ pub(super) fn answer_for(body: &str) -> Option<String> {
     cmd.get("for").and_then(sql_text)
 }
 
-/// An ack's `code`, as `json_extract(body, '$.code')` reads it (for the same stores).
-pub(super) fn ack_code(body: &str) -> Option<String> {
+/// An ack's `code`, as `json_extract(body, '$.code')` reads it.
+fn ack_code(body: &str) -> Option<String> {
     serde_json::from_str::<Value>(body)
         .ok()?
         .get("code")
@@ -391,141 +463,96 @@ fn sql_text(v: &Value) -> Option<String> {
     }
 }
 
-impl Db {
-    /// Sessions the page shows: any with an event within `live_ms` (an ended one too, so a
-    /// message can resume it: DECISIONS 40) and any
-    /// with an open attention, most recent first, each with its open attentions and its
-    /// latest messages (newest first) and their outcomes.
-    pub fn page_sessions(&self, now_ms: i64, live_ms: i64) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(PAGE_SESSIONS)?;
-        let rows: Vec<SessionRow> = st
-            .query_map(params![now_ms - live_ms, now_ms], |r| {
-                Ok(SessionRow {
-                    key: r.get(0)?,
-                    harness: r.get(1)?,
-                    sid: r.get(2)?,
-                    first_at: r.get(3)?,
-                    last_at: r.get(4)?,
-                    last_type: r.get(5)?,
-                    info: r.get(6)?,
-                    ended: r.get::<_, i64>(7)? != 0,
-                    machine_id: r.get(8)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let attentions = self.open_attentions(&row.key, now_ms)?;
-            let cleared = self.cleared_attentions(&row.key, now_ms)?;
-            let mut messages = self.session_messages(&row.key, now_ms)?;
-            let mut call = self.conn.prepare_cached(ANSWERED_CALL)?;
-            name_calls(&mut messages, |id| {
-                call.query_row(params![row.key, id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })
-                .optional()
-            })?;
-            let conversation = self.conversation(&row.harness, &row.sid)?;
-            out.push(session_view(
+/// Sessions the page shows: any with an event within `live_ms` (an ended one too, so a
+/// message can resume it: DECISIONS 40) and any with an open attention, most recent first,
+/// each with its open attentions, the prompts that ended lately, its latest messages (newest
+/// first) and their outcomes, and its latest turns. Read in one snapshot (`Engine::snapshot`).
+pub(super) fn page_sessions(
+    c: &mut dyn Conn,
+    now_ms: i64,
+    live_ms: i64,
+) -> anyhow::Result<Vec<Value>> {
+    let rows = c.rows(PAGE_SESSIONS, args![now_ms - live_ms, now_ms])?;
+    let since = fmt_ms(now_ms - CLEARED_FOR_MS);
+    rows.iter()
+        .map(|r| {
+            let row = SessionRow::read(r)?;
+            let key = row.key.as_str();
+            let attentions = c
+                .rows(OPEN_ATTENTIONS, args![key, now_ms])?
+                .iter()
+                .map(|r| AttentionRow::read(r).map(attention_view))
+                .collect::<anyhow::Result<_>>()?;
+            let cleared = cleared_attentions(c, key, &since)?;
+            let mut messages = c
+                .rows(SESSION_MESSAGES, args![key, PAGE_MESSAGES])?
+                .iter()
+                .map(|r| Ok(message_status_view(MessageRow::read(r)?, now_ms)))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            name_calls(c, key, &mut messages)?;
+            let conversation = conversation(c, &row.harness, &row.sid)?;
+            Ok(session_view(
                 row,
                 attentions,
                 cleared,
                 messages,
                 conversation,
-            ));
-        }
-        Ok(out)
-    }
-
-    /// DECISIONS 40: the session's latest turns and the tool it runs now.
-    fn conversation(
-        &self,
-        harness: &str,
-        sid: &str,
-    ) -> rusqlite::Result<(Vec<Value>, Option<Value>)> {
-        let mut st = self.conn.prepare_cached(TRANSCRIPTS)?;
-        let turns = st
-            .query_map(params![harness, sid, PAGE_TURNS], |r| {
-                Ok(turn_view(r.get(0)?, &r.get::<_, String>(1)?))
-            })?
-            .filter_map(|t| t.transpose())
-            .collect::<rusqlite::Result<_>>()?;
-        let tool = self
-            .conn
-            .prepare_cached(LAST_TOOL)?
-            .query_row(params![harness, sid], |r| {
-                Ok(current_tool(
-                    &r.get::<_, String>(0)?,
-                    &r.get::<_, String>(1)?,
-                ))
-            })
-            .optional()?
-            .flatten();
-        Ok((turns, tool))
-    }
-
-    fn open_attentions(&self, key: &str, now_ms: i64) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(OPEN_ATTENTIONS)?;
-        let rows = st.query_map(params![key, now_ms], |r| {
-            Ok(attention_view(
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                (r.get(5)?, r.get(6)?, r.get(7)?),
-                r.get(8)?,
             ))
-        })?;
-        rows.collect()
-    }
+        })
+        .collect()
+}
 
-    /// The prompts of `key` that ended in the last [`CLEARED_FOR_MS`], newest first, each
-    /// with `ended`: how, from what its `attention.cleared` said (`how`) and what this
-    /// receiver carried: `page` (answered, and a page's answer for it was delivered),
-    /// `terminal` (answered otherwise: at the machine), `timeout`, `cancelled` (the session
-    /// stopped or ended), or `unknown`.
-    fn cleared_attentions(&self, key: &str, now_ms: i64) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(CLEARED_ATTENTIONS)?;
-        let since = super::fmt_ms(now_ms - CLEARED_FOR_MS);
-        let rows = st.query_map(params![key, since, CLEARED_LISTED], |r| {
-            Ok(cleared_view(
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })?;
-        rows.collect()
-    }
+/// The prompts of `key` that ended since `since`, newest first, each with `ended`: how,
+/// from what its `attention.cleared` said (`how`) and what this receiver carried: `page`
+/// (answered, and a page's answer for it was delivered), `terminal` (answered otherwise:
+/// at the machine), `timeout`, `cancelled` (the session stopped or ended), or `unknown`.
+fn cleared_attentions(c: &mut dyn Conn, key: &str, since: &str) -> anyhow::Result<Vec<Value>> {
+    let ended = c
+        .rows(CLEARED, args![key, since, CLEARED_LISTED])?
+        .iter()
+        .map(ClearedRow::read)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // Only an answered prompt asks whether the answer came from a page.
+    let by_page: HashSet<String> = if ended.iter().any(|r| r.how.as_deref() == Some("answered")) {
+        let answers = c.rows(DELIVERED_ANSWERS, args![key])?;
+        answers
+            .iter()
+            .map(|r| Ok(answer_for(&r.text(0)?)))
+            .filter_map(Result::transpose)
+            .collect::<anyhow::Result<_>>()?
+    } else {
+        HashSet::new()
+    };
+    Ok(ended
+        .into_iter()
+        .map(|r| {
+            let page = by_page.contains(&r.attention_id);
+            cleared_view(r, page)
+        })
+        .collect())
+}
 
-    fn session_messages(&self, key: &str, now_ms: i64) -> rusqlite::Result<Vec<Value>> {
-        let mut st = self.conn.prepare_cached(SESSION_MESSAGES)?;
-        let rows = st.query_map(params![key, PAGE_MESSAGES as i64], |r| {
-            let body: String = r.get(0)?;
-            let ack: Option<String> = r.get(6)?;
-            Ok(message_status_view(
-                &body,
-                r.get(1)?,
-                r.get(2)?,
-                ShownAck {
-                    outcome: r.get(3)?,
-                    detail: r.get(4)?,
-                    at: r.get(5)?,
-                    body: ack.as_deref(),
-                },
-                now_ms,
-            ))
-        })?;
-        rows.collect()
+/// DECISIONS 40: the session's latest turns and the tool it runs now.
+fn conversation(
+    c: &mut dyn Conn,
+    harness: &str,
+    sid: &str,
+) -> anyhow::Result<(Vec<Value>, Option<Value>)> {
+    let mut turns = Vec::new();
+    for r in c.rows(TRANSCRIPTS, args![harness, sid, PAGE_TURNS])? {
+        turns.extend(turn_view(r.text(0)?, &r.text(1)?));
     }
+    let tool = match c.row(LAST_TOOL, args![harness, sid])? {
+        Some(r) => current_tool(&r.text(0)?, &r.text(1)?),
+        None => None,
+    };
+    Ok((turns, tool))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::store::QueueStore;
+    use super::super::store::{EventStore, QueueStore};
+    use super::super::{Db, Sqlite};
     use super::*;
 
     fn ev(seq: i64, ty: &str, data: Value) -> Value {
@@ -534,99 +561,12 @@ mod tests {
             "privacy":{"rulesets":["secrets@1"],"pii":false},"data":data})
     }
 
-    #[test]
-    fn a_prompt_that_ended_says_how_from_its_event_and_the_answers_delivered() {
-        let sq = super::super::Sqlite::new(Db::open_memory().unwrap());
-        let now = 1_800_000_000_000;
-        let needed = |seq, id: &str| {
-            ev(
-                seq,
-                "attention.needed",
-                json!({"attention_id": id, "tool": "Bash", "message": "Bash ls"}),
-            )
-        };
-        let cleared = |seq, id: &str, how: &str| {
-            ev(
-                seq,
-                "attention.cleared",
-                json!({"attention_id": id, "how": how}),
-            )
-        };
-        let evs = [
-            needed(1, "p-page"),
-            needed(2, "p-term"),
-            needed(3, "p-late"),
-            needed(4, "p-open"),
-        ];
-        sq.db()
-            .insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
-            .unwrap();
-        // A signed answer from a page for p-page, delivered; an unsigned one for p-term that
-        // the machine refused (the terminal answered it).
-        let cmd = json!({"v":1,"t":"sessionpipe.control","machine":"m","kind":"permission.answer",
-            "session":"claude-code:s","for":"p-page","decision":"allow"})
-        .to_string();
-        sq.insert_message(
-            "claude-code:s",
-            &json!({"id": "m1", "kind": "permission.answer", "cmd": cmd}),
-            None,
-            now,
-        )
-        .unwrap();
-        sq.insert_message(
-            "claude-code:s",
-            &json!({"id": "m2", "kind": "permission.answer", "for": "p-term", "decision": "deny"}),
-            None,
-            now,
-        )
-        .unwrap();
-        sq.insert_acks(
-            &[
-                json!({"id": "m1", "outcome": "delivered", "at": "2026-01-01T00:00:00.000Z"}),
-                json!({"id": "m2", "outcome": "expired", "at": "2026-01-01T00:00:00.000Z"}),
-            ],
-            now,
-        )
-        .unwrap();
-        let evs = [
-            cleared(5, "p-page", "answered"),
-            cleared(6, "p-term", "answered"),
-        ];
-        sq.db()
-            .insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
-            .unwrap();
-        // Ended long ago: no longer listed.
-        sq.db()
-            .insert_events(
-                &[&cleared(7, "p-late", "timeout")],
-                now - CLEARED_FOR_MS - 1,
-                None,
-            )
-            .unwrap();
-        let s = &sq.db().page_sessions(now, 3_600_000).unwrap()[0];
-        let ended: Vec<(&str, &str)> = s["cleared"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["attention_id"].as_str().unwrap(),
-                    c["ended"].as_str().unwrap(),
-                )
-            })
-            .collect();
-        assert_eq!(ended.len(), 2, "{ended:?}");
-        assert!(ended.contains(&("p-page", "page")), "{ended:?}");
-        assert!(ended.contains(&("p-term", "terminal")), "{ended:?}");
-        assert_eq!(s["attentions"][0]["attention_id"], "p-open");
-    }
-
     /// DECISIONS 40: a session reads as its turns, with its status and the tool it runs.
     #[test]
     fn a_session_shows_its_turns_its_status_and_its_current_tool() {
-        let mut db = Db::open_memory().unwrap();
+        let db = Sqlite::new(Db::open_memory().unwrap());
         let now = 1_800_000_000_000;
-        let page = |db: &Db| db.page_sessions(now, 3_600_000).unwrap()[0].clone();
+        let page = |db: &Sqlite| db.page_sessions(now, 3_600_000).unwrap()[0].clone();
         let mut transcript = ev(
             1,
             "turn.transcript",
@@ -684,18 +624,15 @@ mod tests {
     /// resumed Claude Code run sends only session.started before its turn ends).
     #[test]
     fn a_session_answering_a_taken_message_is_working_until_its_final_ack() {
-        let sq = super::super::Sqlite::new(Db::open_memory().unwrap());
+        let sq = Sqlite::new(Db::open_memory().unwrap());
         let now = 1_800_000_000_000;
-        let status = |sq: &super::super::Sqlite| {
-            sq.db().page_sessions(now, 3_600_000).unwrap()[0]["status"].clone()
-        };
+        let status = |sq: &Sqlite| sq.page_sessions(now, 3_600_000).unwrap()[0]["status"].clone();
         let evs = [
             ev(0, "session.started", json!({"source": "startup"})),
             ev(1, "turn.ended", json!({"reason": "stop"})),
             ev(2, "session.ended", json!({})),
         ];
-        sq.db()
-            .insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
+        sq.insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
             .unwrap();
         sq.insert_message(
             "claude-code:s",
@@ -709,25 +646,23 @@ mod tests {
         sq.insert_acks(&[ack("taken")], now).unwrap();
         assert_eq!(status(&sq), "working");
         // The resumed run's own session.started would read idle: the message says working.
-        sq.db()
-            .insert_events(
-                &[&ev(3, "session.started", json!({"source": "resume"}))],
-                now,
-                None,
-            )
-            .unwrap();
+        sq.insert_events(
+            &[&ev(3, "session.started", json!({"source": "resume"}))],
+            now,
+            None,
+        )
+        .unwrap();
         sq.insert_acks(&[ack("progress")], now).unwrap();
         assert_eq!(status(&sq), "working");
         sq.insert_acks(&[ack("delivered")], now).unwrap();
         assert_eq!(status(&sq), "idle");
-        sq.db()
-            .insert_events(&[&ev(4, "session.ended", json!({}))], now, None)
+        sq.insert_events(&[&ev(4, "session.ended", json!({}))], now, None)
             .unwrap();
         assert_eq!(status(&sq), "ended");
     }
 
-    /// `answer_for` and `ack_code` read a body as SQLite's JSON functions in
-    /// `CLEARED_ATTENTIONS` and `SESSION_MESSAGES` do (PostgreSQL's page uses them).
+    /// `answer_for` and `ack_code` read a body as SQLite's JSON functions do (what the page
+    /// asked SQLite before it was written once for both stores).
     #[test]
     fn answer_for_and_ack_code_read_as_sqlite_does() {
         let db = Db::open_memory().unwrap();

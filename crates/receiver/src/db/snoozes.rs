@@ -112,6 +112,7 @@ impl<E: Engine> SnoozeStore for E {
 
 #[cfg(test)]
 mod tests {
+    use super::super::store::EventStore;
     use super::super::{Db, Sqlite};
     use super::*;
 
@@ -120,7 +121,7 @@ mod tests {
             "time":"2026-01-01T00:00:00.000Z","tier":1,"harness":{"name":"claude-code"},
             "session":{"id":sid,"seq":seq},"privacy":{"rulesets":["secrets@1"],"pii":false},
             "data":{"attention_id":id,"kind":"permission","tool":"Bash","message":"Bash ls","how":"answered"}});
-        db.db().insert_events(&[&ev], 1_000, None).unwrap();
+        db.insert_events(&[&ev], 1_000, None).unwrap();
     }
 
     #[test]

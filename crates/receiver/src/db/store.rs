@@ -3,16 +3,18 @@
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both. Every method is `&self`: the store holds its own lock (SQLite) or pool
 //! (PostgreSQL), never the receiver's state lock. The queue, settings, push devices,
-//! "Not now" and upkeep are written once over the driver seam (driver.rs: `impl<E:
-//! Engine>`); the other areas (logins, pairing, events) still have an implementation per
-//! engine (the SQLite one forwarding to `Db` below, the PostgreSQL one in its pg_* file).
+//! "Not now", events and the page's view, and upkeep are written once over the driver seam
+//! (driver.rs: `impl<E: Engine>`); the other areas (logins, pairing) still have an
+//! implementation per engine (the SQLite one forwarding to `Db` below, the PostgreSQL one
+//! in its pg_* file).
 //!
 //! Every area: the control queue and its acks, logins, settings, pairing, push devices,
 //! events and the page's view of them, "Not now", and upkeep (sweep, what the test door
-//! reads); so both stores are a whole [`Store`] (checked at build below). Where PostgreSQL
-//! reads differently it says why in its pg_* file: per-session locks for ingest (pg_events),
-//! the page's JSON questions answered in Rust (pg_events), a NUL in an attention's fields
-//! kept as U+FFFD (PostgreSQL's text holds none; `Conn::text` for the areas written once).
+//! reads); so both stores are a whole [`Store`] (checked at build below). Where the engines
+//! must differ, the seam says how: per-session locks for ingest (`Conn::lock_sessions`),
+//! the page read in one snapshot (`Engine::snapshot`), a NUL in an attention's fields kept
+//! as U+FFFD (PostgreSQL's text holds none: `Conn::text`). The JSON inside stored bodies is
+//! read in Rust for both (sessions.rs), not by either engine's JSON functions.
 //!
 //! The tests run one body per area on both stores; `a_day_shows_the_same_on_both_stores`
 //! feeds one realistic day to each and compares all they show as JSON, before and after a
@@ -22,7 +24,7 @@
 use serde_json::Value;
 
 use super::pg::PgStore;
-use super::{Pairing, Queued, Snooze, Sqlite, Stored};
+use super::{Pairing, Queued, SessionOwner, Snooze, Sqlite, Stored};
 use crate::push::{Device, QuietHours, Subscription};
 
 /// The control queue: unsigned messages per session, signed envelopes per machine, each
@@ -238,8 +240,8 @@ pub(crate) trait PushStore {
     fn push_claimed(&self, key: &str) -> anyhow::Result<bool>;
 }
 
-/// Events as they arrive and the page's view built from them (events.rs, sessions.rs,
-/// machines.rs for a session's machine).
+/// Events as they arrive and the page's view built from them (events.rs, sessions.rs;
+/// written once over the driver seam).
 pub(crate) trait EventStore {
     fn insert_events(
         &self,
@@ -250,27 +252,7 @@ pub(crate) trait EventStore {
     fn page_sessions(&self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>>;
     fn session_machine(&self, key: &str) -> anyhow::Result<Option<Option<String>>>;
     /// The machine a session is bound to (a removed one's too) and whether it is paired.
-    fn session_owner(&self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>>;
-}
-
-impl EventStore for Sqlite {
-    fn insert_events(
-        &self,
-        events: &[&Value],
-        now_ms: i64,
-        machine: Option<&str>,
-    ) -> anyhow::Result<Vec<Stored>> {
-        Ok(self.db().insert_events(events, now_ms, machine)?)
-    }
-    fn page_sessions(&self, now_ms: i64, live_ms: i64) -> anyhow::Result<Vec<Value>> {
-        Ok(self.db().page_sessions(now_ms, live_ms)?)
-    }
-    fn session_machine(&self, key: &str) -> anyhow::Result<Option<Option<String>>> {
-        Ok(self.db().session_machine(key)?)
-    }
-    fn session_owner(&self, key: &str) -> anyhow::Result<Option<(Option<String>, bool)>> {
-        Ok(self.db().session_owner(key)?)
-    }
+    fn session_owner(&self, key: &str) -> anyhow::Result<Option<SessionOwner>>;
 }
 
 /// Prompts put off with "Not now" (snoozes.rs).
@@ -1092,6 +1074,106 @@ mod tests {
             .unwrap_or_else(|| panic!("{key} not on the page: {page:?}"))
     }
 
+    /// Each prompt of a session's `cleared` with how it ended.
+    fn how_ended(session: &Value) -> Vec<(&str, &str)> {
+        session["cleared"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["attention_id"].as_str().unwrap(),
+                    c["ended"].as_str().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// DECISIONS 34, whichever store keeps it: a prompt that ended says how, from its
+    /// event and whether a page's answer for it was delivered (read from the answer's body,
+    /// plain or a signed command).
+    fn prompt_ended_behaviour(sq: &dyn Store) {
+        let now = 1_800_000_000_000;
+        let ev = |seq, ty: &str, data: Value| cc("s", seq, ty, json!({}), data);
+        let needed = |seq, id: &str| {
+            ev(
+                seq,
+                "attention.needed",
+                json!({"attention_id": id, "tool": "Bash", "message": "Bash ls"}),
+            )
+        };
+        let cleared = |seq, id: &str, how: &str| {
+            ev(
+                seq,
+                "attention.cleared",
+                json!({"attention_id": id, "how": how}),
+            )
+        };
+        let evs = [
+            needed(1, "p-page"),
+            needed(2, "p-term"),
+            needed(3, "p-late"),
+            needed(4, "p-open"),
+        ];
+        sq.insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
+            .unwrap();
+        // A signed answer from a page for p-page, delivered; an unsigned one for p-term that
+        // the machine refused (the terminal answered it).
+        let cmd = json!({"v":1,"t":"sessionpipe.control","machine":"m","kind":"permission.answer",
+            "session":"claude-code:s","for":"p-page","decision":"allow"})
+        .to_string();
+        sq.insert_message(
+            "claude-code:s",
+            &json!({"id": "m1", "kind": "permission.answer", "cmd": cmd}),
+            None,
+            now,
+        )
+        .unwrap();
+        sq.insert_message(
+            "claude-code:s",
+            &json!({"id": "m2", "kind": "permission.answer", "for": "p-term", "decision": "deny"}),
+            None,
+            now,
+        )
+        .unwrap();
+        sq.insert_acks(
+            &[
+                json!({"id": "m1", "outcome": "delivered", "at": "2026-01-01T00:00:00.000Z"}),
+                json!({"id": "m2", "outcome": "expired", "at": "2026-01-01T00:00:00.000Z"}),
+            ],
+            now,
+        )
+        .unwrap();
+        let evs = [
+            cleared(5, "p-page", "answered"),
+            cleared(6, "p-term", "answered"),
+        ];
+        sq.insert_events(&evs.iter().collect::<Vec<_>>(), now, None)
+            .unwrap();
+        // Ended long ago: no longer listed.
+        sq.insert_events(
+            &[&cleared(7, "p-late", "timeout")],
+            now - super::super::sessions::CLEARED_FOR_MS - 1,
+            None,
+        )
+        .unwrap();
+        let s = &sq.page_sessions(now, 3_600_000).unwrap()[0];
+        let ended = how_ended(s);
+        assert_eq!(ended.len(), 2, "{ended:?}");
+        assert!(ended.contains(&("p-page", "page")), "{ended:?}");
+        assert!(ended.contains(&("p-term", "terminal")), "{ended:?}");
+        assert_eq!(s["attentions"][0]["attention_id"], "p-open");
+    }
+
+    #[test]
+    fn how_a_prompt_ended_on_both_stores() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        prompt_ended_behaviour(&Sqlite::new(Db::open_memory().unwrap()));
+        prompt_ended_behaviour(&PgStore::open(&pg.url()).unwrap());
+    }
+
     fn ids(list: &Value) -> Vec<&str> {
         list.as_array()
             .unwrap()
@@ -1102,6 +1184,8 @@ mod tests {
 
     /// Ingest: dedup, the machine a session belongs to, attentions by seq, "Not now" ended
     /// by a clear, a session's fields merged.
+    // One story, step after step, each asserting what the one before left.
+    #[allow(clippy::too_many_lines)]
     fn events_behaviour(s: &dyn Store) {
         use Stored::{Duplicate, Foreign, New};
         let now = 1_800_000_000_000;
@@ -1295,17 +1379,7 @@ mod tests {
         assert_eq!(a["last_type"], "turn.ended");
         assert_eq!(a["state"], "needs you");
         assert_eq!(ids(&a["attentions"]), ["p3"]);
-        let ended: Vec<(&str, &str)> = a["cleared"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["attention_id"].as_str().unwrap(),
-                    c["ended"].as_str().unwrap(),
-                )
-            })
-            .collect();
+        let ended = how_ended(a);
         assert_eq!(ended, [("p1", "terminal"), ("p2", "timeout")]);
         // An ended session stays listed (rule 40: the page says it ended, and Send resumes it).
         assert_eq!(session(&page, "claude-code:u")["status"], "ended");
@@ -1394,6 +1468,8 @@ mod tests {
 
     /// A day of two machines and the shared token, fed to a store; what it then shows (the
     /// page, what is put off, every event and ack), before and after a sweep.
+    // One day in order; both stores are fed exactly this and compared.
+    #[allow(clippy::too_many_lines)]
     fn a_day(s: &dyn Store) -> Value {
         let earlier = T0 - 2 * 3_600_000;
         let now = T0;
@@ -1592,17 +1668,7 @@ mod tests {
         let got = a_day(&PgStore::open(&pg.url()).unwrap());
         // What the day is meant to show, so the comparison is of something.
         let s1 = session(want["before"]["page"].as_array().unwrap(), "claude-code:s1");
-        let ended: Vec<(&str, &str)> = s1["cleared"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["attention_id"].as_str().unwrap(),
-                    c["ended"].as_str().unwrap(),
-                )
-            })
-            .collect();
+        let ended = how_ended(s1);
         assert_eq!(
             ended,
             [("p1", "page"), ("p2", "page"), ("p3", "terminal")],
@@ -1742,5 +1808,72 @@ mod tests {
             ["p13", "p21", "p29", "p37", "p5"]
         );
         assert_eq!(c.page_sessions(now, 3_600_000).unwrap(), want);
+    }
+
+    /// An attention's fields come as the machine sent them; a NUL, which PostgreSQL's text
+    /// cannot hold, is kept as U+FFFD rather than failing the batch (and with it every
+    /// later event of the machine's spool).
+    #[test]
+    fn an_attention_with_a_nul_is_stored_with_a_replacement_on_postgres() {
+        let Some(pg) = Cluster::start() else {
+            return;
+        };
+        let s = PgStore::open(&pg.url()).unwrap();
+        let ev = |seq: i64, ty: &str, data: Value| {
+            json!({"protocol": 1, "id": format!("01K70000000000000000{seq:06}"), "type": ty,
+                "time": "2027-01-15T08:00:00.000Z", "tier": 1, "harness": {"name": "codex"},
+                "session": {"id": "s", "seq": seq}, "privacy": {"rulesets": [], "pii": false},
+                "data": data})
+        };
+        let needed = ev(
+            0,
+            "attention.needed",
+            json!({"attention_id": "p\u{0}1", "tool": "Ba\u{0}sh", "message": "a\u{0}b",
+                   "input": {"command": "x\u{0}y"}}),
+        );
+        let now = 1_800_000_000_000;
+        assert_eq!(
+            s.insert_events(&[&needed], now, None).unwrap(),
+            [Stored::New]
+        );
+        let page = s.page_sessions(now, 60_000).unwrap();
+        let a = &page[0]["attentions"][0];
+        assert_eq!(
+            (&a["attention_id"], &a["tool"], &a["message"]),
+            (
+                &json!("p\u{fffd}1"),
+                &json!("Ba\u{fffd}sh"),
+                &json!("a\u{fffd}b")
+            )
+        );
+        // The input is JSON text, its NUL escaped: kept as it came.
+        assert_eq!(a["input"], json!({"command": "x\u{0}y"}));
+        assert_eq!(s.events().unwrap(), [needed]);
+        // The page's id for it is the one that snoozes and clears it.
+        assert_eq!(
+            s.snooze("codex:s", "p\u{fffd}1", now, now + 5).unwrap(),
+            Snooze::Until(now + 5)
+        );
+        assert!(
+            s.snoozed("codex:s", "p\u{0}1", now).unwrap(),
+            "asked with the NUL"
+        );
+        assert_eq!(s.session_machine("codex:s\u{0}").unwrap(), None);
+        let clear = ev(
+            1,
+            "attention.cleared",
+            json!({"attention_id": "p\u{0}1", "how": "answ\u{0}ered"}),
+        );
+        s.insert_events(&[&clear], now, None).unwrap();
+        assert!(!s.snoozed("codex:s", "p\u{fffd}1", now).unwrap());
+        let page = s.page_sessions(now, 60_000).unwrap();
+        assert_eq!(page[0]["cleared"][0]["how"], "answ\u{fffd}ered");
+        // A message whose JSON holds a NUL (which PostgreSQL's JSON functions refuse) is
+        // listed as it came: the page reads bodies in Rust, on either store.
+        let answer = json!({"id": "01K7NUL0000000000000000000", "kind": "permission.answer",
+            "for": "p\u{0}1", "decision": "allow"});
+        s.insert_message("codex:s", &answer, None, now).unwrap();
+        let page = s.page_sessions(now, 60_000).unwrap();
+        assert_eq!(page[0]["messages"][0]["for"], "p\u{0}1");
     }
 }

@@ -292,10 +292,10 @@ async fn poll(
         .shared
         .with_db(move |st| st.db.session_owner(&key))
         .await?;
-    let refused = match (owner, &sender) {
-        (Some((Some(o), _)), Some(s)) => &o != s,
-        (Some((Some(_), paired)), None) => paired,
-        _ => false,
+    let refused = match (owner.and_then(|o| Some((o.machine?, o.paired))), &sender) {
+        (Some((o, _)), Some(s)) => &o != s,
+        (Some((_, paired)), None) => paired,
+        (None, _) => false,
     };
     if refused {
         return Err(ApiError::new(
