@@ -2,9 +2,9 @@
 //! database, implemented by SQLite (`Sqlite`, the default) and PostgreSQL (`PgStore`), with
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both. Every method is `&self`: the store holds its own lock (SQLite) or pool
-//! (PostgreSQL), never the receiver's state lock. The queue, settings, push devices,
-//! "Not now" and upkeep are written once over the driver seam (driver.rs: `impl<E:
-//! Engine>`); the other areas (logins, pairing, events) still have an implementation per
+//! (PostgreSQL), never the receiver's state lock. The queue, logins, settings, push
+//! devices, "Not now" and upkeep are written once over the driver seam (driver.rs: `impl<E:
+//! Engine>`); the other areas (pairing, events) still have an implementation per
 //! engine (the SQLite one forwarding to `Db` below, the PostgreSQL one in its pg_* file).
 //!
 //! Every area: the control queue and its acks, logins, settings, pairing, push devices,
@@ -62,7 +62,7 @@ pub(crate) trait QueueStore {
     fn file(&self, machine: &str, sha256: &str, now_ms: i64) -> anyhow::Result<Option<String>>;
 }
 
-/// Page logins (logins.rs).
+/// Page logins (logins.rs, written once over the driver seam).
 pub(crate) trait LoginStore {
     fn add_login(&self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()>;
     fn login_valid(&self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool>;
@@ -81,33 +81,6 @@ pub(crate) trait LoginStore {
     fn take_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>>;
     /// A login that succeeded gives its attempt back (only guesses count).
     fn give_back_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<()>;
-}
-
-impl LoginStore for Sqlite {
-    fn add_login(&self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()> {
-        Ok(self.db().add_login(hash, token_fp, now_ms)?)
-    }
-    fn login_valid(&self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool> {
-        Ok(self.db().login_valid(hash, token_fp, since_ms)?)
-    }
-    fn remove_login(&self, hash: &str) -> anyhow::Result<()> {
-        Ok(self.db().remove_login(hash)?)
-    }
-    fn login_csrf(
-        &self,
-        hash: &str,
-        token_fp: &str,
-        since_ms: i64,
-        fresh: &str,
-    ) -> anyhow::Result<Option<String>> {
-        Ok(self.db().login_csrf(hash, token_fp, since_ms, fresh)?)
-    }
-    fn take_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>> {
-        Ok(self.db().take_login_attempt(client, now_ms)?)
-    }
-    fn give_back_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<()> {
-        Ok(self.db().give_back_login_attempt(client, now_ms)?)
-    }
 }
 
 /// Named settings (settings.rs, written once over the driver seam).
