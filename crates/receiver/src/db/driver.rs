@@ -113,6 +113,10 @@ pub(crate) trait Conn {
     /// check and the write it allows are one step for receivers sharing the database
     /// (SQLite: its first write does, one writer at a time).
     fn lock_writes(&mut self, table: &str) -> anyhow::Result<()>;
+    /// What orders a table's rows as they were first inserted, to break a tie: SQLite's
+    /// `rowid`; PostgreSQL keeps no such order for a table without an identity column, so
+    /// there the table's key `key` (stable, if not the arrival order).
+    fn insertion_order<'k>(&self, key: &'k str) -> &'k str;
 
     /// The first row of a query, if any.
     fn row(&mut self, sql: &str, args: &[Arg<'_>]) -> anyhow::Result<Option<Row>> {
@@ -184,6 +188,24 @@ impl Conn for SqliteConn<'_> {
     fn lock_writes(&mut self, _table: &str) -> anyhow::Result<()> {
         Ok(())
     }
+
+    fn insertion_order<'k>(&self, _key: &'k str) -> &'k str {
+        "rowid"
+    }
+}
+
+impl super::Db {
+    /// A transaction on this connection, committed when `f` succeeds (what [`Sqlite`]'s
+    /// [`Engine::tx`] runs).
+    pub(crate) fn tx<T>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let tx = self.conn.transaction()?;
+        let out = f(&mut SqliteConn(&tx))?;
+        tx.commit()?;
+        Ok(out)
+    }
 }
 
 impl Engine for Sqlite {
@@ -197,11 +219,7 @@ impl Engine for Sqlite {
     }
 
     fn tx<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
-        let mut db = self.db();
-        let tx = db.conn.transaction()?;
-        let out = f(&mut SqliteConn(&tx))?;
-        tx.commit()?;
-        Ok(out)
+        self.db().tx(f)
     }
 }
 
@@ -293,6 +311,10 @@ impl<C: GenericClient> Conn for PgConn<'_, C> {
         self.0
             .batch_execute(&format!("LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"))?;
         Ok(())
+    }
+
+    fn insertion_order<'k>(&self, key: &'k str) -> &'k str {
+        key
     }
 }
 

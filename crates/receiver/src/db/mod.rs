@@ -35,8 +35,8 @@
 //! migrations), `pg_tls` (TLS to the database: what the URL asks for, one connector for all),
 //! `pg_wake` (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area, with the
 //! tests both stores run; together `Store`), `driver` (the seam an area written once runs
-//! on: `queue`, `settings`, `snoozes`, `push`, `logins` and upkeep, here) and, for the areas
-//! not yet written once, the PostgreSQL side in `pg_pairing`, `pg_events`
+//! on: `queue`, `settings`, `snoozes`, `push`, `logins`, `machines` and upkeep, here) and,
+//! for the area not yet written once, the PostgreSQL side in `pg_events`
 //! (ingest and the page's view). The SQL of each area is one text for both where the engines
 //! agree (the constants in each area's module; the writes are `ON CONFLICT` upserts both
 //! speak).
@@ -50,7 +50,6 @@ mod pg;
 #[cfg(test)]
 pub(crate) mod pg_cluster;
 mod pg_events;
-mod pg_pairing;
 mod pg_queue;
 mod pg_tls;
 mod pg_wake;

@@ -2,9 +2,9 @@
 //! database, implemented by SQLite (`Sqlite`, the default) and PostgreSQL (`PgStore`), with
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both. Every method is `&self`: the store holds its own lock (SQLite) or pool
-//! (PostgreSQL), never the receiver's state lock. The queue, logins, settings, push
-//! devices, "Not now" and upkeep are written once over the driver seam (driver.rs: `impl<E:
-//! Engine>`); the other areas (pairing, events) still have an implementation per
+//! (PostgreSQL), never the receiver's state lock. The queue, logins, settings, pairing,
+//! push devices, "Not now" and upkeep are written once over the driver seam (driver.rs:
+//! `impl<E: Engine>`); the other area (events) still has an implementation per
 //! engine (the SQLite one forwarding to `Db` below, the PostgreSQL one in its pg_* file).
 //!
 //! Every area: the control queue and its acks, logins, settings, pairing, push devices,
@@ -21,6 +21,7 @@
 
 use serde_json::Value;
 
+use super::machines::{LatestMachine, Machine, MachineKey};
 use super::pg::PgStore;
 use super::{Pairing, Queued, Snooze, Sqlite, Stored};
 use crate::push::{Device, QuietHours, Subscription};
@@ -93,7 +94,7 @@ pub(crate) trait SettingStore {
     fn first_setting(&self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String>;
 }
 
-/// Pairing a machine (machines.rs): a code made through one receiver may be approved and
+/// Pairing a machine (machines.rs, written once over the driver seam): a code made through one receiver may be approved and
 /// its token taken through another.
 pub(crate) trait PairingStore {
     fn machine_known(&self, id: &str) -> anyhow::Result<bool>;
@@ -116,9 +117,9 @@ pub(crate) trait PairingStore {
         now_ms: i64,
     ) -> anyhow::Result<bool>;
     fn give_token(&self, code: &str, token_hash: &str) -> anyhow::Result<bool>;
-    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>>;
-    fn latest_machine(&self) -> anyhow::Result<Option<Value>>;
-    fn machines(&self) -> anyhow::Result<Vec<Value>>;
+    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<MachineKey>>;
+    fn latest_machine(&self) -> anyhow::Result<Option<LatestMachine>>;
+    fn machines(&self) -> anyhow::Result<Vec<Machine>>;
     fn remove_machine(&self, id: &str) -> anyhow::Result<bool>;
     /// Whether a session is bound to machine `id` (a removed machine's too).
     fn machine_has_sessions(&self, id: &str) -> anyhow::Result<bool>;
@@ -127,61 +128,6 @@ pub(crate) trait PairingStore {
     /// ([`super::SEEN_EVERY_MS`]), so a busy poller does not write on every request.
     /// Whether it was written.
     fn machine_seen(&self, id: &str, now_ms: i64) -> anyhow::Result<bool>;
-}
-
-impl PairingStore for Sqlite {
-    fn machine_known(&self, id: &str) -> anyhow::Result<bool> {
-        Ok(self.db().machine_known(id)?)
-    }
-    fn machine_has_sessions(&self, id: &str) -> anyhow::Result<bool> {
-        Ok(self.db().machine_has_sessions(id)?)
-    }
-    fn machine_by_token(&self, hash: &str) -> anyhow::Result<Option<String>> {
-        Ok(self.db().machine_by_token(hash)?)
-    }
-    fn create_pairing(
-        &self,
-        code: &str,
-        machine: &str,
-        check: &str,
-        name: Option<&str>,
-        now_ms: i64,
-        expires_ms: i64,
-    ) -> anyhow::Result<()> {
-        Ok(self
-            .db()
-            .create_pairing(code, machine, check, name, now_ms, expires_ms)?)
-    }
-    fn pairing(&self, code: &str) -> anyhow::Result<Option<Pairing>> {
-        Ok(self.db().pairing(code)?)
-    }
-    fn approve_pairing(
-        &self,
-        code: &str,
-        key: &Value,
-        proof: &Value,
-        now_ms: i64,
-    ) -> anyhow::Result<bool> {
-        Ok(self.db().approve_pairing(code, key, proof, now_ms)?)
-    }
-    fn give_token(&self, code: &str, token_hash: &str) -> anyhow::Result<bool> {
-        Ok(self.db().give_token(code, token_hash)?)
-    }
-    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>> {
-        Ok(self.db().machine_keys(machine)?)
-    }
-    fn latest_machine(&self) -> anyhow::Result<Option<Value>> {
-        Ok(self.db().latest_machine()?)
-    }
-    fn machines(&self) -> anyhow::Result<Vec<Value>> {
-        Ok(self.db().machines()?)
-    }
-    fn remove_machine(&self, id: &str) -> anyhow::Result<bool> {
-        Ok(self.db().remove_machine(id)?)
-    }
-    fn machine_seen(&self, id: &str, now_ms: i64) -> anyhow::Result<bool> {
-        Ok(self.db().machine_seen(id, now_ms)?)
-    }
 }
 
 /// The devices pushed to and what each push did (push.rs).
@@ -854,7 +800,11 @@ mod tests {
         assert_eq!(p.key.as_deref(), Some(key.to_string().as_str()));
         assert_eq!(
             a.machine_keys("m1").unwrap(),
-            vec![("k1".to_string(), -7, "MFkw".to_string())]
+            vec![MachineKey {
+                id: "k1".into(),
+                alg: -7,
+                spki: "MFkw".into()
+            }]
         );
 
         assert!(!a.give_token("nope", "H").unwrap());
@@ -870,21 +820,23 @@ mod tests {
         let key2 = json!({"id": "k1", "alg": -8, "spki": "MCow"});
         assert!(b.approve_pairing("C2", &key2, &json!({}), now + 9).unwrap());
         assert_eq!(a.machine_keys("m1").unwrap().len(), 1);
-        assert_eq!(a.machine_keys("m1").unwrap()[0].1, -8);
+        assert_eq!(a.machine_keys("m1").unwrap()[0].alg, -8);
         assert!(
             !a.give_token("C2", "H3").unwrap(),
             "the machine has its token"
         );
 
+        // The JSON the page's state carries, field for field and in this order.
         assert_eq!(
-            b.latest_machine().unwrap(),
-            Some(json!({"machine": "m1", "name": "laptop"}))
+            serde_json::to_string(&b.latest_machine().unwrap()).unwrap(),
+            r#"{"machine":"m1","name":"laptop"}"#
         );
         assert_eq!(
-            b.machines().unwrap(),
-            vec![
-                json!({"machine": "m1", "name": "laptop", "paired_ms": now + 9, "keys": ["k1"], "seen_ms": null})
-            ]
+            serde_json::to_string(&b.machines().unwrap()).unwrap(),
+            format!(
+                r#"[{{"machine":"m1","name":"laptop","paired_ms":{},"keys":["k1"],"seen_ms":null}}]"#,
+                now + 9
+            )
         );
         // Its last contact, written through either, at most every few seconds.
         let every = super::super::SEEN_EVERY_MS;
@@ -893,9 +845,9 @@ mod tests {
             !b.machine_seen("m1", now + 10 + every - 1).unwrap(),
             "too soon"
         );
-        assert_eq!(b.machines().unwrap()[0]["seen_ms"], now + 10);
+        assert_eq!(b.machines().unwrap()[0].seen_ms, Some(now + 10));
         assert!(b.machine_seen("m1", now + 10 + every).unwrap());
-        assert_eq!(a.machines().unwrap()[0]["seen_ms"], now + 10 + every);
+        assert_eq!(a.machines().unwrap()[0].seen_ms, Some(now + 10 + every));
         assert!(!a.machine_seen("nope", now).unwrap(), "no such machine");
         assert!(a.remove_machine("m1").unwrap());
         assert!(!b.remove_machine("m1").unwrap());

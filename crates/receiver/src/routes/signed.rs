@@ -312,8 +312,8 @@ pub(crate) fn session_machine(st: &mut St, session: &str) -> Option<(String, Opt
         .machines()
         .ok()?
         .into_iter()
-        .find(|m| m["machine"] == id.as_str())
-        .and_then(|m| m["name"].as_str().map(str::to_owned));
+        .find(|m| m.machine == id)
+        .and_then(|m| m.name);
     Some((id, name))
 }
 
@@ -336,14 +336,14 @@ pub(crate) fn page_signing(st: &mut St) -> Option<Value> {
     }
     let mut v = json!({"rp_id": st.opts.rp_id});
     if let Ok(Some(m)) = st.db.latest_machine() {
-        v["machine"] = m["machine"].clone();
-        v["name"] = m["name"].clone();
+        v["machine"] = m.machine.into();
+        v["name"] = m.name.into();
     }
-    let mut machines = st.db.machines().unwrap_or_default();
-    for m in &mut machines {
-        let id = m["machine"].as_str().unwrap_or_default().to_owned();
-        let paired = m["paired_ms"].as_i64().unwrap_or_default();
-        let seen = m["seen_ms"].as_i64().unwrap_or(paired).max(paired);
+    let mut machines = Vec::new();
+    for row in st.db.machines().unwrap_or_default() {
+        let (id, paired) = (row.machine.clone(), row.paired_ms);
+        let seen = row.seen_ms.unwrap_or(paired).max(paired);
+        let mut m = json!(row);
         m["paired_at"] = ms_to_wire(paired).into();
         m["last_at"] = ms_to_wire(seen).into();
         if let Some(away) = st.mem().away_told.get(&format!("machine:{id}")).copied() {
@@ -353,6 +353,7 @@ pub(crate) fn page_signing(st: &mut St) -> Option<Value> {
         if let Some(can) = st.mem().can_start.get(&id).cloned() {
             m["can_start"] = can;
         }
+        machines.push(m);
     }
     v["machines"] = Value::Array(machines);
     Some(v)
@@ -775,7 +776,11 @@ fn carry_signed(
         .db
         .machine_keys(&cmd.machine)?
         .into_iter()
-        .map(|(id, alg, spki)| TrustedKey { id, alg, spki })
+        .map(|k| TrustedKey {
+            id: k.id,
+            alg: k.alg,
+            spki: k.spki,
+        })
         .collect();
     let rp_id = st.opts.rp_id.clone().unwrap_or_default();
     let opts = wire::VerifyOptions {
