@@ -373,10 +373,12 @@ mod tests {
     /// cannot hold, is kept as U+FFFD rather than failing the batch (and with it every
     /// later event of the machine's spool).
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn an_attention_with_a_nul_is_stored_with_a_replacement() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let s = PgStore::open(&pg.url()).unwrap();
         let ev = |seq: i64, ty: &str, data: Value| {
             json!({"protocol": 1, "id": format!("01K70000000000000000{seq:06}"), "type": ty,

@@ -514,10 +514,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn parked_prompts_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         parked_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -527,10 +529,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn start_files_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         files_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -540,10 +544,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn acks_taken_and_replies_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         taken_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -553,10 +559,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn the_queue_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         queue_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -608,10 +616,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn logins_and_settings_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
         login_behaviour(&a);
         setting_behaviour(&a);
@@ -725,10 +735,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn logins_across_two_stores_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
         let b = PgStore::open(&pg.url()).unwrap();
         login_across(&a, &b);
@@ -738,10 +750,12 @@ mod tests {
     /// Eight receivers trying one client's login at once take exactly its five attempts;
     /// eight asking for a login's CSRF secret at once all get the same one.
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn login_attempts_and_csrf_hold_under_a_race_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let url = pg.url();
         let now = 1_800_000_000_000;
         PgStore::open(&url)
@@ -868,10 +882,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn pairing_across_two_stores_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
         let b = PgStore::open(&pg.url()).unwrap();
         pairing_behaviour(&a, &b);
@@ -945,10 +961,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn push_devices_across_two_stores_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
         let b = PgStore::open(&pg.url()).unwrap();
         push_behaviour(&a, &b);
@@ -956,10 +974,12 @@ mod tests {
 
     /// Eight receivers claiming one push at once: exactly one sends it.
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn one_claim_of_a_push_wins_a_race_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let url = pg.url();
         let won: Vec<bool> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..8)
@@ -1250,10 +1270,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn events_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         events_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -1308,10 +1330,12 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn snoozes_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         snooze_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -1509,10 +1533,12 @@ mod tests {
 
     /// The same day on SQLite and on PostgreSQL shows the same JSON, to the byte.
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn a_day_shows_the_same_on_both_stores() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let want = a_day(&Sqlite::new(Db::open_memory().unwrap()));
         let got = a_day(&PgStore::open(&pg.url()).unwrap());
         // What the day is meant to show, so the comparison is of something.
@@ -1573,10 +1599,12 @@ mod tests {
     /// in opposite orders: each event stored once (one of them says New, the other
     /// Duplicate), and what the page shows is what one store fed in turn shows.
     #[test]
+    #[cfg_attr(
+        not(has_postgres),
+        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
+    )]
     fn two_receivers_storing_the_same_events_at_once_store_each_once() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let now = T0;
         let evs: Vec<Value> = (0..120)
             .map(|i| {
