@@ -1,7 +1,7 @@
 //! The build script of the crates whose tests start a throwaway PostgreSQL (the receiver's
 //! unit tests, crates/sender/tests/two_receivers.rs): sets `cfg(has_postgres)` when
 //! scripts/pg-cluster.sh finds the server (`bin`), so those tests, each marked
-//! `#[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed: scripts/test-deps.sh")]`,
+//! `#[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]`,
 //! show as ignored without it instead of passing without running. With `CI` set (to anything
 //! but empty, `0` or `false`) the cfg is set regardless: there PostgreSQL is installed, and a
 //! missing one fails those tests loudly. One file, named by both crates' `build` key.

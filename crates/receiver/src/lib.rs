@@ -578,10 +578,7 @@ mod tests {
     /// waits, and meanwhile `/healthz`, a poll of another session and the test API answer
     /// at once.
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn a_peer_frozen_mid_ingest_stalls_only_its_session() {
         let pg = Cluster::start();
         let r = on_postgres(&pg);
@@ -653,10 +650,7 @@ mod tests {
     /// With its database gone, a receiver still answers: `/healthz` says 503 within a
     /// second, and held polls end (with an error) instead of hanging the others.
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn with_the_database_gone_healthz_and_polls_still_answer() {
         let pg = Cluster::start();
         let r = on_postgres(&pg);
@@ -701,10 +695,7 @@ mod tests {
     /// moves both to the same number, so a page that a proxy sends to each in turn is held
     /// (its number current on both), never answered at once in a loop.
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn receivers_on_one_database_agree_on_the_page_version() {
         let pg = Cluster::start();
         let on_pg = || {

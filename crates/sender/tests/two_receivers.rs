@@ -319,10 +319,7 @@ fn event(kind: &str, session: &str, seq: u64) -> Value {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-#[cfg_attr(
-    not(has_postgres),
-    ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-)]
+#[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
 fn events_prompts_and_acks_cross_between_two_receivers() {
     let pg = Pg::start();
     let dir = tempfile::tempdir().unwrap();
@@ -614,10 +611,7 @@ fn deliver_all(machine: &Machine, session: &str) -> Vec<String> {
 }
 
 #[test]
-#[cfg_attr(
-    not(has_postgres),
-    ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-)]
+#[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
 fn killing_the_receiver_that_holds_a_poll_loses_nothing() {
     if !needs_caddy() {
         return;

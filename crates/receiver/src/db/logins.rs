@@ -11,10 +11,8 @@ use crate::limits::{take_login_attempt, LOGIN_ALL, LOGIN_OVERALL, LOGIN_PER_CLIE
 const ADD_LOGIN: &str = "INSERT INTO logins(hash, token_fp, created_ms, last_ms) \
     VALUES (?1, ?2, ?3, ?3) ON CONFLICT(hash) DO UPDATE SET token_fp = excluded.token_fp, \
     created_ms = excluded.created_ms, last_ms = excluded.last_ms, csrf = NULL";
-const LOGIN_VALID: &str =
-    "SELECT 1 FROM logins WHERE hash = ?1 AND token_fp = ?2 AND created_ms > ?3";
 const REMOVE_LOGIN: &str = "DELETE FROM logins WHERE hash = ?1";
-/// A valid login's CSRF secret (NULL until first asked for).
+/// A valid login, with its CSRF secret (NULL until first asked for).
 const LOGIN_CSRF: &str =
     "SELECT csrf FROM logins WHERE hash = ?1 AND token_fp = ?2 AND created_ms > ?3";
 /// The first receiver to ask sets it; any other then reads that one.
@@ -28,6 +26,24 @@ const SET_ATTEMPT: &str = "INSERT INTO login_attempts(key, full_ms) VALUES (?1, 
 /// A success gives its attempt back: the bucket is full `?2` ms sooner (never before now).
 const GIVE_BACK: &str = "UPDATE login_attempts \
     SET full_ms = CASE WHEN full_ms - ?2 > ?3 THEN full_ms - ?2 ELSE ?3 END WHERE key = ?1";
+
+/// A login as a request names it: its cookie's hash, the fingerprint of the login token in
+/// use, and the time it must have been made after (`since_ms`: older ones have expired).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LoginKey<'a> {
+    pub hash: &'a str,
+    pub token_fp: &'a str,
+    pub since_ms: i64,
+}
+
+impl LoginKey<'_> {
+    /// The login's row with its CSRF secret, if it is valid.
+    fn csrf(&self, c: &mut dyn Conn) -> anyhow::Result<Option<Option<String>>> {
+        c.row(LOGIN_CSRF, args![self.hash, self.token_fp, self.since_ms])?
+            .map(|r| r.opt_text(0))
+            .transpose()
+    }
+}
 
 /// The buckets a success gives its attempt back to, and how much sooner each is full (ms).
 fn give_backs(client: &str) -> [(&str, i64); 2] {
@@ -47,11 +63,8 @@ impl<E: Engine> LoginStore for E {
 
     /// Whether a login with this cookie hash exists for the current login token and was
     /// made after `since_ms`.
-    fn login_valid(&self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool> {
-        self.conn(|c| {
-            Ok(c.row(LOGIN_VALID, args![hash, token_fp, since_ms])?
-                .is_some())
-        })
+    fn login_valid(&self, login: LoginKey<'_>) -> anyhow::Result<bool> {
+        self.conn(|c| Ok(login.csrf(c)?.is_some()))
     }
 
     fn remove_login(&self, hash: &str) -> anyhow::Result<()> {
@@ -61,26 +74,13 @@ impl<E: Engine> LoginStore for E {
     /// A valid login's CSRF secret: the one stored, or `fresh` when it has none yet (a
     /// login made before secrets were stored, or never asked for one). `None`: no such
     /// login.
-    fn login_csrf(
-        &self,
-        hash: &str,
-        token_fp: &str,
-        since_ms: i64,
-        fresh: &str,
-    ) -> anyhow::Result<Option<String>> {
-        self.conn(|c| {
-            let read = |c: &mut dyn Conn| -> anyhow::Result<Option<Option<String>>> {
-                c.row(LOGIN_CSRF, args![hash, token_fp, since_ms])?
-                    .map(|r| r.opt_text(0))
-                    .transpose()
-            };
-            match read(c)? {
-                None => Ok(None),
-                Some(Some(csrf)) => Ok(Some(csrf)),
-                Some(None) => {
-                    c.execute(SET_CSRF, args![hash, fresh])?;
-                    Ok(read(c)?.flatten())
-                }
+    fn login_csrf(&self, login: LoginKey<'_>, fresh: &str) -> anyhow::Result<Option<String>> {
+        self.conn(|c| match login.csrf(c)? {
+            None => Ok(None),
+            Some(Some(csrf)) => Ok(Some(csrf)),
+            Some(None) => {
+                c.execute(SET_CSRF, args![login.hash, fresh])?;
+                Ok(login.csrf(c)?.flatten())
             }
         })
     }

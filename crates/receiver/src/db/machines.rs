@@ -7,6 +7,7 @@
 use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
+use spwire::signed::TrustedKey;
 
 use super::driver::{args, Conn, Engine, Row};
 use super::store::PairingStore;
@@ -79,6 +80,17 @@ const REMOVE_MACHINE: [&str; 4] = [
     AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.id = messages.id)",
 ];
 
+/// A pairing as made: its code, the machine it pairs, the check digits and name it asks
+/// with, and when it expires.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NewPairing<'a> {
+    pub code: &'a str,
+    pub machine: &'a str,
+    pub check: &'a str,
+    pub name: Option<&'a str>,
+    pub expires_ms: i64,
+}
+
 /// One pairing (signed control).
 pub(crate) struct Pairing {
     pub machine: String,
@@ -103,16 +115,6 @@ impl Pairing {
             token_given: r.int(6)? != 0,
         })
     }
-}
-
-/// A key the page's approvals carried for a machine: what its signed commands verify with.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct MachineKey {
-    pub id: String,
-    /// The COSE algorithm (-7 ES256, -8 EdDSA, -257 RS256).
-    pub alg: i64,
-    /// The public key (SubjectPublicKeyInfo, base64url).
-    pub spki: String,
 }
 
 /// The most recently paired machine, as the page's state names it (`{machine, name}`).
@@ -158,16 +160,8 @@ impl<E: Engine> PairingStore for E {
         })
     }
 
-    fn create_pairing(
-        &self,
-        code: &str,
-        machine: &str,
-        check: &str,
-        name: Option<&str>,
-        now_ms: i64,
-        expires_ms: i64,
-    ) -> anyhow::Result<()> {
-        let a = args![code, machine, check, name, now_ms, expires_ms];
+    fn create_pairing(&self, p: &NewPairing<'_>, now_ms: i64) -> anyhow::Result<()> {
+        let a = args![p.code, p.machine, p.check, p.name, now_ms, p.expires_ms];
         self.conn(|c| c.execute(CREATE_PAIRING, a).map(drop))
     }
 
@@ -220,13 +214,14 @@ impl<E: Engine> PairingStore for E {
         })
     }
 
-    /// The keys the page's approvals carried for `machine`.
-    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<MachineKey>> {
+    /// The keys the page's approvals carried for `machine`: what its signed commands are
+    /// verified with (the wire's own type).
+    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<TrustedKey>> {
         self.conn(|c| {
             c.rows(MACHINE_KEYS, args![machine])?
                 .iter()
                 .map(|r| {
-                    Ok(MachineKey {
+                    Ok(TrustedKey {
                         id: r.text(0)?,
                         alg: r.int(1)?,
                         spki: r.text(2)?,
@@ -333,19 +328,28 @@ mod tests {
     use super::super::Sqlite;
     use super::*;
 
+    fn pairing<'a>(code: &'a str, name: Option<&'a str>, expires_ms: i64) -> NewPairing<'a> {
+        NewPairing {
+            code,
+            machine: "m_a",
+            check: "123456",
+            name,
+            expires_ms,
+        }
+    }
+
     #[test]
     fn pairings_expire_approve_once_and_give_one_token() {
         let db = Sqlite::new(Db::open_memory().unwrap());
         let key = json!({"id": "k1", "alg": -7, "spki": "AAAA"});
         let proof = json!({"cred": "k1", "ad": "a", "cd": "c", "sig": "s"});
-        db.create_pairing("old", "m_a", "123456", None, 0, 1000)
-            .unwrap();
+        db.create_pairing(&pairing("old", None, 1000), 0).unwrap();
         assert!(
             !db.approve_pairing("old", &key, &proof, 1000).unwrap(),
             "expired"
         );
         assert!(!db.machine_known("m_a").unwrap());
-        db.create_pairing("c1", "m_a", "123456", Some("laptop"), 0, 10_000)
+        db.create_pairing(&pairing("c1", Some("laptop"), 10_000), 0)
             .unwrap();
         assert!(!db.give_token("c1", "h1").unwrap(), "not approved yet");
         assert!(db.approve_pairing("c1", &key, &proof, 5).unwrap());
@@ -355,8 +359,7 @@ mod tests {
         assert!(!db.give_token("c1", "h2").unwrap(), "one answer only");
         assert_eq!(db.machine_by_token("h1").unwrap().as_deref(), Some("m_a"));
         // A second pairing of the same machine never replaces its token.
-        db.create_pairing("c2", "m_a", "654321", None, 7, 10_000)
-            .unwrap();
+        db.create_pairing(&pairing("c2", None, 10_000), 7).unwrap();
         assert!(db.approve_pairing("c2", &key, &proof, 8).unwrap());
         assert!(!db.give_token("c2", "h3").unwrap());
         assert_eq!(db.machine_by_token("h3").unwrap(), None);

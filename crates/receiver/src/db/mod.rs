@@ -70,8 +70,9 @@ use driver::args;
 
 // Reachable as `db::Pairing`, as before the split (what `Db::pairing` returns).
 pub(crate) use events::Stored;
+pub(crate) use logins::LoginKey;
 #[allow(unused_imports)]
-pub(crate) use machines::Pairing;
+pub(crate) use machines::{NewPairing, Pairing};
 pub(crate) use queue::Queued;
 pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
 /// What `State` holds: either store, behind one interface.

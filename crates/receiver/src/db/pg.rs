@@ -124,10 +124,7 @@ mod tests {
     use super::*;
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn migrates_once_and_opening_again_changes_nothing() {
         let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).expect("first open");
@@ -152,10 +149,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn receivers_starting_at_once_migrate_once() {
         let pg = Cluster::start();
         let url = pg.url();
@@ -170,10 +164,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn a_newer_schema_is_refused_saying_so() {
         let pg = Cluster::start();
         drop(PgStore::open(&pg.url()).expect("open"));

@@ -373,10 +373,7 @@ mod tests {
     /// cannot hold, is kept as U+FFFD rather than failing the batch (and with it every
     /// later event of the machine's spool).
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn an_attention_with_a_nul_is_stored_with_a_replacement() {
         let pg = Cluster::start();
         let s = PgStore::open(&pg.url()).unwrap();

@@ -316,10 +316,7 @@ mod tests {
         }
 
         #[test]
-        #[cfg_attr(
-            not(has_postgres),
-            ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-        )]
+        #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
         fn require_with_the_servers_ca_is_tls_and_another_ca_or_host_is_refused() {
             let pg = Cluster::start_tls(Tcp::TlsOrPlain);
             let ca = pg.ca_file();
@@ -396,10 +393,7 @@ mod tests {
         }
 
         #[test]
-        #[cfg_attr(
-            not(has_postgres),
-            ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-        )]
+        #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
         fn a_server_that_lets_in_tls_only_refuses_plain() {
             let pg = Cluster::start_tls(Tcp::TlsOnly);
             let plain: PgTarget = pg.tcp_url("localhost", "sslmode=disable").parse().unwrap();
@@ -424,10 +418,7 @@ mod tests {
 
         /// What `sp-receiver` reports at start (a database error: exit 2, cli.rs).
         #[test]
-        #[cfg_attr(
-            not(has_postgres),
-            ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-        )]
+        #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
         fn opening_the_database_with_a_certificate_that_does_not_verify_says_so() {
             let pg = Cluster::start_tls(Tcp::TlsOnly);
             let url = pg.tcp_url("localhost", "sslmode=require");
@@ -443,10 +434,7 @@ mod tests {
         }
 
         #[test]
-        #[cfg_attr(
-            not(has_postgres),
-            ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-        )]
+        #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
         fn the_store_and_its_wake_run_over_tls() {
             let pg = Cluster::start_tls(Tcp::TlsOnly);
             let url = pg.tcp_url(

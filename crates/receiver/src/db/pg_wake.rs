@@ -259,10 +259,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn a_change_announced_on_one_connection_wakes_the_listener_at_commit() {
         let pg = Cluster::start();
         let (tx, rx) = mpsc::channel();
@@ -298,10 +295,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn a_dropped_connection_is_made_again_and_wakes_meanwhile() {
         let pg = Cluster::start();
         let (tx, rx) = mpsc::channel();

@@ -21,10 +21,12 @@
 
 use serde_json::Value;
 
-use super::machines::{LatestMachine, Machine, MachineKey};
+use super::logins::LoginKey;
+use super::machines::{LatestMachine, Machine, NewPairing};
 use super::pg::PgStore;
 use super::{Pairing, Queued, Snooze, Sqlite, Stored};
 use crate::push::{Device, QuietHours, Subscription};
+use spwire::signed::TrustedKey;
 
 /// The control queue: unsigned messages per session, signed envelopes per machine, each
 /// served until its first ack or its expiry (queue.rs says what each does).
@@ -66,17 +68,11 @@ pub(crate) trait QueueStore {
 /// Page logins (logins.rs, written once over the driver seam).
 pub(crate) trait LoginStore {
     fn add_login(&self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()>;
-    fn login_valid(&self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool>;
+    fn login_valid(&self, login: LoginKey<'_>) -> anyhow::Result<bool>;
     fn remove_login(&self, hash: &str) -> anyhow::Result<()>;
     /// A valid login's CSRF secret, set to `fresh` the first time (by whichever receiver
     /// asks first); `None`: no such login (as [`LoginStore::login_valid`]).
-    fn login_csrf(
-        &self,
-        hash: &str,
-        token_fp: &str,
-        since_ms: i64,
-        fresh: &str,
-    ) -> anyhow::Result<Option<String>>;
+    fn login_csrf(&self, login: LoginKey<'_>, fresh: &str) -> anyhow::Result<Option<String>>;
     /// Takes a login attempt from `client`'s allowance and the overall one (limits.rs);
     /// `Err(s)`: none is allowed for `s` seconds.
     fn take_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>>;
@@ -99,15 +95,7 @@ pub(crate) trait SettingStore {
 pub(crate) trait PairingStore {
     fn machine_known(&self, id: &str) -> anyhow::Result<bool>;
     fn machine_by_token(&self, hash: &str) -> anyhow::Result<Option<String>>;
-    fn create_pairing(
-        &self,
-        code: &str,
-        machine: &str,
-        check: &str,
-        name: Option<&str>,
-        now_ms: i64,
-        expires_ms: i64,
-    ) -> anyhow::Result<()>;
+    fn create_pairing(&self, pairing: &NewPairing<'_>, now_ms: i64) -> anyhow::Result<()>;
     fn pairing(&self, code: &str) -> anyhow::Result<Option<Pairing>>;
     fn approve_pairing(
         &self,
@@ -117,7 +105,7 @@ pub(crate) trait PairingStore {
         now_ms: i64,
     ) -> anyhow::Result<bool>;
     fn give_token(&self, code: &str, token_hash: &str) -> anyhow::Result<bool>;
-    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<MachineKey>>;
+    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<TrustedKey>>;
     fn latest_machine(&self) -> anyhow::Result<Option<LatestMachine>>;
     fn machines(&self) -> anyhow::Result<Vec<Machine>>;
     fn remove_machine(&self, id: &str) -> anyhow::Result<bool>;
@@ -258,6 +246,32 @@ mod tests {
     use super::*;
 
     const ID: &str = "01K6ZZZZZZZZZZZZZZZZZZZZZZ";
+
+    /// A login as a request names it.
+    fn login<'a>(hash: &'a str, token_fp: &'a str, since_ms: i64) -> LoginKey<'a> {
+        LoginKey {
+            hash,
+            token_fp,
+            since_ms,
+        }
+    }
+
+    /// A pairing as the pairing route makes it.
+    fn pairing<'a>(
+        code: &'a str,
+        machine: &'a str,
+        check: &'a str,
+        name: Option<&'a str>,
+        expires_ms: i64,
+    ) -> NewPairing<'a> {
+        NewPairing {
+            code,
+            machine,
+            check,
+            name,
+            expires_ms,
+        }
+    }
 
     /// The queue's behaviour, whichever store keeps it.
     fn queue_behaviour(s: &dyn QueueStore) {
@@ -514,10 +528,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn parked_prompts_on_postgres() {
         let pg = Cluster::start();
         parked_behaviour(&PgStore::open(&pg.url()).unwrap());
@@ -529,10 +540,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn start_files_on_postgres() {
         let pg = Cluster::start();
         files_behaviour(&PgStore::open(&pg.url()).unwrap());
@@ -544,10 +552,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn acks_taken_and_replies_on_postgres() {
         let pg = Cluster::start();
         taken_behaviour(&PgStore::open(&pg.url()).unwrap());
@@ -559,10 +564,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn the_queue_on_postgres() {
         let pg = Cluster::start();
         queue_behaviour(&PgStore::open(&pg.url()).unwrap());
@@ -570,21 +572,24 @@ mod tests {
 
     fn login_behaviour(s: &dyn LoginStore) {
         s.add_login("h1", "fp", 100).unwrap();
-        assert!(s.login_valid("h1", "fp", 99).unwrap());
+        assert!(s.login_valid(login("h1", "fp", 99)).unwrap());
         assert!(
-            !s.login_valid("h1", "fp", 100).unwrap(),
+            !s.login_valid(login("h1", "fp", 100)).unwrap(),
             "made before since"
         );
         assert!(
-            !s.login_valid("h1", "other", 0).unwrap(),
+            !s.login_valid(login("h1", "other", 0)).unwrap(),
             "another login token"
         );
-        assert!(!s.login_valid("h2", "fp", 0).unwrap());
+        assert!(!s.login_valid(login("h2", "fp", 0)).unwrap());
         s.add_login("h1", "fp2", 200).unwrap();
-        assert!(s.login_valid("h1", "fp2", 150).unwrap(), "made again");
-        assert!(!s.login_valid("h1", "fp", 0).unwrap());
+        assert!(
+            s.login_valid(login("h1", "fp2", 150)).unwrap(),
+            "made again"
+        );
+        assert!(!s.login_valid(login("h1", "fp", 0)).unwrap());
         s.remove_login("h1").unwrap();
-        assert!(!s.login_valid("h1", "fp2", 0).unwrap());
+        assert!(!s.login_valid(login("h1", "fp2", 0)).unwrap());
     }
 
     fn setting_behaviour(s: &dyn SettingStore) {
@@ -616,10 +621,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn logins_and_settings_on_postgres() {
         let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
@@ -628,7 +630,7 @@ mod tests {
         // What one receiver stores another reads: a login made through A holds on B.
         let b = PgStore::open(&pg.url()).unwrap();
         a.add_login("h9", "fp", 5).unwrap();
-        assert!(b.login_valid("h9", "fp", 0).unwrap());
+        assert!(b.login_valid(login("h9", "fp", 0)).unwrap());
         b.set_away(true, 6).unwrap();
         assert!(a.away().unwrap());
         // Two receivers making a key (VAPID) at once: the first stored is both's.
@@ -641,39 +643,45 @@ mod tests {
     fn login_across(a: &dyn LoginStore, b: &dyn LoginStore) {
         let now = 1_800_000_000_000;
         assert_eq!(
-            b.login_csrf("h1", "fp", 0, "c-b").unwrap(),
+            b.login_csrf(login("h1", "fp", 0), "c-b").unwrap(),
             None,
             "no login"
         );
         a.add_login("h1", "fp", now).unwrap();
         assert_eq!(
-            b.login_csrf("h1", "fp", now - 1, "c-b").unwrap().as_deref(),
+            b.login_csrf(login("h1", "fp", now - 1), "c-b")
+                .unwrap()
+                .as_deref(),
             Some("c-b"),
             "made by the first to ask"
         );
         assert_eq!(
-            a.login_csrf("h1", "fp", now - 1, "c-a").unwrap().as_deref(),
+            a.login_csrf(login("h1", "fp", now - 1), "c-a")
+                .unwrap()
+                .as_deref(),
             Some("c-b"),
             "the other reads the same"
         );
         assert_eq!(
-            a.login_csrf("h1", "fp", now, "c-a").unwrap(),
+            a.login_csrf(login("h1", "fp", now), "c-a").unwrap(),
             None,
             "too old"
         );
         assert_eq!(
-            a.login_csrf("h1", "fp2", 0, "c-a").unwrap(),
+            a.login_csrf(login("h1", "fp2", 0), "c-a").unwrap(),
             None,
             "other token"
         );
         // Made again (same hash): a new secret.
         b.add_login("h1", "fp", now + 1).unwrap();
         assert_eq!(
-            a.login_csrf("h1", "fp", now, "c-2").unwrap().as_deref(),
+            a.login_csrf(login("h1", "fp", now), "c-2")
+                .unwrap()
+                .as_deref(),
             Some("c-2")
         );
         b.remove_login("h1").unwrap();
-        assert_eq!(a.login_csrf("h1", "fp", 0, "c-3").unwrap(), None);
+        assert_eq!(a.login_csrf(login("h1", "fp", 0), "c-3").unwrap(), None);
 
         // Five a minute per client, whichever receiver is asked.
         for i in 0..5 {
@@ -735,10 +743,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn logins_across_two_stores_on_postgres() {
         let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
@@ -750,10 +755,7 @@ mod tests {
     /// Eight receivers trying one client's login at once take exactly its five attempts;
     /// eight asking for a login's CSRF secret at once all get the same one.
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn login_attempts_and_csrf_hold_under_a_race_on_postgres() {
         let pg = Cluster::start();
         let url = pg.url();
@@ -769,7 +771,7 @@ mod tests {
                     s.spawn(move || {
                         let st = PgStore::open(url).unwrap();
                         let csrf = st
-                            .login_csrf("h", "fp", 0, &format!("c{i}"))
+                            .login_csrf(login("h", "fp", 0), &format!("c{i}"))
                             .unwrap()
                             .unwrap();
                         (st.take_login_attempt("10.9.9.9", now).unwrap(), csrf)
@@ -786,8 +788,11 @@ mod tests {
     /// on the same database).
     fn pairing_behaviour(a: &dyn PairingStore, b: &dyn PairingStore) {
         let now = 1_000;
-        a.create_pairing("C1", "m1", "42", Some("laptop"), now, now + 600_000)
-            .unwrap();
+        a.create_pairing(
+            &pairing("C1", "m1", "42", Some("laptop"), now + 600_000),
+            now,
+        )
+        .unwrap();
         let p = b.pairing("C1").unwrap().expect("the pairing");
         assert_eq!((p.machine.as_str(), p.check.as_str()), ("m1", "42"));
         assert_eq!(p.name.as_deref(), Some("laptop"));
@@ -814,7 +819,7 @@ mod tests {
         assert_eq!(p.key.as_deref(), Some(key.to_string().as_str()));
         assert_eq!(
             a.machine_keys("m1").unwrap(),
-            vec![MachineKey {
+            vec![TrustedKey {
                 id: "k1".into(),
                 alg: -7,
                 spki: "MFkw".into()
@@ -829,7 +834,7 @@ mod tests {
         assert_eq!(b.machine_by_token("H2").unwrap(), None);
 
         // Paired again (a new key): the key is replaced, not added twice.
-        a.create_pairing("C2", "m1", "7", None, now, now + 600_000)
+        a.create_pairing(&pairing("C2", "m1", "7", None, now + 600_000), now)
             .unwrap();
         let key2 = json!({"id": "k1", "alg": -8, "spki": "MCow"});
         assert!(b.approve_pairing("C2", &key2, &json!({}), now + 9).unwrap());
@@ -882,10 +887,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn pairing_across_two_stores_on_postgres() {
         let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
@@ -961,10 +963,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn push_devices_across_two_stores_on_postgres() {
         let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
@@ -974,10 +973,7 @@ mod tests {
 
     /// Eight receivers claiming one push at once: exactly one sends it.
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn one_claim_of_a_push_wins_a_race_on_postgres() {
         let pg = Cluster::start();
         let url = pg.url();
@@ -1025,7 +1021,7 @@ mod tests {
     /// Pairs `machine` through the page's steps, so its token may claim sessions.
     fn pair(s: &dyn Store, machine: &str) {
         let code = format!("C-{machine}");
-        s.create_pairing(&code, machine, "00", None, 0, 1 << 60)
+        s.create_pairing(&pairing(&code, machine, "00", None, 1 << 60), 0)
             .unwrap();
         let key = json!({"id": format!("k-{machine}"), "alg": -7, "spki": "MFkw"});
         assert!(s.approve_pairing(&code, &key, &json!({}), 1).unwrap());
@@ -1270,10 +1266,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn events_on_postgres() {
         let pg = Cluster::start();
         events_behaviour(&PgStore::open(&pg.url()).unwrap());
@@ -1330,10 +1323,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn snoozes_on_postgres() {
         let pg = Cluster::start();
         snooze_behaviour(&PgStore::open(&pg.url()).unwrap());
@@ -1533,10 +1523,7 @@ mod tests {
 
     /// The same day on SQLite and on PostgreSQL shows the same JSON, to the byte.
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn a_day_shows_the_same_on_both_stores() {
         let pg = Cluster::start();
         let want = a_day(&Sqlite::new(Db::open_memory().unwrap()));
@@ -1599,10 +1586,7 @@ mod tests {
     /// in opposite orders: each event stored once (one of them says New, the other
     /// Duplicate), and what the page shows is what one store fed in turn shows.
     #[test]
-    #[cfg_attr(
-        not(has_postgres),
-        ignore = "PostgreSQL not installed: scripts/test-deps.sh"
-    )]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn two_receivers_storing_the_same_events_at_once_store_each_once() {
         let pg = Cluster::start();
         let now = T0;

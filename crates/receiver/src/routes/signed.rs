@@ -37,6 +37,7 @@ use serde_json::{json, Map, Value};
 
 use crate::auth::{token_hash, Csrf, Login, MachineToken, SignedOffered, SinkToken};
 use crate::body::{self, OtherJson};
+use crate::db::NewPairing;
 use crate::error::{json_reply, ApiError, Reply};
 use crate::longpoll;
 use crate::options::{HELLO_PATH, OFF_PATH, PAIR_PATH};
@@ -144,8 +145,14 @@ async fn pair_start(
             };
             let now = st.now_ms();
             let expires = now + PAIR_TTL.as_millis() as i64;
-            st.db
-                .create_pairing(&code, &machine, &check, name.as_deref(), now, expires)?;
+            let pairing = NewPairing {
+                code: &code,
+                machine: &machine,
+                check: &check,
+                name: name.as_deref(),
+                expires_ms: expires,
+            };
+            st.db.create_pairing(&pairing, now)?;
             let url = format!("{}/pair?code={code}", st.page_base(port));
             Ok(
                 json!({"machine": machine, "code": code, "url": url, "check": check,
@@ -772,16 +779,7 @@ fn carry_signed(
     if !st.db.machine_known(&cmd.machine)? {
         return Err(ApiError::bad_request("cmd names no machine paired here"));
     }
-    let trusted: Vec<TrustedKey> = st
-        .db
-        .machine_keys(&cmd.machine)?
-        .into_iter()
-        .map(|k| TrustedKey {
-            id: k.id,
-            alg: k.alg,
-            spki: k.spki,
-        })
-        .collect();
+    let trusted = st.db.machine_keys(&cmd.machine)?;
     let rp_id = st.opts.rp_id.clone().unwrap_or_default();
     let opts = wire::VerifyOptions {
         machine: &cmd.machine,
