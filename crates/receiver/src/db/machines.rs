@@ -43,19 +43,11 @@ const MACHINE_SEEN: &str =
 /// Whether a session is bound to a machine (a removed one's id too).
 const MACHINE_HAS_SESSIONS: &str = "SELECT 1 FROM sessions WHERE machine_id = ?1 LIMIT 1";
 
-/// The most recently paired machine. Where the engines differ: a tie in `paired_ms` (one
-/// millisecond) goes to the row inserted last, `{order}` being SQLite's `rowid`; PostgreSQL
-/// keeps no insertion order for this table (no identity column, and no migration for one),
-/// so there the id ([`Conn::insertion_order`]).
-fn latest_machine_sql(c: &dyn Conn) -> String {
-    format!(
-        "SELECT id, name FROM machines ORDER BY paired_ms DESC, {} DESC LIMIT 1",
-        c.insertion_order("id")
-    )
-}
-
 /// Every paired machine with its keys' ids, one row per key (or one with a NULL key), oldest
-/// pairing first (ties as in [`latest_machine_sql`]), each machine's keys by id.
+/// pairing first, each machine's keys by id. Where the engines differ: a tie in `paired_ms`
+/// (one millisecond) goes by SQLite's `rowid`, the order the machines were first paired in;
+/// PostgreSQL keeps no insertion order for this table (no identity column, and no migration
+/// for one), so there by id ([`Conn::insertion_order`]).
 fn machines_sql(c: &dyn Conn) -> String {
     format!(
         "SELECT m.id, m.name, m.paired_ms, m.seen_ms, k.id FROM machines m \
@@ -89,6 +81,14 @@ pub(crate) struct NewPairing<'a> {
     pub check: &'a str,
     pub name: Option<&'a str>,
     pub expires_ms: i64,
+}
+
+/// What the page's passkey produced to approve a pairing: its key (the machine's key from
+/// now on) and the proof it signed; each stored as its JSON.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Approval<'a> {
+    pub key: &'a TrustedKey,
+    pub proof: &'a Value,
 }
 
 /// One pairing (signed control).
@@ -176,17 +176,15 @@ impl<E: Engine> PairingStore for E {
 
     /// Records what the page's passkey produced for a pending, unexpired pairing, and makes
     /// the machine a paired one. Returns false when the pairing was no longer pending.
-    fn approve_pairing(
-        &self,
-        code: &str,
-        key: &Value,
-        proof: &Value,
-        now_ms: i64,
-    ) -> anyhow::Result<bool> {
-        let (key_text, proof_text) = (key.to_string(), proof.to_string());
+    fn approve_pairing(&self, code: &str, a: &Approval<'_>, now_ms: i64) -> anyhow::Result<bool> {
+        let key_text = serde_json::to_string(a.key)?;
+        let proof_text = a.proof.to_string();
         self.tx(|c| {
-            let a = args![code, &*key_text, &*proof_text, now_ms];
-            if c.execute(APPROVE_PAIRING, a)? == 0 {
+            if c.execute(
+                APPROVE_PAIRING,
+                args![code, &*key_text, &*proof_text, now_ms],
+            )? == 0
+            {
                 return Ok(false);
             }
             let r = c
@@ -194,10 +192,11 @@ impl<E: Engine> PairingStore for E {
                 .ok_or_else(|| anyhow::anyhow!("pairing {code} gone"))?;
             let (machine, name) = (r.text(0)?, r.opt_text(1)?);
             c.execute(PAIR_MACHINE, args![&*machine, name.as_deref(), now_ms])?;
-            let id = key["id"].as_str().unwrap_or_default();
-            let alg = key["alg"].as_i64().unwrap_or_default();
-            let spki = key["spki"].as_str().unwrap_or_default();
-            c.execute(ADD_MACHINE_KEY, args![&*machine, id, alg, spki, now_ms])?;
+            let k = a.key;
+            c.execute(
+                ADD_MACHINE_KEY,
+                args![&*machine, &*k.id, k.alg, &*k.spki, now_ms],
+            )?;
             Ok(true)
         })
     }
@@ -231,18 +230,12 @@ impl<E: Engine> PairingStore for E {
         })
     }
 
+    /// The last machine [`PairingStore::machines`] lists.
     fn latest_machine(&self) -> anyhow::Result<Option<LatestMachine>> {
-        self.conn(|c| {
-            let sql = latest_machine_sql(c);
-            c.row(&sql, args![])?
-                .map(|r| {
-                    Ok(LatestMachine {
-                        machine: r.text(0)?,
-                        name: r.opt_text(1)?,
-                    })
-                })
-                .transpose()
-        })
+        Ok(self.machines()?.pop().map(|m| LatestMachine {
+            machine: m.machine,
+            name: m.name,
+        }))
     }
 
     /// Every paired machine as the page shows it, oldest pairing first.
@@ -341,26 +334,34 @@ mod tests {
     #[test]
     fn pairings_expire_approve_once_and_give_one_token() {
         let db = Sqlite::new(Db::open_memory().unwrap());
-        let key = json!({"id": "k1", "alg": -7, "spki": "AAAA"});
+        let key = TrustedKey {
+            id: "k1".into(),
+            alg: -7,
+            spki: "AAAA".into(),
+        };
         let proof = json!({"cred": "k1", "ad": "a", "cd": "c", "sig": "s"});
+        let approval = Approval {
+            key: &key,
+            proof: &proof,
+        };
         db.create_pairing(&pairing("old", None, 1000), 0).unwrap();
         assert!(
-            !db.approve_pairing("old", &key, &proof, 1000).unwrap(),
+            !db.approve_pairing("old", &approval, 1000).unwrap(),
             "expired"
         );
         assert!(!db.machine_known("m_a").unwrap());
         db.create_pairing(&pairing("c1", Some("laptop"), 10_000), 0)
             .unwrap();
         assert!(!db.give_token("c1", "h1").unwrap(), "not approved yet");
-        assert!(db.approve_pairing("c1", &key, &proof, 5).unwrap());
-        assert!(!db.approve_pairing("c1", &key, &proof, 6).unwrap(), "once");
+        assert!(db.approve_pairing("c1", &approval, 5).unwrap());
+        assert!(!db.approve_pairing("c1", &approval, 6).unwrap(), "once");
         assert!(db.machine_known("m_a").unwrap());
         assert!(db.give_token("c1", "h1").unwrap());
         assert!(!db.give_token("c1", "h2").unwrap(), "one answer only");
         assert_eq!(db.machine_by_token("h1").unwrap().as_deref(), Some("m_a"));
         // A second pairing of the same machine never replaces its token.
         db.create_pairing(&pairing("c2", None, 10_000), 7).unwrap();
-        assert!(db.approve_pairing("c2", &key, &proof, 8).unwrap());
+        assert!(db.approve_pairing("c2", &approval, 8).unwrap());
         assert!(!db.give_token("c2", "h3").unwrap());
         assert_eq!(db.machine_by_token("h3").unwrap(), None);
         assert_eq!(

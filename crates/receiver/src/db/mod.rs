@@ -68,11 +68,12 @@ use rusqlite::Connection;
 
 use driver::args;
 
-// Reachable as `db::Pairing`, as before the split (what `Db::pairing` returns).
+// The areas' rows and arguments, reachable as `db::X` (store.rs and the routes name them so:
+// an area's module never needs store.rs's, tests/layers.rs).
 pub(crate) use events::Stored;
 pub(crate) use logins::LoginKey;
 #[allow(unused_imports)]
-pub(crate) use machines::{NewPairing, Pairing};
+pub(crate) use machines::{Approval, LatestMachine, Machine, NewPairing, Pairing};
 pub(crate) use queue::Queued;
 pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
 /// What `State` holds: either store, behind one interface.

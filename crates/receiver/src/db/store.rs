@@ -21,10 +21,10 @@
 
 use serde_json::Value;
 
-use super::logins::LoginKey;
-use super::machines::{LatestMachine, Machine, NewPairing};
 use super::pg::PgStore;
-use super::{Pairing, Queued, Snooze, Sqlite, Stored};
+use super::{
+    Approval, LatestMachine, LoginKey, Machine, NewPairing, Pairing, Queued, Snooze, Sqlite, Stored,
+};
 use crate::push::{Device, QuietHours, Subscription};
 use spwire::signed::TrustedKey;
 
@@ -97,13 +97,7 @@ pub(crate) trait PairingStore {
     fn machine_by_token(&self, hash: &str) -> anyhow::Result<Option<String>>;
     fn create_pairing(&self, pairing: &NewPairing<'_>, now_ms: i64) -> anyhow::Result<()>;
     fn pairing(&self, code: &str) -> anyhow::Result<Option<Pairing>>;
-    fn approve_pairing(
-        &self,
-        code: &str,
-        key: &Value,
-        proof: &Value,
-        now_ms: i64,
-    ) -> anyhow::Result<bool>;
+    fn approve_pairing(&self, code: &str, a: &Approval<'_>, now_ms: i64) -> anyhow::Result<bool>;
     fn give_token(&self, code: &str, token_hash: &str) -> anyhow::Result<bool>;
     fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<TrustedKey>>;
     fn latest_machine(&self) -> anyhow::Result<Option<LatestMachine>>;
@@ -801,22 +795,33 @@ mod tests {
         assert!(b.pairing("nope").unwrap().is_none());
         assert!(!a.machine_known("m1").unwrap());
 
-        let key = json!({"id": "k1", "alg": -7, "spki": "MFkw"});
+        let key = TrustedKey {
+            id: "k1".into(),
+            alg: -7,
+            spki: "MFkw".into(),
+        };
+        let (none, signed) = (json!({}), json!({"sig": 1}));
+        let approval = |proof| Approval { key: &key, proof };
         assert!(
-            !b.approve_pairing("C1", &key, &json!({}), now + 600_000)
+            !b.approve_pairing("C1", &approval(&none), now + 600_000)
                 .unwrap(),
             "expired"
         );
         assert!(b
-            .approve_pairing("C1", &key, &json!({"sig": 1}), now + 5)
+            .approve_pairing("C1", &approval(&signed), now + 5)
             .unwrap());
         assert!(
-            !a.approve_pairing("C1", &key, &json!({}), now + 6).unwrap(),
+            !a.approve_pairing("C1", &approval(&none), now + 6).unwrap(),
             "once"
         );
         assert!(a.machine_known("m1").unwrap());
         let p = a.pairing("C1").unwrap().unwrap();
-        assert_eq!(p.key.as_deref(), Some(key.to_string().as_str()));
+        // Stored as the JSON the page sent (what the pairing's status answer gives back).
+        assert_eq!(
+            p.key.as_deref(),
+            Some(r#"{"id":"k1","alg":-7,"spki":"MFkw"}"#)
+        );
+        assert_eq!(p.proof.as_deref(), Some(r#"{"sig":1}"#));
         assert_eq!(
             a.machine_keys("m1").unwrap(),
             vec![TrustedKey {
@@ -836,8 +841,16 @@ mod tests {
         // Paired again (a new key): the key is replaced, not added twice.
         a.create_pairing(&pairing("C2", "m1", "7", None, now + 600_000), now)
             .unwrap();
-        let key2 = json!({"id": "k1", "alg": -8, "spki": "MCow"});
-        assert!(b.approve_pairing("C2", &key2, &json!({}), now + 9).unwrap());
+        let key2 = TrustedKey {
+            id: "k1".into(),
+            alg: -8,
+            spki: "MCow".into(),
+        };
+        let again = Approval {
+            key: &key2,
+            proof: &json!({}),
+        };
+        assert!(b.approve_pairing("C2", &again, now + 9).unwrap());
         assert_eq!(a.machine_keys("m1").unwrap().len(), 1);
         assert_eq!(a.machine_keys("m1").unwrap()[0].alg, -8);
         assert!(
@@ -875,6 +888,20 @@ mod tests {
         assert!(b.machine_keys("m1").unwrap().is_empty());
         assert_eq!(b.latest_machine().unwrap(), None);
         assert!(b.machines().unwrap().is_empty());
+        // The latest is the one paired last, and the last listed.
+        for (code, m, at) in [("C3", "m3", now + 30), ("C4", "m2", now + 20)] {
+            a.create_pairing(&pairing(code, m, "1", None, now + 600_000), now)
+                .unwrap();
+            assert!(b.approve_pairing(code, &approval(&none), at).unwrap());
+        }
+        assert_eq!(a.latest_machine().unwrap().unwrap().machine, "m3");
+        let listed: Vec<String> = b
+            .machines()
+            .unwrap()
+            .into_iter()
+            .map(|m| m.machine)
+            .collect();
+        assert_eq!(listed, ["m2", "m3"]);
     }
 
     #[test]
@@ -1023,8 +1050,16 @@ mod tests {
         let code = format!("C-{machine}");
         s.create_pairing(&pairing(&code, machine, "00", None, 1 << 60), 0)
             .unwrap();
-        let key = json!({"id": format!("k-{machine}"), "alg": -7, "spki": "MFkw"});
-        assert!(s.approve_pairing(&code, &key, &json!({}), 1).unwrap());
+        let key = TrustedKey {
+            id: format!("k-{machine}"),
+            alg: -7,
+            spki: "MFkw".into(),
+        };
+        let approval = Approval {
+            key: &key,
+            proof: &json!({}),
+        };
+        assert!(s.approve_pairing(&code, &approval, 1).unwrap());
     }
 
     fn session<'a>(page: &'a [Value], key: &str) -> &'a Value {

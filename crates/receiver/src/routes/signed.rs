@@ -37,7 +37,7 @@ use serde_json::{json, Map, Value};
 
 use crate::auth::{token_hash, Csrf, Login, MachineToken, SignedOffered, SinkToken};
 use crate::body::{self, OtherJson};
-use crate::db::NewPairing;
+use crate::db::{Approval, NewPairing};
 use crate::error::{json_reply, ApiError, Reply};
 use crate::longpoll;
 use crate::options::{HELLO_PATH, OFF_PATH, PAIR_PATH};
@@ -457,11 +457,14 @@ async fn page_approve(
                     "the passkey's proof does not verify: {why}"
                 )));
             }
-            let key_v = json!({"id": key.id, "alg": key.alg, "spki": key.spki});
             let proof_v =
                 json!({"cred": proof.cred, "ad": proof.ad, "cd": proof.cd, "sig": proof.sig});
+            let approval = Approval {
+                key: &key,
+                proof: &proof_v,
+            };
             let now = st.now_ms();
-            if !st.db.approve_pairing(&code, &key_v, &proof_v, now)? {
+            if !st.db.approve_pairing(&code, &approval, now)? {
                 return Err(ApiError::new(
                     StatusCode::CONFLICT,
                     "the pairing is no longer pending",
