@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum_extra::extract::CookieJar;
 use sha2::{Digest, Sha256};
 
+use crate::db::LoginKey;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -445,7 +446,12 @@ async fn who(app: &AppState, headers: &HeaderMap) -> Result<Option<Who>, ApiErro
         .with_db(move |st| -> anyhow::Result<Option<Who>> {
             let since = st.now_ms() - LOGIN_TTL.as_millis() as i64;
             // Its CSRF secret, made by whichever receiver is asked first.
-            let Some(csrf) = st.db.login_csrf(&hash, &fp, since, &random_hex())? else {
+            let login = LoginKey {
+                hash: &hash,
+                token_fp: &fp,
+                since_ms: since,
+            };
+            let Some(csrf) = st.db.login_csrf(login, &random_hex())? else {
                 return Ok(None);
             };
             Ok(Some(Who::Cookie { hash, csrf }))

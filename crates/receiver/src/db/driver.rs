@@ -124,6 +124,10 @@ pub(crate) trait Conn {
     /// owner checked before its events, an attention follows seq; reads, then writes
     /// (SQLite: its one writer already serialises them).
     fn lock_sessions(&mut self, keys: &[&str]) -> anyhow::Result<()>;
+    /// What orders a table's rows as they were first inserted, to break a tie: SQLite's
+    /// `rowid`; PostgreSQL keeps no such order for a table without an identity column, so
+    /// there the table's key `key` (stable, if not the arrival order).
+    fn insertion_order<'k>(&self, key: &'k str) -> &'k str;
 
     /// The first row of a query, if any.
     fn row(&mut self, sql: &str, args: &[Arg<'_>]) -> anyhow::Result<Option<Row>> {
@@ -202,6 +206,24 @@ impl Conn for SqliteConn<'_> {
     fn lock_sessions(&mut self, _keys: &[&str]) -> anyhow::Result<()> {
         Ok(())
     }
+
+    fn insertion_order<'k>(&self, _key: &'k str) -> &'k str {
+        "rowid"
+    }
+}
+
+impl super::Db {
+    /// A transaction on this connection, committed when `f` succeeds (what [`Sqlite`]'s
+    /// [`Engine::tx`] runs).
+    pub(crate) fn tx<T>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let tx = self.conn.transaction()?;
+        let out = f(&mut SqliteConn(&tx))?;
+        tx.commit()?;
+        Ok(out)
+    }
 }
 
 impl Engine for Sqlite {
@@ -215,11 +237,7 @@ impl Engine for Sqlite {
     }
 
     fn tx<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
-        let mut db = self.db();
-        let tx = db.conn.transaction()?;
-        let out = f(&mut SqliteConn(&tx))?;
-        tx.commit()?;
-        Ok(out)
+        self.db().tx(f)
     }
 
     fn snapshot<T>(&self, f: impl FnOnce(&mut dyn Conn) -> anyhow::Result<T>) -> anyhow::Result<T> {
@@ -416,6 +434,10 @@ impl<C: GenericClient> Conn for PgConn<'_, C> {
             &[(&SESSION_LOCK, Type::INT4), (&locks, Type::INT4_ARRAY)],
         )?;
         Ok(())
+    }
+
+    fn insertion_order<'k>(&self, key: &'k str) -> &'k str {
+        key
     }
 }
 

@@ -35,9 +35,8 @@
 //! migrations), `pg_tls` (TLS to the database: what the URL asks for, one connector for all),
 //! `pg_wake` (`LISTEN`/`NOTIFY` between receivers), `store` (one trait per area, with the
 //! tests both stores run; together `Store`), `driver` (the seam an area written once runs
-//! on: `queue`, `settings`, `snoozes`, `push`, `events` and `sessions`, and upkeep, here)
-//! and, for the areas not yet written once, the PostgreSQL side in `pg_small` (logins) and
-//! `pg_pairing`. The SQL of each area is one text for both where the engines
+//! on: `queue`, `settings`, `snoozes`, `push`, `logins`, `machines`, `events` and
+//! `sessions`, and upkeep, here). The SQL of each area is one text for both where the engines
 //! agree (the constants in each area's module; the writes are `ON CONFLICT` upserts both
 //! speak).
 
@@ -49,9 +48,7 @@ mod machines;
 mod pg;
 #[cfg(test)]
 pub(crate) mod pg_cluster;
-mod pg_pairing;
 mod pg_queue;
-mod pg_small;
 mod pg_tls;
 mod pg_wake;
 mod push;
@@ -69,10 +66,12 @@ use rusqlite::Connection;
 
 use driver::args;
 
-// Reachable as `db::Pairing`, as before the split (what `Db::pairing` returns).
+// The areas' rows and arguments, reachable as `db::X` (store.rs and the routes name them so:
+// an area's module never needs store.rs's, tests/layers.rs).
 pub(crate) use events::{SessionOwner, Stored};
+pub(crate) use logins::LoginKey;
 #[allow(unused_imports)]
-pub(crate) use machines::Pairing;
+pub(crate) use machines::{Approval, LatestMachine, Machine, NewPairing, Pairing};
 pub(crate) use queue::Queued;
 pub(crate) use snoozes::{Snooze, SNOOZES_MAX};
 /// What `State` holds: either store, behind one interface.

@@ -1,20 +1,24 @@
-//! A throwaway PostgreSQL for the tests (issue 29): Debian's server (`postgresql`, which
-//! scripts/test-deps.sh installs), a cluster made by `initdb` in a temp folder, listening
-//! only on a unix socket in that folder, stopped and removed when dropped. `initdb` refuses
-//! root, so under root the cluster runs as `nobody` (`runuser`).
+//! A throwaway PostgreSQL for the receiver's tests (issue 29), started and stopped by
+//! scripts/pg-cluster.sh, the one implementation (its header says why bash): a cluster in a
+//! temp folder, listening only on a unix socket there, stopped and removed when dropped.
+//! What this adds is Rust's: [`Cluster::start_tls`] makes a CA and a certificate for
+//! `localhost` (rcgen) and asks the script to listen on 127.0.0.1 (a free port) with
+//! `ssl=on` as well.
 //!
-//! [`Cluster::start_tls`] also listens on 127.0.0.1 (a free port) with `ssl=on`, its
-//! certificate for `localhost` signed by a CA made in the test (rcgen).
+//! A test that needs one carries `#[cfg_attr(not(has_postgres), ignore = …)]`
+//! (scripts/has_postgres.rs): without PostgreSQL it shows as ignored, never as passed; with
+//! it, or with `CI` set, it runs, and a cluster that cannot start fails it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use sessionpipe_testkit::needs;
+/// The one way to start a cluster.
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pg-cluster.sh");
 
 pub(crate) struct Cluster {
     dir: tempfile::TempDir,
+    /// The server's programs (`pg-cluster.sh bin`), for `psql`.
     bin: PathBuf,
-    as_nobody: bool,
     /// The TCP port on 127.0.0.1 (a TLS cluster's; also its socket's name).
     port: Option<u16>,
 }
@@ -61,33 +65,12 @@ impl Ca {
     }
 }
 
-/// nobody's user and group ids.
-fn nobody() -> (u32, u32) {
-    let id = |flag: &str| -> u32 {
-        ok(
-            "id nobody",
-            Command::new("id").args([flag, "nobody"]).output(),
-        )
-        .trim()
-        .parse()
-        .expect("nobody's id")
-    };
-    (id("-u"), id("-g"))
-}
-
-/// The newest `/usr/lib/postgresql/<version>/bin` with the server in it.
-fn server_bin() -> Option<PathBuf> {
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .flatten()
-        .filter_map(|e| {
-            let v = e.file_name().to_str()?.parse::<u32>().ok()?;
-            let bin = e.path().join("bin");
-            (bin.join("initdb").is_file() && bin.join("pg_ctl").is_file()).then_some((v, bin))
-        })
-        .collect();
-    found.sort();
-    found.pop().map(|(_, bin)| bin)
+/// Runs the script; its stdout (a failure of the test when it fails).
+fn script(args: &[&std::ffi::OsStr]) -> String {
+    ok(
+        "scripts/pg-cluster.sh",
+        Command::new("bash").arg(SCRIPT).args(args).output(),
+    )
 }
 
 fn ok(what: &str, out: std::io::Result<Output>) -> String {
@@ -103,132 +86,65 @@ fn ok(what: &str, out: std::io::Result<Output>) -> String {
 }
 
 impl Cluster {
-    /// A running cluster, or None when PostgreSQL is not installed (the test then returns;
-    /// with `CI` set it fails instead: needs.rs).
-    pub fn start() -> Option<Cluster> {
+    /// A running cluster (PostgreSQL not installed: the test fails, saying so; tests that
+    /// need one are ignored without it, see the module's header).
+    pub fn start() -> Cluster {
         Self::start_with(None)
     }
 
     /// A running cluster that also listens on 127.0.0.1 with TLS, letting in what `tcp`
     /// says; its CA's certificate is [`Cluster::ca_file`].
-    pub fn start_tls(tcp: Tcp) -> Option<Cluster> {
+    pub fn start_tls(tcp: Tcp) -> Cluster {
         Self::start_with(Some(tcp))
     }
 
-    fn start_with(tcp: Option<Tcp>) -> Option<Cluster> {
-        let bin = server_bin();
-        if !needs::needs("PostgreSQL (Debian's postgresql package)", bin.is_some()) {
-            return None;
-        }
-        let bin = bin?;
+    fn start_with(tcp: Option<Tcp>) -> Cluster {
+        let bin = PathBuf::from(script(&["bin".as_ref()]).trim_end());
         let dir = tempfile::Builder::new()
             .prefix("sp-pg-")
             .tempdir()
             .expect("temp folder");
-        let as_nobody = Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-        if as_nobody {
-            let (uid, gid) = nobody();
-            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
-                .expect("giving the temp folder to nobody");
-        }
-        let port = tcp.map(|_| {
-            // A free port: the kernel's pick, released for the server to take.
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free port")
-                .port()
-        });
-        let c = Cluster {
-            dir,
-            bin,
-            as_nobody,
-            port,
+        let Some(tcp) = tcp else {
+            script(&["start".as_ref(), dir.path().as_os_str()]);
+            return Cluster {
+                dir,
+                bin,
+                port: None,
+            };
         };
-        let data = c.data();
-        ok(
-            "initdb",
-            c.server("initdb")
-                .args([
-                    "-U",
-                    "sp",
-                    "--auth=trust",
-                    "-E",
-                    "UTF8",
-                    "--no-locale",
-                    "-N",
-                    "-D",
-                ])
-                .arg(&data)
-                .output(),
-        );
-        let mut opts = format!(
-            "-c listen_addresses='' -k {} -c fsync=off -c full_page_writes=off",
-            c.dir.path().display()
-        );
-        if let (Some(tcp), Some(port)) = (tcp, port) {
-            opts = format!(
-                "-k {} -c fsync=off -c full_page_writes=off {}",
-                c.dir.path().display(),
-                c.tls_options(tcp, port)
-            );
-        }
-        ok(
-            "pg_ctl start",
-            c.server("pg_ctl")
-                .args(["-w", "-t", "60", "-D"])
-                .arg(&data)
-                .arg("-l")
-                .arg(c.dir.path().join("log"))
-                .args(["-o", &opts, "start"])
-                .output(),
-        );
-        Some(c)
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-
-    /// Makes the CA, the server's certificate and pg_hba.conf; the server's options.
-    fn tls_options(&self, tcp: Tcp, port: u16) -> String {
+        // A free port: the kernel's pick, released for the server to take.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        // The certificate and key, for the script to copy into the cluster's folder.
         let ca = Ca::new("sp test CA");
-        std::fs::write(self.ca_file(), &ca.pem).expect("writing the CA");
         let (cert, key) = ca.server(&["localhost"]);
-        let (cert_file, key_file) = (
-            self.dir.path().join("server.crt"),
-            self.dir.path().join("server.key"),
-        );
+        let files = tempfile::tempdir().expect("temp folder");
+        let (cert_file, key_file) = (files.path().join("crt"), files.path().join("key"));
         std::fs::write(&cert_file, cert).expect("writing the certificate");
         std::fs::write(&key_file, key).expect("writing the key");
-        // The server refuses a key others can read, or that is not its own.
-        std::fs::set_permissions(
-            &key_file,
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .expect("key mode");
-        if self.as_nobody {
-            let (uid, gid) = nobody();
-            for f in [&cert_file, &key_file] {
-                std::os::unix::fs::chown(f, Some(uid), Some(gid)).expect("chown");
-            }
-        }
-        let host = match tcp {
+        let hba = match tcp {
             Tcp::TlsOrPlain => "host",
             Tcp::TlsOnly => "hostssl",
         };
-        std::fs::write(
-            self.data().join("pg_hba.conf"),
-            format!("local all all trust\n{host} all all 127.0.0.1/32 trust\n"),
-        )
-        .expect("writing pg_hba.conf");
-        format!(
-            "-c listen_addresses=127.0.0.1 -p {port} -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
-            cert_file.display(),
-            key_file.display()
-        )
+        let port_text = port.to_string();
+        script(&[
+            "start".as_ref(),
+            dir.path().as_os_str(),
+            "--tls".as_ref(),
+            port_text.as_ref(),
+            cert_file.as_os_str(),
+            key_file.as_os_str(),
+            hba.as_ref(),
+        ]);
+        let c = Cluster {
+            dir,
+            bin,
+            port: Some(port),
+        };
+        std::fs::write(c.ca_file(), &ca.pem).expect("writing the CA");
+        c
     }
 
     /// The PEM file of the CA that signed a TLS cluster's certificate.
@@ -241,18 +157,6 @@ impl Cluster {
     pub fn tcp_url(&self, host: &str, query: &str) -> String {
         let port = self.port.expect("a cluster started with start_tls");
         format!("postgres://sp@{host}:{port}/postgres?{query}")
-    }
-
-    /// The server's program `name`, run as nobody under root.
-    fn server(&self, name: &str) -> Command {
-        let prog = self.bin.join(name);
-        if self.as_nobody {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "nobody", "--"]).arg(prog);
-            c
-        } else {
-            Command::new(prog)
-        }
     }
 
     /// The socket folder (`host=` for a client).
@@ -286,19 +190,20 @@ impl Cluster {
 }
 
 impl Cluster {
-    /// Stops the server at once (its connections cut), as a crash or an outage would.
+    /// Stops the server at once (its connections cut), as a crash or an outage would; its
+    /// folder goes with it.
     pub fn stop(&self) {
-        let _ = self
-            .server("pg_ctl")
-            .args(["-m", "immediate", "-w", "-D"])
-            .arg(self.data())
-            .arg("stop")
-            .output();
+        script(&["stop".as_ref(), self.dir.path().as_os_str()]);
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        self.stop();
+        // Stopped already, or a test failing: the script says so on stderr.
+        let _ = Command::new("bash")
+            .arg(SCRIPT)
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
     }
 }

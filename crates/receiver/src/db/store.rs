@@ -2,11 +2,9 @@
 //! database, implemented by SQLite (`Sqlite`, the default) and PostgreSQL (`PgStore`), with
 //! the same SQL text (PostgreSQL's through dialect.rs) and the same tests, which run here
 //! against both. Every method is `&self`: the store holds its own lock (SQLite) or pool
-//! (PostgreSQL), never the receiver's state lock. The queue, settings, push devices,
-//! "Not now", events and the page's view, and upkeep are written once over the driver seam
-//! (driver.rs: `impl<E: Engine>`); the other areas (logins, pairing) still have an
-//! implementation per engine (the SQLite one forwarding to `Db` below, the PostgreSQL one
-//! in its pg_* file).
+//! (PostgreSQL), never the receiver's state lock. Every area is written once over the
+//! driver seam (driver.rs: `impl<E: Engine>`), the engines differing only in the seam's
+//! methods.
 //!
 //! Every area: the control queue and its acks, logins, settings, pairing, push devices,
 //! events and the page's view of them, "Not now", and upkeep (sweep, what the test door
@@ -24,8 +22,12 @@
 use serde_json::Value;
 
 use super::pg::PgStore;
-use super::{Pairing, Queued, SessionOwner, Snooze, Sqlite, Stored};
+use super::{
+    Approval, LatestMachine, LoginKey, Machine, NewPairing, Pairing, Queued, SessionOwner, Snooze,
+    Sqlite, Stored,
+};
 use crate::push::{Device, QuietHours, Subscription};
+use spwire::signed::TrustedKey;
 
 /// The control queue: unsigned messages per session, signed envelopes per machine, each
 /// served until its first ack or its expiry (queue.rs says what each does).
@@ -64,52 +66,19 @@ pub(crate) trait QueueStore {
     fn file(&self, machine: &str, sha256: &str, now_ms: i64) -> anyhow::Result<Option<String>>;
 }
 
-/// Page logins (logins.rs).
+/// Page logins (logins.rs, written once over the driver seam).
 pub(crate) trait LoginStore {
     fn add_login(&self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()>;
-    fn login_valid(&self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool>;
+    fn login_valid(&self, login: LoginKey<'_>) -> anyhow::Result<bool>;
     fn remove_login(&self, hash: &str) -> anyhow::Result<()>;
     /// A valid login's CSRF secret, set to `fresh` the first time (by whichever receiver
     /// asks first); `None`: no such login (as [`LoginStore::login_valid`]).
-    fn login_csrf(
-        &self,
-        hash: &str,
-        token_fp: &str,
-        since_ms: i64,
-        fresh: &str,
-    ) -> anyhow::Result<Option<String>>;
+    fn login_csrf(&self, login: LoginKey<'_>, fresh: &str) -> anyhow::Result<Option<String>>;
     /// Takes a login attempt from `client`'s allowance and the overall one (limits.rs);
     /// `Err(s)`: none is allowed for `s` seconds.
     fn take_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>>;
     /// A login that succeeded gives its attempt back (only guesses count).
     fn give_back_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<()>;
-}
-
-impl LoginStore for Sqlite {
-    fn add_login(&self, hash: &str, token_fp: &str, now_ms: i64) -> anyhow::Result<()> {
-        Ok(self.db().add_login(hash, token_fp, now_ms)?)
-    }
-    fn login_valid(&self, hash: &str, token_fp: &str, since_ms: i64) -> anyhow::Result<bool> {
-        Ok(self.db().login_valid(hash, token_fp, since_ms)?)
-    }
-    fn remove_login(&self, hash: &str) -> anyhow::Result<()> {
-        Ok(self.db().remove_login(hash)?)
-    }
-    fn login_csrf(
-        &self,
-        hash: &str,
-        token_fp: &str,
-        since_ms: i64,
-        fresh: &str,
-    ) -> anyhow::Result<Option<String>> {
-        Ok(self.db().login_csrf(hash, token_fp, since_ms, fresh)?)
-    }
-    fn take_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<Result<(), u64>> {
-        Ok(self.db().take_login_attempt(client, now_ms)?)
-    }
-    fn give_back_login_attempt(&self, client: &str, now_ms: i64) -> anyhow::Result<()> {
-        Ok(self.db().give_back_login_attempt(client, now_ms)?)
-    }
 }
 
 /// Named settings (settings.rs, written once over the driver seam).
@@ -122,32 +91,18 @@ pub(crate) trait SettingStore {
     fn first_setting(&self, name: &str, value: &str, now_ms: i64) -> anyhow::Result<String>;
 }
 
-/// Pairing a machine (machines.rs): a code made through one receiver may be approved and
+/// Pairing a machine (machines.rs, written once over the driver seam): a code made through one receiver may be approved and
 /// its token taken through another.
 pub(crate) trait PairingStore {
     fn machine_known(&self, id: &str) -> anyhow::Result<bool>;
     fn machine_by_token(&self, hash: &str) -> anyhow::Result<Option<String>>;
-    fn create_pairing(
-        &self,
-        code: &str,
-        machine: &str,
-        check: &str,
-        name: Option<&str>,
-        now_ms: i64,
-        expires_ms: i64,
-    ) -> anyhow::Result<()>;
+    fn create_pairing(&self, pairing: &NewPairing<'_>, now_ms: i64) -> anyhow::Result<()>;
     fn pairing(&self, code: &str) -> anyhow::Result<Option<Pairing>>;
-    fn approve_pairing(
-        &self,
-        code: &str,
-        key: &Value,
-        proof: &Value,
-        now_ms: i64,
-    ) -> anyhow::Result<bool>;
+    fn approve_pairing(&self, code: &str, a: &Approval<'_>, now_ms: i64) -> anyhow::Result<bool>;
     fn give_token(&self, code: &str, token_hash: &str) -> anyhow::Result<bool>;
-    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>>;
-    fn latest_machine(&self) -> anyhow::Result<Option<Value>>;
-    fn machines(&self) -> anyhow::Result<Vec<Value>>;
+    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<TrustedKey>>;
+    fn latest_machine(&self) -> anyhow::Result<Option<LatestMachine>>;
+    fn machines(&self) -> anyhow::Result<Vec<Machine>>;
     fn remove_machine(&self, id: &str) -> anyhow::Result<bool>;
     /// Whether a session is bound to machine `id` (a removed machine's too).
     fn machine_has_sessions(&self, id: &str) -> anyhow::Result<bool>;
@@ -156,61 +111,6 @@ pub(crate) trait PairingStore {
     /// ([`super::SEEN_EVERY_MS`]), so a busy poller does not write on every request.
     /// Whether it was written.
     fn machine_seen(&self, id: &str, now_ms: i64) -> anyhow::Result<bool>;
-}
-
-impl PairingStore for Sqlite {
-    fn machine_known(&self, id: &str) -> anyhow::Result<bool> {
-        Ok(self.db().machine_known(id)?)
-    }
-    fn machine_has_sessions(&self, id: &str) -> anyhow::Result<bool> {
-        Ok(self.db().machine_has_sessions(id)?)
-    }
-    fn machine_by_token(&self, hash: &str) -> anyhow::Result<Option<String>> {
-        Ok(self.db().machine_by_token(hash)?)
-    }
-    fn create_pairing(
-        &self,
-        code: &str,
-        machine: &str,
-        check: &str,
-        name: Option<&str>,
-        now_ms: i64,
-        expires_ms: i64,
-    ) -> anyhow::Result<()> {
-        Ok(self
-            .db()
-            .create_pairing(code, machine, check, name, now_ms, expires_ms)?)
-    }
-    fn pairing(&self, code: &str) -> anyhow::Result<Option<Pairing>> {
-        Ok(self.db().pairing(code)?)
-    }
-    fn approve_pairing(
-        &self,
-        code: &str,
-        key: &Value,
-        proof: &Value,
-        now_ms: i64,
-    ) -> anyhow::Result<bool> {
-        Ok(self.db().approve_pairing(code, key, proof, now_ms)?)
-    }
-    fn give_token(&self, code: &str, token_hash: &str) -> anyhow::Result<bool> {
-        Ok(self.db().give_token(code, token_hash)?)
-    }
-    fn machine_keys(&self, machine: &str) -> anyhow::Result<Vec<(String, i64, String)>> {
-        Ok(self.db().machine_keys(machine)?)
-    }
-    fn latest_machine(&self) -> anyhow::Result<Option<Value>> {
-        Ok(self.db().latest_machine()?)
-    }
-    fn machines(&self) -> anyhow::Result<Vec<Value>> {
-        Ok(self.db().machines()?)
-    }
-    fn remove_machine(&self, id: &str) -> anyhow::Result<bool> {
-        Ok(self.db().remove_machine(id)?)
-    }
-    fn machine_seen(&self, id: &str, now_ms: i64) -> anyhow::Result<bool> {
-        Ok(self.db().machine_seen(id, now_ms)?)
-    }
 }
 
 /// The devices pushed to and what each push did (push.rs).
@@ -321,6 +221,32 @@ mod tests {
     use super::*;
 
     const ID: &str = "01K6ZZZZZZZZZZZZZZZZZZZZZZ";
+
+    /// A login as a request names it.
+    fn login<'a>(hash: &'a str, token_fp: &'a str, since_ms: i64) -> LoginKey<'a> {
+        LoginKey {
+            hash,
+            token_fp,
+            since_ms,
+        }
+    }
+
+    /// A pairing as the pairing route makes it.
+    fn pairing<'a>(
+        code: &'a str,
+        machine: &'a str,
+        check: &'a str,
+        name: Option<&'a str>,
+        expires_ms: i64,
+    ) -> NewPairing<'a> {
+        NewPairing {
+            code,
+            machine,
+            check,
+            name,
+            expires_ms,
+        }
+    }
 
     /// The queue's behaviour, whichever store keeps it.
     fn queue_behaviour(s: &dyn QueueStore) {
@@ -577,10 +503,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn parked_prompts_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         parked_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -590,10 +515,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn start_files_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         files_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -603,10 +527,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn acks_taken_and_replies_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         taken_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -616,30 +539,32 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn the_queue_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         queue_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
     fn login_behaviour(s: &dyn LoginStore) {
         s.add_login("h1", "fp", 100).unwrap();
-        assert!(s.login_valid("h1", "fp", 99).unwrap());
+        assert!(s.login_valid(login("h1", "fp", 99)).unwrap());
         assert!(
-            !s.login_valid("h1", "fp", 100).unwrap(),
+            !s.login_valid(login("h1", "fp", 100)).unwrap(),
             "made before since"
         );
         assert!(
-            !s.login_valid("h1", "other", 0).unwrap(),
+            !s.login_valid(login("h1", "other", 0)).unwrap(),
             "another login token"
         );
-        assert!(!s.login_valid("h2", "fp", 0).unwrap());
+        assert!(!s.login_valid(login("h2", "fp", 0)).unwrap());
         s.add_login("h1", "fp2", 200).unwrap();
-        assert!(s.login_valid("h1", "fp2", 150).unwrap(), "made again");
-        assert!(!s.login_valid("h1", "fp", 0).unwrap());
+        assert!(
+            s.login_valid(login("h1", "fp2", 150)).unwrap(),
+            "made again"
+        );
+        assert!(!s.login_valid(login("h1", "fp", 0)).unwrap());
         s.remove_login("h1").unwrap();
-        assert!(!s.login_valid("h1", "fp2", 0).unwrap());
+        assert!(!s.login_valid(login("h1", "fp2", 0)).unwrap());
     }
 
     fn setting_behaviour(s: &dyn SettingStore) {
@@ -671,17 +596,16 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn logins_and_settings_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
         login_behaviour(&a);
         setting_behaviour(&a);
         // What one receiver stores another reads: a login made through A holds on B.
         let b = PgStore::open(&pg.url()).unwrap();
         a.add_login("h9", "fp", 5).unwrap();
-        assert!(b.login_valid("h9", "fp", 0).unwrap());
+        assert!(b.login_valid(login("h9", "fp", 0)).unwrap());
         b.set_away(true, 6).unwrap();
         assert!(a.away().unwrap());
         // Two receivers making a key (VAPID) at once: the first stored is both's.
@@ -694,39 +618,45 @@ mod tests {
     fn login_across(a: &dyn LoginStore, b: &dyn LoginStore) {
         let now = 1_800_000_000_000;
         assert_eq!(
-            b.login_csrf("h1", "fp", 0, "c-b").unwrap(),
+            b.login_csrf(login("h1", "fp", 0), "c-b").unwrap(),
             None,
             "no login"
         );
         a.add_login("h1", "fp", now).unwrap();
         assert_eq!(
-            b.login_csrf("h1", "fp", now - 1, "c-b").unwrap().as_deref(),
+            b.login_csrf(login("h1", "fp", now - 1), "c-b")
+                .unwrap()
+                .as_deref(),
             Some("c-b"),
             "made by the first to ask"
         );
         assert_eq!(
-            a.login_csrf("h1", "fp", now - 1, "c-a").unwrap().as_deref(),
+            a.login_csrf(login("h1", "fp", now - 1), "c-a")
+                .unwrap()
+                .as_deref(),
             Some("c-b"),
             "the other reads the same"
         );
         assert_eq!(
-            a.login_csrf("h1", "fp", now, "c-a").unwrap(),
+            a.login_csrf(login("h1", "fp", now), "c-a").unwrap(),
             None,
             "too old"
         );
         assert_eq!(
-            a.login_csrf("h1", "fp2", 0, "c-a").unwrap(),
+            a.login_csrf(login("h1", "fp2", 0), "c-a").unwrap(),
             None,
             "other token"
         );
         // Made again (same hash): a new secret.
         b.add_login("h1", "fp", now + 1).unwrap();
         assert_eq!(
-            a.login_csrf("h1", "fp", now, "c-2").unwrap().as_deref(),
+            a.login_csrf(login("h1", "fp", now), "c-2")
+                .unwrap()
+                .as_deref(),
             Some("c-2")
         );
         b.remove_login("h1").unwrap();
-        assert_eq!(a.login_csrf("h1", "fp", 0, "c-3").unwrap(), None);
+        assert_eq!(a.login_csrf(login("h1", "fp", 0), "c-3").unwrap(), None);
 
         // Five a minute per client, whichever receiver is asked.
         for i in 0..5 {
@@ -788,10 +718,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn logins_across_two_stores_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
         let b = PgStore::open(&pg.url()).unwrap();
         login_across(&a, &b);
@@ -801,10 +730,9 @@ mod tests {
     /// Eight receivers trying one client's login at once take exactly its five attempts;
     /// eight asking for a login's CSRF secret at once all get the same one.
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn login_attempts_and_csrf_hold_under_a_race_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let url = pg.url();
         let now = 1_800_000_000_000;
         PgStore::open(&url)
@@ -818,7 +746,7 @@ mod tests {
                     s.spawn(move || {
                         let st = PgStore::open(url).unwrap();
                         let csrf = st
-                            .login_csrf("h", "fp", 0, &format!("c{i}"))
+                            .login_csrf(login("h", "fp", 0), &format!("c{i}"))
                             .unwrap()
                             .unwrap();
                         (st.take_login_attempt("10.9.9.9", now).unwrap(), csrf)
@@ -835,8 +763,11 @@ mod tests {
     /// on the same database).
     fn pairing_behaviour(a: &dyn PairingStore, b: &dyn PairingStore) {
         let now = 1_000;
-        a.create_pairing("C1", "m1", "42", Some("laptop"), now, now + 600_000)
-            .unwrap();
+        a.create_pairing(
+            &pairing("C1", "m1", "42", Some("laptop"), now + 600_000),
+            now,
+        )
+        .unwrap();
         let p = b.pairing("C1").unwrap().expect("the pairing");
         assert_eq!((p.machine.as_str(), p.check.as_str()), ("m1", "42"));
         assert_eq!(p.name.as_deref(), Some("laptop"));
@@ -845,25 +776,40 @@ mod tests {
         assert!(b.pairing("nope").unwrap().is_none());
         assert!(!a.machine_known("m1").unwrap());
 
-        let key = json!({"id": "k1", "alg": -7, "spki": "MFkw"});
+        let key = TrustedKey {
+            id: "k1".into(),
+            alg: -7,
+            spki: "MFkw".into(),
+        };
+        let (none, signed) = (json!({}), json!({"sig": 1}));
+        let approval = |proof| Approval { key: &key, proof };
         assert!(
-            !b.approve_pairing("C1", &key, &json!({}), now + 600_000)
+            !b.approve_pairing("C1", &approval(&none), now + 600_000)
                 .unwrap(),
             "expired"
         );
         assert!(b
-            .approve_pairing("C1", &key, &json!({"sig": 1}), now + 5)
+            .approve_pairing("C1", &approval(&signed), now + 5)
             .unwrap());
         assert!(
-            !a.approve_pairing("C1", &key, &json!({}), now + 6).unwrap(),
+            !a.approve_pairing("C1", &approval(&none), now + 6).unwrap(),
             "once"
         );
         assert!(a.machine_known("m1").unwrap());
         let p = a.pairing("C1").unwrap().unwrap();
-        assert_eq!(p.key.as_deref(), Some(key.to_string().as_str()));
+        // Stored as the JSON the page sent (what the pairing's status answer gives back).
+        assert_eq!(
+            p.key.as_deref(),
+            Some(r#"{"id":"k1","alg":-7,"spki":"MFkw"}"#)
+        );
+        assert_eq!(p.proof.as_deref(), Some(r#"{"sig":1}"#));
         assert_eq!(
             a.machine_keys("m1").unwrap(),
-            vec![("k1".to_string(), -7, "MFkw".to_string())]
+            vec![TrustedKey {
+                id: "k1".into(),
+                alg: -7,
+                spki: "MFkw".into()
+            }]
         );
 
         assert!(!a.give_token("nope", "H").unwrap());
@@ -874,26 +820,36 @@ mod tests {
         assert_eq!(b.machine_by_token("H2").unwrap(), None);
 
         // Paired again (a new key): the key is replaced, not added twice.
-        a.create_pairing("C2", "m1", "7", None, now, now + 600_000)
+        a.create_pairing(&pairing("C2", "m1", "7", None, now + 600_000), now)
             .unwrap();
-        let key2 = json!({"id": "k1", "alg": -8, "spki": "MCow"});
-        assert!(b.approve_pairing("C2", &key2, &json!({}), now + 9).unwrap());
+        let key2 = TrustedKey {
+            id: "k1".into(),
+            alg: -8,
+            spki: "MCow".into(),
+        };
+        let again = Approval {
+            key: &key2,
+            proof: &json!({}),
+        };
+        assert!(b.approve_pairing("C2", &again, now + 9).unwrap());
         assert_eq!(a.machine_keys("m1").unwrap().len(), 1);
-        assert_eq!(a.machine_keys("m1").unwrap()[0].1, -8);
+        assert_eq!(a.machine_keys("m1").unwrap()[0].alg, -8);
         assert!(
             !a.give_token("C2", "H3").unwrap(),
             "the machine has its token"
         );
 
+        // The JSON the page's state carries, field for field and in this order.
         assert_eq!(
-            b.latest_machine().unwrap(),
-            Some(json!({"machine": "m1", "name": "laptop"}))
+            serde_json::to_string(&b.latest_machine().unwrap()).unwrap(),
+            r#"{"machine":"m1","name":"laptop"}"#
         );
         assert_eq!(
-            b.machines().unwrap(),
-            vec![
-                json!({"machine": "m1", "name": "laptop", "paired_ms": now + 9, "keys": ["k1"], "seen_ms": null})
-            ]
+            serde_json::to_string(&b.machines().unwrap()).unwrap(),
+            format!(
+                r#"[{{"machine":"m1","name":"laptop","paired_ms":{},"keys":["k1"],"seen_ms":null}}]"#,
+                now + 9
+            )
         );
         // Its last contact, written through either, at most every few seconds.
         let every = super::super::SEEN_EVERY_MS;
@@ -902,9 +858,9 @@ mod tests {
             !b.machine_seen("m1", now + 10 + every - 1).unwrap(),
             "too soon"
         );
-        assert_eq!(b.machines().unwrap()[0]["seen_ms"], now + 10);
+        assert_eq!(b.machines().unwrap()[0].seen_ms, Some(now + 10));
         assert!(b.machine_seen("m1", now + 10 + every).unwrap());
-        assert_eq!(a.machines().unwrap()[0]["seen_ms"], now + 10 + every);
+        assert_eq!(a.machines().unwrap()[0].seen_ms, Some(now + 10 + every));
         assert!(!a.machine_seen("nope", now).unwrap(), "no such machine");
         assert!(a.remove_machine("m1").unwrap());
         assert!(!b.remove_machine("m1").unwrap());
@@ -913,6 +869,20 @@ mod tests {
         assert!(b.machine_keys("m1").unwrap().is_empty());
         assert_eq!(b.latest_machine().unwrap(), None);
         assert!(b.machines().unwrap().is_empty());
+        // The latest is the one paired last, and the last listed.
+        for (code, m, at) in [("C3", "m3", now + 30), ("C4", "m2", now + 20)] {
+            a.create_pairing(&pairing(code, m, "1", None, now + 600_000), now)
+                .unwrap();
+            assert!(b.approve_pairing(code, &approval(&none), at).unwrap());
+        }
+        assert_eq!(a.latest_machine().unwrap().unwrap().machine, "m3");
+        let listed: Vec<String> = b
+            .machines()
+            .unwrap()
+            .into_iter()
+            .map(|m| m.machine)
+            .collect();
+        assert_eq!(listed, ["m2", "m3"]);
     }
 
     #[test]
@@ -925,10 +895,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn pairing_across_two_stores_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
         let b = PgStore::open(&pg.url()).unwrap();
         pairing_behaviour(&a, &b);
@@ -1002,10 +971,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn push_devices_across_two_stores_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let a = PgStore::open(&pg.url()).unwrap();
         let b = PgStore::open(&pg.url()).unwrap();
         push_behaviour(&a, &b);
@@ -1013,10 +981,9 @@ mod tests {
 
     /// Eight receivers claiming one push at once: exactly one sends it.
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn one_claim_of_a_push_wins_a_race_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let url = pg.url();
         let won: Vec<bool> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..8)
@@ -1062,10 +1029,18 @@ mod tests {
     /// Pairs `machine` through the page's steps, so its token may claim sessions.
     fn pair(s: &dyn Store, machine: &str) {
         let code = format!("C-{machine}");
-        s.create_pairing(&code, machine, "00", None, 0, 1 << 60)
+        s.create_pairing(&pairing(&code, machine, "00", None, 1 << 60), 0)
             .unwrap();
-        let key = json!({"id": format!("k-{machine}"), "alg": -7, "spki": "MFkw"});
-        assert!(s.approve_pairing(&code, &key, &json!({}), 1).unwrap());
+        let key = TrustedKey {
+            id: format!("k-{machine}"),
+            alg: -7,
+            spki: "MFkw".into(),
+        };
+        let approval = Approval {
+            key: &key,
+            proof: &json!({}),
+        };
+        assert!(s.approve_pairing(&code, &approval, 1).unwrap());
     }
 
     fn session<'a>(page: &'a [Value], key: &str) -> &'a Value {
@@ -1166,11 +1141,14 @@ mod tests {
     }
 
     #[test]
-    fn how_a_prompt_ended_on_both_stores() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+    fn how_a_prompt_ended_on_sqlite() {
         prompt_ended_behaviour(&Sqlite::new(Db::open_memory().unwrap()));
+    }
+
+    #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
+    fn how_a_prompt_ended_on_postgres() {
+        let pg = Cluster::start();
         prompt_ended_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -1399,10 +1377,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn events_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         events_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -1457,10 +1434,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn snoozes_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         snooze_behaviour(&PgStore::open(&pg.url()).unwrap());
     }
 
@@ -1660,10 +1636,9 @@ mod tests {
 
     /// The same day on SQLite and on PostgreSQL shows the same JSON, to the byte.
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn a_day_shows_the_same_on_both_stores() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let want = a_day(&Sqlite::new(Db::open_memory().unwrap()));
         let got = a_day(&PgStore::open(&pg.url()).unwrap());
         // What the day is meant to show, so the comparison is of something.
@@ -1714,10 +1689,9 @@ mod tests {
     /// in opposite orders: each event stored once (one of them says New, the other
     /// Duplicate), and what the page shows is what one store fed in turn shows.
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn two_receivers_storing_the_same_events_at_once_store_each_once() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let now = T0;
         let evs: Vec<Value> = (0..120)
             .map(|i| {
@@ -1814,10 +1788,9 @@ mod tests {
     /// cannot hold, is kept as U+FFFD rather than failing the batch (and with it every
     /// later event of the machine's spool).
     #[test]
+    #[cfg_attr(not(has_postgres), ignore = "PostgreSQL not installed")]
     fn an_attention_with_a_nul_is_stored_with_a_replacement_on_postgres() {
-        let Some(pg) = Cluster::start() else {
-            return;
-        };
+        let pg = Cluster::start();
         let s = PgStore::open(&pg.url()).unwrap();
         let ev = |seq: i64, ty: &str, data: Value| {
             json!({"protocol": 1, "id": format!("01K70000000000000000{seq:06}"), "type": ty,

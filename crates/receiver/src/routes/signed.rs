@@ -37,6 +37,7 @@ use serde_json::{json, Map, Value};
 
 use crate::auth::{token_hash, Csrf, Login, MachineToken, SignedOffered, SinkToken};
 use crate::body::{self, OtherJson};
+use crate::db::{Approval, NewPairing};
 use crate::error::{json_reply, ApiError, Reply};
 use crate::longpoll;
 use crate::options::{HELLO_PATH, OFF_PATH, PAIR_PATH};
@@ -144,8 +145,14 @@ async fn pair_start(
             };
             let now = st.now_ms();
             let expires = now + PAIR_TTL.as_millis() as i64;
-            st.db
-                .create_pairing(&code, &machine, &check, name.as_deref(), now, expires)?;
+            let pairing = NewPairing {
+                code: &code,
+                machine: &machine,
+                check: &check,
+                name: name.as_deref(),
+                expires_ms: expires,
+            };
+            st.db.create_pairing(&pairing, now)?;
             let url = format!("{}/pair?code={code}", st.page_base(port));
             Ok(
                 json!({"machine": machine, "code": code, "url": url, "check": check,
@@ -312,8 +319,8 @@ pub(crate) fn session_machine(st: &mut St, session: &str) -> Option<(String, Opt
         .machines()
         .ok()?
         .into_iter()
-        .find(|m| m["machine"] == id.as_str())
-        .and_then(|m| m["name"].as_str().map(str::to_owned));
+        .find(|m| m.machine == id)
+        .and_then(|m| m.name);
     Some((id, name))
 }
 
@@ -336,14 +343,14 @@ pub(crate) fn page_signing(st: &mut St) -> Option<Value> {
     }
     let mut v = json!({"rp_id": st.opts.rp_id});
     if let Ok(Some(m)) = st.db.latest_machine() {
-        v["machine"] = m["machine"].clone();
-        v["name"] = m["name"].clone();
+        v["machine"] = m.machine.into();
+        v["name"] = m.name.into();
     }
-    let mut machines = st.db.machines().unwrap_or_default();
-    for m in &mut machines {
-        let id = m["machine"].as_str().unwrap_or_default().to_owned();
-        let paired = m["paired_ms"].as_i64().unwrap_or_default();
-        let seen = m["seen_ms"].as_i64().unwrap_or(paired).max(paired);
+    let mut machines = Vec::new();
+    for row in st.db.machines().unwrap_or_default() {
+        let (id, paired) = (row.machine.clone(), row.paired_ms);
+        let seen = row.seen_ms.unwrap_or(paired).max(paired);
+        let mut m = json!(row);
         m["paired_at"] = ms_to_wire(paired).into();
         m["last_at"] = ms_to_wire(seen).into();
         if let Some(away) = st.mem().away_told.get(&format!("machine:{id}")).copied() {
@@ -353,6 +360,7 @@ pub(crate) fn page_signing(st: &mut St) -> Option<Value> {
         if let Some(can) = st.mem().can_start.get(&id).cloned() {
             m["can_start"] = can;
         }
+        machines.push(m);
     }
     v["machines"] = Value::Array(machines);
     Some(v)
@@ -449,11 +457,14 @@ async fn page_approve(
                     "the passkey's proof does not verify: {why}"
                 )));
             }
-            let key_v = json!({"id": key.id, "alg": key.alg, "spki": key.spki});
             let proof_v =
                 json!({"cred": proof.cred, "ad": proof.ad, "cd": proof.cd, "sig": proof.sig});
+            let approval = Approval {
+                key: &key,
+                proof: &proof_v,
+            };
             let now = st.now_ms();
-            if !st.db.approve_pairing(&code, &key_v, &proof_v, now)? {
+            if !st.db.approve_pairing(&code, &approval, now)? {
                 return Err(ApiError::new(
                     StatusCode::CONFLICT,
                     "the pairing is no longer pending",
@@ -771,12 +782,7 @@ fn carry_signed(
     if !st.db.machine_known(&cmd.machine)? {
         return Err(ApiError::bad_request("cmd names no machine paired here"));
     }
-    let trusted: Vec<TrustedKey> = st
-        .db
-        .machine_keys(&cmd.machine)?
-        .into_iter()
-        .map(|(id, alg, spki)| TrustedKey { id, alg, spki })
-        .collect();
+    let trusted = st.db.machine_keys(&cmd.machine)?;
     let rp_id = st.opts.rp_id.clone().unwrap_or_default();
     let opts = wire::VerifyOptions {
         machine: &cmd.machine,
