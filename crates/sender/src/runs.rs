@@ -270,7 +270,10 @@ pub fn deliver_waiting(store: &mut Store) -> Result<()> {
             had_turn: p.had_turn,
             ended: p.ended,
             run_in_flight: store.run_of_session(&p.session_key)?.is_some(),
-            api: p.api,
+            // An `sp codex` thread sp-sync follows is the bridge's to deliver (its app-server
+            // is the live, idle process here: no fork, and never a second writer).
+            api: p.api
+                || (harness == Harness::Codex && crate::codex_server::followed(&p.session_id)),
             waited_ms: now - p.received_ms,
             no_program: harness
                 .caps()

@@ -761,6 +761,8 @@ mod tests {
 
     /// A pairing made through `a` and carried on through `b` (the same store or another
     /// on the same database).
+    // One pairing story across two stores, each step asserting what the one before left.
+    #[allow(clippy::too_many_lines)]
     fn pairing_behaviour(a: &dyn PairingStore, b: &dyn PairingStore) {
         let now = 1_000;
         a.create_pairing(
