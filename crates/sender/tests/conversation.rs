@@ -389,10 +389,22 @@ fn tool_events_reach_a_tier_1_sink_in_order_spooled_behind_the_quiet_marker() {
         let out = env.hook_json("sp-event", &p);
         assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty());
     };
+    // Spooled events: a turn end is a file, tool events are lines of the session's log.
     let spooled = || match std::fs::read_dir(env.state.join("spool")) {
-        Ok(d) => d.count(),
+        Ok(d) => d
+            .map(|e| {
+                let path = e.unwrap().path();
+                match path.extension().and_then(|x| x.to_str()) {
+                    Some("tools" | "drain") => {
+                        std::fs::read_to_string(&path).unwrap().lines().count()
+                    }
+                    _ => 1,
+                }
+            })
+            .sum(),
         Err(_) => 0,
     };
+    let files = || std::fs::read_dir(env.state.join("spool")).map_or(0, |d| d.count());
     // The first call stores its event and, nothing being pending, makes the quiet marker;
     // the next ones spool theirs without opening the database.
     call("PreToolUse", "cargo test\n  --quiet");
@@ -402,6 +414,11 @@ fn tool_events_reach_a_tier_1_sink_in_order_spooled_behind_the_quiet_marker() {
     call("PreToolUse", curl);
     call("PostToolUseFailure", curl);
     assert_eq!(spooled(), 3, "log: {}", env.log());
+    assert_eq!(
+        files(),
+        1,
+        "one log for the session's tool events, not a file each"
+    );
     assert_eq!(env.log().matches("the database not opened").count(), 3);
     assert!(env.sync_once().status.success());
     assert!(until(Duration::from_secs(10), || env

@@ -11,6 +11,14 @@
 //! A file is removed only once its event was already committed before the transaction that
 //! finds it (its `event_id` is unique), so a crash at any point neither loses the turn end
 //! nor stores it twice.
+//!
+//! Tool events (DECISIONS 40) come on every tool call, so they are not a file each (a new
+//! inode per call is most of what spooling cost the hook): each line of the session's log
+//! `<session hash>.tools` is one event, appended under a shared `flock`. A drain renames
+//! the log to `<session hash>.<id>.drain` and takes it under an exclusive lock, so no
+//! writer still adds to it once it is read (a writer checks, holding its lock, that the
+//! path it opened is still the log; else it opens the new one); the drained file goes as a
+//! `.json` file does, once its events are committed.
 use super::Store;
 use crate::clock::{format_ms, now_ms, Millis};
 use crate::wire::event;
@@ -29,6 +37,12 @@ pub(crate) fn dir_of(db: &Path) -> PathBuf {
 const PARTIAL_FOR_MS: Millis = 60 * 1000;
 /// No spooled file is read past this size.
 const MAX_FILE: u64 = 64 * 1024;
+/// A session's tool log takes no more than this (sp-sync drains it every quarter second);
+/// past it a hook stores its tool event in the database instead.
+const MAX_TOOL_LOG: u64 = 1024 * 1024;
+/// The session's tool log, and a drained one.
+const TOOL_LOG: &str = "tools";
+const DRAINING: &str = "drain";
 
 #[derive(Serialize, Deserialize)]
 struct TurnEndFile {
@@ -58,7 +72,7 @@ pub fn spool_turn_end(
     harness_event: &str,
     reason: event::TurnEnd,
 ) -> Result<()> {
-    spool(state_dir, key, harness_event, reason.as_str(), None)
+    spool(state_dir, key, harness_event, reason.as_str())
 }
 
 /// Hook side, DECISIONS 40: a `tool.started` or `tool.ended` of the session, spooled as a
@@ -70,16 +84,148 @@ pub fn spool_tool_event(
     kind: &str,
     data: &serde_json::Value,
 ) -> Result<()> {
-    spool(state_dir, key, harness_event, "", Some((kind, data)))
+    let at_ms = now_ms();
+    let f = TurnEndFile {
+        event_id: event_id(at_ms),
+        key: key.to_string(),
+        harness_event: harness_event.to_string(),
+        reason: String::new(),
+        at_ms,
+        kind: Some(kind.to_string()),
+        data: Some(data.clone()),
+    };
+    let mut line = serde_json::to_vec(&f)?;
+    line.push(b'\n');
+    let dir = dir_of(&state_dir.join("control.db"));
+    let path = dir.join(format!("{}.{TOOL_LOG}", super::quiet::marker_name(key)));
+    append_line(&dir, &path, &line)
+        .with_context(|| format!("cannot spool the tool event in {}", dir.display()))
 }
 
-fn spool(
-    state_dir: &Path,
-    key: &str,
-    harness_event: &str,
-    reason: &str,
-    tool: Option<(&str, &serde_json::Value)>,
-) -> Result<()> {
+/// Appends `line` to the log at `path` as one write, holding a shared lock on the file that
+/// is still the log (a drain may have renamed the one opened: then the new one).
+fn append_line(dir: &Path, path: &Path, line: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let open = || {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+    };
+    for _ in 0..3 {
+        let mut file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+                    _ => open()?,
+                }
+            }
+            other => other?,
+        };
+        // A drain holds its lock for one read; a stopped sp-sync never holds the hook.
+        lock_within(&file, libc::LOCK_SH, HOOK_LOCK_WAIT)?;
+        let meta = file.metadata()?;
+        let still = std::fs::symlink_metadata(path).is_ok_and(|m| m.ino() == meta.ino());
+        if !still {
+            continue;
+        }
+        if meta.uid() != euid() || meta.len() + line.len() as u64 > MAX_TOOL_LOG {
+            return Err(std::io::Error::other(format!(
+                "{} is full or not ours",
+                path.display()
+            )));
+        }
+        return file.write_all(line);
+    }
+    Err(std::io::Error::other("the tool log kept moving"))
+}
+
+/// How long a hook waits for a drain's lock on the tool log, and a drain for a writer's.
+const HOOK_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+const DRAIN_LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Takes `op` (`LOCK_SH`, `LOCK_EX`) on `file`, trying for at most `wait`.
+fn lock_within(file: &std::fs::File, op: i32, wait: std::time::Duration) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let until = std::time::Instant::now() + wait;
+    loop {
+        // SAFETY: flock on a descriptor the caller owns; released when it is closed.
+        if unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) || std::time::Instant::now() >= until {
+            return Err(e);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Renames each tool log (of the session with file name prefix `prefix`, or all) to a
+/// drained file, so new lines go to a new log.
+fn take_tool_logs(dir: &Path, prefix: Option<&str>) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for e in entries {
+        let name = e?.file_name();
+        let name = name.to_string_lossy();
+        let Some(hash) = name.strip_suffix(&format!(".{TOOL_LOG}")) else {
+            continue;
+        };
+        if prefix.is_some_and(|p| !name.starts_with(p)) {
+            continue;
+        }
+        let to = dir.join(format!("{hash}.{}.{DRAINING}", crate::wire::new_ulid()));
+        match std::fs::rename(dir.join(name.as_ref()), &to) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot take {name}")),
+        }
+    }
+    Ok(())
+}
+
+/// The events of a drained tool log, once no writer holds it (an empty one is removed).
+fn read_drained(path: &Path) -> Result<Vec<TurnEndFile>> {
+    use std::io::Read;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    // A writer that opened it before the rename finishes its one write first; one that
+    // holds it longer leaves it to the next drain.
+    if lock_within(&file, libc::LOCK_EX, DRAIN_LOCK_WAIT).is_err() {
+        crate::logging::warn(&format!(
+            "{}: still written; left for the next drain",
+            path.display()
+        ));
+        return Ok(Vec::new());
+    }
+    let mut text = Vec::new();
+    (&file)
+        .take(MAX_TOOL_LOG + MAX_FILE)
+        .read_to_end(&mut text)?;
+    if text.is_empty() {
+        let _ = std::fs::remove_file(path);
+    }
+    let mut out = Vec::new();
+    for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<TurnEndFile>(line) {
+            Ok(f) => out.push(f),
+            // A line cut by a hook that died mid-write: the rest of the log still counts.
+            Err(e) => crate::logging::warn(&format!(
+                "{}: a line that is not a tool event ({e}); skipped",
+                path.display()
+            )),
+        }
+    }
+    Ok(out)
+}
+
+fn spool(state_dir: &Path, key: &str, harness_event: &str, reason: &str) -> Result<()> {
     let at_ms = now_ms();
     let f = TurnEndFile {
         event_id: event_id(at_ms),
@@ -87,8 +233,8 @@ fn spool(
         harness_event: harness_event.to_string(),
         reason: reason.to_string(),
         at_ms,
-        kind: tool.map(|(k, _)| k.to_string()),
-        data: tool.map(|(_, d)| d.clone()),
+        kind: None,
+        data: None,
     };
     let dir = dir_of(&state_dir.join("control.db"));
     let path = dir.join(format!(
@@ -135,19 +281,22 @@ fn event_id(at_ms: Millis) -> String {
     ulid::Ulid::from_parts(at_ms.max(0) as u64, u128::from_le_bytes(bytes)).to_string()
 }
 
-/// The spooled turn ends (of the session `only`, or all), oldest first (ULIDs sort by
-/// time), each with its file; files that are not ours to read are skipped, ones that do not
-/// parse are left for a minute (a hook may be writing them) and then removed.
+/// The spooled events (of the session `only`, or all), oldest first, each with its file
+/// (a drained tool log's lines share theirs); files that are not ours to read are skipped,
+/// ones that do not parse are left for a minute (a hook may be writing them) and then removed.
 fn spooled(dir: &Path, only: Option<&str>) -> Result<Vec<(PathBuf, TurnEndFile)>> {
     let prefix = only.map(|k| format!("{}.", super::quiet::marker_name(k)));
+    take_tool_logs(dir, prefix.as_deref())?;
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
     };
     let mut out = Vec::new();
+    // By name: a session's drained logs in the order they were taken (their ids sort so).
+    let mut entries = entries.collect::<std::io::Result<Vec<_>>>()?;
+    entries.sort_by_key(std::fs::DirEntry::file_name);
     for e in entries {
-        let e = e?;
         let path = e.path();
         let name = e.file_name();
         let name = name.to_string_lossy();
@@ -160,10 +309,16 @@ fn spooled(dir: &Path, only: Option<&str>) -> Result<Vec<(PathBuf, TurnEndFile)>
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };
-        if !meta.file_type().is_file() || meta.uid() != euid() || meta.len() > MAX_FILE {
+        if !meta.file_type().is_file() || meta.uid() != euid() {
             continue;
         }
-        if !name.ends_with(".json") {
+        if name.ends_with(&format!(".{DRAINING}")) {
+            for f in read_drained(&path)? {
+                out.push((path.clone(), f));
+            }
+            continue;
+        }
+        if meta.len() > MAX_FILE || !name.ends_with(".json") {
             continue;
         }
         let text = std::fs::read(&path)?;
@@ -180,7 +335,9 @@ fn spooled(dir: &Path, only: Option<&str>) -> Result<Vec<(PathBuf, TurnEndFile)>
             }
         }
     }
-    out.sort_by(|a, b| a.1.event_id.cmp(&b.1.event_id));
+    // In time order; a log's lines within one millisecond keep the order they were written
+    // in (a stable sort: the ids' random part would shuffle them).
+    out.sort_by_key(|(_, f)| f.at_ms);
     Ok(out)
 }
 
@@ -306,7 +463,15 @@ fn emit_as(
 pub(crate) fn pending(dir: &Path) -> bool {
     // Any file counts, written yet or not.
     std::fs::read_dir(dir).is_ok_and(|mut d| {
-        d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".json")))
+        d.any(|e| {
+            e.is_ok_and(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.ends_with(".json")
+                    || name.ends_with(&format!(".{TOOL_LOG}"))
+                    || name.ends_with(&format!(".{DRAINING}"))
+            })
+        })
     })
 }
 
@@ -332,5 +497,92 @@ impl Store {
     /// The spool folder, for sp-sync to watch.
     pub fn spool_dir(&self) -> &Path {
         &self.spool_dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(dir: &Path, key: &str, n: usize) {
+        let state = dir.parent().unwrap();
+        let data = serde_json::json!({"tool": "Bash", "summary": format!("call {n}")});
+        spool_tool_event(state, key, "PreToolUse", event::TOOL_STARTED, &data).unwrap();
+    }
+
+    fn summaries(got: &[(PathBuf, TurnEndFile)]) -> Vec<String> {
+        got.iter()
+            .map(|(_, f)| {
+                f.data.as_ref().unwrap()["summary"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    /// Tool events append to one log a session (no file each); a drain takes the log whole
+    /// and later events start a new one; both read back in order.
+    #[test]
+    fn tool_events_append_to_one_log_and_a_drain_takes_it_whole() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = dir_of(&state.path().join("control.db"));
+        for n in 0..3 {
+            tool(&dir, "claude-code:a", n);
+        }
+        let names = || {
+            let mut v: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names().len(), 1, "{:?}", names());
+        assert!(names()[0].ends_with(".tools"));
+        take_tool_logs(&dir, None).unwrap();
+        tool(&dir, "claude-code:a", 3);
+        let got = spooled(&dir, None).unwrap();
+        assert_eq!(summaries(&got), ["call 0", "call 1", "call 2", "call 3"]);
+        // Both logs are drained files now, each read whole; nothing is left to append to.
+        assert!(
+            names().iter().all(|n| n.ends_with(".drain")),
+            "{:?}",
+            names()
+        );
+        assert_eq!(names().len(), 2);
+        // Another session's log is not taken by a drain of this one.
+        tool(&dir, "claude-code:b", 9);
+        let only_a = spooled(&dir, Some("claude-code:a")).unwrap();
+        assert_eq!(only_a.len(), 4);
+        assert!(names().iter().any(|n| n.ends_with(".tools")));
+    }
+
+    /// A line cut short (a hook killed mid-write) is skipped, the others kept; a full log
+    /// refuses more (the hook then stores its event in the database).
+    #[test]
+    fn a_cut_line_is_skipped_and_a_full_log_refuses_more() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = dir_of(&state.path().join("control.db"));
+        tool(&dir, "claude-code:a", 0);
+        let log = dir.join(format!(
+            "{}.{TOOL_LOG}",
+            super::super::quiet::marker_name("claude-code:a")
+        ));
+        let mut text = std::fs::read(&log).unwrap();
+        text.extend_from_slice(b"{\"event_id\":\"01K");
+        std::fs::write(&log, &text).unwrap();
+        assert_eq!(summaries(&spooled(&dir, None).unwrap()), ["call 0"]);
+        std::fs::write(&log, vec![b' '; MAX_TOOL_LOG as usize]).unwrap();
+        let data = serde_json::json!({"tool": "Bash"});
+        let err = spool_tool_event(
+            state.path(),
+            "claude-code:a",
+            "PreToolUse",
+            event::TOOL_STARTED,
+            &data,
+        )
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("full"), "{err:#}");
     }
 }
