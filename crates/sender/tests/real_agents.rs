@@ -1116,10 +1116,14 @@ fn prompt_queued_during_first_answer(
     let run = finish_ok(s, child, cli_label(harness));
     let ack = s.ack(&m, Duration::from_secs(30));
     assert_eq!(ack["outcome"], "delivered");
-    let stop = spctl::harness::Harness::parse(harness)
-        .unwrap()
-        .stop_event();
-    assert_eq!(ack["detail"], format!("{harness} {stop} hook"));
+    let h = spctl::harness::Harness::parse(harness).unwrap();
+    assert_eq!(ack["detail"], format!("{harness} {} hook", h.stop_event()));
+    // DECISIONS 38: delivered in place, its final ack carries the answer of the turn it
+    // started, where the harness's Stop reports it.
+    assert_eq!(ack["mode"], "turn", "{ack}");
+    if h.reports_turn_text() {
+        assert_eq!(ack["reply"], "SP-SAW:MARMALADE", "{ack}");
+    }
     let reqs = s.agent_requests();
     assert_eq!(
         reqs.len(),
