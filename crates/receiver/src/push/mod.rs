@@ -133,9 +133,9 @@ impl Notice {
         let attention_id = data["attention_id"].as_str().map(str::to_owned);
         let cause = ev["id"].as_str().unwrap_or_default().to_owned();
         match ev["type"].as_str()? {
-            // One push per prompt however often it is announced: a parked prompt is announced
-            // again with its `parked_until` (and a restarted sp-sync may re-send), each a new
-            // event; the person already heard of it.
+            // A parked prompt is announced again with its `parked_until` (rule 39): the same
+            // prompt, which the person already heard of; the page shows it parked.
+            "attention.needed" if data.get("parked_until").is_some() => None,
             "attention.needed" => Some(Notice::Needed {
                 session,
                 machine,
@@ -143,7 +143,7 @@ impl Notice {
                 tool: data["tool"].as_str().map(str::to_owned),
                 message: data["message"].as_str().map(str::to_owned),
                 answer: None,
-                cause: "announced".to_owned(),
+                cause,
             }),
             "attention.cleared" => Some(Notice::Cleared {
                 session,
@@ -888,20 +888,17 @@ mod tests {
     }
 
     #[test]
-    fn a_prompt_announced_again_is_claimed_as_the_same_push() {
+    fn a_parked_prompts_announcement_is_not_pushed_again() {
         let ev = |id: &str, data: Value| {
             json!({"id": id, "type": "attention.needed", "harness": {"name": "claude-code"},
                 "session": {"id": "s1"}, "data": data})
         };
-        let first = Notice::from_event(&ev("e1", json!({"attention_id": "perm-1"}))).unwrap();
+        assert!(Notice::from_event(&ev("e1", json!({"attention_id": "perm-1"}))).is_some());
         let parked = ev(
             "e2",
             json!({"attention_id": "perm-1", "parked_until": "2026-12-07T12:00:00Z"}),
         );
-        let again = Notice::from_event(&parked).unwrap();
-        assert_eq!(first.claim_key(), again.claim_key());
-        let other = Notice::from_event(&ev("e3", json!({"attention_id": "perm-2"}))).unwrap();
-        assert_ne!(first.claim_key(), other.claim_key());
+        assert!(Notice::from_event(&parked).is_none());
     }
 
     #[test]
