@@ -169,17 +169,35 @@ fn take_tool_logs(dir: &Path, prefix: Option<&str>) -> Result<()> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(());
     };
-    for e in entries {
-        let name = e?.file_name();
-        let name = name.to_string_lossy();
+    let names: Vec<String> = entries
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<std::io::Result<_>>()?;
+    // A session's drained logs sort by name in the order they were taken: a new one's id
+    // follows the newest there (ids made in one millisecond would sort by chance).
+    let newest = |hash: &str| {
+        names
+            .iter()
+            .filter_map(|n| n.strip_prefix(hash)?.strip_prefix('.'))
+            .filter_map(|n| n.strip_suffix(&format!(".{DRAINING}")))
+            .filter_map(|id| ulid::Ulid::from_string(id).ok())
+            .max()
+    };
+    for name in &names {
         let Some(hash) = name.strip_suffix(&format!(".{TOOL_LOG}")) else {
             continue;
         };
         if prefix.is_some_and(|p| !name.starts_with(p)) {
             continue;
         }
-        let to = dir.join(format!("{hash}.{}.{DRAINING}", crate::wire::new_ulid()));
-        match std::fs::rename(dir.join(name.as_ref()), &to) {
+        let mut id = ulid::Ulid::new();
+        if let Some(after) = newest(hash)
+            .filter(|n| *n >= id)
+            .and_then(|n| n.increment())
+        {
+            id = after;
+        }
+        let to = dir.join(format!("{hash}.{id}.{DRAINING}"));
+        match std::fs::rename(dir.join(name), &to) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).with_context(|| format!("cannot take {name}")),
