@@ -226,8 +226,9 @@ fn events_failed(
 ) -> anyhow::Result<Sent> {
     st.failures += 1;
     ctx.failed(store, &e);
-    crate::logging::warn(&format!("sink {}: {e}", ctx.name));
-    Ok(Sent::Retry(backoff::delay(backoff::EVENTS, st.failures)))
+    let d = backoff::delay(backoff::EVENTS, st.failures);
+    backoff::record(&format!("events {}", ctx.name), &e, d);
+    Ok(Sent::Retry(d))
 }
 
 /// The protocol's status rules for an events answer (§2.2).
@@ -287,7 +288,11 @@ fn events_answered(
             }
             Ok(Sent::Progress)
         }
-        429 => Ok(Sent::Retry(backoff::retry_after(r.retry_after.as_deref()))),
+        429 => {
+            let d = backoff::retry_after(r.retry_after.as_deref());
+            backoff::record(&format!("events {}", ctx.name), "events answered 429", d);
+            Ok(Sent::Retry(d))
+        }
         s => events_failed(ctx, store, st, format!("events answered {s}")),
     }
 }
