@@ -121,8 +121,8 @@ fn backoff_step(env: &Env, route: Route, what: &str, n: usize, (lo, hi): (f64, f
         &format!("backoff_{}", label.replace(' ', "_")),
         format!("{d:.2}s"),
     );
-    // The back-off is waited out: nothing follows while the clock stands still (a short
-    // real look, well under the schedule's shortest step of 0.75 s).
+    // The back-off is waited out: nothing follows while the clock stands still (a real
+    // look of 0.4 s, under the schedule's shortest step of 0.75 s).
     // The receiver's own list: the failed request is in it before its answer went out.
     let count = || {
         env.receiver
@@ -132,7 +132,7 @@ fn backoff_step(env: &Env, route: Route, what: &str, n: usize, (lo, hi): (f64, f
             .count()
     };
     let before = count();
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(400));
     assert_eq!(
         count(),
         before,
