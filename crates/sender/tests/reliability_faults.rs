@@ -94,15 +94,12 @@ fn within(step: f64) -> (f64, f64) {
     (step * 0.75 - 0.01, step * 1.25 + 0.01)
 }
 
-/// Back-off number `n` (0-based) recorded under `what`: waits for it, checks its delay is
-/// within `[lo, hi]` s and that no request to `route` follows it while the clock stands
-/// still, then moves the test clock past it and waits for the next request (which comes
-/// at once, not after the delay). Returns why it was recorded.
-fn backoff_step(env: &Env, route: Route, what: &str, n: usize, (lo, hi): (f64, f64)) -> String {
+/// Waits for back-off number `n` (0-based) recorded under `what`; why, and its delay in s.
+fn wait_backoff(env: &Env, what: &str, n: usize) -> (String, f64) {
     let end = Instant::now() + Duration::from_secs(30);
-    let (why, d) = loop {
+    loop {
         if let Some(b) = backoffs(env, what).get(n) {
-            break b.clone();
+            return b.clone();
         }
         assert!(
             Instant::now() < end,
@@ -110,7 +107,15 @@ fn backoff_step(env: &Env, route: Route, what: &str, n: usize, (lo, hi): (f64, f
             env.log()
         );
         std::thread::sleep(Duration::from_millis(10));
-    };
+    }
+}
+
+/// Back-off number `n` (0-based) recorded under `what`: waits for it, checks its delay is
+/// within `[lo, hi]` s and that no request to `route` follows it while the clock stands
+/// still, then moves the test clock past it and waits for the next request (which comes
+/// at once, not after the delay). Returns why it was recorded.
+fn backoff_step(env: &Env, route: Route, what: &str, n: usize, (lo, hi): (f64, f64)) -> String {
+    let (why, d) = wait_backoff(env, what, n);
     let label = format!("{what} #{n} ({why})");
     assert!(
         d >= lo && d <= hi,
@@ -344,22 +349,35 @@ fn poll_401_and_403_pause_control_until_the_config_changes() {
 #[test]
 fn poll_404_backs_off_five_minutes() {
     let mut r = rig(1);
+    let what = format!("poll phone {}", cc_key(S));
     r.env.receiver.push_fault(Route::Poll, Fault::Status(404));
-    assert!(eventually(Duration::from_secs(10), || r
-        .watch
-        .of(Route::Poll)
-        .iter()
-        .any(|(_, x)| x.fault == Some(Fault::Status(404)))));
+    let (why, d) = wait_backoff(&r.env, &what, 0);
+    assert_eq!(why, "control poll answered 404");
+    let (lo, hi) = within(300.0);
+    assert!(d >= lo && d <= hi, "404: {d:.2} s not within [{lo}, {hi}]");
+    figure("faults", "backoff_after_404", format!("{d:.2}s"));
+    // 200 s later on the clock (short of the back-off's least, 225 s), still no poll ...
     let polls = r.env.receiver.polls();
-    std::thread::sleep(Duration::from_secs(5));
+    r.env.advance_clock(Duration::from_secs(200));
+    std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
         r.env.receiver.polls(),
         polls,
-        "no poll within 5 s of a 404 (the back-off is 5 min)"
+        "no poll 200 s after a 404 (the back-off is 5 min)"
     );
-    // The next sp-sync run (cron's next minute) polls again.
-    r.sync.restart(&r.env);
+    // ... and once the clock passes it, polls resume and a prompt goes through.
+    r.env
+        .advance_clock(Duration::from_secs_f64(d - 200.0) + Duration::from_millis(20));
+    assert!(
+        eventually(Duration::from_secs(3), || r.env.receiver.polls() > polls),
+        "polls resume once the clock passes the back-off"
+    );
     prompt_goes_through(&r.env, "after a 404", Duration::from_secs(20));
+    // The next sp-sync run (cron's next minute) polls again at once, whatever the back-off.
+    r.env.receiver.push_fault(Route::Poll, Fault::Status(404));
+    wait_backoff(&r.env, &what, 1);
+    r.sync.restart(&r.env);
+    prompt_goes_through(&r.env, "after a 404, a new run", Duration::from_secs(20));
 }
 
 #[test]
