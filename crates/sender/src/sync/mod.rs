@@ -201,14 +201,16 @@ impl Shared {
         c.notify_all();
     }
 
-    /// Waits up to `d` for new work (a notify) or a stop.
+    /// Waits up to `d` for new work (a notify) or a stop; like `sleep`, `d` passes in real
+    /// time or on the machine's clock, whichever comes first.
     pub fn wait_work(&self, seen: &mut u64, d: Duration) {
         let (m, c) = &self.wake;
         let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
         let until = Instant::now() + d;
+        let until_ms = crate::clock::now_ms().saturating_add(d.as_millis() as i64);
         while *g == *seen && !self.stopping() {
             let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || crate::clock::now_ms() >= until_ms {
                 break;
             }
             g = c

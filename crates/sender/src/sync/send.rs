@@ -91,6 +91,7 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
                 "429",
                 Some(now_ms() + d.as_millis() as i64),
             )?;
+            backoff::record(&format!("acks {}", ctx.name), "ack answered 429", d);
             Ok(Sent::Retry(d))
         }
         Ok(r) if r.status == 400 && rows.iter().any(|r| !r.outcome.is_final()) => {
@@ -109,19 +110,24 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
             ));
             Ok(Sent::Progress)
         }
-        Ok(r) => {
-            let e = format!("ack answered {}", r.status);
-            store.acks_failed(&ctx.name, &ids, &e, None)?;
-            ctx.failed(store, &e);
-            Ok(Sent::Retry(Duration::ZERO))
-        }
-        Err(e) => {
-            let e = format!("ack: {e}");
-            store.acks_failed(&ctx.name, &ids, &e, None)?;
-            ctx.failed(store, &e);
-            Ok(Sent::Retry(Duration::ZERO))
-        }
+        Ok(r) => acks_failed(ctx, store, &ids, format!("ack answered {}", r.status)),
+        Err(e) => acks_failed(ctx, store, &ids, format!("ack: {e}")),
     }
+}
+
+/// A failed ack send: each ack retries on the ack schedule (kept in the store), and the
+/// soonest retry is recorded as the back-off.
+fn acks_failed(
+    ctx: &SinkCtx,
+    store: &mut Store,
+    ids: &[String],
+    e: String,
+) -> anyhow::Result<Sent> {
+    let d = store.acks_failed(&ctx.name, ids, &e, None)?;
+    let what = format!("acks {}", ctx.name);
+    backoff::record(&what, &e, Duration::from_millis(d as u64));
+    ctx.failed(store, &e);
+    Ok(Sent::Retry(Duration::ZERO))
 }
 
 /// Per-sink event state kept across sends: how many events fit a request.
