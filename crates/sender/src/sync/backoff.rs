@@ -20,9 +20,9 @@ pub fn jitter(d: Duration) -> Duration {
 
 /// Logs a back-off as it is scheduled: what failed, why, and the delay chosen, so `sp log`
 /// and the tests read the schedule sp-sync followed (the tests assert from these lines
-/// instead of timing the gaps).
+/// instead of timing the gaps). At warn: it is the failure's one line in the log.
 pub fn record(what: &str, why: &str, d: Duration) {
-    crate::logging::info(&format!("{what}: {why}; retry in {:.2} s", d.as_secs_f64()));
+    crate::logging::warn(&format!("{what}: {why}; retry in {:.2} s", d.as_secs_f64()));
 }
 
 /// `retry-after` as seconds or an HTTP date; a missing or unreadable one means 60 s.

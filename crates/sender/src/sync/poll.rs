@@ -102,7 +102,6 @@ pub fn exchange(
     ) {
         Ok(r) => r,
         Err(e) => {
-            crate::logging::warn(&format!("poll {} {key}: {e}", ctx.name));
             let why = format!("poll: {e}");
             ctx.failed(store, &why);
             return Next::Backoff(why);
@@ -122,7 +121,6 @@ pub fn exchange(
                 }
             }
             Err(e) => {
-                crate::logging::warn(&format!("poll {} {key}: {e:#}", ctx.name));
                 let why = format!("poll: {e:#}");
                 ctx.failed(store, &why);
                 Next::Backoff(why)
@@ -170,7 +168,6 @@ pub fn exchange(
             Next::After(d)
         }
         s => {
-            crate::logging::warn(&format!("poll {} {key}: HTTP {s}", ctx.name));
             let why = format!("control poll answered {s}");
             ctx.failed(store, &why);
             Next::Backoff(why)
