@@ -295,14 +295,16 @@ impl Store {
     }
 
     /// A failed send: retry each ack on the schedule, or at `retry_at` when the receiver said so.
+    /// Returns how long until the soonest of them goes again (ms).
     pub fn acks_failed(
         &mut self,
         sink: &str,
         ids: &[String],
         error: &str,
         retry_at: Option<Millis>,
-    ) -> Result<()> {
+    ) -> Result<Millis> {
         let now = now_ms();
+        let mut soonest: Option<Millis> = None;
         let tx = self.write_tx()?;
         for id in ids {
             let attempts: i64 = tx.query_row(
@@ -311,13 +313,14 @@ impl Store {
                 |r| r.get(0),
             )?;
             let next = retry_at.unwrap_or(now + retry_delay_ms(attempts));
+            soonest = Some(soonest.map_or(next, |s| s.min(next)));
             tx.execute(
                 "UPDATE acks SET next_try_ms=?3 WHERE message_id=?1 AND sink=?2",
                 params![id, sink, next],
             )?;
         }
         tx.commit()?;
-        Ok(())
+        Ok(soonest.map_or(0, |s| (s - now).max(0)))
     }
 
     /// Creates the sink's row on first sight. Its event cursor starts just before the oldest

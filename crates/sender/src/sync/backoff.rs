@@ -18,6 +18,13 @@ pub fn jitter(d: Duration) -> Duration {
     Duration::from_millis((ms * (1.0 + r)).max(0.0) as u64)
 }
 
+/// Logs a back-off as it is scheduled: what failed, why, and the delay chosen, so `sp log`
+/// and the tests read the schedule sp-sync followed (the tests assert from these lines
+/// instead of timing the gaps). At warn: it is the failure's one line in the log.
+pub fn record(what: &str, why: &str, d: Duration) {
+    crate::logging::warn(&format!("{what}: {why}; retry in {:.2} s", d.as_secs_f64()));
+}
+
 /// `retry-after` as seconds or an HTTP date; a missing or unreadable one means 60 s.
 pub fn retry_after(value: Option<&str>) -> Duration {
     let Some(v) = value.map(str::trim) else {

@@ -107,6 +107,8 @@ const WATCH_EVERY: Duration = Duration::from_millis(10);
 const SPOOL_EVERY: Duration = Duration::from_millis(250);
 const SWEEP_EVERY: Duration = Duration::from_secs(2);
 const DB_BUSY: Duration = Duration::from_secs(5);
+/// A back-off's sleep looks at the clocks this often (the test clock moves without notice).
+const SLEEP_LOOK: Duration = Duration::from_millis(50);
 
 /// Why `run` refused to start; `main` maps it to an exit status.
 #[derive(Debug)]
@@ -199,14 +201,16 @@ impl Shared {
         c.notify_all();
     }
 
-    /// Waits up to `d` for new work (a notify) or a stop.
+    /// Waits up to `d` for new work (a notify) or a stop; like `sleep`, `d` passes in real
+    /// time or on the machine's clock, whichever comes first.
     pub fn wait_work(&self, seen: &mut u64, d: Duration) {
         let (m, c) = &self.wake;
         let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
         let until = Instant::now() + d;
+        let until_ms = crate::clock::now_ms().saturating_add(d.as_millis() as i64);
         while *g == *seen && !self.stopping() {
             let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || crate::clock::now_ms() >= until_ms {
                 break;
             }
             g = c
@@ -217,15 +221,19 @@ impl Shared {
         *seen = *g;
     }
 
-    /// Sleeps `d` (a backoff); only a stop cuts it short.
+    /// Sleeps `d` (a backoff); only a stop cuts it short. It ends when `d` has passed in
+    /// real time or on the machine's clock, whichever comes first: a test that moves the
+    /// test clock (src/clock.rs) past the deadline ends the wait at its next look.
     pub fn sleep(&self, d: Duration) {
         let until = Instant::now() + d;
+        let until_ms = crate::clock::now_ms().saturating_add(d.as_millis() as i64);
         while !self.stopping() {
             let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let left_ms = until_ms.saturating_sub(crate::clock::now_ms());
+            if left.is_zero() || left_ms <= 0 {
                 return;
             }
-            std::thread::sleep(left.min(Duration::from_millis(50)));
+            std::thread::sleep(left.min(SLEEP_LOOK));
         }
     }
 
@@ -364,6 +372,28 @@ fn config_stamp(path: &std::path::Path) -> Option<(std::time::SystemTime, u64)> 
     Some((m.modified().ok()?, m.len()))
 }
 
+/// When a sink's well-known is read again after a failure: once the delay has passed in
+/// real time or on the machine's clock (which a test moves), like `Shared::sleep`.
+struct DiscoveryRetry {
+    at: Instant,
+    at_ms: crate::clock::Millis,
+    failures: u32,
+}
+
+impl DiscoveryRetry {
+    fn after(delay: Duration, failures: u32) -> Self {
+        DiscoveryRetry {
+            at: Instant::now() + delay,
+            at_ms: crate::clock::now_ms().saturating_add(delay.as_millis() as i64),
+            failures,
+        }
+    }
+
+    fn due(&self) -> bool {
+        Instant::now() >= self.at || crate::clock::now_ms() >= self.at_ms
+    }
+}
+
 struct Supervisor {
     shared: Arc<Shared>,
     config: Config,
@@ -371,7 +401,7 @@ struct Supervisor {
     store: Store,
     sinks: HashMap<String, Arc<SinkCtx>>,
     /// Sinks whose discovery failed: when to try again and how many failures so far.
-    discovery_retry: HashMap<String, (Instant, u32)>,
+    discovery_retry: HashMap<String, DiscoveryRetry>,
     polls: HashMap<(String, String), JoinHandle<()>>,
     senders: Vec<JoinHandle<()>>,
     config_stamp: Option<(std::time::SystemTime, u64)>,
@@ -405,10 +435,12 @@ impl Supervisor {
             if self.sinks.contains_key(&sink.name) {
                 continue;
             }
-            if let Some((at, _)) = self.discovery_retry.get(&sink.name) {
-                if Instant::now() < *at {
-                    continue;
-                }
+            if self
+                .discovery_retry
+                .get(&sink.name)
+                .is_some_and(|r| !r.due())
+            {
+                continue;
             }
             match self.discover_one(&sink) {
                 Ok(ctx) => {
@@ -417,23 +449,7 @@ impl Supervisor {
                     self.sinks.insert(sink.name.clone(), Arc::clone(&ctx));
                     ready.push(ctx);
                 }
-                Err(e) => {
-                    let failures = self
-                        .discovery_retry
-                        .get(&sink.name)
-                        .map(|f| f.1)
-                        .unwrap_or(0)
-                        + 1;
-                    let delay = backoff::delay(backoff::CONTROL, failures);
-                    crate::logging::warn(&format!(
-                        "sink {}: {e:#}; retry in {}s",
-                        sink.name,
-                        delay.as_secs()
-                    ));
-                    let _ = self.store.note_error(&sink.name, &format!("{e:#}"));
-                    self.discovery_retry
-                        .insert(sink.name.clone(), (Instant::now() + delay, failures));
-                }
+                Err(e) => self.discovery_failed(&sink.name, format!("{e:#}")),
             }
         }
         ready
@@ -492,10 +508,12 @@ impl Supervisor {
             .cloned()
             .collect();
         for ctx in stale {
-            if let Some((at, _)) = self.discovery_retry.get(&ctx.name) {
-                if Instant::now() < *at {
-                    continue;
-                }
+            if self
+                .discovery_retry
+                .get(&ctx.name)
+                .is_some_and(|r| !r.due())
+            {
+                continue;
             }
             let Some(sink) = self
                 .config
@@ -515,24 +533,24 @@ impl Supervisor {
                 }
                 Err(e) => {
                     ctx.stale.store(true, Ordering::Relaxed);
-                    let failures = self
-                        .discovery_retry
-                        .get(&ctx.name)
-                        .map(|f| f.1)
-                        .unwrap_or(0)
-                        + 1;
-                    let delay = backoff::delay(backoff::CONTROL, failures);
-                    crate::logging::warn(&format!(
-                        "sink {}: reading its well-known again: {e:#}; retry in {}s",
-                        ctx.name,
-                        delay.as_secs()
-                    ));
-                    let _ = self.store.note_error(&ctx.name, &format!("{e:#}"));
-                    self.discovery_retry
-                        .insert(ctx.name.clone(), (Instant::now() + delay, failures));
+                    self.discovery_failed(
+                        &ctx.name,
+                        format!("reading its well-known again: {e:#}"),
+                    );
                 }
             }
         }
+    }
+
+    /// Schedules the next read of a sink's well-known on the control schedule, and records
+    /// the back-off and the error.
+    fn discovery_failed(&mut self, name: &str, error: String) {
+        let failures = self.discovery_retry.get(name).map_or(0, |r| r.failures) + 1;
+        let delay = backoff::delay(backoff::CONTROL, failures);
+        backoff::record(&format!("sink {name}"), &error, delay);
+        let _ = self.store.note_error(name, &error);
+        self.discovery_retry
+            .insert(name.to_string(), DiscoveryRetry::after(delay, failures));
     }
 
     fn start_senders(&mut self, ctx: &Arc<SinkCtx>) {

@@ -19,15 +19,16 @@ pub const MAX_NEW_PER_POLL: usize = 100;
 pub enum Next {
     Again,
     After(Duration),
-    /// Failure number n on the control schedule.
-    Backoff,
+    /// Failure number n on the control schedule; why (recorded with the delay chosen).
+    Backoff(String),
     /// 401/403: the sink is paused until its config changes.
     Stop,
 }
 
 impl Next {
     /// How long to pause before the next poll, counting failures in a row; `None`: stop.
-    pub(super) fn pause(self, failures: &mut u32) -> Option<Duration> {
+    /// A back-off is recorded in the log under `what` (the poll it follows).
+    pub(super) fn pause(self, failures: &mut u32, what: &str) -> Option<Duration> {
         match self {
             Next::Again => {
                 *failures = 0;
@@ -37,9 +38,11 @@ impl Next {
                 *failures = 0;
                 Some(d)
             }
-            Next::Backoff => {
+            Next::Backoff(why) => {
                 *failures += 1;
-                Some(backoff::delay(backoff::CONTROL, *failures))
+                let d = backoff::delay(backoff::CONTROL, *failures);
+                backoff::record(what, &why, d);
+                Some(d)
             }
             Next::Stop => None,
         }
@@ -99,9 +102,9 @@ pub fn exchange(
     ) {
         Ok(r) => r,
         Err(e) => {
-            crate::logging::warn(&format!("poll {} {key}: {e}", ctx.name));
-            ctx.failed(store, &format!("poll: {e}"));
-            return Next::Backoff;
+            let why = format!("poll: {e}");
+            ctx.failed(store, &why);
+            return Next::Backoff(why);
         }
     };
     if let (Some(away), 200 | 204) = (reply.away, reply.status) {
@@ -118,9 +121,9 @@ pub fn exchange(
                 }
             }
             Err(e) => {
-                crate::logging::warn(&format!("poll {} {key}: {e:#}", ctx.name));
-                ctx.failed(store, &format!("poll: {e:#}"));
-                Next::Backoff
+                let why = format!("poll: {e:#}");
+                ctx.failed(store, &why);
+                Next::Backoff(why)
             }
         },
         204 => {
@@ -149,7 +152,10 @@ pub fn exchange(
                 store,
                 "control poll answered 404: the receiver has no control; retry in 5 min",
             );
-            Next::After(backoff::jitter(Duration::from_secs(300)))
+            let d = backoff::jitter(Duration::from_secs(300));
+            let what = format!("poll {} {key}", ctx.name);
+            backoff::record(&what, "control poll answered 404", d);
+            Next::After(d)
         }
         429 => {
             let d = backoff::retry_after(reply.retry_after.as_deref());
@@ -157,12 +163,14 @@ pub fn exchange(
                 &ctx.name,
                 &format!("control poll answered 429; retry in {}s", d.as_secs()),
             );
+            let what = format!("poll {} {key}", ctx.name);
+            backoff::record(&what, "control poll answered 429", d);
             Next::After(d)
         }
         s => {
-            crate::logging::warn(&format!("poll {} {key}: HTTP {s}", ctx.name));
-            ctx.failed(store, &format!("control poll answered {s}"));
-            Next::Backoff
+            let why = format!("control poll answered {s}");
+            ctx.failed(store, &why);
+            Next::Backoff(why)
         }
     }
 }
@@ -276,7 +284,8 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx, key: &str, harness: &str) {
             return;
         };
         last_poll = Some(std::time::Instant::now());
-        match poll_once(shared, ctx, &mut store, key, harness, wait).pause(&mut failures) {
+        let what = format!("poll {} {key}", ctx.name);
+        match poll_once(shared, ctx, &mut store, key, harness, wait).pause(&mut failures, &what) {
             Some(pause) if !pause.is_zero() => shared.sleep(pause),
             Some(_) => {}
             None => return,

@@ -91,6 +91,7 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
                 "429",
                 Some(now_ms() + d.as_millis() as i64),
             )?;
+            backoff::record(&format!("acks {}", ctx.name), "ack answered 429", d);
             Ok(Sent::Retry(d))
         }
         Ok(r) if r.status == 400 && rows.iter().any(|r| !r.outcome.is_final()) => {
@@ -109,19 +110,24 @@ pub fn send_acks_once(shared: &Shared, ctx: &SinkCtx, store: &mut Store) -> anyh
             ));
             Ok(Sent::Progress)
         }
-        Ok(r) => {
-            let e = format!("ack answered {}", r.status);
-            store.acks_failed(&ctx.name, &ids, &e, None)?;
-            ctx.failed(store, &e);
-            Ok(Sent::Retry(Duration::ZERO))
-        }
-        Err(e) => {
-            let e = format!("ack: {e}");
-            store.acks_failed(&ctx.name, &ids, &e, None)?;
-            ctx.failed(store, &e);
-            Ok(Sent::Retry(Duration::ZERO))
-        }
+        Ok(r) => acks_failed(ctx, store, &ids, format!("ack answered {}", r.status)),
+        Err(e) => acks_failed(ctx, store, &ids, format!("ack: {e}")),
     }
+}
+
+/// A failed ack send: each ack retries on the ack schedule (kept in the store), and the
+/// soonest retry is recorded as the back-off.
+fn acks_failed(
+    ctx: &SinkCtx,
+    store: &mut Store,
+    ids: &[String],
+    e: String,
+) -> anyhow::Result<Sent> {
+    let d = store.acks_failed(&ctx.name, ids, &e, None)?;
+    let what = format!("acks {}", ctx.name);
+    backoff::record(&what, &e, Duration::from_millis(d as u64));
+    ctx.failed(store, &e);
+    Ok(Sent::Retry(Duration::ZERO))
 }
 
 /// Per-sink event state kept across sends: how many events fit a request.
@@ -226,8 +232,9 @@ fn events_failed(
 ) -> anyhow::Result<Sent> {
     st.failures += 1;
     ctx.failed(store, &e);
-    crate::logging::warn(&format!("sink {}: {e}", ctx.name));
-    Ok(Sent::Retry(backoff::delay(backoff::EVENTS, st.failures)))
+    let d = backoff::delay(backoff::EVENTS, st.failures);
+    backoff::record(&format!("events {}", ctx.name), &e, d);
+    Ok(Sent::Retry(d))
 }
 
 /// The protocol's status rules for an events answer (§2.2).
@@ -287,7 +294,11 @@ fn events_answered(
             }
             Ok(Sent::Progress)
         }
-        429 => Ok(Sent::Retry(backoff::retry_after(r.retry_after.as_deref()))),
+        429 => {
+            let d = backoff::retry_after(r.retry_after.as_deref());
+            backoff::record(&format!("events {}", ctx.name), "events answered 429", d);
+            Ok(Sent::Retry(d))
+        }
         s => events_failed(ctx, store, st, format!("events answered {s}")),
     }
 }

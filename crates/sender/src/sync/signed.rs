@@ -67,7 +67,9 @@ pub fn poll_loop(shared: &Shared, ctx: &SinkCtx) {
             return;
         };
         let round = Instant::now();
-        let Some(pause) = poll_once(shared, ctx, &mut store, wait).pause(&mut failures) else {
+        let what = format!("poll {} {POLL_KEY}", ctx.name);
+        let next = poll_once(shared, ctx, &mut store, wait);
+        let Some(pause) = next.pause(&mut failures, &what) else {
             return;
         };
         shared.sleep(pause.max(POLL_FLOOR.saturating_sub(round.elapsed())));
