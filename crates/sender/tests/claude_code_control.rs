@@ -1085,6 +1085,55 @@ fn headless_pre_tool_use(env: &Env, stdin: &serde_json::Value) -> std::process::
     run_with_stdin(c, stdin.to_string().as_bytes())
 }
 
+/// A stand-in `claude -p` process (a shell named `claude`, its command line holding `-p`),
+/// for the hook to find through `CLAUDE_PID` as Claude Code sets it.
+fn fake_claude_print(dir: &std::path::Path) -> std::process::Child {
+    let claude = dir.join("claude");
+    std::os::unix::fs::symlink("/bin/sh", &claude).unwrap();
+    std::process::Command::new(&claude)
+        .args(["-c", "sleep 60; true", "-p"])
+        .spawn()
+        .unwrap()
+}
+
+/// Claude Code tells its hooks whether the session is attended and its own pid: a
+/// PreToolUse under a `claude -p` found through `CLAUDE_PID` asks (and parks when nobody
+/// answers), and one in an attended session asks nothing, whatever its command line says.
+#[test]
+fn pre_tool_use_reads_whether_claude_code_is_attended_from_its_environment() {
+    let env = env_with_wait(1);
+    make_live(&env);
+    let dir = tempfile::tempdir().unwrap();
+    let mut claude = fake_claude_print(dir.path());
+    let mut pre = payload(CC_PERMISSION);
+    pre["hook_event_name"] = json!("PreToolUse");
+    pre["tool_use_id"] = json!("toolu_01Attended");
+    let run = |attended: &str| {
+        let mut c = env.cmd("sp-permission");
+        c.args(["--harness", "claude-code"])
+            .env("CLAUDE_PID", claude.id().to_string())
+            .env("CLAUDE_CODE_SESSION_ATTENDED", attended);
+        run_with_stdin(c, pre.to_string().as_bytes())
+    };
+    let out = run("1");
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), "", "attended: nothing asked at PreToolUse");
+    assert_eq!(env.query::<i64>("select count(*) from attention"), vec![0]);
+    let out = run("0");
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out),
+        "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"defer\"}}\n",
+        "headless (found through CLAUDE_PID): asked, then parked"
+    );
+    assert_eq!(
+        env.query::<i64>("select count(*) from attention where parked_ms is not null"),
+        vec![1]
+    );
+    let _ = claude.kill();
+    let _ = claude.wait();
+}
+
 /// DECISIONS 39: a headless run's prompt nobody answers in the window parks the run
 /// (`defer`); it stays open past the run's Stop and SessionEnd; an answer an hour later (the
 /// machine's clock moved, not slept) is printed once, in PreToolUse's shape, when the resumed

@@ -57,6 +57,9 @@ impl Home {
             .env("SESSIONPIPE_CONFIG", &self.config)
             .env("SESSIONPIPE_STATE_DIR", &self.state)
             .env("SESSIONPIPE_NO_SPAWN", "1")
+            // As an interactive Claude Code sets it for its hooks (the recorded payloads are
+            // an interactive session's).
+            .env("CLAUDE_CODE_SESSION_ATTENDED", "1")
             .current_dir(&self.home);
         c
     }

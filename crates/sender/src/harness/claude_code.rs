@@ -117,6 +117,10 @@ pub const HEADLESS_ENV: &str = "SESSIONPIPE_HEADLESS";
 const RUN_ENV: &str = "SESSIONPIPE_RUN";
 /// How many processes up from the hook to look for `claude -p` (a hook runs under a shell).
 const ANCESTORS: usize = 4;
+/// What Claude Code sets in its hooks' environment: whether the session is attended, and its
+/// own process id.
+const ATTENDED_ENV: &str = "CLAUDE_CODE_SESSION_ATTENDED";
+const PID_ENV: &str = "CLAUDE_PID";
 
 /// Whether the Claude Code this hook runs under is headless (`-p`/`--print`), and if so the
 /// tools its command line allows outright (`--allowedTools Bash`: bare names only; a pattern
@@ -127,6 +131,12 @@ const ANCESTORS: usize = 4;
 fn headless() -> Option<Vec<String>> {
     let said = std::env::var_os(HEADLESS_ENV).is_some_and(|v| v == "1")
         || std::env::var_os(RUN_ENV).is_some_and(|v| !v.is_empty());
+    // Claude Code tells its hooks whether someone is at its terminal (`1` interactive, `0`
+    // under -p, as probed with 2.1.332): an interactive session needs no look at /proc, which
+    // every PreToolUse of a tool that is not read-only would otherwise pay.
+    if !said && std::env::var_os(ATTENDED_ENV).is_some_and(|v| v == "1") {
+        return None;
+    }
     match claude_args() {
         Some(args) if said || args.iter().any(|a| a == "-p" || a == "--print") => {
             Some(allowed_tools(&args))
@@ -138,28 +148,41 @@ fn headless() -> Option<Vec<String>> {
 /// The command line of the `claude` process a few levels above this hook (a hook runs under
 /// a shell), if one is found.
 fn claude_args() -> Option<Vec<String>> {
+    // The process Claude Code names, when it is one of ours and `claude`: one read.
+    let named = std::env::var(PID_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+        .filter(|p| *p > 1);
+    if let Some(args) = named.and_then(claude_cmdline) {
+        return Some(args);
+    }
     // SAFETY: getppid has no preconditions.
     let mut pid = unsafe { libc::getppid() };
     for _ in 0..ANCESTORS {
         if pid <= 1 {
             return None;
         }
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let claude = args.iter().take(2).any(|a| {
-            let base = a.rsplit(|b| *b == b'/').next().unwrap_or(a);
-            base.starts_with(b"claude") || a.ends_with(b"claude-code/cli.js")
-        });
-        if claude {
-            return Some(
-                args.iter()
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect(),
-            );
+        if let Some(args) = claude_cmdline(pid) {
+            return Some(args);
         }
         pid = parent_of(pid)?;
     }
     None
+}
+
+/// Process `pid`'s command line, if it is Claude Code's.
+fn claude_cmdline(pid: i32) -> Option<Vec<String>> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    let claude = args.iter().take(2).any(|a| {
+        let base = a.rsplit(|b| *b == b'/').next().unwrap_or(a);
+        base.starts_with(b"claude") || a.ends_with(b"claude-code/cli.js")
+    });
+    claude.then(|| {
+        args.iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect()
+    })
 }
 
 /// The bare tool names `--allowedTools`/`--allowed-tools` list (space- or comma-separated,
