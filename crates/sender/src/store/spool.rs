@@ -106,24 +106,10 @@ pub fn spool_tool_event(
 /// is still the log (a drain may have renamed the one opened: then the new one).
 fn append_line(dir: &Path, path: &Path, line: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let open = || {
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-    };
+    let mut how = std::fs::OpenOptions::new();
+    how.append(true).create(true);
     for _ in 0..3 {
-        let mut file = match open() {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-                    _ => open()?,
-                }
-            }
-            other => other?,
-        };
+        let mut file = open_in(dir, path, &mut how)?;
         // A drain holds its lock for one read; a stopped sp-sync never holds the hook.
         lock_within(&file, libc::LOCK_SH, HOOK_LOCK_WAIT)?;
         let meta = file.metadata()?;
@@ -140,6 +126,25 @@ fn append_line(dir: &Path, path: &Path, line: &[u8]) -> std::io::Result<()> {
         return file.write_all(line);
     }
     Err(std::io::Error::other("the tool log kept moving"))
+}
+
+/// Opens `path` in the spool folder `dir` the way `how` says (0600, never through a link),
+/// making the folder (0700) when it is not there yet.
+fn open_in(
+    dir: &Path,
+    path: &Path,
+    how: &mut std::fs::OpenOptions,
+) -> std::io::Result<std::fs::File> {
+    how.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    match how.open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+                _ => how.open(path),
+            }
+        }
+        other => other,
+    }
 }
 
 /// How long a hook waits for a drain's lock on the tool log, and a drain for a writer's.
@@ -263,25 +268,11 @@ fn spool(state_dir: &Path, key: &str, harness_event: &str, reason: &str) -> Resu
     let text = serde_json::to_vec(&f)?;
     // Made in place (no rename: one directory change fewer, each a journal entry on ext4);
     // a reader that meets it before its bytes waits for them ([`spooled`]).
-    let create = || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-    };
     let write = || -> std::io::Result<()> {
         use std::io::Write;
-        let mut file = match create() {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-                    _ => create()?,
-                }
-            }
-            other => other?,
-        };
+        let mut how = std::fs::OpenOptions::new();
+        how.write(true).create_new(true);
+        let mut file = open_in(&dir, &path, &mut how)?;
         file.write_all(&text)
     };
     write().with_context(|| format!("cannot spool the event in {}", dir.display()))
