@@ -18,11 +18,13 @@ pub fn spawn_listening(mut c: Command) -> (Child, String, Arc<Mutex<String>>) {
     let sink = Arc::clone(&log);
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            // Logged before the URL is handed over, so a caller that reads the log after
+            // this returns always finds the line.
+            sink.lock().unwrap().push_str(&format!("{line}\n"));
             if let Some(rest) = line.split("listening on ").nth(1) {
                 let url = rest.split_whitespace().next().unwrap_or("").to_owned();
                 let _ = tx.send(url);
             }
-            sink.lock().unwrap().push_str(&format!("{line}\n"));
         }
     });
     match rx.recv_timeout(Duration::from_secs(20)) {
