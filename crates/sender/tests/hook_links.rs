@@ -6,6 +6,10 @@
 //! datum of `ureq`, `rustls` or `webpki` that the linker kept is a symbol naming its crate. A
 //! stripped binary (a release build) has no symbol table; then its bytes are searched for the
 //! crates' names instead.
+//!
+//! And each shared library a hook loads is work on every tool call before `main`: the hooks
+//! load libc and libgcc_s only (the bundled SQLite is built without full-text search, which
+//! alone needed libm: `.cargo/config.toml`).
 use std::path::Path;
 
 const CLIENT_CRATES: [&str; 3] = ["ureq", "rustls", "webpki"];
@@ -47,6 +51,33 @@ fn defined_symbols(b: &[u8]) -> Option<Vec<String>> {
         }
     }
     Some(names)
+}
+
+/// The shared libraries an ELF file names as needed (`DT_NEEDED` in its dynamic section).
+fn needed_libraries(b: &[u8]) -> Vec<String> {
+    let (shoff, shentsize, shnum) = (u64_at(b, 0x28), u16_at(b, 0x3a), u16_at(b, 0x3c));
+    let section = |i: usize| &b[shoff + i * shentsize..shoff + (i + 1) * shentsize];
+    // SHT_DYNAMIC = 6; its sh_link is the dynamic string table.
+    let Some(dynamic) = (0..shnum).map(section).find(|s| u32_at(s, 4) == 6) else {
+        return Vec::new();
+    };
+    let (off, size) = (u64_at(dynamic, 0x18), u64_at(dynamic, 0x20));
+    let strtab = section(u32_at(dynamic, 0x28));
+    let strs = &b[u64_at(strtab, 0x18)..u64_at(strtab, 0x18) + u64_at(strtab, 0x20)];
+    let mut names = Vec::new();
+    for entry in b[off..off + size].chunks_exact(16) {
+        // DT_NEEDED = 1; DT_NULL = 0 ends the table.
+        match u64_at(entry, 0) {
+            0 => break,
+            1 => {
+                let at = u64_at(entry, 8);
+                let end = strs[at..].iter().position(|&c| c == 0).unwrap();
+                names.push(String::from_utf8_lossy(&strs[at..at + end]).into_owned());
+            }
+            _ => {}
+        }
+    }
+    names
 }
 
 /// Which of the client crates the binary links, and an example of each.
@@ -92,4 +123,31 @@ fn the_scan_finds_the_client_in_sp_sync() {
     let found = linked_clients(Path::new(env!("CARGO_BIN_EXE_sp-sync")));
     let crates: Vec<&str> = found.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(crates, CLIENT_CRATES, "{found:?}");
+}
+
+#[test]
+fn hooks_load_no_shared_library_but_libc_and_libgcc_s() {
+    for (name, path) in [
+        ("sp-permission", env!("CARGO_BIN_EXE_sp-permission")),
+        ("sp-stop", env!("CARGO_BIN_EXE_sp-stop")),
+        ("sp-event", env!("CARGO_BIN_EXE_sp-event")),
+    ] {
+        let needed = needed_libraries(&std::fs::read(path).unwrap());
+        // The scan reads the table at all: every binary here names libc.
+        assert!(
+            needed.iter().any(|l| l == "libc.so.6"),
+            "{name}: no libc.so.6 among {needed:?}"
+        );
+        let more: Vec<&String> = needed
+            .iter()
+            // The loader itself (named in a debug build) is there for every program.
+            .filter(|l| {
+                !["libc.so.6", "libgcc_s.so.1"].contains(&l.as_str()) && !l.starts_with("ld-linux")
+            })
+            .collect();
+        assert!(
+            more.is_empty(),
+            "{name} loads {more:?} as well on every call (a C dependency's feature? see .cargo/config.toml)"
+        );
+    }
 }
