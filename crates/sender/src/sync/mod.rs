@@ -105,6 +105,9 @@ const REFRESH_EVERY: Duration = Duration::from_millis(200);
 const WATCH_EVERY: Duration = Duration::from_millis(10);
 /// The spool of turn ends is read at least this often ([`crate::store::spool`]).
 const SPOOL_EVERY: Duration = Duration::from_millis(250);
+/// A changed spool is read once it has been still this long: a burst of tool calls is taken
+/// in one drain, and the drain does not compete for the CPU with the hook that wrote it.
+const SPOOL_SETTLE: Duration = Duration::from_millis(20);
 const SWEEP_EVERY: Duration = Duration::from_secs(2);
 const DB_BUSY: Duration = Duration::from_secs(5);
 /// A back-off's sleep looks at the clocks this often (the test clock moves without notice).
@@ -648,6 +651,7 @@ impl Supervisor {
         let mut last_spool = None;
         let mut spool_left = true;
         let mut last_drain = Instant::now();
+        let mut spool_changed: Option<Instant> = None;
         let mut last_refresh = Instant::now() - REFRESH_EVERY;
         let mut last_sweep = Instant::now() - SWEEP_EVERY;
         // Harnesses with a server API (OpenCode) get their messages at once, not at a hook.
@@ -708,8 +712,13 @@ impl Supervisor {
             // two changes within one tick look the same, so it is also read every
             // SPOOL_EVERY whatever its mtime says.
             let spool = spool_stamp(&self.store);
-            if spool != last_spool || spool_left || last_drain.elapsed() >= SPOOL_EVERY {
+            if spool != last_spool {
                 last_spool = spool;
+                spool_changed = Some(Instant::now());
+            }
+            let settled = spool_changed.is_some_and(|at| at.elapsed() >= SPOOL_SETTLE);
+            if settled || spool_left || last_drain.elapsed() >= SPOOL_EVERY {
+                spool_changed = None;
                 last_drain = Instant::now();
                 spool_left = self.drain_spool();
             }
