@@ -544,11 +544,16 @@ fn hooks(o: &Opts, bins: &Bins, root: &Path, p: &Payloads) {
         sc.len()
     );
     std::io::stdout().flush().unwrap();
+    // A new order each round (a fixed seed, so runs compare): a scenario that writes leaves
+    // the disk busy for the next, and with a fixed order (rotated or not) the same scenario
+    // always came next and paid for it (sp-event PreToolUse after UserPromptSubmit read up
+    // to 1.3x sp-permission's same PreToolUse).
+    let mut order: Vec<usize> = (0..sc.len()).collect();
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     for round in 0..rounds {
-        let n = sc.len();
-        for k in 0..n {
-            // Rotate the order each round so no scenario always follows the same one.
-            let s = &mut sc[(k + round) % n];
+        shuffle(&mut order, &mut seed);
+        for &k in &order {
+            let s = &mut sc[k];
             if round % s.every == 0 {
                 s.once(round >= warmup);
             }
@@ -864,5 +869,15 @@ fn main() {
     if o.keep {
         let kept = tmp.keep();
         println!("\nkept {}", kept.display());
+    }
+}
+
+/// Fisher-Yates with xorshift64 from `seed` (no crate for a benchmark's order).
+fn shuffle(v: &mut [usize], seed: &mut u64) {
+    for i in (1..v.len()).rev() {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        v.swap(i, (*seed % (i as u64 + 1)) as usize);
     }
 }
