@@ -13,6 +13,12 @@
 use std::path::Path;
 
 const CLIENT_CRATES: [&str; 3] = ["ureq", "rustls", "webpki"];
+/// The hook binaries, by name, as cargo built them for this test run.
+const HOOKS: [(&str, &str); 3] = [
+    ("sp-permission", env!("CARGO_BIN_EXE_sp-permission")),
+    ("sp-stop", env!("CARGO_BIN_EXE_sp-stop")),
+    ("sp-event", env!("CARGO_BIN_EXE_sp-event")),
+];
 
 fn u16_at(b: &[u8], at: usize) -> usize {
     u16::from_le_bytes(b[at..at + 2].try_into().unwrap()) as usize
@@ -105,11 +111,7 @@ fn linked_clients(path: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn hooks_link_no_http_or_tls_client() {
-    for (name, path) in [
-        ("sp-permission", env!("CARGO_BIN_EXE_sp-permission")),
-        ("sp-stop", env!("CARGO_BIN_EXE_sp-stop")),
-        ("sp-event", env!("CARGO_BIN_EXE_sp-event")),
-    ] {
+    for (name, path) in HOOKS {
         let found = linked_clients(Path::new(path));
         assert!(
             found.is_empty(),
@@ -127,11 +129,7 @@ fn the_scan_finds_the_client_in_sp_sync() {
 
 #[test]
 fn hooks_load_no_shared_library_but_libc_and_libgcc_s() {
-    for (name, path) in [
-        ("sp-permission", env!("CARGO_BIN_EXE_sp-permission")),
-        ("sp-stop", env!("CARGO_BIN_EXE_sp-stop")),
-        ("sp-event", env!("CARGO_BIN_EXE_sp-event")),
-    ] {
+    for (name, path) in HOOKS {
         let needed = needed_libraries(&std::fs::read(path).unwrap());
         // The scan reads the table at all: every binary here names libc.
         assert!(
