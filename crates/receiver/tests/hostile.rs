@@ -223,8 +223,13 @@ fn six_hundred_idle_connections_under_ulimit_1024_do_not_stop_it() {
         "serving again after 1100 connections; log:\n{}",
         r.log.lock().unwrap()
     );
+    // The log is read from the server's stderr by a thread: wait for the line.
     assert!(
-        r.log.lock().unwrap().contains("limit"),
+        until(Duration::from_secs(5), || r
+            .log
+            .lock()
+            .unwrap()
+            .contains("limit")),
         "the shedding is logged"
     );
 }
@@ -404,8 +409,13 @@ fn login_guesses_are_limited_overall() {
         "{limited} of 100 guesses got 429 with retry-after ({wrong} got 401)"
     );
     assert!(wrong <= 5, "{wrong} guesses were checked");
+    // The log is read from the server's stderr by a thread: wait for the line.
     assert!(
-        r.log.lock().unwrap().contains("login"),
+        until(Duration::from_secs(5), || r
+            .log
+            .lock()
+            .unwrap()
+            .contains("login")),
         "the limit is logged"
     );
 }
