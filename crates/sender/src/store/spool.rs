@@ -40,9 +40,9 @@ const MAX_FILE: u64 = 64 * 1024;
 /// A session's tool log takes no more than this (sp-sync drains it every quarter second);
 /// past it a hook stores its tool event in the database instead.
 const MAX_TOOL_LOG: u64 = 1024 * 1024;
-/// The session's tool log, and a drained one.
-const TOOL_LOG: &str = "tools";
-const DRAINING: &str = "drain";
+/// The endings of a session's tool log, and of a drained one.
+const TOOL_LOG: &str = ".tools";
+const DRAINING: &str = ".drain";
 
 #[derive(Serialize, Deserialize)]
 struct TurnEndFile {
@@ -97,7 +97,7 @@ pub fn spool_tool_event(
     let mut line = serde_json::to_vec(&f)?;
     line.push(b'\n');
     let dir = dir_of(&state_dir.join("control.db"));
-    let path = dir.join(format!("{}.{TOOL_LOG}", super::quiet::marker_name(key)));
+    let path = dir.join(format!("{}{TOOL_LOG}", super::quiet::marker_name(key)));
     append_line(&dir, &path, &line)
         .with_context(|| format!("cannot spool the tool event in {}", dir.display()))
 }
@@ -183,12 +183,12 @@ fn take_tool_logs(dir: &Path, prefix: Option<&str>) -> Result<()> {
         names
             .iter()
             .filter_map(|n| n.strip_prefix(hash)?.strip_prefix('.'))
-            .filter_map(|n| n.strip_suffix(&format!(".{DRAINING}")))
+            .filter_map(|n| n.strip_suffix(DRAINING))
             .filter_map(|id| ulid::Ulid::from_string(id).ok())
             .max()
     };
     for name in &names {
-        let Some(hash) = name.strip_suffix(&format!(".{TOOL_LOG}")) else {
+        let Some(hash) = name.strip_suffix(TOOL_LOG) else {
             continue;
         };
         if prefix.is_some_and(|p| !name.starts_with(p)) {
@@ -201,7 +201,7 @@ fn take_tool_logs(dir: &Path, prefix: Option<&str>) -> Result<()> {
         {
             id = after;
         }
-        let to = dir.join(format!("{hash}.{id}.{DRAINING}"));
+        let to = dir.join(format!("{hash}.{id}{DRAINING}"));
         match std::fs::rename(dir.join(name), &to) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -321,7 +321,7 @@ fn spooled(dir: &Path, only: Option<&str>) -> Result<Vec<(PathBuf, TurnEndFile)>
         if !meta.file_type().is_file() || meta.uid() != euid() {
             continue;
         }
-        if name.ends_with(&format!(".{DRAINING}")) {
+        if name.ends_with(DRAINING) {
             for f in read_drained(&path)? {
                 out.push((path.clone(), f));
             }
@@ -476,9 +476,7 @@ pub(crate) fn pending(dir: &Path) -> bool {
             e.is_ok_and(|e| {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
-                name.ends_with(".json")
-                    || name.ends_with(&format!(".{TOOL_LOG}"))
-                    || name.ends_with(&format!(".{DRAINING}"))
+                name.ends_with(".json") || name.ends_with(TOOL_LOG) || name.ends_with(DRAINING)
             })
         })
     })
@@ -575,7 +573,7 @@ mod tests {
         let dir = dir_of(&state.path().join("control.db"));
         tool(&dir, "claude-code:a", 0);
         let log = dir.join(format!(
-            "{}.{TOOL_LOG}",
+            "{}{TOOL_LOG}",
             super::super::quiet::marker_name("claude-code:a")
         ));
         let mut text = std::fs::read(&log).unwrap();
