@@ -30,30 +30,49 @@ fn u64_at(b: &[u8], at: usize) -> usize {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize
 }
 
-/// The names of the defined functions and data in a 64-bit little-endian ELF file's symbol
-/// table; None when it has none (stripped).
-fn defined_symbols(b: &[u8]) -> Option<Vec<String>> {
+/// A 64-bit little-endian ELF file's section headers.
+fn sections(b: &[u8]) -> Vec<&[u8]> {
     assert_eq!(&b[..4], b"\x7fELF", "not an ELF file");
     assert_eq!((b[4], b[5]), (2, 1), "not 64-bit little-endian ELF");
     let (shoff, shentsize, shnum) = (u64_at(b, 0x28), u16_at(b, 0x3a), u16_at(b, 0x3c));
-    let section = |i: usize| &b[shoff + i * shentsize..shoff + (i + 1) * shentsize];
-    // SHT_SYMTAB = 2; its sh_link is the string table.
-    let symtab = (0..shnum).map(section).find(|s| u32_at(s, 4) == 2)?;
-    let (off, size, link, entsize) = (
-        u64_at(symtab, 0x18),
-        u64_at(symtab, 0x20),
-        u32_at(symtab, 0x28),
-        u64_at(symtab, 0x38),
-    );
-    let strtab = section(link);
-    let strs = &b[u64_at(strtab, 0x18)..u64_at(strtab, 0x18) + u64_at(strtab, 0x20)];
+    (0..shnum)
+        .map(|i| &b[shoff + i * shentsize..shoff + (i + 1) * shentsize])
+        .collect()
+}
+
+/// The first section of type `kind`: its header, its bytes, and the bytes of the string table
+/// it links to (`sh_link`).
+fn section_with_strings(b: &[u8], kind: usize) -> Option<(&[u8], &[u8], &[u8])> {
+    let all = sections(b);
+    let header = *all.iter().find(|s| u32_at(s, 4) == kind)?;
+    let bytes_of = |h: &[u8]| {
+        let off = u64_at(h, 0x18);
+        &b[off..off + u64_at(h, 0x20)]
+    };
+    Some((
+        header,
+        bytes_of(header),
+        bytes_of(all[u32_at(header, 0x28)]),
+    ))
+}
+
+/// The NUL-ended string at `at` in a string table.
+fn string_at(strs: &[u8], at: usize) -> String {
+    let end = strs[at..].iter().position(|&c| c == 0).unwrap();
+    String::from_utf8_lossy(&strs[at..at + end]).into_owned()
+}
+
+/// The names of the defined functions and data in a 64-bit little-endian ELF file's symbol
+/// table; None when it has none (stripped).
+fn defined_symbols(b: &[u8]) -> Option<Vec<String>> {
+    // SHT_SYMTAB = 2.
+    let (header, symbols, strs) = section_with_strings(b, 2)?;
     let mut names = Vec::new();
-    for sym in b[off..off + size].chunks_exact(entsize) {
+    for sym in symbols.chunks_exact(u64_at(header, 0x38)) {
         let (name, info, shndx) = (u32_at(sym, 0), sym[4], u16_at(sym, 6));
         // STT_OBJECT = 1, STT_FUNC = 2; shndx 0 is undefined.
         if matches!(info & 0xf, 1 | 2) && shndx != 0 {
-            let end = strs[name..].iter().position(|&c| c == 0).unwrap();
-            names.push(String::from_utf8_lossy(&strs[name..name + end]).into_owned());
+            names.push(string_at(strs, name));
         }
     }
     Some(names)
@@ -61,25 +80,16 @@ fn defined_symbols(b: &[u8]) -> Option<Vec<String>> {
 
 /// The shared libraries an ELF file names as needed (`DT_NEEDED` in its dynamic section).
 fn needed_libraries(b: &[u8]) -> Vec<String> {
-    let (shoff, shentsize, shnum) = (u64_at(b, 0x28), u16_at(b, 0x3a), u16_at(b, 0x3c));
-    let section = |i: usize| &b[shoff + i * shentsize..shoff + (i + 1) * shentsize];
-    // SHT_DYNAMIC = 6; its sh_link is the dynamic string table.
-    let Some(dynamic) = (0..shnum).map(section).find(|s| u32_at(s, 4) == 6) else {
+    // SHT_DYNAMIC = 6.
+    let Some((_, entries, strs)) = section_with_strings(b, 6) else {
         return Vec::new();
     };
-    let (off, size) = (u64_at(dynamic, 0x18), u64_at(dynamic, 0x20));
-    let strtab = section(u32_at(dynamic, 0x28));
-    let strs = &b[u64_at(strtab, 0x18)..u64_at(strtab, 0x18) + u64_at(strtab, 0x20)];
     let mut names = Vec::new();
-    for entry in b[off..off + size].chunks_exact(16) {
+    for entry in entries.chunks_exact(16) {
         // DT_NEEDED = 1; DT_NULL = 0 ends the table.
         match u64_at(entry, 0) {
             0 => break,
-            1 => {
-                let at = u64_at(entry, 8);
-                let end = strs[at..].iter().position(|&c| c == 0).unwrap();
-                names.push(String::from_utf8_lossy(&strs[at..at + end]).into_owned());
-            }
+            1 => names.push(string_at(strs, u64_at(entry, 8))),
             _ => {}
         }
     }
